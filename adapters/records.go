@@ -284,3 +284,9 @@ type Change struct {
 	Note       string          `json:"note,omitempty"`
 	OccurredAt time.Time       `json:"occurred_at"`
 }
+
+// OutboxEntry is a change waiting in an outbox, numbered in commit order.
+type OutboxEntry struct {
+	Seq    uint64
+	Change Change
+}

@@ -1,9 +1,15 @@
+// Command practicegw is Caddy built with the practicegw modules.
 package main
 
 import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/practicegw/practicegw/caddymodule/api"
+	_ "github.com/practicegw/practicegw/caddymodule/auth"
+	_ "github.com/practicegw/practicegw/caddymodule/commands"
+	_ "github.com/practicegw/practicegw/caddymodule/gateway"
 )
 
 func main() {

@@ -1,0 +1,24 @@
+# The two commands the README starts with:
+#   go run ./cmd/practicegw run      runs practicegw on its embedded default
+#   make test                        runs the whole test suite
+
+GO ?= go
+
+.PHONY: test deps vet build bench
+
+build:
+	$(GO) build -o practicegw ./cmd/practicegw
+
+deps:
+	./scripts/install-test-deps.sh
+
+vet:
+	$(GO) vet ./...
+
+# CI=true makes tests that need redis-server or chromium fail rather than
+# skip when either is missing.
+test: deps vet
+	CI=$${CI:-true} $(GO) test -count=1 -timeout 40m ./...
+
+bench:
+	./bench/gateway-vs-static.sh

@@ -1,0 +1,365 @@
+// Package demo serves deterministic demo practice records for any number of
+// firms, so that the gateway pages, filters, writes and raises events with
+// no practice-management system behind it.
+//
+// Each firm has live and sandbox records, seeded from the firm id alone: the
+// same id gives byte-identical records on every machine. Records are kept in
+// bbolt under the top-level bucket "demo" (demo/<firm>/<live|sandbox>/<kind>,
+// keyed by id) and held in memory already encoded, so a read neither
+// decodes nor encodes JSON. A write stores the record and an
+// adapters.Change in the top-level bucket "outbox" in one transaction; the
+// event pipeline drains the outbox.
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+const (
+	demoBucket   = "demo"
+	outboxBucket = "outbox"
+)
+
+// Records is the demo adapter. It is safe for concurrent use.
+type Records struct {
+	db      *bbolt.DB
+	now     func() time.Time
+	ids     idSource
+	signal  chan struct{}
+	tenants map[adapters.Tenant]*tenant // fixed after Open
+	order   []*tenant                   // tenants in the order firms were given
+}
+
+// Option configures Open.
+type Option func(*Records)
+
+// WithClock sets the clock used for timestamps and ids of writes; the
+// default is time.Now. The seed never reads the clock.
+func WithClock(now func() time.Time) Option {
+	return func(r *Records) { r.now = now }
+}
+
+// Open seeds the firms' records into db where they are missing, then loads
+// every firm's records into memory. db stays the caller's to close.
+func Open(db *bbolt.DB, firms []string, opts ...Option) (*Records, error) {
+	r := &Records{
+		db:      db,
+		now:     time.Now,
+		signal:  make(chan struct{}, 1),
+		tenants: make(map[adapters.Tenant]*tenant, 2*len(firms)),
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	for _, firm := range firms {
+		if firm == "" {
+			return nil, errors.New("demo: empty firm id")
+		}
+		if _, dup := r.tenants[adapters.Tenant{Firm: firm}]; dup {
+			return nil, fmt.Errorf("demo: firm %q listed twice", firm)
+		}
+		st := styleFor(firm)
+		for _, sandbox := range []bool{false, true} {
+			ts := &tenant{Tenant: adapters.Tenant{Firm: firm, Sandbox: sandbox}, style: st}
+			r.tenants[ts.Tenant] = ts
+			r.order = append(r.order, ts)
+		}
+	}
+	if err := r.seed(); err != nil {
+		return nil, fmt.Errorf("demo: seed: %w", err)
+	}
+	if err := r.load(); err != nil {
+		return nil, fmt.Errorf("demo: load: %w", err)
+	}
+	return r, nil
+}
+
+func (r *Records) clock() time.Time {
+	return r.now().UTC().Truncate(time.Millisecond)
+}
+
+// seed writes the seed of every tenant that has no records yet, all in one
+// transaction so that a tenant is either fully seeded or not at all.
+func (r *Records) seed() error {
+	return r.db.Update(func(tx *bbolt.Tx) error {
+		root, err := tx.CreateBucketIfNotExists([]byte(demoBucket))
+		if err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucketIfNotExists([]byte(outboxBucket)); err != nil {
+			return err
+		}
+		for _, ts := range r.order {
+			fb, err := root.CreateBucketIfNotExists([]byte(ts.Firm))
+			if err != nil {
+				return err
+			}
+			if fb.Bucket([]byte(mode(ts.Sandbox))) != nil {
+				continue
+			}
+			tb, err := fb.CreateBucket([]byte(mode(ts.Sandbox)))
+			if err != nil {
+				return err
+			}
+			set, err := generate(ts.Tenant, ts.style)
+			if err != nil {
+				return fmt.Errorf("%s: %w", ts, err)
+			}
+			for i, k := range adapters.Kinds {
+				kb, err := tb.CreateBucket([]byte(k))
+				if err != nil {
+					return err
+				}
+				// Seed keys arrive in order, so full pages waste no space.
+				kb.FillPercent = 0.9
+				for _, rec := range set[i] {
+					if err := kb.Put([]byte(rec.id), rec.raw); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func (r *Records) load() error {
+	return r.db.View(func(tx *bbolt.Tx) error {
+		for _, ts := range r.order {
+			tb := tenantBucket(tx, ts.Tenant)
+			if tb == nil {
+				return fmt.Errorf("%s: no records", ts)
+			}
+			if err := ts.load(tb); err != nil {
+				return fmt.Errorf("%s: %w", ts, err)
+			}
+		}
+		return nil
+	})
+}
+
+func mode(sandbox bool) string {
+	if sandbox {
+		return "sandbox"
+	}
+	return "live"
+}
+
+func tenantBucket(tx *bbolt.Tx, t adapters.Tenant) *bbolt.Bucket {
+	root := tx.Bucket([]byte(demoBucket))
+	if root == nil {
+		return nil
+	}
+	fb := root.Bucket([]byte(t.Firm))
+	if fb == nil {
+		return nil
+	}
+	return fb.Bucket([]byte(mode(t.Sandbox)))
+}
+
+// tenant holds one firm's live or sandbox records in memory.
+type tenant struct {
+	adapters.Tenant
+	style *style
+
+	// wmu serialises writes, from reading the current record to updating
+	// the index, so a write never works from a stale record. Readers only
+	// wait on mu, and only while the index itself changes.
+	wmu sync.Mutex
+	// defaultOwner owns clients created without one: the first partner.
+	defaultOwner string
+	// owners are the people who own clients that triggers create.
+	owners []string
+	// lastInvoice is the highest invoice number; guarded by wmu.
+	lastInvoice int
+
+	// cols change only with both wmu and mu held, so holding either is
+	// enough to read them.
+	mu   sync.RWMutex
+	cols [numKinds][]entry // each sorted by id
+}
+
+// entry is one record in memory: its wire bytes and the fields the filters
+// compare, so that listing never touches JSON.
+type entry struct {
+	id       string
+	raw      json.RawMessage
+	updated  int64 // updated_at, Unix nanoseconds
+	activity int64 // clients' last_activity_at, Unix nanoseconds
+	owner    string
+	status   string
+	stage    string
+	client   string
+	deadline string
+}
+
+// indexFields are the fields of any kind that an entry keeps.
+type indexFields struct {
+	ID             string    `json:"id"`
+	UpdatedAt      time.Time `json:"updated_at"`
+	LastActivityAt time.Time `json:"last_activity_at"`
+	Owner          string    `json:"owner"`
+	Status         string    `json:"status"`
+	Stage          string    `json:"stage"`
+	Client         string    `json:"client"`
+	Deadline       string    `json:"deadline"`
+}
+
+func newEntry(raw json.RawMessage) (entry, error) {
+	var f indexFields
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return entry{}, fmt.Errorf("index record: %w", err)
+	}
+	return entry{
+		id: f.ID, raw: raw, updated: nanos(f.UpdatedAt), activity: nanos(f.LastActivityAt),
+		owner: f.Owner, status: f.Status, stage: f.Stage, client: f.Client, deadline: f.Deadline,
+	}, nil
+}
+
+const numKinds = 6
+
+// kindIndex maps a kind to its slot in tenant.cols, following adapters.Kinds.
+func kindIndex(k adapters.Kind) (int, bool) {
+	switch k {
+	case adapters.Clients:
+		return 0, true
+	case adapters.Engagements:
+		return 1, true
+	case adapters.Jobs:
+		return 2, true
+	case adapters.Documents:
+		return 3, true
+	case adapters.Invoices:
+		return 4, true
+	case adapters.People:
+		return 5, true
+	}
+	return 0, false
+}
+
+func (ts *tenant) load(tb *bbolt.Bucket) error {
+	for i, k := range adapters.Kinds {
+		kb := tb.Bucket([]byte(k))
+		if kb == nil {
+			return fmt.Errorf("no %s bucket", k)
+		}
+		var col []entry
+		err := kb.ForEach(func(_, v []byte) error {
+			e, err := newEntry(bytes.Clone(v))
+			if err != nil {
+				return err
+			}
+			col = append(col, e)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", k, err)
+		}
+		ts.cols[i] = col
+	}
+	return ts.loadPeopleAndNumbers()
+}
+
+// loadPeopleAndNumbers derives what writes need beyond the index: who owns
+// new clients and where invoice numbering continues.
+func (ts *tenant) loadPeopleAndNumbers() error {
+	for _, e := range ts.col(adapters.People) {
+		var p adapters.Person
+		if err := json.Unmarshal(e.raw, &p); err != nil {
+			return fmt.Errorf("person %s: %w", e.id, err)
+		}
+		if !p.Active || (p.Role != "partner" && p.Role != "manager") {
+			continue
+		}
+		if ts.defaultOwner == "" && p.Role == "partner" {
+			ts.defaultOwner = p.ID
+		}
+		ts.owners = append(ts.owners, p.ID)
+	}
+	if len(ts.owners) == 0 {
+		return errors.New("no active partner or manager")
+	}
+	if ts.defaultOwner == "" {
+		ts.defaultOwner = ts.owners[0]
+	}
+	for _, e := range ts.col(adapters.Invoices) {
+		var inv struct {
+			Number string `json:"number"`
+		}
+		if err := json.Unmarshal(e.raw, &inv); err != nil {
+			return fmt.Errorf("invoice %s: %w", e.id, err)
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(inv.Number, "INV-"))
+		if err == nil && n > ts.lastInvoice {
+			ts.lastInvoice = n
+		}
+	}
+	return nil
+}
+
+// col returns a kind's entries; the caller holds mu or wmu.
+func (ts *tenant) col(k adapters.Kind) []entry {
+	i, _ := kindIndex(k)
+	return ts.cols[i]
+}
+
+// find returns the entry with id, or nil; the caller holds mu or wmu and
+// must not keep the pointer past it.
+func (ts *tenant) find(k adapters.Kind, id string) *entry {
+	col := ts.col(k)
+	if i := search(col, id); i < len(col) && col[i].id == id {
+		return &col[i]
+	}
+	return nil
+}
+
+// upsert puts e into its kind's collection, keeping it sorted by id; the
+// caller holds mu for writing.
+func (ts *tenant) upsert(k adapters.Kind, e entry) {
+	ki, _ := kindIndex(k)
+	col := ts.cols[ki]
+	i := search(col, e.id)
+	if i < len(col) && col[i].id == e.id {
+		col[i] = e
+		return
+	}
+	col = append(col, entry{})
+	copy(col[i+1:], col[i:])
+	col[i] = e
+	ts.cols[ki] = col
+}
+
+// search returns the index of the first entry whose id is >= id.
+func search(col []entry, id string) int {
+	lo, hi := 0, len(col)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if col[m].id < id {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// lookup returns the tenant's records, or ErrNotFound for a firm this
+// adapter does not serve.
+func (r *Records) lookup(t adapters.Tenant) (*tenant, error) {
+	ts := r.tenants[t]
+	if ts == nil {
+		return nil, fmt.Errorf("demo: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	return ts, nil
+}

@@ -1,0 +1,418 @@
+package demo
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+// CreateClient creates a client. Unset fields default to an active company
+// in the firm's country, owned by the firm's first partner.
+func (r *Records) CreateClient(ctx context.Context, t adapters.Tenant, in adapters.ClientInput) (json.RawMessage, error) {
+	if err := in.Validate(true); err != nil {
+		return nil, err
+	}
+	w, done, err := r.begin(t)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	c := adapters.Client{
+		Object:   adapters.Clients.Singular(),
+		Type:     "company",
+		Status:   "active",
+		Owner:    w.ts.defaultOwner,
+		Country:  w.ts.style.code,
+		Contacts: []adapters.Contact{},
+	}
+	if err := w.applyClient(&c, in); err != nil {
+		return nil, err
+	}
+	c.ID = r.ids.next(adapters.Clients.IDPrefix(), w.now)
+	c.CreatedAt = w.now
+	return r.commitOne(ctx, w, adapters.Clients, nil, c)
+}
+
+// UpdateClient changes the fields of in that are set. Any write is client
+// activity, so last_activity_at moves with updated_at.
+func (r *Records) UpdateClient(ctx context.Context, t adapters.Tenant, id string, in adapters.ClientInput) (json.RawMessage, error) {
+	if err := in.Validate(false); err != nil {
+		return nil, err
+	}
+	w, done, err := r.begin(t)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var c adapters.Client
+	before, err := w.load(adapters.Clients, id, &c)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.applyClient(&c, in); err != nil {
+		return nil, err
+	}
+	return r.commitOne(ctx, w, adapters.Clients, before, c)
+}
+
+func (w *write) applyClient(c *adapters.Client, in adapters.ClientInput) error {
+	set(&c.Name, in.Name)
+	set(&c.Type, in.Type)
+	set(&c.Status, in.Status)
+	set(&c.Owner, in.Owner)
+	set(&c.Email, in.Email)
+	set(&c.Phone, in.Phone)
+	if in.Country != nil {
+		c.Country = strings.ToUpper(*in.Country)
+	}
+	if in.Contacts != nil {
+		c.Contacts = append([]adapters.Contact{}, *in.Contacts...)
+	}
+	if _, ok := w.entry(adapters.People, c.Owner); !ok {
+		return adapters.Invalid("owner", "There is no person %s at this firm.", c.Owner)
+	}
+	c.UpdatedAt, c.LastActivityAt = w.now, w.now
+	return nil
+}
+
+// CreateJob creates a planned job, owned by its client's owner unless in
+// names another.
+func (r *Records) CreateJob(ctx context.Context, t adapters.Tenant, in adapters.JobInput) (json.RawMessage, error) {
+	if err := in.Validate(true); err != nil {
+		return nil, err
+	}
+	w, done, err := r.begin(t)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	j := adapters.Job{Object: adapters.Jobs.Singular(), Stage: "planned"}
+	if in.Owner == nil {
+		if c, ok := w.entry(adapters.Clients, *in.Client); ok {
+			j.Owner = c.owner
+		}
+	}
+	if err := w.applyJob(&j, in); err != nil {
+		return nil, err
+	}
+	j.ID = r.ids.next(adapters.Jobs.IDPrefix(), w.now)
+	j.CreatedAt = w.now
+	if _, err := w.put(adapters.Jobs, nil, j, ""); err != nil {
+		return nil, err
+	}
+	if err := w.relink(j.ID, "", j.Engagement); err != nil {
+		return nil, err
+	}
+	return r.commitFirst(ctx, w)
+}
+
+// UpdateJob changes the fields of in that are set. Its stage moves only
+// through MoveJob.
+func (r *Records) UpdateJob(ctx context.Context, t adapters.Tenant, id string, in adapters.JobInput) (json.RawMessage, error) {
+	if err := in.Validate(false); err != nil {
+		return nil, err
+	}
+	w, done, err := r.begin(t)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var j adapters.Job
+	before, err := w.load(adapters.Jobs, id, &j)
+	if err != nil {
+		return nil, err
+	}
+	was := j.Engagement
+	if err := w.applyJob(&j, in); err != nil {
+		return nil, err
+	}
+	if _, err := w.put(adapters.Jobs, before, j, ""); err != nil {
+		return nil, err
+	}
+	if err := w.relink(j.ID, was, j.Engagement); err != nil {
+		return nil, err
+	}
+	return r.commitFirst(ctx, w)
+}
+
+// applyJob sets the fields of in that are set and checks that the job's
+// links still hold: its client and owner exist, and its engagement is its
+// client's.
+func (w *write) applyJob(j *adapters.Job, in adapters.JobInput) error {
+	set(&j.Title, in.Title)
+	set(&j.Type, in.Type)
+	set(&j.Client, in.Client)
+	set(&j.Engagement, in.Engagement)
+	set(&j.Owner, in.Owner)
+	set(&j.Deadline, in.Deadline)
+	if _, ok := w.entry(adapters.Clients, j.Client); !ok {
+		return adapters.Invalid("client", "There is no client %s at this firm.", j.Client)
+	}
+	if _, ok := w.entry(adapters.People, j.Owner); !ok {
+		return adapters.Invalid("owner", "There is no person %s at this firm.", j.Owner)
+	}
+	if j.Engagement != "" {
+		e, ok := w.entry(adapters.Engagements, j.Engagement)
+		if !ok {
+			return adapters.Invalid("engagement", "There is no engagement %s at this firm.", j.Engagement)
+		}
+		if e.client != j.Client {
+			return adapters.Invalid("engagement", "Engagement %s is for another client than %s.", j.Engagement, j.Client)
+		}
+	}
+	j.UpdatedAt = w.now
+	return nil
+}
+
+// MoveJob moves a job to a stage. A move to the stage it is in is still a
+// move: it is recorded with its note.
+func (r *Records) MoveJob(ctx context.Context, t adapters.Tenant, id string, move adapters.StageMove) (json.RawMessage, error) {
+	if err := move.Validate(); err != nil {
+		return nil, err
+	}
+	w, done, err := r.begin(t)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var j adapters.Job
+	before, err := w.load(adapters.Jobs, id, &j)
+	if err != nil {
+		return nil, err
+	}
+	moveJob(&j, move.Stage, w.now)
+	if _, err := w.put(adapters.Jobs, before, j, move.Note); err != nil {
+		return nil, err
+	}
+	return r.commitFirst(ctx, w)
+}
+
+// moveJob sets a job's stage. closed_at is when the job closed: it is set on
+// closing, kept on a move between closed stages and cleared on reopening.
+func moveJob(j *adapters.Job, stage string, now time.Time) {
+	switch {
+	case !adapters.ClosedStage(stage):
+		j.ClosedAt = nil
+	case j.ClosedAt == nil:
+		j.ClosedAt = &now
+	}
+	j.Stage = stage
+	j.UpdatedAt = now
+}
+
+// relink keeps an engagement's released_jobs equal to the jobs that name
+// it, when a job moves from one engagement to another ("" for none).
+func (w *write) relink(job, from, to string) error {
+	if from == to {
+		return nil
+	}
+	edit := func(id string, change func(e *adapters.Engagement)) error {
+		var e adapters.Engagement
+		before, err := w.load(adapters.Engagements, id, &e)
+		if err != nil {
+			return err
+		}
+		change(&e)
+		e.UpdatedAt = w.now
+		_, err = w.put(adapters.Engagements, before, e, "")
+		return err
+	}
+	if from != "" {
+		err := edit(from, func(e *adapters.Engagement) {
+			e.ReleasedJobs = slices.DeleteFunc(e.ReleasedJobs, func(id string) bool { return id == job })
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if to != "" {
+		return edit(to, func(e *adapters.Engagement) {
+			e.ReleasedJobs = append(e.ReleasedJobs, job)
+			slices.Sort(e.ReleasedJobs)
+		})
+	}
+	return nil
+}
+
+func set(dst *string, v *string) {
+	if v != nil {
+		*dst = *v
+	}
+}
+
+// write is one write in progress on a tenant. The records it has changed so
+// far shadow the index, so a write that touches a record twice (a trigger
+// that creates an engagement and signs it) sees its own changes.
+type write struct {
+	ts      *tenant
+	now     time.Time
+	pending []pending
+}
+
+// pending is one record a write stores, with the state it replaces.
+type pending struct {
+	kind   adapters.Kind
+	entry  entry
+	before json.RawMessage // nil for a new record
+	note   string
+}
+
+// begin starts a write on t. The caller calls done when finished, after
+// committing or not.
+func (r *Records) begin(t adapters.Tenant) (w *write, done func(), err error) {
+	ts, err := r.lookup(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	ts.wmu.Lock()
+	return &write{ts: ts, now: r.clock()}, ts.wmu.Unlock, nil
+}
+
+// entry returns the current state of a record.
+func (w *write) entry(k adapters.Kind, id string) (entry, bool) {
+	for i := len(w.pending) - 1; i >= 0; i-- {
+		if p := &w.pending[i]; p.kind == k && p.entry.id == id {
+			return p.entry, true
+		}
+	}
+	if e := w.ts.find(k, id); e != nil {
+		return *e, true
+	}
+	return entry{}, false
+}
+
+// load decodes the current state of a record into v and returns its
+// encoding, to be the change's before.
+func (w *write) load(k adapters.Kind, id string, v any) (json.RawMessage, error) {
+	e, ok := w.entry(k, id)
+	if !ok {
+		return nil, notFound(k, id)
+	}
+	if err := json.Unmarshal(e.raw, v); err != nil {
+		return nil, fmt.Errorf("demo: decode %s %s: %w", k.Singular(), id, err)
+	}
+	return e.raw, nil
+}
+
+// put adds a record's new state to the write and returns its encoding.
+func (w *write) put(k adapters.Kind, before json.RawMessage, rec any, note string) (json.RawMessage, error) {
+	raw, err := encode(rec)
+	if err != nil {
+		return nil, fmt.Errorf("demo: encode %s: %w", k.Singular(), err)
+	}
+	e, err := newEntry(raw)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	w.pending = append(w.pending, pending{kind: k, entry: e, before: before, note: note})
+	return raw, nil
+}
+
+// commitOne stores one record and returns its encoding.
+func (r *Records) commitOne(ctx context.Context, w *write, k adapters.Kind, before json.RawMessage, rec any) (json.RawMessage, error) {
+	if _, err := w.put(k, before, rec, ""); err != nil {
+		return nil, err
+	}
+	return r.commitFirst(ctx, w)
+}
+
+// commitFirst commits w and returns the first record it stored.
+func (r *Records) commitFirst(ctx context.Context, w *write) (json.RawMessage, error) {
+	if _, err := r.commit(ctx, w); err != nil {
+		return nil, err
+	}
+	return w.pending[0].entry.raw, nil
+}
+
+// commit stores every record of w and appends one change per record to the
+// outbox, in one transaction, so that no change is ever stored without its
+// event or the reverse. Only then does the index show the new records.
+func (r *Records) commit(ctx context.Context, w *write) ([]adapters.Change, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ts := w.ts
+	changes := make([]adapters.Change, len(w.pending))
+	err := r.db.Update(func(tx *bbolt.Tx) error {
+		tb, ob := tenantBucket(tx, ts.Tenant), tx.Bucket([]byte(outboxBucket))
+		if tb == nil || ob == nil {
+			return errors.New("buckets are missing")
+		}
+		for i, p := range w.pending {
+			kb := tb.Bucket([]byte(p.kind))
+			if kb == nil {
+				return fmt.Errorf("no %s bucket", p.kind)
+			}
+			if err := kb.Put([]byte(p.entry.id), p.entry.raw); err != nil {
+				return fmt.Errorf("store %s: %w", p.entry.id, err)
+			}
+			seq, err := ob.NextSequence()
+			if err != nil {
+				return fmt.Errorf("outbox sequence: %w", err)
+			}
+			changes[i] = adapters.Change{
+				ID:         r.ids.next("chg_", w.now),
+				Firm:       ts.Firm,
+				Sandbox:    ts.Sandbox,
+				Kind:       p.kind,
+				ResourceID: p.entry.id,
+				Before:     p.before,
+				After:      p.entry.raw,
+				Note:       p.note,
+				OccurredAt: w.now,
+			}
+			raw, err := encode(changes[i])
+			if err != nil {
+				return fmt.Errorf("encode change: %w", err)
+			}
+			if err := ob.Put(seqKey(seq), raw); err != nil {
+				return fmt.Errorf("append to outbox: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("demo: commit to %s: %w", ts, err)
+	}
+	ts.mu.Lock()
+	for _, p := range w.pending {
+		ts.upsert(p.kind, p.entry)
+	}
+	ts.mu.Unlock()
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
+	return changes, nil
+}
+
+func seqKey(seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, seq)
+}
+
+func notFound(k adapters.Kind, id string) error {
+	return fmt.Errorf("demo: %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+}
+
+// encode is a record's wire encoding. HTML escaping is off so that
+// "Smith & Jones Ltd" reads as written.
+func encode(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	return b[:len(b):len(b)], nil
+}

@@ -1,0 +1,195 @@
+// Package api serves the /v1 REST API: routing, scope checks, strict
+// parameter and body parsing, cursor paging, idempotent writes and the
+// OpenAPI document. Records come from the firm's backends through the
+// practicegw app.
+package api
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/gateway"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler is the practicegw_api handler. It ends the handler chain: every
+// request it sees gets an answer, a JSON error if nothing else.
+type Handler struct {
+	// MaxBodyBytes caps request bodies. Default 1 MiB.
+	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
+
+	// Deprecated marks routes that answer with Deprecation and Sunset
+	// headers until they are retired.
+	Deprecated []Deprecation `json:"deprecated,omitempty"`
+
+	app     *gateway.App
+	logger  *zap.Logger
+	openAPI []byte
+	notices map[*route]Deprecation
+}
+
+// Deprecation announces that a route will be retired.
+type Deprecation struct {
+	Method string `json:"method"`
+	// Path is the route's pattern as in the OpenAPI document, such as
+	// /v1/jobs/{id}/stage.
+	Path string `json:"path"`
+	// Since is when the route was deprecated; Sunset when it goes.
+	Since  time.Time `json:"since"`
+	Sunset time.Time `json:"sunset"`
+	// Link documents the migration.
+	Link string `json:"link,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.practicegw_api",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+const defaultMaxBody = 1 << 20
+
+// Provision finds the practicegw app and prepares the OpenAPI document.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.MaxBodyBytes == 0 {
+		h.MaxBodyBytes = defaultMaxBody
+	}
+	app, err := ctx.App("practicegw")
+	if err != nil {
+		return fmt.Errorf("practicegw_api needs the practicegw app: %w", err)
+	}
+	h.app = app.(*gateway.App)
+	h.notices = map[*route]Deprecation{}
+	for _, d := range h.Deprecated {
+		found := false
+		for i := range routes {
+			if routes[i].method == d.Method && routes[i].pattern == d.Path {
+				h.notices[&routes[i]] = d
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("deprecated: no route %s %s", d.Method, d.Path)
+		}
+	}
+	h.openAPI, err = openAPIDocument(h.notices)
+	return err
+}
+
+// call is what a route handler needs of the request.
+type call struct {
+	route    *route
+	id       string
+	cred     *auth.Credential
+	tenant   adapters.Tenant
+	backends gateway.Backends
+}
+
+// ServeHTTP routes the request. It never calls next: it is the API.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
+	apierror.RequestID(w)
+	err := h.serve(w, r)
+	if err != nil {
+		apierror.Write(w, r, h.toAPIError(r, err))
+	}
+	return nil
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
+	path := r.URL.Path
+	if len(path) > 1 && path[len(path)-1] == '/' {
+		path = path[:len(path)-1]
+	}
+	if v, ok := versionOf(path); ok && v != "v1" {
+		return apierror.New(http.StatusNotFound, "unknown_api_version",
+			fmt.Sprintf("There is no API version %q; this gateway serves /v1.", v))
+	}
+	rt, id, allow := match(r.Method, path)
+	if rt == nil {
+		if allow != nil {
+			return methodNotAllowed(r, path, allow)
+		}
+		return apierror.New(http.StatusNotFound, "resource_not_found",
+			fmt.Sprintf("Unrecognized request URL (%s %s).", r.Method, r.URL.Path))
+	}
+	if d, ok := h.notices[rt]; ok {
+		d.writeHeaders(w.Header())
+	}
+	c := &call{route: rt, id: id}
+	if rt.scope != "" {
+		cred, ok := auth.FromContext(r.Context())
+		if !ok {
+			return apierror.New(http.StatusUnauthorized, "unauthenticated",
+				"Send a valid credential as 'Authorization: Bearer <token>'.")
+		}
+		if !cred.Allows(rt.scope) {
+			return apierror.New(http.StatusForbidden, "insufficient_scope",
+				fmt.Sprintf("This credential lacks the %s scope that %s %s needs.", rt.scope, rt.method, rt.pattern))
+		}
+		b, ok := h.app.Backends(cred.Firm)
+		if !ok {
+			return apierror.New(http.StatusForbidden, "insufficient_scope",
+				fmt.Sprintf("Firm %s is not served by this gateway.", cred.Firm))
+		}
+		c.cred, c.backends = cred, b
+		c.tenant = adapters.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox}
+	}
+	if id != "" && rt.kind != "" && !strings.HasPrefix(id, rt.kind.IDPrefix()) {
+		return notFound(rt.kind, id)
+	}
+	return rt.serve(h, w, r, c)
+}
+
+// versionOf returns the version segment of a path like /v2/jobs.
+func versionOf(path string) (string, bool) {
+	seg, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if len(seg) < 2 || seg[0] != 'v' {
+		return "", false
+	}
+	for _, c := range seg[1:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return seg, true
+}
+
+func methodNotAllowed(r *http.Request, path string, allow []string) error {
+	msg := fmt.Sprintf("%s is not allowed on %s; allowed: %s.", r.Method, path, strings.Join(allow, ", "))
+	if strings.HasPrefix(path, "/v1/engagements") {
+		msg = "Engagements are read-only: they are created and signed through the proposal and engagement-letter process, never through the API."
+	} else if kind := strings.Split(strings.TrimPrefix(path, "/v1/"), "/")[0]; kind == "documents" || kind == "invoices" || kind == "people" {
+		msg = fmt.Sprintf("%s are read-only through this API; %s is not allowed.", strings.ToUpper(kind[:1])+kind[1:], r.Method)
+	}
+	return apierror.New(http.StatusMethodNotAllowed, "method_not_allowed", msg).
+		WithHeader("Allow", strings.Join(allow, ", "))
+}
+
+func (d Deprecation) writeHeaders(h http.Header) {
+	h.Set("Deprecation", fmt.Sprintf("@%d", d.Since.Unix()))
+	h.Set("Sunset", d.Sunset.UTC().Format(http.TimeFormat))
+	if d.Link != "" {
+		h.Set("Link", fmt.Sprintf("<%s>; rel=\"deprecation\"", d.Link))
+	}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

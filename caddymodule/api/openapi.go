@@ -1,0 +1,321 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/caddymodule/auth"
+)
+
+func (h *Handler) openapi(w http.ResponseWriter, r *http.Request, _ *call) error {
+	if r.URL.RawQuery != "" {
+		if err := noQuery(r.URL.RawQuery); err != nil {
+			return err
+		}
+	}
+	writeBody(w, http.StatusOK, h.openAPI)
+	return nil
+}
+
+// resourceTypes maps each kind to the Go type whose JSON it serves.
+var resourceTypes = map[adapters.Kind]any{
+	adapters.Clients:     adapters.Client{},
+	adapters.Engagements: adapters.Engagement{},
+	adapters.Jobs:        adapters.Job{},
+	adapters.Documents:   adapters.Document{},
+	adapters.Invoices:    adapters.Invoice{},
+	adapters.People:      adapters.Person{},
+}
+
+// enums documents the closed vocabularies of string fields, by
+// "Type.json_name".
+var enums = map[string][]string{
+	"Job.stage":          adapters.JobStages,
+	"StageMove.stage":    adapters.JobStages,
+	"Document.kind":      adapters.DocumentKinds,
+	"Location.provider":  adapters.DocumentProviders,
+	"Invoice.status":     adapters.InvoiceStatuses,
+	"Client.status":      adapters.ClientStatuses,
+	"ClientInput.status": adapters.ClientStatuses,
+	"Client.type":        adapters.ClientTypes,
+	"ClientInput.type":   adapters.ClientTypes,
+	"Engagement.status":  adapters.EngagementStatuses,
+}
+
+// dates are string fields holding a calendar date rather than a time.
+var dates = map[string]bool{
+	"Job.deadline": true, "JobInput.deadline": true, "Invoice.issued_on": true, "Invoice.due_on": true,
+}
+
+// errorCodes lists every error code by status, as the contract fixes them.
+var errorCodes = map[int][]string{
+	400: {"parameter_invalid", "parameter_missing", "parameter_unknown", "invalid_cursor", "invalid_json"},
+	401: {"unauthenticated"},
+	403: {"insufficient_scope"},
+	404: {"resource_not_found", "unknown_api_version"},
+	405: {"method_not_allowed"},
+	409: {"conflict"},
+	413: {"payload_too_large"},
+	415: {"unsupported_media_type"},
+	422: {"idempotency_key_reused", "invalid_stage"},
+	429: {"rate_limited"},
+	500: {"internal_error"},
+	503: {"upstream_unavailable"},
+}
+
+type schemaSet map[string]any
+
+// schemaOf describes a Go type, registering named structs as components.
+func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
+	switch {
+	case t == reflect.TypeOf(time.Time{}):
+		return map[string]any{"type": "string", "format": "date-time"}
+	case t == reflect.TypeOf(json.RawMessage{}):
+		return map[string]any{}
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		inner := s.schemaOf(t.Elem())
+		if ref, ok := inner["$ref"]; ok {
+			return map[string]any{"oneOf": []any{map[string]any{"$ref": ref}, map[string]any{"type": "null"}}}
+		}
+		out := map[string]any{}
+		for k, v := range inner {
+			out[k] = v
+		}
+		out["type"] = []any{inner["type"], "null"}
+		return out
+	case reflect.String:
+		return map[string]any{"type": "string"}
+	case reflect.Bool:
+		return map[string]any{"type": "boolean"}
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		return map[string]any{"type": "integer"}
+	case reflect.Slice:
+		return map[string]any{"type": "array", "items": s.schemaOf(t.Elem())}
+	case reflect.Struct:
+		name := t.Name()
+		if _, ok := s[name]; !ok {
+			s[name] = nil // placeholder against recursion
+			s[name] = s.structSchema(t)
+		}
+		return map[string]any{"$ref": "#/components/schemas/" + name}
+	}
+	panic(fmt.Sprintf("openapi: no schema for %s", t))
+}
+
+func (s schemaSet) structSchema(t reflect.Type) map[string]any {
+	props := map[string]any{}
+	var required []string
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		schema := s.schemaOf(f.Type)
+		key := t.Name() + "." + name
+		if e, ok := enums[key]; ok {
+			schema["enum"] = e
+		}
+		if dates[key] {
+			if ty, ok := schema["type"].([]any); ok {
+				schema = map[string]any{"type": ty, "format": "date"}
+			} else {
+				schema["format"] = "date"
+			}
+		}
+		if name == "object" {
+			schema["const"] = strings.ToLower(t.Name())
+		}
+		props[name] = schema
+		// Inputs have every field optional; outputs always carry fields
+		// that are not omitempty.
+		if !strings.Contains(opts, "omitempty") && !strings.HasSuffix(t.Name(), "Input") && f.Type.Kind() != reflect.Pointer {
+			required = append(required, name)
+		}
+	}
+	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}
+
+// openAPIDocument builds the OpenAPI 3.1 document from the route table.
+func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
+	schemas := schemaSet{}
+	schemas["Error"] = map[string]any{
+		"type": "object", "required": []string{"error"},
+		"properties": map[string]any{"error": map[string]any{
+			"type": "object", "required": []string{"code", "message", "request_id"},
+			"properties": map[string]any{
+				"code":       map[string]any{"type": "string", "enum": allCodes()},
+				"message":    map[string]any{"type": "string", "description": "One human sentence."},
+				"request_id": map[string]any{"type": "string", "pattern": "^req_"},
+				"param":      map[string]any{"type": "string", "description": "The parameter at fault, when there is one."},
+			},
+		}},
+	}
+	paths := map[string]map[string]any{}
+	for i := range routes {
+		rt := &routes[i]
+		op := map[string]any{
+			"operationId": rt.op,
+			"summary":     rt.summary,
+			"responses":   responses(rt, schemas),
+		}
+		if rt.scope != "" {
+			op["security"] = []any{map[string]any{"bearer": []string{rt.scope}}}
+			op["description"] = "Requires the `" + rt.scope + "` scope."
+			op["tags"] = []string{string(rt.kind)}
+		} else {
+			op["security"] = []any{}
+			op["tags"] = []string{"meta"}
+		}
+		var params []any
+		if strings.Contains(rt.pattern, "{id}") {
+			params = append(params, map[string]any{"name": "id", "in": "path", "required": true,
+				"schema": map[string]any{"type": "string", "pattern": "^" + rt.kind.IDPrefix()}})
+		}
+		for _, p := range rt.query {
+			params = append(params, map[string]any{"name": p.name, "in": "query", "required": false,
+				"description": p.desc, "schema": paramSchema(p)})
+		}
+		if rt.body != nil {
+			params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
+				"description": "Retries with the same key and body replay the first answer for 24 hours.",
+				"schema":      map[string]any{"type": "string", "maxLength": 255}})
+			body := schemas.schemaOf(reflect.TypeOf(rt.body))
+			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+				"application/json": map[string]any{"schema": body}}}
+		}
+		if len(params) > 0 {
+			op["parameters"] = params
+		}
+		if _, ok := notices[rt]; ok {
+			op["deprecated"] = true
+		}
+		if paths[rt.pattern] == nil {
+			paths[rt.pattern] = map[string]any{}
+		}
+		paths[rt.pattern][strings.ToLower(rt.method)] = op
+	}
+	// Required fields of create inputs.
+	markRequired(schemas, "StageMove", "stage")
+
+	doc := map[string]any{
+		"openapi": "3.1.0",
+		"info": map[string]any{
+			"title":   "practicegw Practice Records API",
+			"version": "v1",
+			"description": "One REST/JSON API over an accounting practice's clients, engagements, jobs, documents, invoices and people. " +
+				"Collections page on an opaque cursor; writes accept Idempotency-Key; every response carries Request-Id and rate-limit headers.",
+		},
+		"servers": []any{map[string]any{"url": "/"}},
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas": schemas,
+			"securitySchemes": map[string]any{"bearer": map[string]any{
+				"type": "http", "scheme": "bearer", "bearerFormat": "pgw_live_… or pgw_test_… token",
+				"description": "A credential's token. Scopes: " + strings.Join(auth.Scopes, ", ") + ".",
+			}},
+			"headers": map[string]any{
+				"Request-Id":       map[string]any{"schema": map[string]any{"type": "string"}},
+				"RateLimit":        map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";r=7182;t=1`},
+				"RateLimit-Policy": map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";q=7200;w=3600`},
+				"Retry-After":      map[string]any{"schema": map[string]any{"type": "integer"}, "description": "Seconds to wait."},
+			},
+		},
+	}
+	return json.MarshalIndent(doc, "", "  ")
+}
+
+func markRequired(s schemaSet, name string, fields ...string) {
+	if m, ok := s[name].(map[string]any); ok {
+		m["required"] = fields
+	}
+}
+
+func paramSchema(p param) map[string]any {
+	switch p.typ {
+	case "limit":
+		return map[string]any{"type": "integer", "minimum": 1, "maximum": maxLimit, "default": defaultLimit}
+	case "cursor":
+		return map[string]any{"type": "string", "pattern": "^cur_"}
+	case "enum":
+		return map[string]any{"type": "string", "enum": p.enum}
+	case "id":
+		return map[string]any{"type": "string", "pattern": "^" + p.prefix}
+	case "date-time":
+		return map[string]any{"type": "string", "format": "date-time"}
+	case "date":
+		return map[string]any{"type": "string", "format": "date"}
+	}
+	return map[string]any{"type": "string"}
+}
+
+func responses(rt *route, schemas schemaSet) map[string]any {
+	headers := map[string]any{
+		"Request-Id":       map[string]any{"$ref": "#/components/headers/Request-Id"},
+		"RateLimit":        map[string]any{"$ref": "#/components/headers/RateLimit"},
+		"RateLimit-Policy": map[string]any{"$ref": "#/components/headers/RateLimit-Policy"},
+	}
+	var success map[string]any
+	switch {
+	case rt.op == "get_openapi":
+		success = map[string]any{"type": "object"}
+	case rt.serve == nil:
+	case strings.HasPrefix(rt.op, "list_"):
+		item := schemas.schemaOf(reflect.TypeOf(resourceTypes[rt.kind]))
+		success = map[string]any{
+			"type": "object", "required": []string{"data", "has_more", "next_cursor"}, "additionalProperties": false,
+			"properties": map[string]any{
+				"data":        map[string]any{"type": "array", "items": item},
+				"has_more":    map[string]any{"type": "boolean"},
+				"next_cursor": map[string]any{"type": []string{"string", "null"}, "pattern": "^cur_"},
+			},
+		}
+	default:
+		success = schemas.schemaOf(reflect.TypeOf(resourceTypes[rt.kind]))
+	}
+	out := map[string]any{
+		fmt.Sprint(rt.status): map[string]any{"description": "Success", "headers": headers,
+			"content": map[string]any{"application/json": map[string]any{"schema": success}}},
+	}
+	statuses := []int{400, 404, 405, 429, 500}
+	if rt.scope != "" {
+		statuses = append(statuses, 401, 403, 503)
+	}
+	if rt.body != nil {
+		statuses = append(statuses, 409, 413, 415, 422)
+	}
+	sort.Ints(statuses)
+	for _, st := range statuses {
+		out[fmt.Sprint(st)] = map[string]any{
+			"description": strings.Join(errorCodes[st], ", "),
+			"content": map[string]any{"application/json": map[string]any{
+				"schema": map[string]any{"$ref": "#/components/schemas/Error"}}},
+		}
+	}
+	return out
+}
+
+func allCodes() []string {
+	var codes []string
+	for _, c := range errorCodes {
+		codes = append(codes, c...)
+	}
+	sort.Strings(codes)
+	return codes
+}

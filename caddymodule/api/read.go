@@ -1,0 +1,263 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+)
+
+const (
+	defaultLimit = 50
+	maxLimit     = 200
+)
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
+	q, err := parseQuery(c.route, r.URL.RawQuery)
+	if err != nil {
+		return err
+	}
+	reader := c.backends.Reader(c.route.kind)
+	page, err := reader.List(r.Context(), c.tenant, c.route.kind, q.Query)
+	if err != nil {
+		return err
+	}
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer bufPool.Put(buf)
+	buf.Reset()
+	buf.WriteString(`{"data":[`)
+	for i, item := range page.Items {
+		if i > 0 {
+			buf.WriteByte(',')
+		}
+		buf.Write(item)
+	}
+	buf.WriteString(`],"has_more":`)
+	if page.HasMore {
+		buf.WriteString(`true,"next_cursor":"`)
+		buf.WriteString(encodeCursor(c.route.kind, q.fingerprint, page.Next))
+		buf.WriteString("\"}\n")
+	} else {
+		buf.WriteString("false,\"next_cursor\":null}\n")
+	}
+	writeBody(w, http.StatusOK, buf.Bytes())
+	return nil
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *call) error {
+	if r.URL.RawQuery != "" {
+		if err := noQuery(r.URL.RawQuery); err != nil {
+			return err
+		}
+	}
+	body, err := c.backends.Reader(c.route.kind).Get(r.Context(), c.tenant, c.route.kind, c.id)
+	if errors.Is(err, adapters.ErrNotFound) {
+		return notFound(c.route.kind, c.id)
+	}
+	if err != nil {
+		return err
+	}
+	writeBody(w, http.StatusOK, append(body, '\n'))
+	return nil
+}
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+var jsonContentType = []string{"application/json"}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	hdr := w.Header()
+	hdr["Content-Type"] = jsonContentType
+	hdr["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// parsedQuery is a collection query and the fingerprint of its filters,
+// which a cursor must match.
+type parsedQuery struct {
+	adapters.Query
+	fingerprint uint32
+}
+
+// parseQuery reads a collection's parameters strictly: unknown, repeated
+// and malformed parameters are refused rather than ignored.
+func parseQuery(rt *route, raw string) (parsedQuery, error) {
+	q := parsedQuery{Query: adapters.Query{Limit: defaultLimit}}
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return q, apierror.New(http.StatusBadRequest, "parameter_invalid", "The query string is not valid URL encoding.")
+	}
+	names := make([]string, 0, len(values))
+	for name := range values {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	var cursor string
+	fp := sha256.New()
+	for _, name := range names {
+		p := findParam(rt.query, name)
+		if p == nil {
+			return q, apierror.New(http.StatusBadRequest, "parameter_unknown",
+				fmt.Sprintf("%s does not accept the parameter %q; it accepts %s.", rt.pattern, name, paramNames(rt.query))).WithParam(name)
+		}
+		vals := values[name]
+		if len(vals) != 1 {
+			return q, invalidParam(name, "Send %s at most once.", name)
+		}
+		v := vals[0]
+		switch p.typ {
+		case "limit":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > maxLimit {
+				return q, invalidParam(name, "limit must be a whole number from 1 to %d.", maxLimit)
+			}
+			q.Limit = n
+			continue
+		case "cursor":
+			cursor = v
+			continue
+		}
+		if err := applyFilter(&q.Filter, p, v); err != nil {
+			return q, err
+		}
+		fp.Write([]byte(name + "=" + v + "&"))
+	}
+	q.fingerprint = binary.BigEndian.Uint32(fp.Sum(nil))
+	if cursor != "" {
+		token, err := decodeCursor(rt.kind, q.fingerprint, cursor)
+		if err != nil {
+			return q, err
+		}
+		q.Cursor = token
+	}
+	return q, nil
+}
+
+func findParam(params []param, name string) *param {
+	for i := range params {
+		if params[i].name == name {
+			return &params[i]
+		}
+	}
+	return nil
+}
+
+func paramNames(params []param) string {
+	names := make([]string, len(params))
+	for i, p := range params {
+		names[i] = p.name
+	}
+	return strings.Join(names, ", ")
+}
+
+func noQuery(raw string) error {
+	values, err := url.ParseQuery(raw)
+	if err != nil {
+		return apierror.New(http.StatusBadRequest, "parameter_invalid", "The query string is not valid URL encoding.")
+	}
+	for name := range values {
+		return apierror.New(http.StatusBadRequest, "parameter_unknown",
+			fmt.Sprintf("This route accepts no query parameters; %q is not one.", name)).WithParam(name)
+	}
+	return nil
+}
+
+func invalidParam(name, format string, args ...any) *apierror.Error {
+	return apierror.New(http.StatusBadRequest, "parameter_invalid", fmt.Sprintf(format, args...)).WithParam(name)
+}
+
+func applyFilter(f *adapters.Filter, p *param, v string) error {
+	switch p.typ {
+	case "enum":
+		if !slices.Contains(p.enum, v) {
+			return invalidParam(p.name, "%s must be one of %s.", p.name, strings.Join(p.enum, ", "))
+		}
+	case "id":
+		if !strings.HasPrefix(v, p.prefix) || len(v) <= len(p.prefix) {
+			return invalidParam(p.name, "%s must be an id starting %s.", p.name, p.prefix)
+		}
+	case "date":
+		if _, err := time.Parse(time.DateOnly, v); err != nil {
+			return invalidParam(p.name, "%s must be a date in the form YYYY-MM-DD.", p.name)
+		}
+	}
+	var t time.Time
+	if p.typ == "date-time" {
+		var err error
+		if t, err = time.Parse(time.RFC3339, v); err != nil {
+			return invalidParam(p.name, "%s must be an RFC 3339 time such as 2026-03-01T09:00:00Z.", p.name)
+		}
+		t = t.UTC()
+	}
+	switch p.name {
+	case "updated_since":
+		f.UpdatedSince = t
+	case "owner":
+		f.Owner = v
+	case "status":
+		f.Status = v
+	case "last_activity_after":
+		f.LastActivityAfter = t
+	case "last_activity_before":
+		f.LastActivityBefore = t
+	case "stage":
+		f.Stage = v
+	case "client":
+		f.Client = v
+	case "deadline_after":
+		f.DeadlineAfter = v
+	case "deadline_before":
+		f.DeadlineBefore = v
+	default:
+		return fmt.Errorf("filter %q has no field", p.name)
+	}
+	return nil
+}
+
+// A cursor carries the adapter's continuation token, the collection and a
+// fingerprint of the filters, so that a cursor replayed against another
+// query is refused instead of silently skipping records.
+func encodeCursor(k adapters.Kind, fingerprint uint32, token string) string {
+	b := make([]byte, 0, 8+len(k)+len(token))
+	b = binary.BigEndian.AppendUint32(b, fingerprint)
+	b = append(b, k...)
+	b = append(b, 0)
+	b = append(b, token...)
+	return "cur_" + base64.RawURLEncoding.EncodeToString(b)
+}
+
+var errInvalidCursor = apierror.New(http.StatusBadRequest, "invalid_cursor",
+	"This cursor is not one this collection gave out for these filters; send next_cursor from the previous page with the same filters.").
+	WithParam("cursor")
+
+func decodeCursor(k adapters.Kind, fingerprint uint32, cursor string) (string, error) {
+	raw, ok := strings.CutPrefix(cursor, "cur_")
+	if !ok {
+		return "", errInvalidCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(raw)
+	if err != nil || len(b) < 5 {
+		return "", errInvalidCursor
+	}
+	if binary.BigEndian.Uint32(b) != fingerprint {
+		return "", errInvalidCursor
+	}
+	kind, token, ok := bytes.Cut(b[4:], []byte{0})
+	if !ok || string(kind) != string(k) || len(token) == 0 {
+		return "", errInvalidCursor
+	}
+	return string(token), nil
+}

@@ -1,0 +1,231 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/idempotency"
+)
+
+func (h *Handler) createClient(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
+		var in adapters.ClientInput
+		if err := decodeBody(body, &in); err != nil {
+			return nil, err
+		}
+		if err := in.Validate(true); err != nil {
+			return nil, err
+		}
+		return c.backends.Clients().CreateClient(ctx, c.tenant, in)
+	})
+}
+
+func (h *Handler) updateClient(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
+		var in adapters.ClientInput
+		if err := decodeBody(body, &in); err != nil {
+			return nil, err
+		}
+		if err := in.Validate(false); err != nil {
+			return nil, err
+		}
+		return c.backends.Clients().UpdateClient(ctx, c.tenant, c.id, in)
+	})
+}
+
+func (h *Handler) createJob(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
+		var in adapters.JobInput
+		if err := decodeBody(body, &in); err != nil {
+			return nil, err
+		}
+		if err := in.Validate(true); err != nil {
+			return nil, err
+		}
+		return c.backends.Jobs().CreateJob(ctx, c.tenant, in)
+	})
+}
+
+func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
+		var in adapters.JobInput
+		if err := decodeBody(body, &in); err != nil {
+			return nil, err
+		}
+		if err := in.Validate(false); err != nil {
+			return nil, err
+		}
+		return c.backends.Jobs().UpdateJob(ctx, c.tenant, c.id, in)
+	})
+}
+
+func (h *Handler) moveJob(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
+		var in adapters.StageMove
+		if err := decodeBody(body, &in); err != nil {
+			return nil, err
+		}
+		if err := in.Validate(); err != nil {
+			return nil, err
+		}
+		return c.backends.Jobs().MoveJob(ctx, c.tenant, c.id, in)
+	})
+}
+
+// write runs one write: it checks the body's type and size, replays or
+// reserves the Idempotency-Key, applies the change and remembers the
+// answer for retries.
+func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
+	apply func(ctx context.Context, body []byte) (json.RawMessage, error)) error {
+	if r.URL.RawQuery != "" {
+		if err := noQuery(r.URL.RawQuery); err != nil {
+			return err
+		}
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key == "" {
+		out, err := apply(r.Context(), body)
+		if err != nil {
+			return h.writeError(c, err)
+		}
+		writeBody(w, c.route.status, append(out, '\n'))
+		return nil
+	}
+	if len(key) > 255 {
+		return invalidParam("Idempotency-Key", "The Idempotency-Key header must be at most 255 characters.")
+	}
+	// Keys belong to the credential, so two integrations cannot collide.
+	scoped := c.cred.ID + ":" + key
+	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
+	fingerprint := hex.EncodeToString(sum[:])
+	store := h.app.Idempotency()
+	prior, err := store.Begin(r.Context(), scoped, fingerprint)
+	if err != nil {
+		return fmt.Errorf("reserving idempotency key: %w", err)
+	}
+	if prior != nil {
+		switch {
+		case prior.Fingerprint != fingerprint:
+			return apierror.New(http.StatusUnprocessableEntity, "idempotency_key_reused",
+				"This Idempotency-Key was used with a different request; use a new key for a new request.")
+		case !prior.Done():
+			return apierror.New(http.StatusConflict, "conflict",
+				"A request with this Idempotency-Key is still in progress; retry once it has finished.")
+		}
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeBody(w, prior.Status, prior.Body)
+		return nil
+	}
+	// The outcome is recorded with a context of its own: the caller
+	// hanging up must not leave the key reserved.
+	bg := context.WithoutCancel(r.Context())
+	out, err := apply(r.Context(), body)
+	rec := idempotency.Record{Fingerprint: fingerprint, Status: c.route.status, Body: append(out, '\n'), CreatedAt: time.Now()}
+	var apiErr *apierror.Error
+	if err != nil {
+		apiErr = h.toAPIError(r, h.writeError(c, err))
+		if apiErr.Status >= 500 {
+			if aerr := store.Abandon(bg, scoped); aerr != nil {
+				h.logger.Warn("releasing idempotency key", zap.Error(aerr))
+			}
+			return apiErr
+		}
+		rec.Status, rec.Body = apiErr.Status, apierror.Marshal(w, apiErr)
+	}
+	if ferr := store.Finish(bg, scoped, rec); ferr != nil {
+		h.logger.Warn("remembering idempotent answer", zap.Error(ferr))
+	}
+	if apiErr != nil {
+		apierror.Write(w, r, apiErr)
+		return nil
+	}
+	writeBody(w, rec.Status, rec.Body)
+	return nil
+}
+
+// writeError names the record in a not-found answer.
+func (h *Handler) writeError(c *call, err error) error {
+	if errors.Is(err, adapters.ErrNotFound) && c.id != "" {
+		return notFound(c.route.kind, c.id)
+	}
+	return err
+}
+
+// readBody enforces the content type and the size cap.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return nil, apierror.New(http.StatusUnsupportedMediaType, "unsupported_media_type",
+			"Send the request body as JSON with 'Content-Type: application/json'.")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.MaxBodyBytes))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, apierror.New(http.StatusRequestEntityTooLarge, "payload_too_large",
+			fmt.Sprintf("The request body is larger than the %d bytes allowed.", h.MaxBodyBytes))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading request body: %w", err)
+	}
+	return body, nil
+}
+
+// decodeBody reads one JSON object strictly: unknown fields and trailing
+// data are refused so that a typo never passes as a no-op.
+func decodeBody(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the JSON object")
+	}
+	if err == nil {
+		return nil
+	}
+	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		field = strings.Trim(field, `"`)
+		return apierror.New(http.StatusBadRequest, "parameter_unknown",
+			fmt.Sprintf("The body has a field %q that this route does not accept.", field)).WithParam(field)
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) && typeErr.Field != "" {
+		return apierror.New(http.StatusBadRequest, "parameter_invalid",
+			fmt.Sprintf("The field %q must be %s.", typeErr.Field, jsonTypeName(typeErr.Type.Kind().String()))).WithParam(typeErr.Field)
+	}
+	if errors.Is(err, io.EOF) {
+		return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is empty; send a JSON object.")
+	}
+	return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is not a valid JSON object: "+err.Error()+".")
+}
+
+func jsonTypeName(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "slice":
+		return "an array"
+	case "struct", "map":
+		return "an object"
+	case "bool":
+		return "true or false"
+	}
+	return "a " + kind
+}

@@ -1,0 +1,154 @@
+package commands
+
+import (
+	"fmt"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/practicegw/practicegw/caddymodule/gateway"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "credential",
+		Usage: "issue|list|revoke ...",
+		Short: "Issues, lists and revokes API credentials of a running gateway",
+		Long: `
+Manages the bearer credentials integrations use against /v1. Each credential
+belongs to one firm, carries the least scopes it needs and can be revoked on
+its own. The command talks to the running gateway's admin endpoint.
+
+  practicegw credential issue --firm frm_acme --name "Zapier sync" --scopes jobs:read,jobs:write
+  practicegw credential list --firm frm_acme
+  practicegw credential revoke crd_...
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(issueCommand(), listCommand(), revokeCommand())
+		},
+	})
+}
+
+func issueCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "issue --firm FIRM --name NAME --scopes LIST [--sandbox] [--rate-limit N/h] [--json]",
+		Short: "Issues a credential and prints its token once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f := cmd.Flags()
+			firm, _ := f.GetString("firm")
+			name, _ := f.GetString("name")
+			scopes, _ := f.GetString("scopes")
+			sandbox, _ := f.GetBool("sandbox")
+			rate, _ := f.GetString("rate-limit")
+			asJSON, _ := f.GetBool("json")
+			if firm == "" || name == "" || scopes == "" {
+				return fmt.Errorf("--firm, --name and --scopes are required")
+			}
+			req := map[string]any{"firm": firm, "name": name, "scopes": splitList(scopes), "sandbox": sandbox}
+			if rate != "" {
+				req["rate_limit"] = rate
+			}
+			var issued gateway.IssuedCredential
+			if err := adminCall(cmd, "POST", "/practicegw/credentials", req, &issued); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), issued)
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Issued %s (%s) for %s with scopes %s.\n", issued.ID, issued.Name, issued.Firm, strings.Join(issued.Scopes, ","))
+			fmt.Fprintf(out, "Token (shown once; store it now):\n\n%s\n", issued.Token)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.String("firm", "", "firm the credential belongs to, such as frm_acme")
+	f.String("name", "", "the integration's name, such as \"Zapier sync\"")
+	f.String("scopes", "", "comma-separated scopes, such as jobs:read,clients:write")
+	f.Bool("sandbox", false, "reach the firm's sandbox records only (token starts pgw_test_)")
+	f.String("rate-limit", "", "this credential's ceiling, N/s, N/m or N/h (default: the gateway's)")
+	f.Bool("json", false, "print the credential and token as JSON")
+	addAdminFlag(cmd)
+	return cmd
+}
+
+func listCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list --firm FIRM [--json]",
+		Short: "Lists a firm's credentials with scopes, last use and staleness",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, _ := cmd.Flags().GetString("firm")
+			asJSON, _ := cmd.Flags().GetBool("json")
+			var list struct {
+				Data []gateway.CredentialView `json:"data"`
+			}
+			if err := adminCall(cmd, "GET", "/practicegw/credentials?firm="+url.QueryEscape(firm), nil, &list); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), list.Data)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tFIRM\tMODE\tSCOPES\tRATE LIMIT\tLAST USED\tSTATUS")
+			for _, c := range list.Data {
+				mode, rate, last, status := "live", c.RateLimit, "never", "active"
+				if c.Sandbox {
+					mode = "sandbox"
+				}
+				if rate == "" {
+					rate = "default"
+				}
+				if c.LastUsedAt != nil {
+					last = c.LastUsedAt.Local().Format(time.DateTime)
+				}
+				switch {
+				case c.RevokedAt != nil:
+					status = "revoked"
+				case c.Stale:
+					status = "stale"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.Firm, mode,
+					strings.Join(c.Scopes, ","), rate, last, status)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().String("firm", "", "only this firm's credentials")
+	cmd.Flags().Bool("json", false, "print as JSON")
+	addAdminFlag(cmd)
+	return cmd
+}
+
+func revokeCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revokes a credential on every gateway instance",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var view gateway.CredentialView
+			if err := adminCall(cmd, "DELETE", "/practicegw/credentials/"+url.PathEscape(args[0]), nil, &view); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Revoked %s (%s).\n", view.ID, view.Name)
+			return nil
+		},
+	}
+	addAdminFlag(cmd)
+	return cmd
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package gateway
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/practicegw/practicegw/caddymodule/auth"
+)
+
+func init() {
+	caddy.RegisterModule(adminAPI{})
+}
+
+// adminAPI adds practicegw's management routes to Caddy's admin endpoint,
+// which the practicegw CLI talks to. The admin endpoint listens on
+// localhost by default; it is the operator's, not an integration's.
+type adminAPI struct {
+	app *App
+}
+
+func (adminAPI) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "admin.api.practicegw",
+		New: func() caddy.Module { return new(adminAPI) },
+	}
+}
+
+// Provision finds the running practicegw app, if the config has one.
+func (a *adminAPI) Provision(ctx caddy.Context) error {
+	app, err := ctx.AppIfConfigured("practicegw")
+	if err != nil {
+		return nil // a config without practicegw has no practicegw routes to serve
+	}
+	a.app = app.(*App)
+	return nil
+}
+
+// Routes implements caddy.AdminRouter.
+func (a *adminAPI) Routes() []caddy.AdminRoute {
+	return []caddy.AdminRoute{
+		{Pattern: "/practicegw/credentials", Handler: caddy.AdminHandlerFunc(a.credentials)},
+		{Pattern: "/practicegw/credentials/", Handler: caddy.AdminHandlerFunc(a.credential)},
+	}
+}
+
+// CredentialView is a credential as the admin routes show it.
+type CredentialView struct {
+	*auth.Credential
+	Stale bool `json:"stale"`
+}
+
+// IssuedCredential is the answer to issuing: the only time the token is
+// shown.
+type IssuedCredential struct {
+	ID        string   `json:"id"`
+	Token     string   `json:"token"`
+	Firm      string   `json:"firm"`
+	Name      string   `json:"name"`
+	Scopes    []string `json:"scopes"`
+	Sandbox   bool     `json:"sandbox"`
+	RateLimit string   `json:"rate_limit,omitempty"`
+}
+
+func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
+	if a.app == nil {
+		return notConfigured()
+	}
+	switch r.Method {
+	case http.MethodPost:
+		var req auth.IssueRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			return badRequest(fmt.Errorf("reading credential request: %w", err))
+		}
+		if _, ok := a.app.firms[req.Firm]; !ok {
+			return badRequest(fmt.Errorf("unknown firm %q", req.Firm))
+		}
+		if req.RateLimit != "" {
+			if err := ValidateRate(req.RateLimit); err != nil {
+				return badRequest(err)
+			}
+		}
+		c, token, err := a.app.registry.Issue(r.Context(), req)
+		if err != nil {
+			return badRequest(err)
+		}
+		return writeJSON(w, http.StatusCreated, IssuedCredential{ID: c.ID, Token: token, Firm: c.Firm,
+			Name: c.Name, Scopes: c.Scopes, Sandbox: c.Sandbox, RateLimit: c.RateLimit})
+	case http.MethodGet:
+		firm := r.URL.Query().Get("firm")
+		creds, err := a.app.registry.List(r.Context(), firm)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		views := make([]CredentialView, 0, len(creds))
+		for _, c := range creds {
+			views = append(views, CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(now)})
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+}
+
+func (a *adminAPI) credential(w http.ResponseWriter, r *http.Request) error {
+	if a.app == nil {
+		return notConfigured()
+	}
+	id, action, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/practicegw/credentials/"), "/")
+	var (
+		c   *auth.Credential
+		err error
+	)
+	switch {
+	case r.Method == http.MethodGet && action == "":
+		c, err = a.app.registry.Get(r.Context(), id)
+	case (r.Method == http.MethodDelete && action == "") || (r.Method == http.MethodPost && action == "revoke"):
+		c, err = a.app.registry.Revoke(r.Context(), id)
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
+	}
+	if errors.Is(err, auth.ErrNotFound) {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("credential %q not found", id)}
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusOK, CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(time.Now())})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) error {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	return json.NewEncoder(w).Encode(v)
+}
+
+func badRequest(err error) error { return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err} }
+
+func notConfigured() error {
+	return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the running config has no practicegw app")}
+}
+
+var (
+	_ caddy.AdminRouter = (*adminAPI)(nil)
+	_ caddy.Provisioner = (*adminAPI)(nil)
+)

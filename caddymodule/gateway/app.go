@@ -1,0 +1,274 @@
+// Package gateway is the practicegw Caddy app: the firms the gateway
+// serves, the backends behind each, and the state every practicegw handler
+// shares (the embedded database, the credential registry, idempotency
+// keys). Handlers find it with ctx.App("practicegw").
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/idempotency"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the practicegw app module.
+type App struct {
+	// DataDir holds the embedded database. Default
+	// {env.PRACTICEGW_DATA}, else ./data.
+	DataDir string `json:"data_dir,omitempty"`
+
+	// Redis, when set (redis://host:port/db), moves credentials,
+	// idempotency keys, rate limits and delivery state to Redis so that
+	// any number of gateways share them. Default {env.PRACTICEGW_REDIS}.
+	Redis string `json:"redis,omitempty"`
+
+	// SigningKeys sign and verify credential tokens; the first signs.
+	// Without any, the gateway generates one and keeps it in its store.
+	SigningKeys []SigningKeyConfig `json:"signing_keys,omitempty"`
+
+	// Firms are the firms this gateway serves.
+	Firms []Firm `json:"firms,omitempty"`
+
+	firms    map[string]*firmBackends
+	shared   *shared
+	poolKey  string
+	registry *auth.Registry
+	logger   *zap.Logger
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// SigningKeyConfig is one credential signing key. Secret is base64 (at
+// least 32 bytes decoded) and may be a placeholder such as
+// {env.PRACTICEGW_SIGNING_KEY} or {file./run/secrets/signing_key}.
+type SigningKeyConfig struct {
+	ID     string `json:"id"`
+	Secret string `json:"secret"`
+}
+
+// Firm is one firm and the systems its records come from.
+type Firm struct {
+	ID   string `json:"id"`
+	Name string `json:"name,omitempty"`
+	// Records, Documents and Ledger name the backend for the firm's
+	// practice records, document store and ledger. Default "demo".
+	Records   string `json:"records,omitempty"`
+	Documents string `json:"documents,omitempty"`
+	Ledger    string `json:"ledger,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "practicegw",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision opens the shared state and builds each firm's backends.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	repl := caddy.NewReplacer()
+	a.DataDir = repl.ReplaceAll(a.DataDir, "")
+	if a.DataDir == "" {
+		a.DataDir = os.Getenv("PRACTICEGW_DATA")
+	}
+	if a.DataDir == "" {
+		a.DataDir = "./data"
+	}
+	a.Redis = repl.ReplaceAll(a.Redis, "")
+	if len(a.Firms) == 0 {
+		return fmt.Errorf("practicegw: configure at least one firm")
+	}
+	ids := make([]string, 0, len(a.Firms))
+	for i, f := range a.Firms {
+		if !strings.HasPrefix(f.ID, "frm_") || len(f.ID) < 5 {
+			return fmt.Errorf("practicegw: firm %d: id %q must look like frm_<name>", i, f.ID)
+		}
+		ids = append(ids, f.ID)
+	}
+
+	dir, err := filepath.Abs(a.DataDir)
+	if err != nil {
+		return fmt.Errorf("practicegw: data_dir: %w", err)
+	}
+	a.poolKey = dir + "|" + strings.Join(ids, ",")
+	val, _, err := pool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
+		return openShared(dir, ids)
+	})
+	if err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+	a.shared = val.(*shared)
+
+	keys, err := a.keyring(ctx, repl)
+	if err != nil {
+		return err
+	}
+	a.registry = auth.NewRegistry(a.shared.store, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
+
+	a.firms = map[string]*firmBackends{}
+	for _, f := range a.Firms {
+		b, err := a.backends(f)
+		if err != nil {
+			return fmt.Errorf("practicegw: firm %s: %w", f.ID, err)
+		}
+		a.firms[f.ID] = b
+	}
+	return nil
+}
+
+func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring, error) {
+	var keys []auth.SigningKey
+	for _, k := range a.SigningKeys {
+		secret, err := base64.StdEncoding.DecodeString(strings.TrimSpace(repl.ReplaceAll(k.Secret, "")))
+		if err != nil {
+			return nil, fmt.Errorf("practicegw: signing key %q: secret is not base64: %w", k.ID, err)
+		}
+		keys = append(keys, auth.SigningKey{ID: k.ID, Secret: secret})
+	}
+	if len(keys) == 0 {
+		k, err := a.shared.store.SigningKey(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("practicegw: generated signing key: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	ring, err := auth.NewKeyring(keys...)
+	if err != nil {
+		return nil, fmt.Errorf("practicegw: %w", err)
+	}
+	return ring, nil
+}
+
+func (a *App) backends(f Firm) (*firmBackends, error) {
+	for _, system := range []string{f.Records, f.Documents, f.Ledger} {
+		if system != "" && system != "demo" {
+			return nil, fmt.Errorf("unknown backend %q (known: demo)", system)
+		}
+	}
+	d := a.shared.demo
+	return &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}, nil
+}
+
+// Start runs the app's background work.
+func (a *App) Start() error {
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel, a.done = cancel, make(chan struct{})
+	go func() {
+		defer close(a.done)
+		a.expireIdempotencyKeys(ctx)
+	}()
+	return nil
+}
+
+// Stop ends background work and waits for it.
+func (a *App) Stop() error {
+	if a.cancel != nil {
+		a.cancel()
+		<-a.done
+	}
+	return nil
+}
+
+// Cleanup releases what Provision acquired.
+func (a *App) Cleanup() error {
+	if a.registry != nil {
+		if err := a.registry.Close(); err != nil {
+			a.logger.Warn("closing credential registry", zap.Error(err))
+		}
+	}
+	if a.shared != nil {
+		if _, err := pool.Delete(a.poolKey); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *App) expireIdempotencyKeys(ctx context.Context) {
+	t := time.NewTicker(10 * time.Minute)
+	defer t.Stop()
+	for {
+		if n, err := a.shared.store.ExpireIdempotency(ctx); err != nil {
+			a.logger.Warn("expiring idempotency keys", zap.Error(err))
+		} else if n > 0 {
+			a.logger.Debug("expired idempotency keys", zap.Int("count", n))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Credentials implements auth.RegistryProvider.
+func (a *App) Credentials() *auth.Registry { return a.registry }
+
+// Backends returns a firm's backends.
+func (a *App) Backends(firm string) (Backends, bool) {
+	b, ok := a.firms[firm]
+	return b, ok
+}
+
+// Idempotency returns the store of idempotency keys.
+func (a *App) Idempotency() IdempotencyStore { return a.shared.store }
+
+// IdempotencyStore remembers writes sent with an Idempotency-Key.
+type IdempotencyStore interface {
+	// Begin reserves key for a request, or returns the record it already
+	// holds.
+	Begin(ctx context.Context, key, fingerprint string) (*idempotency.Record, error)
+	Finish(ctx context.Context, key string, rec idempotency.Record) error
+	Abandon(ctx context.Context, key string) error
+}
+
+// Backends are the systems one firm's records come from.
+type Backends interface {
+	// Reader serves the kind, or is nil if nothing does.
+	Reader(k adapters.Kind) adapters.Reader
+	Clients() adapters.ClientWriter
+	Jobs() adapters.JobWriter
+}
+
+type firmBackends struct {
+	records, documents, ledger adapters.Reader
+	clients                    adapters.ClientWriter
+	jobs                       adapters.JobWriter
+}
+
+func (b *firmBackends) Reader(k adapters.Kind) adapters.Reader {
+	switch k {
+	case adapters.Documents:
+		return b.documents
+	case adapters.Invoices:
+		return b.ledger
+	default:
+		return b.records
+	}
+}
+
+func (b *firmBackends) Clients() adapters.ClientWriter { return b.clients }
+func (b *firmBackends) Jobs() adapters.JobWriter       { return b.jobs }
+
+// Interface guards
+var (
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
+)

@@ -1,0 +1,106 @@
+package gateway
+
+import (
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("practicegw", parseGlobalOption)
+}
+
+// parseGlobalOption sets up the practicegw app from the global options
+// block. Syntax:
+//
+//	practicegw {
+//	    data_dir    <path>
+//	    redis       [<redis://host:port/db>]
+//	    signing_key <id> <base64-secret>
+//	    firm <frm_id> {
+//	        name      <display name>
+//	        records   demo
+//	        documents demo
+//	        ledger    demo
+//	    }
+//	}
+//
+// redis may be left without a value (as {$PRACTICEGW_REDIS} expands to
+// nothing when unset), which keeps everything in the embedded store.
+func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
+	app := new(App)
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "practicegw", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile implements caddyfile.Unmarshaler.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "data_dir":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			a.DataDir = d.Val()
+		case "redis":
+			if d.NextArg() {
+				a.Redis = d.Val()
+			}
+		case "signing_key":
+			var k SigningKeyConfig
+			if !d.Args(&k.ID, &k.Secret) {
+				return d.ArgErr()
+			}
+			a.SigningKeys = append(a.SigningKeys, k)
+		case "firm":
+			f, err := unmarshalFirm(d)
+			if err != nil {
+				return err
+			}
+			a.Firms = append(a.Firms, f)
+		default:
+			return d.Errf("unknown practicegw option %q", d.Val())
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+func unmarshalFirm(d *caddyfile.Dispenser) (Firm, error) {
+	var f Firm
+	if !d.NextArg() {
+		return f, d.ArgErr()
+	}
+	f.ID = d.Val()
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		var target *string
+		switch d.Val() {
+		case "name":
+			target = &f.Name
+		case "records":
+			target = &f.Records
+		case "documents":
+			target = &f.Documents
+		case "ledger":
+			target = &f.Ledger
+		default:
+			return f, d.Errf("unknown firm option %q", d.Val())
+		}
+		if !d.NextArg() {
+			return f, d.ArgErr()
+		}
+		*target = d.Val()
+		if d.NextArg() {
+			return f, d.ArgErr()
+		}
+	}
+	return f, nil
+}

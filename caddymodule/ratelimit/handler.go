@@ -1,0 +1,206 @@
+// Package ratelimit holds each credential to its request rate and counts
+// its requests per hour.
+//
+// The limiter is GCRA (see gcra.go), in this process or, with Redis, in one
+// Lua script that also counts usage, so a request costs one round trip and
+// every gateway instance shares one bucket per credential. When Redis does
+// not answer within the timeout the configured fallback decides, and Redis
+// takes over again by itself once it answers.
+//
+// Handler is the Caddy module http.handlers.practicegw_ratelimit, a thin
+// layer over Limiter: it reads the credential auth placed in the request,
+// advertises the policy and headroom in RateLimit-Policy and RateLimit
+// (IETF httpapi ratelimit-headers draft) on every response, and answers
+// 429 rate_limited with Retry-After when the credential is over its rate.
+package ratelimit
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/auth"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// fallbackDefault is the ceiling when neither the config nor
+// PRACTICEGW_RATE_LIMIT names one: two requests a second on average, with
+// an hour's quota available at once.
+const fallbackDefault = "7200/h"
+
+// policyName names the one policy in RateLimit-Policy and RateLimit.
+const policyName = `"default"`
+
+// Handler enforces each credential's rate limit. Requests without a
+// credential (such as the public OpenAPI document) pass untouched.
+type Handler struct {
+	// Default is the ceiling of credentials without their own: "N/s",
+	// "N/m" or "N/h". Placeholders are expanded. Default:
+	// {env.PRACTICEGW_RATE_LIMIT}, or 7200/h when that is empty.
+	Default string `json:"default,omitempty"`
+
+	// Burst is how many requests a credential may make at once after a
+	// quiet spell. Default: the ceiling's own N, so a whole window's quota
+	// may be spent at once; a ceiling with a smaller N keeps its N.
+	Burst int64 `json:"burst,omitempty"`
+
+	// Redis is the redis:// URL whose buckets and usage counters every
+	// instance shares. Placeholders are expanded. Default:
+	// {env.PRACTICEGW_REDIS}; empty keeps both in this process.
+	Redis string `json:"redis,omitempty"`
+
+	// Timeout bounds each Redis call on a request's path. Default: 50ms.
+	Timeout caddy.Duration `json:"timeout,omitempty"`
+
+	// Fallback decides while Redis is unreachable: "local" (this
+	// process's own limiter), "allow" (admit all) or "deny" (429 with
+	// Retry-After: 1). Default: local.
+	Fallback string `json:"fallback,omitempty"`
+
+	rate    Rate
+	cfg     Config
+	limiter *Limiter
+	metrics *metrics
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.practicegw_ratelimit",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+// Provision parses the config and acquires the process's Limiter for it.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger(h)
+	repl := caddy.NewReplacer()
+
+	def := repl.ReplaceAll(orEnv(h.Default, "PRACTICEGW_RATE_LIMIT"), "")
+	if def == "" {
+		def = fallbackDefault
+	}
+	rate, err := ParseRate(def)
+	if err != nil {
+		return fmt.Errorf("default: %w", err)
+	}
+	if h.Burst < 0 {
+		return fmt.Errorf("burst %d: want at least 1", h.Burst)
+	}
+	rate.Burst = h.Burst
+	h.rate = rate
+
+	h.cfg = Config{
+		Redis:    repl.ReplaceAll(orEnv(h.Redis, "PRACTICEGW_REDIS"), ""),
+		Timeout:  time.Duration(h.Timeout),
+		Fallback: Fallback(h.Fallback),
+		Logger:   h.logger,
+	}
+	if h.cfg.Fallback == "" {
+		h.cfg.Fallback = FallbackLocal
+	}
+	if err := h.cfg.Fallback.check(); err != nil {
+		return err
+	}
+	if h.metrics, err = newMetrics(ctx.GetMetricsRegistry(), h.cfg.Fallback); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	if h.limiter, err = Acquire(h.cfg); err != nil {
+		return err
+	}
+	return nil
+}
+
+func orEnv(v, env string) string {
+	if v == "" {
+		return "{env." + env + "}"
+	}
+	return v
+}
+
+// Cleanup releases the Limiter; it closes when no config holds it.
+func (h *Handler) Cleanup() error {
+	if h.limiter == nil {
+		return nil
+	}
+	return Release(h.cfg)
+}
+
+// Limiter is the handler's limiter, for the console's usage and headroom.
+func (h *Handler) Limiter() *Limiter { return h.limiter }
+
+// RateFor returns the ceiling the handler applies to cred.
+func (h *Handler) RateFor(cred *auth.Credential) Rate {
+	if cred.RateLimit == "" {
+		return h.rate
+	}
+	r, err := ParseRate(cred.RateLimit)
+	if err != nil {
+		// Issuing a credential validates its rate; a bad one here is old
+		// or hand-edited data, and the default is the safe reading.
+		h.logger.Debug("credential rate limit unreadable; applying the default",
+			zap.String("credential", cred.ID), zap.Error(err))
+		return h.rate
+	}
+	r.Burst = h.rate.Burst
+	return r
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	cred, ok := auth.FromContext(r.Context())
+	if !ok || cred == nil {
+		return next.ServeHTTP(w, r)
+	}
+	rate := h.RateFor(cred)
+	start := time.Now()
+	d := h.limiter.Allow(r.Context(), cred.ID, rate)
+	h.metrics.observe(d, time.Since(start))
+
+	hdr := w.Header()
+	hdr.Set("RateLimit-Policy", policyName+";q="+strconv.FormatInt(rate.Limit, 10)+
+		";w="+strconv.FormatInt(int64(rate.Window/time.Second), 10))
+	hdr.Set("RateLimit", policyName+";r="+strconv.FormatInt(d.Remaining, 10)+
+		";t="+strconv.FormatInt(ceilSeconds(d.Reset), 10))
+	if d.Allowed {
+		return next.ServeHTTP(w, r)
+	}
+	retry := max(ceilSeconds(d.RetryAfter), 1)
+	apierror.Write(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(rate, retry)).
+		WithHeader("Retry-After", strconv.FormatInt(retry, 10)))
+	return nil
+}
+
+// ceilSeconds rounds up, so a client that waits as told is never early.
+func ceilSeconds(d time.Duration) int64 {
+	return int64((d + time.Second - 1) / time.Second)
+}
+
+func refusal(rate Rate, retry int64) string {
+	per := map[time.Duration]string{time.Second: "second", time.Minute: "minute", time.Hour: "hour"}[rate.Window]
+	if per == "" {
+		per = rate.Window.String()
+	}
+	wait := "1 second"
+	if retry != 1 {
+		wait = strconv.FormatInt(retry, 10) + " seconds"
+	}
+	return fmt.Sprintf("This credential has made more requests than its limit of %d per %s allows; retry after %s.",
+		rate.Limit, per, wait)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

@@ -1,0 +1,208 @@
+package ratelimit
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// retentionHours is how much hourly usage is kept: the console shows a
+// week, and a day more covers time zones and a late look.
+const retentionHours = 8 * 24
+
+// HourUsage is one credential's requests in one hour (UTC), admitted and
+// refused.
+type HourUsage struct {
+	Hour     time.Time `json:"hour"`
+	Admitted int64     `json:"admitted"`
+	Refused  int64     `json:"refused"`
+}
+
+// UsageStore keeps hourly usage counts beyond this process's memory. The
+// limiter adds to it in batches, never once per request. The embedded store
+// implements it; MemoryUsage is the default when nothing else is given.
+type UsageStore interface {
+	// AddUsage adds to the counts of credentialID for the hour starting at
+	// hour.
+	AddUsage(ctx context.Context, credentialID string, hour time.Time, admitted, refused int64) error
+	// Usage returns the counts of credentialID for every hour since the
+	// hour holding since that has any, oldest first.
+	Usage(ctx context.Context, credentialID string, since time.Time) ([]HourUsage, error)
+}
+
+type hourKey struct {
+	id   string
+	hour int64 // unix hour
+}
+
+type counts struct{ admitted, refused int64 }
+
+func (c *counts) add(o counts) { c.admitted += o.admitted; c.refused += o.refused }
+
+// tally holds counts not yet written to a UsageStore. It is sharded like
+// the buckets so that counting a request takes no process-wide lock.
+type tally struct {
+	shards [shardCount]tallyShard
+}
+
+type tallyShard struct {
+	mu sync.Mutex
+	m  map[hourKey]counts
+}
+
+func (t *tally) count(id string, now time.Time, allowed bool) {
+	s := &t.shards[shardOf(id)]
+	k := hourKey{id: id, hour: now.Unix() / 3600}
+	s.mu.Lock()
+	if s.m == nil {
+		s.m = map[hourKey]counts{}
+	}
+	c := s.m[k]
+	if allowed {
+		c.admitted++
+	} else {
+		c.refused++
+	}
+	s.m[k] = c
+	s.mu.Unlock()
+}
+
+// take empties the tally and returns what it held.
+func (t *tally) take() map[hourKey]counts {
+	out := map[hourKey]counts{}
+	for i := range t.shards {
+		s := &t.shards[i]
+		s.mu.Lock()
+		m := s.m
+		s.m = nil
+		s.mu.Unlock()
+		for k, c := range m {
+			out[k] = c
+		}
+	}
+	return out
+}
+
+// putBack returns counts a store refused, dropping any past retention so a
+// store that stays down cannot make the tally grow without end.
+func (t *tally) putBack(m map[hourKey]counts, now time.Time) {
+	oldest := now.Unix()/3600 - retentionHours
+	for k, c := range m {
+		if k.hour < oldest {
+			continue
+		}
+		s := &t.shards[shardOf(k.id)]
+		s.mu.Lock()
+		if s.m == nil {
+			s.m = map[hourKey]counts{}
+		}
+		cur := s.m[k]
+		cur.add(c)
+		s.m[k] = cur
+		s.mu.Unlock()
+	}
+}
+
+// of returns the tally's counts for one credential since a unix hour.
+func (t *tally) of(id string, from int64) map[int64]counts {
+	out := map[int64]counts{}
+	s := &t.shards[shardOf(id)]
+	s.mu.Lock()
+	for k, c := range s.m {
+		if k.id == id && k.hour >= from {
+			cur := out[k.hour]
+			cur.add(c)
+			out[k.hour] = cur
+		}
+	}
+	s.mu.Unlock()
+	return out
+}
+
+// merge adds extra to a store's answer, keeping it ordered by hour.
+func merge(stored []HourUsage, extra map[int64]counts) []HourUsage {
+	if len(extra) == 0 {
+		return stored
+	}
+	byHour := map[int64]counts{}
+	for _, u := range stored {
+		c := byHour[u.Hour.Unix()/3600]
+		c.add(counts{u.Admitted, u.Refused})
+		byHour[u.Hour.Unix()/3600] = c
+	}
+	for h, c := range extra {
+		cur := byHour[h]
+		cur.add(c)
+		byHour[h] = cur
+	}
+	out := make([]HourUsage, 0, len(byHour))
+	for _, h := range slices.Sorted(maps.Keys(byHour)) {
+		c := byHour[h]
+		out = append(out, HourUsage{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
+	}
+	return out
+}
+
+// MemoryUsage is a UsageStore in memory: the default without a persistent
+// store, and the store tests use. It keeps retentionHours per credential
+// and forgets credentials unused for that long.
+type MemoryUsage struct {
+	mu     sync.Mutex
+	hours  map[string]map[int64]counts
+	newest int64 // newest unix hour added; retention counts back from it
+}
+
+// NewMemoryUsage returns an empty MemoryUsage.
+func NewMemoryUsage() *MemoryUsage { return &MemoryUsage{hours: map[string]map[int64]counts{}} }
+
+// AddUsage implements UsageStore.
+func (m *MemoryUsage) AddUsage(_ context.Context, id string, hour time.Time, admitted, refused int64) error {
+	h := hour.Unix() / 3600
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h > m.newest {
+		// A new hour: the moment to forget what fell out of retention.
+		m.newest = h
+		m.trim()
+	}
+	if h < m.newest-retentionHours {
+		return nil
+	}
+	byHour := m.hours[id]
+	if byHour == nil {
+		byHour = map[int64]counts{}
+		m.hours[id] = byHour
+	}
+	c := byHour[h]
+	c.add(counts{admitted, refused})
+	byHour[h] = c
+	return nil
+}
+
+func (m *MemoryUsage) trim() {
+	oldest := m.newest - retentionHours
+	for id, byHour := range m.hours {
+		maps.DeleteFunc(byHour, func(h int64, _ counts) bool { return h < oldest })
+		if len(byHour) == 0 {
+			delete(m.hours, id)
+		}
+	}
+}
+
+// Usage implements UsageStore.
+func (m *MemoryUsage) Usage(_ context.Context, id string, since time.Time) ([]HourUsage, error) {
+	from := since.Unix() / 3600
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []HourUsage
+	for _, h := range slices.Sorted(maps.Keys(m.hours[id])) {
+		if h < from {
+			continue
+		}
+		c := m.hours[id][h]
+		out = append(out, HourUsage{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
+	}
+	return out, nil
+}

@@ -1,0 +1,100 @@
+package dispatcher
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/zap"
+)
+
+// endpointState is this process's view of one endpoint: attempts in flight
+// and its circuit breaker. It is rebuilt from nothing after a restart; a
+// shared breaker (gobreaker's distributed variant over Redis) can replace
+// it when several dispatchers share the work.
+type endpointState struct {
+	inflight int // guarded by Engine.mu
+	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
+	// openedAt is when the breaker last opened, in wall-clock nanoseconds
+	// (the breaker keeps wall time, whatever the engine's clock). Atomic
+	// because the breaker reports state changes under its own lock.
+	openedAt atomic.Int64
+}
+
+// errShutdown marks an attempt aborted by shutdown: it says nothing about
+// the endpoint's health.
+var errShutdown = errors.New("attempt aborted by shutdown")
+
+func (e *Engine) newEndpointState(id string) *endpointState {
+	st := &endpointState{}
+	threshold := uint32(e.cfg.BreakerFailures)
+	st.breaker = gobreaker.NewTwoStepCircuitBreaker[struct{}](gobreaker.Settings{
+		Name:        id,
+		MaxRequests: 1,
+		Timeout:     e.cfg.BreakerCooldown,
+		ReadyToTrip: func(c gobreaker.Counts) bool { return c.ConsecutiveFailures >= threshold },
+		OnStateChange: func(name string, from, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				st.openedAt.Store(time.Now().UnixNano())
+			}
+			e.log.Info("webhook endpoint circuit breaker changed state",
+				zap.String("endpoint_id", name), zap.String("from", from.String()), zap.String("to", to.String()))
+		},
+		IsExcluded: func(err error) bool { return errors.Is(err, errShutdown) },
+	})
+	return st
+}
+
+// endpointLocked returns the endpoint's state, creating it; e.mu is held.
+func (e *Engine) endpointLocked(id string) *endpointState {
+	st, ok := e.endpoints[id]
+	if !ok {
+		st = e.newEndpointState(id)
+		e.endpoints[id] = st
+	}
+	return st
+}
+
+func (e *Engine) endpointState(id string) *endpointState {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.endpointLocked(id)
+}
+
+// probeWait is how long deliveries wait while a half-open breaker's probe
+// is in flight.
+func (e *Engine) probeWait() time.Duration { return min(e.cfg.Timeout, 5*time.Second) }
+
+// deferral says whether the endpoint's due deliveries must wait for its
+// breaker, and until when on the engine's clock. e.mu is held.
+func (e *Engine) deferral(st *endpointState, now time.Time) (time.Time, bool) {
+	switch st.breaker.State() {
+	case gobreaker.StateOpen:
+		left := e.cfg.BreakerCooldown - time.Since(time.Unix(0, st.openedAt.Load()))
+		return now.Add(max(left, 0)), true
+	case gobreaker.StateHalfOpen:
+		if st.inflight > 0 {
+			return now.Add(e.probeWait()), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// breakerVerdict is what the breaker is told about an attempt: only an
+// unhealthy endpoint counts as a failure.
+func breakerVerdict(r response) error {
+	if r.err != nil && r.err.Unhealthy {
+		return r.err
+	}
+	return nil
+}
+
+// forget drops an idle endpoint's state once it holds nothing worth
+// keeping, so the map does not grow with every endpoint ever seen. e.mu is
+// held.
+func (e *Engine) forgetLocked(id string, st *endpointState) {
+	if st.inflight == 0 && st.breaker.State() == gobreaker.StateClosed && st.breaker.Counts().ConsecutiveFailures == 0 {
+		delete(e.endpoints, id)
+	}
+}

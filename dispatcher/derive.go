@@ -1,0 +1,269 @@
+package dispatcher
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+// Derive turns one change into the events it raises. It is the only place
+// that decides which changes are worth an event, so the embedded pipeline
+// and a Kafka consumer can never disagree.
+//
+// A change that raises nothing (a deletion, a person, a job edit that does
+// not move its stage) yields no events and no error. A change that can never
+// raise events (unreadable records) is an ErrInvalidChange.
+func Derive(c adapters.Change) ([]Event, error) {
+	if c.ID == "" {
+		return nil, fmt.Errorf("%w: change has no id", ErrInvalidChange)
+	}
+	if isAbsent(c.After) {
+		// The contract has no deletion events.
+		return nil, nil
+	}
+	after, err := readRecord(c.After)
+	if err != nil {
+		return nil, fmt.Errorf("%w: change %s: after: %v", ErrInvalidChange, c.ID, err)
+	}
+	var before *record
+	if !isAbsent(c.Before) {
+		b, err := readRecord(c.Before)
+		if err != nil {
+			return nil, fmt.Errorf("%w: change %s: before: %v", ErrInvalidChange, c.ID, err)
+		}
+		before = &b
+	}
+	object, err := compact(c.After)
+	if err != nil {
+		return nil, fmt.Errorf("%w: change %s: after: %v", ErrInvalidChange, c.ID, err)
+	}
+	if after.ID == "" {
+		after.ID = c.ResourceID
+	}
+
+	d := deriver{c: c, at: c.OccurredAt.UTC().Truncate(time.Millisecond), id: after.ID}
+	switch c.Kind {
+	case adapters.Clients:
+		return d.client(before, after, object)
+	case adapters.Jobs:
+		return d.job(before, after, object)
+	case adapters.Engagements:
+		return d.engagement(before, after, object)
+	case adapters.Documents:
+		return d.document(before, after, object)
+	case adapters.Invoices:
+		return d.invoice(before, after, object)
+	}
+	// People and kinds added later raise nothing until the contract names
+	// events for them.
+	return nil, nil
+}
+
+// record holds the fields of any resource that decide its events; each
+// resource uses the ones it has.
+type record struct {
+	ID           string   `json:"id"`
+	Client       string   `json:"client"`
+	Engagement   string   `json:"engagement"`
+	Stage        string   `json:"stage"`
+	Status       string   `json:"status"`
+	ReleasedJobs []string `json:"released_jobs"`
+	SettledVia   string   `json:"settled_via"`
+}
+
+func readRecord(raw json.RawMessage) (record, error) {
+	var r record
+	err := json.Unmarshal(raw, &r)
+	return r, err
+}
+
+func isAbsent(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || bytes.Equal(raw, []byte("null"))
+}
+
+func compact(raw json.RawMessage) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+type deriver struct {
+	c  adapters.Change
+	at time.Time
+	id string
+	// out collects events; the first error stops derivation.
+	out []Event
+	err error
+}
+
+func (d *deriver) raise(kind string, data any) {
+	if d.err != nil {
+		return
+	}
+	body, err := marshal(data)
+	if err != nil {
+		d.err = fmt.Errorf("%w: change %s: encode %s: %v", ErrInvalidChange, d.c.ID, kind, err)
+		return
+	}
+	d.out = append(d.out, Event{
+		ID:         EventID(d.c.ID, kind, d.at),
+		Event:      kind,
+		OccurredAt: d.at,
+		Firm:       d.c.Firm,
+		Sandbox:    d.c.Sandbox,
+		Data:       body,
+		ResourceID: d.id,
+	})
+}
+
+func (d *deriver) done() ([]Event, error) { return d.out, d.err }
+
+// Payloads. Field order is what receivers see; every payload names the ids
+// the specification names and ends with the full resource after the change,
+// so that a receiver needs no follow-up read.
+
+type clientData struct {
+	ClientID string          `json:"client_id"`
+	Object   json.RawMessage `json:"object"`
+}
+
+func (d *deriver) client(before *record, after record, object json.RawMessage) ([]Event, error) {
+	data := clientData{ClientID: d.id, Object: object}
+	if before == nil {
+		d.raise(ClientCreated, data)
+		return d.done()
+	}
+	// An upstream that republishes an unchanged record must not wake every
+	// receiver; anything else that differs is an update.
+	if same, err := sameJSON(d.c.Before, object); err != nil || !same {
+		d.raise(ClientUpdated, data)
+	}
+	return d.done()
+}
+
+func sameJSON(a json.RawMessage, compacted json.RawMessage) (bool, error) {
+	ca, err := compact(a)
+	if err != nil {
+		return false, err
+	}
+	return bytes.Equal(ca, compacted), nil
+}
+
+type jobData struct {
+	JobID    string          `json:"job_id"`
+	ClientID string          `json:"client_id,omitempty"`
+	Object   json.RawMessage `json:"object"`
+}
+
+type stageData struct {
+	JobID         string          `json:"job_id"`
+	ClientID      string          `json:"client_id,omitempty"`
+	PreviousStage string          `json:"previous_stage"`
+	Stage         string          `json:"stage"`
+	Note          string          `json:"note"`
+	Object        json.RawMessage `json:"object"`
+}
+
+func (d *deriver) job(before *record, after record, object json.RawMessage) ([]Event, error) {
+	if before == nil {
+		d.raise(JobOpened, jobData{JobID: d.id, ClientID: after.Client, Object: object})
+		return d.done()
+	}
+	// Jobs have no update event: an edit that leaves the stage alone is not
+	// something receivers subscribed to.
+	if before.Stage == after.Stage {
+		return d.done()
+	}
+	d.raise(JobStageChanged, stageData{JobID: d.id, ClientID: after.Client,
+		PreviousStage: before.Stage, Stage: after.Stage, Note: d.c.Note, Object: object})
+	if adapters.ClosedStage(after.Stage) && !adapters.ClosedStage(before.Stage) {
+		d.raise(JobClosed, jobData{JobID: d.id, ClientID: after.Client, Object: object})
+	}
+	return d.done()
+}
+
+type engagementData struct {
+	EngagementID string          `json:"engagement_id"`
+	ClientID     string          `json:"client_id,omitempty"`
+	Object       json.RawMessage `json:"object"`
+}
+
+type signedData struct {
+	EngagementID string          `json:"engagement_id"`
+	ClientID     string          `json:"client_id"`
+	ReleasedJobs []string        `json:"released_jobs"`
+	Object       json.RawMessage `json:"object"`
+}
+
+const engagementSigned = "signed"
+
+func (d *deriver) engagement(before *record, after record, object json.RawMessage) ([]Event, error) {
+	if before == nil {
+		d.raise(EngagementCreated, engagementData{EngagementID: d.id, ClientID: after.Client, Object: object})
+	}
+	// An engagement created already signed (an import) has become signed
+	// too: receivers that only listen for signings must still hear of it.
+	if after.Status == engagementSigned && (before == nil || before.Status != engagementSigned) {
+		jobs := after.ReleasedJobs
+		if jobs == nil {
+			jobs = []string{}
+		}
+		d.raise(EngagementSigned, signedData{EngagementID: d.id, ClientID: after.Client,
+			ReleasedJobs: jobs, Object: object})
+	}
+	return d.done()
+}
+
+type documentData struct {
+	DocumentID   string          `json:"document_id"`
+	ClientID     string          `json:"client_id,omitempty"`
+	EngagementID string          `json:"engagement_id,omitempty"`
+	Object       json.RawMessage `json:"object"`
+}
+
+func (d *deriver) document(before *record, after record, object json.RawMessage) ([]Event, error) {
+	if before == nil {
+		d.raise(DocumentFiled, documentData{DocumentID: d.id, ClientID: after.Client,
+			EngagementID: after.Engagement, Object: object})
+	}
+	return d.done()
+}
+
+type invoiceData struct {
+	InvoiceID string          `json:"invoice_id"`
+	ClientID  string          `json:"client_id,omitempty"`
+	Object    json.RawMessage `json:"object"`
+}
+
+type paidData struct {
+	InvoiceID  string          `json:"invoice_id"`
+	ClientID   string          `json:"client_id,omitempty"`
+	SettledVia string          `json:"settled_via"`
+	Object     json.RawMessage `json:"object"`
+}
+
+// unraised reports whether an invoice in this status has not been raised
+// yet: a draft, one awaiting approval, or one voided before it was issued.
+func unraised(status string) bool {
+	return status == "draft" || status == "awaiting_approval" || status == "void"
+}
+
+func (d *deriver) invoice(before *record, after record, object json.RawMessage) ([]Event, error) {
+	// An invoice is raised once: when it first exists in a raised status,
+	// whether it was created so or moved there from a draft. Raising drafts
+	// too would give receivers two invoice.raised for one invoice.
+	if !unraised(after.Status) && (before == nil || unraised(before.Status)) {
+		d.raise(InvoiceRaised, invoiceData{InvoiceID: d.id, ClientID: after.Client, Object: object})
+	}
+	if after.Status == "paid" && (before == nil || before.Status != "paid") {
+		d.raise(InvoicePaid, paidData{InvoiceID: d.id, ClientID: after.Client,
+			SettledVia: after.SettledVia, Object: object})
+	}
+	return d.done()
+}

@@ -1,0 +1,209 @@
+// Package dispatcher turns change records into events and events into
+// signed, retried, logged webhook deliveries.
+//
+// The pipeline has three stages, each durable before the next begins:
+//
+//  1. Ingest derives events from a change (Derive), records each once, and
+//     fans each out to one delivery per subscribed endpoint. A Kafka
+//     consumer commits its offset after Ingest returns; the embedded outbox
+//     drainer deletes the outbox entry after it returns.
+//  2. Run's delivery loop claims due deliveries under a lease, signs and
+//     posts them with per-endpoint concurrency limits and circuit breakers,
+//     and records each attempt with the delivery's new state atomically.
+//  3. Replay and ReplayFailed make attempts outside the schedule.
+//
+// Event and delivery ids are deterministic, so doing any stage twice (a
+// crash between a write and its acknowledgement) changes nothing.
+//
+// The engine owns no storage: it depends on the small interfaces in
+// store.go, which boltstore implements for the embedded mode.
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Config tunes the engine. Zero values take the defaults given.
+type Config struct {
+	// BackoffBase is the delay before the first retry. Default 30s.
+	BackoffBase time.Duration
+	// BackoffFactor multiplies each later delay. Default 6.
+	BackoffFactor float64
+	// Timeout bounds one attempt, connect to response. Default 15s.
+	Timeout time.Duration
+	// AllowCIDRs are exempt from the private-address block.
+	AllowCIDRs []netip.Prefix
+	// MaxInFlightPerEndpoint bounds concurrent attempts to one endpoint, so
+	// a slow endpoint only ever occupies its own slots. Default 4.
+	MaxInFlightPerEndpoint int
+	// Workers bounds concurrent attempts overall. Default 64.
+	Workers int
+	// BreakerFailures is how many consecutive unhealthy attempts (no
+	// answer, 5xx, 429) open an endpoint's circuit breaker. Default 5.
+	BreakerFailures int
+	// BreakerCooldown is how long an open breaker defers the endpoint's
+	// deliveries before one probe attempt. Default 1m.
+	BreakerCooldown time.Duration
+	// ShutdownGrace is how long Close lets in-flight attempts finish before
+	// aborting them and handing their deliveries back. Default 5s.
+	ShutdownGrace time.Duration
+	// Clock is the time source for schedules, leases and signatures.
+	// Default time.Now.
+	Clock func() time.Time
+	// Logger receives operational logs. Default: none.
+	Logger *zap.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.BackoffBase == 0 {
+		c.BackoffBase = DefaultBackoffBase
+	}
+	if c.BackoffFactor == 0 {
+		c.BackoffFactor = DefaultBackoffFactor
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 15 * time.Second
+	}
+	if c.MaxInFlightPerEndpoint == 0 {
+		c.MaxInFlightPerEndpoint = 4
+	}
+	if c.Workers == 0 {
+		c.Workers = 64
+	}
+	if c.BreakerFailures == 0 {
+		c.BreakerFailures = 5
+	}
+	if c.BreakerCooldown == 0 {
+		c.BreakerCooldown = time.Minute
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	switch {
+	case c.BackoffBase < 0:
+		return c, fmt.Errorf("backoff base %s is negative", c.BackoffBase)
+	case c.BackoffFactor < 1:
+		return c, fmt.Errorf("backoff factor %g is below 1: retries would come sooner each time", c.BackoffFactor)
+	case c.Timeout < 0, c.BreakerCooldown < 0, c.ShutdownGrace < 0:
+		return c, errors.New("timeouts must not be negative")
+	case c.MaxInFlightPerEndpoint < 0, c.Workers < 0, c.BreakerFailures < 0:
+		return c, errors.New("limits must not be negative")
+	}
+	return c, nil
+}
+
+// Engine runs the webhook pipeline over its backends.
+type Engine struct {
+	cfg      Config
+	b        Backends
+	log      *zap.Logger
+	policy   *AddressPolicy
+	sender   *sender
+	schedule Schedule
+	leaseFor time.Duration
+	wakeC    chan struct{}
+
+	mu        sync.Mutex
+	inflight  int
+	endpoints map[string]*endpointState
+
+	runMu   sync.Mutex
+	stop    context.CancelFunc
+	done    chan struct{}
+	running bool
+	closed  bool
+}
+
+// New builds an engine. Every backend must be set.
+func New(cfg Config, b Backends) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, fmt.Errorf("dispatcher config: %w", err)
+	}
+	if b.Events == nil || b.Endpoints == nil || b.Catalog == nil || b.Queue == nil || b.Attempts == nil || b.Deliveries == nil {
+		return nil, errors.New("dispatcher: every backend must be set")
+	}
+	policy := NewAddressPolicy(cfg.AllowCIDRs)
+	return &Engine{
+		cfg:      cfg,
+		b:        b,
+		log:      cfg.Logger,
+		policy:   policy,
+		sender:   newSender(policy, cfg.Timeout, cfg.MaxInFlightPerEndpoint),
+		schedule: Schedule{Base: cfg.BackoffBase, Factor: cfg.BackoffFactor},
+		// A lease outlives the slowest attempt and its bookkeeping, so only
+		// a dispatcher that died loses one.
+		leaseFor:  cfg.Timeout + time.Minute,
+		wakeC:     make(chan struct{}, 1),
+		endpoints: make(map[string]*endpointState),
+	}, nil
+}
+
+// Policy is the address policy endpoints are checked against.
+func (e *Engine) Policy() *AddressPolicy { return e.policy }
+
+func (e *Engine) now() time.Time { return e.cfg.Clock() }
+
+// wake nudges the delivery loop; a wake already pending is enough.
+func (e *Engine) wake() {
+	select {
+	case e.wakeC <- struct{}{}:
+	default:
+	}
+}
+
+// Run delivers webhooks until ctx is cancelled or Close is called. On the
+// way out it lets in-flight attempts finish for up to ShutdownGrace, then
+// aborts the rest and hands their deliveries back.
+func (e *Engine) Run(ctx context.Context) error {
+	e.runMu.Lock()
+	if e.closed {
+		e.runMu.Unlock()
+		return errors.New("dispatcher: engine is closed")
+	}
+	if e.running {
+		e.runMu.Unlock()
+		return errors.New("dispatcher: already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	e.running, e.stop, e.done = true, cancel, done
+	e.runMu.Unlock()
+
+	defer func() {
+		cancel()
+		e.runMu.Lock()
+		e.running, e.stop, e.done = false, nil, nil
+		e.runMu.Unlock()
+		close(done)
+	}()
+	e.loop(ctx)
+	return nil
+}
+
+// Close stops Run, waits for it to return and releases idle connections.
+func (e *Engine) Close() error {
+	e.runMu.Lock()
+	e.closed = true
+	stop, done := e.stop, e.done
+	e.runMu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+	e.sender.close()
+	return nil
+}

@@ -1,0 +1,175 @@
+package dispatcher
+
+import (
+	"context"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+// The engine's dependencies, each as small as the job it does. The embedded
+// store (boltstore) implements all of them; in the Kafka/Redis deployment
+// the event log and the delivery state come from different systems, which
+// is why they are separate.
+
+// EventLog records each event once and reads events back.
+type EventLog interface {
+	// Record stores ev unless an event with its id exists; created says
+	// which. It is durable when it returns.
+	Record(ctx context.Context, ev Event) (created bool, err error)
+	// Event returns the event with id, or ErrNotFound.
+	Event(ctx context.Context, id string) (Event, error)
+	// Events returns one page of a tenant's events in id order (which is
+	// occurred_at order).
+	Events(ctx context.Context, q EventQuery) (EventPage, error)
+}
+
+// EndpointRegistry is what delivery needs to know about endpoints.
+type EndpointRegistry interface {
+	// Endpoint returns the endpoint with id, or ErrNotFound.
+	Endpoint(ctx context.Context, id string) (Endpoint, error)
+	// Endpoints returns every endpoint of a tenant, in creation order.
+	Endpoints(ctx context.Context, t adapters.Tenant) ([]Endpoint, error)
+	// UpdateEndpoint applies fn to the stored endpoint atomically; fn's
+	// error aborts the update and is returned.
+	UpdateEndpoint(ctx context.Context, id string, fn func(*Endpoint) error) (Endpoint, error)
+}
+
+// EndpointCatalog adds and removes endpoints.
+type EndpointCatalog interface {
+	CreateEndpoint(ctx context.Context, ep Endpoint) error
+	// DeleteEndpoint removes the endpoint and its deliveries, or returns
+	// ErrNotFound.
+	DeleteEndpoint(ctx context.Context, id string) error
+}
+
+// DeliveryQueue holds deliveries waiting for their next attempt.
+type DeliveryQueue interface {
+	// Enqueue stores new deliveries, all or none, skipping ids that exist.
+	Enqueue(ctx context.Context, ds []Delivery) (created int, err error)
+	// Claim leases due deliveries, earliest first, that r.Accept takes.
+	// next is when the earliest delivery not yet due falls due (zero if
+	// none); it equals r.Now when r.Max cut the claim short.
+	Claim(ctx context.Context, r ClaimRequest) (claims []Claim, next time.Time, err error)
+	// Release gives leased deliveries back unattempted, due no earlier than
+	// notBefore (zero keeps their time). Leases no longer held are skipped.
+	Release(ctx context.Context, leases []Lease, notBefore time.Time) error
+}
+
+// AttemptLog records attempts and serves replays.
+type AttemptLog interface {
+	// Lease leases one delivery whatever its state, for a replay; ErrBusy
+	// if someone holds an unexpired lease on it.
+	Lease(ctx context.Context, deliveryID string, now, until time.Time) (Claim, error)
+	// Record appends the outcome's attempt, moves the delivery to its new
+	// state and releases the lease, atomically. ErrLeaseLost if the lease
+	// is no longer held.
+	Record(ctx context.Context, l Lease, o Outcome) (Delivery, error)
+	// RequeueFailed marks an endpoint's failed deliveries created at or
+	// after since for one replay attempt each, due at now.
+	RequeueFailed(ctx context.Context, endpointID string, since, now time.Time) (int, error)
+}
+
+// DeliveryReader reads the delivery log.
+type DeliveryReader interface {
+	// Delivery returns the delivery with id, or ErrNotFound.
+	Delivery(ctx context.Context, id string) (Delivery, error)
+	// Deliveries returns one page of an endpoint's deliveries in creation
+	// order.
+	Deliveries(ctx context.Context, q DeliveryQuery) (DeliveryPage, error)
+}
+
+// Backends are the engine's dependencies.
+type Backends struct {
+	Events     EventLog
+	Endpoints  EndpointRegistry
+	Catalog    EndpointCatalog
+	Queue      DeliveryQueue
+	Attempts   AttemptLog
+	Deliveries DeliveryReader
+}
+
+// ClaimRequest asks for due deliveries.
+type ClaimRequest struct {
+	Now        time.Time
+	LeaseUntil time.Time
+	Max        int
+	// Accept is asked about each due delivery's endpoint in due order and
+	// says whether to claim it. It runs inside the store's transaction: it
+	// must be quick and must not call the store.
+	Accept func(endpointID string) bool
+}
+
+// Lease is a claim on a delivery until Until. Only the holder of Token may
+// record an attempt; after Until anyone may claim the delivery again, which
+// is how deliveries held by a crashed dispatcher are picked up.
+type Lease struct {
+	DeliveryID string
+	Token      string
+	Until      time.Time
+}
+
+// Claim is a leased delivery.
+type Claim struct {
+	Delivery Delivery
+	Lease    Lease
+	// Replay marks a delivery queued by RequeueFailed: its attempt is a
+	// replay and leaves it final.
+	Replay bool
+}
+
+// Outcome is what an attempt did to a delivery.
+type Outcome struct {
+	// Attempt is nil when the delivery ends without an attempt (its
+	// endpoint was disabled or deleted meanwhile).
+	Attempt *Attempt
+	State   State
+	// NextAttemptAt is when the delivery is due again, if State is active.
+	NextAttemptAt time.Time
+	At            time.Time
+}
+
+// EventQuery selects a page of a tenant's events.
+type EventQuery struct {
+	Tenant adapters.Tenant
+	// Kinds keeps events of any of these kinds; empty keeps all.
+	Kinds []string
+	// From and To bound occurred_at to [From, To), at millisecond
+	// precision; zero leaves a side open.
+	From, To time.Time
+	// Cursor continues from a previous page's Next.
+	Cursor string
+	Limit  int
+}
+
+// EventPage is one page of events.
+type EventPage struct {
+	Events  []Event
+	HasMore bool
+	// Next continues after the last event when HasMore.
+	Next string
+}
+
+// DeliveryQuery selects a page of an endpoint's deliveries.
+type DeliveryQuery struct {
+	EndpointID string
+	// States keeps deliveries in any of these states; empty keeps all.
+	States []State
+	// From and To bound created_at to [From, To); zero leaves a side open.
+	From, To time.Time
+	Cursor   string
+	Limit    int
+}
+
+// DeliveryPage is one page of deliveries.
+type DeliveryPage struct {
+	Deliveries []Delivery
+	HasMore    bool
+	Next       string
+}
+
+// Page sizes, as the API's collections have them.
+const (
+	DefaultLimit = 50
+	MaxLimit     = 200
+)

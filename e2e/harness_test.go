@@ -1,0 +1,296 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// binary is the practicegw binary under test, built once per run.
+var binary string
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	if bin := os.Getenv("PRACTICEGW_BIN"); bin != "" {
+		binary = bin
+		return m.Run()
+	}
+	dir, err := os.MkdirTemp("", "practicegw-e2e")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	binary = filepath.Join(dir, "practicegw")
+	build := exec.Command("go", "build", "-o", binary, "../cmd/practicegw")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building practicegw:", err)
+		return 1
+	}
+	return m.Run()
+}
+
+// gateway is one running practicegw process.
+type gateway struct {
+	t       testing.TB
+	addr    string // API listener, host:port
+	admin   string // admin endpoint, host:port
+	dataDir string
+	env     []string
+	cmd     *exec.Cmd
+	logs    *lockedBuffer
+	done    chan struct{}
+}
+
+type gatewayOptions struct {
+	dataDir string
+	env     []string
+	config  string // Caddyfile path; default the repository's
+}
+
+func freePort(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// startGateway runs practicegw on the repository's Caddyfile (or another)
+// with its own ports and data directory, and stops it at the end of the
+// test.
+func startGateway(t testing.TB, opts gatewayOptions) *gateway {
+	t.Helper()
+	if opts.dataDir == "" {
+		opts.dataDir = t.TempDir()
+	}
+	if opts.config == "" {
+		opts.config = "../Caddyfile"
+	}
+	g := &gateway{t: t, addr: freePort(t), admin: freePort(t), dataDir: opts.dataDir}
+	g.env = append(os.Environ(),
+		"PRACTICEGW_LISTEN="+g.addr,
+		"PRACTICEGW_ADMIN="+g.admin,
+		"PRACTICEGW_DATA="+opts.dataDir,
+		"PRACTICEGW_REDIS=",
+		"PRACTICEGW_KAFKA=",
+	)
+	g.env = append(g.env, opts.env...)
+	g.start(opts.config)
+	t.Cleanup(g.stop)
+	return g
+}
+
+func (g *gateway) start(config string) {
+	g.t.Helper()
+	g.logs = &lockedBuffer{}
+	g.cmd = exec.Command(binary, "run", "--config", config, "--adapter", "caddyfile")
+	g.cmd.Env = g.env
+	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
+	if err := g.cmd.Start(); err != nil {
+		g.t.Fatal(err)
+	}
+	g.done = make(chan struct{})
+	go func() { g.cmd.Wait(); close(g.done) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-g.done:
+			g.t.Fatalf("practicegw exited during start-up:\n%s", g.logs.String())
+		default:
+		}
+		resp, err := http.Get("http://" + g.addr + "/v1/openapi.json")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	g.t.Fatalf("practicegw did not start within 30s:\n%s", g.logs.String())
+}
+
+func (g *gateway) stop() {
+	if g.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-g.done:
+		return
+	default:
+	}
+	g.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-g.done:
+	case <-time.After(15 * time.Second):
+		g.cmd.Process.Kill()
+		<-g.done
+	}
+	if g.t.Failed() {
+		g.t.Logf("practicegw logs:\n%s", tail(g.logs.String(), 4000))
+	}
+}
+
+// restart stops the gateway gracefully and starts it again on the same
+// ports and data.
+func (g *gateway) restart() {
+	g.t.Helper()
+	g.stop()
+	g.start("../Caddyfile")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+// cli runs a practicegw subcommand against this gateway's admin endpoint.
+func (g *gateway) cli(args ...string) (string, error) {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = g.env
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String(), fmt.Errorf("practicegw %s: %v: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+type issued struct {
+	ID      string   `json:"id"`
+	Token   string   `json:"token"`
+	Firm    string   `json:"firm"`
+	Name    string   `json:"name"`
+	Scopes  []string `json:"scopes"`
+	Sandbox bool     `json:"sandbox"`
+}
+
+// issue gets a credential through the CLI, as an operator would.
+func (g *gateway) issue(firm string, sandbox bool, scopes ...string) issued {
+	g.t.Helper()
+	args := []string{"credential", "issue", "--json", "--firm", firm, "--name", "test " + strings.Join(scopes, " "),
+		"--scopes", strings.Join(scopes, ",")}
+	if sandbox {
+		args = append(args, "--sandbox")
+	}
+	out, err := g.cli(args...)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	var c issued
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		g.t.Fatalf("issue output %q: %v", out, err)
+	}
+	return c
+}
+
+// allReadWrite is every resource scope.
+var allReadWrite = []string{"clients:read", "clients:write", "engagements:read", "jobs:read", "jobs:write",
+	"documents:read", "invoices:read", "people:read"}
+
+// response is an answer with its body read.
+type response struct {
+	*http.Response
+	body []byte
+}
+
+func (r response) json(t testing.TB) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(r.body, &v); err != nil {
+		t.Fatalf("%s: body is not a JSON object: %v: %s", r.Request.URL, err, r.body)
+	}
+	return v
+}
+
+func (r response) errorCode(t testing.TB) string {
+	t.Helper()
+	e, _ := r.json(t)["error"].(map[string]any)
+	if e == nil {
+		t.Fatalf("%s %s: no error object in %s", r.Request.Method, r.Request.URL, r.body)
+	}
+	code, _ := e["code"].(string)
+	return code
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+// do sends a request with an optional token and JSON body.
+func (g *gateway) do(t testing.TB, method, path, token string, body any, headers ...string) response {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, "http://"+g.addr+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return response{Response: resp, body: b}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}

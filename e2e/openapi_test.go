@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+type operation struct {
+	id, method, pattern, path, scope string
+	body                             any
+	success                          string
+	responses                        map[string]any
+}
+
+// exampleBodies gives each documented write a valid body; a new write
+// route fails the test until it has one here.
+func exampleBodies(t *testing.T, g *gateway, token string) map[string]any {
+	client := g.do(t, "GET", "/v1/clients?limit=1", token, nil).json(t)["data"].([]any)[0].(map[string]any)["id"]
+	return map[string]any{
+		"create_client": map[string]any{"name": "OpenAPI Example Ltd"},
+		"update_client": map[string]any{"status": "active"},
+		"create_job":    map[string]any{"title": "OpenAPI example job", "client": client},
+		"update_job":    map[string]any{"title": "Renamed by the OpenAPI test"},
+		"move_job":      map[string]any{"stage": "in_progress", "note": "Started"},
+	}
+}
+
+// documentedOperations reads the served OpenAPI document and makes each
+// operation concrete: a real id in the path and an example body.
+func documentedOperations(t *testing.T, g *gateway) []operation {
+	t.Helper()
+	full := g.issue("frm_acme", false, allReadWrite...).Token
+	r := g.do(t, "GET", "/v1/openapi.json", "", nil)
+	if r.StatusCode != 200 {
+		t.Fatalf("openapi.json: %d", r.StatusCode)
+	}
+	var doc struct {
+		OpenAPI string                               `json:"openapi"`
+		Paths   map[string]map[string]map[string]any `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.OpenAPI != "3.1.0" {
+		t.Fatalf("openapi version %q", doc.OpenAPI)
+	}
+	bodies := exampleBodies(t, g, full)
+	ids := map[string]string{}
+	var ops []operation
+	for pattern, methods := range doc.Paths {
+		for method, raw := range methods {
+			op := operation{id: raw["operationId"].(string), method: strings.ToUpper(method), pattern: pattern, path: pattern,
+				responses: raw["responses"].(map[string]any)}
+			if sec, ok := raw["security"].([]any); ok && len(sec) > 0 {
+				op.scope = sec[0].(map[string]any)["bearer"].([]any)[0].(string)
+			}
+			if strings.Contains(pattern, "{id}") {
+				kind := strings.Split(pattern, "/")[2]
+				if ids[kind] == "" {
+					ids[kind] = g.do(t, "GET", "/v1/"+kind+"?limit=1", full, nil).json(t)["data"].([]any)[0].(map[string]any)["id"].(string)
+				}
+				op.path = strings.Replace(pattern, "{id}", ids[kind], 1)
+			}
+			if _, ok := raw["requestBody"]; ok {
+				b, ok := bodies[op.id]
+				if !ok {
+					t.Fatalf("no example body for %s", op.id)
+				}
+				op.body = b
+			}
+			for code := range op.responses {
+				if strings.HasPrefix(code, "2") {
+					op.success = code
+				}
+			}
+			ops = append(ops, op)
+		}
+	}
+	sort.Slice(ops, func(i, j int) bool { return ops[i].pattern+ops[i].method < ops[j].pattern+ops[j].method })
+	return ops
+}
+
+// TestOpenAPIMatchesRoutes calls every documented operation and checks the
+// answer against the document, and checks that the server serves nothing
+// on those paths that the document leaves out.
+func TestOpenAPIMatchesRoutes(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	full := g.issue("frm_acme", false, allReadWrite...).Token
+	raw := g.do(t, "GET", "/v1/openapi.json", "", nil).body
+	var doc map[string]any
+	json.Unmarshal(raw, &doc)
+	v := validator{doc: doc}
+
+	documented := map[string]bool{}
+	for _, op := range documentedOperations(t, g) {
+		documented[op.pattern+" "+op.method] = true
+		r := g.do(t, op.method, op.path, full, op.body)
+		code := fmt.Sprint(r.StatusCode)
+		resp, ok := op.responses[code].(map[string]any)
+		if !ok {
+			t.Errorf("%s %s answered %s, which the document does not list: %s", op.method, op.path, code, r.body)
+			continue
+		}
+		if code != op.success {
+			t.Errorf("%s %s answered %s, want %s: %s", op.method, op.path, code, op.success, r.body)
+			continue
+		}
+		schema := resp["content"].(map[string]any)["application/json"].(map[string]any)["schema"]
+		var body any
+		if err := json.Unmarshal(r.body, &body); err != nil {
+			t.Fatalf("%s %s: %v", op.method, op.path, err)
+		}
+		if err := v.validate(schema, body, "$"); err != nil {
+			t.Errorf("%s %s: answer does not match the document: %v", op.method, op.path, err)
+		}
+	}
+	// Methods the document does not list for a path are not served.
+	for _, op := range documentedOperations(t, g) {
+		for _, m := range []string{"GET", "POST", "PATCH", "PUT", "DELETE"} {
+			if documented[op.pattern+" "+m] {
+				continue
+			}
+			if r := g.do(t, m, op.path, full, op.body); r.StatusCode != 405 {
+				t.Errorf("%s %s is not documented but answered %d", m, op.path, r.StatusCode)
+			}
+		}
+	}
+}
+
+// validator checks JSON against the subset of JSON Schema the document
+// uses: $ref, type (with null), required, properties,
+// additionalProperties: false, enum, const, items, oneOf, pattern.
+type validator struct{ doc map[string]any }
+
+func (v validator) validate(schema any, value any, at string) error {
+	s, _ := schema.(map[string]any)
+	if ref, ok := s["$ref"].(string); ok {
+		node := any(v.doc)
+		for _, part := range strings.Split(strings.TrimPrefix(ref, "#/"), "/") {
+			node = node.(map[string]any)[part]
+		}
+		return v.validate(node, value, at)
+	}
+	if one, ok := s["oneOf"].([]any); ok {
+		var errs []string
+		for _, alt := range one {
+			if err := v.validate(alt, value, at); err == nil {
+				return nil
+			} else {
+				errs = append(errs, err.Error())
+			}
+		}
+		return fmt.Errorf("%s matches no alternative: %s", at, strings.Join(errs, "; "))
+	}
+	if ty, ok := s["type"]; ok && !typeMatches(ty, value) {
+		return fmt.Errorf("%s: %T does not have type %v", at, value, ty)
+	}
+	if e, ok := s["enum"].([]any); ok && value != nil {
+		found := false
+		for _, x := range e {
+			found = found || x == value
+		}
+		if !found {
+			return fmt.Errorf("%s: %v not in enum", at, value)
+		}
+	}
+	if c, ok := s["const"]; ok && c != value {
+		return fmt.Errorf("%s: %v, want const %v", at, value, c)
+	}
+	if p, ok := s["pattern"].(string); ok {
+		if str, ok := value.(string); ok && !regexp.MustCompile(p).MatchString(str) {
+			return fmt.Errorf("%s: %q does not match %s", at, str, p)
+		}
+	}
+	switch val := value.(type) {
+	case map[string]any:
+		props, _ := s["properties"].(map[string]any)
+		for _, r := range asStrings(s["required"]) {
+			if _, ok := val[r]; !ok {
+				return fmt.Errorf("%s: missing required %q", at, r)
+			}
+		}
+		for k, x := range val {
+			ps, ok := props[k]
+			if !ok {
+				if s["additionalProperties"] == false {
+					return fmt.Errorf("%s: undocumented property %q", at, k)
+				}
+				continue
+			}
+			if err := v.validate(ps, x, at+"."+k); err != nil {
+				return err
+			}
+		}
+	case []any:
+		if items, ok := s["items"]; ok {
+			for i, x := range val {
+				if err := v.validate(items, x, fmt.Sprintf("%s[%d]", at, i)); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func asStrings(v any) []string {
+	var out []string
+	switch x := v.(type) {
+	case []any:
+		for _, s := range x {
+			out = append(out, s.(string))
+		}
+	case []string:
+		out = x
+	}
+	return out
+}
+
+func typeMatches(ty any, value any) bool {
+	switch t := ty.(type) {
+	case string:
+		switch t {
+		case "object":
+			_, ok := value.(map[string]any)
+			return ok
+		case "array":
+			_, ok := value.([]any)
+			return ok
+		case "string":
+			_, ok := value.(string)
+			return ok
+		case "boolean":
+			_, ok := value.(bool)
+			return ok
+		case "integer":
+			f, ok := value.(float64)
+			return ok && f == float64(int64(f))
+		case "number":
+			_, ok := value.(float64)
+			return ok
+		case "null":
+			return value == nil
+		}
+	case []any:
+		for _, x := range t {
+			if typeMatches(x, value) {
+				return true
+			}
+		}
+	}
+	return false
+}
