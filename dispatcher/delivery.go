@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"fmt"
 	"time"
+
+	"github.com/practicegw/practicegw/adapters"
 )
 
 // State is where a delivery stands.
@@ -50,6 +52,9 @@ type Delivery struct {
 	CreatedAt     time.Time `json:"created_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
 }
+
+// Tenant is the firm and mode the delivery belongs to.
+func (d Delivery) Tenant() adapters.Tenant { return adapters.Tenant{Firm: d.Firm, Sandbox: d.Sandbox} }
 
 // ScheduledAttempts counts the attempts the retry schedule has spent.
 func (d Delivery) ScheduledAttempts() int {

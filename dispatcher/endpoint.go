@@ -47,7 +47,9 @@ type Secret struct {
 const RotationOverlap = 24 * time.Hour
 
 // Tenant is the firm and mode the endpoint belongs to.
-func (ep Endpoint) Tenant() adapters.Tenant { return adapters.Tenant{Firm: ep.Firm, Sandbox: ep.Sandbox} }
+func (ep Endpoint) Tenant() adapters.Tenant {
+	return adapters.Tenant{Firm: ep.Firm, Sandbox: ep.Sandbox}
+}
 
 // SigningKeys are the keys that sign at now, newest first.
 func (ep Endpoint) SigningKeys(now time.Time) []string {
@@ -77,14 +79,10 @@ func (ep Endpoint) DeliveryName(kind string) (string, bool) {
 	return "", false
 }
 
-// rotate makes a new primary secret and lets the previous ones sign until
-// now+RotationOverlap (or their earlier expiry). Expired secrets are
+// rotateTo makes s the primary secret and lets the previous ones sign
+// until now+RotationOverlap (or their earlier expiry). Expired secrets are
 // dropped.
-func (ep *Endpoint) rotate(now time.Time) (string, error) {
-	s, err := newSecret()
-	if err != nil {
-		return "", err
-	}
+func (ep *Endpoint) rotateTo(s Secret, now time.Time) {
 	until := now.Add(RotationOverlap)
 	kept := []Secret{s}
 	for _, old := range ep.Secrets {
@@ -97,7 +95,6 @@ func (ep *Endpoint) rotate(now time.Time) (string, error) {
 		kept = append(kept, old)
 	}
 	ep.Secrets = kept
-	return s.Key, nil
 }
 
 // newSecret draws 32 random bytes: the HMAC-SHA256 block of key material,

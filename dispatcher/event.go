@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/practicegw/practicegw/adapters"
 )
 
 // Event kinds, as the contract names them.
@@ -66,6 +68,9 @@ type Event struct {
 	// envelope but keys the event in an ordered log (a Kafka partition key).
 	ResourceID string
 }
+
+// Tenant is the firm and mode the event belongs to.
+func (e Event) Tenant() adapters.Tenant { return adapters.Tenant{Firm: e.Firm, Sandbox: e.Sandbox} }
 
 // envelope is the wire shape; field order is the contract's.
 type envelope struct {

@@ -61,10 +61,10 @@ type AttemptLog interface {
 	// Lease leases one delivery whatever its state, for a replay; ErrBusy
 	// if someone holds an unexpired lease on it.
 	Lease(ctx context.Context, deliveryID string, now, until time.Time) (Claim, error)
-	// Record appends the outcome's attempt, moves the delivery to its new
-	// state and releases the lease, atomically. ErrLeaseLost if the lease
-	// is no longer held.
-	Record(ctx context.Context, l Lease, o Outcome) (Delivery, error)
+	// RecordAttempt appends the outcome's attempt, moves the delivery to
+	// its new state and releases the lease, atomically. ErrLeaseLost if the
+	// lease is no longer held.
+	RecordAttempt(ctx context.Context, l Lease, o Outcome) (Delivery, error)
 	// RequeueFailed marks an endpoint's failed deliveries created at or
 	// after since for one replay attempt each, due at now.
 	RequeueFailed(ctx context.Context, endpointID string, since, now time.Time) (int, error)

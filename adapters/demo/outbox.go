@@ -42,6 +42,10 @@ func (r *Records) ReadOutbox(after uint64, max int) ([]OutboxEntry, error) {
 			if err := json.Unmarshal(v, &e.Change); err != nil {
 				return fmt.Errorf("entry %d: %w", e.Seq, err)
 			}
+			// A created record has no before; give it back as it was written.
+			if string(e.Change.Before) == "null" {
+				e.Change.Before = nil
+			}
 			out = append(out, e)
 		}
 		return nil

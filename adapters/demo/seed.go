@@ -220,11 +220,16 @@ func (s *seeder) addEngagement(ci int) {
 	default:
 		status = pickWeighted(s.rng, []weighted[string]{{"ended", 70}, {"signed", 20}, {"declined", 10}})
 	}
-	created := s.between(c.CreatedAt, s.until(c).AddDate(0, 0, -3))
-	if status == "proposed" || status == "sent" {
+	from, to := c.CreatedAt, s.until(c).AddDate(0, 0, -3)
+	switch {
+	case status == "proposed" || status == "sent":
 		// Proposals still open are recent.
-		created = s.between(latest(c.CreatedAt, seedBase.AddDate(0, 0, -60)), seedBase)
+		from, to = latest(from, seedBase.AddDate(0, 0, -60)), seedBase
+	case status == "signed" && c.Status == "active":
+		// Current letters are renewed every year or two.
+		from = latest(from, seedBase.AddDate(0, 0, -700))
 	}
+	created := s.between(from, to)
 	if s.rng.IntN(10) < 4 {
 		proposed := s.between(latest(c.CreatedAt, created.AddDate(0, 0, -14)), created)
 		s.docs = append(s.docs, s.document(c, "proposal", "", proposed))
@@ -272,7 +277,8 @@ func (s *seeder) addJobs() {
 
 func (s *seeder) addJob(ci, ei int) {
 	c := &s.clients[ci]
-	from, to := latest(c.CreatedAt, seedBase.AddDate(0, 0, -540)), s.until(c)
+	to := s.until(c)
+	from := latest(c.CreatedAt, earliest(seedBase.AddDate(0, 0, -540), to.AddDate(0, 0, -365)))
 	engagement := ""
 	stage := pickWeighted(s.rng, jobStageWeights)
 	if c.Status != "active" {

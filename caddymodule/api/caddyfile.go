@@ -1,10 +1,7 @@
 package api
 
 import (
-	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -20,11 +17,10 @@ func init() {
 //
 //	practicegw_api {
 //	    max_body_bytes <n>
-//	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
 //	}
 //
-// deprecated may repeat; path is the route's pattern, such as
-// /v1/jobs/{id}/stage.
+// Deprecated routes are marked on the practicegw global option, since
+// every practicegw_api handler and the OpenAPI document must agree.
 func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
 	var handler Handler
 	return &handler, handler.UnmarshalCaddyfile(h.Dispenser)
@@ -48,26 +44,6 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("max_body_bytes: %q is not a positive whole number", n)
 			}
 			h.MaxBodyBytes = v
-		case "deprecated":
-			args := d.RemainingArgs()
-			if len(args) != 4 && len(args) != 5 {
-				return d.ArgErr()
-			}
-			dep := Deprecation{Method: strings.ToUpper(args[0]), Path: args[1]}
-			var err error
-			if dep.Since, err = time.Parse(time.DateOnly, args[2]); err != nil {
-				return d.Errf("deprecated: since date: %v", err)
-			}
-			if dep.Sunset, err = time.Parse(time.DateOnly, args[3]); err != nil {
-				return d.Errf("deprecated: sunset date: %v", err)
-			}
-			if len(args) == 5 {
-				dep.Link = args[4]
-			}
-			if http.MethodGet != dep.Method && http.MethodPost != dep.Method && http.MethodPatch != dep.Method {
-				return d.Errf("deprecated: method %q is not one the API serves", args[0])
-			}
-			h.Deprecated = append(h.Deprecated, dep)
 		default:
 			return d.Errf("unknown practicegw_api option %q", d.Val())
 		}

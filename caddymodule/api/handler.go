@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -30,27 +29,10 @@ type Handler struct {
 	// MaxBodyBytes caps request bodies. Default 1 MiB.
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
 
-	// Deprecated marks routes that answer with Deprecation and Sunset
-	// headers until they are retired.
-	Deprecated []Deprecation `json:"deprecated,omitempty"`
-
 	app     *gateway.App
 	logger  *zap.Logger
 	openAPI []byte
-	notices map[*route]Deprecation
-}
-
-// Deprecation announces that a route will be retired.
-type Deprecation struct {
-	Method string `json:"method"`
-	// Path is the route's pattern as in the OpenAPI document, such as
-	// /v1/jobs/{id}/stage.
-	Path string `json:"path"`
-	// Since is when the route was deprecated; Sunset when it goes.
-	Since  time.Time `json:"since"`
-	Sunset time.Time `json:"sunset"`
-	// Link documents the migration.
-	Link string `json:"link,omitempty"`
+	notices map[*route]gateway.Deprecation
 }
 
 // CaddyModule returns the Caddy module information.
@@ -74,8 +56,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("practicegw_api needs the practicegw app: %w", err)
 	}
 	h.app = app.(*gateway.App)
-	h.notices = map[*route]Deprecation{}
-	for _, d := range h.Deprecated {
+	h.notices = map[*route]gateway.Deprecation{}
+	for _, d := range h.app.Deprecated {
 		found := false
 		for i := range routes {
 			if routes[i].method == d.Method && routes[i].pattern == d.Path {
@@ -128,7 +110,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 			fmt.Sprintf("Unrecognized request URL (%s %s).", r.Method, r.URL.Path))
 	}
 	if d, ok := h.notices[rt]; ok {
-		d.writeHeaders(w.Header())
+		writeDeprecation(d, w.Header())
 	}
 	c := &call{route: rt, id: id}
 	if rt.scope != "" {
@@ -180,7 +162,7 @@ func methodNotAllowed(r *http.Request, path string, allow []string) error {
 		WithHeader("Allow", strings.Join(allow, ", "))
 }
 
-func (d Deprecation) writeHeaders(h http.Header) {
+func writeDeprecation(d gateway.Deprecation, h http.Header) {
 	h.Set("Deprecation", fmt.Sprintf("@%d", d.Since.Unix()))
 	h.Set("Sunset", d.Sunset.UTC().Format(http.TimeFormat))
 	if d.Link != "" {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/gateway"
 )
 
 func (h *Handler) openapi(w http.ResponseWriter, r *http.Request, _ *call) error {
@@ -153,7 +154,7 @@ func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 }
 
 // openAPIDocument builds the OpenAPI 3.1 document from the route table.
-func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
+func openAPIDocument(notices map[*route]gateway.Deprecation) ([]byte, error) {
 	schemas := schemaSet{}
 	schemas["Error"] = map[string]any{
 		"type": "object", "required": []string{"error"},

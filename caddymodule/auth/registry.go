@@ -55,7 +55,7 @@ type Registry struct {
 	entries map[string]*entry
 	// verified caches tokens whose signature has been checked, so the
 	// signature is checked once per token rather than once per request.
-	verified sync.Map // token -> *entry
+	verified  sync.Map // token -> *entry
 	nVerified atomic.Int64
 
 	cancel context.CancelFunc

@@ -43,6 +43,11 @@ type App struct {
 	// Firms are the firms this gateway serves.
 	Firms []Firm `json:"firms,omitempty"`
 
+	// Deprecated marks /v1 routes that answer with Deprecation, Sunset
+	// and Link headers (and are marked in the OpenAPI document) until they
+	// are retired.
+	Deprecated []Deprecation `json:"deprecated,omitempty"`
+
 	firms    map[string]*firmBackends
 	shared   *shared
 	poolKey  string
@@ -58,6 +63,19 @@ type App struct {
 type SigningKeyConfig struct {
 	ID     string `json:"id"`
 	Secret string `json:"secret"`
+}
+
+// Deprecation announces that a route will be retired.
+type Deprecation struct {
+	Method string `json:"method"`
+	// Path is the route's pattern as in the OpenAPI document, such as
+	// /v1/jobs/{id}/stage.
+	Path string `json:"path"`
+	// Since is when the route was deprecated; Sunset when it goes.
+	Since  time.Time `json:"since"`
+	Sunset time.Time `json:"sunset"`
+	// Link documents the migration.
+	Link string `json:"link,omitempty"`
 }
 
 // Firm is one firm and the systems its records come from.

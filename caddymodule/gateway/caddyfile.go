@@ -1,6 +1,9 @@
 package gateway
 
 import (
+	"strings"
+	"time"
+
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -17,6 +20,7 @@ func init() {
 //	    data_dir    <path>
 //	    redis       [<redis://host:port/db>]
 //	    signing_key <id> <base64-secret>
+//	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
 //	    firm <frm_id> {
 //	        name      <display name>
 //	        records   demo
@@ -58,6 +62,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			a.SigningKeys = append(a.SigningKeys, k)
+		case "deprecated":
+			dep, err := unmarshalDeprecation(d)
+			if err != nil {
+				return err
+			}
+			a.Deprecated = append(a.Deprecated, dep)
 		case "firm":
 			f, err := unmarshalFirm(d)
 			if err != nil {
@@ -103,4 +113,24 @@ func unmarshalFirm(d *caddyfile.Dispenser) (Firm, error) {
 		}
 	}
 	return f, nil
+}
+
+// unmarshalDeprecation reads `deprecated METHOD /v1/path since sunset [link]`.
+func unmarshalDeprecation(d *caddyfile.Dispenser) (Deprecation, error) {
+	args := d.RemainingArgs()
+	if len(args) != 4 && len(args) != 5 {
+		return Deprecation{}, d.ArgErr()
+	}
+	dep := Deprecation{Method: strings.ToUpper(args[0]), Path: args[1]}
+	var err error
+	if dep.Since, err = time.Parse(time.DateOnly, args[2]); err != nil {
+		return dep, d.Errf("deprecated: since date: %v", err)
+	}
+	if dep.Sunset, err = time.Parse(time.DateOnly, args[3]); err != nil {
+		return dep, d.Errf("deprecated: sunset date: %v", err)
+	}
+	if len(args) == 5 {
+		dep.Link = args[4]
+	}
+	return dep, nil
 }

@@ -1,0 +1,501 @@
+package demo
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/seed-digests.txt")
+
+// testClock is an injected clock that moves one second per reading, so
+// that every write has its own, predictable time.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock(start time.Time) *testClock { return &testClock{t: start} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
+
+// last is the time of the latest reading.
+func (c *testClock) last() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+var clockStart = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func openDB(tb testing.TB, dir string) *bbolt.DB {
+	tb.Helper()
+	// NoSync: tests write thousands of times and never pull the plug.
+	db, err := bbolt.Open(filepath.Join(dir, "practicegw.db"), 0o600, &bbolt.Options{Timeout: time.Second, NoSync: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
+}
+
+func openRecords(tb testing.TB, db *bbolt.DB, firms []string, opts ...Option) *Records {
+	tb.Helper()
+	r, err := Open(db, firms, opts...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return r
+}
+
+// openAcme opens frm_acme and frm_birch with a test clock.
+func openAcme(tb testing.TB) (*Records, *testClock) {
+	tb.Helper()
+	clock := newClock(clockStart)
+	return openRecords(tb, openDB(tb, tb.TempDir()), []string{"frm_acme", "frm_birch"}, WithClock(clock.Now)), clock
+}
+
+var (
+	acme        = adapters.Tenant{Firm: "frm_acme"}
+	acmeSandbox = adapters.Tenant{Firm: "frm_acme", Sandbox: true}
+	birch       = adapters.Tenant{Firm: "frm_birch"}
+	ctx         = context.Background()
+)
+
+// all pages through a whole collection.
+func all(tb testing.TB, r *Records, t adapters.Tenant, k adapters.Kind, f adapters.Filter, limit int) []json.RawMessage {
+	tb.Helper()
+	var out []json.RawMessage
+	q := adapters.Query{Filter: f, Limit: limit}
+	for {
+		p, err := r.List(ctx, t, k, q)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, p.Items...)
+		if !p.HasMore {
+			return out
+		}
+		q.Cursor = p.Next
+	}
+}
+
+// decodeAll decodes raw records into T.
+func decodeAll[T any](tb testing.TB, raws []json.RawMessage) []T {
+	tb.Helper()
+	out := make([]T, len(raws))
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &out[i]); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return out
+}
+
+func dump(tb testing.TB, r *Records, t adapters.Tenant) []byte {
+	var b bytes.Buffer
+	for _, k := range adapters.Kinds {
+		for _, raw := range all(tb, r, t, k, adapters.Filter{}, 200) {
+			b.Write(raw)
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+func TestKindIndexFollowsKinds(t *testing.T) {
+	for want, k := range adapters.Kinds {
+		if got, ok := kindIndex(k); !ok || got != want {
+			t.Errorf("kindIndex(%s) = %d, %v; want %d", k, got, ok, want)
+		}
+	}
+	if len(adapters.Kinds) != numKinds {
+		t.Errorf("numKinds = %d, want %d", numKinds, len(adapters.Kinds))
+	}
+}
+
+// TestSeedIsDeterministic opens the same firms in two places and compares
+// every byte, then compares digests with testdata so that a seed that
+// changes between Go versions or machines is caught too.
+func TestSeedIsDeterministic(t *testing.T) {
+	firms := []string{"frm_acme", "frm_birch", "frm_cedar"}
+	start := time.Now()
+	a := openRecords(t, openDB(t, t.TempDir()), firms)
+	t.Logf("seeding three firms took %v", time.Since(start))
+	b := openRecords(t, openDB(t, t.TempDir()), firms[1:]) // another order and set
+
+	var digests []string
+	for _, firm := range firms {
+		for _, sandbox := range []bool{false, true} {
+			tn := adapters.Tenant{Firm: firm, Sandbox: sandbox}
+			got := dump(t, a, tn)
+			if firm != "frm_acme" {
+				if other := dump(t, b, tn); !bytes.Equal(got, other) {
+					t.Errorf("%s differs between two opens", tn)
+				}
+			}
+			sum := sha256.Sum256(got)
+			digests = append(digests, tn.String()+" "+hex.EncodeToString(sum[:]))
+		}
+	}
+
+	path := filepath.Join("testdata", "seed-digests.txt")
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Join(digests, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	defer f.Close()
+	var want []string
+	for s := bufio.NewScanner(f); s.Scan(); {
+		want = append(want, s.Text())
+	}
+	if !slices.Equal(digests, want) {
+		t.Errorf("seed digests changed (a seed change changes every demo id; run with -update if intended):\ngot  %q\nwant %q", digests, want)
+	}
+}
+
+func TestSeedSizes(t *testing.T) {
+	r, _ := openAcme(t)
+	want := map[adapters.Kind]int{
+		adapters.People: 25, adapters.Clients: seedClients, adapters.Engagements: seedEngagements,
+		adapters.Jobs: seedJobs, adapters.Documents: seedDocuments, adapters.Invoices: seedInvoices,
+	}
+	for _, tn := range []adapters.Tenant{acme, acmeSandbox, birch} {
+		for k, n := range want {
+			if got := len(all(t, r, tn, k, adapters.Filter{}, 200)); got != n {
+				t.Errorf("%s %s: %d records, want %d", tn, k, got, n)
+			}
+		}
+	}
+	if seedClients < 250 {
+		t.Errorf("the contract promises at least 250 clients, the seed has %d", seedClients)
+	}
+}
+
+// idTime reads the creation time back out of an id.
+func idTime(tb testing.TB, id string) time.Time {
+	tb.Helper()
+	_, v, _ := strings.Cut(id, "_")
+	var ms uint64
+	for _, c := range v[:10] {
+		ms = ms<<5 | uint64(strings.IndexRune(crockford, c))
+	}
+	return time.UnixMilli(int64(ms)).UTC()
+}
+
+// TestSeedIsCoherent checks that seeded records link up and read like a
+// practice's: the properties that make the demo believable.
+func TestSeedIsCoherent(t *testing.T) {
+	r := openRecords(t, openDB(t, t.TempDir()), []string{"frm_acme", "frm_birch", "frm_cedar"})
+	for _, tc := range []struct {
+		tenant             adapters.Tenant
+		currency, country  string
+		provider, urlStart string
+		jobType            string
+	}{
+		{acme, "GBP", "GB", "sharepoint", "https://acme.sharepoint.com/sites/Clients/", "VAT return (Q2)"},
+		{acmeSandbox, "GBP", "GB", "sharepoint", "https://acme.sharepoint.com/sites/Clients/", "Self Assessment 2025-26"},
+		{birch, "USD", "US", "google_drive", "https://drive.google.com/file/d/", "Form 1040"},
+		{adapters.Tenant{Firm: "frm_cedar"}, styleFor("frm_cedar").currency, styleFor("frm_cedar").code, "dropbox", "https://www.dropbox.com/home/Clients/", "Bookkeeping"},
+	} {
+		t.Run(tc.tenant.String(), func(t *testing.T) {
+			people := decodeAll[adapters.Person](t, all(t, r, tc.tenant, adapters.People, adapters.Filter{}, 200))
+			clients := decodeAll[adapters.Client](t, all(t, r, tc.tenant, adapters.Clients, adapters.Filter{}, 200))
+			engs := decodeAll[adapters.Engagement](t, all(t, r, tc.tenant, adapters.Engagements, adapters.Filter{}, 200))
+			jobs := decodeAll[adapters.Job](t, all(t, r, tc.tenant, adapters.Jobs, adapters.Filter{}, 200))
+			docs := decodeAll[adapters.Document](t, all(t, r, tc.tenant, adapters.Documents, adapters.Filter{}, 200))
+			invoices := decodeAll[adapters.Invoice](t, all(t, r, tc.tenant, adapters.Invoices, adapters.Filter{}, 200))
+
+			checkTimes := func(id string, created, updated time.Time) {
+				t.Helper()
+				if !idTime(t, id).Equal(created) {
+					t.Errorf("%s: id time %v, created_at %v", id, idTime(t, id), created)
+				}
+				if updated.Before(created) || updated.After(seedBase) {
+					t.Errorf("%s: updated_at %v outside [%v, %v]", id, updated, created, seedBase)
+				}
+			}
+
+			personIDs := map[string]adapters.Person{}
+			roles := map[string]int{}
+			for _, p := range people {
+				checkTimes(p.ID, p.CreatedAt, p.UpdatedAt)
+				personIDs[p.ID] = p
+				roles[p.Role]++
+				if !strings.HasSuffix(p.Email, "@"+styleFor(tc.tenant.Firm).domain) {
+					t.Errorf("%s: email %s not at the firm's domain", p.ID, p.Email)
+				}
+			}
+			for _, role := range []string{"partner", "manager", "senior", "associate", "admin"} {
+				if roles[role] == 0 {
+					t.Errorf("no %s among people", role)
+				}
+			}
+
+			clientIDs := map[string]adapters.Client{}
+			statuses := map[string]int{}
+			for _, c := range clients {
+				checkTimes(c.ID, c.CreatedAt, c.UpdatedAt)
+				clientIDs[c.ID] = c
+				statuses[c.Status]++
+				primaries := 0
+				for _, ct := range c.Contacts {
+					if ct.Role == "primary" {
+						primaries++
+					}
+				}
+				if primaries != 1 || len(c.Contacts) > 4 {
+					t.Errorf("%s: %d contacts, %d primary", c.ID, len(c.Contacts), primaries)
+				}
+				if _, ok := personIDs[c.Owner]; !ok {
+					t.Errorf("%s: owner %s is not a person", c.ID, c.Owner)
+				}
+				if c.Country != tc.country || !slices.Contains(adapters.ClientTypes, c.Type) {
+					t.Errorf("%s: country %s type %s", c.ID, c.Country, c.Type)
+				}
+				if c.LastActivityAt.Before(seedBase.AddDate(0, 0, -549)) || c.LastActivityAt.After(seedBase) {
+					t.Errorf("%s: last activity %v not in the last 18 months", c.ID, c.LastActivityAt)
+				}
+			}
+			if statuses["active"] < len(clients)/2 || len(statuses) != len(adapters.ClientStatuses) {
+				t.Errorf("client statuses %v", statuses)
+			}
+
+			docIDs := map[string]adapters.Document{}
+			docKinds := map[string]int{}
+			for _, d := range docs {
+				checkTimes(d.ID, d.CreatedAt, d.UpdatedAt)
+				docIDs[d.ID] = d
+				docKinds[d.Kind]++
+				loc := d.Location
+				if loc.Provider != tc.provider || !strings.HasPrefix(loc.WebURL, tc.urlStart) ||
+					!strings.HasPrefix(loc.Path, "/Clients/"+clientIDs[d.Client].Name+"/") || !strings.HasSuffix(loc.Path, "/") ||
+					loc.ItemID == "" || (loc.DriveID == "") != (tc.provider == "dropbox") {
+					t.Errorf("%s: location %+v", d.ID, loc)
+				}
+				if tc.provider == "sharepoint" && !strings.HasPrefix(loc.DriveID, "b!") {
+					t.Errorf("%s: SharePoint drive id %s", d.ID, loc.DriveID)
+				}
+				if d.MimeType == "" || d.SizeBytes <= 0 {
+					t.Errorf("%s: mime %q size %d", d.ID, d.MimeType, d.SizeBytes)
+				}
+			}
+			for _, k := range adapters.DocumentKinds {
+				if docKinds[k] == 0 {
+					t.Errorf("no %s documents", k)
+				}
+			}
+
+			jobIDs := map[string]adapters.Job{}
+			stages := map[string]int{}
+			sawType := false
+			for _, j := range jobs {
+				checkTimes(j.ID, j.CreatedAt, j.UpdatedAt)
+				jobIDs[j.ID] = j
+				stages[j.Stage]++
+				sawType = sawType || j.Type == tc.jobType
+				if _, ok := clientIDs[j.Client]; !ok {
+					t.Errorf("%s: client %s missing", j.ID, j.Client)
+				}
+				if _, ok := personIDs[j.Owner]; !ok {
+					t.Errorf("%s: owner %s missing", j.ID, j.Owner)
+				}
+				if (j.ClosedAt != nil) != adapters.ClosedStage(j.Stage) {
+					t.Errorf("%s: stage %s closed_at %v", j.ID, j.Stage, j.ClosedAt)
+				}
+				if j.Deadline < "2025-01-01" || j.Deadline > "2027-12-31" {
+					t.Errorf("%s: deadline %s", j.ID, j.Deadline)
+				}
+			}
+			if len(stages) != len(adapters.JobStages) {
+				t.Errorf("job stages %v", stages)
+			}
+			if !sawType {
+				t.Errorf("no %q job", tc.jobType)
+			}
+
+			engStatuses := map[string]int{}
+			for _, e := range engs {
+				checkTimes(e.ID, e.CreatedAt, e.UpdatedAt)
+				engStatuses[e.Status]++
+				if _, ok := clientIDs[e.Client]; !ok {
+					t.Errorf("%s: client %s missing", e.ID, e.Client)
+				}
+				if l := docIDs[e.LetterDocument]; l.Kind != "engagement_letter" || l.Engagement != e.ID {
+					t.Errorf("%s: letter %s is %+v", e.ID, e.LetterDocument, l)
+				}
+				signed := e.Status == "signed" || e.Status == "ended"
+				if s := docIDs[e.SignedDocument]; signed != (e.SignedAt != nil) || signed && (s.Kind != "signed_engagement_letter" || s.Engagement != e.ID) {
+					t.Errorf("%s: status %s signed_at %v signed document %+v", e.ID, e.Status, e.SignedAt, s)
+				}
+				if e.Fee.Currency != tc.currency || !slices.Contains([]string{"fixed", "monthly", "hourly"}, e.Billing) {
+					t.Errorf("%s: fee %+v billing %s", e.ID, e.Fee, e.Billing)
+				}
+				for _, id := range e.ReleasedJobs {
+					if j := jobIDs[id]; j.Engagement != e.ID || j.Client != e.Client {
+						t.Errorf("%s: released job %s is %+v", e.ID, id, j)
+					}
+				}
+			}
+			if engStatuses["signed"] < len(engs)/2 || len(engStatuses) != len(adapters.EngagementStatuses) {
+				t.Errorf("engagement statuses %v", engStatuses)
+			}
+			released := map[string]bool{}
+			for _, e := range engs {
+				for _, id := range e.ReleasedJobs {
+					released[id] = true
+				}
+			}
+			for _, j := range jobs {
+				if (j.Engagement != "") != released[j.ID] {
+					t.Errorf("%s: engagement %q but released %v", j.ID, j.Engagement, released[j.ID])
+				}
+			}
+
+			invStatuses := map[string]int{}
+			prev := ""
+			for _, inv := range invoices {
+				checkTimes(inv.ID, inv.CreatedAt, inv.UpdatedAt)
+				invStatuses[inv.Status]++
+				if len(inv.Number) != len("INV-004213") || !strings.HasPrefix(inv.Number, "INV-") || inv.Number <= prev {
+					t.Errorf("%s: number %s after %s", inv.ID, inv.Number, prev)
+				}
+				prev = inv.Number
+				paid := inv.Status == "paid"
+				zero := inv.AmountDue.Amount == "0.00"
+				if paid != (inv.PaidAt != nil) || paid != (inv.SettledVia != "") || (paid || inv.Status == "void") != zero ||
+					inv.Total.Currency != tc.currency || inv.AmountDue.Currency != tc.currency {
+					t.Errorf("%s: %+v", inv.ID, inv)
+				}
+				if due := minor(t, inv.AmountDue); inv.Status == "partially_paid" && (due <= 0 || due >= minor(t, inv.Total)) {
+					t.Errorf("%s: partially paid but %s of %s due", inv.ID, inv.AmountDue.Amount, inv.Total.Amount)
+				}
+				if (inv.IssuedOn == "") != (inv.Status == "draft" || inv.Status == "awaiting_approval") {
+					t.Errorf("%s: status %s issued_on %q", inv.ID, inv.Status, inv.IssuedOn)
+				}
+			}
+			if invStatuses["paid"] < len(invoices)/2 || len(invStatuses) != len(adapters.InvoiceStatuses) {
+				t.Errorf("invoice statuses %v", invStatuses)
+			}
+		})
+	}
+}
+
+func TestLiveAndSandboxShareNothing(t *testing.T) {
+	r, _ := openAcme(t)
+	for _, k := range adapters.Kinds {
+		live := map[string]bool{}
+		for _, raw := range all(t, r, acme, k, adapters.Filter{}, 200) {
+			live[idOf(t, raw)] = true
+		}
+		for _, raw := range all(t, r, acmeSandbox, k, adapters.Filter{}, 200) {
+			if live[idOf(t, raw)] {
+				t.Fatalf("%s %s is in live and sandbox", k, idOf(t, raw))
+			}
+		}
+	}
+}
+
+// minor reads a Money amount in pence or cents.
+func minor(tb testing.TB, m adapters.Money) int64 {
+	tb.Helper()
+	n, err := strconv.ParseInt(strings.Replace(m.Amount, ".", "", 1), 10, 64)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}
+
+func idOf(tb testing.TB, raw json.RawMessage) string {
+	tb.Helper()
+	var v struct{ ID string }
+	if err := json.Unmarshal(raw, &v); err != nil {
+		tb.Fatal(err)
+	}
+	return v.ID
+}
+
+func TestOpenRejectsBadFirms(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	for _, firms := range [][]string{{""}, {"frm_acme", "frm_acme"}} {
+		if _, err := Open(db, firms); err == nil {
+			t.Errorf("Open(%q) succeeded", firms)
+		}
+	}
+}
+
+func TestIDs(t *testing.T) {
+	var e [10]byte
+	for i := range e {
+		e[i] = 0xff
+	}
+	if got := formatID("job_", 1<<48-1, e); got != "job_7zzzzzzzzzzzzzzzzzzzzzzzzz" {
+		t.Errorf("largest id = %s", got)
+	}
+	if got := formatID("job_", 0, [10]byte{}); got != "job_"+strings.Repeat("0", 26) {
+		t.Errorf("smallest id = %s", got)
+	}
+
+	// Ids made in the same millisecond, or after the clock stepped back,
+	// still sort in the order they were made.
+	var src idSource
+	at := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	prev := ""
+	for i := range 1000 {
+		now := at
+		if i%3 == 2 {
+			now = at.Add(-time.Hour)
+		}
+		id := src.next("cli_", now)
+		if !validID("cli_", id) || id <= prev {
+			t.Fatalf("id %d: %s after %s", i, id, prev)
+		}
+		prev = id
+	}
+	if got := idTime(t, prev); !got.Equal(at) {
+		t.Errorf("id time %v, want %v", got, at)
+	}
+}
+
+func ExampleRecords_List() {
+	dir, _ := os.MkdirTemp("", "demo")
+	defer os.RemoveAll(dir)
+	db, _ := bbolt.Open(filepath.Join(dir, "practicegw.db"), 0o600, nil)
+	defer db.Close()
+	r, _ := Open(db, []string{"frm_acme"})
+
+	page, _ := r.List(context.Background(), adapters.Tenant{Firm: "frm_acme"}, adapters.Jobs,
+		adapters.Query{Filter: adapters.Filter{Stage: "in_review"}, Limit: 2})
+	fmt.Println(len(page.Items), page.HasMore)
+	// Output: 2 true
+}

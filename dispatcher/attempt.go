@@ -1,0 +1,152 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// errHandedBack means the delivery went back to the queue without an
+// attempt (breaker open, shutdown, a store hiccup); it is not a failure.
+var errHandedBack = errors.New("delivery handed back unattempted")
+
+// attempt makes one attempt on a leased delivery and records it. Scheduled
+// attempts pass the endpoint's circuit breaker; replays, asked for by a
+// person, do not.
+func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger) (Delivery, error) {
+	d := c.Delivery
+	// Whatever happens to ctx, a finished attempt is recorded.
+	storeCtx := context.WithoutCancel(ctx)
+
+	ep, err := e.b.Endpoints.Endpoint(ctx, d.EndpointID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return e.finishUnattempted(storeCtx, c)
+	case err != nil:
+		e.handBack(storeCtx, c.Lease, time.Time{})
+		return d, fmt.Errorf("load endpoint %s: %w", d.EndpointID, err)
+	case ep.Status != EndpointEnabled:
+		// Nothing is sent to a disabled endpoint; its deliveries fail and
+		// can be replayed in bulk once it is enabled again.
+		return e.finishUnattempted(storeCtx, c)
+	}
+	ev, err := e.b.Events.Event(ctx, d.EventID)
+	if err != nil {
+		e.handBack(storeCtx, c.Lease, time.Time{})
+		return d, fmt.Errorf("load event %s: %w", d.EventID, err)
+	}
+	body, err := ev.Envelope(d.Event)
+	if err != nil {
+		e.handBack(storeCtx, c.Lease, time.Time{})
+		return d, err
+	}
+
+	var reportToBreaker func(error)
+	if trigger == TriggerScheduled {
+		reportToBreaker, err = e.endpointState(ep.ID).breaker.Allow()
+		if err != nil {
+			// The breaker opened or its probe started since the claim.
+			e.handBack(storeCtx, c.Lease, e.now().Add(e.probeWait()))
+			return d, errHandedBack
+		}
+	}
+
+	startedAt := e.now()
+	header := http.Header{}
+	if err := signedHeaders(header, ep.SigningKeys(startedAt), ev.ID, startedAt, body); err != nil {
+		if reportToBreaker != nil {
+			reportToBreaker(errShutdown)
+		}
+		e.handBack(storeCtx, c.Lease, time.Time{})
+		return d, fmt.Errorf("sign delivery %s: %w", d.ID, err)
+	}
+	clock := time.Now() // durations on the monotonic clock, whatever Clock says
+	res := e.sender.post(ctx, ep.URL, header, body, startedAt)
+	elapsed := time.Since(clock)
+
+	if ctx.Err() != nil {
+		// Shutdown cut the request short; nobody knows whether it arrived,
+		// so the delivery goes back for another attempt (receivers
+		// de-duplicate on the event id).
+		if reportToBreaker != nil {
+			reportToBreaker(errShutdown)
+		}
+		e.handBack(storeCtx, c.Lease, time.Time{})
+		return d, errHandedBack
+	}
+
+	a := Attempt{
+		Number:          len(d.Attempts) + 1,
+		Trigger:         trigger,
+		StartedAt:       startedAt,
+		DurationMS:      elapsed.Milliseconds(),
+		ResponseCode:    res.code,
+		ResponseExcerpt: res.excerpt,
+	}
+	if res.err != nil {
+		a.Error = res.err.Message
+	}
+	saved, err := e.b.Attempts.RecordAttempt(storeCtx, c.Lease, e.decide(d, a, res))
+	if reportToBreaker != nil {
+		reportToBreaker(breakerVerdict(res))
+	}
+	if res.err != nil && res.err.Gone() {
+		e.disable(storeCtx, ep.ID, fmt.Sprintf("The endpoint answered 410 Gone at %s (delivery %s).",
+			startedAt.UTC().Format(time.RFC3339), d.ID))
+	}
+	if err != nil {
+		return d, fmt.Errorf("record attempt %d on %s: %w", a.Number, d.ID, err)
+	}
+	e.log.Debug("webhook attempt",
+		zap.String("delivery_id", d.ID), zap.String("endpoint_id", d.EndpointID), zap.String("event_id", d.EventID),
+		zap.String("attempt", a.Label()), zap.Int("response_code", a.ResponseCode), zap.String("state", string(saved.State)))
+	return saved, nil
+}
+
+// decide moves the delivery on after attempt a.
+func (e *Engine) decide(d Delivery, a Attempt, res response) Outcome {
+	now := e.now()
+	o := Outcome{Attempt: &a, At: now, State: StateFailed}
+	switch {
+	case res.err == nil:
+		o.State = StateDelivered
+	case a.Trigger == TriggerReplay, !res.err.Retriable:
+		// A replay is one attempt outside the schedule and leaves the
+		// delivery final either way.
+	default:
+		n := d.ScheduledAttempts() + 1
+		if n < MaxAttempts {
+			o.State = StateRetrying
+			o.NextAttemptAt = now.Add(max(e.schedule.Delay(n), res.retryAfter))
+		}
+	}
+	return o
+}
+
+// finishUnattempted fails a delivery whose endpoint is gone or disabled.
+func (e *Engine) finishUnattempted(ctx context.Context, c Claim) (Delivery, error) {
+	saved, err := e.b.Attempts.RecordAttempt(ctx, c.Lease, Outcome{State: StateFailed, At: e.now()})
+	if err != nil {
+		return c.Delivery, fmt.Errorf("fail delivery %s to an unavailable endpoint: %w", c.Delivery.ID, err)
+	}
+	return saved, nil
+}
+
+// disable turns an endpoint off, recording why.
+func (e *Engine) disable(ctx context.Context, endpointID, reason string) {
+	_, err := e.b.Endpoints.UpdateEndpoint(ctx, endpointID, func(ep *Endpoint) error {
+		ep.Status = EndpointDisabled
+		ep.DisabledReason = reason
+		ep.UpdatedAt = e.now()
+		return nil
+	})
+	if err != nil {
+		e.log.Error("disabling a webhook endpoint failed", zap.String("endpoint_id", endpointID), zap.Error(err))
+		return
+	}
+	e.log.Warn("webhook endpoint disabled", zap.String("endpoint_id", endpointID), zap.String("reason", reason))
+}

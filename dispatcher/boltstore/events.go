@@ -1,0 +1,136 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/practicegw/practicegw/dispatcher"
+	bolt "go.etcd.io/bbolt"
+)
+
+type eventRecord struct {
+	Event      json.RawMessage `json:"event"` // the envelope
+	ResourceID string          `json:"resource_id"`
+}
+
+func (r eventRecord) decode() (dispatcher.Event, error) {
+	var ev dispatcher.Event
+	if err := json.Unmarshal(r.Event, &ev); err != nil {
+		return ev, fmt.Errorf("decode event: %w", err)
+	}
+	ev.ResourceID = r.ResourceID
+	return ev, nil
+}
+
+// Record stores ev unless its id is stored already.
+func (s *Store) Record(ctx context.Context, ev dispatcher.Event) (bool, error) {
+	created := false
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		created = false
+		events := tx.Bucket([]byte(bucketEvents))
+		if events.Get([]byte(ev.ID)) != nil {
+			return nil
+		}
+		env, err := ev.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if err := putJSON(events, ev.ID, eventRecord{Event: env, ResourceID: ev.ResourceID}); err != nil {
+			return err
+		}
+		key := concat(tenantKey(ev.Tenant()), []byte(ev.ID))
+		if err := tx.Bucket([]byte(bucketEventsByTenant)).Put(key, []byte(ev.Event)); err != nil {
+			return err
+		}
+		created = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("record event %s: %w", ev.ID, err)
+	}
+	return created, nil
+}
+
+// Event returns the event with id.
+func (s *Store) Event(ctx context.Context, id string) (dispatcher.Event, error) {
+	var ev dispatcher.Event
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		var rec eventRecord
+		ok, err := getJSON(tx.Bucket([]byte(bucketEvents)), id, &rec)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return dispatcher.ErrNotFound
+		}
+		ev, err = rec.decode()
+		return err
+	})
+	if err != nil {
+		return dispatcher.Event{}, fmt.Errorf("event %s: %w", id, err)
+	}
+	return ev, nil
+}
+
+// Events pages through a tenant's index in id order, which is occurred_at
+// order; the occurred_at range becomes a key range, so a narrow window
+// reads only its own keys.
+func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher.EventPage, error) {
+	prefix := tenantKey(q.Tenant)
+	start := concat(prefix, []byte(dispatcher.EventIDFloor(q.From)))
+	if q.Cursor != "" {
+		if !strings.HasPrefix(q.Cursor, "evt_") || len(q.Cursor) != len("evt_")+26 {
+			return dispatcher.EventPage{}, dispatcher.ErrInvalidCursor
+		}
+		start = concat(prefix, []byte(q.Cursor))
+	}
+	var end []byte
+	if !q.To.IsZero() {
+		end = concat(prefix, []byte(dispatcher.EventIDFloor(q.To)))
+	}
+	limit := max(q.Limit, 1)
+
+	var page dispatcher.EventPage
+	err := s.view(ctx, func(tx *bolt.Tx) error {
+		events := tx.Bucket([]byte(bucketEvents))
+		c := tx.Bucket([]byte(bucketEventsByTenant)).Cursor()
+		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if end != nil && bytes.Compare(k, end) >= 0 {
+				break
+			}
+			id := string(k[len(prefix):])
+			if id == q.Cursor || (len(q.Kinds) > 0 && !slices.Contains(q.Kinds, string(v))) {
+				continue
+			}
+			if len(page.Events) == limit {
+				page.HasMore = true
+				break
+			}
+			var rec eventRecord
+			ok, err := getJSON(events, id, &rec)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue // index ahead of a deleted event
+			}
+			ev, err := rec.decode()
+			if err != nil {
+				return err
+			}
+			page.Events = append(page.Events, ev)
+		}
+		return nil
+	})
+	if err != nil {
+		return dispatcher.EventPage{}, fmt.Errorf("list events: %w", err)
+	}
+	if page.HasMore {
+		page.Next = page.Events[len(page.Events)-1].ID
+	}
+	return page, nil
+}

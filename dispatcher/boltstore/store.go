@@ -1,0 +1,168 @@
+// Package boltstore keeps the dispatcher's state in a bbolt database shared
+// with the rest of the embedded gateway: events, endpoints, deliveries and
+// the indexes that keep every query from scanning everything.
+//
+// All of it lives under top-level buckets prefixed "dispatch_":
+//
+//	dispatch_events                 event id -> event record
+//	dispatch_events_by_tenant       firm NUL mode NUL event id -> kind
+//	dispatch_endpoints              endpoint id -> endpoint record (with secrets)
+//	dispatch_endpoints_by_tenant    firm NUL mode NUL endpoint id -> nothing
+//	dispatch_deliveries             delivery id -> delivery record (with lease)
+//	dispatch_deliveries_by_endpoint endpoint id NUL created_at delivery id -> state
+//	dispatch_due                    due time | delivery id -> endpoint id
+//
+// Times in keys are 8-byte big-endian Unix nanoseconds, so byte order is
+// time order. A delivery is in dispatch_due at its next attempt time while
+// it waits and at its lease expiry while it is claimed: a dispatcher that
+// dies holding a lease leaves its deliveries due again when the lease runs
+// out, with no sweeper needed.
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/dispatcher"
+	bolt "go.etcd.io/bbolt"
+)
+
+const (
+	bucketEvents             = "dispatch_events"
+	bucketEventsByTenant     = "dispatch_events_by_tenant"
+	bucketEndpoints          = "dispatch_endpoints"
+	bucketEndpointsByTenant  = "dispatch_endpoints_by_tenant"
+	bucketDeliveries         = "dispatch_deliveries"
+	bucketDeliveriesByTarget = "dispatch_deliveries_by_endpoint"
+	bucketDue                = "dispatch_due"
+)
+
+func bucketNames() []string {
+	return []string{bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
+		bucketDeliveries, bucketDeliveriesByTarget, bucketDue}
+}
+
+// Store is the dispatcher's embedded state. It implements every interface
+// in dispatcher.Backends.
+type Store struct {
+	db *bolt.DB
+}
+
+// New creates the store's buckets in db if they are missing. The caller
+// opened db and closes it.
+func New(db *bolt.DB) (*Store, error) {
+	err := db.Update(func(tx *bolt.Tx) error {
+		for _, name := range bucketNames() {
+			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
+				return fmt.Errorf("create bucket %s: %w", name, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("boltstore: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Backends wires the store in as all of the engine's backends.
+func (s *Store) Backends() dispatcher.Backends {
+	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s}
+}
+
+// view and update check ctx first: bbolt transactions cannot be
+// interrupted, but a cancelled caller need not start one.
+func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.View(fn)
+}
+
+func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Update(fn)
+}
+
+// batch coalesces concurrent writes into one commit. fn may run more than
+// once, so it must derive everything it returns from the transaction.
+func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.db.Batch(fn)
+}
+
+func tenantKey(t adapters.Tenant) []byte {
+	mode := "live"
+	if t.Sandbox {
+		mode = "sandbox"
+	}
+	return []byte(t.Firm + "\x00" + mode + "\x00")
+}
+
+// timeKey is t as 8 sortable bytes; the zero time (and anything before
+// 1970) sorts first.
+func timeKey(t time.Time) []byte {
+	var b [8]byte
+	if !t.IsZero() && t.Unix() >= 0 {
+		binary.BigEndian.PutUint64(b[:], uint64(t.UnixNano()))
+	}
+	return b[:]
+}
+
+func keyTime(k []byte) time.Time {
+	return time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))).UTC()
+}
+
+func concat(parts ...[]byte) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p)
+	}
+	out := make([]byte, 0, n)
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+func getJSON(b *bolt.Bucket, key string, v any) (bool, error) {
+	raw := b.Get([]byte(key))
+	if raw == nil {
+		return false, nil
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return true, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// putJSON stores v without HTML escaping, so an event's payload comes back
+// byte for byte as it went in.
+func putJSON(b *bolt.Bucket, key string, v any) error {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	return b.Put([]byte(key), bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// Interface guards.
+var (
+	_ dispatcher.EventLog         = (*Store)(nil)
+	_ dispatcher.EndpointRegistry = (*Store)(nil)
+	_ dispatcher.EndpointCatalog  = (*Store)(nil)
+	_ dispatcher.DeliveryQueue    = (*Store)(nil)
+	_ dispatcher.AttemptLog       = (*Store)(nil)
+	_ dispatcher.DeliveryReader   = (*Store)(nil)
+)
