@@ -36,9 +36,12 @@ st_port=$(free_port); st_admin=$(free_port)
 python3 - "$work/body.json" "$st_port" "$st_admin" >"$work/static.json" <<'PY'
 import json, sys
 body = open(sys.argv[1]).read()
+# The same access log as the gateway's Caddyfile, so both pay for it.
 print(json.dumps({
   "admin": {"listen": "127.0.0.1:" + sys.argv[3]},
-  "apps": {"http": {"servers": {"static": {"listen": ["127.0.0.1:" + sys.argv[2]], "routes": [{"handle": [
+  "logging": {"logs": {"default": {"exclude": ["http.log.access.log0"]},
+    "log0": {"writer": {"output": "stderr"}, "encoder": {"format": "json"}, "include": ["http.log.access.log0"]}}},
+  "apps": {"http": {"servers": {"static": {"listen": ["127.0.0.1:" + sys.argv[2]], "logs": {"default_logger_name": "log0"}, "routes": [{"handle": [
     {"handler": "static_response", "status_code": 200, "body": body,
      "headers": {"Content-Type": ["application/json"]}}]}]}}}}
 }))

@@ -1,0 +1,474 @@
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+// firstPartner is the partner with the lowest id: new clients' owner.
+func firstPartner(t *testing.T, r *Records, tn adapters.Tenant) string {
+	for _, p := range decodeAll[adapters.Person](t, all(t, r, tn, adapters.People, adapters.Filter{}, 200)) {
+		if p.Role == "partner" {
+			return p.ID
+		}
+	}
+	t.Fatal("no partner")
+	return ""
+}
+
+func get[T any](t *testing.T, r *Records, tn adapters.Tenant, k adapters.Kind, id string) (T, json.RawMessage) {
+	t.Helper()
+	raw, err := r.Get(ctx, tn, k, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v T
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v, raw
+}
+
+func TestCreateClient(t *testing.T) {
+	r, clock := openAcme(t)
+	owner := idOf(t, all(t, r, acme, adapters.People, adapters.Filter{}, 200)[24])
+	contacts := []adapters.Contact{{Name: "Ada Shaw", Role: "primary", Email: "ada@shawjoinery.co.uk"}}
+	for _, tc := range []struct {
+		name   string
+		tenant adapters.Tenant
+		in     adapters.ClientInput
+		want   adapters.Client
+	}{
+		{"defaults", acme, adapters.ClientInput{Name: ptr("Shaw Joinery Ltd")},
+			adapters.Client{Name: "Shaw Joinery Ltd", Type: "company", Status: "active", Country: "GB", Owner: firstPartner(t, r, acme), Contacts: []adapters.Contact{}}},
+		{"defaults follow the firm's country", birch, adapters.ClientInput{Name: ptr("Shaw Joinery LLC")},
+			adapters.Client{Name: "Shaw Joinery LLC", Type: "company", Status: "active", Country: "US", Owner: firstPartner(t, r, birch), Contacts: []adapters.Contact{}}},
+		{"every field", acme, adapters.ClientInput{Name: ptr("Ada Shaw"), Type: ptr("individual"), Status: ptr("prospect"),
+			Owner: &owner, Email: ptr("ada@shawjoinery.co.uk"), Phone: ptr("+44 20 7946 0000"), Country: ptr("ie"), Contacts: &contacts},
+			adapters.Client{Name: "Ada Shaw", Type: "individual", Status: "prospect", Country: "IE", Owner: owner,
+				Email: "ada@shawjoinery.co.uk", Phone: "+44 20 7946 0000", Contacts: contacts}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := r.CreateClient(ctx, tc.tenant, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := clock.last()
+			var got adapters.Client
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !validID("cli_", got.ID) || !idTime(t, got.ID).Equal(now) {
+				t.Errorf("id %s at %v, want one made at %v", got.ID, idTime(t, got.ID), now)
+			}
+			want := tc.want
+			want.ID, want.Object = got.ID, "client"
+			want.CreatedAt, want.UpdatedAt, want.LastActivityAt = now, now, now
+			wantRaw, _ := encode(want)
+			if !bytes.Equal(raw, wantRaw) {
+				t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
+			}
+			if stored, err := r.Get(ctx, tc.tenant, adapters.Clients, got.ID); err != nil || !bytes.Equal(stored, raw) {
+				t.Errorf("Get after create: %s, %v", stored, err)
+			}
+		})
+	}
+}
+
+func TestUpdateClient(t *testing.T) {
+	r, clock := openAcme(t)
+	first := decodeAll[adapters.Client](t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 1))[0]
+	raw, err := r.UpdateClient(ctx, acme, first.ID, adapters.ClientInput{Phone: ptr("+44 20 7946 0123"), Country: ptr("ie")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got adapters.Client
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := first
+	want.Phone, want.Country = "+44 20 7946 0123", "IE"
+	want.UpdatedAt, want.LastActivityAt = clock.last(), clock.last()
+	wantRaw, _ := encode(want)
+	if !bytes.Equal(raw, wantRaw) {
+		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
+	}
+}
+
+func TestJobWrites(t *testing.T) {
+	r, clock := openAcme(t)
+	engs := decodeAll[adapters.Engagement](t, all(t, r, acme, adapters.Engagements, adapters.Filter{}, 200))
+	i := slices.IndexFunc(engs, func(e adapters.Engagement) bool { return e.Status == "signed" })
+	eng := engs[i]
+	client, _ := get[adapters.Client](t, r, acme, adapters.Clients, eng.Client)
+	people := decodeAll[adapters.Person](t, all(t, r, acme, adapters.People, adapters.Filter{}, 200))
+
+	raw, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: ptr("Year-end accounts 2026"), Type: ptr("Year-end accounts"),
+		Client: &client.ID, Engagement: &eng.ID, Deadline: ptr("2026-12-31")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created := clock.last()
+	var job adapters.Job
+	json.Unmarshal(raw, &job)
+	want := adapters.Job{ID: job.ID, Object: "job", Title: "Year-end accounts 2026", Type: "Year-end accounts", Client: client.ID,
+		Engagement: eng.ID, Owner: client.Owner, Stage: "planned", Deadline: "2026-12-31", CreatedAt: created, UpdatedAt: created}
+	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
+		t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
+	}
+	linked, _ := get[adapters.Engagement](t, r, acme, adapters.Engagements, eng.ID)
+	if !slices.Contains(linked.ReleasedJobs, job.ID) || !slices.IsSorted(linked.ReleasedJobs) || !linked.UpdatedAt.Equal(created) {
+		t.Errorf("engagement after linking a job: %+v", linked)
+	}
+
+	owner := people[len(people)-1].ID
+	raw, err = r.UpdateJob(ctx, acme, job.ID, adapters.JobInput{Engagement: ptr(""), Owner: &owner, Deadline: ptr("2027-01-31")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Engagement, want.Owner, want.Deadline, want.UpdatedAt = "", owner, "2027-01-31", clock.last()
+	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
+		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
+	}
+	unlinked, _ := get[adapters.Engagement](t, r, acme, adapters.Engagements, eng.ID)
+	if !slices.Equal(unlinked.ReleasedJobs, eng.ReleasedJobs) {
+		t.Errorf("released jobs after unlinking: %v, want %v", unlinked.ReleasedJobs, eng.ReleasedJobs)
+	}
+
+	var closedAt time.Time
+	for _, step := range []struct {
+		stage  string
+		closed func(now time.Time) *time.Time
+	}{
+		{"in_progress", func(time.Time) *time.Time { return nil }},
+		{"in_progress", func(time.Time) *time.Time { return nil }}, // the same stage is still a move
+		{"completed", func(now time.Time) *time.Time { closedAt = now; return &closedAt }},
+		{"cancelled", func(time.Time) *time.Time { return &closedAt }}, // closed_at is when it first closed
+		{"in_review", func(time.Time) *time.Time { return nil }},
+	} {
+		raw, err := r.MoveJob(ctx, acme, job.ID, adapters.StageMove{Stage: step.stage, Note: "moved to " + step.stage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := clock.last()
+		want.Stage, want.UpdatedAt, want.ClosedAt = step.stage, now, step.closed(now)
+		if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
+			t.Errorf("moved to %s\n%s\nwant\n%s", step.stage, raw, wantRaw)
+		}
+		out, err := r.ReadOutbox(0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := out[len(out)-1].Change; last.Note != "moved to "+step.stage || !bytes.Equal(last.After, raw) {
+			t.Errorf("outbox after move to %s: %+v", step.stage, last)
+		}
+	}
+}
+
+func TestWriteValidation(t *testing.T) {
+	r, _ := openAcme(t)
+	clients := decodeAll[adapters.Client](t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 200))
+	jobs := decodeAll[adapters.Job](t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 200))
+	engs := decodeAll[adapters.Engagement](t, all(t, r, acme, adapters.Engagements, adapters.Filter{}, 200))
+	birchPerson := idOf(t, all(t, r, birch, adapters.People, adapters.Filter{}, 1)[0])
+	sandboxClient := idOf(t, all(t, r, acmeSandbox, adapters.Clients, adapters.Filter{}, 1)[0])
+	nobody := "usr_" + strings.Repeat("0", 26)
+	linked := jobs[slices.IndexFunc(jobs, func(j adapters.Job) bool { return j.Engagement != "" })]
+	other := clients[slices.IndexFunc(clients, func(c adapters.Client) bool { return c.ID != linked.Client })].ID
+	foreignEng := engs[slices.IndexFunc(engs, func(e adapters.Engagement) bool { return e.Client != clients[0].ID })].ID
+	name, title := ptr("Shaw Joinery Ltd"), ptr("Bookkeeping")
+
+	before, err := r.ReadOutbox(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name        string
+		write       func() error
+		code, param string
+	}{
+		{"client without a name", func() error { _, err := r.CreateClient(ctx, acme, adapters.ClientInput{}); return err }, "parameter_missing", "name"},
+		{"client of an unknown type", func() error {
+			_, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: name, Type: ptr("llama")})
+			return err
+		}, "parameter_invalid", "type"},
+		{"client owned by nobody", func() error {
+			_, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: name, Owner: &nobody})
+			return err
+		}, "parameter_invalid", "owner"},
+		{"client owned by another firm's person", func() error {
+			_, err := r.UpdateClient(ctx, acme, clients[0].ID, adapters.ClientInput{Owner: &birchPerson})
+			return err
+		}, "parameter_invalid", "owner"},
+		{"client with a three-letter country", func() error {
+			_, err := r.UpdateClient(ctx, acme, clients[0].ID, adapters.ClientInput{Country: ptr("GBR")})
+			return err
+		}, "parameter_invalid", "country"},
+		{"contact without a role", func() error {
+			_, err := r.UpdateClient(ctx, acme, clients[0].ID, adapters.ClientInput{Contacts: &[]adapters.Contact{{Name: "Ada"}}})
+			return err
+		}, "parameter_missing", "contacts[0].role"},
+		{"job without a title", func() error { _, err := r.CreateJob(ctx, acme, adapters.JobInput{Client: &clients[0].ID}); return err }, "parameter_missing", "title"},
+		{"job without a client", func() error { _, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title}); return err }, "parameter_missing", "client"},
+		{"job for an unknown client", func() error {
+			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: ptr("cli_" + strings.Repeat("0", 26))})
+			return err
+		}, "parameter_invalid", "client"},
+		{"job for a sandbox client", func() error {
+			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: &sandboxClient})
+			return err
+		}, "parameter_invalid", "client"},
+		{"job under another client's engagement", func() error {
+			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: &clients[0].ID, Engagement: &foreignEng})
+			return err
+		}, "parameter_invalid", "engagement"},
+		{"job under an unknown engagement", func() error {
+			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: &clients[0].ID, Engagement: ptr("eng_" + strings.Repeat("0", 26))})
+			return err
+		}, "parameter_invalid", "engagement"},
+		{"job moved to a client its engagement is not for", func() error {
+			_, err := r.UpdateJob(ctx, acme, linked.ID, adapters.JobInput{Client: &other})
+			return err
+		}, "parameter_invalid", "engagement"},
+		{"job with a malformed deadline", func() error {
+			_, err := r.UpdateJob(ctx, acme, jobs[0].ID, adapters.JobInput{Deadline: ptr("31/01/2027")})
+			return err
+		}, "parameter_invalid", "deadline"},
+		{"job owned by nobody", func() error {
+			_, err := r.UpdateJob(ctx, acme, jobs[0].ID, adapters.JobInput{Owner: &nobody})
+			return err
+		}, "parameter_invalid", "owner"},
+		{"move to an unknown stage", func() error {
+			_, err := r.MoveJob(ctx, acme, jobs[0].ID, adapters.StageMove{Stage: "done"})
+			return err
+		}, "invalid_stage", "stage"},
+		{"move without a stage", func() error { _, err := r.MoveJob(ctx, acme, jobs[0].ID, adapters.StageMove{}); return err }, "parameter_missing", "stage"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var inv *adapters.InvalidError
+			if err := tc.write(); !errors.As(err, &inv) || inv.Code != tc.code || inv.Param != tc.param {
+				t.Errorf("err = %v, want %s on %s", err, tc.code, tc.param)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"update an unknown client", func() error {
+			_, err := r.UpdateClient(ctx, acme, "cli_"+strings.Repeat("0", 26), adapters.ClientInput{Name: name})
+			return err
+		}},
+		{"update another firm's client", func() error {
+			_, err := r.UpdateClient(ctx, birch, clients[0].ID, adapters.ClientInput{Name: name})
+			return err
+		}},
+		{"update a live job in the sandbox", func() error {
+			_, err := r.UpdateJob(ctx, acmeSandbox, jobs[0].ID, adapters.JobInput{Title: title})
+			return err
+		}},
+		{"move an unknown job", func() error {
+			_, err := r.MoveJob(ctx, acme, "job_nope", adapters.StageMove{Stage: "filed"})
+			return err
+		}},
+		{"create for an unknown firm", func() error {
+			_, err := r.CreateClient(ctx, adapters.Tenant{Firm: "frm_unknown"}, adapters.ClientInput{Name: name})
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.write(); !errors.Is(err, adapters.ErrNotFound) {
+				t.Errorf("err = %v, want ErrNotFound", err)
+			}
+		})
+	}
+
+	// A rejected write leaves no trace.
+	after, err := r.ReadOutbox(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before) {
+		t.Errorf("rejected writes added %d outbox entries", len(after)-len(before))
+	}
+	if got, _ := get[adapters.Client](t, r, acme, adapters.Clients, clients[0].ID); !got.UpdatedAt.Equal(clients[0].UpdatedAt) {
+		t.Errorf("a rejected update changed the client")
+	}
+}
+
+func TestWritesSurviveReopen(t *testing.T) {
+	dir := t.TempDir()
+	clock := newClock(clockStart)
+	db := openDB(t, dir)
+	r := openRecords(t, db, []string{"frm_acme"}, WithClock(clock.Now))
+	job := idOf(t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 1)[0])
+
+	client, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: ptr("Shaw Joinery Ltd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved, err := r.MoveJob(ctx, acme, job, adapters.StageMove{Stage: "in_review", Note: "Draft ready"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	change, err := r.Trigger(ctx, "frm_acme", "invoice.raised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox, err := r.ReadOutbox(0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db = openDB(t, dir)
+	r = openRecords(t, db, []string{"frm_acme"}, WithClock(clock.Now))
+	for _, want := range []struct {
+		tenant adapters.Tenant
+		kind   adapters.Kind
+		raw    json.RawMessage
+	}{
+		{acme, adapters.Clients, client}, {acme, adapters.Jobs, moved}, {acmeSandbox, adapters.Invoices, change.After},
+	} {
+		got, err := r.Get(ctx, want.tenant, want.kind, idOf(t, want.raw))
+		if err != nil || !bytes.Equal(got, want.raw) {
+			t.Errorf("after reopening: %s, %v; want %s", got, err, want.raw)
+		}
+	}
+	if n := len(all(t, r, acme, adapters.Clients, adapters.Filter{}, 200)); n != seedClients+1 {
+		t.Errorf("%d clients after reopening, want %d", n, seedClients+1)
+	}
+	reread, err := r.ReadOutbox(0, 1000)
+	if err != nil || len(reread) != len(outbox) {
+		t.Errorf("outbox after reopening: %d entries, %v; want %d", len(reread), err, len(outbox))
+	}
+	// Invoice numbering continues where it stopped.
+	next, err := r.Trigger(ctx, "frm_acme", "invoice.raised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a, b adapters.Invoice
+	json.Unmarshal(change.After, &a)
+	json.Unmarshal(next.After, &b)
+	if minorNumber(a.Number)+1 != minorNumber(b.Number) {
+		t.Errorf("invoice %s after %s", b.Number, a.Number)
+	}
+}
+
+func minorNumber(n string) int {
+	v := 0
+	for _, c := range strings.TrimPrefix(n, "INV-") {
+		v = v*10 + int(c-'0')
+	}
+	return v
+}
+
+func TestOutbox(t *testing.T) {
+	r, clock := openAcme(t)
+	signal := r.OutboxSignal()
+	select {
+	case <-signal:
+		t.Fatal("signal before any write")
+	default:
+	}
+
+	created, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: ptr("Shaw Joinery Ltd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	createdAt := clock.last()
+	select {
+	case <-signal:
+	default:
+		t.Fatal("no signal after a write")
+	}
+	id := idOf(t, created)
+	updated, err := r.UpdateClient(ctx, acme, id, adapters.ClientInput{Name: ptr("Shaw & Daughters Joinery Ltd")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updatedAt := clock.last()
+	jobID := idOf(t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 1)[0])
+	_, jobBefore := get[adapters.Job](t, r, acme, adapters.Jobs, jobID)
+	moved, err := r.MoveJob(ctx, acme, jobID, adapters.StageMove{Stage: "in_review", Note: "Draft ready for review"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	movedAt := clock.last()
+	// Signals coalesce: two more writes leave one waiting.
+	<-signal
+	select {
+	case <-signal:
+		t.Error("a second signal was waiting")
+	default:
+	}
+
+	entries, err := r.ReadOutbox(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []adapters.Change{
+		{Firm: "frm_acme", Kind: adapters.Clients, ResourceID: id, Before: nil, After: created, OccurredAt: createdAt},
+		{Firm: "frm_acme", Kind: adapters.Clients, ResourceID: id, Before: created, After: updated, OccurredAt: updatedAt},
+		{Firm: "frm_acme", Kind: adapters.Jobs, ResourceID: jobID, Before: jobBefore, After: moved, Note: "Draft ready for review", OccurredAt: movedAt},
+	}
+	if len(entries) != len(want) {
+		t.Fatalf("%d outbox entries, want %d", len(entries), len(want))
+	}
+	for i, e := range entries {
+		if i > 0 && e.Seq <= entries[i-1].Seq {
+			t.Errorf("seq %d after %d", e.Seq, entries[i-1].Seq)
+		}
+		if !validID("chg_", e.Change.ID) {
+			t.Errorf("change id %q", e.Change.ID)
+		}
+		w := want[i]
+		w.ID = e.Change.ID
+		got, _ := encode(e.Change)
+		wantRaw, _ := encode(w)
+		if !bytes.Equal(got, wantRaw) {
+			t.Errorf("entry %d\n%s\nwant\n%s", i, got, wantRaw)
+		}
+	}
+	if entries[0].Change.Before != nil {
+		t.Errorf("a created record's before is %q, want nil", entries[0].Change.Before)
+	}
+
+	if got, _ := r.ReadOutbox(entries[0].Seq, 1); len(got) != 1 || got[0].Seq != entries[1].Seq {
+		t.Errorf("ReadOutbox(after first, 1) = %+v", got)
+	}
+	if err := r.DeleteOutbox(entries[1].Seq); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.ReadOutbox(0, 10); len(got) != 1 || got[0].Seq != entries[2].Seq {
+		t.Errorf("after deleting two: %+v", got)
+	}
+	if got, _ := r.ReadOutbox(math.MaxUint64, 10); len(got) != 0 {
+		t.Errorf("ReadOutbox(max) = %+v", got)
+	}
+
+	// A job linked to an engagement changes the engagement too, in the same
+	// transaction and right after the job.
+	engs := decodeAll[adapters.Engagement](t, all(t, r, acme, adapters.Engagements, adapters.Filter{}, 200))
+	eng := engs[slices.IndexFunc(engs, func(e adapters.Engagement) bool { return e.Status == "signed" })]
+	job, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: ptr("Bookkeeping"), Client: &eng.Client, Engagement: &eng.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := r.ReadOutbox(entries[2].Seq, 10)
+	if len(got) != 2 || got[0].Change.ResourceID != idOf(t, job) || got[1].Change.ResourceID != eng.ID ||
+		got[1].Change.Before == nil || got[0].Seq+1 != got[1].Seq {
+		t.Errorf("outbox after a linked job: %+v", got)
+	}
+}
