@@ -297,13 +297,13 @@ func TestInvalidCursor(t *testing.T) {
 	ulid := strings.TrimPrefix(client, "cli_")
 	for _, cursor := range []string{
 		"garbage",
-		client,                     // another kind's id
-		"job_" + ulid[:25],         // too short
-		"job_" + ulid + "0",        // too long
+		client,              // another kind's id
+		"job_" + ulid[:25],  // too short
+		"job_" + ulid + "0", // too long
 		"job_" + strings.ToUpper(ulid),
-		"job_8" + ulid[1:],         // beyond 128 bits
-		"job_" + ulid[:25] + "u",   // not Crockford
-		"cur_" + ulid,              // the API's wrapping, not ours
+		"job_8" + ulid[1:],       // beyond 128 bits
+		"job_" + ulid[:25] + "u", // not Crockford
+		"cur_" + ulid,            // the API's wrapping, not ours
 	} {
 		_, err := r.List(ctx, acme, adapters.Jobs, adapters.Query{Cursor: cursor, Limit: 10})
 		var inv *adapters.InvalidError

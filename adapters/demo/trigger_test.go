@@ -1,0 +1,211 @@
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+func TestTrigger(t *testing.T) {
+	r, clock := openAcme(t)
+	liveBefore := dump(t, r, acme)
+	lastInvoice := r.tenants[acmeSandbox].lastInvoice
+
+	decode := func(t *testing.T, raw json.RawMessage, v any) {
+		t.Helper()
+		if err := json.Unmarshal(raw, v); err != nil {
+			t.Fatalf("%v in %s", err, raw)
+		}
+	}
+	// sandboxDoc reads a document the trigger must have filed.
+	sandboxDoc := func(t *testing.T, id string) adapters.Document {
+		d, _ := get[adapters.Document](t, r, acmeSandbox, adapters.Documents, id)
+		return d
+	}
+	checkSigned := func(t *testing.T, c adapters.Change) {
+		var before, after adapters.Engagement
+		decode(t, c.Before, &before)
+		decode(t, c.After, &after)
+		if before.Status != "proposed" && before.Status != "sent" || after.Status != "signed" || after.SignedAt == nil ||
+			!after.SignedAt.Equal(c.OccurredAt) {
+			t.Errorf("signing moved %s to %s at %v", before.Status, after.Status, after.SignedAt)
+		}
+		if d := sandboxDoc(t, after.SignedDocument); d.Kind != "signed_engagement_letter" || d.Engagement != after.ID {
+			t.Errorf("signed document %+v", d)
+		}
+		added := slices.DeleteFunc(slices.Clone(after.ReleasedJobs), func(id string) bool { return slices.Contains(before.ReleasedJobs, id) })
+		if len(added) < 1 || len(added) > 2 {
+			t.Errorf("signing released %d jobs", len(added))
+		}
+		for _, id := range added {
+			if j, _ := get[adapters.Job](t, r, acmeSandbox, adapters.Jobs, id); j.Stage != "planned" || j.Engagement != after.ID || j.Client != after.Client {
+				t.Errorf("released job %+v", j)
+			}
+		}
+	}
+
+	for _, tc := range []struct {
+		event   string
+		kind    adapters.Kind
+		created bool
+		check   func(t *testing.T, c adapters.Change)
+	}{
+		{"client.created", adapters.Clients, true, func(t *testing.T, c adapters.Change) {
+			var cl adapters.Client
+			decode(t, c.After, &cl)
+			if cl.Status != "active" || len(cl.Contacts) == 0 || cl.Contacts[0].Role != "primary" || cl.Country != "GB" {
+				t.Errorf("new client %+v", cl)
+			}
+		}},
+		{"client.updated", adapters.Clients, false, func(t *testing.T, c adapters.Change) {
+			var before, after adapters.Client
+			decode(t, c.Before, &before)
+			decode(t, c.After, &after)
+			if bytes.Equal(c.Before, c.After) || before.ID != after.ID || !after.LastActivityAt.Equal(c.OccurredAt) {
+				t.Errorf("client edit\n%s\n%s", c.Before, c.After)
+			}
+		}},
+		{"engagement.created", adapters.Engagements, true, func(t *testing.T, c adapters.Change) {
+			var e adapters.Engagement
+			decode(t, c.After, &e)
+			if e.Status != "proposed" || e.SignedAt != nil || e.Fee.Currency != "GBP" {
+				t.Errorf("new engagement %+v", e)
+			}
+			if d := sandboxDoc(t, e.LetterDocument); d.Kind != "engagement_letter" || d.Engagement != e.ID {
+				t.Errorf("letter %+v", d)
+			}
+		}},
+		{"engagement.signed", adapters.Engagements, false, checkSigned},
+		{"engagement_letter.signed", adapters.Engagements, false, checkSigned},
+		{"job.opened", adapters.Jobs, true, func(t *testing.T, c adapters.Change) {
+			var j adapters.Job
+			decode(t, c.After, &j)
+			if j.Stage != "planned" || j.ClosedAt != nil || j.Deadline == "" {
+				t.Errorf("new job %+v", j)
+			}
+		}},
+		{"job.stage_changed", adapters.Jobs, false, func(t *testing.T, c adapters.Change) {
+			var before, after adapters.Job
+			decode(t, c.Before, &before)
+			decode(t, c.After, &after)
+			if slices.Index(adapters.JobStages, after.Stage) != slices.Index(adapters.JobStages, before.Stage)+1 ||
+				adapters.ClosedStage(after.Stage) || c.Note == "" {
+				t.Errorf("stage change %s -> %s, note %q", before.Stage, after.Stage, c.Note)
+			}
+		}},
+		{"job.closed", adapters.Jobs, false, func(t *testing.T, c adapters.Change) {
+			var before, after adapters.Job
+			decode(t, c.Before, &before)
+			decode(t, c.After, &after)
+			if adapters.ClosedStage(before.Stage) || after.Stage != "completed" || after.ClosedAt == nil || c.Note == "" {
+				t.Errorf("closing %s -> %s, closed_at %v, note %q", before.Stage, after.Stage, after.ClosedAt, c.Note)
+			}
+		}},
+		{"document.filed", adapters.Documents, true, func(t *testing.T, c adapters.Change) {
+			var d adapters.Document
+			decode(t, c.After, &d)
+			if !slices.Contains(adapters.DocumentKinds, d.Kind) || d.Location.Provider != "sharepoint" || !d.FiledAt.Equal(c.OccurredAt) {
+				t.Errorf("new document %+v", d)
+			}
+		}},
+		{"invoice.raised", adapters.Invoices, true, func(t *testing.T, c adapters.Change) {
+			var inv adapters.Invoice
+			decode(t, c.After, &inv)
+			if inv.Status != "issued" || minorNumber(inv.Number) != lastInvoice+1 || inv.AmountDue != inv.Total || inv.IssuedOn == "" {
+				t.Errorf("new invoice %+v after number %d", inv, lastInvoice)
+			}
+		}},
+		{"invoice.paid", adapters.Invoices, false, func(t *testing.T, c adapters.Change) {
+			var before, after adapters.Invoice
+			decode(t, c.Before, &before)
+			decode(t, c.After, &after)
+			if before.Status != "issued" || after.Status != "paid" || after.AmountDue.Amount != "0.00" || after.PaidAt == nil ||
+				!slices.ContainsFunc(uk.rails, func(w weighted[string]) bool { return w.value == after.SettledVia }) {
+				t.Errorf("payment %+v", after)
+			}
+		}},
+	} {
+		t.Run(tc.event, func(t *testing.T) {
+			c, err := r.Trigger(ctx, "frm_acme", tc.event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Firm != "frm_acme" || !c.Sandbox || c.Kind != tc.kind || !c.OccurredAt.Equal(clock.last()) || !validID("chg_", c.ID) {
+				t.Errorf("change %+v", c)
+			}
+			if (c.Before == nil) != tc.created || idOf(t, c.After) != c.ResourceID {
+				t.Errorf("before %s, after %s", c.Before, c.After)
+			}
+			// The change is stored: the record reads back as the change left it,
+			// and the change is the latest in the outbox.
+			if got, err := r.Get(ctx, acmeSandbox, c.Kind, c.ResourceID); err != nil || !bytes.Equal(got, c.After) {
+				t.Errorf("Get after trigger: %s, %v", got, err)
+			}
+			out, err := r.ReadOutbox(0, 10000)
+			if err != nil || out[len(out)-1].Change.ID != c.ID {
+				t.Errorf("the change is not the outbox's latest entry: %v", err)
+			}
+			tc.check(t, c)
+		})
+	}
+
+	if !bytes.Equal(dump(t, r, acme), liveBefore) {
+		t.Error("triggers changed live records")
+	}
+}
+
+// TestTriggerWhenNothingIsOpen keeps signing and paying until no proposal or
+// issued invoice is left; the trigger then makes one to act on.
+func TestTriggerWhenNothingIsOpen(t *testing.T) {
+	r, _ := openAcme(t)
+	ts := r.tenants[acmeSandbox]
+	count := func(k adapters.Kind, statuses ...string) (n int) {
+		ts.mu.RLock()
+		defer ts.mu.RUnlock()
+		for _, e := range ts.col(k) {
+			if slices.Contains(statuses, e.status) {
+				n++
+			}
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		event    string
+		kind     adapters.Kind
+		statuses []string
+	}{
+		{"engagement.signed", adapters.Engagements, []string{"proposed", "sent"}},
+		{"invoice.paid", adapters.Invoices, []string{"issued"}},
+	} {
+		t.Run(tc.event, func(t *testing.T) {
+			open := count(tc.kind, tc.statuses...)
+			for i := range open + 2 {
+				c, err := r.Trigger(ctx, "frm_acme", tc.event)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Before == nil {
+					t.Fatalf("trigger %d: the change has no before", i)
+				}
+			}
+			if n := count(tc.kind, tc.statuses...); n != 0 {
+				t.Errorf("%d still open", n)
+			}
+		})
+	}
+}
+
+func TestTriggerRejects(t *testing.T) {
+	r, _ := openAcme(t)
+	var inv *adapters.InvalidError
+	if _, err := r.Trigger(ctx, "frm_acme", "job.exploded"); !errors.As(err, &inv) || inv.Param != "event" {
+		t.Errorf("unknown event: %v", err)
+	}
+	if _, err := r.Trigger(ctx, "frm_unknown", "job.opened"); !errors.Is(err, adapters.ErrNotFound) {
+		t.Errorf("unknown firm: %v", err)
+	}
+}

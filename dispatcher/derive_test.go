@@ -1,0 +1,234 @@
+package dispatcher
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+var testAt = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
+
+func mkChange(id string, kind adapters.Kind, before, after string) adapters.Change {
+	c := adapters.Change{ID: id, Firm: "frm_acme", Kind: kind, OccurredAt: testAt}
+	if before != "" {
+		c.Before = json.RawMessage(before)
+	}
+	if after != "" {
+		c.After = json.RawMessage(after)
+	}
+	return c
+}
+
+func TestDerive(t *testing.T) {
+	const (
+		client     = `{"id":"cli_1","object":"client","name":"Ada & Co","status":"active"}`
+		clientEdit = `{"id":"cli_1","object":"client","name":"Ada & Co Ltd","status":"active"}`
+		jobPlanned = `{"id":"job_1","object":"job","client":"cli_1","stage":"planned","title":"VAT"}`
+		jobRetitle = `{"id":"job_1","object":"job","client":"cli_1","stage":"planned","title":"VAT Q1"}`
+		jobReview  = `{"id":"job_1","object":"job","client":"cli_1","stage":"in_review"}`
+		jobDone    = `{"id":"job_1","object":"job","client":"cli_1","stage":"completed"}`
+		jobCancel  = `{"id":"job_1","object":"job","client":"cli_1","stage":"cancelled"}`
+		engSent    = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[]}`
+		engSigned  = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":["job_1","job_2"]}`
+		engEnded   = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"ended","released_jobs":["job_1","job_2"]}`
+		doc        = `{"id":"doc_1","object":"document","client":"cli_1","engagement":"eng_1","kind":"engagement_letter"}`
+		docMoved   = `{"id":"doc_1","object":"document","client":"cli_1","kind":"signed_engagement_letter"}`
+		invDraft   = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"draft"}`
+		invAwait   = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"awaiting_approval"}`
+		invIssued  = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"issued"}`
+		invPart    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"partially_paid"}`
+		invPaid    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"paid","settled_via":"gocardless"}`
+		invVoid    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"void"}`
+		person     = `{"id":"usr_1","object":"person","name":"Grace"}`
+	)
+	tests := []struct {
+		name          string
+		kind          adapters.Kind
+		before, after string
+		note          string
+		want          []string
+		// data holds fields every listed event's payload must carry.
+		data map[string]any
+	}{
+		{"client created", adapters.Clients, "", client, "", []string{ClientCreated}, map[string]any{"client_id": "cli_1"}},
+		{"client updated", adapters.Clients, client, clientEdit, "", []string{ClientUpdated}, map[string]any{"client_id": "cli_1"}},
+		{"client republished unchanged", adapters.Clients, client, "  " + client, "", nil, nil},
+		{"client deleted", adapters.Clients, client, "null", "", nil, nil},
+		{"job opened", adapters.Jobs, "", jobPlanned, "", []string{JobOpened}, map[string]any{"job_id": "job_1", "client_id": "cli_1"}},
+		{"job edited without a stage move", adapters.Jobs, jobPlanned, jobRetitle, "", nil, nil},
+		{"job stage changed", adapters.Jobs, jobPlanned, jobReview, "ready for partner", []string{JobStageChanged},
+			map[string]any{"job_id": "job_1", "previous_stage": "planned", "stage": "in_review", "note": "ready for partner"}},
+		{"job completed", adapters.Jobs, jobReview, jobDone, "", []string{JobStageChanged, JobClosed},
+			map[string]any{"job_id": "job_1", "client_id": "cli_1"}},
+		{"job cancelled", adapters.Jobs, jobPlanned, jobCancel, "", []string{JobStageChanged, JobClosed}, map[string]any{"job_id": "job_1"}},
+		{"closed job moved between closed stages", adapters.Jobs, jobDone, jobCancel, "", []string{JobStageChanged}, map[string]any{"job_id": "job_1"}},
+		{"job reopened", adapters.Jobs, jobDone, jobReview, "", []string{JobStageChanged}, map[string]any{"previous_stage": "completed"}},
+		{"engagement created", adapters.Engagements, "", engSent, "", []string{EngagementCreated},
+			map[string]any{"engagement_id": "eng_1", "client_id": "cli_1"}},
+		{"engagement signed", adapters.Engagements, engSent, engSigned, "", []string{EngagementSigned},
+			map[string]any{"engagement_id": "eng_1", "client_id": "cli_1", "released_jobs": []any{"job_1", "job_2"}}},
+		{"engagement created signed", adapters.Engagements, "", engSigned, "", []string{EngagementCreated, EngagementSigned},
+			map[string]any{"engagement_id": "eng_1"}},
+		{"signed engagement ended", adapters.Engagements, engSigned, engEnded, "", nil, nil},
+		{"document filed", adapters.Documents, "", doc, "", []string{DocumentFiled},
+			map[string]any{"document_id": "doc_1", "client_id": "cli_1", "engagement_id": "eng_1"}},
+		{"document edited", adapters.Documents, doc, docMoved, "", nil, nil},
+		{"draft invoice created", adapters.Invoices, "", invDraft, "", nil, nil},
+		{"draft awaits approval", adapters.Invoices, invDraft, invAwait, "", nil, nil},
+		{"invoice created issued", adapters.Invoices, "", invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
+		{"draft issued", adapters.Invoices, invDraft, invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
+		{"approved and issued", adapters.Invoices, invAwait, invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
+		{"draft voided", adapters.Invoices, invDraft, invVoid, "", nil, nil},
+		{"invoice part paid", adapters.Invoices, invIssued, invPart, "", nil, nil},
+		{"invoice paid", adapters.Invoices, invPart, invPaid, "", []string{InvoicePaid},
+			map[string]any{"invoice_id": "inv_1", "settled_via": "gocardless"}},
+		{"invoice created paid", adapters.Invoices, "", invPaid, "", []string{InvoiceRaised, InvoicePaid}, map[string]any{"invoice_id": "inv_1"}},
+		{"paid invoice edited", adapters.Invoices, invPaid, invPaid, "", nil, nil},
+		{"person created", adapters.People, "", person, "", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := mkChange("chg_"+strings.ReplaceAll(tt.name, " ", "_"), tt.kind, tt.before, tt.after)
+			c.Note = tt.note
+			evs, err := Derive(c)
+			if err != nil {
+				t.Fatalf("Derive: %v", err)
+			}
+			var kinds []string
+			for _, ev := range evs {
+				kinds = append(kinds, ev.Event)
+			}
+			if !slices.Equal(kinds, tt.want) {
+				t.Fatalf("kinds = %v, want %v", kinds, tt.want)
+			}
+			for _, ev := range evs {
+				if ev.Firm != "frm_acme" || ev.Sandbox || !ev.OccurredAt.Equal(testAt.Truncate(time.Millisecond)) {
+					t.Errorf("%s: envelope fields %q %v %v", ev.Event, ev.Firm, ev.Sandbox, ev.OccurredAt)
+				}
+				if ev.ID != EventID(c.ID, ev.Event, testAt) {
+					t.Errorf("%s: id %s is not derived from the change", ev.Event, ev.ID)
+				}
+				var data map[string]any
+				if err := json.Unmarshal(ev.Data, &data); err != nil {
+					t.Fatalf("%s: data: %v", ev.Event, err)
+				}
+				for k, want := range tt.data {
+					if !reflect.DeepEqual(data[k], want) {
+						t.Errorf("%s: data.%s = %#v, want %#v", ev.Event, k, data[k], want)
+					}
+				}
+				var object, after any
+				json.Unmarshal(data["object"].(map[string]any)["id"].(string) == "" == false && true == true, nil)
+				json.Unmarshal([]byte(tt.after), &after)
+				object = data["object"]
+				if !reflect.DeepEqual(object, after) {
+					t.Errorf("%s: object = %v, want the record after the change", ev.Event, object)
+				}
+			}
+		})
+	}
+}
+
+func TestDeriveStageChangedCarriesEmptyNote(t *testing.T) {
+	evs, err := Derive(mkChange("chg_1", adapters.Jobs,
+		`{"id":"job_1","stage":"planned"}`, `{"id":"job_1","stage":"in_progress"}`))
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("Derive = %v, %v", evs, err)
+	}
+	if !strings.Contains(string(evs[0].Data), `"note":""`) {
+		t.Errorf("data %s lacks an explicit note", evs[0].Data)
+	}
+}
+
+func TestDeriveIsDeterministic(t *testing.T) {
+	c := mkChange("chg_det", adapters.Jobs, `{"id":"job_1","stage":"in_review"}`, `{"id":"job_1","stage":"completed"}`)
+	a, err := Derive(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Derive(c)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatalf("re-deriving changed the events:\n%v\n%v", a, b)
+	}
+	if a[0].ID == a[1].ID {
+		t.Fatalf("two kinds share id %s", a[0].ID)
+	}
+	other := c
+	other.ID = "chg_other"
+	o, _ := Derive(other)
+	if o[0].ID == a[0].ID {
+		t.Fatalf("two changes share id %s", a[0].ID)
+	}
+}
+
+func TestDeriveRefusesUnreadableChanges(t *testing.T) {
+	for name, c := range map[string]adapters.Change{
+		"no id":          mkChange("", adapters.Clients, "", `{"id":"cli_1"}`),
+		"bad after":      mkChange("chg_1", adapters.Clients, "", `{"id":`),
+		"bad before":     mkChange("chg_1", adapters.Clients, `[1,`, `{"id":"cli_1"}`),
+		"after is array": mkChange("chg_1", adapters.Jobs, "", `[1,2]`),
+	} {
+		if _, err := Derive(c); !errors.Is(err, ErrInvalidChange) {
+			t.Errorf("%s: err = %v, want ErrInvalidChange", name, err)
+		}
+	}
+}
+
+func TestEventIDsSortByOccurrence(t *testing.T) {
+	var ids []string
+	var want []string
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, d := range []time.Duration{0, time.Millisecond, time.Second, 47 * time.Hour, 400 * 24 * time.Hour} {
+		id := EventID("chg_"+string(rune('z'-i)), JobOpened, base.Add(d))
+		want = append(want, id)
+		ids = append(ids, id)
+		if len(id) != len("evt_")+26 || strings.ToLower(id) != id {
+			t.Fatalf("id %q is not evt_ + 26 lowercase characters", id)
+		}
+	}
+	sort.Strings(ids)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("ids do not sort by time: %v", ids)
+	}
+	if EventIDFloor(base.Add(time.Second)) > want[2] || EventIDFloor(base.Add(time.Second+time.Millisecond)) <= want[2] {
+		t.Fatalf("EventIDFloor does not bound ids at millisecond precision")
+	}
+}
+
+func TestEnvelopeIsTheContractShape(t *testing.T) {
+	ev := Event{
+		ID: "evt_01", Event: EngagementSigned, OccurredAt: testAt, Firm: "frm_acme",
+		Data: json.RawMessage(`{"engagement_id":"eng_1","name":"A & B <Ltd>"}`), ResourceID: "eng_1",
+	}
+	body, err := ev.Envelope(EngagementLetterSign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"evt_01","event":"engagement_letter.signed","occurred_at":"2026-03-14T09:26:53.589Z",` +
+		`"firm":"frm_acme","sandbox":false,"data":{"engagement_id":"eng_1","name":"A & B <Ltd>"}}`
+	if string(body) != want {
+		t.Fatalf("envelope\n got %s\nwant %s", body, want)
+	}
+	var back Event
+	if err := json.Unmarshal(body, &back); err != nil || back.ID != ev.ID || !back.OccurredAt.Equal(testAt.Truncate(time.Millisecond)) {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+}
+
+func TestEventTooLargeIsRefused(t *testing.T) {
+	big := `{"id":"cli_1","name":"` + strings.Repeat("x", MaxPayload) + `"}`
+	evs, err := Derive(mkChange("chg_big", adapters.Clients, "", big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := evs[0].checkSize(); !errors.Is(err, ErrInvalidChange) || !strings.Contains(err.Error(), "limited to") {
+		t.Fatalf("checkSize = %v", err)
+	}
+}
