@@ -124,12 +124,10 @@ func TestDerive(t *testing.T) {
 						t.Errorf("%s: data.%s = %#v, want %#v", ev.Event, k, data[k], want)
 					}
 				}
-				var object, after any
-				json.Unmarshal(data["object"].(map[string]any)["id"].(string) == "" == false && true == true, nil)
+				var after any
 				json.Unmarshal([]byte(tt.after), &after)
-				object = data["object"]
-				if !reflect.DeepEqual(object, after) {
-					t.Errorf("%s: object = %v, want the record after the change", ev.Event, object)
+				if !reflect.DeepEqual(data["object"], after) {
+					t.Errorf("%s: object = %v, want the record after the change", ev.Event, data["object"])
 				}
 			}
 		})

@@ -138,6 +138,12 @@ func (p *AddressPolicy) CheckHost(ctx context.Context, host string) error {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return p.Check(ip)
 	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if strings.HasSuffix(host, ".localhost") {
+		// RFC 6761: names under localhost are loopback whatever a resolver
+		// says (localhost itself is left to the resolver, which knows it).
+		return p.Check(netip.AddrFrom4([4]byte{127, 0, 0, 1}))
+	}
 	if looksNumeric(host) {
 		// 0x7f.1, 2130706433 and 017700000001 are 127.0.0.1 to inet_aton
 		// (and so to some resolvers) but are not host names: a real name's
@@ -163,7 +169,6 @@ func (p *AddressPolicy) CheckHost(ctx context.Context, host string) error {
 }
 
 func looksNumeric(host string) bool {
-	host = strings.TrimSuffix(host, ".")
 	last := host[strings.LastIndexByte(host, '.')+1:]
 	if last == "" {
 		return false

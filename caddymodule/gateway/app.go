@@ -18,6 +18,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/gateway/redisstore"
 	"github.com/practicegw/practicegw/caddymodule/idempotency"
 )
 
@@ -51,6 +52,8 @@ type App struct {
 	firms    map[string]*firmBackends
 	shared   *shared
 	poolKey  string
+	state    stateStore
+	redis    *redisClient
 	registry *auth.Registry
 	logger   *zap.Logger
 	cancel   context.CancelFunc
@@ -133,11 +136,19 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.shared = val.(*shared)
 
+	a.state = a.shared.store
+	if a.Redis != "" {
+		if a.redis, err = openRedis(a.Redis); err != nil {
+			return fmt.Errorf("practicegw: %w", err)
+		}
+		a.state = redisstore.New(a.redis.client, 0)
+	}
+
 	keys, err := a.keyring(ctx, repl)
 	if err != nil {
 		return err
 	}
-	a.registry = auth.NewRegistry(a.shared.store, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
+	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
 
 	a.firms = map[string]*firmBackends{}
 	for _, f := range a.Firms {
@@ -160,7 +171,7 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 		keys = append(keys, auth.SigningKey{ID: k.ID, Secret: secret})
 	}
 	if len(keys) == 0 {
-		k, err := a.shared.store.SigningKey(ctx)
+		k, err := a.state.SigningKey(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("practicegw: generated signing key: %w", err)
 		}
@@ -189,7 +200,10 @@ func (a *App) Start() error {
 	a.cancel, a.done = cancel, make(chan struct{})
 	go func() {
 		defer close(a.done)
-		a.expireIdempotencyKeys(ctx)
+		// Redis expires keys by itself.
+		if a.redis == nil {
+			a.expireIdempotencyKeys(ctx)
+		}
 	}()
 	return nil
 }
@@ -209,6 +223,9 @@ func (a *App) Cleanup() error {
 		if err := a.registry.Close(); err != nil {
 			a.logger.Warn("closing credential registry", zap.Error(err))
 		}
+	}
+	if a.redis != nil {
+		a.redis.release()
 	}
 	if a.shared != nil {
 		if _, err := pool.Delete(a.poolKey); err != nil {
@@ -245,7 +262,15 @@ func (a *App) Backends(firm string) (Backends, bool) {
 }
 
 // Idempotency returns the store of idempotency keys.
-func (a *App) Idempotency() IdempotencyStore { return a.shared.store }
+func (a *App) Idempotency() IdempotencyStore { return a.state }
+
+// stateStore is where the gateway keeps what its instances share: the
+// embedded store for one instance, Redis for several.
+type stateStore interface {
+	auth.Store
+	IdempotencyStore
+	SigningKey(ctx context.Context) (auth.SigningKey, error)
+}
 
 // IdempotencyStore remembers writes sent with an Idempotency-Key.
 type IdempotencyStore interface {

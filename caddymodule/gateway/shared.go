@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/demo"
@@ -47,3 +48,32 @@ func openShared(dir string, firms []string) (*shared, error) {
 }
 
 func (s *shared) Destruct() error { return s.db.Close() }
+
+// redisPool shares one Redis client per URL across config reloads.
+var redisPool = caddy.NewUsagePool()
+
+type redisClient struct {
+	url    string
+	client *redis.Client
+}
+
+func (r *redisClient) Destruct() error { return r.client.Close() }
+
+func (r *redisClient) release() { redisPool.Delete(r.url) }
+
+func openRedis(url string) (*redisClient, error) {
+	val, _, err := redisPool.LoadOrNew(url, func() (caddy.Destructor, error) {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redis %q: %w", url, err)
+		}
+		opts.DialTimeout = time.Second
+		opts.ReadTimeout = 500 * time.Millisecond
+		opts.WriteTimeout = 500 * time.Millisecond
+		return &redisClient{url: url, client: redis.NewClient(opts)}, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return val.(*redisClient), nil
+}
