@@ -59,12 +59,12 @@ type Job struct {
 	ID         string     `json:"id"`
 	Object     string     `json:"object"`
 	Title      string     `json:"title"`
-	Type       string     `json:"type"`
+	Type       string     `json:"type,omitempty"`
 	Client     string     `json:"client"`
 	Engagement string     `json:"engagement,omitempty"`
 	Owner      string     `json:"owner"`
 	Stage      string     `json:"stage"`
-	Deadline   string     `json:"deadline"`
+	Deadline   string     `json:"deadline,omitempty"`
 	ClosedAt   *time.Time `json:"closed_at"`
 	CreatedAt  time.Time  `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`

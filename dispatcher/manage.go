@@ -73,8 +73,8 @@ func (e *Engine) GetEndpoint(ctx context.Context, t adapters.Tenant, id string) 
 	return ep, nil
 }
 
-// ListEndpoints returns a tenant's endpoints, oldest first. A firm has few
-// endpoints, so the list is not paged.
+// ListEndpoints returns a tenant's endpoints, oldest first (to the
+// millisecond). A firm has few endpoints, so the list is not paged.
 func (e *Engine) ListEndpoints(ctx context.Context, t adapters.Tenant) ([]Endpoint, error) {
 	eps, err := e.b.Endpoints.Endpoints(ctx, t)
 	if err != nil {

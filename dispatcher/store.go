@@ -28,7 +28,8 @@ type EventLog interface {
 type EndpointRegistry interface {
 	// Endpoint returns the endpoint with id, or ErrNotFound.
 	Endpoint(ctx context.Context, id string) (Endpoint, error)
-	// Endpoints returns every endpoint of a tenant, in creation order.
+	// Endpoints returns every endpoint of a tenant in id order, which is
+	// creation order to the millisecond.
 	Endpoints(ctx context.Context, t adapters.Tenant) ([]Endpoint, error)
 	// UpdateEndpoint applies fn to the stored endpoint atomically; fn's
 	// error aborts the update and is returned.

@@ -363,3 +363,9 @@ func (r *Records) lookup(t adapters.Tenant) (*tenant, error) {
 	}
 	return ts, nil
 }
+
+var (
+	_ adapters.Reader       = (*Records)(nil)
+	_ adapters.ClientWriter = (*Records)(nil)
+	_ adapters.JobWriter    = (*Records)(nil)
+)

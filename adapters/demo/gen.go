@@ -126,12 +126,13 @@ func (g *gen) contact(first, last, role, domain string) adapters.Contact {
 	return ct
 }
 
-// engagement makes a proposed or sent engagement with its letter.
-func (g *gen) engagement(c *adapters.Client, status string, created time.Time) (adapters.Engagement, adapters.Document) {
+// engagement proposes an engagement to c, with its letter.
+func (g *gen) engagement(c *adapters.Client, created time.Time) (adapters.Engagement, adapters.Document) {
 	cat := category(c.Type)
 	id := g.id(adapters.Engagements, created)
 	letter := g.document(c, "engagement_letter", id, created)
-	year := created.Year()
+	// The year in hand: until spring, practices still work on last year.
+	year := created.AddDate(0, -4, 0).Year()
 	scope := fill(pick(g.rng, g.st.scopes[cat]), "{year}", strconv.Itoa(year),
 		"{yy}", fmt.Sprintf("%02d", (year+1)%100), "{next}", strconv.Itoa(year+1))
 
@@ -156,7 +157,7 @@ func (g *gen) engagement(c *adapters.Client, status string, created time.Time) (
 		ID:             id,
 		Object:         adapters.Engagements.Singular(),
 		Client:         c.ID,
-		Status:         status,
+		Status:         "proposed",
 		Scope:          scope,
 		Fee:            adapters.MinorUnits(fee, g.st.currency),
 		Billing:        billing,
@@ -177,10 +178,18 @@ func (g *gen) sign(e *adapters.Engagement, c *adapters.Client, at time.Time) ada
 	return signed
 }
 
-// job makes a job of a type that suits the client. Closed jobs get no
+// job makes a job of a type that suits the client and its stage: finished
+// statutory work is for a deadline that has passed. Closed jobs get no
 // closed_at here: the caller knows when they closed.
 func (g *gen) job(c *adapters.Client, engagement, stage string, created time.Time) adapters.Job {
-	jt := pick(g.rng, g.st.jobTypes[category(c.Type)])
+	types := g.st.jobTypes[category(c.Type)]
+	jt := pick(g.rng, types)
+	for range 5 {
+		if len(jt.deadlines) == 0 || len(g.fixedDeadlines(jt, stage)) > 0 {
+			break
+		}
+		jt = pick(g.rng, types)
+	}
 	return adapters.Job{
 		ID:         g.id(adapters.Jobs, created),
 		Object:     adapters.Jobs.Singular(),
@@ -201,25 +210,33 @@ var (
 	lastDeadline  = time.Date(2027, 12, 31, 0, 0, 0, 0, time.UTC)
 )
 
+// done reports whether a job in stage has met its deadline.
+func done(stage string) bool { return adapters.ClosedStage(stage) || stage == "filed" }
+
+// fixedDeadlines are the statutory deadlines of jt that suit a job in
+// stage: passed for finished work, ahead or only just missed for open work.
+func (g *gen) fixedDeadlines(jt jobType, stage string) []string {
+	today, cut := g.now.Format(time.DateOnly), g.now.AddDate(0, 0, -60).Format(time.DateOnly)
+	var fit []string
+	for _, d := range jt.deadlines {
+		if done(stage) && d < today || !done(stage) && d >= cut {
+			fit = append(fit, d)
+		}
+	}
+	return fit
+}
+
 // deadline puts finished work's deadline behind g.now and open work's
 // mostly ahead of it, within 2025-2027.
 func (g *gen) deadline(jt jobType, stage string, created time.Time) string {
-	done := adapters.ClosedStage(stage) || stage == "filed"
 	if len(jt.deadlines) > 0 {
-		today, cut := g.now.Format(time.DateOnly), g.now.AddDate(0, 0, -60).Format(time.DateOnly)
-		var fit []string
-		for _, d := range jt.deadlines {
-			if done && d < today || !done && d >= cut {
-				fit = append(fit, d)
-			}
-		}
-		if len(fit) > 0 {
+		if fit := g.fixedDeadlines(jt, stage); len(fit) > 0 {
 			return pick(g.rng, fit)
 		}
 		return pick(g.rng, jt.deadlines)
 	}
 	var d time.Time
-	if done {
+	if done(stage) {
 		d = created.AddDate(0, 0, 14+g.rng.IntN(140))
 	} else {
 		d = g.now.AddDate(0, 0, -45+g.rng.IntN(560))

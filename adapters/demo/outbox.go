@@ -15,10 +15,7 @@ import (
 const defaultOutboxRead = 100
 
 // OutboxEntry is one change waiting in the outbox, with its position.
-type OutboxEntry struct {
-	Seq    uint64
-	Change adapters.Change
-}
+type OutboxEntry = adapters.OutboxEntry
 
 // ReadOutbox returns up to max changes after sequence number after, oldest
 // first. The outbox holds every firm's changes; a drainer remembers the last

@@ -230,18 +230,19 @@ func (s *seeder) addEngagement(ci int) {
 		from = latest(from, seedBase.AddDate(0, 0, -700))
 	}
 	created := s.between(from, to)
-	if s.rng.IntN(10) < 4 {
-		proposed := s.between(latest(c.CreatedAt, created.AddDate(0, 0, -14)), created)
-		s.docs = append(s.docs, s.document(c, "proposal", "", proposed))
-	}
-	e, letter := s.engagement(c, "proposed", created)
+	e, letter := s.engagement(c, created)
 	s.docs = append(s.docs, letter)
+	if s.rng.IntN(10) < 4 {
+		// Some letters follow a written proposal, filed shortly before.
+		proposed := s.between(latest(c.CreatedAt, created.AddDate(0, 0, -14)), created)
+		s.docs = append(s.docs, s.document(c, "proposal", e.ID, proposed))
+	}
 	switch status {
 	case "sent", "declined":
 		e.Status = status
 		e.UpdatedAt = s.between(created, earliest(created.AddDate(0, 0, 30), seedBase))
 	case "signed", "ended":
-		signedAt := s.between(created.Add(time.Hour), earliest(created.AddDate(0, 0, 21), seedBase))
+		signedAt := s.between(created.Add(time.Hour), earliest(created.AddDate(0, 0, 21), s.until(c)))
 		s.docs = append(s.docs, s.sign(&e, c, signedAt))
 		if status == "ended" {
 			e.Status = status
@@ -291,14 +292,22 @@ func (s *seeder) addJob(ci, ei int) {
 			stage = pickWeighted(s.rng, closedStageWeights)
 		}
 	}
-	j := s.job(c, engagement, stage, s.between(from, to))
+	// A client that went quiet within hours of signing leaves no window.
+	from = earliest(from, to)
+	closing := adapters.ClosedStage(stage)
+	created := s.between(from, to)
+	if closing {
+		// Closed work took a few weeks at least.
+		created = s.between(from, to.AddDate(0, 0, -21))
+	}
+	j := s.job(c, engagement, stage, created)
 	if s.rng.IntN(10) < 3 {
 		j.Owner = pick(s.rng, s.staff)
 	}
-	j.UpdatedAt = s.between(j.CreatedAt, to)
-	if adapters.ClosedStage(stage) {
-		closed := j.UpdatedAt
-		j.ClosedAt = &closed
+	j.UpdatedAt = s.between(created, to)
+	if closing {
+		closed := s.between(earliest(created.AddDate(0, 0, 7), to), to)
+		j.ClosedAt, j.UpdatedAt = &closed, closed
 	}
 	s.jobs = append(s.jobs, j)
 	if ei >= 0 {

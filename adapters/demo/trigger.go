@@ -146,7 +146,7 @@ func (tr *trigger) proposeEngagement() (adapters.Engagement, adapters.Client, er
 	if err != nil {
 		return adapters.Engagement{}, c, err
 	}
-	e, letter := tr.g.engagement(&c, "proposed", tr.now)
+	e, letter := tr.g.engagement(&c, tr.now)
 	if _, err := tr.put(adapters.Documents, nil, letter, ""); err != nil {
 		return e, c, err
 	}

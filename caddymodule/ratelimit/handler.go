@@ -42,6 +42,10 @@ const policyName = `"default"`
 
 // Handler enforces each credential's rate limit. Requests without a
 // credential (such as the public OpenAPI document) pass untouched.
+//
+// A credential has one bucket: handlers with the same redis, timeout and
+// fallback, in any site or route, share one Limiter and so one bucket per
+// credential, and a Caddy reload keeps it.
 type Handler struct {
 	// Default is the ceiling of credentials without their own: "N/s",
 	// "N/m" or "N/h". Placeholders are expanded. Default:

@@ -75,8 +75,9 @@ const (
 	// storeTimeout bounds each write of a usage batch; a batch is off the
 	// request path, so it may take longer than Timeout.
 	storeTimeout = time.Second
-	// closeTimeout bounds the last flush on Close.
-	closeTimeout = 5 * time.Second
+	// closeTimeout bounds the last flush on Close, so a Redis that is
+	// gone cannot hold up shutdown for long.
+	closeTimeout = 2 * time.Second
 )
 
 // Limiter enforces per-credential rates with GCRA and counts each
@@ -99,8 +100,7 @@ type Limiter struct {
 	tally tally      // usage counted here and not yet in store
 	// flushMu makes a count be either in store or in tally whenever Usage
 	// reads both.
-	flushMu      sync.Mutex
-	flushFailing bool // guarded by flushMu
+	flushMu sync.Mutex
 
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
@@ -150,11 +150,21 @@ func New(cfg Config) (*Limiter, error) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	l.cancel = cancel
+	flushFailing := false // only this goroutine reads or writes it
 	l.every(ctx, flushEvery, func(ctx context.Context) {
 		if l.redis != nil && !l.redisUp.Load() {
 			return // kept for when Redis is back
 		}
-		l.flush(ctx)
+		// Logged when writing starts or stops failing, not every interval.
+		err := l.flush(ctx)
+		if (err != nil) != flushFailing {
+			flushFailing = err != nil
+			if err != nil {
+				l.log.Warn("writing rate limit usage failed; kept in memory for the next try", zap.Error(err))
+			} else {
+				l.log.Info("writing rate limit usage works again")
+			}
+		}
 	})
 	l.every(ctx, sweepInterval, func(context.Context) { l.local.sweep(l.clock().UnixMicro()) })
 	if l.redis != nil {
@@ -312,16 +322,7 @@ func (l *Limiter) flush(ctx context.Context) error {
 		}
 	}
 	l.tally.putBack(failed, l.clock())
-	err := errors.Join(errs...)
-	if (err != nil) != l.flushFailing {
-		l.flushFailing = err != nil
-		if err != nil {
-			l.log.Warn("writing rate limit usage failed; kept in memory for the next try", zap.Error(err))
-		} else {
-			l.log.Info("writing rate limit usage works again")
-		}
-	}
-	return err
+	return errors.Join(errs...)
 }
 
 // Close stops the limiter's goroutines, writes out the usage it holds and

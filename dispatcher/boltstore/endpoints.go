@@ -55,7 +55,7 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 }
 
 // Endpoints returns a tenant's endpoints in id order, which is creation
-// order.
+// order to the millisecond.
 func (s *Store) Endpoints(ctx context.Context, t adapters.Tenant) ([]dispatcher.Endpoint, error) {
 	var eps []dispatcher.Endpoint
 	prefix := tenantKey(t)

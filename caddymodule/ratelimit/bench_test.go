@@ -1,0 +1,57 @@
+package ratelimit
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/internal/redistest"
+)
+
+// BenchmarkAllow measures one decision, in process and through Redis (one
+// EVALSHA round trip on loopback), for one busy credential and for many.
+func BenchmarkAllow(b *testing.B) {
+	rate := Rate{Limit: 1_000_000, Window: time.Second}
+	ids := make([]string, 1024)
+	for i := range ids {
+		ids[i] = "crd_" + strconv.Itoa(i)
+	}
+	run := func(b *testing.B, l *Limiter) {
+		ctx := context.Background()
+		b.Run("one-credential", func(b *testing.B) {
+			for b.Loop() {
+				l.Allow(ctx, "crd_bench", rate)
+			}
+		})
+		b.Run("many-credentials-parallel", func(b *testing.B) {
+			b.RunParallel(func(pb *testing.PB) {
+				i := 0
+				for pb.Next() {
+					l.Allow(ctx, ids[i%len(ids)], rate)
+					i++
+				}
+			})
+		})
+	}
+	b.Run("local", func(b *testing.B) {
+		l, err := New(Config{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		run(b, l)
+	})
+	b.Run("redis", func(b *testing.B) {
+		srv := redistest.Start(b)
+		l, err := New(Config{Redis: srv.URL()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		run(b, l)
+		if l.Allow(context.Background(), "crd_bench", rate).Fallback {
+			b.Fatal("the Redis benchmark measured the fallback")
+		}
+	})
+}

@@ -1,0 +1,311 @@
+package dispatcher_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/dispatcher/boltstore"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+)
+
+var (
+	live    = adapters.Tenant{Firm: "frm_acme"}
+	sandbox = adapters.Tenant{Firm: "frm_acme", Sandbox: true}
+)
+
+// fakeClock is the engine's clock in tests: schedules move when the test
+// says, never by sleeping.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+
+func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// harness is one engine over a real bbolt file, running.
+type harness struct {
+	t     *testing.T
+	clock *fakeClock
+	db    *bolt.DB
+	store *boltstore.Store
+	eng   *dispatcher.Engine
+	ctx   context.Context
+}
+
+// loopbackOnly lets tests deliver to httptest servers.
+func loopbackOnly() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} }
+
+func openDB(t testing.TB) *bolt.DB {
+	t.Helper()
+	db, err := bolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// newHarness starts an engine; cfg's zero fields get test defaults.
+func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
+	t.Helper()
+	db := openDB(t)
+	h := &harness{t: t, clock: newClock(), db: db, ctx: context.Background()}
+	if cfg.Clock == nil {
+		cfg.Clock = h.clock.Now
+	}
+	h.eng, h.store = h.engine(cfg)
+	h.run(h.eng)
+	return h
+}
+
+// engine builds another engine over the harness's database, as a second
+// dispatcher process would.
+func (h *harness) engine(cfg dispatcher.Config) (*dispatcher.Engine, *boltstore.Store) {
+	h.t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = h.clock.Now
+	}
+	if cfg.AllowCIDRs == nil {
+		cfg.AllowCIDRs = loopbackOnly()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zaptest.NewLogger(h.t, zaptest.Level(zap.WarnLevel))
+	}
+	if cfg.BreakerFailures == 0 {
+		// The breaker keeps wall time (gobreaker has no clock to inject),
+		// which the fake clock cannot move past a cooldown; tests that are
+		// not about the breaker keep it out of the way.
+		cfg.BreakerFailures = 1000
+	}
+	if cfg.ShutdownGrace == 0 {
+		cfg.ShutdownGrace = 100 * time.Millisecond
+	}
+	st, err := boltstore.New(h.db)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	eng, err := dispatcher.New(cfg, st.Backends())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return eng, st
+}
+
+// run starts eng's loop; it is stopped before the database closes.
+func (h *harness) run(eng *dispatcher.Engine) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- eng.Run(ctx) }()
+	h.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			h.t.Errorf("Run: %v", err)
+		}
+		eng.Close()
+	})
+}
+
+func (h *harness) endpoint(t adapters.Tenant, url string, events ...string) (dispatcher.Endpoint, string) {
+	h.t.Helper()
+	if len(events) == 0 {
+		events = []string{"*"}
+	}
+	ep, secret, err := h.eng.CreateEndpoint(h.ctx, t, dispatcher.EndpointInput{URL: url, Events: events})
+	if err != nil {
+		h.t.Fatalf("CreateEndpoint: %v", err)
+	}
+	return ep, secret
+}
+
+func (h *harness) ingest(c adapters.Change) {
+	h.t.Helper()
+	if err := h.eng.Ingest(h.ctx, c); err != nil {
+		h.t.Fatalf("Ingest %s: %v", c.ID, err)
+	}
+}
+
+func (h *harness) deliveries(endpointID string) []dispatcher.Delivery {
+	h.t.Helper()
+	page, err := h.store.Deliveries(h.ctx, dispatcher.DeliveryQuery{EndpointID: endpointID, Limit: 1000})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return page.Deliveries
+}
+
+func (h *harness) delivery(id string) dispatcher.Delivery {
+	h.t.Helper()
+	d, err := h.store.Delivery(h.ctx, id)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return d
+}
+
+// only returns the endpoint's single delivery, waiting for it to exist.
+func (h *harness) only(endpointID string) dispatcher.Delivery {
+	h.t.Helper()
+	var ds []dispatcher.Delivery
+	eventually(h.t, "one delivery", func() bool { ds = h.deliveries(endpointID); return len(ds) == 1 })
+	return ds[0]
+}
+
+// waitAttempts waits until the delivery has n attempts and is not leased
+// for more, and returns it.
+func (h *harness) waitAttempts(id string, n int) dispatcher.Delivery {
+	h.t.Helper()
+	var d dispatcher.Delivery
+	eventually(h.t, fmt.Sprintf("%d attempts on %s", n, id), func() bool {
+		d = h.delivery(id)
+		return len(d.Attempts) >= n
+	})
+	if len(d.Attempts) != n {
+		h.t.Fatalf("delivery has %d attempts, want %d", len(d.Attempts), n)
+	}
+	return d
+}
+
+// due moves the clock to the delivery's next attempt and wakes the loop.
+func (h *harness) due(d dispatcher.Delivery) {
+	h.t.Helper()
+	if d.NextAttemptAt.IsZero() {
+		h.t.Fatalf("delivery %s (%s) has no next attempt", d.ID, d.State)
+	}
+	h.clock.Set(d.NextAttemptAt)
+	h.eng.Kick()
+}
+
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// receiver is an httptest endpoint that keeps every request.
+type receiver struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	got     []request
+	active  atomic.Int32
+	peak    atomic.Int32
+	respond func(n int, w http.ResponseWriter, r *http.Request)
+}
+
+type request struct {
+	header http.Header
+	body   []byte
+	at     time.Time
+}
+
+// newReceiver answers the n-th request (from 1) with respond, or 200.
+func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+	rc := &receiver{respond: respond}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		now := rc.active.Add(1)
+		defer rc.active.Add(-1)
+		for {
+			p := rc.peak.Load()
+			if now <= p || rc.peak.CompareAndSwap(p, now) {
+				break
+			}
+		}
+		rc.mu.Lock()
+		rc.got = append(rc.got, request{header: r.Header.Clone(), body: body, at: time.Now()})
+		n := len(rc.got)
+		rc.mu.Unlock()
+		if rc.respond != nil {
+			rc.respond(n, w, r)
+		}
+	}))
+	// Registered before the engine's cleanup runs (cleanups run last in,
+	// first out), so the engine stops first and no handler is left waiting.
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) URL() string { return rc.srv.URL + "/hooks" }
+
+func (rc *receiver) requests() []request {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]request(nil), rc.got...)
+}
+
+func (rc *receiver) count() int { return len(rc.requests()) }
+
+func status(code int) func(int, http.ResponseWriter, *http.Request) {
+	return func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(code) }
+}
+
+// envelope decodes a received body.
+type envelope struct {
+	ID         string          `json:"id"`
+	Event      string          `json:"event"`
+	OccurredAt string          `json:"occurred_at"`
+	Firm       string          `json:"firm"`
+	Sandbox    bool            `json:"sandbox"`
+	Data       json.RawMessage `json:"data"`
+}
+
+func decode(t testing.TB, body []byte) envelope {
+	t.Helper()
+	var env envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		t.Fatalf("body %s: %v", body, err)
+	}
+	return env
+}
+
+var changeSeq atomic.Int64
+
+// clientChange is a change creating a new client, with a fresh id.
+func clientChange(t adapters.Tenant) adapters.Change {
+	n := changeSeq.Add(1)
+	return adapters.Change{
+		ID:         fmt.Sprintf("chg_%d_%d", time.Now().UnixNano(), n),
+		Firm:       t.Firm,
+		Sandbox:    t.Sandbox,
+		Kind:       adapters.Clients,
+		ResourceID: fmt.Sprintf("cli_%d", n),
+		After:      json.RawMessage(fmt.Sprintf(`{"id":"cli_%d","object":"client","name":"Client %d"}`, n, n)),
+		OccurredAt: time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Millisecond),
+	}
+}
