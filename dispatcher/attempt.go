@@ -14,10 +14,10 @@ import (
 // attempt (breaker open, shutdown, a store hiccup); it is not a failure.
 var errHandedBack = errors.New("delivery handed back unattempted")
 
-// attempt makes one attempt on a leased delivery and records it. Scheduled
-// attempts pass the endpoint's circuit breaker; replays, asked for by a
-// person, do not.
-func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger) (Delivery, error) {
+// attempt makes one attempt on a leased delivery and records it. Attempts
+// from the queue pass the endpoint's circuit breaker; a single replay asked
+// for by a person does not (viaBreaker false).
+func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreaker bool) (Delivery, error) {
 	d := c.Delivery
 	// Whatever happens to ctx, a finished attempt is recorded.
 	storeCtx := context.WithoutCancel(ctx)
@@ -46,7 +46,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger) (Deliver
 	}
 
 	var reportToBreaker func(error)
-	if trigger == TriggerScheduled {
+	if viaBreaker {
 		reportToBreaker, err = e.endpointState(ep.ID).breaker.Allow()
 		if err != nil {
 			// The breaker opened or its probe started since the claim.
@@ -59,7 +59,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger) (Deliver
 	header := http.Header{}
 	if err := signedHeaders(header, ep.SigningKeys(startedAt), ev.ID, startedAt, body); err != nil {
 		if reportToBreaker != nil {
-			reportToBreaker(errShutdown)
+			reportToBreaker(errUncounted)
 		}
 		e.handBack(storeCtx, c.Lease, time.Time{})
 		return d, fmt.Errorf("sign delivery %s: %w", d.ID, err)
@@ -73,7 +73,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger) (Deliver
 		// so the delivery goes back for another attempt (receivers
 		// de-duplicate on the event id).
 		if reportToBreaker != nil {
-			reportToBreaker(errShutdown)
+			reportToBreaker(errUncounted)
 		}
 		e.handBack(storeCtx, c.Lease, time.Time{})
 		return d, errHandedBack

@@ -22,9 +22,9 @@ type endpointState struct {
 	openedAt atomic.Int64
 }
 
-// errShutdown marks an attempt aborted by shutdown: it says nothing about
-// the endpoint's health.
-var errShutdown = errors.New("attempt aborted by shutdown")
+// errUncounted marks an attempt that says nothing about the endpoint's
+// health (aborted by shutdown, never sent): the breaker ignores it.
+var errUncounted = errors.New("attempt not counted")
 
 func (e *Engine) newEndpointState(id string) *endpointState {
 	st := &endpointState{}
@@ -41,7 +41,7 @@ func (e *Engine) newEndpointState(id string) *endpointState {
 			e.log.Info("webhook endpoint circuit breaker changed state",
 				zap.String("endpoint_id", name), zap.String("from", from.String()), zap.String("to", to.String()))
 		},
-		IsExcluded: func(err error) bool { return errors.Is(err, errShutdown) },
+		IsExcluded: func(err error) bool { return errors.Is(err, errUncounted) },
 	})
 	return st
 }

@@ -26,19 +26,19 @@ func Derive(c adapters.Change) ([]Event, error) {
 	}
 	after, err := readRecord(c.After)
 	if err != nil {
-		return nil, fmt.Errorf("%w: change %s: after: %v", ErrInvalidChange, c.ID, err)
+		return nil, fmt.Errorf("%w: change %s: after: %w", ErrInvalidChange, c.ID, err)
 	}
 	var before *record
 	if !isAbsent(c.Before) {
 		b, err := readRecord(c.Before)
 		if err != nil {
-			return nil, fmt.Errorf("%w: change %s: before: %v", ErrInvalidChange, c.ID, err)
+			return nil, fmt.Errorf("%w: change %s: before: %w", ErrInvalidChange, c.ID, err)
 		}
 		before = &b
 	}
 	object, err := compact(c.After)
 	if err != nil {
-		return nil, fmt.Errorf("%w: change %s: after: %v", ErrInvalidChange, c.ID, err)
+		return nil, fmt.Errorf("%w: change %s: after: %w", ErrInvalidChange, c.ID, err)
 	}
 	if after.ID == "" {
 		after.ID = c.ResourceID
@@ -108,7 +108,7 @@ func (d *deriver) raise(kind string, data any) {
 	}
 	body, err := marshal(data)
 	if err != nil {
-		d.err = fmt.Errorf("%w: change %s: encode %s: %v", ErrInvalidChange, d.c.ID, kind, err)
+		d.err = fmt.Errorf("%w: change %s: encode %s: %w", ErrInvalidChange, d.c.ID, kind, err)
 		return
 	}
 	d.out = append(d.out, Event{

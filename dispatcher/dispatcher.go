@@ -152,9 +152,6 @@ func New(cfg Config, b Backends) (*Engine, error) {
 	}, nil
 }
 
-// Policy is the address policy endpoints are checked against.
-func (e *Engine) Policy() *AddressPolicy { return e.policy }
-
 func (e *Engine) now() time.Time { return e.cfg.Clock() }
 
 // wake nudges the delivery loop; a wake already pending is enough.

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -255,9 +257,13 @@ func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter, r *htt
 			rc.respond(n, w, r)
 		}
 	}))
-	// Registered before the engine's cleanup runs (cleanups run last in,
-	// first out), so the engine stops first and no handler is left waiting.
-	t.Cleanup(rc.srv.Close)
+	// Cleanups run last in, first out, so this runs before the engine
+	// stops: cut the connections first, so that a handler waiting on its
+	// request (a "dead" endpoint) returns and Close need not wait for it.
+	t.Cleanup(func() {
+		rc.srv.CloseClientConnections()
+		rc.srv.Close()
+	})
 	return rc
 }
 
@@ -294,18 +300,16 @@ func decode(t testing.TB, body []byte) envelope {
 	return env
 }
 
-var changeSeq atomic.Int64
-
-// clientChange is a change creating a new client, with a fresh id.
+// clientChange is a change creating a new client, with fresh ids.
 func clientChange(t adapters.Tenant) adapters.Change {
-	n := changeSeq.Add(1)
+	id := strings.ToLower(rand.Text())
 	return adapters.Change{
-		ID:         fmt.Sprintf("chg_%d_%d", time.Now().UnixNano(), n),
+		ID:         "chg_" + id,
 		Firm:       t.Firm,
 		Sandbox:    t.Sandbox,
 		Kind:       adapters.Clients,
-		ResourceID: fmt.Sprintf("cli_%d", n),
-		After:      json.RawMessage(fmt.Sprintf(`{"id":"cli_%d","object":"client","name":"Client %d"}`, n, n)),
-		OccurredAt: time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC).Add(time.Duration(n) * time.Millisecond),
+		ResourceID: "cli_" + id,
+		After:      json.RawMessage(`{"id":"cli_` + id + `","object":"client","name":"Client ` + id + `"}`),
+		OccurredAt: time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC),
 	}
 }

@@ -76,6 +76,14 @@ func (e *Engine) shutdown(workers *sync.WaitGroup, abort context.CancelFunc) {
 // what an open breaker holds back. It returns when the next delivery falls
 // due.
 func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time.Time, error) {
+	e.mu.Lock()
+	busy := e.inflight >= e.cfg.Workers
+	e.mu.Unlock()
+	if busy {
+		// A finishing attempt wakes the loop; claiming now would only be a
+		// write transaction that takes nothing.
+		return time.Time{}, nil
+	}
 	now := e.now()
 	// Decisions are per endpoint and per pass, so all of an endpoint's
 	// deliveries in one claim are treated alike.
@@ -164,7 +172,7 @@ func (e *Engine) work(ctx context.Context, c Claim) {
 	if c.Replay {
 		trigger = TriggerReplay
 	}
-	_, err := e.attempt(ctx, c, trigger)
+	_, err := e.attempt(ctx, c, trigger, true)
 	switch {
 	case err == nil, errors.Is(err, errHandedBack):
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotFound):

@@ -13,6 +13,8 @@ import (
 // transaction as the record change itself.
 type Outbox interface {
 	// ReadOutbox returns up to max entries with Seq > after, in Seq order.
+	// Seq starts at 1 (a bbolt NextSequence), so after=0 reads from the
+	// start.
 	ReadOutbox(after uint64, max int) ([]adapters.OutboxEntry, error)
 	// DeleteOutbox removes every entry with Seq <= upTo.
 	DeleteOutbox(upTo uint64) error
@@ -33,6 +35,9 @@ const (
 // ingests it again, which deterministic ids make harmless. A failing entry
 // is retried, never skipped, so no later change overtakes it; only an
 // ErrInvalidChange, which can never succeed, is logged and dropped.
+//
+// The caller owns the goroutine running it and stops it with ctx; Close
+// does not. It returns nil once ctx is done.
 func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
 	var after uint64
 	backoff := time.Duration(0)

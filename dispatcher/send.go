@@ -52,15 +52,14 @@ func newSender(policy *AddressPolicy, timeout time.Duration, perHost int) *sende
 	transport := &http.Transport{
 		// No proxy: a proxy would be dialled instead of the endpoint and the
 		// address check would vet the proxy, not the destination.
-		Proxy:                 nil,
-		DialContext:           dialer.DialContext,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          256,
-		MaxIdleConnsPerHost:   perHost,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		TLSClientConfig:       &tls.Config{MinVersion: tls.VersionTLS12},
-		ExpectContinueTimeout: time.Second,
+		Proxy:               nil,
+		DialContext:         dialer.DialContext,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        256,
+		MaxIdleConnsPerHost: perHost,
+		IdleConnTimeout:     90 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12},
 	}
 	return &sender{
 		client: &http.Client{

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
 
 func init() {
@@ -95,7 +96,7 @@ func listCommand() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), list.Data)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tFIRM\tMODE\tSCOPES\tRATE LIMIT\tLAST USED\tSTATUS")
+			fmt.Fprintln(tw, "ID\tNAME\tFIRM\tMODE\tSCOPES\tRATE LIMIT\tLAST HOUR\tPEAK HOUR (24H)\tHEADROOM\tLAST USED\tSTATUS")
 			for _, c := range list.Data {
 				mode, rate, last, status := "live", c.RateLimit, "never", "active"
 				if c.Sandbox {
@@ -113,8 +114,14 @@ func listCommand() *cobra.Command {
 				case c.Stale:
 					status = "stale"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.Firm, mode,
-					strings.Join(c.Scopes, ","), rate, last, status)
+				lastHour, peak, headroom := "-", "-", "-"
+				if tr := c.Traffic; tr != nil {
+					rate = tr.Ceiling
+					lastHour, peak = usageSummary(tr.Hours, time.Now())
+					headroom = fmt.Sprintf("%d of %d", tr.Headroom, tr.Limit)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.ID, c.Name, c.Firm, mode,
+					strings.Join(c.Scopes, ","), rate, lastHour, peak, headroom, last, status)
 			}
 			return tw.Flush()
 		},
@@ -151,4 +158,25 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// usageSummary gives the current hour's and the busiest hour's requests,
+// with refusals (429s) in brackets.
+func usageSummary(hours []ratelimit.HourUsage, now time.Time) (current, peak string) {
+	current, peak = "0", "0"
+	var max int64
+	for _, h := range hours {
+		total := h.Admitted + h.Refused
+		label := fmt.Sprintf("%d", total)
+		if h.Refused > 0 {
+			label = fmt.Sprintf("%d (%d refused)", total, h.Refused)
+		}
+		if h.Hour.Equal(now.Truncate(time.Hour)) {
+			current = label
+		}
+		if total > max {
+			max, peak = total, label
+		}
+	}
+	return current, peak
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
 
 func init() {
@@ -53,6 +54,9 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 type CredentialView struct {
 	*auth.Credential
 	Stale bool `json:"stale"`
+	// Traffic is the last 24 hours against the ceiling, when a rate
+	// limiter serves the credential's routes.
+	Traffic *Traffic `json:"traffic,omitempty"`
 }
 
 // IssuedCredential is the answer to issuing: the only time the token is
@@ -83,7 +87,7 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 			return badRequest(fmt.Errorf("unknown firm %q", req.Firm))
 		}
 		if req.RateLimit != "" {
-			if err := ValidateRate(req.RateLimit); err != nil {
+			if _, err := ratelimit.ParseRate(req.RateLimit); err != nil {
 				return badRequest(err)
 			}
 		}
@@ -102,7 +106,13 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 		now := time.Now()
 		views := make([]CredentialView, 0, len(creds))
 		for _, c := range creds {
-			views = append(views, CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(now)})
+			v := CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(now)}
+			if tr, ok, err := a.app.Traffic(r.Context(), c, now.Add(-24*time.Hour)); err != nil {
+				return err
+			} else if ok {
+				v.Traffic = &tr
+			}
+			views = append(views, v)
 		}
 		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
 	default:

@@ -55,6 +55,7 @@ type App struct {
 	state    stateStore
 	redis    *redisClient
 	registry *auth.Registry
+	limiter  *limiterRef
 	logger   *zap.Logger
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -103,6 +104,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // Provision opens the shared state and builds each firm's backends.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	a.limiter = &limiterRef{}
 	repl := caddy.NewReplacer()
 	a.DataDir = repl.ReplaceAll(a.DataDir, "")
 	if a.DataDir == "" {
@@ -200,10 +202,7 @@ func (a *App) Start() error {
 	a.cancel, a.done = cancel, make(chan struct{})
 	go func() {
 		defer close(a.done)
-		// Redis expires keys by itself.
-		if a.redis == nil {
-			a.expireIdempotencyKeys(ctx)
-		}
+		a.expire(ctx)
 	}()
 	return nil
 }
@@ -235,14 +234,19 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
-func (a *App) expireIdempotencyKeys(ctx context.Context) {
+// expire drops idempotency keys and hourly usage past their retention
+// from the embedded store; Redis expires its own.
+func (a *App) expire(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
 	for {
-		if n, err := a.shared.store.ExpireIdempotency(ctx); err != nil {
-			a.logger.Warn("expiring idempotency keys", zap.Error(err))
-		} else if n > 0 {
-			a.logger.Debug("expired idempotency keys", zap.Int("count", n))
+		if a.redis == nil {
+			if _, err := a.shared.store.ExpireIdempotency(ctx); err != nil {
+				a.logger.Warn("expiring idempotency keys", zap.Error(err))
+			}
+		}
+		if _, err := a.shared.store.ExpireUsage(ctx); err != nil {
+			a.logger.Warn("expiring usage counters", zap.Error(err))
 		}
 		select {
 		case <-ctx.Done():

@@ -32,10 +32,10 @@ func init() {
 	caddy.RegisterModule(Handler{})
 }
 
-// fallbackDefault is the ceiling when neither the config nor
+// defaultRate is the ceiling when neither the config nor
 // PRACTICEGW_RATE_LIMIT names one: two requests a second on average, with
 // an hour's quota available at once.
-const fallbackDefault = "7200/h"
+const defaultRate = "7200/h"
 
 // policyName names the one policy in RateLimit-Policy and RateLimit.
 const policyName = `"default"`
@@ -92,7 +92,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 
 	def := repl.ReplaceAll(orEnv(h.Default, "PRACTICEGW_RATE_LIMIT"), "")
 	if def == "" {
-		def = fallbackDefault
+		def = defaultRate
 	}
 	rate, err := ParseRate(def)
 	if err != nil {
@@ -108,7 +108,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		Redis:    repl.ReplaceAll(orEnv(h.Redis, "PRACTICEGW_REDIS"), ""),
 		Timeout:  time.Duration(h.Timeout),
 		Fallback: Fallback(h.Fallback),
-		Logger:   h.logger,
+		// The Limiter outlives this config, and with it this config's log
+		// writers; Caddy's default logger lives as long as the process.
+		Logger: caddy.Log().Named("http.handlers.practicegw_ratelimit"),
 	}
 	if h.cfg.Fallback == "" {
 		h.cfg.Fallback = FallbackLocal
@@ -119,10 +121,25 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.metrics, err = newMetrics(ctx.GetMetricsRegistry(), h.cfg.Fallback); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	host, _ := ctx.AppIfConfigured("practicegw")
+	if host, ok := host.(limiterHost); ok {
+		h.cfg.Usage = host.UsageStore()
+	}
 	if h.limiter, err = Acquire(h.cfg); err != nil {
 		return err
 	}
+	if host, ok := host.(limiterHost); ok {
+		host.AttachLimiter(h.limiter, h.RateFor)
+	}
 	return nil
+}
+
+// limiterHost is what the practicegw app offers and wants: somewhere to
+// keep hourly usage, and the limiter itself so that credential listings
+// and the console can show usage and headroom.
+type limiterHost interface {
+	UsageStore() UsageStore
+	AttachLimiter(l *Limiter, rateFor func(*auth.Credential) Rate)
 }
 
 func orEnv(v, env string) string {
@@ -160,6 +177,8 @@ func (h *Handler) RateFor(cred *auth.Credential) Rate {
 	return r
 }
 
+// ServeHTTP decides the request, advertises the credential's headroom on
+// the response whatever the outcome, and answers a refusal itself.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	cred, ok := auth.FromContext(r.Context())
 	if !ok || cred == nil {

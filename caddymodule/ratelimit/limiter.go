@@ -11,31 +11,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// Fallback names who decides while Redis cannot be reached in time.
-type Fallback string
-
-const (
-	// FallbackLocal decides in this process, carrying on from the last TAT
-	// Redis reported for the credential. Each instance then enforces the
-	// whole ceiling on its own, so a cluster of n admits up to n times it
-	// until Redis is back; no client sees an error meanwhile.
-	FallbackLocal Fallback = "local"
-	// FallbackAllow admits every request: availability over enforcement.
-	FallbackAllow Fallback = "allow"
-	// FallbackDeny refuses every request with 429 and Retry-After 1. A
-	// 503 would tell the client the gateway is broken; 429 tells it to
-	// come back, which it may do a second later.
-	FallbackDeny Fallback = "deny"
-)
-
-func (f Fallback) check() error {
-	switch f {
-	case FallbackLocal, FallbackAllow, FallbackDeny:
-		return nil
-	}
-	return fmt.Errorf("fallback %q: want local, allow or deny", string(f))
-}
-
 // Config sets up a Limiter. The zero value is an in-process limiter.
 type Config struct {
 	// Redis is a redis:// or rediss:// URL. Set, every instance pointed at
@@ -59,7 +34,8 @@ type Config struct {
 	// Clock is the in-process limiter's time. Default time.Now. Redis
 	// decisions use Redis's clock, which every instance shares.
 	Clock func() time.Time
-	// Logger receives one line each time Redis is lost or found again.
+	// Logger receives one line each time Redis, or writing usage, fails
+	// or works again: never one per request.
 	Logger *zap.Logger
 }
 
@@ -72,8 +48,9 @@ const (
 
 const (
 	sweepInterval = time.Minute
-	// storeTimeout bounds each write of a usage batch; a batch is off the
-	// request path, so it may take longer than Timeout.
+	// storeTimeout bounds each write of a usage batch and each usage
+	// read; both are off the request path, so they may take longer than
+	// Timeout.
 	storeTimeout = time.Second
 	// closeTimeout bounds the last flush on Close, so a Redis that is
 	// gone cannot hold up shutdown for long.
@@ -252,79 +229,6 @@ func (l *Limiter) fromRedis(ctx context.Context, id string, c cell, consume bool
 	return d, true
 }
 
-func (l *Limiter) fallBack(id string, c cell, now int64, consume bool) Decision {
-	var d Decision
-	switch l.fallback {
-	case FallbackDeny:
-		d = Decision{Reset: time.Second, RetryAfter: time.Second}
-	case FallbackAllow:
-		// The local view still gives honest-looking headers.
-		d = l.local.decide(id, c, now, consume)
-		d.Allowed, d.RetryAfter = true, 0
-	default:
-		d = l.local.decide(id, c, now, consume)
-	}
-	d.Fallback = true
-	return d
-}
-
-// lost switches to the fallback, logging once per outage rather than once
-// per request.
-func (l *Limiter) lost(err error) {
-	if l.redisUp.CompareAndSwap(true, false) {
-		l.log.Warn("redis unreachable: rate limits are decided by the fallback until it answers again",
-			zap.String("fallback", string(l.fallback)), zap.Duration("timeout", l.timeout), zap.Error(err))
-	}
-}
-
-// probe tries Redis while the fallback decides, and hands decisions back
-// to Redis as soon as it answers within the request timeout.
-func (l *Limiter) probe(ctx context.Context) {
-	if l.redisUp.Load() {
-		return
-	}
-	pctx, cancel := context.WithTimeout(ctx, l.timeout)
-	err := l.redis.ping(pctx)
-	cancel()
-	if err == nil && l.redisUp.CompareAndSwap(false, true) {
-		l.log.Info("redis reachable again: rate limits are shared again")
-	}
-}
-
-// Usage returns credentialID's requests per hour since the given time,
-// oldest first, hours without requests left out. With Redis it covers
-// every instance; without, this process and the UsageStore.
-func (l *Limiter) Usage(ctx context.Context, credentialID string, since time.Time) ([]HourUsage, error) {
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	stored, err := l.store.Usage(ctx, credentialID, since)
-	if err != nil {
-		return nil, fmt.Errorf("reading usage of %s: %w", credentialID, err)
-	}
-	return merge(stored, l.tally.of(credentialID, since.Unix()/3600)), nil
-}
-
-// flush writes the tally to the store, one call per credential and hour.
-// What the store refuses stays in the tally for the next flush.
-func (l *Limiter) flush(ctx context.Context) error {
-	l.flushMu.Lock()
-	defer l.flushMu.Unlock()
-	pending := l.tally.take()
-	failed := map[hourKey]counts{}
-	var errs []error
-	for k, c := range pending {
-		wctx, cancel := context.WithTimeout(ctx, storeTimeout)
-		err := l.store.AddUsage(wctx, k.id, time.Unix(k.hour*3600, 0).UTC(), c.admitted, c.refused)
-		cancel()
-		if err != nil {
-			failed[k] = c
-			errs = append(errs, err)
-		}
-	}
-	l.tally.putBack(failed, l.clock())
-	return errors.Join(errs...)
-}
-
 // Close stops the limiter's goroutines, writes out the usage it holds and
 // closes its Redis connections. Allow and Peek keep answering after Close,
 // from the fallback.
@@ -339,6 +243,7 @@ func (l *Limiter) Close() error {
 			err = fmt.Errorf("rate limit usage lost on close: %w", err)
 		}
 		if l.redis != nil {
+			l.redisUp.Store(false) // closed, not lost: nothing to log
 			err = errors.Join(err, l.redis.close())
 		}
 		l.closeErr = err

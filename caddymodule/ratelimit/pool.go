@@ -26,12 +26,18 @@ func keyOf(cfg Config) (poolKey, error) {
 	if cfg.Usage != nil && !reflect.TypeOf(cfg.Usage).Comparable() {
 		return poolKey{}, fmt.Errorf("usage store %T cannot be told apart from another; pass a pointer", cfg.Usage)
 	}
+	fallback := cfg.Fallback
+	if fallback == "" {
+		fallback = FallbackLocal
+	}
+	// Defaults are spelled out so that "unset" and "set to the default"
+	// share a Limiter.
 	return poolKey{
 		redis:    cfg.Redis,
-		timeout:  cfg.Timeout,
-		fallback: cfg.Fallback,
-		flush:    cfg.FlushInterval,
-		probe:    cfg.ProbeInterval,
+		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
+		fallback: fallback,
+		flush:    orDefault(cfg.FlushInterval, DefaultFlushInterval),
+		probe:    orDefault(cfg.ProbeInterval, DefaultProbeInterval),
 		usage:    cfg.Usage,
 	}, nil
 }

@@ -295,6 +295,41 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	}
 }
 
+// TestRedisSlow pauses Redis rather than killing it: connections stay up
+// but answers do not come, which only the timeout can catch.
+func TestRedisSlow(t *testing.T) {
+	srv := redistest.Start(t)
+	const timeout = 30 * time.Millisecond
+	l := newRedisLimiter(t, Config{Redis: srv.URL(), Timeout: timeout})
+	ctx := context.Background()
+	l.Allow(ctx, "crd_a", tenPerSecond) // a warm connection
+
+	raw := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	defer raw.Close()
+	const pause = 400 * time.Millisecond
+	if err := raw.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err(); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	for range 5 {
+		start := time.Now()
+		d := l.Allow(ctx, "crd_a", tenPerSecond)
+		if took := time.Since(start); took > timeout+30*time.Millisecond {
+			t.Fatalf("decision took %v with Redis paused, timeout %v", took, timeout)
+		}
+		if !d.Fallback {
+			t.Fatalf("decision %+v with Redis paused, want the fallback", d)
+		}
+	}
+	for l.Peek(ctx, "crd_a", tenPerSecond).Fallback {
+		if time.Since(paused) > pause+time.Second {
+			t.Fatal("still on the fallback a second after the pause ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Logf("back on Redis %v after a %v pause began", time.Since(paused), pause)
+}
+
 // unreachableURL is a redis URL nothing listens on.
 func unreachableURL(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

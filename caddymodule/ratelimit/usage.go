@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -145,64 +146,37 @@ func merge(stored []HourUsage, extra map[int64]counts) []HourUsage {
 	return out
 }
 
-// MemoryUsage is a UsageStore in memory: the default without a persistent
-// store, and the store tests use. It keeps retentionHours per credential
-// and forgets credentials unused for that long.
-type MemoryUsage struct {
-	mu     sync.Mutex
-	hours  map[string]map[int64]counts
-	newest int64 // newest unix hour added; retention counts back from it
+// Usage returns credentialID's requests per hour since the given time,
+// oldest first, hours without requests left out. With Redis it covers
+// every instance; without, this process and the UsageStore.
+func (l *Limiter) Usage(ctx context.Context, credentialID string, since time.Time) ([]HourUsage, error) {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	stored, err := l.store.Usage(ctx, credentialID, since)
+	if err != nil {
+		return nil, fmt.Errorf("reading usage of %s: %w", credentialID, err)
+	}
+	return merge(stored, l.tally.of(credentialID, since.Unix()/3600)), nil
 }
 
-// NewMemoryUsage returns an empty MemoryUsage.
-func NewMemoryUsage() *MemoryUsage { return &MemoryUsage{hours: map[string]map[int64]counts{}} }
-
-// AddUsage implements UsageStore.
-func (m *MemoryUsage) AddUsage(_ context.Context, id string, hour time.Time, admitted, refused int64) error {
-	h := hour.Unix() / 3600
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if h > m.newest {
-		// A new hour: the moment to forget what fell out of retention.
-		m.newest = h
-		m.trim()
+// flush writes the tally to the store, one call per credential and hour.
+// It stops at the first failure, so a store that hangs costs one timeout,
+// not one per credential; what was not written stays for the next flush.
+func (l *Limiter) flush(ctx context.Context) error {
+	l.flushMu.Lock()
+	defer l.flushMu.Unlock()
+	pending := l.tally.take()
+	defer func() { l.tally.putBack(pending, l.clock()) }()
+	for k, c := range pending {
+		wctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		err := l.store.AddUsage(wctx, k.id, time.Unix(k.hour*3600, 0).UTC(), c.admitted, c.refused)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("writing usage of %d credential-hours: %w", len(pending), err)
+		}
+		delete(pending, k)
 	}
-	if h < m.newest-retentionHours {
-		return nil
-	}
-	byHour := m.hours[id]
-	if byHour == nil {
-		byHour = map[int64]counts{}
-		m.hours[id] = byHour
-	}
-	c := byHour[h]
-	c.add(counts{admitted, refused})
-	byHour[h] = c
 	return nil
-}
-
-func (m *MemoryUsage) trim() {
-	oldest := m.newest - retentionHours
-	for id, byHour := range m.hours {
-		maps.DeleteFunc(byHour, func(h int64, _ counts) bool { return h < oldest })
-		if len(byHour) == 0 {
-			delete(m.hours, id)
-		}
-	}
-}
-
-// Usage implements UsageStore.
-func (m *MemoryUsage) Usage(_ context.Context, id string, since time.Time) ([]HourUsage, error) {
-	from := since.Unix() / 3600
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []HourUsage
-	for _, h := range slices.Sorted(maps.Keys(m.hours[id])) {
-		if h < from {
-			continue
-		}
-		c := m.hours[id][h]
-		out = append(out, HourUsage{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
-	}
-	return out, nil
 }

@@ -10,6 +10,8 @@ import (
 	_ "github.com/practicegw/practicegw/caddymodule/auth"
 	_ "github.com/practicegw/practicegw/caddymodule/commands"
 	_ "github.com/practicegw/practicegw/caddymodule/gateway"
+	_ "github.com/practicegw/practicegw/caddymodule/health"
+	_ "github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
 
 func main() {

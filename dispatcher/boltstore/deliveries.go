@@ -58,11 +58,13 @@ func saveDelivery(tx *bolt.Tx, rec deliveryRecord) error {
 func dueKey(at time.Time, id string) []byte { return concat(timeKey(at), []byte(id)) }
 
 // setDue files the delivery in dispatch_due at at, moving it if it was
-// filed elsewhere.
+// filed elsewhere. Times the key cannot hold (zero, before 1970) file it as
+// due at once.
 func setDue(tx *bolt.Tx, rec *deliveryRecord, at time.Time) error {
 	if err := unsetDue(tx, rec); err != nil {
 		return err
 	}
+	at = keyTime(timeKey(at))
 	if err := tx.Bucket([]byte(bucketDue)).Put(dueKey(at, rec.Delivery.ID), []byte(rec.Delivery.EndpointID)); err != nil {
 		return err
 	}
@@ -146,8 +148,8 @@ func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatc
 
 	var claims []dispatcher.Claim
 	var next time.Time
-	// Not batched: Accept reserves capacity in the caller, so this function
-	// must run exactly once.
+	// Accept reserves capacity in the caller, so this function must run
+	// exactly once: never through db.Batch, which may retry it.
 	err = s.update(ctx, func(tx *bolt.Tx) error {
 		due := tx.Bucket([]byte(bucketDue))
 		var take [][]byte
@@ -211,7 +213,7 @@ func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatc
 
 // Release gives leases back without an attempt.
 func (s *Store) Release(ctx context.Context, leases []dispatcher.Lease, notBefore time.Time) error {
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
 		for _, l := range leases {
 			rec, err := loadDelivery(tx, l.DeliveryID)
 			if errors.Is(err, dispatcher.ErrNotFound) {
@@ -279,7 +281,7 @@ func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dis
 // the log never shows an attempt without its consequence or the reverse.
 func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatcher.Outcome) (dispatcher.Delivery, error) {
 	var out dispatcher.Delivery
-	err := s.batch(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bolt.Tx) error {
 		rec, err := loadDelivery(tx, l.DeliveryID)
 		if err != nil {
 			return err
@@ -390,7 +392,7 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 	if !q.To.IsZero() {
 		end = concat(prefix, timeKey(q.To))
 	}
-	limit := max(q.Limit, 1)
+	limit := pageSize(q.Limit)
 
 	var page dispatcher.DeliveryPage
 	var lastKey []byte

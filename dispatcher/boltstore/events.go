@@ -82,17 +82,21 @@ func (s *Store) Event(ctx context.Context, id string) (dispatcher.Event, error) 
 func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher.EventPage, error) {
 	prefix := tenantKey(q.Tenant)
 	start := concat(prefix, []byte(dispatcher.EventIDFloor(q.From)))
+	var after []byte
 	if q.Cursor != "" {
 		if !strings.HasPrefix(q.Cursor, "evt_") || len(q.Cursor) != len("evt_")+26 {
 			return dispatcher.EventPage{}, dispatcher.ErrInvalidCursor
 		}
-		start = concat(prefix, []byte(q.Cursor))
+		after = concat(prefix, []byte(q.Cursor))
+		if bytes.Compare(after, start) > 0 {
+			start = after
+		}
 	}
 	var end []byte
 	if !q.To.IsZero() {
 		end = concat(prefix, []byte(dispatcher.EventIDFloor(q.To)))
 	}
-	limit := max(q.Limit, 1)
+	limit := pageSize(q.Limit)
 
 	var page dispatcher.EventPage
 	err := s.view(ctx, func(tx *bolt.Tx) error {
@@ -102,10 +106,13 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 			if end != nil && bytes.Compare(k, end) >= 0 {
 				break
 			}
-			id := string(k[len(prefix):])
-			if id == q.Cursor || (len(q.Kinds) > 0 && !slices.Contains(q.Kinds, string(v))) {
+			if after != nil && bytes.Compare(k, after) <= 0 {
 				continue
 			}
+			if len(q.Kinds) > 0 && !slices.Contains(q.Kinds, string(v)) {
+				continue
+			}
+			id := string(k[len(prefix):])
 			if len(page.Events) == limit {
 				page.HasMore = true
 				break

@@ -91,13 +91,18 @@ func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	return s.db.Update(fn)
 }
 
-// batch coalesces concurrent writes into one commit. fn may run more than
-// once, so it must derive everything it returns from the transaction.
-func (s *Store) batch(ctx context.Context, fn func(*bolt.Tx) error) error {
-	if err := ctx.Err(); err != nil {
-		return err
+// Writes use db.Update, not db.Batch: Batch holds each write up to its
+// MaxBatchDelay (10ms by default) to coalesce commits, and an attempt being
+// recorded holds one of its endpoint's few concurrency slots meanwhile; in
+// the benchmark that delay capped one endpoint near its slots / 10ms.
+
+// pageSize applies the default page size; the engine has already refused
+// sizes out of range.
+func pageSize(n int) int {
+	if n <= 0 {
+		return dispatcher.DefaultLimit
 	}
-	return s.db.Batch(fn)
+	return min(n, dispatcher.MaxLimit)
 }
 
 func tenantKey(t adapters.Tenant) []byte {

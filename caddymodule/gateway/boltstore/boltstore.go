@@ -16,6 +16,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/idempotency"
+	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
 
 var (
@@ -209,9 +210,10 @@ func usageKey(credentialID string, hour time.Time) []byte {
 	return binary.BigEndian.AppendUint64(k, uint64(hour.Unix()))
 }
 
-// AddUsage adds to a credential's counters for one hour.
+// AddUsage adds to a credential's counters for one hour. Batched with
+// other writers so that many credentials' flushes share one fsync.
 func (s *Store) AddUsage(_ context.Context, credentialID string, hour time.Time, admitted, refused int64) error {
-	return s.db.Update(func(tx *bolt.Tx) error {
+	return s.db.Batch(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUsage)
 		k := usageKey(credentialID, hour.Truncate(time.Hour))
 		var cur [16]byte
@@ -225,11 +227,11 @@ func (s *Store) AddUsage(_ context.Context, credentialID string, hour time.Time,
 }
 
 // HourUsage is one hour of one credential's traffic.
-type HourUsage struct {
-	Hour     time.Time `json:"hour"`
-	Admitted int64     `json:"admitted"`
-	Refused  int64     `json:"refused"`
-}
+type HourUsage = ratelimit.HourUsage
+
+// usageRetention is how much hourly usage is kept: the console shows 7
+// days.
+const usageRetention = 8 * 24 * time.Hour
 
 // Usage returns a credential's hourly counters since a time.
 func (s *Store) Usage(_ context.Context, credentialID string, since time.Time) ([]HourUsage, error) {
@@ -252,4 +254,29 @@ func (s *Store) Usage(_ context.Context, credentialID string, since time.Time) (
 	return out, err
 }
 
-var _ auth.Store = (*Store)(nil)
+// ExpireUsage removes hourly counters older than the retention.
+func (s *Store) ExpireUsage(_ context.Context) (int, error) {
+	cutoff := uint64(s.now().Add(-usageRetention).Unix())
+	n := 0
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketUsage).Cursor()
+		for k, _ := c.First(); k != nil; {
+			if len(k) < 8 || binary.BigEndian.Uint64(k[len(k)-8:]) >= cutoff {
+				k, _ = c.Next()
+				continue
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+			k, _ = c.Seek(k)
+		}
+		return nil
+	})
+	return n, err
+}
+
+var (
+	_ auth.Store           = (*Store)(nil)
+	_ ratelimit.UsageStore = (*Store)(nil)
+)
