@@ -91,6 +91,9 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 		"PRACTICEGW_DATA="+opts.dataDir,
 		"PRACTICEGW_REDIS=",
 		"PRACTICEGW_KAFKA=",
+		// Test receivers listen on loopback, which webhook URLs may not
+		// name unless allow-listed.
+		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8",
 	)
 	g.env = append(g.env, opts.env...)
 	g.start(opts.config)
@@ -205,9 +208,9 @@ func (g *gateway) issue(firm string, sandbox bool, scopes ...string) issued {
 	return c
 }
 
-// allReadWrite is every resource scope.
+// allReadWrite is every scope but admin.
 var allReadWrite = []string{"clients:read", "clients:write", "engagements:read", "jobs:read", "jobs:write",
-	"documents:read", "invoices:read", "people:read"}
+	"documents:read", "invoices:read", "people:read", "events:read", "webhooks:read", "webhooks:write"}
 
 // response is an answer with its body read.
 type response struct {

@@ -3,10 +3,14 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 type operation struct {
@@ -18,15 +22,48 @@ type operation struct {
 
 // exampleBodies gives each documented write a valid body; a new write
 // route fails the test until it has one here.
-func exampleBodies(t *testing.T, g *gateway, token string) map[string]any {
+func exampleBodies(t *testing.T, g *gateway, token, receiver string) map[string]any {
 	client := g.do(t, "GET", "/v1/clients?limit=1", token, nil).json(t)["data"].([]any)[0].(map[string]any)["id"]
 	return map[string]any{
-		"create_client": map[string]any{"name": "OpenAPI Example Ltd"},
-		"update_client": map[string]any{"status": "active"},
-		"create_job":    map[string]any{"title": "OpenAPI example job", "client": client},
-		"update_job":    map[string]any{"title": "Renamed by the OpenAPI test"},
-		"move_job":      map[string]any{"stage": "in_progress", "note": "Started"},
+		"create_client":            map[string]any{"name": "OpenAPI Example Ltd"},
+		"update_client":            map[string]any{"status": "active"},
+		"create_job":               map[string]any{"title": "OpenAPI example job", "client": client},
+		"update_job":               map[string]any{"title": "Renamed by the OpenAPI test"},
+		"move_job":                 map[string]any{"stage": "in_progress", "note": "Started"},
+		"create_webhook_endpoint":  map[string]any{"url": receiver, "events": []string{"job.opened"}},
+		"update_webhook_endpoint":  map[string]any{"description": "Renamed by the OpenAPI test"},
+		"replay_failed_deliveries": map[string]any{"since": "2026-01-01T00:00:00Z"},
+		"trigger_sandbox_event":    map[string]any{"event": "job.opened"},
 	}
+}
+
+// webhookFixture registers an endpoint on a receiver, raises a live event
+// and waits for its delivery, so that event and delivery routes have real
+// ids to work on.
+func webhookFixture(t *testing.T, g *gateway, token string) (receiver string, ids map[string]string) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	t.Cleanup(srv.Close)
+	ep := g.do(t, "POST", "/v1/webhook_endpoints", token, map[string]any{"url": srv.URL + "/hook", "events": []string{"job.stage_changed"}})
+	if ep.StatusCode != 201 {
+		t.Fatalf("register endpoint: %d %s", ep.StatusCode, ep.body)
+	}
+	epID := ep.json(t)["id"].(string)
+	job := g.do(t, "GET", "/v1/jobs?limit=1", token, nil).json(t)["data"].([]any)[0].(map[string]any)["id"].(string)
+	if r := g.do(t, "POST", "/v1/jobs/"+job+"/stage", token, map[string]any{"stage": "in_review"}); r.StatusCode != 200 {
+		t.Fatalf("move job: %d %s", r.StatusCode, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		page := g.do(t, "GET", "/v1/webhook_endpoints/"+epID+"/deliveries", token, nil).json(t)
+		if data := page["data"].([]any); len(data) > 0 {
+			d := data[0].(map[string]any)
+			return srv.URL + "/hook", map[string]string{"webhook_endpoints": epID, "deliveries": d["id"].(string), "events": d["event_id"].(string)}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no delivery appeared for the fixture event")
+	return "", nil
 }
 
 // documentedOperations reads the served OpenAPI document and makes each
@@ -48,8 +85,8 @@ func documentedOperations(t *testing.T, g *gateway) []operation {
 	if doc.OpenAPI != "3.1.0" {
 		t.Fatalf("openapi version %q", doc.OpenAPI)
 	}
-	bodies := exampleBodies(t, g, full)
-	ids := map[string]string{}
+	receiver, ids := webhookFixture(t, g, full)
+	bodies := exampleBodies(t, g, full, receiver)
 	var ops []operation
 	for pattern, methods := range doc.Paths {
 		for method, raw := range methods {
@@ -60,10 +97,16 @@ func documentedOperations(t *testing.T, g *gateway) []operation {
 			}
 			if strings.Contains(pattern, "{id}") {
 				kind := strings.Split(pattern, "/")[2]
-				if ids[kind] == "" {
+				if op.id == "delete_webhook_endpoint" {
+					// Deleting the shared fixture would break the routes after it.
+					spare := g.do(t, "POST", "/v1/webhook_endpoints", full, bodies["create_webhook_endpoint"])
+					op.path = strings.Replace(pattern, "{id}", spare.json(t)["id"].(string), 1)
+				} else if ids[kind] == "" {
 					ids[kind] = g.do(t, "GET", "/v1/"+kind+"?limit=1", full, nil).json(t)["data"].([]any)[0].(map[string]any)["id"].(string)
 				}
-				op.path = strings.Replace(pattern, "{id}", ids[kind], 1)
+				if op.path == pattern {
+					op.path = strings.Replace(pattern, "{id}", ids[kind], 1)
+				}
 			}
 			if _, ok := raw["requestBody"]; ok {
 				b, ok := bodies[op.id]

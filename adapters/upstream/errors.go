@@ -55,6 +55,8 @@ type StatusError struct {
 	Status   int
 	// Body is the start of the answer, for messages and logs.
 	Body []byte
+	// RetryAfter is the vendor's Retry-After, zero when it sent none.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {

@@ -40,6 +40,10 @@ type Deps struct {
 	// Registerer receives the upstream metrics; nil registers nothing (the
 	// metrics are still counted, just not exported).
 	Registerer prometheus.Registerer
+	// State remembers the last state seen of upstream records, to make
+	// change records from webhooks, and OAuth2 refresh tokens that a
+	// vendor rotates; nil keeps both in memory (NewMemoryState).
+	State StateStore
 	// Instance tells apart two adapters of the same system in metric
 	// labels, for example the firm id: the upstream label becomes
 	// "karbon/frm_acme". Empty leaves the system name alone.
@@ -52,6 +56,22 @@ func (d Deps) logger() *zap.Logger {
 	}
 	return d.Logger
 }
+
+func (d Deps) state() StateStore {
+	if d.State == nil {
+		return NewMemoryState()
+	}
+	return d.State
+}
+
+// StateStore returns Deps.State, or a new in-memory store when it is nil.
+func (d Deps) StateStore() StateStore { return d.state() }
+
+// ClockOrSystem returns Deps.Clock, or the system clock when it is nil.
+func (d Deps) ClockOrSystem() Clock { return d.clock() }
+
+// LoggerOrNop returns Deps.Logger, or one that logs nothing.
+func (d Deps) LoggerOrNop() *zap.Logger { return d.logger() }
 
 func (d Deps) clock() Clock {
 	if d.Clock == nil {

@@ -131,8 +131,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 		c.cred, c.backends = cred, b
 		c.tenant = adapters.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox}
 	}
-	if id != "" && rt.kind != "" && !strings.HasPrefix(id, rt.kind.IDPrefix()) {
-		return notFound(rt.kind, id)
+	if id != "" && !strings.HasPrefix(id, rt.prefix) {
+		return apierror.New(http.StatusNotFound, "resource_not_found",
+			fmt.Sprintf("No such %s: %q.", rt.noun(), id)).WithParam("id")
 	}
 	return rt.serve(h, w, r, c)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/dispatcher"
 )
 
 func (h *Handler) openapi(w http.ResponseWriter, r *http.Request, _ *call) error {
@@ -72,9 +73,26 @@ var errorCodes = map[int][]string{
 
 type schemaSet map[string]any
 
+// eventSchema describes the event envelope, which dispatcher.Event
+// writes with its own MarshalJSON.
+var eventSchema = map[string]any{
+	"type": "object", "required": []string{"id", "event", "occurred_at", "firm", "sandbox", "data"}, "additionalProperties": false,
+	"properties": map[string]any{
+		"id":          map[string]any{"type": "string", "pattern": "^evt_", "description": "The same on every delivery attempt and replay: de-duplicate on it."},
+		"event":       map[string]any{"type": "string", "enum": append(dispatcher.Kinds(), "engagement_letter.signed")},
+		"occurred_at": map[string]any{"type": "string", "format": "date-time", "description": "When the change happened; sort on it."},
+		"firm":        map[string]any{"type": "string", "pattern": "^frm_"},
+		"sandbox":     map[string]any{"type": "boolean"},
+		"data":        map[string]any{"type": "object", "description": "The ids the event names plus the full resource after the change as object."},
+	},
+}
+
 // schemaOf describes a Go type, registering named structs as components.
 func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 	switch {
+	case t == reflect.TypeOf(dispatcher.Event{}):
+		s["Event"] = eventSchema
+		return map[string]any{"$ref": "#/components/schemas/Event"}
 	case t == reflect.TypeOf(time.Time{}):
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == reflect.TypeOf(json.RawMessage{}):
@@ -114,9 +132,24 @@ func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var required []string
+	s.fields(t, t.Name(), props, &required)
+	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		out["required"] = required
+	}
+	return out
+}
+
+// fields adds t's JSON fields to props, flattening embedded structs as
+// encoding/json does; owner names the outer type for enums and dates.
+func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, required *[]string) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		tag := f.Tag.Get("json")
+		if f.Anonymous && tag == "" && f.Type.Kind() == reflect.Struct {
+			s.fields(f.Type, f.Type.Name(), props, required)
+			continue
+		}
 		name, opts, _ := strings.Cut(tag, ",")
 		if name == "-" || !f.IsExported() {
 			continue
@@ -125,7 +158,7 @@ func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 			name = f.Name
 		}
 		schema := s.schemaOf(f.Type)
-		key := t.Name() + "." + name
+		key := owner + "." + name
 		if e, ok := enums[key]; ok {
 			schema["enum"] = e
 		}
@@ -136,21 +169,24 @@ func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 				schema["format"] = "date"
 			}
 		}
-		if name == "object" {
-			schema["const"] = strings.ToLower(t.Name())
+		if name == "object" && f.Type.Kind() == reflect.String {
+			schema["const"] = strings.ToLower(owner)
 		}
 		props[name] = schema
 		// Inputs have every field optional; outputs always carry fields
-		// that are not omitempty.
-		if !strings.Contains(opts, "omitempty") && !strings.HasSuffix(t.Name(), "Input") && f.Type.Kind() != reflect.Pointer {
-			required = append(required, name)
+		// that are not omitted when empty.
+		optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
+		if !optional && !isInput(owner) && f.Type.Kind() != reflect.Pointer {
+			*required = append(*required, name)
 		}
 	}
-	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
-	if len(required) > 0 {
-		out["required"] = required
-	}
-	return out
+}
+
+// isInput reports whether a type is a request body, whose fields are all
+// optional unless marked otherwise.
+func isInput(name string) bool {
+	return strings.HasSuffix(name, "Input") || strings.HasSuffix(name, "Patch") ||
+		strings.HasSuffix(name, "Create") || strings.HasSuffix(name, "Request") || name == "ReplayFailed" || name == "StageMove"
 }
 
 // openAPIDocument builds the OpenAPI 3.1 document from the route table.
@@ -180,6 +216,9 @@ func openAPIDocument(notices map[*route]gateway.Deprecation) ([]byte, error) {
 			op["security"] = []any{map[string]any{"bearer": []string{rt.scope}}}
 			op["description"] = "Requires the `" + rt.scope + "` scope."
 			op["tags"] = []string{string(rt.kind)}
+			if rt.tag != "" {
+				op["tags"] = []string{rt.tag}
+			}
 		} else {
 			op["security"] = []any{}
 			op["tags"] = []string{"meta"}
@@ -187,7 +226,7 @@ func openAPIDocument(notices map[*route]gateway.Deprecation) ([]byte, error) {
 		var params []any
 		if strings.Contains(rt.pattern, "{id}") {
 			params = append(params, map[string]any{"name": "id", "in": "path", "required": true,
-				"schema": map[string]any{"type": "string", "pattern": "^" + rt.kind.IDPrefix()}})
+				"schema": map[string]any{"type": "string", "pattern": "^" + rt.prefix}})
 		}
 		for _, p := range rt.query {
 			params = append(params, map[string]any{"name": p.name, "in": "query", "required": false,
@@ -212,8 +251,11 @@ func openAPIDocument(notices map[*route]gateway.Deprecation) ([]byte, error) {
 		}
 		paths[rt.pattern][strings.ToLower(rt.method)] = op
 	}
-	// Required fields of create inputs.
+	// Required fields of request bodies.
 	markRequired(schemas, "StageMove", "stage")
+	markRequired(schemas, "EndpointCreate", "url", "events")
+	markRequired(schemas, "ReplayFailed", "since")
+	markRequired(schemas, "TriggerRequest", "event")
 
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -278,7 +320,7 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		success = map[string]any{"type": "object"}
 	case rt.serve == nil:
 	case strings.HasPrefix(rt.op, "list_"):
-		item := schemas.schemaOf(reflect.TypeOf(resourceTypes[rt.kind]))
+		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
 		success = map[string]any{
 			"type": "object", "required": []string{"data", "has_more", "next_cursor"}, "additionalProperties": false,
 			"properties": map[string]any{
@@ -288,11 +330,17 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 			},
 		}
 	default:
-		success = schemas.schemaOf(reflect.TypeOf(resourceTypes[rt.kind]))
+		success = schemas.schemaOf(reflect.TypeOf(rt.responseType()))
+	}
+	content := map[string]any{"application/json": map[string]any{"schema": success}}
+	if rt.op == "list_webhook_deliveries" {
+		content["application/x-ndjson"] = map[string]any{"schema": map[string]any{"type": "string"},
+			"description": "Every delivery in the range with its attempts, one JSON object a line."}
+		content["text/csv"] = map[string]any{"schema": map[string]any{"type": "string"},
+			"description": "Every attempt in the range, one row each."}
 	}
 	out := map[string]any{
-		fmt.Sprint(rt.status): map[string]any{"description": "Success", "headers": headers,
-			"content": map[string]any{"application/json": map[string]any{"schema": success}}},
+		fmt.Sprint(rt.status): map[string]any{"description": "Success", "headers": headers, "content": content},
 	}
 	statuses := []int{400, 404, 405, 429, 500}
 	if rt.scope != "" {
@@ -310,6 +358,15 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		}
 	}
 	return out
+}
+
+// responseType is the Go type of the route's success body (or of its
+// items, for a collection).
+func (rt *route) responseType() any {
+	if rt.schema != nil {
+		return rt.schema
+	}
+	return resourceTypes[rt.kind]
 }
 
 func allCodes() []string {

@@ -29,6 +29,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
+	for name, v := range q.params {
+		if err := applyFilter(&q.Filter, findParam(c.route.query, name), v); err != nil {
+			return err
+		}
+	}
 	reader := c.backends.Reader(c.route.kind)
 	page, err := reader.List(r.Context(), c.tenant, c.route.kind, q.Query)
 	if err != nil {
@@ -47,7 +52,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	buf.WriteString(`],"has_more":`)
 	if page.HasMore {
 		buf.WriteString(`true,"next_cursor":"`)
-		buf.WriteString(encodeCursor(c.route.kind, q.fingerprint, page.Next))
+		buf.WriteString(encodeCursor(c.route.pattern, q.fingerprint, page.Next))
 		buf.WriteString("\"}\n")
 	} else {
 		buf.WriteString("false,\"next_cursor\":null}\n")
@@ -85,17 +90,28 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Write(body)
 }
 
-// parsedQuery is a collection query and the fingerprint of its filters,
-// which a cursor must match.
+// parsedQuery is a collection query: page size, the cursor's token, the
+// validated filter parameters, and their fingerprint, which a cursor must
+// match.
 type parsedQuery struct {
 	adapters.Query
+	params      map[string]string
 	fingerprint uint32
+}
+
+// time returns a validated date-time parameter, or the zero time.
+func (q parsedQuery) time(name string) time.Time {
+	t, _ := time.Parse(time.RFC3339, q.params[name])
+	return t.UTC()
 }
 
 // parseQuery reads a collection's parameters strictly: unknown, repeated
 // and malformed parameters are refused rather than ignored.
 func parseQuery(rt *route, raw string) (parsedQuery, error) {
-	q := parsedQuery{Query: adapters.Query{Limit: defaultLimit}}
+	q := parsedQuery{Query: adapters.Query{Limit: defaultLimit}, fingerprint: noFilters}
+	if raw == "" {
+		return q, nil
+	}
 	values, err := url.ParseQuery(raw)
 	if err != nil {
 		return q, apierror.New(http.StatusBadRequest, "parameter_invalid", "The query string is not valid URL encoding.")
@@ -130,14 +146,18 @@ func parseQuery(rt *route, raw string) (parsedQuery, error) {
 			cursor = v
 			continue
 		}
-		if err := applyFilter(&q.Filter, p, v); err != nil {
+		if err := validateParam(p, v); err != nil {
 			return q, err
 		}
+		if q.params == nil {
+			q.params = map[string]string{}
+		}
+		q.params[name] = v
 		fp.Write([]byte(name + "=" + v + "&"))
 	}
 	q.fingerprint = binary.BigEndian.Uint32(fp.Sum(nil))
 	if cursor != "" {
-		token, err := decodeCursor(rt.kind, q.fingerprint, cursor)
+		token, err := decodeCursor(rt.pattern, q.fingerprint, cursor)
 		if err != nil {
 			return q, err
 		}
@@ -145,6 +165,9 @@ func parseQuery(rt *route, raw string) (parsedQuery, error) {
 	}
 	return q, nil
 }
+
+// noFilters is the fingerprint of a query without filters.
+var noFilters = func() uint32 { sum := sha256.Sum256(nil); return binary.BigEndian.Uint32(sum[:]) }()
 
 func findParam(params []param, name string) *param {
 	for i := range params {
@@ -179,7 +202,8 @@ func invalidParam(name, format string, args ...any) *apierror.Error {
 	return apierror.New(http.StatusBadRequest, "parameter_invalid", fmt.Sprintf(format, args...)).WithParam(name)
 }
 
-func applyFilter(f *adapters.Filter, p *param, v string) error {
+// validateParam checks a filter value against its parameter's type.
+func validateParam(p *param, v string) error {
 	switch p.typ {
 	case "enum":
 		if !slices.Contains(p.enum, v) {
@@ -193,15 +217,18 @@ func applyFilter(f *adapters.Filter, p *param, v string) error {
 		if _, err := time.Parse(time.DateOnly, v); err != nil {
 			return invalidParam(p.name, "%s must be a date in the form YYYY-MM-DD.", p.name)
 		}
-	}
-	var t time.Time
-	if p.typ == "date-time" {
-		var err error
-		if t, err = time.Parse(time.RFC3339, v); err != nil {
+	case "date-time":
+		if _, err := time.Parse(time.RFC3339, v); err != nil {
 			return invalidParam(p.name, "%s must be an RFC 3339 time such as 2026-03-01T09:00:00Z.", p.name)
 		}
-		t = t.UTC()
 	}
+	return nil
+}
+
+// applyFilter sets a validated record filter.
+func applyFilter(f *adapters.Filter, p *param, v string) error {
+	t, _ := time.Parse(time.RFC3339, v)
+	t = t.UTC()
 	switch p.name {
 	case "updated_since":
 		f.UpdatedSince = t
@@ -230,10 +257,10 @@ func applyFilter(f *adapters.Filter, p *param, v string) error {
 // A cursor carries the adapter's continuation token, the collection and a
 // fingerprint of the filters, so that a cursor replayed against another
 // query is refused instead of silently skipping records.
-func encodeCursor(k adapters.Kind, fingerprint uint32, token string) string {
-	b := make([]byte, 0, 8+len(k)+len(token))
+func encodeCursor(collection string, fingerprint uint32, token string) string {
+	b := make([]byte, 0, 8+len(collection)+len(token))
 	b = binary.BigEndian.AppendUint32(b, fingerprint)
-	b = append(b, k...)
+	b = append(b, collection...)
 	b = append(b, 0)
 	b = append(b, token...)
 	return "cur_" + base64.RawURLEncoding.EncodeToString(b)
@@ -243,7 +270,7 @@ var errInvalidCursor = apierror.New(http.StatusBadRequest, "invalid_cursor",
 	"This cursor is not one this collection gave out for these filters; send next_cursor from the previous page with the same filters.").
 	WithParam("cursor")
 
-func decodeCursor(k adapters.Kind, fingerprint uint32, cursor string) (string, error) {
+func decodeCursor(collection string, fingerprint uint32, cursor string) (string, error) {
 	raw, ok := strings.CutPrefix(cursor, "cur_")
 	if !ok {
 		return "", errInvalidCursor
@@ -256,7 +283,7 @@ func decodeCursor(k adapters.Kind, fingerprint uint32, cursor string) (string, e
 		return "", errInvalidCursor
 	}
 	kind, token, ok := bytes.Cut(b[4:], []byte{0})
-	if !ok || string(kind) != string(k) || len(token) == 0 {
+	if !ok || string(kind) != collection || len(token) == 0 {
 		return "", errInvalidCursor
 	}
 	return string(token), nil

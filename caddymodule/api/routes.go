@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/practicegw/practicegw/adapters"
@@ -16,10 +17,17 @@ type route struct {
 	op      string // OpenAPI operationId
 	summary string
 	kind    adapters.Kind
-	query   []param
-	body    any // request body type, for validation and the schema
-	status  int // success status
-	serve   func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) error
+	// prefix is the type prefix of the path's {id}; an id without it is
+	// a 404 before any backend is asked.
+	prefix string
+	// tag groups the route in the OpenAPI document; schema is the success
+	// body's type when it is not the kind's resource.
+	tag    string
+	schema any
+	query  []param
+	body   any // request body type, for validation and the schema
+	status int // success status
+	serve  func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) error
 }
 
 // param is a query parameter.
@@ -64,13 +72,16 @@ func listRoute(k adapters.Kind, filters ...param) route {
 func getRoute(k adapters.Kind) route {
 	return route{
 		method: http.MethodGet, pattern: "/v1/" + string(k) + "/{id}", scope: string(k) + ":read",
-		op: "get_" + k.Singular(), summary: "Retrieve a " + k.Singular(), kind: k, status: http.StatusOK,
+		op: "get_" + k.Singular(), summary: "Retrieve a " + k.Singular(), kind: k, prefix: k.IDPrefix(), status: http.StatusOK,
 		serve: (*Handler).get,
 	}
 }
 
 // routes is every /v1 operation.
-var routes = []route{
+var routes = slices.Concat(resourceRoutes, eventRoutes)
+
+// resourceRoutes serve the practice's records.
+var resourceRoutes = []route{
 	{method: http.MethodGet, pattern: "/v1/openapi.json", op: "get_openapi", summary: "This API's OpenAPI 3.1 document",
 		status: http.StatusOK, serve: (*Handler).openapi},
 
@@ -80,7 +91,7 @@ var routes = []route{
 		summary: "Create a client", kind: adapters.Clients, body: adapters.ClientInput{}, status: http.StatusCreated,
 		serve: (*Handler).createClient},
 	{method: http.MethodPatch, pattern: "/v1/clients/{id}", scope: "clients:write", op: "update_client",
-		summary: "Update a client; contacts, when sent, replace the list", kind: adapters.Clients,
+		summary: "Update a client; contacts, when sent, replace the list", kind: adapters.Clients, prefix: "cli_",
 		body: adapters.ClientInput{}, status: http.StatusOK, serve: (*Handler).updateClient},
 
 	listRoute(adapters.Engagements),
@@ -92,10 +103,10 @@ var routes = []route{
 		summary: "Open a job", kind: adapters.Jobs, body: adapters.JobInput{}, status: http.StatusCreated,
 		serve: (*Handler).createJob},
 	{method: http.MethodPatch, pattern: "/v1/jobs/{id}", scope: "jobs:write", op: "update_job",
-		summary: "Update a job (its stage moves only through /stage)", kind: adapters.Jobs,
+		summary: "Update a job (its stage moves only through /stage)", kind: adapters.Jobs, prefix: "job_",
 		body: adapters.JobInput{}, status: http.StatusOK, serve: (*Handler).updateJob},
 	{method: http.MethodPost, pattern: "/v1/jobs/{id}/stage", scope: "jobs:write", op: "move_job",
-		summary: "Move a job to a stage, with an optional note", kind: adapters.Jobs,
+		summary: "Move a job to a stage, with an optional note", kind: adapters.Jobs, prefix: "job_",
 		body: adapters.StageMove{}, status: http.StatusOK, serve: (*Handler).moveJob},
 
 	listRoute(adapters.Documents),
@@ -104,6 +115,22 @@ var routes = []route{
 	getRoute(adapters.Invoices),
 	listRoute(adapters.People),
 	getRoute(adapters.People),
+}
+
+// noun names what the route's {id} identifies, for messages.
+func (r *route) noun() string {
+	if r.kind != "" {
+		return r.kind.Singular()
+	}
+	switch r.prefix {
+	case "evt_":
+		return "event"
+	case "we_":
+		return "webhook endpoint"
+	case "dlv_":
+		return "delivery"
+	}
+	return "record"
 }
 
 // match finds the route for a path and method. It returns the route, the

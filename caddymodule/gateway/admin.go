@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
@@ -47,6 +48,7 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 	return []caddy.AdminRoute{
 		{Pattern: "/practicegw/credentials", Handler: caddy.AdminHandlerFunc(a.credentials)},
 		{Pattern: "/practicegw/credentials/", Handler: caddy.AdminHandlerFunc(a.credential)},
+		{Pattern: "/practicegw/trigger", Handler: caddy.AdminHandlerFunc(a.trigger)},
 	}
 }
 
@@ -144,6 +146,33 @@ func (a *adminAPI) credential(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusOK, CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(time.Now())})
+}
+
+func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
+	if a.app == nil {
+		return notConfigured()
+	}
+	if r.Method != http.MethodPost {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	var req struct {
+		Firm  string `json:"firm"`
+		Event string `json:"event"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return badRequest(fmt.Errorf("reading trigger request: %w", err))
+	}
+	t, err := a.app.Trigger(r.Context(), req.Firm, req.Event)
+	var invalid *adapters.InvalidError
+	if errors.As(err, &invalid) {
+		return badRequest(errors.New(invalid.Message))
+	}
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, http.StatusCreated, t)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

@@ -41,6 +41,14 @@ type App struct {
 	// Without any, the gateway generates one and keeps it in its store.
 	SigningKeys []SigningKeyConfig `json:"signing_keys,omitempty"`
 
+	// Dispatch is "embedded" (this process delivers webhooks) or "off" (a
+	// separate practicegw dispatcher does). Default
+	// {env.PRACTICEGW_DISPATCH}, else embedded.
+	Dispatch string `json:"dispatch,omitempty"`
+
+	// Webhooks tunes delivery.
+	Webhooks WebhookConfig `json:"webhooks,omitzero"`
+
 	// Firms are the firms this gateway serves.
 	Firms []Firm `json:"firms,omitempty"`
 
@@ -55,6 +63,7 @@ type App struct {
 	state    stateStore
 	redis    *redisClient
 	registry *auth.Registry
+	dispatch *dispatch
 	limiter  *limiterRef
 	logger   *zap.Logger
 	cancel   context.CancelFunc
@@ -152,6 +161,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
 
+	if err := a.provisionDispatch(); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+
 	a.firms = map[string]*firmBackends{}
 	for _, f := range a.Firms {
 		b, err := a.backends(f)
@@ -204,6 +217,7 @@ func (a *App) Start() error {
 		defer close(a.done)
 		a.expire(ctx)
 	}()
+	a.dispatch.start(a.shared.demo, a.logger)
 	return nil
 }
 
@@ -213,7 +227,7 @@ func (a *App) Stop() error {
 		a.cancel()
 		<-a.done
 	}
-	return nil
+	return a.dispatch.stop()
 }
 
 // Cleanup releases what Provision acquired.

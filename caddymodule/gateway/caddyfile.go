@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/caddyserver/caddy/v2"
 	"strings"
 	"time"
 
@@ -19,6 +20,13 @@ func init() {
 //	practicegw {
 //	    data_dir    <path>
 //	    redis       [<redis://host:port/db>]
+//	    dispatch    embedded|off
+//	    webhooks {
+//	        backoff_base   <duration>
+//	        backoff_factor <number>
+//	        allow_cidrs    <cidr>[,<cidr>...]
+//	        timeout        <duration>
+//	    }
 //	    signing_key <id> <base64-secret>
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
 //	    firm <frm_id> {
@@ -55,6 +63,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "redis":
 			if d.NextArg() {
 				a.Redis = d.Val()
+			}
+		case "dispatch":
+			if d.NextArg() {
+				a.Dispatch = d.Val()
+			}
+		case "webhooks":
+			if err := unmarshalWebhooks(d, &a.Webhooks); err != nil {
+				return err
 			}
 		case "signing_key":
 			var k SigningKeyConfig
@@ -133,4 +149,38 @@ func unmarshalDeprecation(d *caddyfile.Dispenser) (Deprecation, error) {
 		dep.Link = args[4]
 	}
 	return dep, nil
+}
+
+func unmarshalWebhooks(d *caddyfile.Dispenser, w *WebhookConfig) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		// Values may be empty where an unset {$VAR} expanded to nothing.
+		val := ""
+		if d.NextArg() {
+			val = d.Val()
+		}
+		switch opt {
+		case "backoff_base":
+			w.BackoffBase = val
+		case "backoff_factor":
+			w.BackoffFactor = val
+		case "allow_cidrs":
+			w.AllowCIDRs = val
+		case "timeout":
+			if val == "" {
+				return d.ArgErr()
+			}
+			t, err := caddy.ParseDuration(val)
+			if err != nil {
+				return d.Errf("webhooks timeout: %v", err)
+			}
+			w.Timeout = caddy.Duration(t)
+		default:
+			return d.Errf("unknown webhooks option %q", opt)
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
 }

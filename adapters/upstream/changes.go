@@ -1,0 +1,154 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+// ChangeSink takes change records to the event pipeline: the gateway's
+// outbox or the Kafka changes topic. Publish returns once the change is
+// durable; an error makes the webhook answer 5xx so the vendor sends it
+// again.
+type ChangeSink interface {
+	Publish(ctx context.Context, c adapters.Change) error
+}
+
+// StateStore remembers the last /v1 JSON seen of each upstream record, to
+// tell what a vendor's "something changed" notification changed. Last
+// returns nil and no error for a record never seen.
+type StateStore interface {
+	Last(ctx context.Context, key string) ([]byte, error)
+	Save(ctx context.Context, key string, state []byte) error
+}
+
+// MemoryState is a StateStore in this process, for tests and single
+// instances that accept a first change after a restart having no "before".
+type MemoryState struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// NewMemoryState makes an empty MemoryState.
+func NewMemoryState() *MemoryState { return &MemoryState{m: map[string][]byte{}} }
+
+func (s *MemoryState) Last(_ context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key], nil
+}
+
+func (s *MemoryState) Save(_ context.Context, key string, state []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = bytes.Clone(state)
+	return nil
+}
+
+// Recorder turns fresh upstream reads into change records: it compares a
+// record with the last state seen, publishes a Change when they differ and
+// then remembers the new state. Saving after publishing means a crash in
+// between publishes again rather than never; the change id is derived
+// from the record's own version, so the pipeline drops the repeat.
+type Recorder struct {
+	State StateStore
+	Sink  ChangeSink
+	// Clock stamps OccurredAt when the vendor gives no time; nil is the
+	// system clock.
+	Clock Clock
+
+	locks [64]sync.Mutex
+	seed  maphash.Seed
+	once  sync.Once
+}
+
+// Observation is one record as just read from upstream.
+type Observation struct {
+	Tenant     adapters.Tenant
+	Kind       adapters.Kind
+	ResourceID string
+	After      json.RawMessage
+	// Version is what the vendor says identifies this state of the
+	// record (its updated time or timestamp); it makes the change id.
+	Version string
+	// OccurredAt is when the vendor says the change happened.
+	OccurredAt time.Time
+	Note       string
+}
+
+// Observe records o and reports whether it published a change. The same
+// record is observed by one goroutine at a time in this process, so two
+// notifications for it cannot both see the same "before".
+func (r *Recorder) Observe(ctx context.Context, o Observation) (bool, error) {
+	key := StateKey(o.Tenant, o.Kind, o.ResourceID)
+	mu := r.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+
+	before, err := r.State.Last(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("last state of %s: %w", key, err)
+	}
+	if before != nil && bytes.Equal(before, o.After) {
+		return false, nil
+	}
+	at := o.OccurredAt
+	if at.IsZero() {
+		clock := r.Clock
+		if clock == nil {
+			clock = SystemClock{}
+		}
+		at = clock.Now()
+	}
+	c := adapters.Change{
+		ID:         ChangeID(o.Tenant, o.Kind, o.ResourceID, o.Version, o.After),
+		Firm:       o.Tenant.Firm,
+		Sandbox:    o.Tenant.Sandbox,
+		Kind:       o.Kind,
+		ResourceID: o.ResourceID,
+		After:      o.After,
+		Note:       o.Note,
+		OccurredAt: at.UTC(),
+	}
+	if before != nil {
+		c.Before = json.RawMessage(before)
+	}
+	if err := r.Sink.Publish(ctx, c); err != nil {
+		return false, fmt.Errorf("publish change %s: %w", c.ID, err)
+	}
+	if err := r.State.Save(ctx, key, o.After); err != nil {
+		return true, fmt.Errorf("save state of %s: %w", key, err)
+	}
+	return true, nil
+}
+
+func (r *Recorder) lock(key string) *sync.Mutex {
+	r.once.Do(func() { r.seed = maphash.MakeSeed() })
+	return &r.locks[maphash.String(r.seed, key)%uint64(len(r.locks))]
+}
+
+// StateKey is the StateStore key of a record.
+func StateKey(t adapters.Tenant, k adapters.Kind, id string) string {
+	return t.String() + "/" + string(k) + "/" + id
+}
+
+// ChangeID is chg_ and a digest of the record, its version and its new
+// state: the same change seen twice (a vendor retry, two instances) gets
+// the same id.
+func ChangeID(t adapters.Tenant, k adapters.Kind, id, version string, after []byte) string {
+	h := sha256.New()
+	for _, s := range []string{t.String(), string(k), id, version} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write(after)
+	return "chg_" + hex.EncodeToString(h.Sum(nil)[:16])
+}

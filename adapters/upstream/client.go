@@ -1,0 +1,493 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/sony/gobreaker/v2"
+	"go.uber.org/zap"
+)
+
+// Authorizer puts a vendor's credentials on a request: static headers, or
+// an OAuth2 bearer token it refreshes itself.
+type Authorizer interface {
+	Authorize(ctx context.Context, h http.Header) error
+}
+
+// Headers is an Authorizer that sets fixed headers.
+type Headers map[string]string
+
+func (hs Headers) Authorize(_ context.Context, h http.Header) error {
+	for k, v := range hs {
+		h.Set(k, v)
+	}
+	return nil
+}
+
+// Options describe one upstream to NewClient.
+type Options struct {
+	// System names the vendor ("karbon"); with Deps.Instance it makes the
+	// metric label and the breaker's name.
+	System string
+	// BaseURL is where paths are resolved, with the API's path prefix
+	// ("https://api.xero.com/api.xro/2.0").
+	BaseURL string
+	// Policy is the configured resilience; Defaults the vendor's own
+	// defaults under it (its published rate limit).
+	Policy, Defaults Policy
+	Auth             Authorizer
+	// Account identifies the vendor account for the shared budget, for
+	// example the access key; it is hashed, never stored. Empty shares
+	// one budget per base URL.
+	Account string
+	// Transport replaces the HTTP transport (tests, benchmarks).
+	Transport http.RoundTripper
+}
+
+// Client calls one upstream with the resilience of its Policy. It is safe
+// for concurrent use; make one per vendor account and keep it.
+type Client struct {
+	label     string
+	base      *url.URL
+	hc        *http.Client
+	p         Policy
+	auth      Authorizer
+	budget    Budget
+	budgetKey string
+	clock     Clock
+	log       *zap.Logger
+	m         *metrics
+	cb        *gobreaker.CircuitBreaker[*Response]
+	openedAt  atomic.Int64 // Unix nanoseconds the breaker last opened
+}
+
+// NewClient makes the client for one upstream.
+func NewClient(o Options, d Deps) (*Client, error) {
+	base, err := url.Parse(strings.TrimSuffix(o.BaseURL, "/"))
+	if err != nil || base.Scheme == "" || base.Host == "" {
+		return nil, fmt.Errorf("%s: base url %q must be absolute, such as https://api.example.com", o.System, o.BaseURL)
+	}
+	m, err := newMetrics(d.Registerer)
+	if err != nil {
+		return nil, fmt.Errorf("%s: register metrics: %w", o.System, err)
+	}
+	p := o.Policy.withDefaults(o.Defaults)
+	tr := o.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 32
+		tr = t
+	}
+	account := sha256.Sum256([]byte(base.Host + "\x00" + o.Account))
+	c := &Client{
+		label:     d.Label(o.System),
+		base:      base,
+		p:         p,
+		auth:      o.Auth,
+		budget:    d.Budget,
+		budgetKey: o.System + ":" + hex.EncodeToString(account[:8]),
+		clock:     d.clock(),
+		log:       d.logger().With(zap.String("upstream", d.Label(o.System))),
+		m:         m,
+	}
+	if c.auth == nil {
+		c.auth = Headers(nil)
+	}
+	if c.budget == nil {
+		c.budget = NewLocalBudget(c.clock)
+	}
+	c.hc = &http.Client{Transport: tr, CheckRedirect: c.sameOriginRedirect}
+	c.cb = gobreaker.NewCircuitBreaker[*Response](gobreaker.Settings{
+		Name:        c.label,
+		MaxRequests: 1,
+		Timeout:     time.Duration(p.BreakerTimeout),
+		ReadyToTrip: func(n gobreaker.Counts) bool {
+			return n.ConsecutiveFailures >= uint32(p.BreakerFailures)
+		},
+		OnStateChange: func(_ string, _, to gobreaker.State) {
+			if to == gobreaker.StateOpen {
+				c.openedAt.Store(time.Now().UnixNano())
+				c.log.Warn("circuit breaker opened", zap.Duration("for", time.Duration(p.BreakerTimeout)))
+			}
+			c.m.breaker.WithLabelValues(c.label).Set(float64(to))
+		},
+		IsSuccessful: breakerSuccess,
+		IsExcluded:   func(err error) bool { return errors.Is(err, errCanceled) },
+	})
+	c.m.breaker.WithLabelValues(c.label).Set(0)
+	return c, nil
+}
+
+// Label is the upstream's metric label.
+func (c *Client) Label() string { return c.label }
+
+// BaseURL is the configured base URL.
+func (c *Client) BaseURL() *url.URL { return c.base }
+
+// Request is one call. Path is relative to the base URL ("/v3/WorkItems")
+// or an absolute URL on the base URL's origin (a vendor's next link).
+type Request struct {
+	Method string
+	Path   string
+	Query  url.Values
+	Header http.Header
+	// Body is sent as is, with ContentType (default application/json).
+	Body        []byte
+	ContentType string
+	// Idempotent allows retries of a method other than GET and HEAD: the
+	// read RPCs of APIs that use POST for everything (Dropbox).
+	Idempotent bool
+}
+
+// Response is a 2xx answer, read whole.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON makes the call and decodes a 2xx body into v (nil: ignore the
+// body). what names the answer in a malformed-answer error.
+func (c *Client) JSON(ctx context.Context, r Request, what string, v any) (*Response, error) {
+	resp, err := c.Do(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	if v != nil {
+		if err := json.Unmarshal(resp.Body, v); err != nil {
+			return nil, Malformed(c.label, what, err)
+		}
+	}
+	return resp, nil
+}
+
+// Do makes the call: through the breaker and the budget, one attempt at a
+// time with a timeout each, retrying idempotent calls on 5xx, 429,
+// timeouts and connection errors with exponential backoff and full jitter
+// (or the vendor's Retry-After when it sends one). Answers outside 2xx
+// come back as errors (see the package comment).
+func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
+	u, err := c.resolve(r.Path, r.Query)
+	if err != nil {
+		return nil, err
+	}
+	if r.Method == "" {
+		r.Method = http.MethodGet
+	}
+	idempotent := r.Idempotent || r.Method == http.MethodGet || r.Method == http.MethodHead
+	for attempt := 1; ; attempt++ {
+		if err := c.admit(ctx); err != nil {
+			return nil, err
+		}
+		resp, err := c.cb.Execute(func() (*Response, error) { return c.send(ctx, r, u) })
+		if err == nil {
+			return resp, nil
+		}
+		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
+			c.m.requests.WithLabelValues(c.label, outcomeBreakerOpen).Inc()
+			return nil, c.breakerOpen()
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s %s: %w", c.label, r.Method, r.Path, ctx.Err())
+		}
+		wait, retry := retryable(err, idempotent)
+		if !retry || attempt >= c.p.MaxAttempts {
+			return nil, c.final(err)
+		}
+		if wait > time.Duration(c.p.MaxRetryWait) {
+			return nil, &UnavailableError{Upstream: c.label, RetryAfter: wait, Err: err}
+		}
+		if wait == 0 {
+			wait = c.backoff(attempt)
+		}
+		if err := c.clock.Sleep(ctx, wait); err != nil {
+			return nil, fmt.Errorf("%s %s %s: %w", c.label, r.Method, r.Path, err)
+		}
+	}
+}
+
+// admit refuses at once while the breaker is open, before spending budget,
+// then books the call against the vendor account's budget, waiting for it
+// when the wait is short.
+func (c *Client) admit(ctx context.Context) error {
+	if c.cb.State() == gobreaker.StateOpen {
+		c.m.requests.WithLabelValues(c.label, outcomeBreakerOpen).Inc()
+		return c.breakerOpen()
+	}
+	if c.p.RateLimit < 0 {
+		return nil
+	}
+	var waited time.Duration
+	for {
+		wait, err := c.budget.Take(ctx, c.budgetKey, c.p.RateLimit, time.Duration(c.p.RatePeriod))
+		if err != nil {
+			// A budget store that is down must not take the vendor
+			// down with it: the vendor's own 429s still guard.
+			c.log.Warn("request budget unavailable; calling without it", zap.Error(err))
+			return nil
+		}
+		if wait == 0 {
+			return nil
+		}
+		if waited+wait > time.Duration(c.p.MaxRetryWait) {
+			c.m.requests.WithLabelValues(c.label, outcomeBudget).Inc()
+			return &UnavailableError{Upstream: c.label, RetryAfter: wait,
+				Err: fmt.Errorf("request budget of %d per %s spent", c.p.RateLimit, time.Duration(c.p.RatePeriod))}
+		}
+		if err := c.clock.Sleep(ctx, wait); err != nil {
+			return err
+		}
+		waited += wait
+	}
+}
+
+func (c *Client) breakerOpen() error {
+	left := time.Duration(c.p.BreakerTimeout) - time.Since(time.Unix(0, c.openedAt.Load()))
+	return &UnavailableError{Upstream: c.label, RetryAfter: max(left, time.Second), Err: errBreakerOpen}
+}
+
+var errBreakerOpen = errors.New("circuit breaker open after repeated failures")
+
+// send is one attempt.
+func (c *Client) send(ctx context.Context, r Request, u string) (*Response, error) {
+	actx, cancel := context.WithTimeout(ctx, time.Duration(c.p.Timeout))
+	defer cancel()
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(actx, r.Method, u, body)
+	if err != nil {
+		return nil, fmt.Errorf("%s: build request: %w", c.label, err)
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	if req.Header.Get("Accept") == "" {
+		req.Header.Set("Accept", "application/json")
+	}
+	if r.Body != nil {
+		ct := r.ContentType
+		if ct == "" {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
+	}
+	if err := c.auth.Authorize(actx, req.Header); err != nil {
+		return nil, fmt.Errorf("%s: authorize: %w", c.label, err)
+	}
+
+	start := time.Now()
+	resp, err := c.hc.Do(req)
+	var b []byte
+	if err == nil {
+		b, err = io.ReadAll(io.LimitReader(resp.Body, c.p.MaxBodyBytes+1))
+		resp.Body.Close()
+	}
+	c.m.duration.WithLabelValues(c.label).Observe(time.Since(start).Seconds())
+	if err != nil {
+		err = c.transportError(ctx, actx, err)
+		c.m.requests.WithLabelValues(c.label, outcomeOf(err)).Inc()
+		return nil, err
+	}
+	if int64(len(b)) > c.p.MaxBodyBytes {
+		c.m.requests.WithLabelValues(c.label, outcomeOK).Inc()
+		return nil, Malformed(c.label, r.Method+" "+r.Path, fmt.Errorf("body over %d bytes", c.p.MaxBodyBytes))
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		c.m.requests.WithLabelValues(c.label, outcomeOK).Inc()
+		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	}
+	serr := &StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
+		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}
+	c.m.requests.WithLabelValues(c.label, outcomeOf(serr)).Inc()
+	return nil, serr
+}
+
+// Attempt failures that are not answers.
+var (
+	errCanceled = errors.New("caller canceled")
+	errTimeout  = errors.New("no answer in time")
+	errNetwork  = errors.New("connection failed")
+)
+
+func (c *Client) transportError(ctx, actx context.Context, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: %w", errCanceled, ctx.Err())
+	case actx.Err() != nil:
+		return fmt.Errorf("%w within %s", errTimeout, time.Duration(c.p.Timeout))
+	}
+	return fmt.Errorf("%w: %w", errNetwork, err)
+}
+
+func outcomeOf(err error) string {
+	var s *StatusError
+	switch {
+	case errors.As(err, &s):
+		switch {
+		case s.Status == http.StatusTooManyRequests:
+			return outcomeRateLimited
+		case s.Status >= 500:
+			return outcomeServerError
+		}
+		return outcomeClientError
+	case errors.Is(err, errTimeout):
+		return outcomeTimeout
+	case errors.Is(err, errCanceled):
+		return outcomeCanceled
+	}
+	return outcomeNetwork
+}
+
+// breakerSuccess counts what says nothing about the upstream's health as a
+// success: a 4xx other than 429 is our request's fault (or a record that
+// is not there), a malformed body came from a live server.
+func breakerSuccess(err error) bool {
+	if err == nil {
+		return true
+	}
+	var s *StatusError
+	if errors.As(err, &s) {
+		return s.Status < 500 && s.Status != http.StatusTooManyRequests
+	}
+	var m *MalformedError
+	return errors.As(err, &m)
+}
+
+// retryable says whether another attempt may help, and how long the
+// vendor asked us to wait first (0: use our backoff).
+func retryable(err error, idempotent bool) (time.Duration, bool) {
+	var s *StatusError
+	if errors.As(err, &s) {
+		switch {
+		case s.Status == http.StatusTooManyRequests:
+			// The vendor refused before doing anything, so even a write
+			// may go again.
+			return s.RetryAfter, true
+		case s.Status >= 500:
+			return s.RetryAfter, idempotent
+		}
+		return 0, false
+	}
+	if errors.Is(err, errTimeout) || errors.Is(err, errNetwork) {
+		return 0, idempotent
+	}
+	return 0, false
+}
+
+// final turns the last attempt's failure into the error callers see.
+func (c *Client) final(err error) error {
+	var s *StatusError
+	if errors.As(err, &s) {
+		switch {
+		case s.Status == http.StatusTooManyRequests || s.Status >= 500:
+			return &UnavailableError{Upstream: c.label, RetryAfter: s.RetryAfter, Err: err}
+		case s.Status == http.StatusUnauthorized || s.Status == http.StatusForbidden:
+			// Nothing the API caller can fix: the firm's credentials are
+			// wrong or revoked. Say so loudly here and unavailable there.
+			c.log.Error("upstream refused our credentials; check the firm's configuration", zap.Error(err))
+			return &UnavailableError{Upstream: c.label, Err: err}
+		}
+		return err
+	}
+	if errors.Is(err, errTimeout) || errors.Is(err, errNetwork) {
+		return &UnavailableError{Upstream: c.label, Err: err}
+	}
+	return err
+}
+
+// backoff is full jitter over BackoffBase·2^(attempt-1), capped.
+func (c *Client) backoff(attempt int) time.Duration {
+	ceil := min(time.Duration(c.p.BackoffBase)<<(attempt-1), time.Duration(c.p.BackoffMax))
+	if ceil <= 0 {
+		return 0
+	}
+	return rand.N(ceil) + 1
+}
+
+// EncodeQuery is url.Values.Encode with spaces as %20, which every vendor
+// reads, where some OData servers take a literal + in $filter as a plus.
+func EncodeQuery(q url.Values) string {
+	return strings.ReplaceAll(q.Encode(), "+", "%20")
+}
+
+func parseRetryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0)
+	}
+	return 0
+}
+
+// resolve makes the URL of a path (already escaped by the adapter) or
+// checks an absolute one.
+func (c *Client) resolve(p string, q url.Values) (string, error) {
+	if strings.HasPrefix(p, "https://") || strings.HasPrefix(p, "http://") {
+		rel, err := c.Relative(p)
+		if err != nil {
+			return "", err
+		}
+		p = rel
+	}
+	path, rawQuery, _ := strings.Cut(p, "?")
+	if len(q) > 0 {
+		if rawQuery != "" {
+			rawQuery += "&"
+		}
+		rawQuery += EncodeQuery(q)
+	}
+	u := c.base.Scheme + "://" + c.base.Host + c.base.EscapedPath() + path
+	if rawQuery != "" {
+		u += "?" + rawQuery
+	}
+	return u, nil
+}
+
+// Relative checks that link, a URL the vendor handed us (an OData next
+// link), points at this upstream and returns it relative to the base URL.
+// Cursors carry only relative links, so a forged cursor cannot send our
+// credentials to another host.
+func (c *Client) Relative(link string) (string, error) {
+	u, err := url.Parse(link)
+	if err != nil {
+		return "", Malformed(c.label, "next link", err)
+	}
+	if !u.IsAbs() {
+		return link, nil
+	}
+	prefix := c.base.EscapedPath()
+	if u.Scheme != c.base.Scheme || u.Host != c.base.Host || !strings.HasPrefix(u.EscapedPath(), prefix) {
+		return "", Malformed(c.label, "next link", fmt.Errorf("%q is not under %s", link, c.base))
+	}
+	rel := strings.TrimPrefix(u.EscapedPath(), prefix)
+	if u.RawQuery != "" {
+		rel += "?" + u.RawQuery
+	}
+	return rel, nil
+}
+
+func (c *Client) sameOriginRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 || req.URL.Host != via[0].URL.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
