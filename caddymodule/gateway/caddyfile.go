@@ -26,6 +26,7 @@ func init() {
 //	        backoff_factor <number>
 //	        allow_cidrs    <cidr>[,<cidr>...]
 //	        timeout        <duration>
+//	        breaker_cooldown <duration>
 //	    }
 //	    signing_key <id> <base64-secret>
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
@@ -166,6 +167,8 @@ func unmarshalWebhooks(d *caddyfile.Dispenser, w *WebhookConfig) error {
 			w.BackoffFactor = val
 		case "allow_cidrs":
 			w.AllowCIDRs = val
+		case "breaker_cooldown":
+			w.BreakerCooldown = val
 		case "timeout":
 			if val == "" {
 				return d.ArgErr()

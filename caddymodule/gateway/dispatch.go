@@ -32,6 +32,10 @@ type WebhookConfig struct {
 	AllowCIDRs string `json:"allow_cidrs,omitempty"`
 	// Timeout bounds one attempt. Default 15s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
+	// BreakerCooldown is how long an endpoint's open circuit breaker
+	// defers its deliveries (without spending attempts) before a probe.
+	// Default {env.PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN}, else 1m.
+	BreakerCooldown string `json:"breaker_cooldown,omitempty"`
 }
 
 func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, error) {
@@ -57,6 +61,13 @@ func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, erro
 			return cfg, fmt.Errorf("webhook backoff factor %q must be a number of at least 1", v)
 		}
 		cfg.BackoffFactor = f
+	}
+	if v := get(w.BreakerCooldown, "PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN"); v != "" {
+		d, err := caddy.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("webhook breaker cooldown %q is not a positive duration", v)
+		}
+		cfg.BreakerCooldown = d
 	}
 	cidrs, err := ParseCIDRs(get(w.AllowCIDRs, "PRACTICEGW_WEBHOOK_ALLOW_CIDRS"))
 	if err != nil {

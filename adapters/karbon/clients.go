@@ -1,0 +1,437 @@
+package karbon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+var defaultClientStatuses = map[string]string{
+	"client":          "active",
+	"prospect":        "prospect",
+	"former client":   "inactive",
+	"inactive client": "inactive",
+	"past client":     "inactive",
+	"archived":        "archived",
+}
+
+func clientStatuses(cfg map[string]string) (map[string]string, error) {
+	m := map[string]string{}
+	for k, v := range defaultClientStatuses {
+		m[k] = v
+	}
+	for k, v := range cfg {
+		if !contains(adapters.ClientStatuses, v) {
+			return nil, fmt.Errorf("karbon: client_statuses %q: %q is not one of %v", k, v, adapters.ClientStatuses)
+		}
+		m[norm(k)] = v
+	}
+	return m, nil
+}
+
+// statusOf maps a contact type to a client status; false means the contact
+// is not a client at all.
+func (a *Adapter) statusOf(contactType string) (string, bool) {
+	t := norm(contactType)
+	if s, ok := a.statuses[t]; ok {
+		return s, true
+	}
+	if strings.Contains(t, "client") {
+		return "active", true
+	}
+	return "", false
+}
+
+// statusFor is the contact type a write of status sets: the first
+// configured type for it, else the default's.
+func (a *Adapter) statusFor(status string) string {
+	for k, v := range a.cfg.ClientStatuses {
+		if v == status {
+			return k
+		}
+	}
+	switch status {
+	case "active":
+		return "Client"
+	case "prospect":
+		return "Prospect"
+	case "inactive":
+		return "Former Client"
+	}
+	return "Archived"
+}
+
+// clientRow is one entry of Karbon's contact, organization or client group
+// lists.
+type clientRow struct {
+	ref         clientRef
+	contactType string // empty for client groups, whose list has none
+	version     string // LastModifiedDateTime as Karbon wrote it
+	modified    time.Time
+}
+
+// segments are the Karbon collections a client list walks, in order.
+var segments = []byte{'c', 'o', 'g'}
+
+func (a *Adapter) listClients(ctx context.Context, f adapters.Filter, cur upstream.Cursor, limit int) (adapters.Page, error) {
+	w := upstream.Walk[clientRow]{
+		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[clientRow], error) {
+			return a.fetchClients(ctx, token)
+		},
+		ID: func(r clientRow) string { return r.ref.id() },
+		Match: func(r clientRow) bool {
+			if r.ref.kind != 'g' {
+				status, ok := a.statusOf(r.contactType)
+				if !ok || f.Status != "" && status != f.Status {
+					return false
+				}
+			}
+			return inTimes(f, r.modified)
+		},
+		Convert: func(ctx context.Context, rows []upstream.Found[clientRow]) ([]json.RawMessage, error) {
+			out := make([]json.RawMessage, len(rows))
+			err := upstream.Parallel(ctx, a.cfg.DetailConcurrency, len(rows), func(ctx context.Context, i int) error {
+				r := rows[i].Item
+				c, ok := a.details.get(r.ref.id(), r.version)
+				if !ok {
+					var err error
+					if c, ok, err = a.readClient(ctx, r.ref); err != nil || !ok {
+						return err
+					}
+				}
+				if (f.Owner == "" || c.owner == f.Owner) && (f.Status == "" || c.status == f.Status) {
+					out[i] = c.raw
+				}
+				return nil
+			})
+			return out, err
+		},
+		MaxPages: a.cfg.MaxScanPages,
+	}
+	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+}
+
+// inTimes applies the time filters of clients, which Karbon's $filter
+// cannot express, to the modified time (also their last activity).
+func inTimes(f adapters.Filter, t time.Time) bool {
+	return (f.UpdatedSince.IsZero() || !t.Before(f.UpdatedSince)) &&
+		(f.LastActivityAfter.IsZero() || !t.Before(f.LastActivityAfter)) &&
+		(f.LastActivityBefore.IsZero() || !t.After(f.LastActivityBefore))
+}
+
+// fetchClients reads one Karbon page of a client list. Tokens are
+// "<collection letter>:<$skip>"; "" is the first page of contacts.
+func (a *Adapter) fetchClients(ctx context.Context, token string) (upstream.VendorPage[clientRow], error) {
+	var page upstream.VendorPage[clientRow]
+	seg, skip := byte('c'), 0
+	if token != "" {
+		s, n, ok := strings.Cut(token, ":")
+		var err error
+		skip, err = strconv.Atoi(n)
+		if !ok || len(s) != 1 || strings.IndexByte("cog", s[0]) < 0 || err != nil || skip < 0 {
+			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+		}
+		seg = s[0]
+	}
+	q := url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}}
+	if skip > 0 {
+		q.Set("$skip", strconv.Itoa(skip))
+	}
+	ref := clientRef{kind: seg}
+	path := "/v3/" + ref.collection()
+	var next string
+	var n int
+	switch seg {
+	case 'c':
+		var l odataList[contactSummary]
+		if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, "contacts", &l); err != nil {
+			return page, fmt.Errorf("karbon: list contacts: %w", err)
+		}
+		for _, v := range l.Value {
+			page.Items = append(page.Items, clientRow{ref: clientRef{'c', v.ContactKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
+		}
+		next, n = l.NextLink, len(l.Value)
+	case 'o':
+		var l odataList[organizationSummary]
+		if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, "organizations", &l); err != nil {
+			return page, fmt.Errorf("karbon: list organizations: %w", err)
+		}
+		for _, v := range l.Value {
+			page.Items = append(page.Items, clientRow{ref: clientRef{'o', v.OrganizationKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
+		}
+		next, n = l.NextLink, len(l.Value)
+	default:
+		var l odataList[clientGroupSummary]
+		if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, "client groups", &l); err != nil {
+			return page, fmt.Errorf("karbon: list client groups: %w", err)
+		}
+		for _, v := range l.Value {
+			page.Items = append(page.Items, clientRow{ref: clientRef{'g', v.ClientGroupKey}, version: v.LastModifiedDateTime})
+		}
+		next, n = l.NextLink, len(l.Value)
+	}
+	for i := range page.Items {
+		r := &page.Items[i]
+		if !validKey(r.ref.key) {
+			return page, upstream.Malformed(a.c.Label(), "client list", fmt.Errorf("key %q", r.ref.key))
+		}
+		t, err := karbonTime(r.version)
+		if err != nil {
+			return page, upstream.Malformed(a.c.Label(), "client list", err)
+		}
+		r.modified = t
+	}
+	switch {
+	case next != "":
+		s, err := skipOf(next, skip+n)
+		if err != nil {
+			return page, upstream.Malformed(a.c.Label(), "next link", err)
+		}
+		page.Next = string(seg) + ":" + strconv.Itoa(s)
+	case seg == 'c':
+		page.Next = "o:0"
+	case seg == 'o':
+		page.Next = "g:0"
+	}
+	return page, nil
+}
+
+func (a *Adapter) getClient(ctx context.Context, ref clientRef) (json.RawMessage, error) {
+	c, ok, err := a.readClient(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, notFound(adapters.Clients, ref.id())
+	}
+	return c.raw, nil
+}
+
+// readClient reads a client in full and keeps it in the detail cache; ok
+// is false when the record exists but is not a client (a supplier).
+func (a *Adapter) readClient(ctx context.Context, ref clientRef) (cached, bool, error) {
+	path := "/v3/" + ref.collection() + "/" + url.PathEscape(ref.key)
+	var (
+		c       adapters.Client
+		version string
+		ok      bool
+		err     error
+	)
+	switch ref.kind {
+	case 'c':
+		var d contactDetail
+		if err = a.getJSON(ctx, path+"?$expand=BusinessCards,ClientTeam", "contact", &d); err == nil {
+			version = d.LastModifiedDateTime
+			c, ok, err = a.fromContact(ctx, d)
+		}
+	case 'o':
+		var d organizationDetail
+		if err = a.getJSON(ctx, path+"?$expand=BusinessCards,ClientTeam,Contacts", "organization", &d); err == nil {
+			version = d.LastModifiedDateTime
+			c, ok, err = a.fromOrganization(ctx, d)
+		}
+	default:
+		var d clientGroupDetail
+		if err = a.getJSON(ctx, path+"?$expand=BusinessCard,ClientTeam", "client group", &d); err == nil {
+			version = d.LastModifiedDateTime
+			c, ok, err = a.fromClientGroup(ctx, d)
+		}
+	}
+	if err != nil {
+		return cached{}, false, fmt.Errorf("karbon: read client %s: %w", ref.id(), err)
+	}
+	if !ok {
+		return cached{}, false, nil
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return cached{}, false, fmt.Errorf("karbon: encode client: %w", err)
+	}
+	e := cached{version: version, raw: raw, owner: c.Owner, status: c.Status}
+	a.details.put(ref.id(), e)
+	return e, true, nil
+}
+
+func (a *Adapter) fromContact(ctx context.Context, d contactDetail) (adapters.Client, bool, error) {
+	status, ok := a.statusOf(d.ContactType)
+	if !ok {
+		return adapters.Client{}, false, nil
+	}
+	name := strings.Join(strings.Fields(d.FirstName+" "+d.MiddleName+" "+d.LastName), " ")
+	c, err := a.baseClient(ctx, clientRef{'c', d.ContactKey}, name, status, d.LastModifiedDateTime, d.ClientTeam, d.ClientOwner)
+	if err != nil {
+		return c, false, err
+	}
+	c.Type = "individual"
+	card := primaryCard(d.BusinessCards)
+	c.Email, c.Phone = cardEmail(card), cardPhone(card)
+	c.Country = a.country(card, d.AccountingDetail)
+	c.Contacts = []adapters.Contact{{Name: name, Role: "primary", Email: c.Email, Phone: c.Phone}}
+	return c, true, nil
+}
+
+func (a *Adapter) fromOrganization(ctx context.Context, d organizationDetail) (adapters.Client, bool, error) {
+	status, ok := a.statusOf(d.ContactType)
+	if !ok {
+		return adapters.Client{}, false, nil
+	}
+	c, err := a.baseClient(ctx, clientRef{'o', d.OrganizationKey}, d.FullName, status, d.LastModifiedDateTime, d.ClientTeam, d.ClientOwner)
+	if err != nil {
+		return c, false, err
+	}
+	c.Type = "company"
+	if d.AccountingDetail != nil {
+		c.Type = entityClientType(d.AccountingDetail.EntityType)
+	}
+	card := primaryCard(d.BusinessCards)
+	c.Email, c.Phone = cardEmail(card), cardPhone(card)
+	c.Country = a.country(card, d.AccountingDetail)
+	for _, p := range d.Contacts {
+		role := strings.ToLower(strings.TrimSpace(p.RoleOrTitle))
+		if role == "" {
+			role = "contact"
+		}
+		c.Contacts = append(c.Contacts, adapters.Contact{Name: p.FullName, Role: role, Email: p.EmailAddress, Phone: p.PhoneNumber})
+	}
+	return c, true, nil
+}
+
+func (a *Adapter) fromClientGroup(ctx context.Context, d clientGroupDetail) (adapters.Client, bool, error) {
+	status, ok := a.statusOf(d.ContactType)
+	if !ok && d.ContactType != "" {
+		return adapters.Client{}, false, nil
+	}
+	if !ok {
+		status = "active"
+	}
+	c, err := a.baseClient(ctx, clientRef{'g', d.ClientGroupKey}, d.FullName, status, d.LastModifiedDateTime, d.ClientTeam, d.ClientOwner)
+	if err != nil {
+		return c, false, err
+	}
+	c.Type = a.cfg.ClientGroupType
+	c.Email, c.Phone = cardEmail(d.BusinessCard), cardPhone(d.BusinessCard)
+	c.Country = a.country(d.BusinessCard, nil)
+	if d.PrimaryContact != "" {
+		c.Contacts = append(c.Contacts, adapters.Contact{Name: d.PrimaryContact, Role: "primary"})
+	}
+	return c, true, nil
+}
+
+func (a *Adapter) baseClient(ctx context.Context, ref clientRef, name, status, modified string, team []teamMember, ownerField string) (adapters.Client, error) {
+	t, err := karbonTime(modified)
+	if err != nil {
+		return adapters.Client{}, upstream.Malformed(a.c.Label(), "client", err)
+	}
+	owner := ""
+	for _, m := range team {
+		if m.RoleType == "ClientOwner" && m.MemberType == "User" && validKey(m.MemberKey) {
+			owner = m.MemberKey
+			break
+		}
+	}
+	if owner == "" && ownerField != "" {
+		// Without the client team, ClientOwner names the user by email
+		// (or key); the directory turns that into a key.
+		dir, err := a.directory(ctx)
+		if err != nil {
+			return adapters.Client{}, err
+		}
+		owner = dir.key(ownerField)
+	}
+	return adapters.Client{
+		ID: ref.id(), Object: "client", Name: name, Status: status, Owner: userID(owner),
+		Contacts: []adapters.Contact{}, LastActivityAt: t, CreatedAt: t, UpdatedAt: t,
+	}, nil
+}
+
+// entityClientType maps Karbon's accounting entity types to client types.
+func entityClientType(entity string) string {
+	switch entity {
+	case "Partnership", "Limited Liability Partnership":
+		return "partnership"
+	case "Estate or Trust", "Pension Scheme":
+		return "trust"
+	case "Charitable Incorporated Organisation", "Exempt Organization", "Private Foundation", "Club or Society":
+		return "charity"
+	case "Person", "Sole Proprietor":
+		return "individual"
+	}
+	return "company"
+}
+
+// clientEntityType is the reverse, for writes.
+func clientEntityType(typ string) string {
+	switch typ {
+	case "partnership":
+		return "Partnership"
+	case "trust":
+		return "Estate or Trust"
+	case "charity":
+		return "Charitable Incorporated Organisation"
+	case "individual":
+		return "Sole Proprietor"
+	}
+	return "Corporation"
+}
+
+func primaryCard(cards []businessCard) *businessCard {
+	for i := range cards {
+		if cards[i].IsPrimaryCard {
+			return &cards[i]
+		}
+	}
+	if len(cards) > 0 {
+		return &cards[0]
+	}
+	return nil
+}
+
+func cardEmail(c *businessCard) string {
+	if c == nil || len(c.EmailAddresses) == 0 {
+		return ""
+	}
+	return c.EmailAddresses[0]
+}
+
+func cardPhone(c *businessCard) string {
+	if c == nil || len(c.PhoneNumbers) == 0 {
+		return ""
+	}
+	return c.PhoneNumbers[0].Number
+}
+
+// country is the client's ISO 3166 country: the card's address, its phone
+// number's country, the tax country (Karbon writes the United Kingdom
+// as UK), else the configured default.
+func (a *Adapter) country(c *businessCard, acc *accountingDetail) string {
+	var candidates []string
+	if c != nil {
+		for _, ad := range c.Addresses {
+			candidates = append(candidates, ad.CountryCode)
+		}
+		for _, p := range c.PhoneNumbers {
+			candidates = append(candidates, p.CountryCode)
+		}
+	}
+	if acc != nil {
+		candidates = append(candidates, acc.TaxCountryCode)
+	}
+	for _, cc := range candidates {
+		cc = strings.ToUpper(strings.TrimSpace(cc))
+		if cc == "UK" {
+			cc = "GB"
+		}
+		if len(cc) == 2 {
+			return cc
+		}
+	}
+	return a.cfg.DefaultCountry
+}

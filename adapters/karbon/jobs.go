@@ -1,0 +1,239 @@
+package karbon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+func (a *Adapter) listJobs(ctx context.Context, f adapters.Filter, cur upstream.Cursor, limit int) (adapters.Page, error) {
+	filter, none, err := a.jobFilter(ctx, f)
+	if err != nil {
+		return adapters.Page{}, err
+	}
+	if none {
+		return adapters.Page{Items: []json.RawMessage{}}, nil
+	}
+	w := upstream.Walk[workItem]{
+		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[workItem], error) {
+			return a.fetchWork(ctx, filter, token)
+		},
+		ID:    func(w workItem) string { return w.WorkItemKey },
+		Match: func(w workItem) bool { return a.jobMatches(f, w) },
+		Convert: func(_ context.Context, ws []upstream.Found[workItem]) ([]json.RawMessage, error) {
+			out := make([]json.RawMessage, len(ws))
+			for i, w := range ws {
+				raw, err := a.jobJSON(w.Item)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = raw
+			}
+			return out, nil
+		},
+		MaxPages: a.cfg.MaxScanPages,
+	}
+	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+}
+
+// jobFilter is the part of f Karbon's $filter can take: the client, the
+// assignee (by email) and the primary status when the stage occurs under
+// one only. none reports a filter that matches nothing here (an owner who
+// is not a Karbon user).
+func (a *Adapter) jobFilter(ctx context.Context, f adapters.Filter) (filter string, none bool, err error) {
+	var clauses []string
+	if f.Client != "" {
+		ref, ok := parseClientID(f.Client)
+		if !ok {
+			return "", true, nil
+		}
+		clauses = append(clauses, "ClientKey eq "+odataString(ref.key))
+	}
+	if f.Owner != "" {
+		key, ok := parseKey(f.Owner, "usr_")
+		if !ok {
+			return "", true, nil
+		}
+		dir, err := a.directory(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		email := dir.email(key)
+		if email == "" {
+			return "", true, nil
+		}
+		clauses = append(clauses, "AssigneeEmailAddress eq "+odataString(email))
+	}
+	if f.Stage != "" {
+		statuses, err := a.workStatuses(ctx)
+		if err != nil {
+			return "", false, err
+		}
+		switch ps := a.stages.primariesFor(statuses, f.Stage); len(ps) {
+		case 0:
+			return "", true, nil
+		case 1:
+			clauses = append(clauses, "PrimaryStatus eq "+odataString(ps[0]))
+		}
+	}
+	return strings.Join(clauses, " and "), false, nil
+}
+
+// jobMatches applies every job filter; the ones in $filter again, which
+// costs nothing and keeps this the one definition of a match.
+func (a *Adapter) jobMatches(f adapters.Filter, w workItem) bool {
+	if f.Stage != "" && a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus) != f.Stage {
+		return false
+	}
+	if f.Owner != "" && userID(w.AssigneeKey) != f.Owner {
+		return false
+	}
+	if f.Client != "" {
+		ref, ok := refFromClientType(w.ClientType, w.ClientKey)
+		if !ok || ref.id() != f.Client {
+			return false
+		}
+	}
+	if f.DeadlineAfter != "" || f.DeadlineBefore != "" {
+		d, err := deadline(w)
+		if err != nil || d == "" || f.DeadlineAfter != "" && d < f.DeadlineAfter || f.DeadlineBefore != "" && d > f.DeadlineBefore {
+			return false
+		}
+	}
+	if !f.UpdatedSince.IsZero() {
+		_, updated, err := workTimes(w)
+		if err != nil || updated.Before(f.UpdatedSince) {
+			return false
+		}
+	}
+	return true
+}
+
+// fetchWork reads one page of work items; the token is the $skip.
+func (a *Adapter) fetchWork(ctx context.Context, filter, token string) (upstream.VendorPage[workItem], error) {
+	var page upstream.VendorPage[workItem]
+	skip := 0
+	if token != "" {
+		n, err := strconv.Atoi(token)
+		if err != nil || n < 0 {
+			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+		}
+		skip = n
+	}
+	q := url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}}
+	if skip > 0 {
+		q.Set("$skip", strconv.Itoa(skip))
+	}
+	if filter != "" {
+		q.Set("$filter", filter)
+	}
+	var l odataList[workItem]
+	if _, err := a.c.JSON(ctx, upstream.Request{Path: "/v3/WorkItems", Query: q}, "work items", &l); err != nil {
+		return page, fmt.Errorf("karbon: list work items: %w", err)
+	}
+	for _, w := range l.Value {
+		if !validKey(w.WorkItemKey) {
+			return page, upstream.Malformed(a.c.Label(), "work items", fmt.Errorf("work item key %q", w.WorkItemKey))
+		}
+	}
+	page.Items = l.Value
+	if l.NextLink != "" {
+		s, err := skipOf(l.NextLink, skip+len(l.Value))
+		if err != nil {
+			return page, upstream.Malformed(a.c.Label(), "next link", err)
+		}
+		page.Next = strconv.Itoa(s)
+	}
+	return page, nil
+}
+
+func (a *Adapter) getJob(ctx context.Context, key string) (json.RawMessage, error) {
+	w, err := a.readWork(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return a.jobJSON(w)
+}
+
+func (a *Adapter) readWork(ctx context.Context, key string) (workItem, error) {
+	var w workItem
+	if err := a.getJSON(ctx, "/v3/WorkItems/"+url.PathEscape(key), "work item", &w); err != nil {
+		return w, fmt.Errorf("karbon: read work item %s: %w", key, err)
+	}
+	if w.WorkItemKey == "" {
+		w.WorkItemKey = key
+	}
+	return w, nil
+}
+
+// job translates a work item.
+func (a *Adapter) job(w workItem) (adapters.Job, error) {
+	created, updated, err := workTimes(w)
+	if err != nil {
+		return adapters.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
+	}
+	d, err := deadline(w)
+	if err != nil {
+		return adapters.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
+	}
+	j := adapters.Job{
+		ID: "job_" + w.WorkItemKey, Object: "job", Title: w.Title, Type: w.WorkType,
+		Owner:     userID(w.AssigneeKey),
+		Stage:     a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
+		Deadline:  d,
+		CreatedAt: created, UpdatedAt: updated,
+	}
+	if ref, ok := refFromClientType(w.ClientType, w.ClientKey); ok {
+		j.Client = ref.id()
+	}
+	if adapters.ClosedStage(j.Stage) {
+		closed := updated
+		j.ClosedAt = &closed
+	}
+	return j, nil
+}
+
+func (a *Adapter) jobJSON(w workItem) (json.RawMessage, error) {
+	j, err := a.job(w)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(j)
+	if err != nil {
+		return nil, fmt.Errorf("karbon: encode job: %w", err)
+	}
+	return raw, nil
+}
+
+// workTimes are the only times a work item carries: it starts, and it may
+// have completed.
+func workTimes(w workItem) (created, updated time.Time, err error) {
+	if created, err = karbonTime(w.StartDate); err != nil {
+		return
+	}
+	completed, err := karbonTime(w.CompletedDate)
+	if err != nil {
+		return
+	}
+	updated = created
+	if completed.After(updated) {
+		updated = completed
+	}
+	return
+}
+
+// deadline is the external deadline, else the firm's own due date.
+func deadline(w workItem) (string, error) {
+	if w.DeadlineDate != "" {
+		return karbonDate(w.DeadlineDate)
+	}
+	return karbonDate(w.DueDate)
+}

@@ -1,0 +1,301 @@
+// Package karbon serves a firm's clients, jobs and people from its Karbon
+// practice (Karbon API v3): contacts, organizations and client groups as
+// clients, work items as jobs and users as people, with client and job
+// writes translated to Karbon's, and Karbon's webhooks turned into change
+// records.
+//
+// Karbon has no engagements, documents or invoices: List answers an empty
+// page and Get adapters.ErrNotFound for them. The firm's engagement letters
+// stay with the demo records or its document store.
+//
+// Each /v1 record is built from Karbon's published shapes:
+//
+//   - client: id cli_c-<ContactKey>, cli_o-<OrganizationKey> or
+//     cli_g-<ClientGroupKey>; status from the contact type
+//     (Config.ClientStatuses); owner from the ClientOwner of the client
+//     team; contacts from the organization's contacts (a person is its own
+//     primary contact); updated_at and last_activity_at from
+//     LastModifiedDateTime, which is also created_at because Karbon
+//     publishes no creation time.
+//   - job: id job_<WorkItemKey>; stage from the work status
+//     (Config.StageMap); owner from the assignee; deadline from
+//     DeadlineDate (else DueDate); created_at from StartDate and
+//     updated_at from CompletedDate or StartDate, the only times a work
+//     item carries (a webhook's TimeStamp is used on change records).
+//   - person: id usr_<UserKey>, role from the user's first Karbon role.
+//     Karbon publishes no times for users; they read as the zero time.
+//
+// Paging walks Karbon's OData pages ($top at most 100, $skip,
+// @odata.nextLink): clients go through contacts, then organizations, then
+// client groups. Filters Karbon supports go into $filter (a job's client,
+// owner and, where the stage has one primary status, its primary status;
+// a client status with exactly one contact type); the rest are applied
+// here, fetching further Karbon pages until a page of ours is full, at
+// most Config.MaxScanPages Karbon pages per call (then the page is short
+// and has_more is true, never silently cut). Karbon's list of clients
+// does not carry owners or contacts, so each client is read in full once
+// and kept until its LastModifiedDateTime changes.
+package karbon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// Config is one firm's Karbon. Credentials may hold {env.X} placeholders,
+// which the caller expands before New.
+type Config struct {
+	// Firm is the firm these records belong to; the wiring sets it from
+	// the enclosing firm block. When set, other firms' reads are not
+	// found. Change records carry it.
+	Firm string `json:"firm,omitempty"`
+	// AccessKey is the AccessKey header, from Karbon's Settings >
+	// Connected Apps; Bearer is the application's id, sent as
+	// "Authorization: Bearer". Both are required.
+	AccessKey string `json:"access_key"`
+	Bearer    string `json:"bearer"`
+	// BaseURL is Karbon's API [https://api.karbonhq.com].
+	BaseURL string `json:"base_url,omitempty"`
+
+	// StageMap maps Karbon work statuses to job stages, over the
+	// defaults. A key is a secondary status ("Waiting on client"), a full
+	// work status ("In Progress - In Review") or a primary status
+	// (Planned, ReadyToStart, InProgress, Waiting, Completed); case and
+	// spacing do not matter. Defaults: the primaries map to planned,
+	// ready_to_start, in_progress, awaiting_client and completed; the
+	// secondaries "In Review" to in_review, "Awaiting client approval" to
+	// awaiting_client_approval, "Waiting on client" to awaiting_client,
+	// "Filed" and "Lodged" to filed, "Cancelled" to cancelled. A stage
+	// move writes the first status in Karbon's own order that maps to
+	// the stage, a primary before its secondaries.
+	StageMap map[string]string `json:"stage_map,omitempty"`
+	// ClientStatuses maps Karbon contact types to client statuses, over
+	// the defaults ("Client": active, "Prospect": prospect, "Former
+	// Client" and "Inactive Client": inactive, "Archived": archived; other
+	// types containing "client" are active). Contacts and organizations
+	// of any other type (suppliers, other contacts) are not clients.
+	ClientStatuses map[string]string `json:"client_statuses,omitempty"`
+	// ClientGroupType is the client type of client groups [company].
+	ClientGroupType string `json:"client_group_type,omitempty"`
+	// DefaultCountry is the country of clients whose cards name none [GB].
+	DefaultCountry string `json:"default_country,omitempty"`
+
+	// DefaultAssignee (usr_ id or email) is assigned jobs created without
+	// an owner; Karbon requires an assignee. Empty: owner is required.
+	DefaultAssignee string `json:"default_assignee,omitempty"`
+	// NoteAuthor is the email of the Karbon user a stage move's note is
+	// written as, on the work item's timeline. Empty: notes are not
+	// written to Karbon (they still reach the change record).
+	NoteAuthor string `json:"note_author,omitempty"`
+
+	// WebhookSigningKey is the SigningKey given when subscribing to
+	// Karbon's webhooks. Karbon then sends the hex HMAC-SHA256 of the raw
+	// body in the Signature header (WebhookSignatureHeader). Without a
+	// key every webhook is refused.
+	WebhookSigningKey      string `json:"webhook_signing_key,omitempty"`
+	WebhookSignatureHeader string `json:"webhook_signature_header,omitempty"`
+
+	// PageSize is the $top of each Karbon page [100, Karbon's maximum].
+	PageSize int `json:"page_size,omitempty"`
+	// MaxScanPages bounds the Karbon pages one List reads [10].
+	MaxScanPages int `json:"max_scan_pages,omitempty"`
+	// DetailConcurrency is how many client or user details are read at
+	// once [4].
+	DetailConcurrency int `json:"detail_concurrency,omitempty"`
+	// Upstream is the resilience policy; the budget defaults to Karbon's
+	// published 120 requests a minute per account.
+	Upstream upstream.Policy `json:"upstream,omitempty"`
+}
+
+// Adapter is one firm's Karbon. It is safe for concurrent use.
+type Adapter struct {
+	cfg      Config
+	c        *upstream.Client
+	log      *zap.Logger
+	clock    upstream.Clock
+	stages   stageMap
+	statuses map[string]string
+	rec      *upstream.Recorder
+	details  *detailCache
+	settings ttlValue[[]workStatus]
+	users    ttlValue[*directory]
+}
+
+// New checks cfg and makes the adapter.
+func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
+	if cfg.AccessKey == "" || cfg.Bearer == "" {
+		return nil, fmt.Errorf("karbon: access_key and bearer are both required")
+	}
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "https://api.karbonhq.com"
+	}
+	if cfg.PageSize <= 0 || cfg.PageSize > 100 {
+		cfg.PageSize = 100
+	}
+	if cfg.ClientGroupType == "" {
+		cfg.ClientGroupType = "company"
+	}
+	if !contains(adapters.ClientTypes, cfg.ClientGroupType) {
+		return nil, fmt.Errorf("karbon: client_group_type %q must be one of %v", cfg.ClientGroupType, adapters.ClientTypes)
+	}
+	if cfg.DefaultCountry == "" {
+		cfg.DefaultCountry = "GB"
+	}
+	if cfg.DetailConcurrency <= 0 {
+		cfg.DetailConcurrency = 4
+	}
+	if cfg.WebhookSignatureHeader == "" {
+		cfg.WebhookSignatureHeader = "Signature"
+	}
+	stages, err := newStageMap(cfg.StageMap)
+	if err != nil {
+		return nil, err
+	}
+	statuses, err := clientStatuses(cfg.ClientStatuses)
+	if err != nil {
+		return nil, err
+	}
+	c, err := upstream.NewClient(upstream.Options{
+		System:   "karbon",
+		BaseURL:  cfg.BaseURL,
+		Policy:   cfg.Upstream,
+		Defaults: upstream.Policy{RateLimit: 120, RatePeriod: upstream.Duration(time.Minute)},
+		Auth:     upstream.Headers{"Authorization": "Bearer " + cfg.Bearer, "AccessKey": cfg.AccessKey},
+		Account:  cfg.AccessKey,
+	}, deps)
+	if err != nil {
+		return nil, fmt.Errorf("karbon: %w", err)
+	}
+	return &Adapter{
+		cfg:      cfg,
+		c:        c,
+		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
+		clock:    deps.ClockOrSystem(),
+		stages:   stages,
+		statuses: statuses,
+		rec:      &upstream.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
+		details:  newDetailCache(10000),
+	}, nil
+}
+
+// serves reports whether t is a tenant this adapter holds records for: its
+// firm's live records. Sandbox tenants have seeded records elsewhere.
+func (a *Adapter) serves(t adapters.Tenant) bool {
+	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
+}
+
+func (a *Adapter) tenant() adapters.Tenant { return adapters.Tenant{Firm: a.cfg.Firm} }
+
+// List returns one page of clients, jobs or people; other kinds are empty.
+func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+	if !a.serves(t) {
+		return adapters.Page{}, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	cur, err := upstream.DecodeCursor(q.Cursor)
+	if err != nil {
+		return adapters.Page{}, err
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	switch k {
+	case adapters.Clients:
+		return a.listClients(ctx, q.Filter, cur, limit)
+	case adapters.Jobs:
+		return a.listJobs(ctx, q.Filter, cur, limit)
+	case adapters.People:
+		return a.listPeople(ctx, q.Filter, cur, limit)
+	}
+	return adapters.Page{Items: []json.RawMessage{}}, nil
+}
+
+// Get returns one client, job or person.
+func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+	if !a.serves(t) {
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	switch k {
+	case adapters.Clients:
+		ref, ok := parseClientID(id)
+		if !ok {
+			return nil, notFound(k, id)
+		}
+		return a.getClient(ctx, ref)
+	case adapters.Jobs:
+		key, ok := parseKey(id, "job_")
+		if !ok {
+			return nil, notFound(k, id)
+		}
+		return a.getJob(ctx, key)
+	case adapters.People:
+		key, ok := parseKey(id, "usr_")
+		if !ok {
+			return nil, notFound(k, id)
+		}
+		return a.getPerson(ctx, key)
+	}
+	return nil, notFound(k, id)
+}
+
+func notFound(k adapters.Kind, id string) error {
+	return fmt.Errorf("karbon: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+}
+
+// getJSON reads one Karbon resource.
+func (a *Adapter) getJSON(ctx context.Context, path, what string, v any) error {
+	_, err := a.c.JSON(ctx, upstream.Request{Method: http.MethodGet, Path: path}, what, v)
+	return err
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// norm makes a status or type name comparable: lower case, single spaces.
+func norm(s string) string {
+	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
+}
+
+// ttlValue is a value read from Karbon and kept for ttl, such as the
+// tenant's work statuses.
+type ttlValue[T any] struct {
+	mu      sync.Mutex
+	v       T
+	fetched time.Time
+}
+
+func (c *ttlValue[T]) get(now time.Time, ttl time.Duration, fetch func() (T, error)) (T, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.fetched.IsZero() && now.Sub(c.fetched) < ttl {
+		return c.v, nil
+	}
+	v, err := fetch()
+	if err != nil {
+		return v, err
+	}
+	c.v, c.fetched = v, now
+	return v, nil
+}
+
+var (
+	_ adapters.Reader       = (*Adapter)(nil)
+	_ adapters.ClientWriter = (*Adapter)(nil)
+	_ adapters.JobWriter    = (*Adapter)(nil)
+)

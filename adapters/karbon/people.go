@@ -1,0 +1,147 @@
+package karbon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+func (a *Adapter) listPeople(ctx context.Context, f adapters.Filter, cur upstream.Cursor, limit int) (adapters.Page, error) {
+	// Karbon keeps no times for users, so they are never updated since
+	// anything.
+	if !f.UpdatedSince.IsZero() {
+		return adapters.Page{Items: []json.RawMessage{}}, nil
+	}
+	hour := a.clock.Now().Truncate(time.Hour).Format(time.RFC3339)
+	w := upstream.Walk[userSummary]{
+		Fetch: a.fetchUsers,
+		ID:    func(u userSummary) string { return u.Id },
+		Convert: func(ctx context.Context, us []upstream.Found[userSummary]) ([]json.RawMessage, error) {
+			out := make([]json.RawMessage, len(us))
+			err := upstream.Parallel(ctx, a.cfg.DetailConcurrency, len(us), func(ctx context.Context, i int) error {
+				u := us[i].Item
+				// Roles are only on the user's own record; a user's
+				// entry is read again at most hourly or when the list
+				// shows a new name or email.
+				version := u.Name + "\x00" + u.EmailAddress + "\x00" + hour
+				if c, ok := a.details.get(userID(u.Id), version); ok {
+					out[i] = c.raw
+					return nil
+				}
+				raw, err := a.getPerson(ctx, u.Id)
+				if err != nil {
+					return err
+				}
+				a.details.put(userID(u.Id), cached{version: version, raw: raw})
+				out[i] = raw
+				return nil
+			})
+			return out, err
+		},
+		MaxPages: a.cfg.MaxScanPages,
+	}
+	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+}
+
+// fetchUsers reads one page of users; the token is the $skip.
+func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (upstream.VendorPage[userSummary], error) {
+	var page upstream.VendorPage[userSummary]
+	skip := 0
+	if token != "" {
+		n, err := strconv.Atoi(token)
+		if err != nil || n < 0 {
+			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+		}
+		skip = n
+	}
+	q := url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}}
+	if skip > 0 {
+		q.Set("$skip", strconv.Itoa(skip))
+	}
+	var l odataList[userSummary]
+	if _, err := a.c.JSON(ctx, upstream.Request{Path: "/v3/Users", Query: q}, "users", &l); err != nil {
+		return page, fmt.Errorf("karbon: list users: %w", err)
+	}
+	for _, u := range l.Value {
+		if !validKey(u.Id) {
+			return page, upstream.Malformed(a.c.Label(), "users", fmt.Errorf("user key %q", u.Id))
+		}
+	}
+	page.Items = l.Value
+	if l.NextLink != "" {
+		s, err := skipOf(l.NextLink, skip+len(l.Value))
+		if err != nil {
+			return page, upstream.Malformed(a.c.Label(), "next link", err)
+		}
+		page.Next = strconv.Itoa(s)
+	}
+	return page, nil
+}
+
+func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, error) {
+	var u userDetail
+	if err := a.getJSON(ctx, "/v3/Users/"+url.PathEscape(key), "user", &u); err != nil {
+		return nil, fmt.Errorf("karbon: read user %s: %w", key, err)
+	}
+	if u.Id == "" {
+		u.Id = key
+	}
+	role := "staff"
+	if len(u.Roles) > 0 && strings.TrimSpace(u.Roles[0].Name) != "" {
+		role = strings.ReplaceAll(norm(u.Roles[0].Name), " ", "_")
+	}
+	p := adapters.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true}
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("karbon: encode person: %w", err)
+	}
+	return raw, nil
+}
+
+// directory is the firm's Karbon users by key and email: Karbon names
+// owners and assignees by email in some places and by key in others.
+type directory struct {
+	emails map[string]string // key -> email
+	keys   map[string]string // lower-case email -> key
+}
+
+// key returns the user key of an email or key, "" when unknown.
+func (d *directory) key(v string) string {
+	if _, ok := d.emails[v]; ok {
+		return v
+	}
+	return d.keys[strings.ToLower(v)]
+}
+
+func (d *directory) email(key string) string { return d.emails[key] }
+
+// directory reads every user, at most every ten minutes.
+func (a *Adapter) directory(ctx context.Context) (*directory, error) {
+	return a.users.get(a.clock.Now(), 10*time.Minute, func() (*directory, error) {
+		d := &directory{emails: map[string]string{}, keys: map[string]string{}}
+		token := ""
+		for range 100 {
+			page, err := a.fetchUsers(ctx, "", token)
+			if err != nil {
+				return nil, err
+			}
+			for _, u := range page.Items {
+				d.emails[u.Id] = u.EmailAddress
+				d.keys[strings.ToLower(u.EmailAddress)] = u.Id
+			}
+			if page.Next == "" {
+				return d, nil
+			}
+			token = page.Next
+		}
+		return d, nil
+	})
+}

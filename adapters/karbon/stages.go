@@ -1,0 +1,136 @@
+package karbon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+)
+
+// Karbon's five primary work statuses are fixed; firms define secondary
+// statuses under them, so the mapping to our stages is configurable.
+var (
+	primaryStages = map[string]string{
+		"planned":      "planned",
+		"readytostart": "ready_to_start",
+		"inprogress":   "in_progress",
+		"waiting":      "awaiting_client",
+		"completed":    "completed",
+	}
+	secondaryStages = map[string]string{
+		"in review":                  "in_review",
+		"review":                     "in_review",
+		"awaiting client approval":   "awaiting_client_approval",
+		"waiting on client approval": "awaiting_client_approval",
+		"client approval":            "awaiting_client_approval",
+		"waiting on client":          "awaiting_client",
+		"awaiting client":            "awaiting_client",
+		"filed":                      "filed",
+		"lodged":                     "filed",
+		"cancelled":                  "cancelled",
+		"canceled":                   "cancelled",
+	}
+)
+
+// stageMap is the firm's configured mapping, normalised.
+type stageMap map[string]string
+
+func newStageMap(cfg map[string]string) (stageMap, error) {
+	m := stageMap{}
+	for k, v := range cfg {
+		if !adapters.ValidStage(v) {
+			return nil, fmt.Errorf("karbon: stage_map %q: %q is not one of %v", k, v, adapters.JobStages)
+		}
+		m[norm(k)] = v
+		m[compact(k)] = v
+	}
+	return m, nil
+}
+
+// compact is a primary status as Karbon spells it in PrimaryStatus
+// ("ReadyToStart"), lower case: "Ready To Start" and "ReadyToStart" meet.
+func compact(s string) string {
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == ' ' || c == '_' || c == '-' {
+			continue
+		}
+		if c >= 'A' && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		out = append(out, c)
+	}
+	return string(out)
+}
+
+// stage maps a work item's status to our stage, the more specific status
+// first: the firm's map for the full work status or the secondary, the
+// default for the secondary, then the firm's map and the default for the
+// primary. A work item without a known status is planned.
+func (m stageMap) stage(primary, secondary, workStatus string) string {
+	for _, k := range []string{norm(workStatus), norm(secondary)} {
+		if k == "" {
+			continue
+		}
+		if s, ok := m[k]; ok {
+			return s
+		}
+	}
+	if s, ok := secondaryStages[norm(secondary)]; ok {
+		return s
+	}
+	if s, ok := m[compact(primary)]; ok && primary != "" {
+		return s
+	}
+	if s, ok := primaryStages[compact(primary)]; ok {
+		return s
+	}
+	return "planned"
+}
+
+// target is the Karbon status a move to stage writes: the first status in
+// the tenant's own order that maps to it, a primary before its
+// secondaries.
+func (m stageMap) target(statuses []workStatus, stage string) (primary, secondary string, ok bool) {
+	for _, p := range statuses {
+		if m.stage(p.Name, "", p.Name) == stage {
+			return p.Name, "", true
+		}
+		for _, c := range p.Children {
+			if m.stage(p.Name, c.Name, "") == stage {
+				return p.Name, c.Name, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// primariesFor lists the primary statuses under which stage can occur,
+// for pushing a stage filter down as PrimaryStatus eq.
+func (m stageMap) primariesFor(statuses []workStatus, stage string) []string {
+	var out []string
+	for _, p := range statuses {
+		hit := m.stage(p.Name, "", p.Name) == stage
+		for _, c := range p.Children {
+			hit = hit || m.stage(p.Name, c.Name, "") == stage
+		}
+		if hit {
+			out = append(out, p.Name)
+		}
+	}
+	return out
+}
+
+// workStatuses returns the tenant's work statuses, read at most every ten
+// minutes.
+func (a *Adapter) workStatuses(ctx context.Context) ([]workStatus, error) {
+	return a.settings.get(a.clock.Now(), 10*time.Minute, func() ([]workStatus, error) {
+		var s tenantSettings
+		if err := a.getJSON(ctx, "/v3/TenantSettings", "tenant settings", &s); err != nil {
+			return nil, fmt.Errorf("karbon: tenant settings: %w", err)
+		}
+		return s.WorkStatuses, nil
+	})
+}
