@@ -1243,7 +1243,6 @@ type cfNode struct {
 	Args []string // the line's tokens; Args[0] is the directive or site address
 	Line int
 	Body []*cfNode // set when the line opens a block
-	open bool
 }
 
 func (n *cfNode) name() string {
@@ -1513,7 +1512,7 @@ func parseCaddyfile(src string) (*cfNode, error) {
 		}
 		if last := lt[len(lt)-1]; !last.quoted && last.text == "{" {
 			n.Args = n.Args[:len(n.Args)-1]
-			n.Body, n.open = []*cfNode{}, true
+			n.Body = []*cfNode{}
 			top.Body = append(top.Body, n)
 			stack = append(stack, n)
 			continue

@@ -63,8 +63,10 @@ func (e *Engine) endpointState(id string) *endpointState {
 }
 
 // probeWait is how long deliveries wait while a half-open breaker's probe
-// is in flight.
-func (e *Engine) probeWait() time.Duration { return min(e.cfg.Timeout, 5*time.Second) }
+// is in flight. Short, because a probe that answers quickly should not hold
+// the endpoint's backlog for long; a probe that times out costs each waiting
+// delivery one re-check a second.
+func (e *Engine) probeWait() time.Duration { return min(e.cfg.Timeout, time.Second) }
 
 // deferral says whether the endpoint's due deliveries must wait for its
 // breaker, and until when on the engine's clock. e.mu is held.

@@ -4,9 +4,10 @@
 // The pipeline has three stages, each durable before the next begins:
 //
 //  1. Ingest derives events from a change (Derive), records each once, and
-//     fans each out to one delivery per subscribed endpoint. A Kafka
-//     consumer commits its offset after Ingest returns; the embedded outbox
-//     drainer deletes the outbox entry after it returns.
+//     fans each out to one delivery per subscribed endpoint (IngestEvents).
+//     The Kafka consumer (package kafka) commits a change's offset after
+//     IngestEvents returns; the embedded outbox drainer deletes the outbox
+//     entry after it returns.
 //  2. Run's delivery loop claims due deliveries under a lease, signs and
 //     posts them with per-endpoint concurrency limits and circuit breakers,
 //     and records each attempt with the delivery's new state atomically.
@@ -16,7 +17,8 @@
 // crash between a write and its acknowledgement) changes nothing.
 //
 // The engine owns no storage: it depends on the small interfaces in
-// store.go, which boltstore implements for the embedded mode.
+// store.go, which boltstore implements for the embedded mode and
+// redisstore for dispatchers sharing the work.
 package dispatcher
 
 import (
@@ -27,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
 
@@ -40,10 +43,13 @@ type Config struct {
 	Timeout time.Duration
 	// AllowCIDRs are exempt from the private-address block.
 	AllowCIDRs []netip.Prefix
-	// MaxInFlightPerEndpoint bounds concurrent attempts to one endpoint, so
-	// a slow endpoint only ever occupies its own slots. Default 4.
+	// MaxInFlightPerEndpoint bounds concurrent requests to one endpoint
+	// from this engine, so a slow endpoint only ever occupies its own
+	// slots. A slot is held for the HTTP request only, not while the
+	// attempt is recorded. Default 32: at 100 ms per request an endpoint
+	// still takes 320 events a second from each dispatcher.
 	MaxInFlightPerEndpoint int
-	// Workers bounds concurrent attempts overall. Default 64.
+	// Workers bounds concurrent attempts overall. Default 256.
 	Workers int
 	// BreakerFailures is how many consecutive unhealthy attempts (no
 	// answer, 5xx, 429) open an endpoint's circuit breaker. Default 5.
@@ -54,6 +60,20 @@ type Config struct {
 	// ShutdownGrace is how long Close lets in-flight attempts finish before
 	// aborting them and handing their deliveries back. Default 5s.
 	ShutdownGrace time.Duration
+	// LeaseDuration is how long a claimed delivery stays with this engine
+	// before any other may claim it: it must outlast an attempt and its
+	// recording, and it is how long a crashed dispatcher's claims wait.
+	// Default Timeout + 30s.
+	LeaseDuration time.Duration
+	// PollInterval bounds how long the delivery loop sleeps when nothing
+	// wakes it. Work this engine queues wakes it at once; work another
+	// process queues (dispatchers sharing Redis) waits for this. Default
+	// 30s.
+	PollInterval time.Duration
+	// Registerer receives the engine's Prometheus metrics. Default
+	// prometheus.DefaultRegisterer; collectors registered already (a
+	// second engine, a config reload) are reused.
+	Registerer prometheus.Registerer
 	// Clock is the time source for schedules, leases and signatures.
 	// Default time.Now.
 	Clock func() time.Time
@@ -72,10 +92,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.Timeout = 15 * time.Second
 	}
 	if c.MaxInFlightPerEndpoint == 0 {
-		c.MaxInFlightPerEndpoint = 4
+		c.MaxInFlightPerEndpoint = 32
 	}
 	if c.Workers == 0 {
-		c.Workers = 64
+		c.Workers = 256
 	}
 	if c.BreakerFailures == 0 {
 		c.BreakerFailures = 5
@@ -85,6 +105,15 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = 5 * time.Second
+	}
+	if c.LeaseDuration == 0 {
+		c.LeaseDuration = c.Timeout + 30*time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 30 * time.Second
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.DefaultRegisterer
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -97,8 +126,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("backoff base %s is negative", c.BackoffBase)
 	case c.BackoffFactor < 1:
 		return c, fmt.Errorf("backoff factor %g is below 1: retries would come sooner each time", c.BackoffFactor)
-	case c.Timeout < 0, c.BreakerCooldown < 0, c.ShutdownGrace < 0:
+	case c.Timeout < 0, c.BreakerCooldown < 0, c.ShutdownGrace < 0, c.PollInterval < 0:
 		return c, errors.New("timeouts must not be negative")
+	case c.LeaseDuration <= c.Timeout:
+		return c, fmt.Errorf("lease duration %s must exceed the attempt timeout %s", c.LeaseDuration, c.Timeout)
 	case c.MaxInFlightPerEndpoint < 0, c.Workers < 0, c.BreakerFailures < 0:
 		return c, errors.New("limits must not be negative")
 	}
@@ -115,6 +146,7 @@ type Engine struct {
 	schedule Schedule
 	leaseFor time.Duration
 	wakeC    chan struct{}
+	metrics  *metrics
 
 	mu        sync.Mutex
 	inflight  int
@@ -146,8 +178,9 @@ func New(cfg Config, b Backends) (*Engine, error) {
 		schedule: Schedule{Base: cfg.BackoffBase, Factor: cfg.BackoffFactor},
 		// A lease outlives the slowest attempt and its bookkeeping, so only
 		// a dispatcher that died loses one.
-		leaseFor:  cfg.Timeout + time.Minute,
+		leaseFor:  cfg.LeaseDuration,
 		wakeC:     make(chan struct{}, 1),
+		metrics:   newMetrics(cfg.Registerer),
 		endpoints: make(map[string]*endpointState),
 	}, nil
 }
@@ -187,7 +220,15 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.runMu.Unlock()
 		close(done)
 	}()
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		e.sampleBacklog(ctx)
+	}()
 	e.loop(ctx)
+	cancel()
+	sampler.Wait()
 	return nil
 }
 

@@ -8,15 +8,14 @@ import (
 )
 
 // The engine's dependencies, each as small as the job it does. The embedded
-// store (boltstore) implements all of them; in the Kafka/Redis deployment
-// the event log and the delivery state come from different systems, which
-// is why they are separate.
+// store (boltstore) and the shared one (redisstore) implement all of them,
+// and storetest holds the one suite both must pass.
 
 // EventLog records each event once and reads events back.
 type EventLog interface {
-	// Record stores ev unless an event with its id exists; created says
-	// which. It is durable when it returns.
-	Record(ctx context.Context, ev Event) (created bool, err error)
+	// Record stores, all or none, each event whose id is not stored yet;
+	// created[i] says whether evs[i] was new. It is durable when it returns.
+	Record(ctx context.Context, evs []Event) (created []bool, err error)
 	// Event returns the event with id, or ErrNotFound.
 	Event(ctx context.Context, id string) (Event, error)
 	// Events returns one page of a tenant's events in id order (which is
@@ -44,17 +43,34 @@ type EndpointCatalog interface {
 	DeleteEndpoint(ctx context.Context, id string) error
 }
 
-// DeliveryQueue holds deliveries waiting for their next attempt.
+// DeliveryQueue holds deliveries waiting for their next attempt, in one
+// queue per endpoint, so that an endpoint with a long backlog (a dead one,
+// say) costs a claim one look however many deliveries it holds.
 type DeliveryQueue interface {
-	// Enqueue stores new deliveries, all or none, skipping ids that exist.
+	// Enqueue stores new deliveries, all or none, skipping ids that exist
+	// and deliveries whose endpoint does not.
 	Enqueue(ctx context.Context, ds []Delivery) (created int, err error)
-	// Claim leases due deliveries, earliest first, that r.Accept takes.
-	// next is when the earliest delivery not yet due falls due (zero if
-	// none); it equals r.Now when r.Max cut the claim short.
+	// Claim first makes deliveries whose lease expired due again, then
+	// leases due deliveries: it visits endpoints in the order their
+	// earliest waiting delivery fell due and takes from each its earliest
+	// due deliveries, as many as the endpoint's room allows, until r.Max
+	// are taken. next is the earliest time a waiting delivery falls due or
+	// a lease expires, after r.Now (zero if none); it is r.Now when r.Max
+	// cut the claim short. Endpoints passed over for lack of room do not
+	// count towards next: the claimer knows when it makes room.
 	Claim(ctx context.Context, r ClaimRequest) (claims []Claim, next time.Time, err error)
 	// Release gives leased deliveries back unattempted, due no earlier than
 	// notBefore (zero keeps their time). Leases no longer held are skipped.
 	Release(ctx context.Context, leases []Lease, notBefore time.Time) error
+	// Snooze holds all of an endpoint's deliveries back until until (zero
+	// lifts it): none is claimed before then, and reads show a waiting
+	// delivery's NextAttemptAt as no earlier. It is how an open circuit
+	// breaker pauses an endpoint at once, whatever its backlog, and how
+	// every dispatcher sharing the queue learns of it.
+	Snooze(ctx context.Context, endpointID string, until time.Time) error
+	// Backlog counts the deliveries waiting for an attempt, due now or
+	// scheduled later; leased ones are not waiting.
+	Backlog(ctx context.Context) (int64, error)
 }
 
 // AttemptLog records attempts and serves replays.
@@ -90,15 +106,28 @@ type Backends struct {
 	Deliveries DeliveryReader
 }
 
-// ClaimRequest asks for due deliveries.
+// ClaimRequest asks for due deliveries. It is plain data, not a callback,
+// so that a store can evaluate it inside one atomic step (a bbolt
+// transaction, a Redis script).
 type ClaimRequest struct {
 	Now        time.Time
 	LeaseUntil time.Time
-	Max        int
-	// Accept is asked about each due delivery's endpoint in due order and
-	// says whether to claim it. It runs inside the store's transaction: it
-	// must be quick and must not call the store.
-	Accept func(endpointID string) bool
+	// Max bounds the deliveries claimed in all.
+	Max int
+	// PerEndpoint bounds the deliveries of one endpoint claimed.
+	PerEndpoint int
+	// Room overrides PerEndpoint for the endpoints it names: the claimer
+	// has some of their deliveries in flight already, or a half-open
+	// circuit breaker allows one probe. Zero or less passes one over.
+	Room map[string]int
+}
+
+// RoomFor is how many of an endpoint's deliveries r lets a store claim.
+func (r ClaimRequest) RoomFor(endpointID string) int {
+	if n, ok := r.Room[endpointID]; ok {
+		return n
+	}
+	return r.PerEndpoint
 }
 
 // Lease is a claim on a delivery until Until. Only the holder of Token may

@@ -363,6 +363,7 @@ func TestBulkReplayAndRotation(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		g.do(t, "POST", "/v1/clients", tok, map[string]any{"name": "Bulk " + strconv.Itoa(i)})
 	}
+	t0 := time.Now()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		n := len(g.do(t, "GET", "/v1/webhook_endpoints/"+epID+"/deliveries?state=failed", tok, nil).json(t)["data"].([]any))
@@ -374,6 +375,7 @@ func TestBulkReplayAndRotation(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("failed after %s (%d attempts)", time.Since(t0), len(rc.wait(0, 0)))
 	mu.Lock()
 	failing = false
 	mu.Unlock()

@@ -126,6 +126,7 @@ type Adapter struct {
 	stages   stageMap
 	statuses map[string]string
 	rec      *upstream.Recorder
+	changes  upstream.ChangeSink
 	details  *detailCache
 	settings ttlValue[[]workStatus]
 	users    ttlValue[*directory]
@@ -184,6 +185,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		stages:   stages,
 		statuses: statuses,
 		rec:      &upstream.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
+		changes:  deps.Changes,
 		details:  newDetailCache(10000),
 	}, nil
 }

@@ -57,10 +57,11 @@ func (s *MemoryState) Save(_ context.Context, key string, state []byte) error {
 // record with the last state seen, publishes a Change when they differ and
 // then remembers the new state. Saving after publishing means a crash in
 // between publishes again rather than never; the change id is derived
-// from the record's own version, so the pipeline drops the repeat.
+// from the record's own version, so the pipeline drops the repeat. An
+// adapter keeps one Recorder for its webhooks and its own writes, so both
+// take turns on the same record.
 type Recorder struct {
 	State StateStore
-	Sink  ChangeSink
 	// Clock stamps OccurredAt when the vendor gives no time; nil is the
 	// system clock.
 	Clock Clock
@@ -87,7 +88,7 @@ type Observation struct {
 // Observe records o and reports whether it published a change. The same
 // record is observed by one goroutine at a time in this process, so two
 // notifications for it cannot both see the same "before".
-func (r *Recorder) Observe(ctx context.Context, o Observation) (bool, error) {
+func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) (bool, error) {
 	key := StateKey(o.Tenant, o.Kind, o.ResourceID)
 	mu := r.lock(key)
 	mu.Lock()
@@ -121,7 +122,7 @@ func (r *Recorder) Observe(ctx context.Context, o Observation) (bool, error) {
 	if before != nil {
 		c.Before = json.RawMessage(before)
 	}
-	if err := r.Sink.Publish(ctx, c); err != nil {
+	if err := sink.Publish(ctx, c); err != nil {
 		return false, fmt.Errorf("publish change %s: %w", c.ID, err)
 	}
 	if err := r.State.Save(ctx, key, o.After); err != nil {

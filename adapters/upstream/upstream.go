@@ -44,6 +44,11 @@ type Deps struct {
 	// change records from webhooks, and OAuth2 refresh tokens that a
 	// vendor rotates; nil keeps both in memory (NewMemoryState).
 	State StateStore
+	// Changes receives the change records of writes made through an
+	// adapter (a job moved with POST /v1/jobs/{id}/stage), with the
+	// write's note; the vendor's webhook for the same change then finds
+	// nothing new. Nil leaves change records to the webhooks alone.
+	Changes ChangeSink
 	// Instance tells apart two adapters of the same system in metric
 	// labels, for example the firm id: the upstream label becomes
 	// "karbon/frm_acme". Empty leaves the system name alone.

@@ -1,0 +1,135 @@
+package karbon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// notification is Karbon's webhook payload (contact-webhook,
+// work-webhook, user-webhook in the API description).
+type notification struct {
+	ResourcePermaKey string
+	ResourceType     string
+	ActionType       string
+	TimeStamp        string
+}
+
+// Webhook is the ingest route for the firm's Karbon webhook subscriptions
+// (WebhookType Contact, Work and User). It accepts a POST only when the
+// Signature header is the hex HMAC-SHA256 of the raw body under
+// Config.WebhookSigningKey (the SigningKey given when subscribing), then
+// reads the record that changed, compares it with the last state seen and
+// publishes a change record to sink when it differs: a work item moved in
+// Karbon becomes job.stage_changed downstream.
+//
+// It answers 200 once every record is published, 401 to a missing or
+// forged signature (and to every request when no signing key is set),
+// and 503 when Karbon or the sink failed, so that Karbon delivers again
+// (it retries ten times, then ends the subscription). Deletions are
+// acknowledged and not published: the event vocabulary has no deletions.
+func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		if !upstream.ValidHMAC([]byte(a.cfg.WebhookSigningKey), body, r.Header.Get(a.cfg.WebhookSignatureHeader)) {
+			a.log.Warn("karbon webhook refused: bad signature", zap.String("remote", r.RemoteAddr))
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		notes, err := parseNotifications(body)
+		if err != nil {
+			http.Error(w, "not a Karbon webhook payload", http.StatusBadRequest)
+			return
+		}
+		for _, n := range notes {
+			if err := a.ingest(r.Context(), sink, n); err != nil {
+				a.log.Error("karbon webhook not processed; Karbon will send it again",
+					zap.String("type", n.ResourceType), zap.String("key", n.ResourcePermaKey), zap.Error(err))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+// parseNotifications reads one notification or a list of them.
+func parseNotifications(body []byte) ([]notification, error) {
+	var list []notification
+	if err := json.Unmarshal(body, &list); err == nil {
+		return list, nil
+	}
+	var one notification
+	if err := json.Unmarshal(body, &one); err != nil {
+		return nil, err
+	}
+	return []notification{one}, nil
+}
+
+func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, n notification) error {
+	if n.ActionType == "Deleted" || !validKey(n.ResourcePermaKey) {
+		return nil
+	}
+	at, err := karbonTime(n.TimeStamp)
+	if err != nil {
+		at = time.Time{}
+	}
+	var (
+		kind  adapters.Kind
+		id    string
+		after json.RawMessage
+	)
+	switch n.ResourceType {
+	case "Work":
+		kind, id = adapters.Jobs, "job_"+n.ResourcePermaKey
+		after, err = a.getJob(ctx, n.ResourcePermaKey)
+	case "Contact":
+		// Karbon reports contacts, organizations and client groups
+		// alike as Contact; the key says which only by where it is.
+		kind = adapters.Clients
+		for _, k := range []byte{'c', 'o', 'g'} {
+			ref := clientRef{k, n.ResourcePermaKey}
+			id = ref.id()
+			if after, err = a.getClient(ctx, ref); !errors.Is(err, adapters.ErrNotFound) {
+				break
+			}
+		}
+	case "User":
+		kind, id = adapters.People, userID(n.ResourcePermaKey)
+		after, err = a.getPerson(ctx, n.ResourcePermaKey)
+	default:
+		return nil
+	}
+	if errors.Is(err, adapters.ErrNotFound) {
+		return nil // gone again, or not a client
+	}
+	if err != nil {
+		return err
+	}
+	_, err = a.rec.Observe(ctx, sink, upstream.Observation{
+		Tenant: a.tenant(), Kind: kind, ResourceID: id, After: after,
+		Version: n.TimeStamp, OccurredAt: at,
+	})
+	if err != nil {
+		return fmt.Errorf("karbon: record %s: %w", id, err)
+	}
+	return nil
+}
