@@ -5,6 +5,7 @@
 package auth
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -59,6 +60,9 @@ var errUnauthenticated = apierror.New(http.StatusUnauthorized, "unauthenticated"
 	"Send a valid credential as 'Authorization: Bearer <token>'.").
 	WithHeader("WWW-Authenticate", `Bearer realm="practicegw"`)
 
+var errStoreUnavailable = apierror.New(http.StatusServiceUnavailable, "upstream_unavailable",
+	"Credentials cannot be checked right now; retry shortly.").WithHeader("Retry-After", "1")
+
 // ServeHTTP authenticates the request and passes it on with its credential.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	apierror.RequestID(w)
@@ -68,9 +72,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return nil
 	}
 	cred, err := h.registry.Authenticate(r.Context(), token)
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, errBadToken) || errors.Is(err, ErrNotFound):
 		h.logger.Debug("refused credential", zap.Error(err))
 		apierror.Write(w, r, errUnauthenticated)
+		return nil
+	default:
+		// The credential store could not be asked: the caller is not at
+		// fault and may retry.
+		h.logger.Warn("credential lookup failed", zap.Error(err))
+		apierror.Write(w, r, errStoreUnavailable)
 		return nil
 	}
 	// The access log's user_id is the credential, so every call is
