@@ -82,7 +82,7 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 		opts.dataDir = t.TempDir()
 	}
 	if opts.config == "" {
-		opts.config = "../Caddyfile"
+		opts.config = defaultCaddyfile()
 	}
 	g := &gateway{t: t, addr: freePort(t), admin: freePort(t), dataDir: opts.dataDir}
 	g.env = append(os.Environ(),
@@ -157,7 +157,17 @@ func (g *gateway) stop() {
 func (g *gateway) restart() {
 	g.t.Helper()
 	g.stop()
-	g.start("../Caddyfile")
+	g.start(defaultCaddyfile())
+}
+
+// defaultCaddyfile is the repository's Caddyfile, or another one named by
+// PRACTICEGW_TEST_CADDYFILE (for running the suite against a variant, such
+// as a production Caddyfile).
+func defaultCaddyfile() string {
+	if c := os.Getenv("PRACTICEGW_TEST_CADDYFILE"); c != "" {
+		return c
+	}
+	return "../Caddyfile"
 }
 
 func tail(s string, n int) string {

@@ -31,6 +31,7 @@ type Handler struct {
 
 	app     *gateway.App
 	logger  *zap.Logger
+	metrics *metrics
 	openAPI []byte
 	notices map[*route]gateway.Deprecation
 }
@@ -69,6 +70,9 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("deprecated: no route %s %s", d.Method, d.Path)
 		}
 	}
+	if h.metrics, err = newMetrics(ctx.GetMetricsRegistry()); err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
 	h.openAPI, err = openAPIDocument(h.notices)
 	return err
 }
@@ -85,28 +89,40 @@ type call struct {
 // ServeHTTP routes the request. It never calls next: it is the API.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	apierror.RequestID(w)
-	err := h.serve(w, r)
+	rec := &statusRecorder{ResponseWriter: w}
+	op, err := h.serve(rec, r)
 	if err != nil {
-		apierror.Write(w, r, h.toAPIError(r, err))
+		apierror.Write(rec, r, h.toAPIError(r, err))
 	}
+	h.metrics.observe(op, rec.status)
 	return nil
 }
 
-func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
+// serve answers the request and names the operation it matched ("none"
+// when it matched no route), for metrics.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (string, error) {
+	rt, err := h.route(w, r)
+	if rt == nil {
+		return "none", err
+	}
+	return rt.op, err
+}
+
+func (h *Handler) route(w http.ResponseWriter, r *http.Request) (*route, error) {
 	path := r.URL.Path
 	if len(path) > 1 && path[len(path)-1] == '/' {
 		path = path[:len(path)-1]
 	}
 	if v, ok := versionOf(path); ok && v != "v1" {
-		return apierror.New(http.StatusNotFound, "unknown_api_version",
+		return nil, apierror.New(http.StatusNotFound, "unknown_api_version",
 			fmt.Sprintf("There is no API version %q; this gateway serves /v1.", v))
 	}
 	rt, id, allow := match(r.Method, path)
 	if rt == nil {
 		if allow != nil {
-			return methodNotAllowed(r, path, allow)
+			return nil, methodNotAllowed(r, path, allow)
 		}
-		return apierror.New(http.StatusNotFound, "resource_not_found",
+		return nil, apierror.New(http.StatusNotFound, "resource_not_found",
 			fmt.Sprintf("Unrecognized request URL (%s %s).", r.Method, r.URL.Path))
 	}
 	if d, ok := h.notices[rt]; ok {
@@ -116,26 +132,26 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) error {
 	if rt.scope != "" {
 		cred, ok := auth.FromContext(r.Context())
 		if !ok {
-			return apierror.New(http.StatusUnauthorized, "unauthenticated",
+			return rt, apierror.New(http.StatusUnauthorized, "unauthenticated",
 				"Send a valid credential as 'Authorization: Bearer <token>'.")
 		}
 		if !cred.Allows(rt.scope) {
-			return apierror.New(http.StatusForbidden, "insufficient_scope",
+			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("This credential lacks the %s scope that %s %s needs.", rt.scope, rt.method, rt.pattern))
 		}
 		b, ok := h.app.Backends(cred.Firm)
 		if !ok {
-			return apierror.New(http.StatusForbidden, "insufficient_scope",
+			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("Firm %s is not served by this gateway.", cred.Firm))
 		}
 		c.cred, c.backends = cred, b
 		c.tenant = adapters.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox}
 	}
 	if id != "" && !strings.HasPrefix(id, rt.prefix) {
-		return apierror.New(http.StatusNotFound, "resource_not_found",
+		return rt, apierror.New(http.StatusNotFound, "resource_not_found",
 			fmt.Sprintf("No such %s: %q.", rt.noun(), id)).WithParam("id")
 	}
-	return rt.serve(h, w, r, c)
+	return rt, rt.serve(h, w, r, c)
 }
 
 // versionOf returns the version segment of a path like /v2/jobs.
