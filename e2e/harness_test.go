@@ -202,10 +202,20 @@ type issued struct {
 // issue gets a credential through the CLI, as an operator would.
 func (g *gateway) issue(firm string, sandbox bool, scopes ...string) issued {
 	g.t.Helper()
+	return g.issueWith(firm, sandbox, "", scopes...)
+}
+
+// issueWith issues a credential with its own rate limit ("" for the
+// default).
+func (g *gateway) issueWith(firm string, sandbox bool, rate string, scopes ...string) issued {
+	g.t.Helper()
 	args := []string{"credential", "issue", "--json", "--firm", firm, "--name", "test " + strings.Join(scopes, " "),
 		"--scopes", strings.Join(scopes, ",")}
 	if sandbox {
 		args = append(args, "--sandbox")
+	}
+	if rate != "" {
+		args = append(args, "--rate-limit", rate)
 	}
 	out, err := g.cli(args...)
 	if err != nil {

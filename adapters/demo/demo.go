@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/bbolt"
@@ -33,12 +34,14 @@ const (
 
 // Records is the demo adapter. It is safe for concurrent use.
 type Records struct {
-	db      *bbolt.DB
-	now     func() time.Time
-	ids     idSource
-	signal  chan struct{}
-	tenants map[adapters.Tenant]*tenant // fixed after Open
-	order   []*tenant                   // tenants in the order firms were given
+	db     *bbolt.DB
+	now    func() time.Time
+	ids    idSource
+	signal chan struct{}
+	// tenants is replaced whole when firms are added, so that readers
+	// never lock for it.
+	tenants atomic.Pointer[map[adapters.Tenant]*tenant]
+	adding  sync.Mutex // serialises AddFirms
 }
 
 // Option configures Open.
@@ -54,35 +57,65 @@ func WithClock(now func() time.Time) Option {
 // every firm's records into memory. db stays the caller's to close.
 func Open(db *bbolt.DB, firms []string, opts ...Option) (*Records, error) {
 	r := &Records{
-		db:      db,
-		now:     time.Now,
-		signal:  make(chan struct{}, 1),
-		tenants: make(map[adapters.Tenant]*tenant, 2*len(firms)),
+		db:     db,
+		now:    time.Now,
+		signal: make(chan struct{}, 1),
 	}
 	for _, o := range opts {
 		o(r)
 	}
+	seen := map[string]bool{}
+	for _, firm := range firms {
+		if seen[firm] {
+			return nil, fmt.Errorf("demo: firm %q listed twice", firm)
+		}
+		seen[firm] = true
+	}
+	r.tenants.Store(&map[adapters.Tenant]*tenant{})
+	if err := r.AddFirms(firms); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// AddFirms seeds (if they have no records yet) and loads firms this
+// Records does not serve yet, so that a configuration reload that adds a
+// firm keeps one set of records in memory rather than two.
+func (r *Records) AddFirms(firms []string) error {
+	r.adding.Lock()
+	defer r.adding.Unlock()
+	cur := *r.tenants.Load()
+	var added []*tenant
 	for _, firm := range firms {
 		if firm == "" {
-			return nil, errors.New("demo: empty firm id")
+			return errors.New("demo: empty firm id")
 		}
-		if _, dup := r.tenants[adapters.Tenant{Firm: firm}]; dup {
-			return nil, fmt.Errorf("demo: firm %q listed twice", firm)
+		if _, ok := cur[adapters.Tenant{Firm: firm}]; ok {
+			continue
 		}
 		st := styleFor(firm)
 		for _, sandbox := range []bool{false, true} {
-			ts := &tenant{Tenant: adapters.Tenant{Firm: firm, Sandbox: sandbox}, style: st}
-			r.tenants[ts.Tenant] = ts
-			r.order = append(r.order, ts)
+			added = append(added, &tenant{Tenant: adapters.Tenant{Firm: firm, Sandbox: sandbox}, style: st})
 		}
 	}
-	if err := r.seed(); err != nil {
-		return nil, fmt.Errorf("demo: seed: %w", err)
+	if len(added) == 0 {
+		return nil
 	}
-	if err := r.load(); err != nil {
-		return nil, fmt.Errorf("demo: load: %w", err)
+	if err := r.seed(added); err != nil {
+		return fmt.Errorf("demo: seed: %w", err)
 	}
-	return r, nil
+	if err := r.load(added); err != nil {
+		return fmt.Errorf("demo: load: %w", err)
+	}
+	next := make(map[adapters.Tenant]*tenant, len(cur)+len(added))
+	for k, v := range cur {
+		next[k] = v
+	}
+	for _, ts := range added {
+		next[ts.Tenant] = ts
+	}
+	r.tenants.Store(&next)
+	return nil
 }
 
 func (r *Records) clock() time.Time {
@@ -91,7 +124,7 @@ func (r *Records) clock() time.Time {
 
 // seed writes the seed of every tenant that has no records yet, all in one
 // transaction so that a tenant is either fully seeded or not at all.
-func (r *Records) seed() error {
+func (r *Records) seed(tenants []*tenant) error {
 	return r.db.Update(func(tx *bbolt.Tx) error {
 		root, err := tx.CreateBucketIfNotExists([]byte(demoBucket))
 		if err != nil {
@@ -100,7 +133,7 @@ func (r *Records) seed() error {
 		if _, err := tx.CreateBucketIfNotExists([]byte(outboxBucket)); err != nil {
 			return err
 		}
-		for _, ts := range r.order {
+		for _, ts := range tenants {
 			fb, err := root.CreateBucketIfNotExists([]byte(ts.Firm))
 			if err != nil {
 				return err
@@ -134,9 +167,9 @@ func (r *Records) seed() error {
 	})
 }
 
-func (r *Records) load() error {
+func (r *Records) load(tenants []*tenant) error {
 	return r.db.View(func(tx *bbolt.Tx) error {
-		for _, ts := range r.order {
+		for _, ts := range tenants {
 			tb := tenantBucket(tx, ts.Tenant)
 			if tb == nil {
 				return fmt.Errorf("%s: no records", ts)
@@ -357,7 +390,7 @@ func search(col []entry, id string) int {
 // lookup returns the tenant's records, or ErrNotFound for a firm this
 // adapter does not serve.
 func (r *Records) lookup(t adapters.Tenant) (*tenant, error) {
-	ts := r.tenants[t]
+	ts := (*r.tenants.Load())[t]
 	if ts == nil {
 		return nil, fmt.Errorf("demo: no records for %s: %w", t, adapters.ErrNotFound)
 	}

@@ -138,7 +138,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("practicegw: data_dir: %w", err)
 	}
-	a.poolKey = dir + "|" + strings.Join(ids, ",")
+	// One database and one set of demo records per data directory, shared
+	// by the configs a reload overlaps: a firm added by the new config is
+	// added to them.
+	a.poolKey = dir
 	val, _, err := pool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
 		return openShared(dir, ids)
 	})
@@ -146,6 +149,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("practicegw: %w", err)
 	}
 	a.shared = val.(*shared)
+	if err := a.shared.demo.AddFirms(ids); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
 
 	a.state = a.shared.store
 	if a.Redis != "" {

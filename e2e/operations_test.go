@@ -1,0 +1,89 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestReloadKeepsServing reloads the configuration (adding a firm) under a
+// steady load of reads and writes: no request fails, and every write's
+// webhook is still delivered.
+func TestReloadKeepsServing(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	tok := g.issueWith("frm_acme", false, "1000000/s", allReadWrite...).Token
+	rc := newReceiver(t)
+	_, secret := register(t, g, tok, rc.url(), "job.opened")
+	rc.setSecrets(secret)
+	client := g.do(t, "GET", "/v1/clients?limit=1", tok, nil).json(t)["data"].([]any)[0].(map[string]any)["id"].(string)
+
+	base, err := os.ReadFile(defaultCaddyfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	variant := strings.Replace(string(base), "\t\tfirm frm_birch {",
+		"\t\tfirm frm_cedar {\n\t\t\tname \"Cedar Partners\"\n\t\t\trecords demo\n\t\t}\n\t\tfirm frm_birch {", 1)
+	if variant == string(base) {
+		t.Fatal("could not add a firm to the Caddyfile")
+	}
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(variant), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	var (
+		stop             atomic.Bool
+		wg               sync.WaitGroup
+		writes, failures atomic.Int64
+		mu               sync.Mutex
+		firstFailure     string
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				var r response
+				if w == 0 && i%2 == 0 {
+					r = g.do(t, "POST", "/v1/jobs", tok, map[string]any{"title": fmt.Sprintf("Reload %d", i), "client": client})
+					if r.StatusCode == 201 {
+						writes.Add(1)
+					}
+				} else {
+					r = g.do(t, "GET", "/v1/jobs?limit=20", tok, nil)
+				}
+				if r.StatusCode >= 300 {
+					failures.Add(1)
+					mu.Lock()
+					if firstFailure == "" {
+						firstFailure = fmt.Sprintf("%d %s", r.StatusCode, r.body)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	time.Sleep(500 * time.Millisecond)
+	if out, err := g.cli("reload", "--config", path, "--adapter", "caddyfile", "--address", g.admin); err != nil {
+		t.Fatalf("reload: %v %s", err, out)
+	}
+	time.Sleep(time.Second)
+	stop.Store(true)
+	wg.Wait()
+	if failures.Load() > 0 {
+		t.Fatalf("%d requests failed across the reload; first: %s", failures.Load(), firstFailure)
+	}
+
+	// The new firm is served after the reload.
+	cedar := g.issue("frm_cedar", false, "clients:read")
+	if r := g.do(t, "GET", "/v1/clients?limit=1", cedar.Token, nil); r.StatusCode != 200 {
+		t.Fatalf("new firm after reload: %d %s", r.StatusCode, r.body)
+	}
+	// Every write made across the reload raised its event and was delivered.
+	rc.wait(int(writes.Load()), 10*time.Second)
+}
