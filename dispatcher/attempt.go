@@ -16,8 +16,9 @@ var errHandedBack = errors.New("delivery handed back unattempted")
 
 // attempt makes one attempt on a leased delivery and records it. Attempts
 // from the queue pass the endpoint's circuit breaker; a single replay asked
-// for by a person does not (viaBreaker false).
-func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreaker bool) (Delivery, error) {
+// for by a person does not (viaBreaker false). sent, if set, is called once
+// the endpoint has answered (or failed to), before the attempt is recorded.
+func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreaker bool, sent func()) (Delivery, error) {
 	d := c.Delivery
 	// Whatever happens to ctx, a finished attempt is recorded.
 	storeCtx := context.WithoutCancel(ctx)
@@ -79,6 +80,16 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 		return d, errHandedBack
 	}
 
+	// The breaker hears of the answer and the endpoint's slot is free
+	// before the bookkeeping: neither needs to wait for a store commit.
+	if reportToBreaker != nil {
+		reportToBreaker(breakerVerdict(res))
+	}
+	if sent != nil {
+		sent()
+	}
+	e.metrics.duration.Observe(elapsed.Seconds())
+
 	a := Attempt{
 		Number:          len(d.Attempts) + 1,
 		Trigger:         trigger,
@@ -90,10 +101,8 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 	if res.err != nil {
 		a.Error = res.err.Message
 	}
-	saved, err := e.b.Attempts.RecordAttempt(storeCtx, c.Lease, e.decide(d, a, res))
-	if reportToBreaker != nil {
-		reportToBreaker(breakerVerdict(res))
-	}
+	outcome := e.decide(d, a, res)
+	saved, err := e.b.Attempts.RecordAttempt(storeCtx, c.Lease, outcome)
 	if res.err != nil && res.err.Gone() {
 		e.disable(storeCtx, ep.ID, fmt.Sprintf("The endpoint answered 410 Gone at %s (delivery %s).",
 			startedAt.UTC().Format(time.RFC3339), d.ID))
@@ -101,6 +110,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 	if err != nil {
 		return d, fmt.Errorf("record attempt %d on %s: %w", a.Number, d.ID, err)
 	}
+	e.metrics.outcomes.WithLabelValues(string(outcome.State)).Inc()
 	e.log.Debug("webhook attempt",
 		zap.String("delivery_id", d.ID), zap.String("endpoint_id", d.EndpointID), zap.String("event_id", d.EventID),
 		zap.String("attempt", a.Label()), zap.Int("response_code", a.ResponseCode), zap.String("state", string(saved.State)))

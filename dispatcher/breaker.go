@@ -14,7 +14,11 @@ import (
 // shared breaker (gobreaker's distributed variant over Redis) can replace
 // it when several dispatchers share the work.
 type endpointState struct {
-	inflight int // guarded by Engine.mu
+	inflight int // requests in flight; guarded by Engine.mu
+	// snoozedFor is the openedAt of the breaker opening the store was told
+	// of (Snooze), so that it is told once per opening. Guarded by
+	// Engine.mu.
+	snoozedFor int64
 	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
 	// openedAt is when the breaker last opened, in wall-clock nanoseconds
 	// (the breaker keeps wall time, whatever the engine's clock). Atomic
@@ -67,21 +71,6 @@ func (e *Engine) endpointState(id string) *endpointState {
 // the endpoint's backlog for long; a probe that times out costs each waiting
 // delivery one re-check a second.
 func (e *Engine) probeWait() time.Duration { return min(e.cfg.Timeout, time.Second) }
-
-// deferral says whether the endpoint's due deliveries must wait for its
-// breaker, and until when on the engine's clock. e.mu is held.
-func (e *Engine) deferral(st *endpointState, now time.Time) (time.Time, bool) {
-	switch st.breaker.State() {
-	case gobreaker.StateOpen:
-		left := e.cfg.BreakerCooldown - time.Since(time.Unix(0, st.openedAt.Load()))
-		return now.Add(max(left, 0)), true
-	case gobreaker.StateHalfOpen:
-		if st.inflight > 0 {
-			return now.Add(e.probeWait()), true
-		}
-	}
-	return time.Time{}, false
-}
 
 // breakerVerdict is what the breaker is told about an attempt: only an
 // unhealthy endpoint counts as a failure.

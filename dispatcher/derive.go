@@ -15,11 +15,30 @@ import (
 //
 // A change that raises nothing (a deletion, a person, a job edit that does
 // not move its stage) yields no events and no error. A change that can never
-// raise events (unreadable records) is an ErrInvalidChange.
+// raise events (no id or firm, unreadable records, an event whose payload
+// would exceed MaxPayload) is an ErrInvalidChange: the whole change is
+// refused before any of it is recorded, so that it is either all delivered
+// or visibly not.
 func Derive(c adapters.Change) ([]Event, error) {
 	if c.ID == "" {
 		return nil, fmt.Errorf("%w: change has no id", ErrInvalidChange)
 	}
+	if c.Firm == "" {
+		return nil, fmt.Errorf("%w: change %s has no firm", ErrInvalidChange, c.ID)
+	}
+	events, err := derive(c)
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range events {
+		if err := ev.checkSize(); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
+}
+
+func derive(c adapters.Change) ([]Event, error) {
 	if isAbsent(c.After) {
 		// The contract has no deletion events.
 		return nil, nil

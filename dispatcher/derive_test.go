@@ -223,10 +223,12 @@ func TestEnvelopeIsTheContractShape(t *testing.T) {
 func TestEventTooLargeIsRefused(t *testing.T) {
 	big := `{"id":"cli_1","name":"` + strings.Repeat("x", MaxPayload) + `"}`
 	evs, err := Derive(mkChange("chg_big", adapters.Clients, "", big))
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrInvalidChange) || !strings.Contains(err.Error(), "limited to") || evs != nil {
+		t.Fatalf("Derive = %d events, %v", len(evs), err)
 	}
-	if err := evs[0].checkSize(); !errors.Is(err, ErrInvalidChange) || !strings.Contains(err.Error(), "limited to") {
-		t.Fatalf("checkSize = %v", err)
+	noFirm := mkChange("chg_1", adapters.Clients, "", `{"id":"cli_1"}`)
+	noFirm.Firm = ""
+	if _, err := Derive(noFirm); !errors.Is(err, ErrInvalidChange) {
+		t.Fatalf("Derive without a firm = %v", err)
 	}
 }

@@ -27,7 +27,7 @@ func TestCrashedDispatchersLeaseExpires(t *testing.T) {
 	h.ingest(clientChange(live))
 	now := h.clock.Now()
 	claims, _, err := h.store.Claim(h.ctx, dispatcher.ClaimRequest{
-		Now: now, LeaseUntil: now.Add(time.Minute), Max: 10, Accept: func(string) bool { return true },
+		Now: now, LeaseUntil: now.Add(time.Minute), Max: 10, PerEndpoint: 10,
 	})
 	if err != nil || len(claims) != 1 {
 		t.Fatalf("Claim = %v, %v", claims, err)
@@ -145,12 +145,12 @@ type flakyLog struct {
 	calls   atomic.Int32
 }
 
-func (f *flakyLog) Record(ctx context.Context, ev dispatcher.Event) (bool, error) {
+func (f *flakyLog) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, error) {
 	f.calls.Add(1)
 	if f.failing.Load() {
-		return false, errors.New("disk full")
+		return nil, errors.New("disk full")
 	}
-	return f.EventLog.Record(ctx, ev)
+	return f.EventLog.Record(ctx, evs)
 }
 
 func TestOutboxDrainDeletesOnlyAfterIngest(t *testing.T) {
@@ -158,7 +158,7 @@ func TestOutboxDrainDeletesOnlyAfterIngest(t *testing.T) {
 	rc := newReceiver(t, nil)
 	ep, _ := h.endpoint(live, rc.URL())
 
-	flaky := &flakyLog{EventLog: h.store}
+	flaky := &flakyLog{EventLog: h.store.Backends().Events}
 	flaky.failing.Store(true)
 	b := h.store.Backends()
 	b.Events = flaky

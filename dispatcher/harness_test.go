@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +20,9 @@ import (
 	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/boltstore"
+	"github.com/practicegw/practicegw/dispatcher/redisstore"
+	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -56,14 +60,55 @@ func (c *fakeClock) Set(t time.Time) {
 
 func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
-// harness is one engine over a real bbolt file, running.
+// harness is one engine over a real store, running: a bbolt file, or with
+// PRACTICEGW_TEST_STORE=redis a real redis-server, so that the whole engine
+// suite can be run over either backend.
 type harness struct {
 	t     *testing.T
 	clock *fakeClock
-	db    *bolt.DB
-	store *boltstore.Store
+	// open makes another store over the same state, as a second
+	// dispatcher process would.
+	open  func() testStore
+	store testStore
 	eng   *dispatcher.Engine
 	ctx   context.Context
+}
+
+// testStore is what the tests use of a store besides the engine.
+type testStore interface {
+	dispatcher.DeliveryQueue
+	dispatcher.AttemptLog
+	dispatcher.DeliveryReader
+	Backends() dispatcher.Backends
+}
+
+// opener returns a function opening stores over one fresh state.
+func opener(t *testing.T) func() testStore {
+	t.Helper()
+	if os.Getenv("PRACTICEGW_TEST_STORE") == "redis" {
+		srv := redistest.Start(t)
+		opts, err := redis.ParseURL(srv.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb := redis.NewClient(opts)
+		t.Cleanup(func() { rdb.Close() })
+		return func() testStore {
+			st, err := redisstore.New(rdb, redisstore.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return st
+		}
+	}
+	db := openDB(t)
+	return func() testStore {
+		st, err := boltstore.New(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
 }
 
 // loopbackOnly lets tests deliver to httptest servers.
@@ -82,8 +127,7 @@ func openDB(t testing.TB) *bolt.DB {
 // newHarness starts an engine; cfg's zero fields get test defaults.
 func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	t.Helper()
-	db := openDB(t)
-	h := &harness{t: t, clock: newClock(), db: db, ctx: context.Background()}
+	h := &harness{t: t, clock: newClock(), open: opener(t), ctx: context.Background()}
 	if cfg.Clock == nil {
 		cfg.Clock = h.clock.Now
 	}
@@ -92,9 +136,9 @@ func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
 	return h
 }
 
-// engine builds another engine over the harness's database, as a second
+// engine builds another engine over the harness's state, as a second
 // dispatcher process would.
-func (h *harness) engine(cfg dispatcher.Config) (*dispatcher.Engine, *boltstore.Store) {
+func (h *harness) engine(cfg dispatcher.Config) (*dispatcher.Engine, testStore) {
 	h.t.Helper()
 	if cfg.Clock == nil {
 		cfg.Clock = h.clock.Now
@@ -114,10 +158,7 @@ func (h *harness) engine(cfg dispatcher.Config) (*dispatcher.Engine, *boltstore.
 	if cfg.ShutdownGrace == 0 {
 		cfg.ShutdownGrace = 100 * time.Millisecond
 	}
-	st, err := boltstore.New(h.db)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	st := h.open()
 	eng, err := dispatcher.New(cfg, st.Backends())
 	if err != nil {
 		h.t.Fatal(err)

@@ -2,9 +2,11 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/practicegw/practicegw/adapters"
+	"go.uber.org/zap"
 )
 
 // Ingest derives a change's events, records each once and fans each out to
@@ -15,47 +17,79 @@ import (
 // An ErrInvalidChange can never succeed and should be logged and skipped;
 // any other error is worth retrying.
 func (e *Engine) Ingest(ctx context.Context, c adapters.Change) error {
-	if c.Firm == "" {
-		return fmt.Errorf("%w: change %s has no firm", ErrInvalidChange, c.ID)
-	}
 	events, err := Derive(c)
 	if err != nil {
 		return err
 	}
+	if err := e.IngestEvents(ctx, events); err != nil {
+		return fmt.Errorf("ingest change %s: %w", c.ID, err)
+	}
+	return nil
+}
+
+// IngestEvents records events (from Derive) once each and fans each out to
+// one delivery per subscribed endpoint, in two store writes however many
+// events there are. It is durable when it returns nil; doing it again
+// records and queues nothing new. Any error is worth retrying.
+func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	// Refuse the whole change before recording any of it, so that it is
-	// either all delivered or visibly not.
+	endpoints := make(map[adapters.Tenant][]Endpoint)
 	for _, ev := range events {
-		if err := ev.checkSize(); err != nil {
-			return err
+		t := ev.Tenant()
+		if _, ok := endpoints[t]; ok {
+			continue
 		}
+		eps, err := e.b.Endpoints.Endpoints(ctx, t)
+		if err != nil {
+			return fmt.Errorf("list endpoints of %s: %w", t, err)
+		}
+		endpoints[t] = eps
 	}
-	endpoints, err := e.b.Endpoints.Endpoints(ctx, adapters.Tenant{Firm: c.Firm, Sandbox: c.Sandbox})
+	created, err := e.b.Events.Record(ctx, events)
 	if err != nil {
-		return fmt.Errorf("ingest change %s: list endpoints: %w", c.ID, err)
+		return fmt.Errorf("record %d events: %w", len(events), err)
 	}
 	now := e.now()
 	var deliveries []Delivery
-	for _, ev := range events {
+	for i, ev := range events {
+		if i < len(created) && created[i] {
+			e.metrics.events.WithLabelValues(ev.Event).Inc()
+		}
 		// Fan out whether or not the event is new: if a crash came between
 		// recording it and queuing its deliveries, this is where they are
 		// queued after all.
-		if _, err := e.b.Events.Record(ctx, ev); err != nil {
-			return fmt.Errorf("ingest change %s: record event %s: %w", c.ID, ev.ID, err)
-		}
-		deliveries = append(deliveries, FanOut(ev, endpoints, now)...)
+		deliveries = append(deliveries, FanOut(ev, endpoints[ev.Tenant()], now)...)
 	}
 	if len(deliveries) == 0 {
 		return nil
 	}
-	created, err := e.b.Queue.Enqueue(ctx, deliveries)
+	n, err := e.b.Queue.Enqueue(ctx, deliveries)
 	if err != nil {
-		return fmt.Errorf("ingest change %s: queue deliveries: %w", c.ID, err)
+		return fmt.Errorf("queue %d deliveries: %w", len(deliveries), err)
 	}
-	if created > 0 {
+	if n > 0 {
 		e.wake()
 	}
 	return nil
+}
+
+// ingestChanges is the embedded outbox's sink: it ingests a batch of
+// changes in one go. A change that can never become events is logged and
+// dropped, so it cannot hold up the ones behind it.
+func (e *Engine) ingestChanges(ctx context.Context, changes []adapters.Change) error {
+	var events []Event
+	for _, c := range changes {
+		evs, err := Derive(c)
+		if errors.Is(err, ErrInvalidChange) {
+			e.log.Error("dropping a change that cannot become events", zap.String("change_id", c.ID), zap.Error(err))
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		events = append(events, evs...)
+	}
+	return e.IngestEvents(ctx, events)
 }

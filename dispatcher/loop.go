@@ -6,24 +6,21 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 )
 
 const (
-	// claimBatch bounds one claim transaction. Deliveries deferred by an
-	// open breaker count towards it, so a dead endpoint with a long backlog
-	// is pushed back in slices rather than in one huge transaction.
-	claimBatch = 512
-	// idleWait bounds how long the loop sleeps: a safety net for clock
-	// jumps and for work another process queued without waking us.
-	idleWait = 30 * time.Second
+	// claimBatch bounds one claim: one store transaction or script.
+	claimBatch = 256
 	// storeRetry is the pause after the store failed a claim.
 	storeRetry = time.Second
 )
 
 // loop claims and starts due deliveries until ctx is cancelled. Ingest and
-// finished attempts wake it through wakeC; otherwise it sleeps until the
-// earliest scheduled attempt, so the happy path has no polling delay.
+// finished requests wake it through wakeC; otherwise it sleeps until the
+// earliest scheduled attempt (or PollInterval), so the happy path has no
+// polling delay.
 func (e *Engine) loop(ctx context.Context) {
 	// Attempts outlive ctx by the shutdown grace: a request already sent is
 	// worth finishing and recording.
@@ -31,17 +28,17 @@ func (e *Engine) loop(ctx context.Context) {
 	defer abort()
 	var workers sync.WaitGroup
 
-	timer := time.NewTimer(idleWait)
+	timer := time.NewTimer(e.cfg.PollInterval)
 	defer timer.Stop()
 	for {
-		wait := idleWait
+		wait := e.cfg.PollInterval
 		next, err := e.dispatchDue(attemptCtx, &workers)
 		switch {
 		case err != nil:
 			e.log.Error("claiming due webhook deliveries failed", zap.Error(err))
 			wait = storeRetry
 		case !next.IsZero():
-			wait = min(max(next.Sub(e.now()), 0), idleWait)
+			wait = min(max(next.Sub(e.now()), 0), e.cfg.PollInterval)
 		}
 		timer.Reset(wait)
 		select {
@@ -72,107 +69,155 @@ func (e *Engine) shutdown(workers *sync.WaitGroup, abort context.CancelFunc) {
 	}
 }
 
-// dispatchDue claims what is due and can start now, starts it, and defers
-// what an open breaker holds back. It returns when the next delivery falls
-// due.
+// dispatchDue claims what is due and has room to start, and starts it. It
+// returns when the loop should look again at the latest.
 func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time.Time, error) {
-	e.mu.Lock()
-	busy := e.inflight >= e.cfg.Workers
-	e.mu.Unlock()
-	if busy {
-		// A finishing attempt wakes the loop; claiming now would only be a
-		// write transaction that takes nothing.
-		return time.Time{}, nil
-	}
 	now := e.now()
-	// Decisions are per endpoint and per pass, so all of an endpoint's
-	// deliveries in one claim are treated alike.
-	deferUntil := map[string]time.Time{}
-	decided := map[string]bool{}
-	reserved := map[string]int{}
-	accept := func(endpointID string) bool {
-		e.mu.Lock()
-		defer e.mu.Unlock()
-		st := e.endpointLocked(endpointID)
-		if !decided[endpointID] {
-			decided[endpointID] = true
-			if until, ok := e.deferral(st, now); ok {
-				deferUntil[endpointID] = until
-			}
-		}
-		if _, ok := deferUntil[endpointID]; ok {
-			return true
-		}
-		if e.inflight >= e.cfg.Workers || st.inflight >= e.cfg.MaxInFlightPerEndpoint {
-			return false
-		}
-		st.inflight++
-		e.inflight++
-		reserved[endpointID]++
-		return true
-	}
-	claims, next, err := e.b.Queue.Claim(ctx, ClaimRequest{
-		Now: now, LeaseUntil: now.Add(e.leaseFor), Max: claimBatch, Accept: accept,
-	})
-	if err != nil {
-		e.unreserve(reserved)
-		return time.Time{}, err
-	}
-
-	deferred := map[time.Time][]Lease{}
-	for _, c := range claims {
-		id := c.Delivery.EndpointID
-		if until, ok := deferUntil[id]; ok {
-			deferred[until] = append(deferred[until], c.Lease)
+	free, room, snoozes, reopen := e.capacity(now)
+	for _, s := range snoozes {
+		if err := e.b.Queue.Snooze(ctx, s.endpointID, s.until); err != nil {
+			// The endpoint stays passed over by this engine all the same;
+			// only other dispatchers go on trying it meanwhile.
+			e.log.Warn("pausing the deliveries of an endpoint with an open circuit breaker failed",
+				zap.String("endpoint_id", s.endpointID), zap.Error(err))
 			continue
 		}
-		reserved[id]--
+		e.snoozed(s)
+	}
+	if free <= 0 {
+		// A finishing attempt wakes the loop; claiming now would only be a
+		// store write that takes nothing.
+		return reopen, nil
+	}
+	claims, next, err := e.b.Queue.Claim(ctx, ClaimRequest{
+		Now: now, LeaseUntil: now.Add(e.leaseFor), Max: min(free, claimBatch),
+		PerEndpoint: e.cfg.MaxInFlightPerEndpoint, Room: room,
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	e.mu.Lock()
+	for _, c := range claims {
+		e.endpointLocked(c.Delivery.EndpointID).inflight++
+		e.inflight++
+	}
+	e.mu.Unlock()
+	for _, c := range claims {
+		slot := e.newSlot(c.Delivery.EndpointID)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			defer e.finished(id)
-			e.work(ctx, c)
+			defer e.workerDone(slot)
+			e.work(ctx, c, slot.release)
 		}()
 	}
-	// The store may claim fewer than Accept took (a record gone missing).
-	e.unreserve(reserved)
-	for until, leases := range deferred {
-		if err := e.b.Queue.Release(ctx, leases, until); err != nil {
-			// The leases expire by themselves; nothing is lost, only delayed.
-			e.log.Error("deferring webhook deliveries behind an open circuit breaker failed", zap.Error(err))
-		}
-	}
-	return next, nil
+	return earliest(next, reopen), nil
 }
 
-func (e *Engine) unreserve(reserved map[string]int) {
+// snooze asks the store to pause an endpoint whose breaker opened.
+type snooze struct {
+	endpointID string
+	until      time.Time
+	openedAt   int64
+}
+
+// capacity reads, in one look under the lock, how many attempts may start
+// (free), which endpoints have less room than a fresh one (room), which
+// endpoints' open breakers the store does not know of yet (snoozes), and
+// the earliest time an open breaker lets a probe through (reopen).
+//
+// Attempts only ever finish meanwhile, so the claim that follows may take
+// a little less than there is room for, never more.
+func (e *Engine) capacity(now time.Time) (free int, room map[string]int, snoozes []snooze, reopen time.Time) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for id, n := range reserved {
-		if n <= 0 {
-			continue
+	free = e.cfg.Workers - e.inflight
+	room = make(map[string]int)
+	for id, st := range e.endpoints {
+		r := e.cfg.MaxInFlightPerEndpoint - st.inflight
+		switch st.breaker.State() {
+		case gobreaker.StateOpen:
+			r = 0
+			opened := st.openedAt.Load()
+			until := now.Add(max(e.cfg.BreakerCooldown-time.Since(time.Unix(0, opened)), 0))
+			reopen = earliest(reopen, until)
+			if st.snoozedFor != opened {
+				snoozes = append(snoozes, snooze{endpointID: id, until: until, openedAt: opened})
+			}
+		case gobreaker.StateHalfOpen:
+			// One probe at a time decides whether the endpoint is back.
+			r = min(r, 1-st.inflight)
 		}
-		st := e.endpointLocked(id)
-		st.inflight -= n
-		e.inflight -= n
-		e.forgetLocked(id, st)
+		if r != e.cfg.MaxInFlightPerEndpoint {
+			room[id] = r
+		}
+	}
+	return free, room, snoozes, reopen
+}
+
+func (e *Engine) snoozed(s snooze) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if st, ok := e.endpoints[s.endpointID]; ok {
+		st.snoozedFor = s.openedAt
 	}
 }
 
-// finished frees an attempt's slot and wakes the loop: a delivery held back
-// by the endpoint's concurrency limit may start now.
-func (e *Engine) finished(endpointID string) {
-	e.unreserve(map[string]int{endpointID: 1})
+// earliest is the earlier of two times, zero meaning none.
+func earliest(a, b time.Time) time.Time {
+	switch {
+	case a.IsZero():
+		return b
+	case b.IsZero() || a.Before(b):
+		return a
+	}
+	return b
+}
+
+// slot is an attempt's hold on one of its endpoint's request slots. It is
+// given back as soon as the request is answered, before the attempt is
+// recorded: the slot protects the endpoint, which the bookkeeping does not
+// load, and holding it through a store commit would cap an endpoint at
+// slots per commit time.
+type slot struct {
+	e          *Engine
+	endpointID string
+	once       sync.Once
+}
+
+func (e *Engine) newSlot(endpointID string) *slot { return &slot{e: e, endpointID: endpointID} }
+
+func (s *slot) release() {
+	s.once.Do(func() {
+		e := s.e
+		e.mu.Lock()
+		st := e.endpointLocked(s.endpointID)
+		st.inflight--
+		e.forgetLocked(s.endpointID, st)
+		e.mu.Unlock()
+		// A delivery held back by the endpoint's limit may start now.
+		e.wake()
+	})
+}
+
+// workerDone frees an attempt's worker, and its endpoint slot if the
+// attempt ended before sending.
+func (e *Engine) workerDone(s *slot) {
+	s.release()
+	e.mu.Lock()
+	e.inflight--
+	e.mu.Unlock()
 	e.wake()
 }
 
-// work makes one attempt on a claimed delivery.
-func (e *Engine) work(ctx context.Context, c Claim) {
+// work makes one attempt on a claimed delivery; sent is called once the
+// endpoint has answered.
+func (e *Engine) work(ctx context.Context, c Claim, sent func()) {
 	trigger := TriggerScheduled
 	if c.Replay {
 		trigger = TriggerReplay
 	}
-	_, err := e.attempt(ctx, c, trigger, true)
+	_, err := e.attempt(ctx, c, trigger, true, sent)
 	switch {
 	case err == nil, errors.Is(err, errHandedBack):
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotFound):

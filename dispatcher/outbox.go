@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
@@ -22,23 +21,36 @@ type Outbox interface {
 	OutboxSignal() <-chan struct{}
 }
 
+// A ChangeSink takes a batch of changes durably: once it returns nil the
+// changes are safe elsewhere (ingested into the engine's store, published
+// to Kafka) and may be deleted from the outbox. Any error means none of
+// them may be deleted yet.
+type ChangeSink func(ctx context.Context, changes []adapters.Change) error
+
 const (
-	outboxBatch = 100
+	// outboxBatch bounds one read of the outbox and so one sink call.
+	outboxBatch = 256
 	// outboxPoll is a safety net for a missed signal.
 	outboxPoll = 5 * time.Second
-	// outboxMaxBackoff caps the pause between retries of a failing Ingest.
+	// outboxMaxBackoff caps the pause between retries of a failing sink.
 	outboxMaxBackoff = 30 * time.Second
 )
 
-// DrainOutbox ingests src's entries in order until ctx is cancelled. An
-// entry is deleted only after Ingest succeeded, so a crash in between
-// ingests it again, which deterministic ids make harmless. A failing entry
-// is retried, never skipped, so no later change overtakes it; only an
-// ErrInvalidChange, which can never succeed, is logged and dropped.
-//
-// The caller owns the goroutine running it and stops it with ctx; Close
-// does not. It returns nil once ctx is done.
+// DrainOutbox ingests src's entries in order until ctx is cancelled: the
+// embedded mode's first stage. See DrainOutboxTo.
 func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
+	return DrainOutboxTo(ctx, src, e.ingestChanges, e.log)
+}
+
+// DrainOutboxTo hands src's entries to sink in order, in batches, until ctx
+// is cancelled. Entries are deleted only after sink took them, so a crash in
+// between hands them over again, which deterministic event ids make
+// harmless. A failing batch is retried with backoff, never skipped, so no
+// later change overtakes it.
+//
+// The caller owns the goroutine running it and stops it with ctx. It
+// returns nil once ctx is done.
+func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Logger) error {
 	var after uint64
 	backoff := time.Duration(0)
 	for {
@@ -49,7 +61,7 @@ func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
 		}
 		entries, err := src.ReadOutbox(after, outboxBatch)
 		if err != nil {
-			e.log.Error("reading the outbox failed", zap.Error(err))
+			log.Error("reading the outbox failed", zap.Error(err))
 			backoff = nextBackoff(backoff)
 			continue
 		}
@@ -63,47 +75,31 @@ func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
 			}
 			continue
 		}
-		done, failed := e.ingestEntries(ctx, entries, after)
-		if done > after {
-			// Advance even if deleting fails: the entries are ingested, and
-			// the next successful delete covers them.
-			if err := src.DeleteOutbox(done); err != nil {
-				e.log.Error("deleting ingested outbox entries failed", zap.Uint64("up_to", done), zap.Error(err))
-			}
-			after = done
+		changes := make([]adapters.Change, len(entries))
+		for i, en := range entries {
+			changes[i] = en.Change
 		}
+		if err := sink(ctx, changes); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("handing outbox changes on failed; retrying",
+				zap.Uint64("from_seq", entries[0].Seq), zap.Int("changes", len(entries)), zap.Error(err))
+			backoff = nextBackoff(backoff)
+			continue
+		}
+		backoff = 0
+		done := entries[len(entries)-1].Seq
+		// Advance even if deleting fails: the entries are handed on, and
+		// the next successful delete covers them.
+		if err := src.DeleteOutbox(done); err != nil {
+			log.Error("deleting handed-on outbox entries failed", zap.Uint64("up_to", done), zap.Error(err))
+		}
+		after = done
 		if ctx.Err() != nil {
 			return nil
 		}
-		if failed {
-			backoff = nextBackoff(backoff)
-		} else {
-			backoff = 0
-		}
 	}
-}
-
-// ingestEntries ingests entries in order and returns the Seq of the last
-// one done; failed reports that it stopped at an entry worth retrying.
-func (e *Engine) ingestEntries(ctx context.Context, entries []adapters.OutboxEntry, after uint64) (done uint64, failed bool) {
-	done = after
-	for _, en := range entries {
-		err := e.Ingest(ctx, en.Change)
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrInvalidChange):
-			e.log.Error("dropping a change that cannot become events",
-				zap.Uint64("seq", en.Seq), zap.String("change_id", en.Change.ID), zap.Error(err))
-		default:
-			if ctx.Err() == nil {
-				e.log.Error("ingesting a change failed; retrying",
-					zap.Uint64("seq", en.Seq), zap.String("change_id", en.Change.ID), zap.Error(err))
-			}
-			return done, true
-		}
-		done = en.Seq
-	}
-	return done, false
 }
 
 func nextBackoff(d time.Duration) time.Duration {

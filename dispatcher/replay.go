@@ -28,7 +28,7 @@ func (e *Engine) Replay(ctx context.Context, t adapters.Tenant, deliveryID strin
 	}
 	// The attempt runs to completion even if the caller hangs up: a request
 	// already sent must be recorded.
-	saved, err := e.attempt(context.WithoutCancel(ctx), c, TriggerReplay, false)
+	saved, err := e.attempt(context.WithoutCancel(ctx), c, TriggerReplay, false, nil)
 	if err != nil {
 		return Delivery{}, fmt.Errorf("replay %s: %w", deliveryID, err)
 	}

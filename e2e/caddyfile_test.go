@@ -20,6 +20,7 @@ func TestCaddyfileAdapt(t *testing.T) {
 	for _, c := range []struct{ caddyfile, golden string }{
 		{"../Caddyfile", "testdata/default.json"},
 		{"testdata/directives.Caddyfile", "testdata/directives.json"},
+		{"../config/karbon-xero-sharepoint.Caddyfile", "testdata/karbon-xero-sharepoint.json"},
 	} {
 		cmd := exec.Command(binary, "adapt", "--config", c.caddyfile, "--adapter", "caddyfile")
 		cmd.Env = env

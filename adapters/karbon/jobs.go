@@ -21,9 +21,17 @@ func (a *Adapter) listJobs(ctx context.Context, f adapters.Filter, cur upstream.
 	if none {
 		return adapters.Page{Items: []json.RawMessage{}}, nil
 	}
+	// When Karbon applies every filter, a page of ours is the next limit
+	// work items, and one more says whether there are others: asking for
+	// no more than that keeps the answer small. Filters applied here read
+	// full Karbon pages.
+	top := a.cfg.PageSize
+	if f.Stage == "" && f.DeadlineAfter == "" && f.DeadlineBefore == "" && f.UpdatedSince.IsZero() {
+		top = min(limit+1, top)
+	}
 	w := upstream.Walk[workItem]{
 		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[workItem], error) {
-			return a.fetchWork(ctx, filter, token)
+			return a.fetchWork(ctx, filter, token, top)
 		},
 		ID:    func(w workItem) string { return w.WorkItemKey },
 		Match: func(w workItem) bool { return a.jobMatches(f, w) },
@@ -116,8 +124,8 @@ func (a *Adapter) jobMatches(f adapters.Filter, w workItem) bool {
 	return true
 }
 
-// fetchWork reads one page of work items; the token is the $skip.
-func (a *Adapter) fetchWork(ctx context.Context, filter, token string) (upstream.VendorPage[workItem], error) {
+// fetchWork reads one page of top work items; the token is the $skip.
+func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) (upstream.VendorPage[workItem], error) {
 	var page upstream.VendorPage[workItem]
 	skip := 0
 	if token != "" {
@@ -128,7 +136,7 @@ func (a *Adapter) fetchWork(ctx context.Context, filter, token string) (upstream
 		}
 		skip = n
 	}
-	q := url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}}
+	q := url.Values{"$top": {strconv.Itoa(top)}}
 	if skip > 0 {
 		q.Set("$skip", strconv.Itoa(skip))
 	}
@@ -206,11 +214,36 @@ func (a *Adapter) jobJSON(w workItem) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, err := json.Marshal(j)
-	if err != nil {
-		return nil, fmt.Errorf("karbon: encode job: %w", err)
+	return appendJob(make([]byte, 0, 384), &j), nil
+}
+
+// appendJob writes a job as json.Marshal does (TestAppendJob holds it to
+// that), without its reflection: jobs are translated a page at a time.
+func appendJob(b []byte, j *adapters.Job) []byte {
+	b = append(b, '{')
+	b = upstream.AppendJSONField(b, "id", j.ID)
+	b = upstream.AppendJSONField(b, "object", j.Object)
+	b = upstream.AppendJSONField(b, "title", j.Title)
+	if j.Type != "" {
+		b = upstream.AppendJSONField(b, "type", j.Type)
 	}
-	return raw, nil
+	b = upstream.AppendJSONField(b, "client", j.Client)
+	if j.Engagement != "" {
+		b = upstream.AppendJSONField(b, "engagement", j.Engagement)
+	}
+	b = upstream.AppendJSONField(b, "owner", j.Owner)
+	b = upstream.AppendJSONField(b, "stage", j.Stage)
+	if j.Deadline != "" {
+		b = upstream.AppendJSONField(b, "deadline", j.Deadline)
+	}
+	if j.ClosedAt != nil {
+		b = upstream.AppendJSONTimeField(b, "closed_at", *j.ClosedAt)
+	} else {
+		b = append(b, `,"closed_at":null`...)
+	}
+	b = upstream.AppendJSONTimeField(b, "created_at", j.CreatedAt)
+	b = upstream.AppendJSONTimeField(b, "updated_at", j.UpdatedAt)
+	return append(b, '}')
 }
 
 // workTimes are the only times a work item carries: it starts, and it may

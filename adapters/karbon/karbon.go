@@ -114,7 +114,7 @@ type Config struct {
 	DetailConcurrency int `json:"detail_concurrency,omitempty"`
 	// Upstream is the resilience policy; the budget defaults to Karbon's
 	// published 120 requests a minute per account.
-	Upstream upstream.Policy `json:"upstream,omitempty"`
+	Upstream upstream.Policy `json:"upstream,omitzero"`
 }
 
 // Adapter is one firm's Karbon. It is safe for concurrent use.
@@ -123,13 +123,14 @@ type Adapter struct {
 	c        *upstream.Client
 	log      *zap.Logger
 	clock    upstream.Clock
-	stages   stageMap
+	stages   *stageMap
 	statuses map[string]string
 	rec      *upstream.Recorder
 	changes  upstream.ChangeSink
 	details  *detailCache
 	settings ttlValue[[]workStatus]
 	users    ttlValue[*directory]
+	resolved resolutions
 }
 
 // New checks cfg and makes the adapter.
@@ -301,3 +302,6 @@ var (
 	_ adapters.ClientWriter = (*Adapter)(nil)
 	_ adapters.JobWriter    = (*Adapter)(nil)
 )
+
+// Upstream is the adapter's resilient client, for readiness reports.
+func (a *Adapter) Upstream() *upstream.Client { return a.c }

@@ -3,6 +3,8 @@ package karbon
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
@@ -33,17 +35,26 @@ var (
 	}
 )
 
-// stageMap is the firm's configured mapping, normalised.
-type stageMap map[string]string
+// stageMap is the firm's configured mapping, normalised, with the answers
+// it gave kept: a firm has a few dozen statuses, and normalising names for
+// every work item of every page would cost more than the rest of the
+// translation.
+type stageMap struct {
+	m    map[string]string
+	seen sync.Map // statusKey -> stage
+	n    atomic.Int32
+}
 
-func newStageMap(cfg map[string]string) (stageMap, error) {
-	m := stageMap{}
+type statusKey struct{ primary, secondary, workStatus string }
+
+func newStageMap(cfg map[string]string) (*stageMap, error) {
+	m := &stageMap{m: map[string]string{}}
 	for k, v := range cfg {
 		if !adapters.ValidStage(v) {
 			return nil, fmt.Errorf("karbon: stage_map %q: %q is not one of %v", k, v, adapters.JobStages)
 		}
-		m[norm(k)] = v
-		m[compact(k)] = v
+		m.m[norm(k)] = v
+		m.m[compact(k)] = v
 	}
 	return m, nil
 }
@@ -69,19 +80,33 @@ func compact(s string) string {
 // first: the firm's map for the full work status or the secondary, the
 // default for the secondary, then the firm's map and the default for the
 // primary. A work item without a known status is planned.
-func (m stageMap) stage(primary, secondary, workStatus string) string {
+func (m *stageMap) stage(primary, secondary, workStatus string) string {
+	k := statusKey{primary, secondary, workStatus}
+	if s, ok := m.seen.Load(k); ok {
+		return s.(string)
+	}
+	s := m.lookup(primary, secondary, workStatus)
+	// Statuses come from the vendor; stop remembering new ones past a
+	// bound no firm reaches.
+	if m.n.Add(1) <= 10000 {
+		m.seen.Store(k, s)
+	}
+	return s
+}
+
+func (m *stageMap) lookup(primary, secondary, workStatus string) string {
 	for _, k := range []string{norm(workStatus), norm(secondary)} {
 		if k == "" {
 			continue
 		}
-		if s, ok := m[k]; ok {
+		if s, ok := m.m[k]; ok {
 			return s
 		}
 	}
 	if s, ok := secondaryStages[norm(secondary)]; ok {
 		return s
 	}
-	if s, ok := m[compact(primary)]; ok && primary != "" {
+	if s, ok := m.m[compact(primary)]; ok && primary != "" {
 		return s
 	}
 	if s, ok := primaryStages[compact(primary)]; ok {
@@ -93,7 +118,7 @@ func (m stageMap) stage(primary, secondary, workStatus string) string {
 // target is the Karbon status a move to stage writes: the first status in
 // the tenant's own order that maps to it, a primary before its
 // secondaries.
-func (m stageMap) target(statuses []workStatus, stage string) (primary, secondary string, ok bool) {
+func (m *stageMap) target(statuses []workStatus, stage string) (primary, secondary string, ok bool) {
 	for _, p := range statuses {
 		if m.stage(p.Name, "", p.Name) == stage {
 			return p.Name, "", true
@@ -109,7 +134,7 @@ func (m stageMap) target(statuses []workStatus, stage string) (primary, secondar
 
 // primariesFor lists the primary statuses under which stage can occur,
 // for pushing a stage filter down as PrimaryStatus eq.
-func (m stageMap) primariesFor(statuses []workStatus, stage string) []string {
+func (m *stageMap) primariesFor(statuses []workStatus, stage string) []string {
 	var out []string
 	for _, p := range statuses {
 		hit := m.stage(p.Name, "", p.Name) == stage

@@ -30,7 +30,8 @@ type notification struct {
 // Config.WebhookSigningKey (the SigningKey given when subscribing), then
 // reads the record that changed, compares it with the last state seen and
 // publishes a change record to sink when it differs: a work item moved in
-// Karbon becomes job.stage_changed downstream.
+// Karbon becomes job.stage_changed downstream. A record Karbon reports as
+// Updated that was never seen before is only remembered (see Prime).
 //
 // It answers 200 once every record is published, 401 to a missing or
 // forged signature (and to every request when no signing key is set),
@@ -125,7 +126,7 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, n notifi
 		return err
 	}
 	_, err = a.rec.Observe(ctx, sink, upstream.Observation{
-		Tenant: a.tenant(), Kind: kind, ResourceID: id, After: after,
+		Tenant: a.tenant(), Kind: kind, ResourceID: id, After: after, Created: n.ActionType == "Inserted",
 		Version: n.TimeStamp, OccurredAt: at,
 	})
 	if err != nil {

@@ -77,6 +77,14 @@ type Observation struct {
 	Kind       adapters.Kind
 	ResourceID string
 	After      json.RawMessage
+	// Before is what the caller knows the record was (a write read it
+	// first); it stands in when no state was saved.
+	Before json.RawMessage
+	// Created says the vendor reports the record as new (Karbon's
+	// Inserted, Xero's CREATE). A record that is not new and has no
+	// known before is only remembered: publishing it with no before would
+	// announce a long-existing job as opened or an invoice as raised.
+	Created bool
 	// Version is what the vendor says identifies this state of the
 	// record (its updated time or timestamp); it makes the change id.
 	Version string
@@ -98,7 +106,13 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	if err != nil {
 		return false, fmt.Errorf("last state of %s: %w", key, err)
 	}
-	if before != nil && bytes.Equal(before, o.After) {
+	if before == nil {
+		before = o.Before
+	}
+	if before == nil && !o.Created || before != nil && bytes.Equal(before, o.After) {
+		if err := r.State.Save(ctx, key, o.After); err != nil {
+			return false, fmt.Errorf("save state of %s: %w", key, err)
+		}
 		return false, nil
 	}
 	at := o.OccurredAt
@@ -129,6 +143,27 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return true, fmt.Errorf("save state of %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// Baseline remembers a record's state when none is saved yet, without
+// publishing anything. Adapters' Prime walks use it so that the first
+// webhook after the gateway starts watching a firm has a "before".
+func (r *Recorder) Baseline(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string, state json.RawMessage) error {
+	key := StateKey(t, k, id)
+	mu := r.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	last, err := r.State.Last(ctx, key)
+	if err != nil {
+		return fmt.Errorf("last state of %s: %w", key, err)
+	}
+	if last != nil {
+		return nil
+	}
+	if err := r.State.Save(ctx, key, state); err != nil {
+		return fmt.Errorf("save state of %s: %w", key, err)
+	}
+	return nil
 }
 
 func (r *Recorder) lock(key string) *sync.Mutex {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 )
@@ -72,6 +72,10 @@ type Client struct {
 	m         *metrics
 	cb        *gobreaker.CircuitBreaker[*Response]
 	openedAt  atomic.Int64 // Unix nanoseconds the breaker last opened
+	// outcomes are this upstream's request counters, looked up once
+	// rather than per call.
+	outcomes map[string]prometheus.Counter
+	duration prometheus.Observer
 }
 
 // NewClient makes the client for one upstream.
@@ -110,6 +114,12 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		c.budget = NewLocalBudget(c.clock)
 	}
 	c.hc = &http.Client{Transport: tr, CheckRedirect: c.sameOriginRedirect}
+	c.outcomes = map[string]prometheus.Counter{}
+	for _, o := range []string{outcomeOK, outcomeClientError, outcomeRateLimited, outcomeServerError, outcomeTimeout,
+		outcomeNetwork, outcomeBreakerOpen, outcomeBudget, outcomeCanceled} {
+		c.outcomes[o] = m.requests.WithLabelValues(c.label, o)
+	}
+	c.duration = m.duration.WithLabelValues(c.label)
 	c.cb = gobreaker.NewCircuitBreaker[*Response](gobreaker.Settings{
 		Name:        c.label,
 		MaxRequests: 1,
@@ -167,7 +177,7 @@ func (c *Client) JSON(ctx context.Context, r Request, what string, v any) (*Resp
 		return nil, err
 	}
 	if v != nil {
-		if err := json.Unmarshal(resp.Body, v); err != nil {
+		if err := DecodeJSON(resp.Body, v); err != nil {
 			return nil, Malformed(c.label, what, err)
 		}
 	}
@@ -197,7 +207,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 			return resp, nil
 		}
 		if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-			c.m.requests.WithLabelValues(c.label, outcomeBreakerOpen).Inc()
+			c.outcomes[outcomeBreakerOpen].Inc()
 			return nil, c.breakerOpen()
 		}
 		if ctx.Err() != nil {
@@ -224,7 +234,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 // when the wait is short.
 func (c *Client) admit(ctx context.Context) error {
 	if c.cb.State() == gobreaker.StateOpen {
-		c.m.requests.WithLabelValues(c.label, outcomeBreakerOpen).Inc()
+		c.outcomes[outcomeBreakerOpen].Inc()
 		return c.breakerOpen()
 	}
 	if c.p.RateLimit < 0 {
@@ -243,7 +253,7 @@ func (c *Client) admit(ctx context.Context) error {
 			return nil
 		}
 		if waited+wait > time.Duration(c.p.MaxRetryWait) {
-			c.m.requests.WithLabelValues(c.label, outcomeBudget).Inc()
+			c.outcomes[outcomeBudget].Inc()
 			return &UnavailableError{Upstream: c.label, RetryAfter: wait,
 				Err: fmt.Errorf("request budget of %d per %s spent", c.p.RateLimit, time.Duration(c.p.RatePeriod))}
 		}
@@ -297,23 +307,23 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 		b, err = io.ReadAll(io.LimitReader(resp.Body, c.p.MaxBodyBytes+1))
 		resp.Body.Close()
 	}
-	c.m.duration.WithLabelValues(c.label).Observe(time.Since(start).Seconds())
+	c.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		err = c.transportError(ctx, actx, err)
-		c.m.requests.WithLabelValues(c.label, outcomeOf(err)).Inc()
+		c.outcomes[outcomeOf(err)].Inc()
 		return nil, err
 	}
 	if int64(len(b)) > c.p.MaxBodyBytes {
-		c.m.requests.WithLabelValues(c.label, outcomeOK).Inc()
+		c.outcomes[outcomeOK].Inc()
 		return nil, Malformed(c.label, r.Method+" "+r.Path, fmt.Errorf("body over %d bytes", c.p.MaxBodyBytes))
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		c.m.requests.WithLabelValues(c.label, outcomeOK).Inc()
+		c.outcomes[outcomeOK].Inc()
 		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 	}
 	serr := &StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
 		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}
-	c.m.requests.WithLabelValues(c.label, outcomeOf(serr)).Inc()
+	c.outcomes[outcomeOf(serr)].Inc()
 	return nil, serr
 }
 
@@ -491,3 +501,7 @@ func (c *Client) sameOriginRedirect(req *http.Request, via []*http.Request) erro
 	}
 	return nil
 }
+
+// BreakerState names the state of the upstream's circuit breaker:
+// "closed", "half-open" or "open", for readiness reports.
+func (c *Client) BreakerState() string { return c.cb.State().String() }

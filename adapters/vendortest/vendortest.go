@@ -9,7 +9,11 @@
 // stall or answer garbage.
 //
 // The doubles keep vendor-shaped records that tests add and change
-// directly, as a user would in the vendor's own application.
+// directly, as a user would in the vendor's own application
+// (Karbon.MoveWorkItem, Xero.Pay). Beside them: Clock, a test clock for
+// upstream.Clock that sleeps no real time; ListAll, which pages through
+// any adapters.Reader and checks the paging contract on the way; and
+// PracticeFiles, a practice's filing layout for the document stores.
 package vendortest
 
 import (

@@ -3,11 +3,15 @@ package api
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 )
 
@@ -29,8 +33,13 @@ func (h *Handler) toAPIError(r *http.Request, err error) *apierror.Error {
 	case errors.Is(err, adapters.ErrConflict):
 		return apierror.New(http.StatusConflict, "conflict", "The record changed while this request was applied; fetch it and try again.")
 	case errors.Is(err, adapters.ErrUnavailable):
+		retry := 30 * time.Second
+		if d, ok := upstream.RetryAfter(err); ok {
+			retry = d
+		}
 		return apierror.New(http.StatusServiceUnavailable, "upstream_unavailable",
-			"The firm's system behind this route is unavailable; try again shortly.").WithHeader("Retry-After", "30")
+			"The firm's system behind this route is unavailable; try again shortly.").
+			WithHeader("Retry-After", strconv.Itoa(int(math.Ceil(max(retry, time.Second).Seconds()))))
 	case errors.Is(err, adapters.ErrBadUpstream):
 		return apierror.New(http.StatusBadGateway, "upstream_unavailable",
 			"The firm's system behind this route answered with something unreadable; try again shortly.")

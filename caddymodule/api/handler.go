@@ -139,7 +139,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) (*route, error) 
 			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("This credential lacks the %s scope that %s %s needs.", rt.scope, rt.method, rt.pattern))
 		}
-		b, ok := h.app.Backends(cred.Firm)
+		b, ok := h.app.Backends(adapters.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox})
 		if !ok {
 			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("Firm %s is not served by this gateway.", cred.Firm))

@@ -11,12 +11,19 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/dropbox"
+	"github.com/practicegw/practicegw/adapters/gdrive"
+	"github.com/practicegw/practicegw/adapters/graph"
+	"github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway/redisstore"
 	"github.com/practicegw/practicegw/caddymodule/idempotency"
@@ -57,17 +64,23 @@ type App struct {
 	// are retired.
 	Deprecated []Deprecation `json:"deprecated,omitempty"`
 
-	firms    map[string]*firmBackends
-	shared   *shared
-	poolKey  string
-	state    stateStore
-	redis    *redisClient
-	registry *auth.Registry
-	dispatch *dispatch
-	limiter  *limiterRef
-	logger   *zap.Logger
-	cancel   context.CancelFunc
-	done     chan struct{}
+	firms        map[string]*firmBackends
+	demoBackends *firmBackends
+	shared       *shared
+	poolKey      string
+	state        stateStore
+	redis        *redisClient
+	registry     *auth.Registry
+	dispatch     *dispatch
+	limiter      *limiterRef
+	logger       *zap.Logger
+
+	budget        upstream.Budget
+	upstreamState upstream.StateStore
+	changes       upstream.ChangeSink
+
+	cancel context.CancelFunc
+	wg     *sync.WaitGroup
 }
 
 // SigningKeyConfig is one credential signing key. Secret is base64 (at
@@ -95,11 +108,26 @@ type Deprecation struct {
 type Firm struct {
 	ID   string `json:"id"`
 	Name string `json:"name,omitempty"`
-	// Records, Documents and Ledger name the backend for the firm's
-	// practice records, document store and ledger. Default "demo".
+	// Records names the practice-management system: "demo" (default) or
+	// "karbon". Documents names the document store: "demo",
+	// "sharepoint", "onedrive", "google_drive" or "dropbox". Ledger names
+	// the ledger: "demo" or "xero". Each real system is configured in the
+	// field of its name below. Sandbox credentials always reach the seeded
+	// demo records.
 	Records   string `json:"records,omitempty"`
 	Documents string `json:"documents,omitempty"`
 	Ledger    string `json:"ledger,omitempty"`
+
+	Karbon  *karbon.Config  `json:"karbon,omitempty"`
+	Xero    *xero.Config    `json:"xero,omitempty"`
+	Graph   *graph.Config   `json:"graph,omitempty"`
+	GDrive  *gdrive.Config  `json:"gdrive,omitempty"`
+	Dropbox *dropbox.Config `json:"dropbox,omitempty"`
+
+	// LinkClients lists the roles ("ledger", "documents") whose records
+	// name their client through the records system (a Xero contact or a
+	// client folder looked up in Karbon).
+	LinkClients []string `json:"link_clients,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -114,6 +142,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.limiter = &limiterRef{}
+	a.wg = new(sync.WaitGroup)
 	repl := caddy.NewReplacer()
 	a.DataDir = repl.ReplaceAll(a.DataDir, "")
 	if a.DataDir == "" {
@@ -167,13 +196,22 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
 
+	d := a.shared.demo
+	a.demoBackends = &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
 	if err := a.provisionDispatch(); err != nil {
 		return fmt.Errorf("practicegw: %w", err)
 	}
 
+	a.changes = changeSink{app: a}
+	a.budget, a.upstreamState = upstream.NewLocalBudget(nil), a.shared.store
+	if a.redis != nil {
+		// Vendors' published limits hold across every gateway instance.
+		a.budget = upstream.NewRedisBudget(a.redis.client, "pgw:budget:")
+		a.upstreamState = a.state.(upstream.StateStore)
+	}
 	a.firms = map[string]*firmBackends{}
 	for _, f := range a.Firms {
-		b, err := a.backends(f)
+		b, err := a.backends(ctx, f)
 		if err != nil {
 			return fmt.Errorf("practicegw: firm %s: %w", f.ID, err)
 		}
@@ -205,25 +243,17 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 	return ring, nil
 }
 
-func (a *App) backends(f Firm) (*firmBackends, error) {
-	for _, system := range []string{f.Records, f.Documents, f.Ledger} {
-		if system != "" && system != "demo" {
-			return nil, fmt.Errorf("unknown backend %q (known: demo)", system)
-		}
-	}
-	d := a.shared.demo
-	return &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}, nil
-}
-
 // Start runs the app's background work.
 func (a *App) Start() error {
 	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel, a.done = cancel, make(chan struct{})
+	a.cancel = cancel
+	a.wg.Add(1)
 	go func() {
-		defer close(a.done)
+		defer a.wg.Done()
 		a.expire(ctx)
 	}()
 	a.dispatch.start(a.shared.demo, a.logger)
+	a.prime(ctx)
 	return nil
 }
 
@@ -231,7 +261,7 @@ func (a *App) Start() error {
 func (a *App) Stop() error {
 	if a.cancel != nil {
 		a.cancel()
-		<-a.done
+		a.wg.Wait()
 	}
 	return a.dispatch.stop()
 }
@@ -279,9 +309,16 @@ func (a *App) expire(ctx context.Context) {
 // Credentials implements auth.RegistryProvider.
 func (a *App) Credentials() *auth.Registry { return a.registry }
 
-// Backends returns a firm's backends.
-func (a *App) Backends(firm string) (Backends, bool) {
-	b, ok := a.firms[firm]
+// Backends returns the backends serving a tenant: the firm's configured
+// systems for live records, the seeded demo records for its sandbox.
+func (a *App) Backends(t adapters.Tenant) (Backends, bool) {
+	b, ok := a.firms[t.Firm]
+	if !ok {
+		return nil, false
+	}
+	if t.Sandbox {
+		return a.demoBackends, true
+	}
 	return b, ok
 }
 
@@ -317,6 +354,10 @@ type firmBackends struct {
 	records, documents, ledger adapters.Reader
 	clients                    adapters.ClientWriter
 	jobs                       adapters.JobWriter
+
+	// upstreams are the firm's real systems, for readiness, ingest and
+	// priming.
+	upstreams []upstreamSystem
 }
 
 func (b *firmBackends) Reader(k adapters.Kind) adapters.Reader {

@@ -32,9 +32,9 @@ func init() {
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
 //	    firm <frm_id> {
 //	        name      <display name>
-//	        records   demo
-//	        documents demo
-//	        ledger    demo
+//	        records   demo|karbon [{ ... }]
+//	        documents demo|sharepoint|onedrive|google_drive|dropbox [{ ... }]
+//	        ledger    demo|xero [{ ... }]
 //	    }
 //	}
 //
@@ -108,25 +108,21 @@ func unmarshalFirm(d *caddyfile.Dispenser) (Firm, error) {
 	}
 	f.ID = d.Val()
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		var target *string
-		switch d.Val() {
+		switch opt := d.Val(); opt {
 		case "name":
-			target = &f.Name
-		case "records":
-			target = &f.Records
-		case "documents":
-			target = &f.Documents
-		case "ledger":
-			target = &f.Ledger
+			if !d.NextArg() {
+				return f, d.ArgErr()
+			}
+			f.Name = d.Val()
+			if d.NextArg() {
+				return f, d.ArgErr()
+			}
+		case "records", "documents", "ledger":
+			if err := unmarshalSystem(d, &f, opt); err != nil {
+				return f, err
+			}
 		default:
-			return f, d.Errf("unknown firm option %q", d.Val())
-		}
-		if !d.NextArg() {
-			return f, d.ArgErr()
-		}
-		*target = d.Val()
-		if d.NextArg() {
-			return f, d.ArgErr()
+			return f, d.Errf("unknown firm option %q", opt)
 		}
 	}
 	return f, nil

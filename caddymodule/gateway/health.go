@@ -22,5 +22,5 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 		}
 		checks = append(checks, c)
 	}
-	return checks
+	return append(checks, a.upstreamChecks()...)
 }

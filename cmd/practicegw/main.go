@@ -9,8 +9,10 @@ import (
 	_ "github.com/practicegw/practicegw/caddymodule/api"
 	_ "github.com/practicegw/practicegw/caddymodule/auth"
 	_ "github.com/practicegw/practicegw/caddymodule/commands"
+	_ "github.com/practicegw/practicegw/caddymodule/console"
 	_ "github.com/practicegw/practicegw/caddymodule/gateway"
 	_ "github.com/practicegw/practicegw/caddymodule/health"
+	_ "github.com/practicegw/practicegw/caddymodule/ingest"
 	_ "github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
@@ -14,12 +13,12 @@ import (
 )
 
 // deliveryRecord stores what the delivery's API form leaves out: the
-// tenant, where it sits in dispatch_due, and its lease.
+// tenant, where it sits in its endpoint's queue, and its lease.
 type deliveryRecord struct {
 	Delivery dispatcher.Delivery `json:"delivery"`
 	Firm     string              `json:"firm"`
-	// Due is its key time in dispatch_due; zero when it is not there.
-	Due        time.Time `json:"due,omitzero"`
+	// Queued is its key time in dispatch_queue; zero when it is not there.
+	Queued     time.Time `json:"queued,omitzero"`
 	LeaseToken string    `json:"lease_token,omitempty"`
 	LeaseUntil time.Time `json:"lease_until,omitzero"`
 	// Replay marks a failed delivery queued for one replay attempt.
@@ -35,9 +34,21 @@ func (r deliveryRecord) delivery() dispatcher.Delivery {
 	return d
 }
 
+func (r deliveryRecord) claim() dispatcher.Claim {
+	return dispatcher.Claim{
+		Delivery: r.delivery(),
+		Lease:    dispatcher.Lease{DeliveryID: r.Delivery.ID, Token: r.LeaseToken, Until: r.LeaseUntil},
+		Replay:   r.Replay,
+	}
+}
+
 func (r deliveryRecord) leased(now time.Time) bool {
 	return r.LeaseToken != "" && r.LeaseUntil.After(now)
 }
+
+// waiting says whether the delivery belongs in a queue when nobody holds
+// it: its schedule has attempts left, or a replay is asked for.
+func (r deliveryRecord) waiting() bool { return r.Delivery.State.Active() || r.Replay }
 
 func loadDelivery(tx *bolt.Tx, id string) (deliveryRecord, error) {
 	var rec deliveryRecord
@@ -53,34 +64,6 @@ func loadDelivery(tx *bolt.Tx, id string) (deliveryRecord, error) {
 
 func saveDelivery(tx *bolt.Tx, rec deliveryRecord) error {
 	return putJSON(tx.Bucket([]byte(bucketDeliveries)), rec.Delivery.ID, rec)
-}
-
-func dueKey(at time.Time, id string) []byte { return concat(timeKey(at), []byte(id)) }
-
-// setDue files the delivery in dispatch_due at at, moving it if it was
-// filed elsewhere. Times the key cannot hold (zero, before 1970) file it as
-// due at once.
-func setDue(tx *bolt.Tx, rec *deliveryRecord, at time.Time) error {
-	if err := unsetDue(tx, rec); err != nil {
-		return err
-	}
-	at = keyTime(timeKey(at))
-	if err := tx.Bucket([]byte(bucketDue)).Put(dueKey(at, rec.Delivery.ID), []byte(rec.Delivery.EndpointID)); err != nil {
-		return err
-	}
-	rec.Due = at
-	return nil
-}
-
-func unsetDue(tx *bolt.Tx, rec *deliveryRecord) error {
-	if rec.Due.IsZero() {
-		return nil
-	}
-	if err := tx.Bucket([]byte(bucketDue)).Delete(dueKey(rec.Due, rec.Delivery.ID)); err != nil {
-		return err
-	}
-	rec.Due = time.Time{}
-	return nil
 }
 
 func targetPrefix(endpointID string) []byte { return []byte(endpointID + "\x00") }
@@ -101,6 +84,7 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 	created := 0
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		created = 0
+		q := openQueues(tx)
 		dels := tx.Bucket([]byte(bucketDeliveries))
 		endpoints := tx.Bucket([]byte(bucketEndpoints))
 		byTarget := tx.Bucket([]byte(bucketDeliveriesByTarget))
@@ -109,7 +93,7 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 				continue
 			}
 			rec := deliveryRecord{Delivery: d, Firm: d.Firm}
-			if err := setDue(tx, &rec, d.NextAttemptAt); err != nil {
+			if err := q.push(&rec, d.NextAttemptAt); err != nil {
 				return err
 			}
 			if err := byTarget.Put(targetKey(d), []byte(d.State)); err != nil {
@@ -120,133 +104,12 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 			}
 			created++
 		}
-		return nil
+		return q.finish()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue deliveries: %w", err)
 	}
 	return created, nil
-}
-
-// Claim leases due deliveries in due order. A read-only look comes first:
-// an idle dispatcher polling an empty queue costs no write transaction (and
-// no fsync).
-func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatcher.Claim, time.Time, error) {
-	var first time.Time
-	err := s.view(ctx, func(tx *bolt.Tx) error {
-		if k, _ := tx.Bucket([]byte(bucketDue)).Cursor().First(); k != nil {
-			first = keyTime(k)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("claim: %w", err)
-	}
-	if first.IsZero() || first.After(r.Now) {
-		return nil, first, nil
-	}
-
-	var claims []dispatcher.Claim
-	var next time.Time
-	// Accept reserves capacity in the caller, so this function must run
-	// exactly once: never through db.Batch, which may retry it.
-	err = s.update(ctx, func(tx *bolt.Tx) error {
-		due := tx.Bucket([]byte(bucketDue))
-		var take [][]byte
-		c := due.Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if keyTime(k).After(r.Now) {
-				break
-			}
-			if len(take) >= r.Max {
-				next = r.Now
-				break
-			}
-			if r.Accept(string(v)) {
-				take = append(take, bytes.Clone(k))
-			}
-		}
-		for _, k := range take {
-			id := string(k[8:])
-			rec, err := loadDelivery(tx, id)
-			if errors.Is(err, dispatcher.ErrNotFound) {
-				if err := due.Delete(k); err != nil {
-					return err
-				}
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if !rec.Due.Equal(keyTime(k)) {
-				// A stale index entry; the record knows where it is filed.
-				if err := due.Delete(k); err != nil {
-					return err
-				}
-				continue
-			}
-			rec.LeaseToken, rec.LeaseUntil = newToken(), r.LeaseUntil
-			if err := setDue(tx, &rec, r.LeaseUntil); err != nil {
-				return err
-			}
-			if err := saveDelivery(tx, rec); err != nil {
-				return err
-			}
-			claims = append(claims, dispatcher.Claim{
-				Delivery: rec.delivery(),
-				Lease:    dispatcher.Lease{DeliveryID: id, Token: rec.LeaseToken, Until: rec.LeaseUntil},
-				Replay:   rec.Replay,
-			})
-		}
-		if next.IsZero() {
-			if k, _ := c.Seek(timeKey(r.Now.Add(time.Nanosecond))); k != nil {
-				next = keyTime(k)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, time.Time{}, fmt.Errorf("claim: %w", err)
-	}
-	return claims, next, nil
-}
-
-// Release gives leases back without an attempt.
-func (s *Store) Release(ctx context.Context, leases []dispatcher.Lease, notBefore time.Time) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		for _, l := range leases {
-			rec, err := loadDelivery(tx, l.DeliveryID)
-			if errors.Is(err, dispatcher.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if rec.LeaseToken != l.Token {
-				continue
-			}
-			rec.LeaseToken, rec.LeaseUntil = "", time.Time{}
-			if err := unsetDue(tx, &rec); err != nil {
-				return err
-			}
-			if rec.Delivery.State.Active() || rec.Replay {
-				if notBefore.After(rec.Delivery.NextAttemptAt) {
-					rec.Delivery.NextAttemptAt = notBefore
-				}
-				if err := setDue(tx, &rec, rec.Delivery.NextAttemptAt); err != nil {
-					return err
-				}
-			}
-			if err := saveDelivery(tx, rec); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("release deliveries: %w", err)
-	}
-	return nil
 }
 
 // Lease leases one delivery for a replay, whatever its state.
@@ -260,16 +123,15 @@ func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dis
 		if rec.leased(now) {
 			return dispatcher.ErrBusy
 		}
-		rec.LeaseToken, rec.LeaseUntil = newToken(), until
-		if err := setDue(tx, &rec, until); err != nil {
+		q := openQueues(tx)
+		if err := q.lease(&rec, until); err != nil {
 			return err
 		}
-		claim = dispatcher.Claim{
-			Delivery: rec.delivery(),
-			Lease:    dispatcher.Lease{DeliveryID: id, Token: rec.LeaseToken, Until: until},
-			Replay:   rec.Replay,
+		if err := saveDelivery(tx, rec); err != nil {
+			return err
 		}
-		return saveDelivery(tx, rec)
+		claim = rec.claim()
+		return q.finish()
 	})
 	if err != nil {
 		return dispatcher.Claim{}, fmt.Errorf("lease delivery %s: %w", id, err)
@@ -277,8 +139,9 @@ func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dis
 	return claim, nil
 }
 
-// RecordAttempt appends an attempt and applies the new state in one transaction:
-// the log never shows an attempt without its consequence or the reverse.
+// RecordAttempt appends an attempt and applies the new state in one
+// transaction: the log never shows an attempt without its consequence or
+// the reverse.
 func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatcher.Outcome) (dispatcher.Delivery, error) {
 	var out dispatcher.Delivery
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -289,27 +152,32 @@ func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatc
 		if rec.LeaseToken != l.Token {
 			return dispatcher.ErrLeaseLost
 		}
+		q := openQueues(tx)
+		if err := q.unlease(&rec); err != nil {
+			return err
+		}
 		d := &rec.Delivery
 		if o.Attempt != nil {
 			d.Attempts = append(d.Attempts, *o.Attempt)
 		}
-		d.State, d.UpdatedAt = o.State, o.At
-		rec.LeaseToken, rec.LeaseUntil, rec.Replay = "", time.Time{}, false
-		if err := unsetDue(tx, &rec); err != nil {
-			return err
-		}
+		d.State, d.UpdatedAt, rec.Replay = o.State, o.At, false
 		d.NextAttemptAt = time.Time{}
 		if o.State.Active() {
 			d.NextAttemptAt = o.NextAttemptAt
-			if err := setDue(tx, &rec, o.NextAttemptAt); err != nil {
+			if err := q.push(&rec, o.NextAttemptAt); err != nil {
 				return err
 			}
+		} else if err := q.pull(&rec); err != nil {
+			return err
 		}
 		if err := tx.Bucket([]byte(bucketDeliveriesByTarget)).Put(targetKey(*d), []byte(d.State)); err != nil {
 			return err
 		}
+		if err := saveDelivery(tx, rec); err != nil {
+			return err
+		}
 		out = rec.delivery()
-		return saveDelivery(tx, rec)
+		return q.finish()
 	})
 	if err != nil {
 		return dispatcher.Delivery{}, fmt.Errorf("record attempt on %s: %w", l.DeliveryID, err)
@@ -332,6 +200,7 @@ func (s *Store) RequeueFailed(ctx context.Context, endpointID string, since, now
 				ids = append(ids, string(k[len(prefix)+8:]))
 			}
 		}
+		q := openQueues(tx)
 		for _, id := range ids {
 			rec, err := loadDelivery(tx, id)
 			if err != nil {
@@ -340,9 +209,12 @@ func (s *Store) RequeueFailed(ctx context.Context, endpointID string, since, now
 			if rec.Replay || rec.leased(now) {
 				continue
 			}
+			if err := q.unlease(&rec); err != nil {
+				return err
+			}
 			rec.Replay = true
 			rec.Delivery.NextAttemptAt = now
-			if err := setDue(tx, &rec, now); err != nil {
+			if err := q.push(&rec, now); err != nil {
 				return err
 			}
 			if err := saveDelivery(tx, rec); err != nil {
@@ -350,7 +222,7 @@ func (s *Store) RequeueFailed(ctx context.Context, endpointID string, since, now
 			}
 			n++
 		}
-		return nil
+		return q.finish()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("requeue failed deliveries of %s: %w", endpointID, err)
@@ -358,13 +230,26 @@ func (s *Store) RequeueFailed(ctx context.Context, endpointID string, since, now
 	return n, nil
 }
 
+// shown is the delivery as readers see it: while its endpoint is snoozed,
+// a waiting delivery's next attempt is no earlier than the snooze's end.
+func shown(rec deliveryRecord, snooze time.Time) dispatcher.Delivery {
+	d := rec.delivery()
+	if !rec.Queued.IsZero() && snooze.After(d.NextAttemptAt) {
+		d.NextAttemptAt = snooze
+	}
+	return d
+}
+
 // Delivery returns the delivery with id.
 func (s *Store) Delivery(ctx context.Context, id string) (dispatcher.Delivery, error) {
 	var d dispatcher.Delivery
 	err := s.view(ctx, func(tx *bolt.Tx) error {
 		rec, err := loadDelivery(tx, id)
-		d = rec.delivery()
-		return err
+		if err != nil {
+			return err
+		}
+		d = shown(rec, snoozedUntil(tx, rec.Delivery.EndpointID))
+		return nil
 	})
 	if err != nil {
 		return dispatcher.Delivery{}, fmt.Errorf("delivery %s: %w", id, err)
@@ -397,6 +282,7 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 	var page dispatcher.DeliveryPage
 	var lastKey []byte
 	err := s.view(ctx, func(tx *bolt.Tx) error {
+		snooze := snoozedUntil(tx, q.EndpointID)
 		c := tx.Bucket([]byte(bucketDeliveriesByTarget)).Cursor()
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if end != nil && bytes.Compare(k, end) >= 0 {
@@ -416,7 +302,7 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 			if err != nil {
 				return err
 			}
-			page.Deliveries = append(page.Deliveries, rec.delivery())
+			page.Deliveries = append(page.Deliveries, shown(rec, snooze))
 			lastKey = bytes.Clone(k[len(prefix):])
 		}
 		return nil

@@ -150,12 +150,16 @@ func deleteDeliveriesOf(tx *bolt.Tx, endpointID string) error {
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		keys = append(keys, bytes.Clone(k))
 	}
+	q := openQueues(tx)
 	dels := tx.Bucket([]byte(bucketDeliveries))
 	for _, k := range keys {
 		id := string(k[len(prefix)+8:])
 		rec, err := loadDelivery(tx, id)
 		if err == nil {
-			if err := unsetDue(tx, &rec); err != nil {
+			if err := q.pull(&rec); err != nil {
+				return err
+			}
+			if err := q.unlease(&rec); err != nil {
 				return err
 			}
 		}
@@ -166,5 +170,8 @@ func deleteDeliveriesOf(tx *bolt.Tx, endpointID string) error {
 			return err
 		}
 	}
-	return nil
+	if err := q.forget(endpointID); err != nil {
+		return err
+	}
+	return q.finish()
 }

@@ -26,31 +26,40 @@ func (r eventRecord) decode() (dispatcher.Event, error) {
 	return ev, nil
 }
 
-// Record stores ev unless its id is stored already.
-func (s *Store) Record(ctx context.Context, ev dispatcher.Event) (bool, error) {
-	created := false
-	err := s.update(ctx, func(tx *bolt.Tx) error {
-		created = false
-		events := tx.Bucket([]byte(bucketEvents))
-		if events.Get([]byte(ev.ID)) != nil {
-			return nil
-		}
+// Record stores each event whose id is not stored yet, in one
+// transaction.
+func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, error) {
+	// Encoded before the transaction: it is pure work, and a retried
+	// transaction need not repeat it.
+	envs := make([][]byte, len(evs))
+	for i, ev := range evs {
 		env, err := ev.MarshalJSON()
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("record event %s: %w", ev.ID, err)
 		}
-		if err := putJSON(events, ev.ID, eventRecord{Event: env, ResourceID: ev.ResourceID}); err != nil {
-			return err
+		envs[i] = env
+	}
+	created := make([]bool, len(evs))
+	err := s.update(ctx, func(tx *bolt.Tx) error {
+		clear(created)
+		events := tx.Bucket([]byte(bucketEvents))
+		byTenant := tx.Bucket([]byte(bucketEventsByTenant))
+		for i, ev := range evs {
+			if events.Get([]byte(ev.ID)) != nil {
+				continue
+			}
+			if err := putJSON(events, ev.ID, eventRecord{Event: envs[i], ResourceID: ev.ResourceID}); err != nil {
+				return err
+			}
+			if err := byTenant.Put(concat(tenantKey(ev.Tenant()), []byte(ev.ID)), []byte(ev.Event)); err != nil {
+				return err
+			}
+			created[i] = true
 		}
-		key := concat(tenantKey(ev.Tenant()), []byte(ev.ID))
-		if err := tx.Bucket([]byte(bucketEventsByTenant)).Put(key, []byte(ev.Event)); err != nil {
-			return err
-		}
-		created = true
 		return nil
 	})
 	if err != nil {
-		return false, fmt.Errorf("record event %s: %w", ev.ID, err)
+		return nil, fmt.Errorf("record %d events: %w", len(evs), err)
 	}
 	return created, nil
 }

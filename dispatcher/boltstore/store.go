@@ -1,6 +1,7 @@
 // Package boltstore keeps the dispatcher's state in a bbolt database shared
-// with the rest of the embedded gateway: events, endpoints, deliveries and
-// the indexes that keep every query from scanning everything.
+// with the rest of the embedded gateway: events, endpoints, deliveries, the
+// per-endpoint delivery queues and the indexes that keep every query from
+// scanning everything.
 //
 // All of it lives under top-level buckets prefixed "dispatch_":
 //
@@ -10,13 +11,24 @@
 //	dispatch_endpoints_by_tenant    firm NUL mode NUL endpoint id -> nothing
 //	dispatch_deliveries             delivery id -> delivery record (with lease)
 //	dispatch_deliveries_by_endpoint endpoint id NUL created_at delivery id -> state
-//	dispatch_due                    due time | delivery id -> endpoint id
+//	dispatch_queue                  endpoint id NUL due time delivery id -> nothing
+//	dispatch_queue_heads            head time endpoint id -> nothing
+//	dispatch_queue_state            endpoint id -> head time, snoozed until
+//	dispatch_leases                 lease expiry delivery id -> endpoint id
+//	dispatch_meta                   "backlog" -> deliveries queued
 //
 // Times in keys are 8-byte big-endian Unix nanoseconds, so byte order is
-// time order. A delivery is in dispatch_due at its next attempt time while
-// it waits and at its lease expiry while it is claimed: a dispatcher that
-// dies holding a lease leaves its deliveries due again when the lease runs
-// out, with no sweeper needed.
+// time order. A waiting delivery is in its endpoint's queue at its next
+// attempt time; a claimed one is in dispatch_leases at its lease expiry,
+// and a claim puts deliveries whose lease ran out (their dispatcher died)
+// back in their queue first, so no sweeper is needed. An endpoint's head is
+// the time its earliest queued delivery falls due, or the end of its
+// snooze if later: a claim walks heads, not deliveries, so an endpoint with
+// a long backlog costs it one key.
+//
+// Every write goes through a group committer (commit.go): concurrent
+// writes share one transaction and its fsyncs. Durability is bbolt's
+// default; NoSync is never used.
 package boltstore
 
 import (
@@ -39,18 +51,24 @@ const (
 	bucketEndpointsByTenant  = "dispatch_endpoints_by_tenant"
 	bucketDeliveries         = "dispatch_deliveries"
 	bucketDeliveriesByTarget = "dispatch_deliveries_by_endpoint"
-	bucketDue                = "dispatch_due"
+	bucketQueue              = "dispatch_queue"
+	bucketQueueHeads         = "dispatch_queue_heads"
+	bucketQueueState         = "dispatch_queue_state"
+	bucketLeases             = "dispatch_leases"
+	bucketMeta               = "dispatch_meta"
 )
 
 func bucketNames() []string {
 	return []string{bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
-		bucketDeliveries, bucketDeliveriesByTarget, bucketDue}
+		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
+		bucketLeases, bucketMeta}
 }
 
 // Store is the dispatcher's embedded state. It implements every interface
 // in dispatcher.Backends.
 type Store struct {
 	db *bolt.DB
+	c  *committer
 }
 
 // New creates the store's buckets in db if they are missing. The caller
@@ -67,7 +85,7 @@ func New(db *bolt.DB) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("boltstore: %w", err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, c: &committer{db: db}}, nil
 }
 
 // Backends wires the store in as all of the engine's backends.
@@ -84,17 +102,14 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 	return s.db.View(fn)
 }
 
+// update runs fn in a group commit (see committer): fn may run more than
+// once and must reset what it reports.
 func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.db.Update(fn)
+	return s.c.update(fn)
 }
-
-// Writes use db.Update, not db.Batch: Batch holds each write up to its
-// MaxBatchDelay (10ms by default) to coalesce commits, and an attempt being
-// recorded holds one of its endpoint's few concurrency slots meanwhile; in
-// the benchmark that delay capped one endpoint near its slots / 10ms.
 
 // pageSize applies the default page size; the engine has already refused
 // sizes out of range.

@@ -38,7 +38,7 @@ func New(db *bolt.DB, now func() time.Time) (*Store, error) {
 		now = time.Now
 	}
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage} {
+		for _, b := range [][]byte{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -280,3 +280,23 @@ var (
 	_ auth.Store           = (*Store)(nil)
 	_ ratelimit.UsageStore = (*Store)(nil)
 )
+
+var bucketUpstream = []byte("gw_upstream_state")
+
+// Last returns the last state an upstream adapter saw of a record (nil if
+// never seen), so a vendor's change notification can be compared with it.
+func (s *Store) Last(_ context.Context, key string) ([]byte, error) {
+	var out []byte
+	err := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(bucketUpstream).Get([]byte(key)); v != nil {
+			out = append([]byte(nil), v...)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Save records the state an upstream adapter has now seen of a record.
+func (s *Store) Save(_ context.Context, key string, state []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketUpstream).Put([]byte(key), state) })
+}

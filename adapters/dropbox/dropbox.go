@@ -1,0 +1,315 @@
+// Package dropbox serves a firm's documents from Dropbox (API v2 files):
+// metadata and a location pointer (file id, path, web URL), never file
+// content.
+//
+// Documents are the files below a root folder, listed with
+// files/list_folder recursive and files/list_folder/continue; Dropbox's
+// own cursor continues a listing, so our cursor carries it. A single
+// document is files/get_metadata of its id. A document's id is doc_ and
+// the base64url of the Dropbox file id ("id:..."); created_at and
+// filed_at are client_modified, updated_at server_modified (Dropbox keeps
+// no creation time). Dropbox reports no content type: it is read from the
+// file name.
+package dropbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// Config is one firm's Dropbox folder. Secrets may hold {env.X}
+// placeholders, which the caller expands before New.
+type Config struct {
+	// Firm is the firm these records belong to (set by the wiring).
+	Firm string `json:"firm,omitempty"`
+	// Root is the folder documents are filed under, such as "/Clients"
+	// [the whole Dropbox].
+	Root string `json:"root,omitempty"`
+	// PathRoot, when set, is sent as the Dropbox-API-Path-Root header,
+	// for a team space: {".tag": "root", "root": "<namespace id>"}.
+	PathRoot string `json:"path_root,omitempty"`
+	// OAuth2 is the app key and secret with an offline refresh token
+	// (scope files.metadata.read), or a fixed access_token. The token URL
+	// defaults to https://api.dropboxapi.com/oauth2/token.
+	OAuth2 upstream.OAuth2Config `json:"oauth2"`
+	// BaseURL is the API [https://api.dropboxapi.com].
+	BaseURL string `json:"base_url,omitempty"`
+	// WebURL is where a file's web_url points, followed by its path
+	// [https://www.dropbox.com/home].
+	WebURL string `json:"web_url,omitempty"`
+	// Filing is the firm's folder and file naming conventions.
+	Filing filing.Config `json:"filing,omitzero"`
+	// PageSize is list_folder's limit [500].
+	PageSize int `json:"page_size,omitempty"`
+	// MaxScanPages bounds the Dropbox pages one List reads [20].
+	MaxScanPages int `json:"max_scan_pages,omitempty"`
+	// Upstream is the resilience policy [600 requests a minute].
+	Upstream upstream.Policy `json:"upstream,omitzero"`
+}
+
+// Option changes New.
+type Option func(*Adapter)
+
+// WithClientResolver links client folders to the practice's clients.
+func WithClientResolver(r filing.ClientResolver) Option { return func(a *Adapter) { a.resolver = r } }
+
+// Adapter is one firm's Dropbox folder. It is safe for concurrent use.
+type Adapter struct {
+	cfg      Config
+	c        *upstream.Client
+	filing   *filing.Classifier
+	resolver filing.ClientResolver
+	header   http.Header
+}
+
+// New checks cfg and makes the adapter.
+func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
+	cfg.Root = strings.TrimSuffix("/"+strings.Trim(cfg.Root, "/"), "/")
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "https://api.dropboxapi.com"
+	}
+	if cfg.WebURL == "" {
+		cfg.WebURL = "https://www.dropbox.com/home"
+	}
+	if cfg.PageSize <= 0 || cfg.PageSize > 2000 {
+		cfg.PageSize = 500
+	}
+	if cfg.MaxScanPages <= 0 {
+		cfg.MaxScanPages = 20
+	}
+	auth, err := upstream.NewOAuth2("dropbox", cfg.OAuth2, "https://api.dropboxapi.com/oauth2/token", "body", deps)
+	if err != nil {
+		return nil, err
+	}
+	c, err := upstream.NewClient(upstream.Options{
+		System: "dropbox", BaseURL: cfg.BaseURL, Policy: cfg.Upstream, Auth: auth,
+		Defaults: upstream.Policy{RateLimit: 600, RatePeriod: upstream.Duration(time.Minute)},
+		Account:  cfg.OAuth2.ClientID + cfg.OAuth2.AccessToken,
+	}, deps)
+	if err != nil {
+		return nil, fmt.Errorf("dropbox: %w", err)
+	}
+	a := &Adapter{cfg: cfg, c: c, header: http.Header{}}
+	if cfg.PathRoot != "" {
+		a.header.Set("Dropbox-API-Path-Root", cfg.PathRoot)
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.filing, err = filing.New(cfg.Filing, a.resolver); err != nil {
+		return nil, fmt.Errorf("dropbox: %w", err)
+	}
+	return a, nil
+}
+
+// metadata is Dropbox's FileMetadata / FolderMetadata / DeletedMetadata.
+type metadata struct {
+	Tag            string `json:".tag"`
+	Name           string `json:"name"`
+	ID             string `json:"id"`
+	PathDisplay    string `json:"path_display"`
+	PathLower      string `json:"path_lower"`
+	ClientModified string `json:"client_modified"`
+	ServerModified string `json:"server_modified"`
+	Rev            string `json:"rev"`
+	Size           int64  `json:"size"`
+}
+
+type listResult struct {
+	Entries []metadata `json:"entries"`
+	Cursor  string     `json:"cursor"`
+	HasMore bool       `json:"has_more"`
+}
+
+func (a *Adapter) serves(t adapters.Tenant) bool {
+	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
+}
+
+// rpc makes one of Dropbox's RPC calls, all POSTs; reads may be retried.
+func (a *Adapter) rpc(ctx context.Context, endpoint string, arg any, what string, out any) error {
+	b, err := json.Marshal(arg)
+	if err != nil {
+		return fmt.Errorf("dropbox: encode %s: %w", what, err)
+	}
+	_, err = a.c.JSON(ctx, upstream.Request{Method: http.MethodPost, Path: endpoint, Body: b, Header: a.header, Idempotent: true}, what, out)
+	return err
+}
+
+// List returns a page of documents; other kinds are empty.
+func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+	if !a.serves(t) {
+		return adapters.Page{}, fmt.Errorf("dropbox: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	cur, err := upstream.DecodeCursor(q.Cursor)
+	if err != nil {
+		return adapters.Page{}, err
+	}
+	if k != adapters.Documents {
+		return adapters.Page{Items: []json.RawMessage{}}, nil
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	since := q.Filter.UpdatedSince
+	w := upstream.Walk[metadata]{
+		Fetch: a.fetch,
+		ID:    func(m metadata) string { return m.ID + m.PathLower },
+		Match: func(m metadata) bool {
+			if m.Tag != "file" {
+				return false
+			}
+			t, err := time.Parse(time.RFC3339, m.ServerModified)
+			return since.IsZero() || err == nil && !t.Before(since)
+		},
+		Convert: func(ctx context.Context, ms []upstream.Found[metadata]) ([]json.RawMessage, error) {
+			out := make([]json.RawMessage, len(ms))
+			for i, m := range ms {
+				raw, err := a.document(ctx, t, m.Item)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = raw
+			}
+			return out, nil
+		},
+		MaxPages: a.cfg.MaxScanPages,
+	}
+	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+}
+
+// fetch reads the first page of the recursive listing, or continues from a
+// Dropbox cursor.
+func (a *Adapter) fetch(ctx context.Context, _, token string) (upstream.VendorPage[metadata], error) {
+	var page upstream.VendorPage[metadata]
+	var res listResult
+	var err error
+	if token == "" {
+		root := a.cfg.Root
+		if root == "/" {
+			root = ""
+		}
+		err = a.rpc(ctx, "/2/files/list_folder", map[string]any{
+			"path": root, "recursive": true, "limit": a.cfg.PageSize, "include_deleted": false,
+		}, "folder listing", &res)
+	} else {
+		err = a.rpc(ctx, "/2/files/list_folder/continue", map[string]string{"cursor": token}, "folder listing", &res)
+		if isDropboxError(err, "reset") {
+			// Dropbox retired the cursor; the caller starts over.
+			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+				Message: "The document store restarted this listing; list again without a cursor."}
+		}
+	}
+	if err != nil {
+		return page, fmt.Errorf("dropbox: list folder: %w", err)
+	}
+	page.Items = res.Entries
+	if res.HasMore {
+		if res.Cursor == "" {
+			return page, upstream.Malformed(a.c.Label(), "folder listing", errors.New("has_more without a cursor"))
+		}
+		page.Next = res.Cursor
+	}
+	return page, nil
+}
+
+// Get returns one document: a file below the root.
+func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+	if !a.serves(t) {
+		return nil, fmt.Errorf("dropbox: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	fileID, ok := filing.ParseDocID(id)
+	if k != adapters.Documents || !ok || !strings.HasPrefix(fileID, "id:") {
+		return nil, fmt.Errorf("dropbox: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+	}
+	var m metadata
+	err := a.rpc(ctx, "/2/files/get_metadata", map[string]string{"path": fileID}, "metadata", &m)
+	if isDropboxError(err, "path/not_found") || isDropboxError(err, "path/malformed_path") {
+		return nil, fmt.Errorf("dropbox: no document %s: %w", id, adapters.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dropbox: read %s: %w", id, err)
+	}
+	if m.Tag != "file" || !a.under(m.PathLower) {
+		return nil, fmt.Errorf("dropbox: %s is not a document under %s: %w", id, a.cfg.Root, adapters.ErrNotFound)
+	}
+	return a.document(ctx, t, m)
+}
+
+func (a *Adapter) under(pathLower string) bool {
+	root := strings.ToLower(a.cfg.Root)
+	return root == "" || root == "/" || strings.HasPrefix(pathLower, root+"/")
+}
+
+// isDropboxError reports whether err is Dropbox's 409 endpoint error with
+// an error_summary starting with prefix ("path/not_found/..").
+func isDropboxError(err error, prefix string) bool {
+	var s *upstream.StatusError
+	if !errors.As(err, &s) || s.Status != http.StatusConflict {
+		return false
+	}
+	var body struct {
+		Summary string `json:"error_summary"`
+	}
+	return json.Unmarshal(s.Body, &body) == nil && strings.HasPrefix(body.Summary, prefix)
+}
+
+func (a *Adapter) document(ctx context.Context, t adapters.Tenant, m metadata) (json.RawMessage, error) {
+	bad := func(err error) (json.RawMessage, error) {
+		return nil, upstream.Malformed(a.c.Label(), "metadata "+m.ID, err)
+	}
+	if m.ID == "" || m.Name == "" || m.PathDisplay == "" {
+		return bad(errors.New("no id, name or path"))
+	}
+	created, err := time.Parse(time.RFC3339, m.ClientModified)
+	if err != nil {
+		return bad(err)
+	}
+	modified, err := time.Parse(time.RFC3339, m.ServerModified)
+	if err != nil {
+		return bad(err)
+	}
+	// path_display keeps the case the folders were made with; the root
+	// is configured in any case, as Dropbox compares paths without it.
+	dir := path.Dir(m.PathDisplay)
+	root, rel := "/", dir
+	if n := len(a.cfg.Root); n > 1 && len(dir) >= n && strings.EqualFold(dir[:n], a.cfg.Root) {
+		root, rel = dir[:n], dir[n:]
+	}
+	d, err := a.filing.Document(ctx, t, "dropbox", filing.Item{
+		ID: m.ID, Name: m.Name, Size: m.Size, Root: root, Rel: rel,
+		WebURL: a.cfg.WebURL + escapePath(m.PathDisplay), Created: created, Modified: modified,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dropbox: %w", err)
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("dropbox: encode document: %w", err)
+	}
+	return raw, nil
+}
+
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+var _ adapters.Reader = (*Adapter)(nil)
+
+// Upstream is the adapter's resilient client, for readiness reports.
+func (a *Adapter) Upstream() *upstream.Client { return a.c }

@@ -1,0 +1,144 @@
+package gdrive_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/gdrive"
+	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/vendortest"
+)
+
+var (
+	live  = adapters.Tenant{Firm: "frm_acme"}
+	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+)
+
+type names map[string]string
+
+func (n names) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
+	return n[name], nil
+}
+
+func setup(t *testing.T) (*vendortest.GDrive, *gdrive.Adapter, []vendortest.DocFile, map[string]string) {
+	t.Helper()
+	d := vendortest.NewGDrive()
+	t.Cleanup(d.Close)
+	files := vendortest.PracticeFiles("/Clients", 12, epoch)
+	ids := map[string]string{}
+	for _, f := range files {
+		ids[f.Path] = d.AddFile(f.Path, f.Size, f.MimeType, f.Modified)
+	}
+	d.AddFile("/Internal/Payroll 2025.xlsx", 10, "application/pdf", epoch)
+	d.AddFile("/Clients/.keep", 0, "text/plain", epoch)
+	cfg := gdrive.Config{Firm: "frm_acme", BaseURL: d.URL, PageSize: 4, RootFolderID: "root", RootPath: "/",
+		OAuth2: upstream.OAuth2Config{AccessToken: d.Token}, MaxScanPages: 60,
+		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1},
+		Filing:   filing.Config{ClientDepth: 2}}
+	a, err := gdrive.New(cfg, upstream.Deps{}, gdrive.WithClientResolver(names{"Client 03 Ltd": "cli_o-O3"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, a, files, ids
+}
+
+func TestListDocuments(t *testing.T) {
+	_, a, files, ids := setup(t)
+	byID := map[string]vendortest.DocFile{}
+	for _, f := range files {
+		byID[ids[f.Path]] = f
+	}
+	raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, 9)
+	// Every practice file, the internal one and the .keep.
+	if len(raws) != len(files)+2 {
+		t.Fatalf("%d documents, want %d", len(raws), len(files)+2)
+	}
+	checked := 0
+	for _, raw := range raws {
+		var d adapters.Document
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		f, ok := byID[d.Location.ItemID]
+		if !ok {
+			continue
+		}
+		checked++
+		dir := f.Path[:strings.LastIndex(f.Path, "/")+1]
+		if d.Kind != f.Kind || d.Location.Path != dir || d.Location.Provider != "google_drive" ||
+			!strings.HasPrefix(d.Location.WebURL, "https://drive.google.com/") || d.SizeBytes != f.Size || !d.UpdatedAt.Equal(f.Modified) {
+			t.Fatalf("document %+v\nfile %+v", d, f)
+		}
+		if wantClient := map[bool]string{true: "cli_o-O3"}[f.Client == "Client 03 Ltd"]; d.Client != wantClient {
+			t.Fatalf("%s: client %q", f.Path, d.Client)
+		}
+	}
+	if checked != len(files) {
+		t.Fatalf("checked %d", checked)
+	}
+}
+
+func TestGetWalksParents(t *testing.T) {
+	d, a, files, ids := setup(t)
+	ctx := context.Background()
+	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[6].Path]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc adapters.Document
+	json.Unmarshal(raw, &doc)
+	if doc.Kind != "tax_return" || doc.Location.Path != "/Clients/Client 00 Ltd/2024/Tax return/" {
+		t.Fatalf("%+v", doc)
+	}
+	for _, id := range []string{filing.DocID("1drvNOPE"), "doc_", filing.DocID("root")} {
+		if _, err := a.Get(ctx, live, adapters.Documents, id); !errors.Is(err, adapters.ErrNotFound) {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	d.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"id":"x","name":"a.pdf","mimeType":"application/pdf","size":"many"`})
+	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[0].Path])); !errors.Is(err, adapters.ErrBadUpstream) {
+		t.Fatalf("malformed: %v", err)
+	}
+}
+
+func TestScopedToRootFolder(t *testing.T) {
+	d := vendortest.NewGDrive()
+	defer d.Close()
+	inside := d.AddFile("/Clients/Acme/2025/Tax return/SA100.pdf", 1, "application/pdf", epoch)
+	outside := d.AddFile("/Internal/Board minutes.pdf", 1, "application/pdf", epoch)
+	// With the drive's root as the filing root, paths come from walking
+	// the parents.
+	probe, _ := gdrive.New(gdrive.Config{BaseURL: d.URL, OAuth2: upstream.OAuth2Config{AccessToken: d.Token}}, upstream.Deps{})
+	raw, err := probe.Get(context.Background(), live, adapters.Documents, filing.DocID(inside))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc adapters.Document
+	json.Unmarshal(raw, &doc)
+	if doc.Location.Path != "/Clients/Acme/2025/Tax return/" || doc.Kind != "tax_return" {
+		t.Fatalf("%+v", doc)
+	}
+	// The Clients folder is the double's first folder.
+	a, _ := gdrive.New(gdrive.Config{BaseURL: d.URL, OAuth2: upstream.OAuth2Config{AccessToken: d.Token},
+		RootFolderID: "1drv000001", RootPath: "/Clients"}, upstream.Deps{})
+	if _, err := a.Get(context.Background(), live, adapters.Documents, filing.DocID(outside)); !errors.Is(err, adapters.ErrNotFound) {
+		t.Fatalf("a file outside the root: %v", err)
+	}
+	raw, err = a.Get(context.Background(), live, adapters.Documents, filing.DocID(inside))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(raw, &doc)
+	if doc.Location.Path != "/Clients/Acme/2025/Tax return/" {
+		t.Fatalf("%+v", doc)
+	}
+}

@@ -1,0 +1,336 @@
+// Package graph serves a firm's documents from SharePoint or OneDrive
+// through Microsoft Graph drive items: metadata and a location pointer
+// (drive id, item id, web URL, folder path), never file content.
+//
+// Documents are the files under the filing root folder of one drive,
+// walked depth first through each folder's children (Graph pages them
+// with @odata.nextLink), their kind and client read from folder and file
+// names by the filing package. A document's id is doc_ and the base64url
+// of the drive item id; created_at and filed_at are createdDateTime,
+// updated_at lastModifiedDateTime. updated_since is applied here, since a
+// folder's own modified time says nothing of the files below it.
+package graph
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// Config is one firm's drive. Secrets may hold {env.X} placeholders, which
+// the caller expands before New.
+type Config struct {
+	// Firm is the firm these records belong to (set by the wiring).
+	Firm string `json:"firm,omitempty"`
+	// Provider is the location's provider: sharepoint or onedrive
+	// [sharepoint].
+	Provider string `json:"provider,omitempty"`
+	// DriveID is the document library or OneDrive (b!...). Required.
+	DriveID string `json:"drive_id"`
+	// Root is the folder path in the drive that documents are filed
+	// under, such as "/Clients" [/].
+	Root string `json:"root,omitempty"`
+	// TenantID is the Microsoft Entra tenant, for the default token URL
+	// https://login.microsoftonline.com/<tenant_id>/oauth2/v2.0/token.
+	TenantID string `json:"tenant_id,omitempty"`
+	// OAuth2 is the app registration's client credentials (application
+	// permission Files.Read.All or Sites.Selected) or a fixed
+	// access_token. Scopes default to https://graph.microsoft.com/.default.
+	OAuth2 upstream.OAuth2Config `json:"oauth2"`
+	// BaseURL is Microsoft Graph [https://graph.microsoft.com/v1.0].
+	BaseURL string `json:"base_url,omitempty"`
+	// Filing is the firm's folder and file naming conventions.
+	Filing filing.Config `json:"filing,omitzero"`
+	// PageSize is the $top of children pages [200].
+	PageSize int `json:"page_size,omitempty"`
+	// MaxScanPages bounds the Graph pages one List reads [20].
+	MaxScanPages int `json:"max_scan_pages,omitempty"`
+	// MaxDepth bounds how deep below the root folders are walked [6].
+	MaxDepth int `json:"max_depth,omitempty"`
+	// Upstream is the resilience policy [600 requests a minute].
+	Upstream upstream.Policy `json:"upstream,omitzero"`
+}
+
+// Option changes New.
+type Option func(*Adapter)
+
+// WithClientResolver links client folders to the practice's clients.
+func WithClientResolver(r filing.ClientResolver) Option { return func(a *Adapter) { a.resolver = r } }
+
+// Adapter is one firm's drive. It is safe for concurrent use.
+type Adapter struct {
+	cfg      Config
+	c        *upstream.Client
+	filing   *filing.Classifier
+	resolver filing.ClientResolver
+}
+
+// New checks cfg and makes the adapter.
+func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
+	if cfg.DriveID == "" {
+		return nil, fmt.Errorf("graph: drive_id is required")
+	}
+	if cfg.Provider == "" {
+		cfg.Provider = "sharepoint"
+	}
+	if cfg.Provider != "sharepoint" && cfg.Provider != "onedrive" {
+		return nil, fmt.Errorf("graph: provider %q must be sharepoint or onedrive", cfg.Provider)
+	}
+	cfg.Root = path.Clean("/" + cfg.Root)
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "https://graph.microsoft.com/v1.0"
+	}
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 200
+	}
+	if cfg.MaxScanPages <= 0 {
+		cfg.MaxScanPages = 20
+	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = 6
+	}
+	if len(cfg.OAuth2.Scopes) == 0 && cfg.OAuth2.RefreshToken == "" {
+		cfg.OAuth2.Scopes = []string{"https://graph.microsoft.com/.default"}
+	}
+	tokenURL := ""
+	if cfg.TenantID != "" {
+		tokenURL = "https://login.microsoftonline.com/" + url.PathEscape(cfg.TenantID) + "/oauth2/v2.0/token"
+	}
+	auth, err := upstream.NewOAuth2("graph", cfg.OAuth2, tokenURL, "body", deps)
+	if err != nil {
+		return nil, err
+	}
+	c, err := upstream.NewClient(upstream.Options{
+		System: "graph", BaseURL: cfg.BaseURL, Policy: cfg.Upstream, Auth: auth,
+		Defaults: upstream.Policy{RateLimit: 600, RatePeriod: upstream.Duration(time.Minute)},
+		Account:  cfg.DriveID,
+	}, deps)
+	if err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	a := &Adapter{cfg: cfg, c: c}
+	for _, o := range opts {
+		o(a)
+	}
+	if a.filing, err = filing.New(cfg.Filing, a.resolver); err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	return a, nil
+}
+
+// driveItem is Graph's driveItem, the fields we read.
+type driveItem struct {
+	ID                   string `json:"id"`
+	Name                 string `json:"name"`
+	Size                 int64  `json:"size"`
+	WebURL               string `json:"webUrl"`
+	CreatedDateTime      string `json:"createdDateTime"`
+	LastModifiedDateTime string `json:"lastModifiedDateTime"`
+	File                 *struct {
+		MimeType string `json:"mimeType"`
+	} `json:"file"`
+	Folder *struct {
+		ChildCount int `json:"childCount"`
+	} `json:"folder"`
+	ParentReference struct {
+		DriveID string `json:"driveId"`
+		ID      string `json:"id"`
+		Path    string `json:"path"`
+	} `json:"parentReference"`
+}
+
+type children struct {
+	Value    []driveItem `json:"value"`
+	NextLink string      `json:"@odata.nextLink"`
+}
+
+const selectFields = "id,name,size,webUrl,createdDateTime,lastModifiedDateTime,file,folder,parentReference"
+
+func (a *Adapter) serves(t adapters.Tenant) bool {
+	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
+}
+
+// List returns a page of documents; other kinds are empty.
+func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+	if !a.serves(t) {
+		return adapters.Page{}, fmt.Errorf("graph: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	cur, err := upstream.DecodeCursor(q.Cursor)
+	if err != nil {
+		return adapters.Page{}, err
+	}
+	if k != adapters.Documents {
+		return adapters.Page{Items: []json.RawMessage{}}, nil
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	since := q.Filter.UpdatedSince
+	w := upstream.Walk[driveItem]{
+		Fetch: a.fetchChildren,
+		ID:    func(it driveItem) string { return it.ID },
+		Descend: func(it driveItem) (string, string, bool) {
+			return it.ID, it.Name, it.Folder != nil
+		},
+		Match: func(it driveItem) bool {
+			if it.File == nil {
+				return false
+			}
+			m, err := time.Parse(time.RFC3339Nano, it.LastModifiedDateTime)
+			return since.IsZero() || err == nil && !m.Before(since)
+		},
+		Convert: func(ctx context.Context, items []upstream.Found[driveItem]) ([]json.RawMessage, error) {
+			out := make([]json.RawMessage, len(items))
+			for i, f := range items {
+				raw, err := a.document(ctx, t, f.Item, f.Path)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = raw
+			}
+			return out, nil
+		},
+		MaxPages: a.cfg.MaxScanPages,
+		MaxDepth: a.cfg.MaxDepth,
+	}
+	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+}
+
+// fetchChildren reads a page of a folder's children: the root folder's
+// by path, others by item id, later pages by the next link.
+func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (upstream.VendorPage[driveItem], error) {
+	var page upstream.VendorPage[driveItem]
+	req := upstream.Request{Path: token}
+	if token == "" {
+		drive := "/drives/" + url.PathEscape(a.cfg.DriveID)
+		switch {
+		case folder != "":
+			req.Path = drive + "/items/" + url.PathEscape(folder) + "/children"
+		case a.cfg.Root == "/":
+			req.Path = drive + "/root/children"
+		default:
+			req.Path = drive + "/root:" + escapePath(a.cfg.Root) + ":/children"
+		}
+		req.Query = url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}, "$select": {selectFields}}
+	} else if !strings.HasPrefix(token, "/drives/") {
+		return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+	}
+	var body children
+	if _, err := a.c.JSON(ctx, req, "children", &body); err != nil {
+		return page, fmt.Errorf("graph: list folder: %w", err)
+	}
+	page.Items = body.Value
+	if body.NextLink != "" {
+		rel, err := a.c.Relative(body.NextLink)
+		if err != nil {
+			return page, err
+		}
+		page.Next = rel
+	}
+	return page, nil
+}
+
+// Get returns one document: a file under the filing root.
+func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+	if !a.serves(t) {
+		return nil, fmt.Errorf("graph: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	itemID, ok := filing.ParseDocID(id)
+	if k != adapters.Documents || !ok {
+		return nil, fmt.Errorf("graph: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+	}
+	var it driveItem
+	req := upstream.Request{
+		Path:  "/drives/" + url.PathEscape(a.cfg.DriveID) + "/items/" + url.PathEscape(itemID),
+		Query: url.Values{"$select": {selectFields}},
+	}
+	if _, err := a.c.JSON(ctx, req, "drive item", &it); err != nil {
+		return nil, fmt.Errorf("graph: read item: %w", err)
+	}
+	rel, ok := a.relative(it.ParentReference.Path)
+	if it.File == nil || !ok {
+		return nil, fmt.Errorf("graph: %s is not a document under %s: %w", id, a.cfg.Root, adapters.ErrNotFound)
+	}
+	return a.document(ctx, t, it, rel)
+}
+
+// relative turns a parent path ("/drive/root:/Clients/Acme" or
+// "/drives/<id>/root:/Clients/Acme") into the path below the filing root.
+func (a *Adapter) relative(parent string) (string, bool) {
+	_, p, ok := strings.Cut(parent, "root:")
+	if !ok {
+		return "", false
+	}
+	p, err := url.PathUnescape(p)
+	if err != nil {
+		return "", false
+	}
+	p = path.Clean("/" + p)
+	if a.cfg.Root == "/" {
+		return p, true
+	}
+	if p == a.cfg.Root {
+		return "/", true
+	}
+	rel, ok := strings.CutPrefix(p, a.cfg.Root+"/")
+	return "/" + rel, ok
+}
+
+func (a *Adapter) document(ctx context.Context, t adapters.Tenant, it driveItem, rel string) (json.RawMessage, error) {
+	bad := func(err error) (json.RawMessage, error) {
+		return nil, upstream.Malformed(a.c.Label(), "drive item "+it.ID, err)
+	}
+	if it.ID == "" || it.Name == "" {
+		return bad(fmt.Errorf("no id or name"))
+	}
+	created, err := time.Parse(time.RFC3339Nano, it.CreatedDateTime)
+	if err != nil {
+		return bad(err)
+	}
+	modified, err := time.Parse(time.RFC3339Nano, it.LastModifiedDateTime)
+	if err != nil {
+		return bad(err)
+	}
+	drive := it.ParentReference.DriveID
+	if drive == "" {
+		drive = a.cfg.DriveID
+	}
+	d, err := a.filing.Document(ctx, t, a.cfg.Provider, filing.Item{
+		ID: it.ID, Name: it.Name, MimeType: it.File.MimeType, Size: it.Size,
+		Root: a.cfg.Root, Rel: rel, DriveID: drive, WebURL: it.WebURL,
+		Created: created, Modified: modified,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("graph: %w", err)
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return nil, fmt.Errorf("graph: encode document: %w", err)
+	}
+	return raw, nil
+}
+
+// escapePath escapes each segment of a drive path for a root: address.
+func escapePath(p string) string {
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+var _ adapters.Reader = (*Adapter)(nil)
+
+// Upstream is the adapter's resilient client, for readiness reports.
+func (a *Adapter) Upstream() *upstream.Client { return a.c }

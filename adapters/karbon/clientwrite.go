@@ -1,0 +1,275 @@
+package karbon
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// CreateClient creates a Karbon contact (type individual) or organization
+// (any other type). Contacts of a client are Karbon records of their own
+// and are not created here.
+func (a *Adapter) CreateClient(ctx context.Context, t adapters.Tenant, in adapters.ClientInput) (json.RawMessage, error) {
+	if !a.serves(t) {
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	if err := a.checkClientInput(in, true); err != nil {
+		return nil, err
+	}
+	typ, status := "company", "active"
+	set(&typ, in.Type)
+	set(&status, in.Status)
+	body := map[string]any{"ContactType": a.statusFor(status)}
+	if in.Owner != nil {
+		key, err := a.ownerKey(ctx, *in.Owner)
+		if err != nil {
+			return nil, err
+		}
+		body["ClientOwner"] = key
+	}
+	if card := newCard(in); card != nil {
+		body["BusinessCards"] = []any{card}
+	}
+	ref := clientRef{kind: 'o'}
+	if typ == "individual" {
+		ref.kind = 'c'
+		first, last, ok := splitName(*in.Name)
+		if !ok {
+			return nil, adapters.Invalid("name", "A Karbon contact needs a first and a last name.")
+		}
+		body["FirstName"], body["LastName"] = first, last
+	} else {
+		body["FullName"] = *in.Name
+		body["AccountingDetail"] = map[string]any{"EntityType": clientEntityType(typ)}
+	}
+	var created struct{ ContactKey, OrganizationKey string }
+	if err := a.send(ctx, http.MethodPost, "/v3/"+ref.collection(), body, &created, "client"); err != nil {
+		return nil, err
+	}
+	ref.key = created.ContactKey + created.OrganizationKey
+	if !validKey(ref.key) {
+		return nil, upstream.Malformed(a.c.Label(), "created client", fmt.Errorf("key %q", ref.key))
+	}
+	after, err := a.getClient(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	a.recordWrite(ctx, adapters.Clients, ref.id(), nil, after, "")
+	return after, nil
+}
+
+// UpdateClient changes a client's name, status, owner, email, phone or
+// country (and an organization's type) in Karbon.
+func (a *Adapter) UpdateClient(ctx context.Context, t adapters.Tenant, id string, in adapters.ClientInput) (json.RawMessage, error) {
+	if !a.serves(t) {
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+	}
+	ref, ok := parseClientID(id)
+	if !ok {
+		return nil, notFound(adapters.Clients, id)
+	}
+	if err := a.checkClientInput(in, false); err != nil {
+		return nil, err
+	}
+	if in.Type != nil {
+		switch {
+		case ref.kind == 'c' && *in.Type != "individual":
+			return nil, adapters.Invalid("type", "This client is a Karbon contact, a person; its type stays individual.")
+		case ref.kind == 'o' && *in.Type == "individual":
+			return nil, adapters.Invalid("type", "This client is a Karbon organization; make the person a Karbon contact instead.")
+		case ref.kind == 'g' && *in.Type != a.cfg.ClientGroupType:
+			return nil, adapters.Invalid("type", "This client is a Karbon client group, whose type is %s.", a.cfg.ClientGroupType)
+		}
+	}
+	before, err := a.getClient(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	path := "/v3/" + ref.collection() + "/" + url.PathEscape(ref.key)
+	expand := "?$expand=BusinessCards"
+	if ref.kind == 'g' {
+		expand = "?$expand=BusinessCard"
+	}
+	var current map[string]any
+	if err := a.getJSON(ctx, path+expand, "client", &current); err != nil {
+		return nil, fmt.Errorf("karbon: read client %s: %w", id, err)
+	}
+	body := pick(current, putFields[ref.kind])
+	if in.Name != nil {
+		if ref.kind == 'c' {
+			first, last, ok := splitName(*in.Name)
+			if !ok {
+				return nil, adapters.Invalid("name", "A Karbon contact needs a first and a last name.")
+			}
+			body["FirstName"], body["LastName"] = first, last
+			delete(body, "MiddleName")
+		} else {
+			body["FullName"] = *in.Name
+		}
+	}
+	if in.Status != nil {
+		body["ContactType"] = a.statusFor(*in.Status)
+	}
+	if in.Owner != nil {
+		key, err := a.ownerKey(ctx, *in.Owner)
+		if err != nil {
+			return nil, err
+		}
+		body["ClientOwner"] = key
+	}
+	if in.Type != nil && ref.kind == 'o' {
+		acc, _ := body["AccountingDetail"].(map[string]any)
+		if acc == nil {
+			acc = map[string]any{}
+		}
+		acc["EntityType"] = clientEntityType(*in.Type)
+		body["AccountingDetail"] = acc
+	}
+	if in.Email != nil || in.Phone != nil || in.Country != nil {
+		if ref.kind == 'g' {
+			card, _ := current["BusinessCard"].(map[string]any)
+			body["BusinessCard"] = editCard(card, in)
+		} else {
+			cards, _ := current["BusinessCards"].([]any)
+			body["BusinessCards"] = editCards(cards, in)
+		}
+	}
+	if err := a.send(ctx, http.MethodPut, path, body, nil, "client"); err != nil {
+		return nil, err
+	}
+	after, err := a.getClient(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(before, after) {
+		a.recordWrite(ctx, adapters.Clients, id, before, after, "")
+	}
+	return after, nil
+}
+
+// putFields are the fields of Karbon's write schemas (CreateContact,
+// UpdateOrganization, CreateClientGroup) that a PUT sends back.
+var putFields = map[byte][]string{
+	'c': {"FirstName", "MiddleName", "LastName", "PreferredName", "Salutation", "Suffix", "RestrictionLevel",
+		"ClientOwner", "ClientManager", "ContactType", "UserDefinedIdentifier", "EntityDescription", "AccountingDetail"},
+	'o': {"FullName", "RestrictionLevel", "ClientOwner", "ClientManager", "ContactType", "UserDefinedIdentifier",
+		"EntityDescription", "AccountingDetail"},
+	'g': {"FullName", "RestrictionLevel", "ClientOwner", "ClientManager", "ContactType", "UserDefinedIdentifier",
+		"EntityDescription", "PrimaryContact", "Members"},
+}
+
+func (a *Adapter) checkClientInput(in adapters.ClientInput, create bool) error {
+	if err := in.Validate(create); err != nil {
+		return err
+	}
+	if in.Contacts != nil {
+		return adapters.Invalid("contacts", "Karbon keeps a client's contacts as Karbon contacts of their own; add them in Karbon.")
+	}
+	return nil
+}
+
+// ownerKey checks that a usr_ id is a Karbon user and returns its key,
+// which Karbon accepts wherever it takes a user.
+func (a *Adapter) ownerKey(ctx context.Context, owner string) (string, error) {
+	key, ok := parseKey(owner, "usr_")
+	if !ok {
+		return "", adapters.Invalid("owner", "The owner must be a person's id, such as usr_2bYxtn94ZSdY.")
+	}
+	dir, err := a.directory(ctx)
+	if err != nil {
+		return "", err
+	}
+	if dir.email(key) == "" {
+		return "", adapters.Invalid("owner", "There is no person %s in this firm's Karbon.", owner)
+	}
+	return key, nil
+}
+
+// splitName splits a person's name into Karbon's first and last names.
+func splitName(name string) (first, last string, ok bool) {
+	f := strings.Fields(name)
+	if len(f) < 2 {
+		return "", "", false
+	}
+	return strings.Join(f[:len(f)-1], " "), f[len(f)-1], true
+}
+
+// newCard is the primary business card of a new client, nil when in sets
+// nothing a card holds.
+func newCard(in adapters.ClientInput) map[string]any {
+	if in.Email == nil && in.Phone == nil && in.Country == nil {
+		return nil
+	}
+	return editCard(map[string]any{"IsPrimaryCard": true}, in)
+}
+
+func editCards(cards []any, in adapters.ClientInput) []any {
+	for i, c := range cards {
+		if m, ok := c.(map[string]any); ok && m["IsPrimaryCard"] == true {
+			cards[i] = editCard(m, in)
+			return cards
+		}
+	}
+	if len(cards) > 0 {
+		if m, ok := cards[0].(map[string]any); ok {
+			cards[0] = editCard(m, in)
+			return cards
+		}
+	}
+	return []any{editCard(map[string]any{"IsPrimaryCard": true}, in)}
+}
+
+// editCard sets the first email, phone number and address country of a
+// card, keeping its key and the rest so Karbon updates rather than
+// replaces it.
+func editCard(card map[string]any, in adapters.ClientInput) map[string]any {
+	if card == nil {
+		card = map[string]any{"IsPrimaryCard": true}
+	}
+	first := func(field string, set func(map[string]any)) {
+		list, _ := card[field].([]any)
+		var m map[string]any
+		if len(list) > 0 {
+			m, _ = list[0].(map[string]any)
+		}
+		if m == nil {
+			m = map[string]any{}
+			list = append([]any{m}, list...)
+		}
+		set(m)
+		card[field] = list
+	}
+	if in.Email != nil {
+		emails, _ := card["EmailAddresses"].([]any)
+		if len(emails) > 0 {
+			emails[0] = *in.Email
+		} else {
+			emails = []any{*in.Email}
+		}
+		card["EmailAddresses"] = emails
+	}
+	if in.Phone != nil {
+		first("PhoneNumbers", func(m map[string]any) {
+			m["Number"] = *in.Phone
+			if m["Label"] == nil {
+				m["Label"] = "Work"
+			}
+		})
+	}
+	if in.Country != nil {
+		first("Addresses", func(m map[string]any) {
+			m["CountryCode"] = strings.ToUpper(*in.Country)
+			if m["Label"] == nil {
+				m["Label"] = "Physical"
+			}
+		})
+	}
+	return card
+}

@@ -1,0 +1,82 @@
+package karbon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// Prime remembers the current state of every record of kinds (jobs when
+// none are named) without publishing anything, so that the first webhook
+// about a record after the gateway starts watching this firm knows what it
+// was before: a work item moved the day the firm connects raises
+// job.stage_changed, not nothing. The wiring runs it once when a firm's
+// ingest route starts, in a goroutine it owns; it reads every work item
+// (a page per 100) and, for clients and people, each record in full, all
+// within the Karbon budget.
+func (a *Adapter) Prime(ctx context.Context, kinds ...adapters.Kind) error {
+	if len(kinds) == 0 {
+		kinds = []adapters.Kind{adapters.Jobs}
+	}
+	for _, k := range kinds {
+		if err := a.prime(ctx, k); err != nil {
+			return fmt.Errorf("karbon: prime %s: %w", k, err)
+		}
+	}
+	return nil
+}
+
+func (a *Adapter) prime(ctx context.Context, k adapters.Kind) error {
+	switch k {
+	case adapters.Jobs:
+		return walkAll(ctx, func(ctx context.Context, token string) (upstream.VendorPage[workItem], error) {
+			return a.fetchWork(ctx, "", token, a.cfg.PageSize)
+		}, func(ctx context.Context, w workItem) error {
+			raw, err := a.jobJSON(w)
+			if err != nil {
+				return err
+			}
+			return a.rec.Baseline(ctx, a.tenant(), adapters.Jobs, "job_"+w.WorkItemKey, raw)
+		})
+	case adapters.Clients:
+		return walkAll(ctx, a.fetchClients, func(ctx context.Context, r clientRow) error {
+			c, ok, err := a.readClient(ctx, r.ref)
+			if err != nil || !ok {
+				return err
+			}
+			return a.rec.Baseline(ctx, a.tenant(), adapters.Clients, r.ref.id(), c.raw)
+		})
+	case adapters.People:
+		return walkAll(ctx, func(ctx context.Context, token string) (upstream.VendorPage[userSummary], error) {
+			return a.fetchUsers(ctx, "", token)
+		}, func(ctx context.Context, u userSummary) error {
+			raw, err := a.getPerson(ctx, u.Id)
+			if err != nil {
+				return err
+			}
+			return a.rec.Baseline(ctx, a.tenant(), adapters.People, userID(u.Id), raw)
+		})
+	}
+	return nil
+}
+
+func walkAll[T any](ctx context.Context, fetch func(context.Context, string) (upstream.VendorPage[T], error), each func(context.Context, T) error) error {
+	token := ""
+	for {
+		page, err := fetch(ctx, token)
+		if err != nil {
+			return err
+		}
+		for _, it := range page.Items {
+			if err := each(ctx, it); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		token = page.Next
+	}
+}

@@ -1,0 +1,158 @@
+package vendortest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Graph is a double of Microsoft Graph drive items under /v1.0:
+// GET /drives/{drive}/items/{item}, .../items/{item}/children,
+// /drives/{drive}/root/children and /drives/{drive}/root:/{path}:[/children],
+// with $top and @odata.nextLink ($skiptoken), a bearer token required and
+// Graph's error body.
+type Graph struct {
+	URL     string // the API base, .../v1.0
+	Token   string
+	DriveID string
+	Faults  Faults
+
+	srv  *httptest.Server
+	tree *tree
+}
+
+// NewGraph starts the double with token "graph-token".
+func NewGraph() *Graph {
+	g := &Graph{Token: "graph-token", DriveID: "b!drive1", tree: newTree("01GRAPH", "01ROOT")}
+	g.srv = httptest.NewServer(g.Faults.wrap(http.HandlerFunc(g.serve)))
+	g.URL = g.srv.URL + "/v1.0"
+	return g
+}
+
+// Close stops the server.
+func (g *Graph) Close() { g.srv.Close() }
+
+// AddFile puts a file at a drive path and returns its item id.
+func (g *Graph) AddFile(p string, size int64, mime string, at time.Time) string {
+	return g.tree.addFile(p, size, mime, at)
+}
+
+// Touch changes a file's lastModifiedDateTime.
+func (g *Graph) Touch(id string, at time.Time) { g.tree.touch(id, at) }
+
+func graphError(w http.ResponseWriter, status int, code, msg string) {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{"code": code, "message": msg,
+		"innerError": map[string]string{"request-id": "test"}}})
+	writeJSON(w, status, b)
+}
+
+func (g *Graph) item(n *node) map[string]any {
+	if n.parent == nil {
+		return map[string]any{"id": n.id, "name": "root", "root": map[string]any{}, "folder": map[string]int{"childCount": len(n.children)},
+			"createdDateTime": n.created.UTC().Format(time.RFC3339), "lastModifiedDateTime": n.modified.UTC().Format(time.RFC3339),
+			"parentReference": map[string]string{"driveId": g.DriveID, "driveType": "documentLibrary"}}
+	}
+	parentPath := "/drives/" + g.DriveID + "/root:" + strings.TrimSuffix(g.tree.path(n.parent), "/")
+	m := map[string]any{
+		"id": n.id, "name": n.name, "eTag": "\"{" + n.id + "},1\"", "size": n.size,
+		"createdDateTime": n.created.UTC().Format(time.RFC3339), "lastModifiedDateTime": n.modified.UTC().Format(time.RFC3339),
+		"webUrl":          "https://contoso.sharepoint.com/sites/Clients/Shared%20Documents" + (&url.URL{Path: g.tree.path(n)}).EscapedPath(),
+		"parentReference": map[string]string{"driveId": g.DriveID, "driveType": "documentLibrary", "id": n.parent.id, "path": parentPath},
+	}
+	if n.folder {
+		m["folder"] = map[string]int{"childCount": len(n.children)}
+	} else {
+		m["file"] = map[string]any{"mimeType": n.mime}
+	}
+	return m
+}
+
+func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+g.Token {
+		graphError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", "Access token is empty.")
+		return
+	}
+	g.tree.mu.Lock()
+	defer g.tree.mu.Unlock()
+	p, ok := strings.CutPrefix(r.URL.Path, "/v1.0/drives/"+g.DriveID)
+	if !ok || r.Method != http.MethodGet {
+		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
+		return
+	}
+	var n *node
+	list := false
+	switch {
+	case p == "/root/children":
+		n, list = g.tree.root, true
+	case strings.HasPrefix(p, "/root:"):
+		rest := strings.TrimPrefix(p, "/root:")
+		rest, list = strings.CutSuffix(rest, ":/children")
+		rest = strings.TrimSuffix(rest, ":")
+		n = g.lookup(rest)
+	case strings.HasPrefix(p, "/items/"):
+		rest := strings.TrimPrefix(p, "/items/")
+		rest, list = strings.CutSuffix(rest, "/children")
+		n = g.tree.nodes[rest]
+	}
+	if n == nil {
+		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
+		return
+	}
+	if !list {
+		b, _ := json.Marshal(g.item(n))
+		writeJSON(w, http.StatusOK, b)
+		return
+	}
+	q := r.URL.Query()
+	top := 200
+	if v := q.Get("$top"); v != "" {
+		top, _ = strconv.Atoi(v)
+		if top < 1 || top > 999 {
+			graphError(w, http.StatusBadRequest, "invalidRequest", "Invalid page size specified.")
+			return
+		}
+	}
+	skip := 0
+	if v := q.Get("$skiptoken"); v != "" {
+		skip, _ = strconv.Atoi(strings.TrimPrefix(v, "s"))
+	}
+	end := min(skip+top, len(n.children))
+	value := []any{}
+	for _, c := range n.children[min(skip, end):end] {
+		value = append(value, g.item(c))
+	}
+	body := map[string]any{"@odata.context": g.URL + "/$metadata#Collection(driveItem)", "value": value}
+	if end < len(n.children) {
+		nq := url.Values{"$top": {strconv.Itoa(top)}, "$skiptoken": {"s" + strconv.Itoa(end)}}
+		if s := q.Get("$select"); s != "" {
+			nq.Set("$select", s)
+		}
+		body["@odata.nextLink"] = g.URL + "/drives/" + g.DriveID + "/items/" + n.id + "/children?" + nq.Encode()
+	}
+	b, _ := json.Marshal(body)
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (g *Graph) lookup(p string) *node {
+	cur := g.tree.root
+	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
+		if seg == "" {
+			continue
+		}
+		var next *node
+		for _, c := range cur.children {
+			if c.name == seg {
+				next = c
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		cur = next
+	}
+	return cur
+}

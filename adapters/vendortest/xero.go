@@ -1,0 +1,226 @@
+package vendortest
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// XeroPayment is a payment applied to an invoice.
+type XeroPayment struct {
+	PaymentID   string
+	Date        time.Time
+	Amount      string // decimal, as Xero's JSON number
+	Reference   string
+	AccountName string
+}
+
+// XeroInvoice is a Xero invoice as the double keeps it. Amounts are
+// decimal strings written into the JSON as numbers, the way Xero sends
+// them ("46.0", "1607.13").
+type XeroInvoice struct {
+	InvoiceID, InvoiceNumber string
+	Type                     string // ACCREC unless set
+	Status                   string
+	ContactID, ContactName   string
+	Date, DueDate            time.Time
+	Total, AmountDue         string
+	AmountPaid               string
+	CurrencyCode             string
+	Payments                 []XeroPayment
+	FullyPaidOn              time.Time
+	Updated                  time.Time
+}
+
+// Xero is a double of the Xero Accounting API's invoices under
+// /api.xro/2.0: GET /Invoices with page, pageSize, where (Type only),
+// order and If-Modified-Since; GET /Invoices/{id}; a bearer token and the
+// xero-tenant-id header required; pagination in the answer.
+type Xero struct {
+	URL      string // the API base, .../api.xro/2.0
+	Token    string
+	TenantID string
+	Faults   Faults
+
+	srv *httptest.Server
+
+	mu       sync.Mutex
+	invoices map[string]*XeroInvoice
+	seq      int
+}
+
+// NewXero starts the double with token "xero-token" and a tenant id.
+func NewXero() *Xero {
+	x := &Xero{Token: "xero-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", invoices: map[string]*XeroInvoice{}}
+	x.srv = httptest.NewServer(x.Faults.wrap(http.HandlerFunc(x.serve)))
+	x.URL = x.srv.URL + "/api.xro/2.0"
+	return x
+}
+
+// Close stops the server.
+func (x *Xero) Close() { x.srv.Close() }
+
+// AddInvoice stores an invoice.
+func (x *Xero) AddInvoice(inv XeroInvoice) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if inv.Type == "" {
+		inv.Type = "ACCREC"
+	}
+	if inv.AmountPaid == "" {
+		inv.AmountPaid = "0.00"
+	}
+	x.invoices[inv.InvoiceID] = &inv
+}
+
+// Pay applies a payment that settles the invoice in full, as a bookkeeper
+// would in Xero.
+func (x *Xero) Pay(invoiceID, reference string, at time.Time) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	inv := x.invoices[invoiceID]
+	x.seq++
+	inv.Payments = append(inv.Payments, XeroPayment{
+		PaymentID: fmt.Sprintf("99ea7f6b-c513-4066-bc27-%012d", x.seq), Date: at, Amount: inv.AmountDue, Reference: reference,
+	})
+	inv.AmountPaid, inv.AmountDue = inv.Total, "0.00"
+	inv.Status, inv.FullyPaidOn, inv.Updated = "PAID", at, at
+}
+
+func msDate(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("/Date(%d+0000)/", t.UnixMilli())
+}
+
+func (x *Xero) json(inv *XeroInvoice) map[string]any {
+	pays := []map[string]any{}
+	for _, p := range inv.Payments {
+		pays = append(pays, map[string]any{"PaymentID": p.PaymentID, "Date": msDate(p.Date), "Amount": json.Number(p.Amount),
+			"Reference": p.Reference, "CurrencyRate": 1.0, "HasAccount": false, "HasValidationErrors": false})
+	}
+	m := map[string]any{
+		"Type": inv.Type, "InvoiceID": inv.InvoiceID, "InvoiceNumber": inv.InvoiceNumber, "Reference": "",
+		"Payments": pays, "CreditNotes": []any{}, "Prepayments": []any{}, "Overpayments": []any{},
+		"AmountDue": json.Number(inv.AmountDue), "AmountPaid": json.Number(inv.AmountPaid), "AmountCredited": json.Number("0.00"),
+		"CurrencyRate": 1.0, "HasErrors": false, "IsDiscounted": false, "HasAttachments": false,
+		"Contact":    map[string]any{"ContactID": inv.ContactID, "Name": inv.ContactName},
+		"DateString": inv.Date.Format("2006-01-02T15:04:05"), "Date": msDate(inv.Date),
+		"DueDateString": inv.DueDate.Format("2006-01-02T15:04:05"), "DueDate": msDate(inv.DueDate),
+		"Status": inv.Status, "LineAmountTypes": "Exclusive", "LineItems": []any{},
+		"SubTotal": json.Number(inv.Total), "TotalTax": json.Number("0.00"), "Total": json.Number(inv.Total),
+		"UpdatedDateUTC": msDate(inv.Updated), "CurrencyCode": inv.CurrencyCode,
+	}
+	if !inv.FullyPaidOn.IsZero() {
+		m["FullyPaidOnDate"] = msDate(inv.FullyPaidOn)
+	}
+	return m
+}
+
+func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Authorization") != "Bearer "+x.Token {
+		writeJSON(w, http.StatusUnauthorized, []byte(`{"Type":null,"Title":"Unauthorized","Status":401,"Detail":"AuthenticationUnsuccessful"}`))
+		return
+	}
+	if r.Header.Get("xero-tenant-id") != x.TenantID {
+		writeJSON(w, http.StatusForbidden, []byte(`{"Type":null,"Title":"Forbidden","Status":403,"Detail":"AuthenticationUnsuccessful"}`))
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rest, ok := strings.CutPrefix(r.URL.Path, "/api.xro/2.0/Invoices")
+	if !ok || r.Method != http.MethodGet {
+		writeJSON(w, http.StatusNotFound, []byte(`{"ErrorNumber":404,"Type":"NotFoundException","Message":"The resource you're looking for cannot be found"}`))
+		return
+	}
+	if id := strings.TrimPrefix(rest, "/"); id != "" {
+		inv := x.invoices[id]
+		if inv == nil {
+			writeJSON(w, http.StatusNotFound, []byte(`{"ErrorNumber":404,"Type":"NotFoundException","Message":"The resource you're looking for cannot be found"}`))
+			return
+		}
+		b, _ := json.Marshal(map[string]any{"Id": "resp", "Status": "OK", "ProviderName": "practicegw test",
+			"DateTimeUTC": msDate(time.Now()), "Invoices": []any{x.json(inv)}})
+		writeJSON(w, http.StatusOK, b)
+		return
+	}
+	q := r.URL.Query()
+	ids := sortedKeys(x.invoices)
+	if o := q.Get("order"); o != "" && o != "InvoiceID ASC" {
+		writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":16,"Type":"QueryParseException","Message":"unsupported order"}`))
+		return
+	}
+	var since time.Time
+	if v := r.Header.Get("If-Modified-Since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":10,"Type":"ValidationException","Message":"bad If-Modified-Since"}`))
+			return
+		}
+		since = t
+	}
+	typ := ""
+	if where := q.Get("where"); where != "" {
+		v, ok := strings.CutPrefix(where, `Type=="`)
+		if !ok {
+			writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":16,"Type":"QueryParseException","Message":"unsupported where"}`))
+			return
+		}
+		typ = strings.TrimSuffix(v, `"`)
+	}
+	var matched []any
+	for _, id := range ids {
+		inv := x.invoices[id]
+		if (typ == "" || inv.Type == typ) && (since.IsZero() || !inv.Updated.Before(since)) {
+			matched = append(matched, x.json(inv))
+		}
+	}
+	page, _ := strconv.Atoi(q.Get("page"))
+	size, _ := strconv.Atoi(q.Get("pageSize"))
+	if size <= 0 || size > 1000 {
+		size = 100
+	}
+	if page < 1 {
+		page = 1
+	}
+	start := min((page-1)*size, len(matched))
+	end := min(start+size, len(matched))
+	body := map[string]any{"Id": "resp", "Status": "OK", "ProviderName": "practicegw test", "DateTimeUTC": msDate(time.Now()),
+		"pagination": map[string]int{"page": page, "pageSize": size, "pageCount": (len(matched) + size - 1) / size, "itemCount": len(matched)},
+		"Invoices":   append([]any{}, matched[start:end]...)}
+	b, _ := json.Marshal(body)
+	writeJSON(w, http.StatusOK, b)
+}
+
+// XeroWebhook is a webhook body with one event per invoice id; no ids
+// makes the intent-to-receive payload.
+func XeroWebhook(tenantID string, at time.Time, invoiceIDs ...string) []byte {
+	events := []map[string]any{}
+	for _, id := range invoiceIDs {
+		events = append(events, map[string]any{
+			"resourceUrl": "https://api.xero.com/api.xro/2.0/Invoices/" + id, "resourceId": id,
+			"eventDateUtc": at.UTC().Format("2006-01-02T15:04:05.000"), "eventType": "UPDATE",
+			"eventCategory": "INVOICE", "tenantId": tenantID, "tenantType": "ORGANISATION",
+		})
+	}
+	b, _ := json.Marshal(map[string]any{"events": events, "firstEventSequence": 1, "lastEventSequence": max(len(events), 1),
+		"entropy": "S0m3r4Nd0mt3xt"})
+	return b
+}
+
+// SignXero is x-xero-signature: the base64 HMAC-SHA256 of the raw body
+// under the webhook key.
+func SignXero(key string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(key))
+	m.Write(body)
+	return base64.StdEncoding.EncodeToString(m.Sum(nil))
+}

@@ -1,0 +1,147 @@
+package xero
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+// webhookPayload is Xero's WebhookEvent (xero-webhooks.openapi.yaml).
+type webhookPayload struct {
+	Events []struct {
+		ResourceURL   string `json:"resourceUrl"`
+		ResourceID    string `json:"resourceId"`
+		EventDateUTC  string `json:"eventDateUtc"`
+		EventType     string `json:"eventType"`
+		EventCategory string `json:"eventCategory"`
+		TenantID      string `json:"tenantId"`
+		TenantType    string `json:"tenantType"`
+	} `json:"events"`
+	FirstEventSequence int    `json:"firstEventSequence"`
+	LastEventSequence  int    `json:"lastEventSequence"`
+	Entropy            string `json:"entropy"`
+}
+
+// Webhook is the ingest route for the Xero app's webhooks. Every request
+// must carry x-xero-signature, the base64 HMAC-SHA256 of the raw body
+// under Config.WebhookKey; one that does not gets 401 with an empty body.
+// That is also Xero's intent-to-receive check: it sends correctly and
+// incorrectly signed deliveries with no events and expects 200 and 401.
+//
+// For each INVOICE event of this organisation the invoice is read again
+// from Xero (never from the event's resourceUrl), compared with the last
+// state seen and published to sink when it differs, so an invoice paid in
+// Xero becomes invoice.paid downstream. An UPDATE of an invoice never
+// seen is only remembered (see Prime); a CREATE is published as new.
+// Events of other organisations and categories are acknowledged and
+// skipped. The work is bounded by
+// Config.WebhookTimeout; when Xero or the sink fails, or time runs out,
+// the answer is 503 and Xero delivers again.
+func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", http.MethodPost)
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
+		if err != nil {
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			return
+		}
+		if !upstream.ValidHMAC([]byte(a.cfg.WebhookKey), body, r.Header.Get("x-xero-signature")) {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var p webhookPayload
+		if err := json.Unmarshal(body, &p); err != nil {
+			// Signed by Xero yet unreadable: sending it again will not
+			// help, so say it was received and log it.
+			a.log.Error("xero webhook payload unreadable", zap.Error(err))
+			w.WriteHeader(http.StatusOK)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(a.cfg.WebhookTimeout))
+		defer cancel()
+		for _, e := range p.Events {
+			if e.EventCategory != "INVOICE" || e.TenantID != a.cfg.TenantID {
+				continue
+			}
+			if err := a.ingest(ctx, sink, e.ResourceID, e.EventDateUTC, e.EventType == "CREATE"); err != nil {
+				a.log.Error("xero webhook not processed; Xero will send it again",
+					zap.String("invoice", e.ResourceID), zap.Error(err))
+				w.WriteHeader(http.StatusServiceUnavailable)
+				return
+			}
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+}
+
+func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, invID, eventDate string, created bool) error {
+	if !isUUID(invID) {
+		return nil
+	}
+	inv, err := a.readInvoice(ctx, invID)
+	if errors.Is(err, adapters.ErrNotFound) {
+		return nil // a bill, or gone
+	}
+	if err != nil {
+		return err
+	}
+	t := adapters.Tenant{Firm: a.cfg.Firm}
+	after, err := a.invoiceJSON(ctx, t, inv)
+	if err != nil {
+		return err
+	}
+	at, _ := xeroTime(eventDate)
+	_, err = a.rec.Observe(ctx, sink, upstream.Observation{
+		Tenant: t, Kind: adapters.Invoices, ResourceID: "inv_" + invID, After: after, Created: created,
+		Version: inv.UpdatedDateUTC, OccurredAt: at,
+	})
+	if err != nil {
+		return fmt.Errorf("xero: record invoice %s: %w", invID, err)
+	}
+	return nil
+}
+
+// Prime remembers the current state of every sales invoice without
+// publishing anything, so that the first webhook about an invoice after
+// the gateway starts watching this organisation knows what it was before.
+// The wiring runs it once when the firm's ingest route starts, in a
+// goroutine it owns; it reads a page per 100 invoices.
+func (a *Adapter) Prime(ctx context.Context) error {
+	t := adapters.Tenant{Firm: a.cfg.Firm}
+	token := ""
+	for {
+		page, err := a.fetchInvoices(ctx, time.Time{}, token, a.cfg.PageSize)
+		if err != nil {
+			return fmt.Errorf("xero: prime: %w", err)
+		}
+		for _, inv := range page.Items {
+			if inv.Type != "ACCREC" {
+				continue
+			}
+			raw, err := a.invoiceJSON(ctx, t, inv)
+			if err != nil {
+				return fmt.Errorf("xero: prime: %w", err)
+			}
+			if err := a.rec.Baseline(ctx, t, adapters.Invoices, "inv_"+inv.InvoiceID, raw); err != nil {
+				return fmt.Errorf("xero: prime: %w", err)
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		token = page.Next
+	}
+}

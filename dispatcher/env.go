@@ -1,0 +1,91 @@
+package dispatcher
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// EnvConfig reads the engine settings every practicegw process shares
+// (CONTRACT.md section 1) through getenv, usually os.Getenv:
+//
+//	PRACTICEGW_WEBHOOK_BACKOFF_BASE      delay before the first retry (30s)
+//	PRACTICEGW_WEBHOOK_BACKOFF_FACTOR    growth of each later delay (6)
+//	PRACTICEGW_WEBHOOK_ALLOW_CIDRS       CIDRs exempt from the address block
+//	PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN  how long an open breaker pauses (1m)
+//
+// Durations are Go durations, plus whole or fractional days ("1d12h").
+// Unset variables leave the Config field zero, which New fills with the
+// default.
+func EnvConfig(getenv func(string) string) (Config, error) {
+	var cfg Config
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	if v := get("PRACTICEGW_WEBHOOK_BACKOFF_BASE"); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_BACKOFF_BASE %q is not a positive duration", v)
+		}
+		cfg.BackoffBase = d
+	}
+	if v := get("PRACTICEGW_WEBHOOK_BACKOFF_FACTOR"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 1 {
+			return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_BACKOFF_FACTOR %q must be a number of at least 1", v)
+		}
+		cfg.BackoffFactor = f
+	}
+	if v := get("PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN"); v != "" {
+		d, err := ParseDuration(v)
+		if err != nil || d <= 0 {
+			return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN %q is not a positive duration", v)
+		}
+		cfg.BreakerCooldown = d
+	}
+	cidrs, err := ParseCIDRs(get("PRACTICEGW_WEBHOOK_ALLOW_CIDRS"))
+	if err != nil {
+		return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_ALLOW_CIDRS: %w", err)
+	}
+	cfg.AllowCIDRs = cidrs
+	return cfg, nil
+}
+
+// ParseCIDRs reads a comma-separated list of CIDRs.
+func ParseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return nil, fmt.Errorf("CIDR %q: %w", part, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ParseDuration is time.ParseDuration with days: a leading "<n>d", as
+// Caddy's durations allow, so one environment file serves the gateway's
+// Caddyfile and the dispatcher alike.
+func ParseDuration(s string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(s, "d")
+	if !ok {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.ParseFloat(days, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	d := time.Duration(n * float64(24*time.Hour))
+	if rest == "" {
+		return d, nil
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil {
+		return 0, fmt.Errorf("invalid duration %q", s)
+	}
+	return d + r, nil
+}

@@ -1,0 +1,149 @@
+package kafka
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/dispatcher"
+)
+
+// Defaults, as CONTRACT.md and dispatcher/README.md document them.
+const (
+	DefaultChangesTopic = "practicegw.changes"
+	DefaultEventsTopic  = "practicegw.events"
+	DefaultGroup        = "practicegw-dispatcher"
+	DefaultPartitions   = 6
+)
+
+// Topics names the two topics.
+type Topics struct {
+	// Changes carries change records. Default practicegw.changes.
+	Changes string
+	// Events carries the events derived from them. Default
+	// practicegw.events.
+	Events string
+}
+
+func (t Topics) withDefaults() Topics {
+	if t.Changes == "" {
+		t.Changes = DefaultChangesTopic
+	}
+	if t.Events == "" {
+		t.Events = DefaultEventsTopic
+	}
+	return t
+}
+
+// Config is what `practicegw dispatcher` runs with.
+type Config struct {
+	// Brokers are Kafka bootstrap addresses (PRACTICEGW_KAFKA). Required.
+	Brokers []string
+	// Redis is the shared store's URL, redis://host:port/db
+	// (PRACTICEGW_REDIS). Required.
+	Redis string
+	// Topics name the topics (PRACTICEGW_KAFKA_CHANGES_TOPIC,
+	// PRACTICEGW_KAFKA_EVENTS_TOPIC).
+	Topics Topics
+	// Group is the consumer group (PRACTICEGW_KAFKA_GROUP). Default
+	// practicegw-dispatcher.
+	Group string
+	// Partitions is how many partitions a topic gets when the dispatcher
+	// creates it (PRACTICEGW_KAFKA_PARTITIONS): the most dispatchers that
+	// can share the consuming. Default 6. Existing topics are left alone.
+	Partitions int
+	// SessionTimeout is how long the group waits for a dispatcher that
+	// went silent (killed, partitioned) before its partitions go to the
+	// others. Default 10s.
+	SessionTimeout time.Duration
+	// Engine tunes delivery (PRACTICEGW_WEBHOOK_*).
+	Engine dispatcher.Config
+	// Listen, if set, serves /metrics, /healthz and /readyz there.
+	Listen string
+	// Logger receives operational logs. Default: none.
+	Logger *zap.Logger
+	// Registerer and Gatherer are the metrics registry. Default
+	// Prometheus's default registry.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+}
+
+// ConfigFromEnv reads a Config through getenv, usually os.Getenv.
+func ConfigFromEnv(getenv func(string) string) (Config, error) {
+	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	eng, err := dispatcher.EnvConfig(getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	cfg := Config{
+		Brokers: SplitBrokers(get("PRACTICEGW_KAFKA")),
+		Redis:   get("PRACTICEGW_REDIS"),
+		Topics:  Topics{Changes: get("PRACTICEGW_KAFKA_CHANGES_TOPIC"), Events: get("PRACTICEGW_KAFKA_EVENTS_TOPIC")},
+		Group:   get("PRACTICEGW_KAFKA_GROUP"),
+		Engine:  eng,
+	}
+	if v := get("PRACTICEGW_KAFKA_PARTITIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return Config{}, fmt.Errorf("PRACTICEGW_KAFKA_PARTITIONS %q must be a positive number", v)
+		}
+		cfg.Partitions = n
+	}
+	return cfg, nil
+}
+
+// SplitBrokers reads PRACTICEGW_KAFKA's comma-separated brokers.
+func SplitBrokers(s string) []string {
+	var out []string
+	for b := range strings.SplitSeq(s, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if len(c.Brokers) == 0 {
+		return c, errors.New("practicegw dispatcher needs Kafka: set PRACTICEGW_KAFKA to the brokers, host:port[,host:port...]")
+	}
+	if c.Redis == "" {
+		return c, errors.New("practicegw dispatcher needs Redis for delivery state shared with the gateways: set PRACTICEGW_REDIS to redis://host:port/db")
+	}
+	c.Topics = c.Topics.withDefaults()
+	if c.Topics.Changes == c.Topics.Events {
+		return c, fmt.Errorf("the changes and events topics are both %q; they must differ", c.Topics.Changes)
+	}
+	if c.Group == "" {
+		c.Group = DefaultGroup
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Registerer == nil {
+		c.Registerer = prometheus.DefaultRegisterer
+	}
+	if c.Gatherer == nil {
+		c.Gatherer = prometheus.DefaultGatherer
+	}
+	if c.Engine.Logger == nil {
+		c.Engine.Logger = c.Logger
+	}
+	if c.Engine.Registerer == nil {
+		c.Engine.Registerer = c.Registerer
+	}
+	if c.Engine.PollInterval == 0 {
+		// Another dispatcher may have queued what this one could send:
+		// look at the shared queue at least this often.
+		c.Engine.PollInterval = time.Second
+	}
+	return c, nil
+}

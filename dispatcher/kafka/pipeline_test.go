@@ -1,0 +1,269 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/dispatcher/kafka"
+)
+
+// A change published to the changes topic reaches a receiver as a signed
+// webhook, and its event reaches the events topic keyed by resource id. A
+// record that can never become an event is skipped, not stuck on.
+func TestChangeToWebhook(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, nil)
+	rc.register(e)
+	e.dispatcher(e.config())
+
+	var ids []string
+	var changes []adapters.Change
+	for i := range 20 {
+		c := change("Smith & Daughters <" + string(rune('a'+i)) + ">")
+		changes = append(changes, c)
+		ids = append(ids, eventID(c))
+	}
+	e.publish(changes[:10]...)
+	// A poison record between good ones: not JSON at all.
+	w := &kafkago.Writer{Addr: kafkago.TCP(e.brokers...), Topic: topics.Changes, RequiredAcks: kafkago.RequireAll}
+	if err := w.WriteMessages(context.Background(), kafkago.Message{Key: []byte("x"), Value: []byte("{not json")}); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	e.publish(changes[10:]...)
+
+	rc.waitAll(ids, 20*time.Second)
+	rc.mu.Lock()
+	body := rc.bodies[ids[0]]
+	rc.mu.Unlock()
+	if !strings.Contains(string(body), `"name":"Smith & Daughters <a>"`) {
+		t.Errorf("the record did not arrive byte for byte: %s", body)
+	}
+
+	// The events topic has every event, keyed by its resource, with the
+	// same id the webhook carried.
+	r := kafkago.NewReader(kafkago.ReaderConfig{Brokers: e.brokers, Topic: topics.Events, GroupID: "test-reader",
+		StartOffset: kafkago.FirstOffset, MaxWait: 100 * time.Millisecond})
+	defer r.Close()
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	byID := map[string]adapters.Change{}
+	for _, c := range changes {
+		byID[eventID(c)] = c
+	}
+	for len(seen) < len(ids) {
+		m, err := r.ReadMessage(ctx)
+		if err != nil {
+			t.Fatalf("read events topic after %d: %v", len(seen), err)
+		}
+		var ev dispatcher.Event
+		if err := json.Unmarshal(m.Value, &ev); err != nil {
+			t.Fatal(err)
+		}
+		c, ok := byID[ev.ID]
+		if !ok {
+			t.Fatalf("unexpected event %s", ev.ID)
+		}
+		if string(m.Key) != c.ResourceID || ev.Event != dispatcher.ClientCreated {
+			t.Errorf("event %s keyed %q, want %q", ev.ID, m.Key, c.ResourceID)
+		}
+		seen[ev.ID] = true
+	}
+	// Recorded in the shared store, listable through the API's engine.
+	page, err := e.gateway.ListEvents(context.Background(), dispatcher.EventQuery{Tenant: live, Limit: 50})
+	if err != nil || len(page.Events) != len(ids) {
+		t.Fatalf("ListEvents = %d events, %v", len(page.Events), err)
+	}
+}
+
+// Two dispatchers in one group share the partitions and the deliveries:
+// every event arrives, each exactly once, and both take part.
+func TestTwoDispatchersShareTheWork(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, nil)
+	rc.register(e)
+	one, two := e.config(), e.config()
+	e.dispatcher(one)
+	e.dispatcher(two)
+	e.waitMembers(kafka.DefaultGroup, 2)
+
+	const n = 600
+	var ids []string
+	var batch []adapters.Change
+	for i := range n {
+		c := change("c")
+		ids = append(ids, eventID(c))
+		batch = append(batch, c)
+		if len(batch) == 50 || i == n-1 {
+			e.publish(batch...)
+			batch = nil
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	rc.waitAll(ids, 30*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	for id, got := range rc.counts() {
+		if got != 1 {
+			t.Errorf("event %s delivered %d times", id, got)
+		}
+	}
+	for name, cfg := range map[string]struct{ consumed, delivered float64 }{
+		"one": {counter(t, one.Registerer, "practicegw_changes_consumed_total"), counter(t, one.Registerer, "practicegw_deliveries_total")},
+		"two": {counter(t, two.Registerer, "practicegw_changes_consumed_total"), counter(t, two.Registerer, "practicegw_deliveries_total")},
+	} {
+		t.Logf("dispatcher %s consumed %.0f changes and delivered %.0f", name, cfg.consumed, cfg.delivered)
+		if cfg.consumed == 0 || cfg.delivered == 0 {
+			t.Errorf("dispatcher %s took no part", name)
+		}
+	}
+}
+
+// A dispatcher killed with SIGKILL mid-stream loses nothing: another
+// resumes from its last commit, and every event arrives, duplicates only
+// ever with the same id.
+func TestKilledDispatcherLosesNothing(t *testing.T) {
+	e := newEnv(t)
+	rc := newReceiver(t, nil)
+	rc.register(e)
+	kill := e.child()
+
+	const n = 1500
+	var ids []string
+	published := make(chan struct{})
+	var mid atomic.Bool
+	go func() {
+		defer close(published)
+		for i := 0; i < n; i += 25 {
+			var batch []adapters.Change
+			for range 25 {
+				c := change("k")
+				batch = append(batch, c)
+				ids = append(ids, eventID(c))
+			}
+			if err := e.pub.PublishBatch(context.Background(), batch); err != nil {
+				t.Error(err)
+				return
+			}
+			if i >= n/3 {
+				mid.Store(true)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	// Kill it once it is well into the stream, delivering.
+	deadline := time.Now().Add(30 * time.Second)
+	for !mid.Load() || len(rc.counts()) < 100 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the child delivered %d before the deadline", len(rc.counts()))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	kill()
+	before := len(rc.counts())
+	<-published
+	t.Logf("killed after %d deliveries; resuming", before)
+
+	e.dispatcher(e.config())
+	rc.waitAll(ids, 40*time.Second)
+	dups := 0
+	for _, got := range rc.counts() {
+		dups += got - 1
+	}
+	t.Logf("%d events, %d duplicate requests (same ids)", len(ids), dups)
+	if len(rc.counts()) != len(ids) {
+		t.Fatalf("%d distinct events arrived, want %d", len(rc.counts()), len(ids))
+	}
+}
+
+// A dead endpoint (it never answers) beside a healthy one holds only its
+// own slots: the healthy one's latency stays low.
+func TestDeadEndpointBesideHealthy(t *testing.T) {
+	e := newEnv(t)
+	dead := newReceiver(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	dead.register(e)
+	healthy := newReceiver(t, nil)
+	healthy.register(e)
+	e.dispatcher(e.config())
+
+	const n, rate = 1000, 400 // per second
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var ids []string
+	tick := time.NewTicker(time.Second / (rate / 10))
+	defer tick.Stop()
+	for i := 0; i < n; i += 10 {
+		<-tick.C
+		var batch []adapters.Change
+		now := time.Now()
+		for range 10 {
+			c := change("h")
+			batch = append(batch, c)
+			id := eventID(c)
+			ids = append(ids, id)
+			mu.Lock()
+			sent[id] = now
+			mu.Unlock()
+		}
+		e.publish(batch...)
+	}
+	healthy.waitAll(ids, 20*time.Second)
+	var lat []time.Duration
+	healthy.mu.Lock()
+	for _, id := range ids {
+		lat = append(lat, healthy.at[id].Sub(sent[id]))
+	}
+	healthy.mu.Unlock()
+	p50, p99 := percentile(lat, 0.5), percentile(lat, 0.99)
+	t.Logf("healthy endpoint beside a dead one: p50 %s, p99 %s over %d events", p50, p99, n)
+	if p99 > time.Second {
+		t.Errorf("healthy p99 %s, want under 1s", p99)
+	}
+}
+
+// Redis restarting mid-stream loses nothing: the consumer retries its
+// batch and commits only once it is recorded, the delivery loop picks up
+// where the queue is.
+func TestRedisRestartMidStream(t *testing.T) {
+	e := newEnv(t, redistestAOF())
+	rc := newReceiver(t, nil)
+	rc.register(e)
+	e.dispatcher(e.config())
+
+	var ids []string
+	publish := func(k int) {
+		var batch []adapters.Change
+		for range k {
+			c := change("r")
+			batch = append(batch, c)
+			ids = append(ids, eventID(c))
+		}
+		e.publish(batch...)
+	}
+	for range 10 {
+		publish(20)
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.redis.Stop()
+	// Changes keep coming while Redis is away.
+	for range 5 {
+		publish(20)
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.redis.Restart()
+	for range 5 {
+		publish(20)
+		time.Sleep(10 * time.Millisecond)
+	}
+	rc.waitAll(ids, 30*time.Second)
+}

@@ -1,0 +1,66 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// EnsureTopics creates the topics that do not exist yet, with partitions
+// partitions each, replicated three times or on every broker if there are
+// fewer. Topics that exist are left as they are.
+func EnsureTopics(ctx context.Context, brokers []string, topics Topics, partitions int) error {
+	topics = topics.withDefaults()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	conn, err := dialAny(ctx, brokers)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	all, err := conn.Brokers()
+	if err != nil {
+		return fmt.Errorf("kafka: listing brokers: %w", err)
+	}
+	ctrl, err := conn.Controller()
+	if err != nil {
+		return fmt.Errorf("kafka: finding the controller: %w", err)
+	}
+	var d kafkago.Dialer
+	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	if err != nil {
+		return fmt.Errorf("kafka: dialling the controller: %w", err)
+	}
+	defer cc.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		cc.SetDeadline(dl)
+	}
+	var configs []kafkago.TopicConfig
+	for _, name := range []string{topics.Changes, topics.Events} {
+		configs = append(configs, kafkago.TopicConfig{
+			Topic: name, NumPartitions: partitions, ReplicationFactor: min(3, len(all)),
+		})
+	}
+	// An existing topic is not an error here; kafka-go skips it.
+	if err := cc.CreateTopics(configs...); err != nil {
+		return fmt.Errorf("kafka: creating topics %s and %s: %w", topics.Changes, topics.Events, err)
+	}
+	return nil
+}
+
+func dialAny(ctx context.Context, brokers []string) (*kafkago.Conn, error) {
+	var d kafkago.Dialer
+	var last error
+	for _, b := range brokers {
+		conn, err := d.DialContext(ctx, "tcp", b)
+		if err == nil {
+			return conn, nil
+		}
+		last = err
+	}
+	return nil, fmt.Errorf("kafka: no broker of %v answers: %w", brokers, last)
+}

@@ -1,0 +1,62 @@
+-- ARGV: 2 now (us), 3 lease until (us), 4 max, 5 per endpoint, 6 token
+-- prefix, 7.. endpoint/room pairs. Returns {next, claim...}, each claim
+-- {token, fetch(id)}; next is '' for none.
+local now, untilUs = ARGV[2], ARGV[3]
+local nowN = tonumber(now)
+local max, per, tokenPrefix = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local room = {}
+for i = 7, #ARGV, 2 do room[ARGV[i]] = tonumber(ARGV[i + 1]) end
+local touched = {}
+
+-- Deliveries whose lease ran out (their dispatcher died holding them) are
+-- due again first.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', P .. 'leases', '-inf', now, 'LIMIT', 0, 1000)) do
+  redis.call('ZREM', P .. 'leases', id)
+  local f = redis.call('HMGET', dkey(id), 'ep', 'state', 'replay', 'nextus')
+  if f[1] then
+    redis.call('HSET', dkey(id), 'token', '', 'until', '')
+    if ACTIVE[f[2]] or f[3] == '1' then
+      if push(id, f[1], f[4] ~= '' and f[4] or '0') then touched[f[1]] = true end
+    end
+  end
+end
+for ep in pairs(touched) do refile(ep) end
+
+local claims = {}
+local n = 0
+local offset = 0
+while n < max do
+  local heads = redis.call('ZRANGEBYSCORE', P .. 'heads', '-inf', now, 'LIMIT', offset, 256)
+  if #heads == 0 then break end
+  offset = offset + #heads
+  for _, ep in ipairs(heads) do
+    local r = room[ep] or per
+    if r > 0 and n < max then
+      local ids = redis.call('ZRANGEBYSCORE', P .. 'q:' .. ep, '-inf', now, 'LIMIT', 0, math.min(r, max - n))
+      for _, id in ipairs(ids) do
+        pull(id, ep)
+        n = n + 1
+        local token = tokenPrefix .. n
+        redis.call('HSET', dkey(id), 'token', token, 'until', untilUs)
+        redis.call('ZADD', P .. 'leases', untilUs, id)
+        claims[#claims + 1] = {token, fetch(id)}
+      end
+      touched[ep] = true
+    end
+    if n >= max then break end
+  end
+end
+for ep in pairs(touched) do refile(ep) end
+
+local nxt = ''
+if n >= max then
+  nxt = now
+else
+  for _, key in ipairs({P .. 'heads', P .. 'leases'}) do
+    local first = redis.call('ZRANGEBYSCORE', key, '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if #first > 0 and (nxt == '' or tonumber(first[2]) < tonumber(nxt)) then
+      nxt = first[2]
+    end
+  end
+end
+return {nxt, claims}
