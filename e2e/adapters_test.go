@@ -121,6 +121,15 @@ http://{$PRACTICEGW_LISTEN} {
 	}
 	gw := startGateway(t, gatewayOptions{config: path, env: []string{
 		"TEST_KARBON_ACCESS_KEY=" + k.AccessKey, "TEST_KARBON_BEARER=" + k.Bearer}})
+	// Vendor webhooks compare with what the gateway saw first: wait for
+	// its first look at Karbon and Xero, as readiness reports it.
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Contains(string(gw.do(t, "GET", "/readyz", "", nil).body), "first look") {
+		if time.Now().After(deadline) {
+			t.Fatal("the gateway never finished its first look at the vendors' records")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return gw, k, x
 }
 

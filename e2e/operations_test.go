@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,20 +50,29 @@ func TestReloadKeepsServing(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; !stop.Load(); i++ {
-				var r response
+				// Writes carry an Idempotency-Key, as clients should: a
+				// keep-alive connection the old configuration closes can
+				// race a request, and the key is what lets the HTTP client
+				// (Go's, like most) resend it safely.
+				var req *http.Request
 				if w == 0 && i%2 == 0 {
-					r = g.do(t, "POST", "/v1/jobs", tok, map[string]any{"title": fmt.Sprintf("Reload %d", i), "client": client})
-					if r.StatusCode == 201 {
-						writes.Add(1)
-					}
+					body := fmt.Sprintf(`{"title":"Reload %d","client":%q}`, i, client)
+					req, _ = http.NewRequest("POST", "http://"+g.addr+"/v1/jobs", strings.NewReader(body))
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Idempotency-Key", fmt.Sprintf("reload-%d", i))
 				} else {
-					r = g.do(t, "GET", "/v1/jobs?limit=20", tok, nil)
+					req, _ = http.NewRequest("GET", "http://"+g.addr+"/v1/jobs?limit=20", nil)
 				}
-				if r.StatusCode >= 300 {
+				req.Header.Set("Authorization", "Bearer "+tok)
+				status, detail := send(req)
+				if status == 201 {
+					writes.Add(1)
+				}
+				if status >= 300 || status == 0 {
 					failures.Add(1)
 					mu.Lock()
 					if firstFailure == "" {
-						firstFailure = fmt.Sprintf("%d %s", r.StatusCode, r.body)
+						firstFailure = fmt.Sprintf("%s %s: %d %s", req.Method, req.URL.Path, status, detail)
 					}
 					mu.Unlock()
 				}
@@ -86,4 +97,16 @@ func TestReloadKeepsServing(t *testing.T) {
 	}
 	// Every write made across the reload raised its event and was delivered.
 	rc.wait(int(writes.Load()), 10*time.Second)
+}
+
+// send makes a request and returns its status and body, or status 0 and
+// the transport error.
+func send(req *http.Request) (int, string) {
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

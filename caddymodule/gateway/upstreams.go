@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -33,6 +34,9 @@ type upstreamSystem struct {
 	client  *upstream.Client
 	webhook func(upstream.ChangeSink) http.Handler
 	prime   func(context.Context) error
+	// primed is set once the first look at the system's records is done;
+	// until then a vendor's first report of a change may lack its before.
+	primed *atomic.Bool
 }
 
 // backends builds a firm's backends: demo records unless the firm names a
@@ -68,7 +72,7 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 		}
 		b.records, b.clients, b.jobs, clients = k, k, k, k
 		b.upstreams = append(b.upstreams, upstreamSystem{role: "records", name: "karbon", client: k.Upstream(),
-			webhook: k.Webhook, prime: func(ctx context.Context) error { return k.Prime(ctx) }})
+			webhook: k.Webhook, prime: func(ctx context.Context) error { return k.Prime(ctx) }, primed: new(atomic.Bool)})
 	default:
 		return nil, fmt.Errorf("records %q: want demo or karbon", f.Records)
 	}
@@ -96,7 +100,7 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 		}
 		b.ledger = x
 		b.upstreams = append(b.upstreams, upstreamSystem{role: "ledger", name: "xero", client: x.Upstream(),
-			webhook: x.Webhook, prime: x.Prime})
+			webhook: x.Webhook, prime: x.Prime, primed: new(atomic.Bool)})
 	default:
 		return nil, fmt.Errorf("ledger %q: want demo or xero", f.Ledger)
 	}
@@ -246,6 +250,7 @@ func (a *App) prime(ctx context.Context) {
 						zap.String("firm", firm), zap.String("system", u.name), zap.Error(err))
 					return
 				}
+				u.primed.Store(true)
 				a.logger.Debug("primed upstream", zap.String("firm", firm), zap.String("system", u.name),
 					zap.Duration("took", time.Since(start)))
 			}()
@@ -260,8 +265,11 @@ func (a *App) upstreamChecks() []health.Check {
 	for firm, b := range a.firms {
 		for _, u := range b.upstreams {
 			state := u.client.BreakerState()
-			checks = append(checks, health.Check{Name: "upstream " + u.name + "/" + firm, OK: state != "open",
-				Detail: "circuit breaker " + state})
+			detail := "circuit breaker " + state
+			if u.primed != nil && !u.primed.Load() {
+				detail += "; still taking a first look at its records"
+			}
+			checks = append(checks, health.Check{Name: "upstream " + u.name + "/" + firm, OK: state != "open", Detail: detail})
 		}
 	}
 	slices.SortFunc(checks, func(x, y health.Check) int { return strings.Compare(x.Name, y.Name) })
