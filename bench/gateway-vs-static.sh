@@ -27,7 +27,7 @@ PRACTICEGW_LISTEN=127.0.0.1:$gw_port PRACTICEGW_ADMIN=127.0.0.1:$gw_admin PRACTI
 pids+=($!)
 wait_http "http://127.0.0.1:$gw_port/v1/openapi.json"
 token=$(PRACTICEGW_ADMIN=127.0.0.1:$gw_admin "$work/practicegw" credential issue --firm frm_acme --name bench \
-	--scopes jobs:read --rate-limit 1000000000/s --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
+	--scopes jobs:read --rate-limit 1000000/s --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
 url="http://127.0.0.1:$gw_port/v1/jobs?limit=50"
 curl -fs -H "Authorization: Bearer $token" "$url" -o "$work/body.json"
 

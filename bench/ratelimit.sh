@@ -62,8 +62,8 @@ def ms(v):
     m = re.match(r"([\d.]+)(us|ms|s)", v)
     return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
-p50 = ms(re.search(r"50%\s+(\S+)", text).group(1))
-p99 = ms(re.search(r"99%\s+(\S+)", text).group(1))
+p50 = ms(re.search(r"^\s*50%\s+(\S+)", text, re.M).group(1))
+p99 = ms(re.search(r"^\s*99%\s+(\S+)", text, re.M).group(1))
 print(rps, p50, p99)'
 }
 
