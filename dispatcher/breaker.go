@@ -15,11 +15,14 @@ import (
 // it when several dispatchers share the work.
 type endpointState struct {
 	inflight int // requests in flight; guarded by Engine.mu
+	// ready are claims waiting for a slot, oldest first (plan.go).
+	// Guarded by Engine.mu.
+	ready []Claim
 	// snoozedFor is the openedAt of the breaker opening the store was told
 	// of (Snooze), so that it is told once per opening. Guarded by
 	// Engine.mu.
 	snoozedFor int64
-	breaker  *gobreaker.TwoStepCircuitBreaker[struct{}]
+	breaker    *gobreaker.TwoStepCircuitBreaker[struct{}]
 	// openedAt is when the breaker last opened, in wall-clock nanoseconds
 	// (the breaker keeps wall time, whatever the engine's clock). Atomic
 	// because the breaker reports state changes under its own lock.
@@ -85,7 +88,7 @@ func breakerVerdict(r response) error {
 // keeping, so the map does not grow with every endpoint ever seen. e.mu is
 // held.
 func (e *Engine) forgetLocked(id string, st *endpointState) {
-	if st.inflight == 0 && st.breaker.State() == gobreaker.StateClosed && st.breaker.Counts().ConsecutiveFailures == 0 {
+	if st.inflight == 0 && len(st.ready) == 0 && st.breaker.State() == gobreaker.StateClosed && st.breaker.Counts().ConsecutiveFailures == 0 {
 		delete(e.endpoints, id)
 	}
 }

@@ -149,7 +149,8 @@ type Engine struct {
 	metrics  *metrics
 
 	mu        sync.Mutex
-	inflight  int
+	inflight  int // attempts running
+	readyN    int // claims waiting for a slot, over every endpoint
 	endpoints map[string]*endpointState
 
 	runMu   sync.Mutex

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"strings"
 	"time"
 )
 
@@ -65,10 +66,17 @@ func EventID(changeID, kind string, occurredAt time.Time) string {
 func EventIDFloor(t time.Time) string { return "evt_" + timePrefix(t) }
 
 // deliveryID is deterministic so that fanning the same event out twice
-// creates nothing twice.
+// creates nothing twice. It starts with the event's time, as the event id
+// does, so that the deliveries of one moment sit together in a store's
+// index: a bbolt commit of a batch of new deliveries then rewrites a few
+// adjacent pages rather than one page per delivery.
 func deliveryID(eventID, endpointID, name string) string {
 	sum := sha256.Sum256([]byte(eventID + "|" + endpointID + "|" + name))
-	return "dlv_" + encodeBits(sum[:], 26)
+	prefix := strings.Repeat("0", 10)
+	if strings.HasPrefix(eventID, "evt_") && len(eventID) >= 14 {
+		prefix = eventID[4:14]
+	}
+	return "dlv_" + prefix + encodeBits(sum[:], 16)
 }
 
 // newEndpointID is time-ordered so that a firm's endpoints list in the

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 )
 
@@ -44,6 +43,7 @@ func (e *Engine) loop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			e.shutdown(&workers, abort)
+			e.releaseReady(context.WithoutCancel(ctx))
 			return
 		case <-e.wakeC:
 		case <-timer.C:
@@ -69,12 +69,21 @@ func (e *Engine) shutdown(workers *sync.WaitGroup, abort context.CancelFunc) {
 	}
 }
 
-// dispatchDue claims what is due and has room to start, and starts it. It
-// returns when the loop should look again at the latest.
+// dispatchDue starts the claims that have a slot now, claims what is due
+// and has room, and starts what of it can start. It returns when the loop
+// should look again at the latest.
 func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time.Time, error) {
 	now := e.now()
-	free, room, snoozes, reopen := e.capacity(now)
-	for _, s := range snoozes {
+	p := e.plan(now)
+	e.start(ctx, workers, p.start)
+	for until, leases := range p.drop {
+		// Their endpoint's breaker opened while they waited for a slot.
+		if err := e.b.Queue.Release(ctx, leases, until); err != nil {
+			e.log.Warn("handing back deliveries to an endpoint with an open circuit breaker failed; they are retried when their leases expire",
+				zap.Error(err))
+		}
+	}
+	for _, s := range p.snoozes {
 		if err := e.b.Queue.Snooze(ctx, s.endpointID, s.until); err != nil {
 			// The endpoint stays passed over by this engine all the same;
 			// only other dispatchers go on trying it meanwhile.
@@ -84,24 +93,25 @@ func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time
 		}
 		e.snoozed(s)
 	}
-	if free <= 0 {
+	if p.max <= 0 {
 		// A finishing attempt wakes the loop; claiming now would only be a
 		// store write that takes nothing.
-		return reopen, nil
+		return p.reopen, nil
 	}
 	claims, next, err := e.b.Queue.Claim(ctx, ClaimRequest{
-		Now: now, LeaseUntil: now.Add(e.leaseFor), Max: min(free, claimBatch),
-		PerEndpoint: e.cfg.MaxInFlightPerEndpoint, Room: room,
+		Now: now, LeaseUntil: now.Add(e.leaseFor), Max: min(p.max, claimBatch),
+		PerEndpoint: e.window(), Room: p.room,
 	})
 	if err != nil {
 		return time.Time{}, err
 	}
-	e.mu.Lock()
-	for _, c := range claims {
-		e.endpointLocked(c.Delivery.EndpointID).inflight++
-		e.inflight++
-	}
-	e.mu.Unlock()
+	e.start(ctx, workers, e.admit(claims))
+	return earliest(next, p.reopen), nil
+}
+
+// start runs an attempt on each claim, each holding a slot of its
+// endpoint (taken by plan or admit) until its request is answered.
+func (e *Engine) start(ctx context.Context, workers *sync.WaitGroup, claims []Claim) {
 	for _, c := range claims {
 		slot := e.newSlot(c.Delivery.EndpointID)
 		workers.Add(1)
@@ -111,55 +121,27 @@ func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time
 			e.work(ctx, c, slot.release)
 		}()
 	}
-	return earliest(next, reopen), nil
 }
 
-// snooze asks the store to pause an endpoint whose breaker opened.
-type snooze struct {
-	endpointID string
-	until      time.Time
-	openedAt   int64
-}
-
-// capacity reads, in one look under the lock, how many attempts may start
-// (free), which endpoints have less room than a fresh one (room), which
-// endpoints' open breakers the store does not know of yet (snoozes), and
-// the earliest time an open breaker lets a probe through (reopen).
-//
-// Attempts only ever finish meanwhile, so the claim that follows may take
-// a little less than there is room for, never more.
-func (e *Engine) capacity(now time.Time) (free int, room map[string]int, snoozes []snooze, reopen time.Time) {
+// releaseReady hands back the claims still waiting for a slot, on the way
+// out: the next dispatcher need not wait for their leases.
+func (e *Engine) releaseReady(ctx context.Context) {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	free = e.cfg.Workers - e.inflight
-	room = make(map[string]int)
+	var leases []Lease
 	for id, st := range e.endpoints {
-		r := e.cfg.MaxInFlightPerEndpoint - st.inflight
-		switch st.breaker.State() {
-		case gobreaker.StateOpen:
-			r = 0
-			opened := st.openedAt.Load()
-			until := now.Add(max(e.cfg.BreakerCooldown-time.Since(time.Unix(0, opened)), 0))
-			reopen = earliest(reopen, until)
-			if st.snoozedFor != opened {
-				snoozes = append(snoozes, snooze{endpointID: id, until: until, openedAt: opened})
-			}
-		case gobreaker.StateHalfOpen:
-			// One probe at a time decides whether the endpoint is back.
-			r = min(r, 1-st.inflight)
+		for _, c := range st.ready {
+			leases = append(leases, c.Lease)
 		}
-		if r != e.cfg.MaxInFlightPerEndpoint {
-			room[id] = r
-		}
+		e.readyN -= len(st.ready)
+		st.ready = nil
+		e.forgetLocked(id, st)
 	}
-	return free, room, snoozes, reopen
-}
-
-func (e *Engine) snoozed(s snooze) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if st, ok := e.endpoints[s.endpointID]; ok {
-		st.snoozedFor = s.openedAt
+	e.mu.Unlock()
+	if len(leases) == 0 {
+		return
+	}
+	if err := e.b.Queue.Release(ctx, leases, time.Time{}); err != nil {
+		e.log.Warn("handing back claimed deliveries on shutdown failed; they are retried when their leases expire", zap.Error(err))
 	}
 }
 

@@ -30,6 +30,18 @@ type ChangeSink func(ctx context.Context, changes []adapters.Change) error
 const (
 	// outboxBatch bounds one read of the outbox and so one sink call.
 	outboxBatch = 256
+	// outboxLinger is the least time between the starts of two batches
+	// smaller than outboxBatch. In the embedded mode every batch costs
+	// store commits, and they share bbolt's one writer with the API's own
+	// writes: handing on every change alone as it arrives would take the
+	// writer from the API at a high rate. Under load batches grow instead;
+	// a lone change waits for no linger, because the last batch was long
+	// ago.
+	outboxLinger = 5 * time.Millisecond
+	// outboxDeleteEvery spaces deletes of handed-on entries, each of which
+	// is a commit of the outbox's store. Entries handed on but not deleted
+	// yet are handed on again after a crash, which changes nothing.
+	outboxDeleteEvery = 100 * time.Millisecond
 	// outboxPoll is a safety net for a missed signal.
 	outboxPoll = 5 * time.Second
 	// outboxMaxBackoff caps the pause between retries of a failing sink.
@@ -51,8 +63,11 @@ func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
 // The caller owns the goroutine running it and stops it with ctx. It
 // returns nil once ctx is done.
 func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Logger) error {
+	d := drain{src: src, log: log}
+	defer d.deleteDone()
 	var after uint64
 	backoff := time.Duration(0)
+	var batchStart time.Time
 	for {
 		if backoff > 0 {
 			if err := sleep(ctx, backoff); err != nil {
@@ -67,6 +82,7 @@ func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Lo
 		}
 		if len(entries) == 0 {
 			backoff = 0
+			d.deleteDone()
 			select {
 			case <-ctx.Done():
 				return nil
@@ -75,6 +91,16 @@ func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Lo
 			}
 			continue
 		}
+		if len(entries) < outboxBatch {
+			if err := sleep(ctx, time.Until(batchStart.Add(outboxLinger))); err != nil {
+				return nil
+			}
+			// Whatever arrived while lingering joins the batch.
+			if more, err := src.ReadOutbox(entries[len(entries)-1].Seq, outboxBatch-len(entries)); err == nil {
+				entries = append(entries, more...)
+			}
+		}
+		batchStart = time.Now()
 		changes := make([]adapters.Change, len(entries))
 		for i, en := range entries {
 			changes[i] = en.Change
@@ -89,17 +115,43 @@ func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Lo
 			continue
 		}
 		backoff = 0
-		done := entries[len(entries)-1].Seq
-		// Advance even if deleting fails: the entries are handed on, and
-		// the next successful delete covers them.
-		if err := src.DeleteOutbox(done); err != nil {
-			log.Error("deleting handed-on outbox entries failed", zap.Uint64("up_to", done), zap.Error(err))
-		}
-		after = done
+		after = entries[len(entries)-1].Seq
+		d.handedOn(after)
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
+}
+
+// drain deletes handed-on outbox entries now and then rather than after
+// every batch.
+type drain struct {
+	src     Outbox
+	log     *zap.Logger
+	done    uint64 // handed on up to here
+	deleted uint64 // deleted up to here
+	last    time.Time
+}
+
+func (d *drain) handedOn(seq uint64) {
+	d.done = seq
+	if time.Since(d.last) >= outboxDeleteEvery {
+		d.deleteDone()
+	}
+}
+
+// deleteDone deletes what is handed on. If it fails the next one covers
+// it: the reader has moved past those entries either way.
+func (d *drain) deleteDone() {
+	if d.done <= d.deleted {
+		return
+	}
+	d.last = time.Now()
+	if err := d.src.DeleteOutbox(d.done); err != nil {
+		d.log.Error("deleting handed-on outbox entries failed", zap.Uint64("up_to", d.done), zap.Error(err))
+		return
+	}
+	d.deleted = d.done
 }
 
 func nextBackoff(d time.Duration) time.Duration {
@@ -111,6 +163,9 @@ func nextBackoff(d time.Duration) time.Duration {
 
 // sleep waits d or until ctx is done, whichever is first.
 func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

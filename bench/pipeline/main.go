@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 )
@@ -34,6 +35,7 @@ func main() {
 		backlog  = flag.Int("backlog", 30000, "changes in the saturation run")
 		redisURL = flag.String("redis", "", "an existing Redis to use (flushed!); default: start a redis-server")
 		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
+		only     = flag.String("runs", "fixed,saturation,dead", "runs to make, comma-separated")
 	)
 	flag.Parse()
 	if *cpuprof != "" {
@@ -63,20 +65,23 @@ func main() {
 			fail(fmt.Errorf("unknown mode %q", mode))
 		}
 		runs := []struct {
-			name string
-			fn   func(context.Context, opener) (result, error)
+			key, name string
+			fn        func(context.Context, opener) (result, error)
 		}{
-			{fmt.Sprintf("%d/s for %s", *rate, *duration), func(ctx context.Context, o opener) (result, error) {
+			{"fixed", fmt.Sprintf("%d/s for %s", *rate, *duration), func(ctx context.Context, o opener) (result, error) {
 				return fixedRate(ctx, o, *rate, *duration, false)
 			}},
-			{fmt.Sprintf("saturation, %d backlog", *backlog), func(ctx context.Context, o opener) (result, error) {
+			{"saturation", fmt.Sprintf("saturation, %d backlog", *backlog), func(ctx context.Context, o opener) (result, error) {
 				return saturation(ctx, o, *backlog)
 			}},
-			{fmt.Sprintf("healthy beside dead, %d/s", *rate), func(ctx context.Context, o opener) (result, error) {
+			{"dead", fmt.Sprintf("healthy beside dead, %d/s", *rate), func(ctx context.Context, o opener) (result, error) {
 				return fixedRate(ctx, o, *rate, *duration, true)
 			}},
 		}
 		for _, r := range runs {
+			if !slices.Contains(strings.Split(*only, ","), r.key) {
+				continue
+			}
 			res, err := r.fn(ctx, open)
 			if err != nil {
 				fail(fmt.Errorf("%s %s: %w", mode, r.name, err))

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/practicegw/practicegw/dispatcher/boltstore"
 )
 
 // pipeline is one mode set up afresh for one run.
@@ -130,6 +132,7 @@ func fixedRate(ctx context.Context, open opener, rate int, d time.Duration, dead
 	for id := range due {
 		ids = append(ids, id)
 	}
+	fmt.Println("debug: dispatcher commits", boltstore.DebugCommits.Load(), "writes", boltstore.DebugWrites.Load(), "in", time.Since(begin))
 	arrived := rc.wait(ids, 60*time.Second)
 	res := result{events: n, missing: n - len(arrived), rate: offered, rateUnit: "changes/s"}
 	for id, at := range arrived {

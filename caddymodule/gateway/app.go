@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters"
@@ -43,6 +44,11 @@ type App struct {
 	// idempotency keys, rate limits and delivery state to Redis so that
 	// any number of gateways share them. Default {env.PRACTICEGW_REDIS}.
 	Redis string `json:"redis,omitempty"`
+
+	// Kafka, when set (comma-separated brokers), sends change records
+	// through the changes topic to the processes that deliver webhooks.
+	// Needs Redis. Default {env.PRACTICEGW_KAFKA}.
+	Kafka string `json:"kafka,omitempty"`
 
 	// SigningKeys sign and verify credential tokens; the first signs.
 	// Without any, the gateway generates one and keeps it in its store.
@@ -75,6 +81,7 @@ type App struct {
 	limiter      *limiterRef
 	logger       *zap.Logger
 
+	metrics       prometheus.Registerer
 	budget        upstream.Budget
 	upstreamState upstream.StateStore
 	changes       upstream.ChangeSink
@@ -143,6 +150,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.limiter = &limiterRef{}
 	a.wg = new(sync.WaitGroup)
+	a.metrics = ctx.GetMetricsRegistry()
 	repl := caddy.NewReplacer()
 	a.DataDir = repl.ReplaceAll(a.DataDir, "")
 	if a.DataDir == "" {

@@ -20,6 +20,7 @@ func init() {
 //	practicegw {
 //	    data_dir    <path>
 //	    redis       [<redis://host:port/db>]
+//	    kafka       [<broker>[,<broker>...]]
 //	    dispatch    embedded|off
 //	    webhooks {
 //	        backoff_base   <duration>
@@ -64,6 +65,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "redis":
 			if d.NextArg() {
 				a.Redis = d.Val()
+			}
+		case "kafka":
+			if d.NextArg() {
+				a.Kafka = d.Val()
 			}
 		case "dispatch":
 			if d.NextArg() {

@@ -2,19 +2,20 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	dispatchbolt "github.com/practicegw/practicegw/dispatcher/boltstore"
+	"github.com/practicegw/practicegw/dispatcher/kafka"
+	dispatchredis "github.com/practicegw/practicegw/dispatcher/redisstore"
 )
 
 // WebhookConfig tunes webhook delivery. Every field falls back to its
@@ -38,59 +39,25 @@ type WebhookConfig struct {
 	BreakerCooldown string `json:"breaker_cooldown,omitempty"`
 }
 
+// engineConfig is the delivery configuration: each field set in the
+// Caddyfile, else its PRACTICEGW_WEBHOOK_* variable, read by the same code
+// as the standalone dispatcher's so the two cannot disagree.
 func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, error) {
 	repl := caddy.NewReplacer()
-	get := func(v, env string) string {
-		v = repl.ReplaceAll(v, "")
-		if v == "" {
-			v = os.Getenv(env)
-		}
-		return strings.TrimSpace(v)
+	set := map[string]string{
+		"PRACTICEGW_WEBHOOK_BACKOFF_BASE":     w.BackoffBase,
+		"PRACTICEGW_WEBHOOK_BACKOFF_FACTOR":   w.BackoffFactor,
+		"PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN": w.BreakerCooldown,
+		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS":      w.AllowCIDRs,
 	}
-	cfg := dispatcher.Config{Timeout: time.Duration(w.Timeout), Logger: logger}
-	if v := get(w.BackoffBase, "PRACTICEGW_WEBHOOK_BACKOFF_BASE"); v != "" {
-		d, err := caddy.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return cfg, fmt.Errorf("webhook backoff base %q is not a positive duration", v)
+	cfg, err := dispatcher.EnvConfig(func(name string) string {
+		if v := repl.ReplaceAll(set[name], ""); v != "" {
+			return v
 		}
-		cfg.BackoffBase = d
-	}
-	if v := get(w.BackoffFactor, "PRACTICEGW_WEBHOOK_BACKOFF_FACTOR"); v != "" {
-		f, err := strconv.ParseFloat(v, 64)
-		if err != nil || f < 1 {
-			return cfg, fmt.Errorf("webhook backoff factor %q must be a number of at least 1", v)
-		}
-		cfg.BackoffFactor = f
-	}
-	if v := get(w.BreakerCooldown, "PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN"); v != "" {
-		d, err := caddy.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return cfg, fmt.Errorf("webhook breaker cooldown %q is not a positive duration", v)
-		}
-		cfg.BreakerCooldown = d
-	}
-	cidrs, err := ParseCIDRs(get(w.AllowCIDRs, "PRACTICEGW_WEBHOOK_ALLOW_CIDRS"))
-	if err != nil {
-		return cfg, err
-	}
-	cfg.AllowCIDRs = cidrs
-	return cfg, nil
-}
-
-// ParseCIDRs reads a comma-separated list of CIDRs.
-func ParseCIDRs(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(part)
-		if err != nil {
-			return nil, fmt.Errorf("allow-listed CIDR %q: %w", part, err)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+		return os.Getenv(name)
+	})
+	cfg.Timeout, cfg.Logger = time.Duration(w.Timeout), logger
+	return cfg, err
 }
 
 // dispatch owns the webhook engine of one app instance and, when this
@@ -98,8 +65,16 @@ func ParseCIDRs(s string) ([]netip.Prefix, error) {
 type dispatch struct {
 	engine  *dispatcher.Engine
 	deliver bool
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	// publisher is set in Kafka mode: change records go to the changes
+	// topic rather than straight into the engine.
+	publisher *kafka.Publisher
+	brokers   []string
+	// consumer is set in Kafka mode when this process also delivers: it
+	// takes its share of the changes topic as one member of the
+	// dispatchers' consumer group.
+	consumer *kafka.Consumer
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 }
 
 func (a *App) provisionDispatch() error {
@@ -118,15 +93,65 @@ func (a *App) provisionDispatch() error {
 	if err != nil {
 		return err
 	}
-	store, err := dispatchbolt.New(a.shared.db)
-	if err != nil {
-		return fmt.Errorf("webhook store: %w", err)
+	cfg.Registerer = a.metrics
+	// Delivery state lives with the rest of the shared state: in Redis when
+	// several processes share the work, else in the embedded store.
+	var backends dispatcher.Backends
+	if a.redis != nil {
+		store, err := dispatchredis.New(a.redis.client, dispatchredis.Options{})
+		if err != nil {
+			return fmt.Errorf("webhook store: %w", err)
+		}
+		backends = store.Backends()
+	} else {
+		store, err := dispatchbolt.New(a.shared.db)
+		if err != nil {
+			return fmt.Errorf("webhook store: %w", err)
+		}
+		backends = store.Backends()
 	}
-	engine, err := dispatcher.New(cfg, store.Backends())
+	engine, err := dispatcher.New(cfg, backends)
 	if err != nil {
 		return fmt.Errorf("webhook engine: %w", err)
 	}
-	a.dispatch = &dispatch{engine: engine, deliver: mode == "embedded"}
+	d := &dispatch{engine: engine, deliver: mode == "embedded"}
+
+	brokers := kafka.SplitBrokers(caddy.NewReplacer().ReplaceAll(a.Kafka, ""))
+	if len(brokers) == 0 {
+		brokers = kafka.SplitBrokers(os.Getenv("PRACTICEGW_KAFKA"))
+	}
+	if len(brokers) > 0 {
+		if a.redis == nil {
+			return fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
+		}
+		topics := kafka.Topics{Changes: os.Getenv("PRACTICEGW_KAFKA_CHANGES_TOPIC"), Events: os.Getenv("PRACTICEGW_KAFKA_EVENTS_TOPIC")}
+		d.brokers = brokers
+		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Topic: topics.Changes,
+			Logger: a.logger.Named("kafka")})
+		if d.deliver {
+			d.consumer, err = kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, Topics: topics,
+				Group: os.Getenv("PRACTICEGW_KAFKA_GROUP"), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
+			if err != nil {
+				return fmt.Errorf("kafka consumer: %w", err)
+			}
+		}
+	}
+	a.dispatch = d
+	return nil
+}
+
+// publish hands change records to the event pipeline: the changes topic in
+// Kafka mode, else the engine, which records them durably before it
+// returns.
+func (d *dispatch) publish(ctx context.Context, changes []adapters.Change) error {
+	if d.publisher != nil {
+		return d.publisher.PublishBatch(ctx, changes)
+	}
+	for _, c := range changes {
+		if err := d.engine.Ingest(ctx, c); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -139,10 +164,19 @@ func (d *dispatch) start(outbox dispatcher.Outbox, logger *zap.Logger) {
 	d.wg.Add(1)
 	go func() {
 		defer d.wg.Done()
-		if err := d.engine.DrainOutbox(ctx, outbox); err != nil {
+		if err := dispatcher.DrainOutboxTo(ctx, outbox, d.publish, logger.Named("outbox")); err != nil {
 			logger.Error("outbox drain stopped", zap.Error(err))
 		}
 	}()
+	if d.consumer != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			if err := d.consumer.Run(ctx); err != nil {
+				logger.Error("changes consumer stopped", zap.Error(err))
+			}
+		}()
+	}
 	if d.deliver {
 		d.wg.Add(1)
 		go func() {
@@ -159,7 +193,14 @@ func (d *dispatch) stop() error {
 		d.cancel()
 	}
 	d.wg.Wait()
-	return d.engine.Close()
+	var errs []error
+	if d.consumer != nil {
+		errs = append(errs, d.consumer.Close())
+	}
+	if d.publisher != nil {
+		errs = append(errs, d.publisher.Close())
+	}
+	return errors.Join(append(errs, d.engine.Close())...)
 }
 
 // Dispatcher is the webhook engine the API's event and webhook routes use.

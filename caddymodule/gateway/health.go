@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"net"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -19,6 +20,19 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 		c := health.Check{Name: "redis", Critical: true, OK: true}
 		if err := a.redis.client.Ping(ctx).Err(); err != nil {
 			c.OK, c.Detail = false, err.Error()
+		}
+		checks = append(checks, c)
+	}
+	if brokers := a.dispatch.brokers; len(brokers) > 0 {
+		c := health.Check{Name: "kafka", Critical: true, OK: false, Detail: "no broker answered"}
+		for _, b := range brokers {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", b)
+			if err == nil {
+				conn.Close()
+				c.OK, c.Detail = true, ""
+				break
+			}
 		}
 		checks = append(checks, c)
 	}

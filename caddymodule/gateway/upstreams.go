@@ -277,10 +277,9 @@ func (a *App) upstreamChecks() []health.Check {
 }
 
 // changeSink publishes change records from upstream systems into the event
-// pipeline: straight into the webhook engine, which records them durably
-// before it returns.
+// pipeline, as the outbox's are: durably before it returns.
 type changeSink struct{ app *App }
 
 func (s changeSink) Publish(ctx context.Context, c adapters.Change) error {
-	return s.app.dispatch.engine.Ingest(ctx, c)
+	return s.app.dispatch.publish(ctx, []adapters.Change{c})
 }

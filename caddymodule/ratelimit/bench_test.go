@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -10,7 +11,8 @@ import (
 )
 
 // BenchmarkAllow measures one decision, in process and through Redis (one
-// EVALSHA round trip on loopback), for one busy credential and for many.
+// EVALSHA on loopback, pipelined with concurrent callers'), for one busy
+// credential and for many.
 func BenchmarkAllow(b *testing.B) {
 	rate := Rate{Limit: 1_000_000, Window: time.Second}
 	ids := make([]string, 1024)
@@ -24,7 +26,8 @@ func BenchmarkAllow(b *testing.B) {
 				l.Allow(ctx, "crd_bench", rate)
 			}
 		})
-		b.Run("many-credentials-parallel", func(b *testing.B) {
+		parallel := func(b *testing.B) {
+			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				i := 0
 				for pb.Next() {
@@ -32,6 +35,13 @@ func BenchmarkAllow(b *testing.B) {
 					i++
 				}
 			})
+		}
+		b.Run("many-credentials-parallel", parallel)
+		// As many callers as bench/ratelimit.sh has connections: with
+		// Redis, their calls share batches.
+		b.Run("many-credentials-32-callers", func(b *testing.B) {
+			b.SetParallelism(max(32/runtime.GOMAXPROCS(0), 1))
+			parallel(b)
 		})
 	}
 	b.Run("local", func(b *testing.B) {

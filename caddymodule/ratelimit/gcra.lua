@@ -41,19 +41,25 @@ if now < allow_at then
 else
   allowed, remaining, reset, retry = 1, math.floor((tolerance - (nexttat - now)) / interval), nexttat - now, 0
   -- The key lives exactly as long as the bucket is not full; an expired
-  -- key and a full bucket mean the same.
-  redis.call('SET', KEYS[1], string.format('%.0f', nexttat), 'PX', math.ceil((nexttat - now) / 1000))
+  -- key and a full bucket mean the same. Numbers go to redis.call as they
+  -- are: Redis writes them with %.17g, exact for integers below 2^53, and
+  -- cheaper than string.format here, which runs on every request.
+  redis.call('SET', KEYS[1], nexttat, 'PX', math.ceil((nexttat - now) / 1000))
 end
 
-local hour = string.format('%.0f', math.floor(now / 3600000000))
-redis.call('HINCRBY', KEYS[2], hour .. (allowed == 1 and ':a' or ':r'), 1)
+local hour = math.floor(now / 3600000000)
+-- Lua's own number-to-string (%.14g) is exact for an hour number.
+local n = redis.call('HINCRBY', KEYS[2], hour .. (allowed == 1 and ':a' or ':r'), 1)
 
 -- Once an hour per credential: drop fields past retention and push the
 -- key's expiry out, so an active credential's hash stays small and an idle
--- one's disappears.
-if redis.call('HGET', KEYS[2], 'trimmed') ~= hour then
+-- one's disappears. Only the request that starts an hour's count (n == 1)
+-- looks at the marker, which spares every other request a call; a count
+-- that AddUsage started instead defers the trim to the next such request,
+-- at most an hour later.
+if n == 1 and tonumber(redis.call('HGET', KEYS[2], 'trimmed')) ~= hour then
   local keep = tonumber(ARGV[5])
-  local oldest = tonumber(hour) - keep
+  local oldest = hour - keep
   for _, field in ipairs(redis.call('HKEYS', KEYS[2])) do
     local h = tonumber(string.match(field, '^(%d+):'))
     if h and h < oldest then redis.call('HDEL', KEYS[2], field) end

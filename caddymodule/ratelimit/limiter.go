@@ -215,9 +215,7 @@ func (l *Limiter) fromRedis(ctx context.Context, id string, c cell, consume bool
 	if !l.redisUp.Load() {
 		return Decision{}, false
 	}
-	rctx, cancel := context.WithTimeout(ctx, l.timeout)
-	d, err := l.redis.decide(rctx, id, c, consume, 0)
-	cancel()
+	d, err := l.redis.decide(ctx, id, c, consume, 0) // within l.timeout
 	if err != nil {
 		// A client that hung up says nothing about Redis.
 		if ctx.Err() == nil {

@@ -18,9 +18,13 @@ var gcraSource string
 // redisBackend keeps every gateway instance's buckets and usage counters in
 // one Redis. Both keys of a credential carry it as a hash tag ({id}), so
 // they share a slot and the script stays valid on Redis Cluster.
+//
+// Decisions, one per request, go through script: a connection of their own
+// on which concurrent requests' calls are pipelined. Reading and writing
+// usage, a few calls a flush, and probing go through client.
 type redisBackend struct {
 	client *redis.Client
-	script *redis.Script
+	script *scriptPipe
 }
 
 func newRedisBackend(url string, timeout time.Duration) (*redisBackend, error) {
@@ -28,6 +32,7 @@ func newRedisBackend(url string, timeout time.Duration) (*redisBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
+	script := newScriptPipe(endpointOf(opt), timeout)
 	// The caller's deadline is the only budget: no retries, no dial
 	// back-off, no client-side wait that could outlast the request's
 	// timeout. A failed call goes to the fallback, not round again.
@@ -35,34 +40,19 @@ func newRedisBackend(url string, timeout time.Duration) (*redisBackend, error) {
 	opt.MaxRetries = -1
 	opt.DialerRetries = 1
 	opt.PoolTimeout = timeout
-	return &redisBackend{client: redis.NewClient(opt), script: redis.NewScript(gcraSource)}, nil
+	return &redisBackend{client: redis.NewClient(opt), script: script}, nil
 }
 
-func rateKey(id string) string  { return "pgw:rl:{" + id + "}" }
-func usageKey(id string) string { return "pgw:usage:{" + id + "}" }
+func rateKey(id string) string  { return rateKeyPrefix + id + "}" }
+func usageKey(id string) string { return usageKeyPrefix + id + "}" }
 
-// decide runs the script: EVALSHA, and EVAL only when Redis has not seen it
-// yet (after a restart or SCRIPT FLUSH). now is zero outside tests, so that
+// decide runs the script for one request: EVALSHA, batched with other
+// requests' calls, and SCRIPT LOAD only when Redis has not seen the script
+// yet (after a restart or SCRIPT FLUSH). It answers within the timeout, or
+// when ctx ends if that is sooner. now is zero outside tests, so that
 // Redis's clock decides.
 func (b *redisBackend) decide(ctx context.Context, id string, c cell, consume bool, now int64) (Decision, error) {
-	op := "allow"
-	if !consume {
-		op = "peek"
-	}
-	res, err := b.script.Run(ctx, b.client, []string{rateKey(id), usageKey(id)},
-		c.interval, c.tolerance, op, now, retentionHours).Int64Slice()
-	if err != nil {
-		return Decision{}, err
-	}
-	if len(res) != 4 {
-		return Decision{}, fmt.Errorf("rate limit script answered %v", res)
-	}
-	return Decision{
-		Allowed:    res[0] == 1,
-		Remaining:  res[1],
-		Reset:      usec(res[2]),
-		RetryAfter: usec(res[3]),
-	}, nil
+	return b.script.do(ctx, id, c, consume, now)
 }
 
 func (b *redisBackend) ping(ctx context.Context) error { return b.client.Ping(ctx).Err() }
@@ -123,4 +113,7 @@ func (b *redisBackend) Usage(ctx context.Context, id string, since time.Time) ([
 	return out, nil
 }
 
-func (b *redisBackend) close() error { return b.client.Close() }
+func (b *redisBackend) close() error {
+	b.script.close()
+	return b.client.Close()
+}

@@ -3,6 +3,8 @@ package boltstore
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -12,13 +14,19 @@ import (
 // commit per write caps the store at a few thousand writes a second, and
 // one per delivery (claim, attempt) capped delivery at a few hundred.
 //
-// There is no timer and no background goroutine. The first writer to
-// arrive leads: it commits every write queued so far in one transaction,
-// and writes that arrive meanwhile queue for the next. When it is done it
-// hands the lead to the oldest queued writer. Under no load a write is
-// committed at once, alone; under load each commit carries everything that
-// arrived during the previous one, so batches grow with the load and
-// latency stays one or two commits.
+// There is no background goroutine. The first writer to arrive leads: it
+// commits every write queued so far in one transaction, and writes that
+// arrive meanwhile queue for the next. When it is done it hands the lead to
+// the oldest queued writer. Under no load a write is committed at once,
+// alone; under load each commit carries everything that arrived during the
+// previous one, so batches grow with the load.
+//
+// Commits start at least commitGap apart. bbolt has one writer, and in the
+// embedded gateway the API's own writes (a commit each) queue behind ours:
+// committing every attempt as soon as it is recorded took that writer from
+// them hundreds of times a second for a write or two each. Spaced, each
+// commit carries more and the API waits behind fewer. A write that finds
+// the store idle is not held.
 //
 // A write is a function of the transaction, as with bbolt's Batch: it may
 // run more than once (when another write in its batch fails, the batch is
@@ -32,7 +40,11 @@ type committer struct {
 	mu      sync.Mutex
 	queue   []*write
 	leading bool
+	last    time.Time // when the last commit started; guarded by the lead
 }
+
+// commitGap is the least time between the starts of two commits.
+const commitGap = 4 * time.Millisecond
 
 type write struct {
 	fn  func(*bolt.Tx) error
@@ -55,6 +67,10 @@ func (c *committer) update(fn func(*bolt.Tx) error) error {
 		return w.err
 	}
 
+	if wait := time.Until(c.last.Add(commitGap)); wait > 0 {
+		time.Sleep(wait)
+	}
+	c.last = time.Now()
 	c.mu.Lock()
 	batch := c.queue
 	c.queue = nil
@@ -75,7 +91,11 @@ func (c *committer) update(fn func(*bolt.Tx) error) error {
 
 // commit runs batch in one transaction, retrying without any write that
 // fails, and tells every write but self its result.
+var DebugCommits, DebugWrites atomic.Int64
+
 func (c *committer) commit(batch []*write, self *write) {
+	DebugCommits.Add(1)
+	DebugWrites.Add(int64(len(batch)))
 	done := func(w *write) {
 		if w != self {
 			w.turn <- false

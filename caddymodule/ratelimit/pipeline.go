@@ -1,0 +1,259 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scriptPipe runs the script for concurrent requests over one connection,
+// coalescing their calls: whatever queued while one batch was on the wire
+// goes out as the next batch, in one write, and comes back in one read.
+// A lone request is sent at once, and a busy gateway sends bigger batches
+// rather than more of them; nothing waits on a timer to fill a batch.
+//
+// Each call is still its own EVALSHA, which Redis runs atomically on its
+// own clock: batching changes how calls travel, not what decides them.
+type scriptPipe struct {
+	redis   endpoint
+	timeout time.Duration
+	calls   chan *scriptCall
+	free    sync.Pool // *scriptCall
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	// Owned by the run goroutine.
+	conn  *scriptConn // nil until dialled, and after a failure
+	batch []*scriptCall
+
+	// batches counts writes of calls, so tests can see calls coalesce.
+	batches atomic.Int64
+}
+
+const (
+	// maxBatch bounds one write and the read buffer it needs. Past it,
+	// calls wait for the next batch.
+	maxBatch = 512
+	// queueSize is how many calls may wait for a batch. A caller that
+	// finds the queue full waits, within its timeout, as it would for a
+	// slow batch.
+	queueSize = 4 * maxBatch
+)
+
+// scriptCall is one request's run of the script. Calls are reused, and a
+// call's caller and the pipeline goroutine hand it back and forth through
+// channels, which orders their reads and writes of it.
+type scriptCall struct {
+	id      string
+	cell    cell
+	consume bool
+	now     int64
+
+	// Written by the pipeline goroutine before it signals done.
+	d    Decision
+	err  error
+	done chan struct{} // buffered: answering never waits for the caller
+
+	// timer bounds the caller's wait; it lives with the call because a
+	// context.WithTimeout per request costs several allocations and a walk
+	// up the request's context chain.
+	timer *time.Timer
+	// abandoned is set by a caller that stopped waiting. A call still
+	// queued is then not sent: the fallback decided and counted its
+	// request, and Redis must not count it again.
+	abandoned atomic.Bool
+}
+
+var (
+	errTimeout = errors.New("redis did not answer within the timeout")
+	errClosed  = errors.New("rate limiter closed")
+)
+
+func newScriptPipe(e endpoint, timeout time.Duration) *scriptPipe {
+	p := &scriptPipe{
+		redis:   e,
+		timeout: timeout,
+		calls:   make(chan *scriptCall, queueSize),
+		batch:   make([]*scriptCall, 0, maxBatch),
+	}
+	p.free.New = func() any {
+		t := time.NewTimer(time.Hour)
+		t.Stop()
+		return &scriptCall{done: make(chan struct{}, 1), timer: t}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	p.wg.Add(1)
+	go p.run(ctx)
+	return p
+}
+
+// close stops the pipeline goroutine, after the batch in flight, and
+// closes its connection. Calls still queued are answered errClosed.
+func (p *scriptPipe) close() {
+	p.cancel()
+	p.wg.Wait()
+}
+
+// do runs the script for one request and waits for its answer until the
+// pipeline's timeout passes or ctx ends, whichever comes first. now is
+// zero outside tests, so that Redis's clock decides.
+func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, now int64) (Decision, error) {
+	call := p.free.Get().(*scriptCall)
+	call.id, call.cell, call.consume, call.now = id, c, consume, now
+	call.timer.Reset(p.timeout)
+	select {
+	case p.calls <- call:
+	case <-call.timer.C:
+		return Decision{}, errTimeout
+	case <-ctx.Done():
+		call.timer.Stop()
+		return Decision{}, ctx.Err()
+	}
+	select {
+	case <-call.done:
+		call.timer.Stop()
+		d, err := call.d, call.err
+		call.id, call.err = "", nil
+		p.free.Put(call)
+		return d, err
+	case <-call.timer.C:
+		// Not reused: the pipeline goroutine may still answer it.
+		call.abandoned.Store(true)
+		return Decision{}, errTimeout
+	case <-ctx.Done():
+		call.timer.Stop()
+		call.abandoned.Store(true)
+		return Decision{}, ctx.Err()
+	}
+}
+
+func (p *scriptPipe) run(ctx context.Context) {
+	defer p.wg.Done()
+	defer func() {
+		if p.conn != nil {
+			p.conn.close()
+		}
+		// Callers still queued learn now rather than at their timeout.
+		for {
+			select {
+			case c := <-p.calls:
+				answer(c, Decision{}, errClosed)
+			default:
+				return
+			}
+		}
+	}()
+	for {
+		batch := p.batch[:0]
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-p.calls:
+			batch = append(batch, c)
+		}
+	collect:
+		for len(batch) < maxBatch {
+			select {
+			case c := <-p.calls:
+				batch = append(batch, c)
+			default:
+				break collect
+			}
+		}
+		p.flush(ctx, batch)
+		clear(batch) // let answered calls' ids go
+	}
+}
+
+// flush sends a batch and answers each of its calls. All of it, dialling
+// included, happens within one timeout: no caller in the batch waits
+// longer than that anyway.
+func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
+	live := batch[:0]
+	for _, c := range batch {
+		if !c.abandoned.Load() {
+			live = append(live, c)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	deadline := time.Now().Add(p.timeout)
+	unknown, err := p.roundTrip(ctx, live, false, deadline)
+	if err == nil && len(unknown) > 0 {
+		// Redis lost the script since this connection last ran it.
+		_, err = p.roundTrip(ctx, unknown, true, deadline)
+	}
+	if err != nil && p.conn != nil {
+		// A failed read or write leaves replies unread or half read.
+		p.conn.close()
+		p.conn = nil
+	}
+}
+
+// roundTrip writes calls in one write, SCRIPT LOAD first when load is set,
+// and answers each call as its reply is read. It returns the calls Redis
+// answered NOSCRIPT, unless it had just loaded the script, reusing the
+// front of calls. An error it returns broke the connection; every call
+// still waiting has been answered with it.
+func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bool, deadline time.Time) ([]*scriptCall, error) {
+	if p.conn == nil {
+		var err error
+		if p.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
+			answerAll(calls, err)
+			return nil, err
+		}
+	}
+	cn := p.conn
+	cn.nc.SetDeadline(deadline)
+	if load {
+		cn.w.WriteString(scriptLoad)
+	}
+	for _, c := range calls {
+		cn.writeCall(c)
+	}
+	p.batches.Add(1)
+	err := cn.w.Flush()
+	if err == nil && load {
+		if err = cn.readLoaded(); isReplyError(err) {
+			err = nil // the calls' own NOSCRIPT replies will say so
+		}
+	}
+	if err != nil {
+		answerAll(calls, err)
+		return nil, err
+	}
+	unknown := calls[:0]
+	for i, c := range calls {
+		d, err := cn.readDecision()
+		switch {
+		case err == errNoScript && !load:
+			unknown = append(unknown, c)
+		case err == nil || isReplyError(err):
+			answer(c, d, err)
+		default:
+			// Nothing after this reply can be read.
+			answerAll(unknown, err)
+			answerAll(calls[i:], err)
+			return nil, err
+		}
+	}
+	return unknown, nil
+}
+
+// answer hands c its outcome. The pipeline goroutine must not touch c
+// afterwards: its caller may already be reusing it.
+func answer(c *scriptCall, d Decision, err error) {
+	c.d, c.err = d, err
+	c.done <- struct{}{}
+}
+
+func answerAll(calls []*scriptCall, err error) {
+	for _, c := range calls {
+		answer(c, Decision{}, err)
+	}
+}

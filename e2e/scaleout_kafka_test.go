@@ -1,0 +1,212 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/practicegw/practicegw/internal/redistest"
+)
+
+// dispatcherProc is one `practicegw dispatcher` process.
+type dispatcherProc struct {
+	t    *testing.T
+	env  []string
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	done chan struct{}
+}
+
+func startDispatcher(t *testing.T, env []string) *dispatcherProc {
+	t.Helper()
+	d := &dispatcherProc{t: t, env: env}
+	d.start()
+	t.Cleanup(d.stop)
+	return d
+}
+
+func (d *dispatcherProc) start() {
+	d.logs = &lockedBuffer{}
+	d.cmd = exec.Command(binary, "dispatcher")
+	d.cmd.Env = d.env
+	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
+	if err := d.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.done = make(chan struct{})
+	go func() { d.cmd.Wait(); close(d.done) }()
+}
+
+func (d *dispatcherProc) kill() {
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+}
+
+func (d *dispatcherProc) stop() {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(20 * time.Second):
+		d.cmd.Process.Kill()
+		<-d.done
+	}
+	if d.t.Failed() {
+		d.t.Logf("dispatcher logs:\n%s", tail(d.logs.String(), 3000))
+	}
+}
+
+// kill stops a gateway with SIGKILL, as a crash would.
+func (g *gateway) kill() {
+	g.cmd.Process.Signal(syscall.SIGKILL)
+	<-g.done
+}
+
+// TestScaleOutLosesNothing runs two gateways and two dispatchers against one
+// redis-server and a three-broker Kafka cluster under a steady load of API
+// writes, kills one gateway and one dispatcher with SIGKILL and restarts
+// them: every event is delivered at least once with its id, no write is
+// lost beyond those in flight at the killed gateway, and rate limits stay
+// exact.
+func TestScaleOutLosesNothing(t *testing.T) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, "practicegw.changes", "practicegw.events"),
+		kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Close)
+	redis := redistest.Start(t)
+	shared := []string{
+		"PRACTICEGW_REDIS=" + redis.URL(),
+		"PRACTICEGW_KAFKA=" + strings.Join(cluster.ListenAddrs(), ","),
+		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8",
+	}
+	gwEnv := append([]string{"PRACTICEGW_DISPATCH=off"}, shared...)
+	a := startGateway(t, gatewayOptions{env: gwEnv})
+	b := startGateway(t, gatewayOptions{env: gwEnv})
+	dispEnv := append(append(os.Environ(), shared...), "PRACTICEGW_KAFKA_PARTITIONS=6")
+	d1 := startDispatcher(t, dispEnv)
+	startDispatcher(t, dispEnv)
+
+	tok := a.issueWith("frm_acme", false, "1000000/s", allReadWrite...).Token
+	rc := newReceiver(t)
+	_, secret := register(t, a, tok, rc.url(), "job.opened")
+	rc.setSecrets(secret)
+	client := a.do(t, "GET", "/v1/clients?limit=1", tok, nil).json(t)["data"].([]any)[0].(map[string]any)["id"].(string)
+
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		created  = map[string]bool{} // job ids the API confirmed
+		refused  atomic.Int64        // requests to a dead gateway
+		failures []string
+	)
+	for w, g := range []*gateway{a, b, a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; !stop.Load(); i++ {
+				body := fmt.Sprintf(`{"title":"Scale-out %d-%d","client":%q}`, w, i, client)
+				req, _ := http.NewRequest("POST", "http://"+g.addr+"/v1/jobs", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+tok)
+				req.Header.Set("Idempotency-Key", fmt.Sprintf("scale-%d-%d", w, i))
+				status, out := send(req)
+				mu.Lock()
+				switch {
+				case status == 201:
+					var job struct{ ID string }
+					json.Unmarshal([]byte(out), &job)
+					created[job.ID] = true
+				case status == 0:
+					refused.Add(1) // the killed gateway, in flight or down
+					time.Sleep(20 * time.Millisecond)
+				default:
+					failures = append(failures, fmt.Sprintf("%d %s", status, out))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+
+	time.Sleep(1500 * time.Millisecond)
+	a.kill()
+	d1.kill()
+	time.Sleep(time.Second)
+	a.start(defaultCaddyfile())
+	d1.start()
+	time.Sleep(1500 * time.Millisecond)
+	stop.Store(true)
+	wg.Wait()
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(failures) > 0 {
+		t.Fatalf("%d writes failed with an answer (first: %s)", len(failures), failures[0])
+	}
+	t.Logf("%d jobs created, %d requests met the killed gateway", len(created), refused.Load())
+
+	// Every created job's job.opened arrives, with one id however often.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		got := map[string]string{}
+		rc.mu.Lock()
+		for _, d := range rc.got {
+			job := d.envelope["data"].(map[string]any)["job_id"].(string)
+			if prev, ok := got[job]; ok && prev != d.id {
+				t.Fatalf("job %s delivered under two event ids: %s and %s", job, prev, d.id)
+			}
+			got[job] = d.id
+		}
+		total := len(rc.got)
+		rc.mu.Unlock()
+		missing := 0
+		for id := range created {
+			if _, ok := got[id]; !ok {
+				missing++
+			}
+		}
+		if missing == 0 {
+			t.Logf("all %d events delivered (%d deliveries, duplicates with the same id allowed)", len(created), total)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d created jobs never reached the receiver", missing, len(created))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Rate limits are still exact across the instances.
+	limited := a.issueWith("frm_acme", false, "10/m", "jobs:read").Token
+	var admitted atomic.Int64
+	var lwg sync.WaitGroup
+	for i := 0; i < 30; i++ {
+		g := []*gateway{a, b}[i%2]
+		lwg.Add(1)
+		go func() {
+			defer lwg.Done()
+			if g.do(t, "GET", "/v1/jobs?limit=1", limited, nil).StatusCode == 200 {
+				admitted.Add(1)
+			}
+		}()
+	}
+	lwg.Wait()
+	if n := admitted.Load(); n != 10 {
+		t.Fatalf("two instances admitted %d of 30 against a ceiling of 10/m", n)
+	}
+}
