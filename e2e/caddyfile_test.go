@@ -21,6 +21,7 @@ func TestCaddyfileAdapt(t *testing.T) {
 		{"../Caddyfile", "testdata/default.json"},
 		{"testdata/directives.Caddyfile", "testdata/directives.json"},
 		{"../config/karbon-xero-sharepoint.Caddyfile", "testdata/karbon-xero-sharepoint.json"},
+		{"../deploy/Caddyfile.production", "testdata/production.json"},
 	} {
 		cmd := exec.Command(binary, "adapt", "--config", c.caddyfile, "--adapter", "caddyfile")
 		cmd.Env = env
