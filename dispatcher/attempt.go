@@ -23,7 +23,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 	// Whatever happens to ctx, a finished attempt is recorded.
 	storeCtx := context.WithoutCancel(ctx)
 
-	ep, err := e.b.Endpoints.Endpoint(ctx, d.EndpointID)
+	ep, err := e.endpoint(ctx, d.EndpointID)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		return e.finishUnattempted(storeCtx, c)
@@ -35,7 +35,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 		// can be replayed in bulk once it is enabled again.
 		return e.finishUnattempted(storeCtx, c)
 	}
-	ev, err := e.b.Events.Event(ctx, d.EventID)
+	ev, err := e.event(ctx, c)
 	if err != nil {
 		e.handBack(storeCtx, c.Lease, time.Time{})
 		return d, fmt.Errorf("load event %s: %w", d.EventID, err)
@@ -117,6 +117,15 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 	return saved, nil
 }
 
+// event is the claimed delivery's event, as the claim brought it or read
+// now.
+func (e *Engine) event(ctx context.Context, c Claim) (Event, error) {
+	if c.Event != nil && c.Event.ID == c.Delivery.EventID {
+		return *c.Event, nil
+	}
+	return e.b.Events.Event(ctx, c.Delivery.EventID)
+}
+
 // decide moves the delivery on after attempt a.
 func (e *Engine) decide(d Delivery, a Attempt, res response) Outcome {
 	now := e.now()
@@ -148,6 +157,7 @@ func (e *Engine) finishUnattempted(ctx context.Context, c Claim) (Delivery, erro
 
 // disable turns an endpoint off, recording why.
 func (e *Engine) disable(ctx context.Context, endpointID, reason string) {
+	defer e.forgetEndpoint(endpointID)
 	_, err := e.b.Endpoints.UpdateEndpoint(ctx, endpointID, func(ep *Endpoint) error {
 		ep.Status = EndpointDisabled
 		ep.DisabledReason = reason

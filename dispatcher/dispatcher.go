@@ -147,6 +147,7 @@ type Engine struct {
 	leaseFor time.Duration
 	wakeC    chan struct{}
 	metrics  *metrics
+	epCache  endpointCache
 
 	mu        sync.Mutex
 	inflight  int // attempts running

@@ -67,6 +67,12 @@ type Event struct {
 	// ResourceID is the record the event is about; it is not part of the
 	// envelope but keys the event in an ordered log (a Kafka partition key).
 	ResourceID string
+
+	// envelope is the JSON the event was read from (UnmarshalJSON), its
+	// envelope under its own name: Envelope returns it rather than encoding
+	// the event again for every delivery attempt. An event built in code
+	// has none.
+	envelope []byte
 }
 
 // Tenant is the firm and mode the event belongs to.
@@ -125,6 +131,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 	}
 	*e = Event{ID: env.ID, Event: env.Event, OccurredAt: at, Firm: env.Firm, Sandbox: env.Sandbox,
 		Data: env.Data, ResourceID: e.ResourceID}
+	// Stores keep what MarshalJSON wrote; sending those bytes as they are
+	// also keeps every attempt's body identical, whatever version wrote it.
+	e.envelope = bytes.Clone(b)
 	return nil
 }
 
@@ -132,6 +141,9 @@ func (e *Event) UnmarshalJSON(b []byte) error {
 // event itself, or for the engagement_letter.signed alias the same event
 // (same id) carrying that name.
 func (e Event) Envelope(name string) ([]byte, error) {
+	if name == e.Event && e.envelope != nil {
+		return e.envelope, nil
+	}
 	e.Event = name
 	body, err := e.MarshalJSON()
 	if err != nil {

@@ -280,7 +280,15 @@ type request struct {
 // newReceiver answers the n-th request (from 1) with respond, or 200.
 func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
 	rc := &receiver{respond: respond}
+	// Closing the receiver ends its requests' contexts too, so a handler
+	// waiting on one (a "dead" endpoint) returns even for a request that
+	// arrives while the server shuts down.
+	closing, closed := context.WithCancel(context.Background())
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(closing, cancel)()
+		r = r.WithContext(ctx)
 		body, _ := io.ReadAll(r.Body)
 		now := rc.active.Add(1)
 		defer rc.active.Add(-1)
@@ -302,6 +310,7 @@ func newReceiver(t testing.TB, respond func(n int, w http.ResponseWriter, r *htt
 	// stops: cut the connections first, so that a handler waiting on its
 	// request (a "dead" endpoint) returns and Close need not wait for it.
 	t.Cleanup(func() {
+		closed()
 		rc.srv.CloseClientConnections()
 		rc.srv.Close()
 	})

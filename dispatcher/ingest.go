@@ -75,10 +75,13 @@ func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 	return nil
 }
 
-// ingestChanges is the embedded outbox's sink: it ingests a batch of
-// changes in one go. A change that can never become events is logged and
-// dropped, so it cannot hold up the ones behind it.
-func (e *Engine) ingestChanges(ctx context.Context, changes []adapters.Change) error {
+// IngestChanges ingests a batch of changes in one go, as Ingest does one:
+// the embedded mode's dispatcher.ChangeSink, for DrainOutboxTo. A change
+// that can never become events is logged and dropped, so that it cannot
+// hold up the ones behind it; any error returned is worth retrying, and
+// none of the batch may be acknowledged until it succeeds. Batching
+// matters: it is two store writes for the batch, against two per change.
+func (e *Engine) IngestChanges(ctx context.Context, changes []adapters.Change) error {
 	var events []Event
 	for _, c := range changes {
 		evs, err := Derive(c)

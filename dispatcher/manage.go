@@ -108,6 +108,7 @@ func (e *Engine) UpdateEndpoint(ctx context.Context, t adapters.Tenant, id strin
 		return Endpoint{}, adapters.Invalid("status", "The status must be %q or %q.", EndpointEnabled, EndpointDisabled)
 	}
 	now := e.now()
+	defer e.forgetEndpoint(id)
 	ep, err := e.b.Endpoints.UpdateEndpoint(ctx, id, func(ep *Endpoint) error {
 		if ep.Tenant() != t {
 			return ErrNotFound
@@ -142,6 +143,7 @@ func (e *Engine) DeleteEndpoint(ctx context.Context, t adapters.Tenant, id strin
 	if _, err := e.GetEndpoint(ctx, t, id); err != nil {
 		return err
 	}
+	defer e.forgetEndpoint(id)
 	if err := e.b.Catalog.DeleteEndpoint(ctx, id); err != nil {
 		return fmt.Errorf("delete endpoint %s: %w", id, err)
 	}
@@ -158,6 +160,7 @@ func (e *Engine) RotateSecret(ctx context.Context, t adapters.Tenant, id string)
 	if err != nil {
 		return Endpoint{}, "", err
 	}
+	defer e.forgetEndpoint(id)
 	ep, err := e.b.Endpoints.UpdateEndpoint(ctx, id, func(ep *Endpoint) error {
 		if ep.Tenant() != t {
 			return ErrNotFound

@@ -51,7 +51,7 @@ const (
 // DrainOutbox ingests src's entries in order until ctx is cancelled: the
 // embedded mode's first stage. See DrainOutboxTo.
 func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
-	return DrainOutboxTo(ctx, src, e.ingestChanges, e.log)
+	return DrainOutboxTo(ctx, src, e.IngestChanges, e.log)
 }
 
 // DrainOutboxTo hands src's entries to sink in order, in batches, until ctx
@@ -175,3 +175,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Interface guard: the engine is the embedded mode's sink.
+var _ ChangeSink = (*Engine)(nil).IngestChanges

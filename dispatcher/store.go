@@ -146,6 +146,9 @@ type Claim struct {
 	// Replay marks a delivery queued by RequeueFailed: its attempt is a
 	// replay and leaves it final.
 	Replay bool
+	// Event is the delivery's event if the store read it with the claim
+	// (a round trip saved per attempt); nil otherwise.
+	Event *Event
 }
 
 // Outcome is what an attempt did to a delivery.

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/practicegw/practicegw/dispatcher/boltstore"
 )
 
 // pipeline is one mode set up afresh for one run.
@@ -70,19 +68,21 @@ const writers = 16
 // pipeline, not in its favour) to its webhook. With dead, a second
 // endpoint that never answers receives every event too.
 func fixedRate(ctx context.Context, open opener, rate int, d time.Duration, dead bool) (result, error) {
+	// Receivers close after the pipeline (defers run last first), so
+	// that no request is still coming when they do.
+	rc := newReceiver(false)
+	defer rc.close()
+	black := newReceiver(true)
+	defer black.close()
 	p, err := open(ctx)
 	if err != nil {
 		return result{}, err
 	}
 	defer p.close()
-	rc := newReceiver(false)
-	defer rc.close()
 	if err := p.endpoint(ctx, rc.url()); err != nil {
 		return result{}, err
 	}
 	if dead {
-		black := newReceiver(true)
-		defer black.close()
 		if err := p.endpoint(ctx, black.url()); err != nil {
 			return result{}, err
 		}
@@ -132,7 +132,6 @@ func fixedRate(ctx context.Context, open opener, rate int, d time.Duration, dead
 	for id := range due {
 		ids = append(ids, id)
 	}
-	fmt.Println("debug: dispatcher commits", boltstore.DebugCommits.Load(), "writes", boltstore.DebugWrites.Load(), "in", time.Since(begin))
 	arrived := rc.wait(ids, 60*time.Second)
 	res := result{events: n, missing: n - len(arrived), rate: offered, rateUnit: "changes/s"}
 	for id, at := range arrived {
@@ -144,13 +143,13 @@ func fixedRate(ctx context.Context, open opener, rate int, d time.Duration, dead
 // saturation preloads n changes, starts the pipeline and measures how fast
 // it delivers them all.
 func saturation(ctx context.Context, open opener, n int) (result, error) {
+	rc := newReceiver(false)
+	defer rc.close()
 	p, err := open(ctx)
 	if err != nil {
 		return result{}, err
 	}
 	defer p.close()
-	rc := newReceiver(false)
-	defer rc.close()
 	if err := p.endpoint(ctx, rc.url()); err != nil {
 		return result{}, err
 	}

@@ -3,6 +3,8 @@ package ratelimit
 import (
 	"context"
 	"errors"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,12 +24,10 @@ type scriptPipe struct {
 	calls   chan *scriptCall
 	free    sync.Pool // *scriptCall
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped chan struct{} // closed when run returns: callers stop waiting
 
-	// Owned by the run goroutine.
-	conn  *scriptConn // nil until dialled, and after a failure
-	batch []*scriptCall
 
 	// batches counts writes of calls, so tests can see calls coalesce.
 	batches atomic.Int64
@@ -77,7 +77,7 @@ func newScriptPipe(e endpoint, timeout time.Duration) *scriptPipe {
 		redis:   e,
 		timeout: timeout,
 		calls:   make(chan *scriptCall, queueSize),
-		batch:   make([]*scriptCall, 0, maxBatch),
+		stopped: make(chan struct{}),
 	}
 	p.free.New = func() any {
 		t := time.NewTimer(time.Hour)
@@ -86,13 +86,23 @@ func newScriptPipe(e endpoint, timeout time.Duration) *scriptPipe {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	p.wg.Add(1)
-	go p.run(ctx)
+	nf := 1
+	if v, err := strconv.Atoi(os.Getenv("PGW_RL_FLUSHERS")); err == nil && v > 0 {
+		nf = v
+	}
+	var running sync.WaitGroup
+	running.Add(nf)
+	for range nf {
+		p.wg.Add(1)
+		go p.run(ctx, &flusher{batch: make([]*scriptCall, 0, maxBatch)}, &running)
+	}
+	go func() { running.Wait(); close(p.stopped) }()
 	return p
 }
 
 // close stops the pipeline goroutine, after the batch in flight, and
-// closes its connection. Calls still queued are answered errClosed.
+// closes its connection. Calls not yet answered, and any made later, get
+// errClosed at once.
 func (p *scriptPipe) close() {
 	p.cancel()
 	p.wg.Wait()
@@ -112,6 +122,9 @@ func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, no
 	case <-ctx.Done():
 		call.timer.Stop()
 		return Decision{}, ctx.Err()
+	case <-p.stopped:
+		call.timer.Stop()
+		return Decision{}, errClosed
 	}
 	select {
 	case <-call.done:
@@ -128,27 +141,28 @@ func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, no
 		call.timer.Stop()
 		call.abandoned.Store(true)
 		return Decision{}, ctx.Err()
+	case <-p.stopped:
+		call.timer.Stop()
+		call.abandoned.Store(true)
+		return Decision{}, errClosed
 	}
 }
 
-func (p *scriptPipe) run(ctx context.Context) {
+type flusher struct {
+	conn  *scriptConn
+	batch []*scriptCall
+}
+
+func (p *scriptPipe) run(ctx context.Context, f *flusher, running *sync.WaitGroup) {
 	defer p.wg.Done()
+	defer running.Done()
 	defer func() {
-		if p.conn != nil {
-			p.conn.close()
-		}
-		// Callers still queued learn now rather than at their timeout.
-		for {
-			select {
-			case c := <-p.calls:
-				answer(c, Decision{}, errClosed)
-			default:
-				return
-			}
+		if f.conn != nil {
+			f.conn.close()
 		}
 	}()
 	for {
-		batch := p.batch[:0]
+		batch := f.batch[:0]
 		select {
 		case <-ctx.Done():
 			return
@@ -164,7 +178,18 @@ func (p *scriptPipe) run(ctx context.Context) {
 				break collect
 			}
 		}
-		p.flush(ctx, batch)
+		t0 := time.Now()
+		dbgGap.Add(int64(t0.Sub(dbgLast)))
+		p.flush(ctx, f, batch)
+		dbgLast = time.Now()
+		dbgFlush.Add(int64(dbgLast.Sub(t0)))
+		dbgN.Add(1)
+		dbgCalls.Add(int64(len(batch)))
+		if dbgN.Load()%20000 == 0 {
+			n := dbgN.Load()
+			println("DBG batches", n, "avg size", dbgCalls.Load()/n, "avg flush us", dbgFlush.Load()/n/1000, "avg gap us", dbgGap.Load()/n/1000, "avg wrrd us", dbgRT.Load()/n/1000)
+			dbgN.Store(0); dbgCalls.Store(0); dbgFlush.Store(0); dbgGap.Store(0); dbgRT.Store(0)
+		}
 		clear(batch) // let answered calls' ids go
 	}
 }
@@ -172,7 +197,7 @@ func (p *scriptPipe) run(ctx context.Context) {
 // flush sends a batch and answers each of its calls. All of it, dialling
 // included, happens within one timeout: no caller in the batch waits
 // longer than that anyway.
-func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
+func (p *scriptPipe) flush(ctx context.Context, f *flusher, batch []*scriptCall) {
 	live := batch[:0]
 	for _, c := range batch {
 		if !c.abandoned.Load() {
@@ -183,15 +208,15 @@ func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 		return
 	}
 	deadline := time.Now().Add(p.timeout)
-	unknown, err := p.roundTrip(ctx, live, false, deadline)
+	unknown, err := p.roundTrip(ctx, f, live, false, deadline)
 	if err == nil && len(unknown) > 0 {
 		// Redis lost the script since this connection last ran it.
-		_, err = p.roundTrip(ctx, unknown, true, deadline)
+		_, err = p.roundTrip(ctx, f, unknown, true, deadline)
 	}
-	if err != nil && p.conn != nil {
+	if err != nil && f.conn != nil {
 		// A failed read or write leaves replies unread or half read.
-		p.conn.close()
-		p.conn = nil
+		f.conn.close()
+		f.conn = nil
 	}
 }
 
@@ -200,15 +225,15 @@ func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 // answered NOSCRIPT, unless it had just loaded the script, reusing the
 // front of calls. An error it returns broke the connection; every call
 // still waiting has been answered with it.
-func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bool, deadline time.Time) ([]*scriptCall, error) {
-	if p.conn == nil {
+func (p *scriptPipe) roundTrip(ctx context.Context, f *flusher, calls []*scriptCall, load bool, deadline time.Time) ([]*scriptCall, error) {
+	if f.conn == nil {
 		var err error
-		if p.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
+		if f.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
 			answerAll(calls, err)
 			return nil, err
 		}
 	}
-	cn := p.conn
+	cn := f.conn
 	cn.nc.SetDeadline(deadline)
 	if load {
 		cn.w.WriteString(scriptLoad)
@@ -217,7 +242,9 @@ func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bo
 		cn.writeCall(c)
 	}
 	p.batches.Add(1)
+	tw := time.Now()
 	err := cn.w.Flush()
+	defer func() { dbgRT.Add(int64(time.Since(tw))) }()
 	if err == nil && load {
 		if err = cn.readLoaded(); isReplyError(err) {
 			err = nil // the calls' own NOSCRIPT replies will say so
@@ -257,3 +284,6 @@ func answerAll(calls []*scriptCall, err error) {
 		answer(c, Decision{}, err)
 	}
 }
+
+var dbgN, dbgCalls, dbgFlush, dbgGap, dbgRT atomic.Int64
+var dbgLast time.Time

@@ -136,14 +136,20 @@ func (c *Consumer) Run(ctx context.Context) error {
 		c.joined.Store(true)
 		parts := gen.Assignments[c.cfg.Topics.Changes]
 		c.log.Info("kafka consumer group generation", zap.Int32("generation", gen.ID), zap.Int("partitions", len(parts)))
+		cm := newCommitter(gen, c.cfg.Topics.Changes, c.log)
 		for _, p := range parts {
-			gen.Start(func(gctx context.Context) { c.consume(gctx, gen, p) })
+			cm.parts.Add(1)
+			gen.Start(func(gctx context.Context) {
+				defer cm.parts.Done()
+				c.consume(gctx, cm, p)
+			})
 		}
+		gen.Start(cm.run)
 	}
 }
 
 // Close releases the events producer. Call it after Run has returned.
-func (c *Consumer) Close() error { return c.events.Close() }
+func (c *Consumer) Close() error { return closeWriter(c.events) }
 
 func (c *Consumer) setLag(partition int, lag int64, held bool) {
 	c.lagMu.Lock()

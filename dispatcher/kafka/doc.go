@@ -34,7 +34,9 @@
 //     replicas,
 //  3. records them and queues their deliveries in the store
 //     (Engine.IngestEvents), and only then
-//  4. commits the offset after the batch's last change.
+//  4. marks the offset after the batch's last change for commit. One
+//     committer per generation commits the partitions' marks together
+//     every 200ms, and once more when the generation ends.
 //
 // A failure at 2 or 3 is retried, never skipped, so no later offset is
 // committed past a change that is not durable. A dispatcher killed at any
@@ -45,9 +47,10 @@
 // de-duplicate on id as webhook receivers do).
 //
 // When a partition is revoked (a rebalance) or the dispatcher stops, its
-// goroutine finishes the batch in hand, within DrainTimeout, commits it and
-// returns; the next generation starts only when every goroutine of the
-// last has returned. A batch that cannot finish in time is not committed.
+// goroutine finishes the batch in hand, within DrainTimeout, and returns;
+// the committer then commits what the partitions marked, and the next
+// generation starts only when every goroutine of the last has returned. A
+// batch that cannot finish in time is not marked.
 //
 // Delivery itself is the engine's business (dispatcher.Engine.Run): it
 // claims due deliveries from the shared store under leases, so the

@@ -237,8 +237,18 @@ type receiver struct {
 
 func newReceiver(t *testing.T, respond func(http.ResponseWriter, *http.Request)) *receiver {
 	rc := &receiver{t: t, got: map[string]int{}, at: map[string]time.Time{}, bodies: map[string][]byte{}, respond: respond}
-	rc.srv = httptest.NewServer(http.HandlerFunc(rc.serve))
+	// Closing the receiver ends its requests' contexts too, so a handler
+	// waiting on one (a "dead" endpoint) returns even for a request that
+	// arrives while the server shuts down.
+	closing, closed := context.WithCancel(context.Background())
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(closing, cancel)()
+		rc.serve(w, r.WithContext(ctx))
+	}))
 	t.Cleanup(func() {
+		closed()
 		rc.srv.CloseClientConnections()
 		rc.srv.Close()
 	})

@@ -21,7 +21,7 @@ const fetchAhead = 1024
 // style guide asks for. It returns when the generation ends (after
 // finishing the batch in hand) or when something it cannot get past
 // happens, which ends the generation so that the group starts afresh.
-func (c *Consumer) consume(gctx context.Context, gen *kafkago.Generation, a kafkago.PartitionAssignment) {
+func (c *Consumer) consume(gctx context.Context, cm *committer, a kafkago.PartitionAssignment) {
 	log := c.log.With(zap.String("topic", c.cfg.Topics.Changes), zap.Int("partition", a.ID))
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        c.cfg.Brokers,
@@ -96,16 +96,16 @@ func (c *Consumer) consume(gctx context.Context, gen *kafkago.Generation, a kafk
 				break more
 			}
 		}
-		if !c.handle(gctx, gen, batch, log) {
+		if !c.handle(gctx, cm, batch, log) {
 			return
 		}
 	}
 }
 
-// handle makes a batch durable and commits it. It reports whether the
-// partition may go on; it returns false once the generation has ended
-// (after committing what it could) or when the batch cannot be committed.
-func (c *Consumer) handle(gctx context.Context, gen *kafkago.Generation, batch []kafkago.Message, log *zap.Logger) bool {
+// handle makes a batch durable and marks it for commit. It reports whether
+// the partition may go on; it returns false once the generation has ended
+// (after marking what it could) or when the batch cannot be made durable.
+func (c *Consumer) handle(gctx context.Context, cm *committer, batch []kafkago.Message, log *zap.Logger) bool {
 	// The batch in hand is finished even if the generation ends meanwhile,
 	// within DrainTimeout: draining on revoke saves the next owner the
 	// repeat.
@@ -145,10 +145,7 @@ func (c *Consumer) handle(gctx context.Context, gen *kafkago.Generation, batch [
 		}
 	}
 	last := batch[len(batch)-1]
-	commit := map[string]map[int]int64{c.cfg.Topics.Changes: {last.Partition: last.Offset + 1}}
-	if err := retry(ctx, log, "committing the offset", func() error { return gen.CommitOffsets(commit) }); err != nil {
-		return false
-	}
+	cm.mark(last.Partition, last.Offset+1)
 	c.metrics.changes.Add(float64(len(batch)))
 	c.setLag(last.Partition, last.HighWaterMark-(last.Offset+1), true)
 	return gctx.Err() == nil

@@ -88,28 +88,39 @@ func TestChangeToWebhook(t *testing.T) {
 }
 
 // Two dispatchers in one group share the partitions and the deliveries:
-// every event arrives, each exactly once, and both take part.
+// every event arrives, each exactly once, and both take part. The second
+// joins mid-stream, so partitions change hands while changes flow: each
+// goes with its batch finished and committed, and no change is handled
+// twice.
 func TestTwoDispatchersShareTheWork(t *testing.T) {
 	e := newEnv(t)
 	rc := newReceiver(t, nil)
 	rc.register(e)
 	one, two := e.config(), e.config()
 	e.dispatcher(one)
-	e.dispatcher(two)
-	e.waitMembers(kafka.DefaultGroup, 2)
+	e.waitMembers(kafka.DefaultGroup, 1)
 
-	const n = 600
 	var ids []string
-	var batch []adapters.Change
-	for i := range n {
-		c := change("c")
-		ids = append(ids, eventID(c))
-		batch = append(batch, c)
-		if len(batch) == 50 || i == n-1 {
-			e.publish(batch...)
-			batch = nil
-			time.Sleep(20 * time.Millisecond)
+	publish := func(k int) {
+		var batch []adapters.Change
+		for range k {
+			c := change("c")
+			ids = append(ids, eventID(c))
+			batch = append(batch, c)
 		}
+		e.publish(batch...)
+	}
+	for i := range 40 {
+		publish(20)
+		time.Sleep(25 * time.Millisecond)
+		if i == 10 {
+			e.dispatcher(two)
+		}
+	}
+	e.waitMembers(kafka.DefaultGroup, 2)
+	for range 10 {
+		publish(20)
+		time.Sleep(10 * time.Millisecond)
 	}
 	rc.waitAll(ids, 30*time.Second)
 	time.Sleep(200 * time.Millisecond)
@@ -118,6 +129,7 @@ func TestTwoDispatchersShareTheWork(t *testing.T) {
 			t.Errorf("event %s delivered %d times", id, got)
 		}
 	}
+	consumed := 0.0
 	for name, cfg := range map[string]struct{ consumed, delivered float64 }{
 		"one": {counter(t, one.Registerer, "practicegw_changes_consumed_total"), counter(t, one.Registerer, "practicegw_deliveries_total")},
 		"two": {counter(t, two.Registerer, "practicegw_changes_consumed_total"), counter(t, two.Registerer, "practicegw_deliveries_total")},
@@ -126,6 +138,10 @@ func TestTwoDispatchersShareTheWork(t *testing.T) {
 		if cfg.consumed == 0 || cfg.delivered == 0 {
 			t.Errorf("dispatcher %s took no part", name)
 		}
+		consumed += cfg.consumed
+	}
+	if int(consumed) != len(ids) {
+		t.Errorf("%.0f changes consumed in all, want %d: a partition changed hands without its commit", consumed, len(ids))
 	}
 }
 

@@ -19,7 +19,16 @@ import (
 // partitioner.
 func newWriter(brokers []string, topic string) *kafkago.Writer {
 	return &kafkago.Writer{
-		Addr:         kafkago.TCP(brokers...),
+		Addr: kafkago.TCP(brokers...),
+		// A transport of its own: kafka-go's default one is shared by the
+		// whole process and caches metadata, so a topic created after it
+		// first looked (EnsureTopics, an operator) stays unknown to it for a
+		// while.
+		Transport: &kafkago.Transport{
+			ClientID:    "practicegw",
+			DialTimeout: 5 * time.Second,
+			MetadataTTL: 2 * time.Second,
+		},
 		Topic:        topic,
 		Balancer:     &kafkago.Murmur2Balancer{},
 		RequiredAcks: kafkago.RequireAll,
@@ -97,7 +106,15 @@ func (p *Publisher) PublishBatch(ctx context.Context, changes []adapters.Change)
 }
 
 // Close flushes and releases the publisher.
-func (p *Publisher) Close() error { return p.w.Close() }
+func (p *Publisher) Close() error { return closeWriter(p.w) }
+
+func closeWriter(w *kafkago.Writer) error {
+	err := w.Close()
+	if t, ok := w.Transport.(*kafkago.Transport); ok {
+		t.CloseIdleConnections()
+	}
+	return err
+}
 
 var jsonHeader = kafkago.Header{Key: "content-type", Value: []byte("application/json")}
 

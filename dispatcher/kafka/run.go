@@ -57,17 +57,23 @@ func Run(ctx context.Context, cfg Config) error {
 	defer consumer.Close()
 
 	var srv *http.Server
+	var serving sync.WaitGroup
 	if cfg.Listen != "" {
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
 			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 		}
 		srv = &http.Server{Handler: probes(cfg, rdb, consumer), ReadHeaderTimeout: 5 * time.Second}
-		defer srv.Close()
+		serving.Add(1)
 		go func() {
+			defer serving.Done()
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Error("metrics listener stopped", zap.Error(err))
 			}
+		}()
+		defer func() {
+			srv.Close()
+			serving.Wait()
 		}()
 	}
 

@@ -49,6 +49,21 @@ func EnsureTopics(ctx context.Context, brokers []string, topics Topics, partitio
 	if err := cc.CreateTopics(configs...); err != nil {
 		return fmt.Errorf("kafka: creating topics %s and %s: %w", topics.Changes, topics.Events, err)
 	}
+	// A new topic takes a moment to reach every broker's metadata; until
+	// it has, producers are told it does not exist.
+	for _, name := range []string{topics.Changes, topics.Events} {
+		for {
+			parts, err := conn.ReadPartitions(name)
+			if err == nil && len(parts) > 0 && parts[0].Leader.Host != "" {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafka: topic %s did not appear: %w", name, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
 	return nil
 }
 

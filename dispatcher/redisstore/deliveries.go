@@ -122,7 +122,7 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 	if len(ds) == 0 {
 		return 0, nil
 	}
-	args := make([]any, 0, 9*len(ds))
+	args := make([]any, 0, 10*len(ds))
 	for _, d := range ds {
 		static, err := encode(staticDelivery{ID: d.ID, EventID: d.EventID, Event: d.Event, EndpointID: d.EndpointID,
 			Sandbox: d.Sandbox, CreatedAt: d.CreatedAt})
@@ -130,7 +130,7 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 			return 0, fmt.Errorf("enqueue %s: %w", d.ID, err)
 		}
 		args = append(args, d.ID, d.EndpointID, member(d), static, d.Firm, string(d.State),
-			nanos(d.NextAttemptAt), micros(d.NextAttemptAt), nanos(d.UpdatedAt))
+			nanos(d.NextAttemptAt), micros(d.NextAttemptAt), nanos(d.UpdatedAt), d.EventID)
 	}
 	res, err := s.run(ctx, s.scripts.enqueue, args...)
 	if err != nil {

@@ -39,23 +39,30 @@ func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatc
 	raw, _ := arr[1].([]any)
 	claims := make([]dispatcher.Claim, 0, len(raw))
 	for _, c := range raw {
-		pair, _ := c.([]any)
-		if len(pair) != 2 {
+		parts, _ := c.([]any)
+		if len(parts) != 3 {
 			return nil, time.Time{}, fmt.Errorf("claim: unexpected claim %v", c)
 		}
-		token, _ := pair[0].(string)
-		f, ok, err := decodeFetched(pair[1])
+		token, _ := parts[0].(string)
+		f, ok, err := decodeFetched(parts[1])
 		if err != nil {
 			return nil, time.Time{}, fmt.Errorf("claim: %w", err)
 		}
 		if !ok {
 			continue
 		}
-		claims = append(claims, dispatcher.Claim{
+		claim := dispatcher.Claim{
 			Delivery: f.d,
 			Lease:    dispatcher.Lease{DeliveryID: f.d.ID, Token: token, Until: f.until},
 			Replay:   f.replay,
-		})
+		}
+		if raw, ok := parts[2].(string); ok {
+			// The attempt reads the event itself if this cannot.
+			if ev, err := decodeEvent([]byte(raw)); err == nil {
+				claim.Event = &ev
+			}
+		}
+		claims = append(claims, claim)
 	}
 	return claims, next, nil
 }

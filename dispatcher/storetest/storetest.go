@@ -37,6 +37,7 @@ func Run(t *testing.T, open Open) {
 		{"ReplayLeaseAndRequeue", testReplay},
 		{"ConcurrentClaimsNeverShare", testConcurrentClaims},
 		{"DeleteEndpointTakesItsDeliveries", testDeleteEndpoint},
+		{"ClaimsCarryTheirEventIfAny", testClaimEvent},
 		{"EventsAreRecordedOnce", testEventsOnce},
 		{"EventsPageAndFilter", testEventsPaging},
 		{"DeliveriesPageAndFilter", testDeliveriesPaging},
@@ -747,5 +748,25 @@ func testEndpoints(t *testing.T, b dispatcher.Backends) {
 	}
 	if _, err := b.Endpoints.Endpoint(ctx, "we_none"); !errors.Is(err, dispatcher.ErrNotFound) {
 		t.Fatalf("missing endpoint: %v", err)
+	}
+}
+
+// A store may read a claimed delivery's event with the claim; if it does,
+// it is the event recorded.
+func testClaimEvent(t *testing.T, b dispatcher.Backends) {
+	endpoint(t, b, "we_a")
+	ev := event("chg_1", dispatcher.ClientCreated, t0, tenant)
+	if _, err := b.Events.Record(ctx, []dispatcher.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	d := delivery("dlv_1", "we_a", t0)
+	d.EventID = ev.ID
+	enqueue(t, b, 1, d)
+	_, cs, _ := claimAll(t, b, t0)
+	if len(cs) != 1 {
+		t.Fatalf("claimed %d", len(cs))
+	}
+	if got := cs[0].Event; got != nil && (got.ID != ev.ID || string(got.Data) != string(ev.Data) || got.ResourceID != ev.ResourceID) {
+		t.Fatalf("claim carries %+v, want %+v", got, ev)
 	}
 }

@@ -1,6 +1,6 @@
 -- ARGV: 2 now (us), 3 lease until (us), 4 max, 5 per endpoint, 6 token
--- prefix, 7.. endpoint/room pairs. Returns {next, claim...}, each claim
--- {token, fetch(id)}; next is '' for none.
+-- prefix, 7.. endpoint/room pairs. Returns {next, claims}, each claim
+-- {token, fetch(id), its event's record or false}; next is '' for none.
 local now, untilUs = ARGV[2], ARGV[3]
 local nowN = tonumber(now)
 local max, per, tokenPrefix = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
@@ -39,7 +39,9 @@ while n < max do
         local token = tokenPrefix .. n
         redis.call('HSET', dkey(id), 'token', token, 'until', untilUs)
         redis.call('ZADD', P .. 'leases', untilUs, id)
-        claims[#claims + 1] = {token, fetch(id)}
+        local evt = redis.call('HGET', dkey(id), 'evt')
+        local event = evt and redis.call('GET', P .. 'evt:' .. evt)
+        claims[#claims + 1] = {token, fetch(id), event or false}
       end
       touched[ep] = true
     end
