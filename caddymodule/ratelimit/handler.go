@@ -3,9 +3,11 @@
 //
 // The limiter is GCRA (see gcra.go), in this process or, with Redis, in one
 // Lua script that also counts usage, so a request costs one round trip and
-// every gateway instance shares one bucket per credential. When Redis does
-// not answer within the timeout the configured fallback decides, and Redis
-// takes over again by itself once it answers.
+// every gateway instance shares one bucket per credential. Concurrent
+// requests share their round trips: their script calls travel to Redis
+// together (pipeline.go). When Redis does not answer within the timeout
+// the configured fallback decides, and Redis takes over again by itself
+// once it answers.
 //
 // Handler is the Caddy module http.handlers.practicegw_ratelimit, a thin
 // layer over Limiter: it reads the credential auth placed in the request,

@@ -3,8 +3,6 @@ package ratelimit
 import (
 	"context"
 	"errors"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,15 +26,18 @@ type scriptPipe struct {
 	wg      sync.WaitGroup
 	stopped chan struct{} // closed when run returns: callers stop waiting
 
+	// Owned by the run goroutine.
+	conn  *scriptConn // nil until dialled, and after a failure
+	batch []*scriptCall
 
 	// batches counts writes of calls, so tests can see calls coalesce.
 	batches atomic.Int64
 }
 
 const (
-	// maxBatch bounds one write and the read buffer it needs. Past it,
-	// calls wait for the next batch.
-	maxBatch = 512
+	// maxBatch bounds a batch to what fits one write of connBufSize (a
+	// call is about 200 bytes). Past it, calls wait for the next batch.
+	maxBatch = 256
 	// queueSize is how many calls may wait for a batch. A caller that
 	// finds the queue full waits, within its timeout, as it would for a
 	// slow batch.
@@ -59,7 +60,8 @@ type scriptCall struct {
 
 	// timer bounds the caller's wait; it lives with the call because a
 	// context.WithTimeout per request costs several allocations and a walk
-	// up the request's context chain.
+	// up the request's context chain. Since Go 1.23 a stopped timer never
+	// delivers a stale tick after Reset, so a reused call starts clean.
 	timer *time.Timer
 	// abandoned is set by a caller that stopped waiting. A call still
 	// queued is then not sent: the fallback decided and counted its
@@ -77,6 +79,7 @@ func newScriptPipe(e endpoint, timeout time.Duration) *scriptPipe {
 		redis:   e,
 		timeout: timeout,
 		calls:   make(chan *scriptCall, queueSize),
+		batch:   make([]*scriptCall, 0, maxBatch),
 		stopped: make(chan struct{}),
 	}
 	p.free.New = func() any {
@@ -86,17 +89,8 @@ func newScriptPipe(e endpoint, timeout time.Duration) *scriptPipe {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
-	nf := 1
-	if v, err := strconv.Atoi(os.Getenv("PGW_RL_FLUSHERS")); err == nil && v > 0 {
-		nf = v
-	}
-	var running sync.WaitGroup
-	running.Add(nf)
-	for range nf {
-		p.wg.Add(1)
-		go p.run(ctx, &flusher{batch: make([]*scriptCall, 0, maxBatch)}, &running)
-	}
-	go func() { running.Wait(); close(p.stopped) }()
+	p.wg.Add(1)
+	go p.run(ctx)
 	return p
 }
 
@@ -148,21 +142,16 @@ func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, no
 	}
 }
 
-type flusher struct {
-	conn  *scriptConn
-	batch []*scriptCall
-}
-
-func (p *scriptPipe) run(ctx context.Context, f *flusher, running *sync.WaitGroup) {
+func (p *scriptPipe) run(ctx context.Context) {
 	defer p.wg.Done()
-	defer running.Done()
+	defer close(p.stopped)
 	defer func() {
-		if f.conn != nil {
-			f.conn.close()
+		if p.conn != nil {
+			p.conn.close()
 		}
 	}()
 	for {
-		batch := f.batch[:0]
+		batch := p.batch[:0]
 		select {
 		case <-ctx.Done():
 			return
@@ -178,18 +167,7 @@ func (p *scriptPipe) run(ctx context.Context, f *flusher, running *sync.WaitGrou
 				break collect
 			}
 		}
-		t0 := time.Now()
-		dbgGap.Add(int64(t0.Sub(dbgLast)))
-		p.flush(ctx, f, batch)
-		dbgLast = time.Now()
-		dbgFlush.Add(int64(dbgLast.Sub(t0)))
-		dbgN.Add(1)
-		dbgCalls.Add(int64(len(batch)))
-		if dbgN.Load()%20000 == 0 {
-			n := dbgN.Load()
-			println("DBG batches", n, "avg size", dbgCalls.Load()/n, "avg flush us", dbgFlush.Load()/n/1000, "avg gap us", dbgGap.Load()/n/1000, "avg wrrd us", dbgRT.Load()/n/1000)
-			dbgN.Store(0); dbgCalls.Store(0); dbgFlush.Store(0); dbgGap.Store(0); dbgRT.Store(0)
-		}
+		p.flush(ctx, batch)
 		clear(batch) // let answered calls' ids go
 	}
 }
@@ -197,7 +175,7 @@ func (p *scriptPipe) run(ctx context.Context, f *flusher, running *sync.WaitGrou
 // flush sends a batch and answers each of its calls. All of it, dialling
 // included, happens within one timeout: no caller in the batch waits
 // longer than that anyway.
-func (p *scriptPipe) flush(ctx context.Context, f *flusher, batch []*scriptCall) {
+func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 	live := batch[:0]
 	for _, c := range batch {
 		if !c.abandoned.Load() {
@@ -208,15 +186,15 @@ func (p *scriptPipe) flush(ctx context.Context, f *flusher, batch []*scriptCall)
 		return
 	}
 	deadline := time.Now().Add(p.timeout)
-	unknown, err := p.roundTrip(ctx, f, live, false, deadline)
+	unknown, err := p.roundTrip(ctx, live, false, deadline)
 	if err == nil && len(unknown) > 0 {
 		// Redis lost the script since this connection last ran it.
-		_, err = p.roundTrip(ctx, f, unknown, true, deadline)
+		_, err = p.roundTrip(ctx, unknown, true, deadline)
 	}
-	if err != nil && f.conn != nil {
+	if err != nil && p.conn != nil {
 		// A failed read or write leaves replies unread or half read.
-		f.conn.close()
-		f.conn = nil
+		p.conn.close()
+		p.conn = nil
 	}
 }
 
@@ -225,15 +203,15 @@ func (p *scriptPipe) flush(ctx context.Context, f *flusher, batch []*scriptCall)
 // answered NOSCRIPT, unless it had just loaded the script, reusing the
 // front of calls. An error it returns broke the connection; every call
 // still waiting has been answered with it.
-func (p *scriptPipe) roundTrip(ctx context.Context, f *flusher, calls []*scriptCall, load bool, deadline time.Time) ([]*scriptCall, error) {
-	if f.conn == nil {
+func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bool, deadline time.Time) ([]*scriptCall, error) {
+	if p.conn == nil {
 		var err error
-		if f.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
+		if p.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
 			answerAll(calls, err)
 			return nil, err
 		}
 	}
-	cn := f.conn
+	cn := p.conn
 	cn.nc.SetDeadline(deadline)
 	if load {
 		cn.w.WriteString(scriptLoad)
@@ -242,9 +220,7 @@ func (p *scriptPipe) roundTrip(ctx context.Context, f *flusher, calls []*scriptC
 		cn.writeCall(c)
 	}
 	p.batches.Add(1)
-	tw := time.Now()
 	err := cn.w.Flush()
-	defer func() { dbgRT.Add(int64(time.Since(tw))) }()
 	if err == nil && load {
 		if err = cn.readLoaded(); isReplyError(err) {
 			err = nil // the calls' own NOSCRIPT replies will say so
@@ -284,6 +260,3 @@ func answerAll(calls []*scriptCall, err error) {
 		answer(c, Decision{}, err)
 	}
 }
-
-var dbgN, dbgCalls, dbgFlush, dbgGap, dbgRT atomic.Int64
-var dbgLast time.Time

@@ -17,11 +17,11 @@ import (
 )
 
 // The script calls travel on a connection of their own, spoken to in RESP
-// directly: go-redis builds a command object, boxes every argument and
-// unboxes every reply for each call, which on a busy gateway cost more CPU
-// than Redis spends running the script. Here a call is written straight
-// into the connection's buffer and its reply read straight out of the
-// other, with no allocation for either.
+// directly. Even pipelined, go-redis builds a command object, boxes every
+// argument and unboxes every reply: about 17 allocations and 2.5µs of CPU
+// a call on the benchmark machine, as much again as the rest of the round
+// trip. Here a call is written straight into the connection's buffer and
+// its reply read straight out of the other, with no allocation for either.
 
 // gcraSHA is the script's SHA1, the name EVALSHA runs it by.
 var gcraSHA = func() string { s := sha1.Sum([]byte(gcraSource)); return hex.EncodeToString(s[:]) }()
@@ -60,8 +60,8 @@ type scriptConn struct {
 	num []byte // scratch for formatting integers
 }
 
-// connBufSize holds the largest batch's calls, or its replies, so that a
-// batch is one write and, usually, one read.
+// connBufSize holds a full batch's calls, or its replies, so that a batch
+// is one write and, usually, one read.
 const connBufSize = 64 << 10
 
 // endpoint is what the Redis URL says about reaching Redis.
