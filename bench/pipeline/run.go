@@ -88,6 +88,15 @@ func fixedRate(ctx context.Context, open opener, rate int, d time.Duration, dead
 		}
 	}
 	p.start(ctx)
+	// Measure the steady state: the first change waits for the pipeline to
+	// come up (a Kafka consumer joining its group), which is not latency.
+	warm, err := p.create(ctx, "Warm-up")
+	if err != nil {
+		return result{}, err
+	}
+	if got := rc.wait([]string{warm}, 30*time.Second); len(got) != 1 {
+		return result{}, fmt.Errorf("the warm-up change was not delivered")
+	}
 
 	var (
 		mu     sync.Mutex
@@ -141,7 +150,8 @@ func fixedRate(ctx context.Context, open opener, rate int, d time.Duration, dead
 }
 
 // saturation preloads n changes, starts the pipeline and measures how fast
-// it delivers them all.
+// it delivers them all, from its start (consumer group join included) to
+// the last delivery.
 func saturation(ctx context.Context, open opener, n int) (result, error) {
 	rc := newReceiver(false)
 	defer rc.close()

@@ -98,6 +98,9 @@ func (a *App) provisionDispatch() error {
 	// several processes share the work, else in the embedded store.
 	var backends dispatcher.Backends
 	if a.redis != nil {
+		// Other processes queue work here too (a bulk replay made through
+		// another gateway): look for it often, not only when woken.
+		cfg.PollInterval = time.Second
 		store, err := dispatchredis.New(a.redis.client, dispatchredis.Options{})
 		if err != nil {
 			return fmt.Errorf("webhook store: %w", err)
@@ -147,12 +150,7 @@ func (d *dispatch) publish(ctx context.Context, changes []adapters.Change) error
 	if d.publisher != nil {
 		return d.publisher.PublishBatch(ctx, changes)
 	}
-	for _, c := range changes {
-		if err := d.engine.Ingest(ctx, c); err != nil {
-			return err
-		}
-	}
-	return nil
+	return d.engine.IngestChanges(ctx, changes)
 }
 
 // start runs delivery and the outbox drain in this process when it

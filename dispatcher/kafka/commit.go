@@ -54,28 +54,25 @@ func (c *committer) run(ctx context.Context) {
 			c.flush()
 			return
 		case <-t.C:
-			if !c.flush() {
-				// The generation is over for us (a rebalance we missed, a
-				// lost coordinator): returning ends it, and the group
-				// starts afresh from what was committed.
-				c.parts.Wait()
-				return
-			}
+			// A failed flush keeps its marks for the next one. If the
+			// generation is over for us (a rebalance, a lost coordinator),
+			// its heartbeat fails too and ends it.
+			c.flush()
 		}
 	}
 }
 
 // flush commits the marks made since the last flush.
-func (c *committer) flush() bool {
+func (c *committer) flush() {
 	c.mu.Lock()
 	offsets := c.pending
 	c.pending = make(map[int]int64)
 	c.mu.Unlock()
 	if len(offsets) == 0 {
-		return true
+		return
 	}
 	if err := c.gen.CommitOffsets(map[string]map[int]int64{c.topic: offsets}); err != nil {
-		c.log.Warn("committing offsets failed; the changes after the last commit are handled again by whoever holds their partitions next",
+		c.log.Warn("committing offsets failed; retrying (until it succeeds, a new owner of these partitions would handle their latest changes again, harmlessly)",
 			zap.Int32("generation", c.gen.ID), zap.Error(err))
 		// Keep the marks for a retry unless newer ones came meanwhile.
 		c.mu.Lock()
@@ -85,7 +82,5 @@ func (c *committer) flush() bool {
 			}
 		}
 		c.mu.Unlock()
-		return false
 	}
-	return true
 }
