@@ -11,6 +11,15 @@ import (
 // from the same route table. The console's request explorer reads it
 // in-process rather than fetching it over HTTP.
 func OpenAPIDocument(deprecated []gateway.Deprecation) ([]byte, error) {
+	notices, err := deprecationNotices(deprecated)
+	if err != nil {
+		return nil, err
+	}
+	return openAPIDocument(notices)
+}
+
+// deprecationNotices maps each deprecated route of the table to its notice.
+func deprecationNotices(deprecated []gateway.Deprecation) (map[*route]gateway.Deprecation, error) {
 	notices := map[*route]gateway.Deprecation{}
 	for _, d := range deprecated {
 		found := false
@@ -24,5 +33,5 @@ func OpenAPIDocument(deprecated []gateway.Deprecation) ([]byte, error) {
 			return nil, fmt.Errorf("deprecated: no route %s %s", d.Method, d.Path)
 		}
 	}
-	return openAPIDocument(notices)
+	return notices, nil
 }

@@ -57,18 +57,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("practicegw_api needs the practicegw app: %w", err)
 	}
 	h.app = app.(*gateway.App)
-	h.notices = map[*route]gateway.Deprecation{}
-	for _, d := range h.app.Deprecated {
-		found := false
-		for i := range routes {
-			if routes[i].method == d.Method && routes[i].pattern == d.Path {
-				h.notices[&routes[i]] = d
-				found = true
-			}
-		}
-		if !found {
-			return fmt.Errorf("deprecated: no route %s %s", d.Method, d.Path)
-		}
+	if h.notices, err = deprecationNotices(h.app.Deprecated); err != nil {
+		return err
 	}
 	if h.metrics, err = newMetrics(ctx.GetMetricsRegistry()); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
