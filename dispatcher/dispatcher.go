@@ -197,6 +197,10 @@ func (e *Engine) wake() {
 	}
 }
 
+// ErrClosed is what Run returns for an engine already closed, which a
+// caller that closes before its loop started can expect.
+var ErrClosed = errors.New("dispatcher: engine is closed")
+
 // Run delivers webhooks until ctx is cancelled or Close is called. On the
 // way out it lets in-flight attempts finish for up to ShutdownGrace, then
 // aborts the rest and hands their deliveries back.
@@ -204,7 +208,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	e.runMu.Lock()
 	if e.closed {
 		e.runMu.Unlock()
-		return errors.New("dispatcher: engine is closed")
+		return ErrClosed
 	}
 	if e.running {
 		e.runMu.Unlock()
