@@ -6,10 +6,14 @@
 # differences. Target: at most 10% of throughput and 1 ms at p99.
 #
 #   bench/ratelimit.sh [duration-seconds] [connections]
+#
+# CADDYFILE names another Caddyfile to measure (default: the root one),
+# such as one that sets the limiter's batch_interval.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 CONNS=${2:-32}
+CADDYFILE=${CADDYFILE:-Caddyfile}
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 command -v redis-server >/dev/null || { echo "redis-server is needed: apt-get install redis-server" >&2; exit 1; }
 
@@ -24,22 +28,26 @@ go build -o "$work/practicegw" ./cmd/practicegw
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 pids+=($!)
+pid_redis=$!
 for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 export PRACTICEGW_REDIS="redis://127.0.0.1:$redis_port/0"
 
-# The same Caddyfile, without the limiter.
-grep -v 'practicegw_ratelimit' Caddyfile >"$work/unlimited.Caddyfile"
+# The same Caddyfile, without the limiter's directive and its block.
+awk '/^[ \t]*practicegw_ratelimit/ { skip = /\{[ \t]*$/; next } skip && /^[ \t]*\}/ { skip = 0; next } !skip' \
+	"$CADDYFILE" >"$work/unlimited.Caddyfile"
+if grep -q practicegw_ratelimit "$work/unlimited.Caddyfile"; then echo "could not remove the limiter from $CADDYFILE" >&2; exit 1; fi
 
 start() { # name caddyfile -> sets port_<name>
-	local port admin
+	local port admin pid
 	port=$(free_port); admin=$(free_port)
 	PRACTICEGW_LISTEN=127.0.0.1:$port PRACTICEGW_ADMIN=127.0.0.1:$admin PRACTICEGW_DATA=$work/data-$1 \
 		"$work/practicegw" run --config "$2" --adapter caddyfile >"$work/$1.log" 2>&1 &
-	pids+=($!)
+	pid=$!
+	pids+=("$pid")
 	wait_http "http://127.0.0.1:$port/v1/openapi.json"
-	eval "port_$1=$port admin_$1=$admin"
+	eval "port_$1=$port admin_$1=$admin pid_$1=$pid"
 }
-start limited Caddyfile
+start limited "$CADDYFILE"
 start unlimited "$work/unlimited.Caddyfile"
 
 # One credential (in Redis, so both gateways know it) with a ceiling far
@@ -50,21 +58,30 @@ token=$(PRACTICEGW_ADMIN=127.0.0.1:$admin_limited "$work/practicegw" credential 
 curl -fs -D - -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$port_limited/v1/jobs?limit=50" | grep -qi '^ratelimit-policy' \
 	|| { echo "the limited gateway sends no RateLimit-Policy" >&2; exit 1; }
 
-run_wrk() { # name port -> prints "rps p50_ms p99_ms"
-	local out
+# cpu_ticks pid...: CPU time (user + system, in clock ticks) the processes
+# have used so far.
+cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+
+run_wrk() { # name port pid -> prints "rps p50_ms p99_ms gateway_us_per_req redis_us_per_req"
+	local out g0 r0 g1 r1
+	g0=$(cpu_ticks "$3"); r0=$(cpu_ticks "$pid_redis")
 	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$2/v1/jobs?limit=50")
+	g1=$(cpu_ticks "$3"); r1=$(cpu_ticks "$pid_redis")
 	local non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
 	[ -z "$non2xx" ] || { echo "$1: $non2xx non-2xx answers" >&2; exit 1; }
 	echo "$out" | python3 -c '
-import re, sys
+import os, re, sys
 text = sys.stdin.read()
+hz = os.sysconf("SC_CLK_TCK")
+gateway_ticks, redis_ticks = int(sys.argv[1]), int(sys.argv[2])
 def ms(v):
     m = re.match(r"([\d.]+)(us|ms|s)", v)
     return float(m.group(1)) * {"us": 0.001, "ms": 1, "s": 1000}[m.group(2)]
 rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
 p50 = ms(re.search(r"^\s*50%\s+(\S+)", text, re.M).group(1))
 p99 = ms(re.search(r"^\s*99%\s+(\S+)", text, re.M).group(1))
-print(rps, p50, p99)'
+n = int(re.search(r"(\d+) requests in", text).group(1))
+print(rps, p50, p99, gateway_ticks / hz / n * 1e6, redis_ticks / hz / n * 1e6)' "$((g1 - g0))" "$((r1 - r0))"
 }
 
 echo "GET /v1/jobs?limit=50, wrk -t2 -c$CONNS -d${DURATION}s, $(nproc) cores, redis-server on loopback"
@@ -72,12 +89,13 @@ for name in unlimited limited; do
 	eval "p=\$port_$name"
 	wrk -t2 -c"$CONNS" -d2s -H "Authorization: Bearer $token" "http://127.0.0.1:$p/v1/jobs?limit=50" >/dev/null
 done
-read -r u_rps u_p50 u_p99 < <(run_wrk unlimited "$port_unlimited")
-read -r l_rps l_p50 l_p99 < <(run_wrk limited "$port_limited")
-python3 - "$u_rps" "$u_p50" "$u_p99" "$l_rps" "$l_p50" "$l_p99" <<'PY'
+read -r u_rps u_p50 u_p99 u_gw u_rd < <(run_wrk unlimited "$port_unlimited" "$pid_unlimited")
+read -r l_rps l_p50 l_p99 l_gw l_rd < <(run_wrk limited "$port_limited" "$pid_limited")
+python3 - "$u_rps" "$u_p50" "$u_p99" "$u_gw" "$u_rd" "$l_rps" "$l_p50" "$l_p99" "$l_gw" "$l_rd" <<'PY'
 import sys
-u_rps, u_p50, u_p99, l_rps, l_p50, l_p99 = map(float, sys.argv[1:])
-print(f"{'no limiter':<26} {u_rps:10.0f} req/s   p50 {u_p50:6.2f} ms   p99 {u_p99:6.2f} ms")
-print(f"{'Redis limiter':<26} {l_rps:10.0f} req/s   p50 {l_p50:6.2f} ms   p99 {l_p99:6.2f} ms")
+u_rps, u_p50, u_p99, u_gw, u_rd, l_rps, l_p50, l_p99, l_gw, l_rd = map(float, sys.argv[1:])
+print(f"{'':<14} {'req/s':>10} {'p50':>9} {'p99':>9}   CPU per request: gateway, redis-server")
+print(f"{'no limiter':<14} {u_rps:10.0f} {u_p50:6.2f} ms {u_p99:6.2f} ms   {u_gw:5.1f} us, {u_rd:4.1f} us")
+print(f"{'Redis limiter':<14} {l_rps:10.0f} {l_p50:6.2f} ms {l_p99:6.2f} ms   {l_gw:5.1f} us, {l_rd:4.1f} us")
 print(f"throughput cost {100*(1-l_rps/u_rps):5.1f}% (target <= 10%), p99 cost {l_p99-u_p99:+.2f} ms (target <= 1 ms)")
 PY

@@ -31,6 +31,7 @@ func parseCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error)
 //	    burst    <n>
 //	    redis    <redis://host:port/db>
 //	    timeout  <duration>
+//	    batch_interval <duration>|off
 //	    fallback local|allow|deny
 //	}
 //
@@ -81,13 +82,23 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.Errf("timeout %q: want a positive duration such as 50ms", val)
 			}
 			h.Timeout = caddy.Duration(t)
+		case "batch_interval":
+			if val == "off" {
+				h.BatchInterval = -1
+				break
+			}
+			t, err := caddy.ParseDuration(val)
+			if err != nil || t <= 0 {
+				return d.Errf("batch_interval %q: want a positive duration such as 500us, or off", val)
+			}
+			h.BatchInterval = caddy.Duration(t)
 		case "fallback":
 			if err := Fallback(val).check(); err != nil {
 				return d.Err(err.Error())
 			}
 			h.Fallback = val
 		default:
-			return d.Errf("unknown setting %q; want default, burst, redis, timeout or fallback", name)
+			return d.Errf("unknown setting %q; want default, burst, redis, timeout, batch_interval or fallback", name)
 		}
 	}
 	return nil

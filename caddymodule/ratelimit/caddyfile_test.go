@@ -73,6 +73,8 @@ func TestCaddyfileErrors(t *testing.T) {
 		{"fallback maybe", "want local, allow or deny"},
 		{"timeout soon", "timeout"},
 		{"timeout -1s", "timeout"},
+		{"batch_interval 0", "batch_interval"},
+		{"batch_interval never", "batch_interval"},
 		{"default 10/d", "unit"},
 		{"default", "argument"},
 		{"redis a b", "argument"},

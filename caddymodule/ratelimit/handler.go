@@ -4,8 +4,8 @@
 // The limiter is GCRA (see gcra.go), in this process or, with Redis, in one
 // Lua script that also counts usage, so a request costs one round trip and
 // every gateway instance shares one bucket per credential. Concurrent
-// requests share their round trips: their script calls travel to Redis
-// together (pipeline.go). When Redis does not answer within the timeout
+// requests share their round trips: one script call decides a batch of
+// them, each as if alone (pipeline.go). When Redis does not answer within the timeout
 // the configured fallback decides, and Redis takes over again by itself
 // once it answers.
 //
@@ -67,6 +67,13 @@ type Handler struct {
 	// Timeout bounds each Redis call on a request's path. Default: 50ms.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
+	// BatchInterval spaces the starts of round trips to Redis, so that
+	// concurrent requests share them: a request waits at most this long
+	// for others to join its round trip, and only when the last one
+	// started less than this long ago. Default: 500µs; negative sends
+	// each batch as soon as the last one returns.
+	BatchInterval caddy.Duration `json:"batch_interval,omitempty"`
+
 	// Fallback decides while Redis is unreachable: "local" (this
 	// process's own limiter), "allow" (admit all) or "deny" (429 with
 	// Retry-After: 1). Default: local.
@@ -107,9 +114,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.rate = rate
 
 	h.cfg = Config{
-		Redis:    repl.ReplaceAll(orEnv(h.Redis, "PRACTICEGW_REDIS"), ""),
-		Timeout:  time.Duration(h.Timeout),
-		Fallback: Fallback(h.Fallback),
+		Redis:         repl.ReplaceAll(orEnv(h.Redis, "PRACTICEGW_REDIS"), ""),
+		Timeout:       time.Duration(h.Timeout),
+		BatchInterval: time.Duration(h.BatchInterval),
+		Fallback:      Fallback(h.Fallback),
 		// The Limiter outlives this config, and with it this config's log
 		// writers; Caddy's default logger lives as long as the process.
 		Logger: caddy.Log().Named("http.handlers.practicegw_ratelimit"),

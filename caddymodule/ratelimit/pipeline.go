@@ -9,18 +9,30 @@ import (
 )
 
 // scriptPipe runs the script for concurrent requests over one connection,
-// coalescing their calls: whatever queued while one batch was on the wire
-// goes out as the next batch, in one write, and comes back in one read.
-// A lone request is sent at once, and a busy gateway sends bigger batches
-// rather than more of them; nothing waits on a timer to fill a batch.
+// deciding them in batches: one script call, in one write and one read,
+// decides every request that queued while the previous call was on the
+// wire or since it started, up to maxBatch.
 //
-// Each call is still its own EVALSHA, which Redis runs atomically on its
-// own clock: batching changes how calls travel, not what decides them.
+// A round trip's fixed costs (two wake-ups of Redis and of this process,
+// the script's setup, Redis's clock) are most of what a decision costs, so
+// a busy gateway sends bigger batches rather than more of them. Once a
+// round trip has carried more than one request, requests are arriving
+// faster than round trips return, and the next round trip starts no
+// sooner than interval after the last one started: its first request
+// waits the rest of the interval, at most interval, for others to join
+// it. A request that finds the last round trip carried only itself is
+// sent as soon as that one returns, so a quiet gateway, or one client
+// making one request at a time, never waits.
+//
+// Within a batch Redis decides each request as if alone, in order,
+// atomically and on its own clock: batching changes how requests travel,
+// not what decides them.
 type scriptPipe struct {
-	redis   endpoint
-	timeout time.Duration
-	calls   chan *scriptCall
-	free    sync.Pool // *scriptCall
+	redis    endpoint
+	timeout  time.Duration
+	interval time.Duration
+	calls    chan *scriptCall
+	free     sync.Pool // *scriptCall
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -30,13 +42,15 @@ type scriptPipe struct {
 	conn  *scriptConn // nil until dialled, and after a failure
 	batch []*scriptCall
 
-	// batches counts writes of calls, so tests can see calls coalesce.
-	batches atomic.Int64
+	// batches counts script calls written and lastSize says how many
+	// requests the last one carried, so tests can see requests share them.
+	batches, lastSize atomic.Int64
 }
 
 const (
 	// maxBatch bounds a batch to what fits one write of connBufSize (a
-	// call is about 200 bytes). Past it, calls wait for the next batch.
+	// request is at most about 120 bytes of it). Past it, requests wait
+	// for the next batch.
 	maxBatch = 256
 	// queueSize is how many calls may wait for a batch. A caller that
 	// finds the queue full waits, within its timeout, as it would for a
@@ -74,13 +88,14 @@ var (
 	errClosed  = errors.New("rate limiter closed")
 )
 
-func newScriptPipe(e endpoint, timeout time.Duration) *scriptPipe {
+func newScriptPipe(e endpoint, timeout, interval time.Duration) *scriptPipe {
 	p := &scriptPipe{
-		redis:   e,
-		timeout: timeout,
-		calls:   make(chan *scriptCall, queueSize),
-		batch:   make([]*scriptCall, 0, maxBatch),
-		stopped: make(chan struct{}),
+		redis:    e,
+		timeout:  timeout,
+		interval: interval,
+		calls:    make(chan *scriptCall, queueSize),
+		batch:    make([]*scriptCall, 0, maxBatch),
+		stopped:  make(chan struct{}),
 	}
 	p.free.New = func() any {
 		t := time.NewTimer(time.Hour)
@@ -150,6 +165,12 @@ func (p *scriptPipe) run(ctx context.Context) {
 			p.conn.close()
 		}
 	}()
+	wait := time.NewTimer(time.Hour)
+	wait.Stop()
+	var (
+		last     time.Time // when the last round trip started
+		lastSize int       // and how many requests it carried
+	)
 	for {
 		batch := p.batch[:0]
 		select {
@@ -157,6 +178,19 @@ func (p *scriptPipe) run(ctx context.Context) {
 			return
 		case c := <-p.calls:
 			batch = append(batch, c)
+		}
+		// Wait out the interval without listening to p.calls: requests
+		// that arrive meanwhile queue in its buffer rather than each
+		// waking this goroutine.
+		if rest := p.interval - time.Since(last); lastSize > 1 && rest > 0 {
+			wait.Reset(rest)
+			select {
+			case <-wait.C:
+			case <-ctx.Done():
+				wait.Stop()
+				answerAll(batch, errClosed)
+				return
+			}
 		}
 	collect:
 		for len(batch) < maxBatch {
@@ -167,12 +201,14 @@ func (p *scriptPipe) run(ctx context.Context) {
 				break collect
 			}
 		}
+		last, lastSize = time.Now(), len(batch)
+		p.lastSize.Store(int64(lastSize))
 		p.flush(ctx, batch)
 		clear(batch) // let answered calls' ids go
 	}
 }
 
-// flush sends a batch and answers each of its calls. All of it, dialling
+// flush decides a batch and answers each of its calls. All of it, dialling
 // included, happens within one timeout: no caller in the batch waits
 // longer than that anyway.
 func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
@@ -186,29 +222,30 @@ func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 		return
 	}
 	deadline := time.Now().Add(p.timeout)
-	unknown, err := p.roundTrip(ctx, live, false, deadline)
-	if err == nil && len(unknown) > 0 {
+	err := p.roundTrip(ctx, live, false, deadline)
+	if err == errNoScript {
 		// Redis lost the script since this connection last ran it.
-		_, err = p.roundTrip(ctx, unknown, true, deadline)
+		err = p.roundTrip(ctx, live, true, deadline)
 	}
-	if err != nil && p.conn != nil {
-		// A failed read or write leaves replies unread or half read.
-		p.conn.close()
-		p.conn = nil
+	if err != nil {
+		answerAll(live, err)
+		if !isReplyError(err) && p.conn != nil {
+			// A failed read or write leaves replies unread or half read.
+			p.conn.close()
+			p.conn = nil
+		}
 	}
 }
 
-// roundTrip writes calls in one write, SCRIPT LOAD first when load is set,
-// and answers each call as its reply is read. It returns the calls Redis
-// answered NOSCRIPT, unless it had just loaded the script, reusing the
-// front of calls. An error it returns broke the connection; every call
-// still waiting has been answered with it.
-func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bool, deadline time.Time) ([]*scriptCall, error) {
+// roundTrip writes one script call deciding calls, SCRIPT LOAD first when
+// load is set, and answers each call with its decision. On an error it
+// answers none of them: errNoScript or a redisError is Redis's answer,
+// which leaves the connection in step; any other error broke it.
+func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bool, deadline time.Time) error {
 	if p.conn == nil {
 		var err error
 		if p.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
-			answerAll(calls, err)
-			return nil, err
+			return err
 		}
 	}
 	cn := p.conn
@@ -216,36 +253,25 @@ func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bo
 	if load {
 		cn.w.WriteString(scriptLoad)
 	}
-	for _, c := range calls {
-		cn.writeCall(c)
-	}
+	cn.writeBatch(calls)
 	p.batches.Add(1)
 	err := cn.w.Flush()
 	if err == nil && load {
 		if err = cn.readLoaded(); isReplyError(err) {
-			err = nil // the calls' own NOSCRIPT replies will say so
+			err = nil // the script call's own reply will say so
 		}
 	}
 	if err != nil {
-		answerAll(calls, err)
-		return nil, err
+		return err
 	}
-	unknown := calls[:0]
+	decisions, err := cn.readBatch(len(calls))
+	if err != nil {
+		return err
+	}
 	for i, c := range calls {
-		d, err := cn.readDecision()
-		switch {
-		case err == errNoScript && !load:
-			unknown = append(unknown, c)
-		case err == nil || isReplyError(err):
-			answer(c, d, err)
-		default:
-			// Nothing after this reply can be read.
-			answerAll(unknown, err)
-			answerAll(calls[i:], err)
-			return nil, err
-		}
+		answer(c, decisions[i], nil)
 	}
-	return unknown, nil
+	return nil
 }
 
 // answer hands c its outcome. The pipeline goroutine must not touch c

@@ -144,29 +144,30 @@ func TestPipelineDeadlineInFlight(t *testing.T) {
 	}
 }
 
-// TestReadDecision feeds the reply reader what Redis may send, and what it
-// should not.
-func TestReadDecision(t *testing.T) {
+// TestReadBatch feeds the reply reader what Redis may send for a batch of
+// two requests, and what it should not.
+func TestReadBatch(t *testing.T) {
+	allowed := Decision{Allowed: true, Remaining: 9, Reset: 100 * time.Millisecond}
+	refused := Decision{Reset: time.Second, RetryAfter: 50 * time.Millisecond}
 	for _, tt := range []struct {
 		name  string
 		reply string
-		want  Decision
+		want  []Decision
 		err   string // "" none; "reply" a redisError; else a substring
 	}{
-		{"allowed", "*4\r\n:1\r\n:9\r\n:100000\r\n:0\r\n", Decision{Allowed: true, Remaining: 9, Reset: 100 * time.Millisecond}, ""},
-		{"refused", "*4\r\n:0\r\n:0\r\n:1000000\r\n:-0\r\n", Decision{Reset: time.Second}, ""},
-		{"noscript", "-NOSCRIPT No matching script. Please use EVAL.\r\n", Decision{}, "NOSCRIPT"},
-		{"error reply", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", Decision{}, "reply"},
-		{"short array", "*3\r\n:1\r\n:9\r\n:0\r\n", Decision{}, "answered"},
-		{"bulk element", "*4\r\n:1\r\n$1\r\n9\r\n:0\r\n:0\r\n", Decision{}, "answered"},
-		{"not a number", "*4\r\n:1\r\n:9x\r\n:0\r\n:0\r\n", Decision{}, "answered"},
-		{"bare LF", "*4\n", Decision{}, "malformed"},
-		{"truncated", "*4\r\n:1\r\n:9\r\n", Decision{}, "EOF"},
-		{"empty", "", Decision{}, "EOF"},
+		{"two", "*8\r\n:1\r\n:9\r\n:100000\r\n:0\r\n:0\r\n:0\r\n:1000000\r\n:50000\r\n", []Decision{allowed, refused}, ""},
+		{"noscript", "-NOSCRIPT No matching script. Please use EVAL.\r\n", nil, "NOSCRIPT"},
+		{"error reply", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", nil, "reply"},
+		{"one request's worth", "*4\r\n:1\r\n:9\r\n:100000\r\n:0\r\n", nil, "answered"},
+		{"bulk element", "*8\r\n:1\r\n$1\r\n9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", nil, "answered"},
+		{"not a number", "*8\r\n:1\r\n:9x\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", nil, "answered"},
+		{"bare LF", "*8\n", nil, "malformed"},
+		{"truncated", "*8\r\n:1\r\n:9\r\n:0\r\n:0\r\n:0\r\n", nil, "EOF"},
+		{"empty", "", nil, "EOF"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := &scriptConn{r: bufio.NewReader(strings.NewReader(tt.reply))}
-			d, err := c.readDecision()
+			got, err := c.readBatch(2)
 			switch {
 			case tt.err == "" && err != nil:
 				t.Fatalf("error %v", err)
@@ -177,8 +178,8 @@ func TestReadDecision(t *testing.T) {
 			case tt.err != "" && tt.err != "reply" && tt.err != "NOSCRIPT" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 				t.Fatalf("error %v, want one saying %q", err, tt.err)
 			}
-			if d != tt.want {
-				t.Fatalf("decision %+v, want %+v", d, tt.want)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("decisions %+v, want %+v", got, tt.want)
 			}
 			// Only an error reply leaves the connection usable.
 			if err != nil && isReplyError(err) != (tt.err == "reply" || tt.err == "NOSCRIPT") {
@@ -188,22 +189,81 @@ func TestReadDecision(t *testing.T) {
 	}
 }
 
-// FuzzReadDecision reads arbitrary bytes as a reply: no panic, and a
-// decision only from a well-formed array of four integers.
-func FuzzReadDecision(f *testing.F) {
-	f.Add([]byte("*4\r\n:1\r\n:9\r\n:100000\r\n:0\r\n"))
+// FuzzReadBatch reads arbitrary bytes as the reply for three requests: no
+// panic, and decisions only from a well-formed array of twelve integers.
+func FuzzReadBatch(f *testing.F) {
+	f.Add([]byte("*12\r\n:1\r\n:9\r\n:100000\r\n:0\r\n:1\r\n:8\r\n:200000\r\n:0\r\n:0\r\n:0\r\n:200000\r\n:100000\r\n"))
 	f.Add([]byte("-NOSCRIPT No matching script\r\n"))
-	f.Add([]byte("*4\r\n:-1\r\n:99999999999999999999\r\n"))
+	f.Add([]byte("*12\r\n:-1\r\n:99999999999999999999\r\n"))
 	f.Fuzz(func(t *testing.T, reply []byte) {
 		c := &scriptConn{r: bufio.NewReader(strings.NewReader(string(reply)))}
-		d, err := c.readDecision()
-		if err != nil && d != (Decision{}) {
-			t.Fatalf("decision %+v with error %v", d, err)
+		got, err := c.readBatch(3)
+		if err != nil && got != nil {
+			t.Fatalf("decisions %+v with error %v", got, err)
 		}
-		if err == nil && !strings.HasPrefix(string(reply), "*4\r\n") {
-			t.Fatalf("decision %+v from %q", d, reply)
+		if err == nil && (len(got) != 3 || !strings.HasPrefix(string(reply), "*12\r\n")) {
+			t.Fatalf("decisions %+v from %q", got, reply)
 		}
 	})
+}
+
+// TestWriteBatch checks the script call a batch becomes: each credential's
+// keys once, in order of first appearance, and five arguments a request
+// pointing at them.
+func TestWriteBatch(t *testing.T) {
+	var buf strings.Builder
+	c := &scriptConn{w: bufio.NewWriter(&buf), credIndex: map[string]int{}}
+	ten, two := tenPerSecond.cell(), Rate{Limit: 2, Window: time.Second}.cell()
+	c.writeBatch([]*scriptCall{
+		{id: "crd_b", cell: ten, consume: true},
+		{id: "crd_a", cell: two, consume: false, now: 1700000000000000},
+		{id: "crd_b", cell: ten, consume: true},
+	})
+	c.w.Flush()
+	want := []string{"EVALSHA", gcraSHA, "4",
+		"pgw:rl:{crd_b}", "pgw:usage:{crd_b}", "pgw:rl:{crd_a}", "pgw:usage:{crd_a}",
+		strconv.Itoa(retentionHours),
+		"1", "100000", "1000000", "1", "0",
+		"2", "500000", "1000000", "0", "1700000000000000",
+		"1", "100000", "1000000", "1", "0",
+	}
+	if got := readCommand(t, buf.String()); !slices.Equal(got, want) {
+		t.Fatalf("batch written as\n%q\nwant\n%q", got, want)
+	}
+}
+
+// readCommand reads one RESP array of bulk strings.
+func readCommand(t *testing.T, s string) []string {
+	t.Helper()
+	r := bufio.NewReader(strings.NewReader(s))
+	line := func() string {
+		l, err := r.ReadString('\n')
+		if err != nil || !strings.HasSuffix(l, "\r\n") {
+			t.Fatalf("malformed command %q", s)
+		}
+		return strings.TrimSuffix(l, "\r\n")
+	}
+	head := line()
+	n, err := strconv.Atoi(strings.TrimPrefix(head, "*"))
+	if err != nil || head[0] != '*' {
+		t.Fatalf("command starts %q", head)
+	}
+	var args []string
+	for range n {
+		size, err := strconv.Atoi(strings.TrimPrefix(line(), "$"))
+		if err != nil {
+			t.Fatalf("malformed command %q", s)
+		}
+		arg := line()
+		if len(arg) != size {
+			t.Fatalf("argument %q is not %d bytes", arg, size)
+		}
+		args = append(args, arg)
+	}
+	if r.Buffered() != 0 {
+		t.Fatalf("%d bytes after the command", r.Buffered())
+	}
+	return args
 }
 
 func TestParseInt(t *testing.T) {

@@ -17,6 +17,7 @@ var limiters = caddy.NewUsagePool()
 type poolKey struct {
 	redis        string
 	timeout      time.Duration
+	batch        time.Duration
 	fallback     Fallback
 	flush, probe time.Duration
 	usage        UsageStore
@@ -35,6 +36,7 @@ func keyOf(cfg Config) (poolKey, error) {
 	return poolKey{
 		redis:    cfg.Redis,
 		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
+		batch:    cfg.batchInterval(),
 		fallback: fallback,
 		flush:    orDefault(cfg.FlushInterval, DefaultFlushInterval),
 		probe:    orDefault(cfg.ProbeInterval, DefaultProbeInterval),
@@ -48,8 +50,8 @@ func (p pooled) Destruct() error { return p.Close() }
 
 // Acquire returns the Limiter of this process for cfg, starting it if no
 // other holder of an equal Config has. Equal means the same Redis,
-// Timeout, Fallback, intervals and Usage store; Clock and Logger come from
-// the first to acquire. Every Acquire that succeeds needs one Release.
+// Timeout, BatchInterval, Fallback, intervals and Usage store; Clock and
+// Logger come from the first to acquire. Every Acquire that succeeds needs one Release.
 func Acquire(cfg Config) (*Limiter, error) {
 	key, err := keyOf(cfg)
 	if err != nil {

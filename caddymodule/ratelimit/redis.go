@@ -16,8 +16,11 @@ import (
 var gcraSource string
 
 // redisBackend keeps every gateway instance's buckets and usage counters in
-// one Redis. Both keys of a credential carry it as a hash tag ({id}), so
-// they share a slot and the script stays valid on Redis Cluster.
+// one Redis. One script call decides a batch of requests, often for many
+// credentials, so the keys must all live on one Redis primary (replicas
+// and Sentinel failover are fine; Redis Cluster is not). Both keys of a
+// credential carry it as a hash tag ({id}), which keeps a credential's
+// keys together should batches ever be split by slot.
 //
 // Decisions, one per request, go through script: a connection of their own
 // on which concurrent requests' calls are pipelined. Reading and writing
@@ -27,12 +30,12 @@ type redisBackend struct {
 	script *scriptPipe
 }
 
-func newRedisBackend(url string, timeout time.Duration) (*redisBackend, error) {
+func newRedisBackend(url string, timeout, batchInterval time.Duration) (*redisBackend, error) {
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
-	script := newScriptPipe(endpointOf(opt), timeout)
+	script := newScriptPipe(endpointOf(opt), timeout, batchInterval)
 	// The caller's deadline is the only budget: no retries, no dial
 	// back-off, no client-side wait that could outlast the request's
 	// timeout. A failed call goes to the fallback, not round again.
@@ -46,9 +49,9 @@ func newRedisBackend(url string, timeout time.Duration) (*redisBackend, error) {
 func rateKey(id string) string  { return rateKeyPrefix + id + "}" }
 func usageKey(id string) string { return usageKeyPrefix + id + "}" }
 
-// decide runs the script for one request: EVALSHA, batched with other
-// requests' calls, and SCRIPT LOAD only when Redis has not seen the script
-// yet (after a restart or SCRIPT FLUSH). It answers within the timeout, or
+// decide runs the script for one request, in one EVALSHA with the other
+// requests of its batch, and SCRIPT LOAD only when Redis has not seen the
+// script yet (after a restart or SCRIPT FLUSH). It answers within the timeout, or
 // when ctx ends if that is sooner. now is zero outside tests, so that
 // Redis's clock decides.
 func (b *redisBackend) decide(ctx context.Context, id string, c cell, consume bool, now int64) (Decision, error) {

@@ -421,3 +421,114 @@ func TestScriptSurvivesScriptFlush(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchMatchesSteps sends random batches, mixing credentials, rates,
+// peeks and pinned clocks that sometimes run backwards, as single script
+// calls: each request's decision must be the one the Go GCRA gives when
+// the batch's requests are decided one by one, in order.
+func TestBatchMatchesSteps(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	cn, err := dialScriptConn(ctx, endpoint{network: "tcp", addr: srv.Addr()}, deadline)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cn.close()
+	cn.nc.SetDeadline(deadline)
+	cn.w.WriteString(scriptLoad)
+	if err := cn.w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cn.readLoaded(); err != nil {
+		t.Fatal(err)
+	}
+
+	cells := []cell{tenPerSecond.cell(), Rate{Limit: 3, Window: time.Second, Burst: 2}.cell(), Rate{Limit: 7, Window: time.Minute}.cell()}
+	rng := rand.New(rand.NewPCG(3, 5))
+	var local buckets
+	now := time.Now().UnixMicro()
+	for batch := range 200 {
+		calls := make([]*scriptCall, 1+rng.IntN(12))
+		want := make([]Decision, len(calls))
+		for i := range calls {
+			switch rng.IntN(4) {
+			case 0:
+				now += rng.Int64N(300_000)
+			case 1:
+				now -= rng.Int64N(50_000)
+			}
+			c := &scriptCall{id: fmt.Sprintf("crd_b%d", rng.IntN(3)), cell: cells[rng.IntN(len(cells))],
+				consume: rng.IntN(5) != 0, now: now}
+			calls[i] = c
+			want[i] = local.decide(c.id, c.cell, c.now, c.consume)
+		}
+		cn.writeBatch(calls)
+		if err := cn.w.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := cn.readBatch(len(calls))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range calls {
+			if got[i] != want[i] {
+				t.Fatalf("batch %d, request %d of %d (%s, consume %v): script %+v, Go %+v",
+					batch, i+1, len(calls), calls[i].id, calls[i].consume, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestBatchInterval checks how requests are spaced into round trips. A
+// request after a quiet spell goes at once, and so do requests made one at
+// a time. Once a round trip has carried several, the
+// next starts an interval after it, and the requests that arrive meanwhile
+// share it. The interval is long here so that the test can tell.
+func TestBatchInterval(t *testing.T) {
+	srv := redistest.Start(t)
+	const interval = 300 * time.Millisecond
+	l := newRedisLimiter(t, Config{Redis: srv.URL(), Timeout: 2 * time.Second, BatchInterval: interval})
+	ctx := context.Background()
+	rate := Rate{Limit: 1000, Window: time.Hour}
+	allow := func(n int) time.Duration {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				if d := l.Allow(ctx, "crd_a", rate); d.Fallback || !d.Allowed {
+					t.Errorf("request: %+v", d)
+				}
+			})
+		}
+		wg.Wait()
+		return time.Since(start)
+	}
+
+	for i := range 5 {
+		if took := allow(1); took > interval/2 {
+			t.Fatalf("request %d, one at a time, took %v; the interval is %v", i+1, took, interval)
+		}
+	}
+	total := 5
+	// Until a round trip carries several: the first of 20 at once may go
+	// alone, and the rest queue behind it.
+	for l.redis.script.lastSize.Load() < 2 {
+		if total > 100 {
+			t.Fatal("20 requests at once never shared a round trip")
+		}
+		allow(20)
+		total += 20
+	}
+	before := l.redis.script.batches.Load()
+	if took := allow(20); took < interval/2 {
+		t.Errorf("requests right after a round trip of several were answered after %v; the interval is %v", took, interval)
+	}
+	if n := l.redis.script.batches.Load() - before; n != 1 {
+		t.Errorf("20 requests within one interval took %d round trips, want 1", n)
+	}
+	total += 20
+	if u, _ := l.Usage(ctx, "crd_a", time.Now().Add(-time.Hour)); len(u) != 1 || u[0].Admitted != int64(total) {
+		t.Errorf("usage %+v, want %d admitted", u, total)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,9 +33,9 @@ const (
 )
 
 var (
-	// evalHead starts every script call: EVALSHA, the script, two keys.
-	evalHead = "*10\r\n$7\r\nEVALSHA\r\n$40\r\n" + gcraSHA + "\r\n$1\r\n2\r\n"
-	// retentionArg is ARGV[5], the same in every call.
+	// evalName starts every script call: EVALSHA and the script.
+	evalName = "$7\r\nEVALSHA\r\n$40\r\n" + gcraSHA + "\r\n"
+	// retentionArg is ARGV[1], the same in every call.
 	retentionArg = bulk(strconv.Itoa(retentionHours))
 	// scriptLoad loads the script; Redis answers with its SHA1.
 	scriptLoad = "*3\r\n$6\r\nSCRIPT\r\n$4\r\nLOAD\r\n" + bulk(gcraSource)
@@ -58,6 +59,14 @@ type scriptConn struct {
 	w   *bufio.Writer
 	r   *bufio.Reader
 	num []byte // scratch for formatting integers
+
+	// Scratch for a batch, kept to spare allocations: each credential's
+	// number in the script's KEYS, the credentials in that order, each
+	// call's credential number, and the decisions read back.
+	credIndex map[string]int
+	creds     []string
+	callCred  []int
+	decisions []Decision
 }
 
 // connBufSize holds a full batch's calls, or its replies, so that a batch
@@ -104,6 +113,8 @@ func dialScriptConn(ctx context.Context, e endpoint, deadline time.Time) (*scrip
 		w:   bufio.NewWriterSize(nc, connBufSize),
 		r:   bufio.NewReaderSize(nc, connBufSize),
 		num: make([]byte, 0, 20),
+
+		credIndex: make(map[string]int),
 	}
 	var hello []string
 	switch {
@@ -146,28 +157,53 @@ func command(args ...string) string {
 
 func (c *scriptConn) close() error { return c.nc.Close() }
 
-// writeCall buffers one EVALSHA of the script. The keys are rateKey and
-// usageKey, written in pieces so that no key string is built.
-func (c *scriptConn) writeCall(call *scriptCall) {
-	c.w.WriteString(evalHead)
-	c.writeKey(rateKeyPrefix, call.id)
-	c.writeKey(usageKeyPrefix, call.id)
-	c.writeInt(call.cell.interval)
-	c.writeInt(call.cell.tolerance)
-	if call.consume {
-		c.w.WriteString("$5\r\nallow\r\n")
-	} else {
-		c.w.WriteString("$4\r\npeek\r\n")
+// writeBatch buffers one EVALSHA of the script that decides every call in
+// calls, in order. Each credential's keys appear once however many of its
+// requests the batch holds, and are written in pieces so that no key
+// string is built.
+func (c *scriptConn) writeBatch(calls []*scriptCall) {
+	clear(c.credIndex)
+	c.creds, c.callCred = c.creds[:0], c.callCred[:0]
+	for _, call := range calls {
+		k, ok := c.credIndex[call.id]
+		if !ok {
+			c.creds = append(c.creds, call.id)
+			k = len(c.creds) // Lua counts from 1
+			c.credIndex[call.id] = k
+		}
+		c.callCred = append(c.callCred, k)
 	}
-	c.writeInt(call.now)
+	c.writeLen('*', 3+2*len(c.creds)+1+5*len(calls))
+	c.w.WriteString(evalName)
+	c.writeInt(int64(2 * len(c.creds)))
+	for _, id := range c.creds {
+		c.writeKey(rateKeyPrefix, id)
+		c.writeKey(usageKeyPrefix, id)
+	}
 	c.w.WriteString(retentionArg)
+	for i, call := range calls {
+		c.writeInt(int64(c.callCred[i]))
+		c.writeInt(call.cell.interval)
+		c.writeInt(call.cell.tolerance)
+		if call.consume {
+			c.w.WriteString("$1\r\n1\r\n")
+		} else {
+			c.w.WriteString("$1\r\n0\r\n")
+		}
+		c.writeInt(call.now)
+	}
+}
+
+// writeLen writes a RESP length line: *n for an array, $n for a string.
+func (c *scriptConn) writeLen(kind byte, n int) {
+	c.num = strconv.AppendInt(c.num[:0], int64(n), 10)
+	c.w.WriteByte(kind)
+	c.w.Write(c.num)
+	c.w.WriteString("\r\n")
 }
 
 func (c *scriptConn) writeKey(prefix, id string) {
-	c.num = strconv.AppendInt(c.num[:0], int64(len(prefix)+len(id)+1), 10)
-	c.w.WriteByte('$')
-	c.w.Write(c.num)
-	c.w.WriteString("\r\n")
+	c.writeLen('$', len(prefix)+len(id)+1)
 	c.w.WriteString(prefix)
 	c.w.WriteString(id)
 	c.w.WriteString("}\r\n")
@@ -195,40 +231,45 @@ func (c *scriptConn) line() ([]byte, error) {
 	return b[:len(b)-2], nil
 }
 
-// readDecision reads the reply to one script call. An error reply comes
+// readBatch reads the reply to one script call deciding n requests: their
+// decisions, in order, good until the next readBatch. An error reply comes
 // back as errNoScript or a redisError; any other error means the
 // connection can no longer be trusted.
-func (c *scriptConn) readDecision() (Decision, error) {
+func (c *scriptConn) readBatch(n int) ([]Decision, error) {
 	b, err := c.line()
 	if err != nil {
-		return Decision{}, err
+		return nil, err
 	}
 	switch b[0] {
 	case '-':
-		return Decision{}, replyError(b[1:])
+		return nil, replyError(b[1:])
 	case '*':
-		if n, ok := parseInt(b[1:]); !ok || n != 4 {
-			return Decision{}, fmt.Errorf("rate limit script answered %q", b)
+		if m, ok := parseInt(b[1:]); !ok || m != 4*int64(n) {
+			return nil, fmt.Errorf("rate limit script answered %q for %d requests", b, n)
 		}
 	default:
-		return Decision{}, fmt.Errorf("rate limit script answered %q", b)
+		return nil, fmt.Errorf("rate limit script answered %q", b)
 	}
-	var v [4]int64
-	for i := range v {
-		b, err := c.line()
-		if err != nil {
-			return Decision{}, err
+	c.decisions = slices.Grow(c.decisions[:0], n)
+	for range n {
+		var v [4]int64
+		for i := range v {
+			b, err := c.line()
+			if err != nil {
+				return nil, err
+			}
+			m, ok := int64(0), false
+			if b[0] == ':' {
+				m, ok = parseInt(b[1:])
+			}
+			if !ok {
+				return nil, fmt.Errorf("rate limit script answered %q in its array", b)
+			}
+			v[i] = m
 		}
-		n, ok := int64(0), false
-		if b[0] == ':' {
-			n, ok = parseInt(b[1:])
-		}
-		if !ok {
-			return Decision{}, fmt.Errorf("rate limit script answered %q in its array", b)
-		}
-		v[i] = n
+		c.decisions = append(c.decisions, Decision{Allowed: v[0] == 1, Remaining: v[1], Reset: usec(v[2]), RetryAfter: usec(v[3])})
 	}
-	return Decision{Allowed: v[0] == 1, Remaining: v[1], Reset: usec(v[2]), RetryAfter: usec(v[3])}, nil
+	return c.decisions, nil
 }
 
 // readLoaded reads the reply to SCRIPT LOAD: the SHA1, or an error reply.
