@@ -58,7 +58,7 @@ func newRails(cfg map[string]string) ([]rail, error) {
 }
 
 // status maps Xero's status codes to ours.
-func status(inv invoice) (string, error) {
+func status(inv *invoice) (string, error) {
 	switch inv.Status {
 	case "DRAFT":
 		return "draft", nil
@@ -81,7 +81,7 @@ func status(inv invoice) (string, error) {
 // the latest payment, by the words of its reference, account and batch;
 // an invoice paid off by credit notes, prepayments or overpayments alone
 // says so.
-func (a *Adapter) settledVia(inv invoice) string {
+func (a *Adapter) settledVia(inv *invoice) string {
 	var last *payment
 	var lastAt time.Time
 	for i := range inv.Payments {
@@ -96,11 +96,11 @@ func (a *Adapter) settledVia(inv invoice) string {
 	}
 	if last == nil {
 		switch {
-		case len(inv.CreditNotes) > 0:
+		case inv.CreditNotes > 0:
 			return "credit_note"
-		case len(inv.Prepayments) > 0:
+		case inv.Prepayments > 0:
 			return "prepayment"
-		case len(inv.Overpayments) > 0:
+		case inv.Overpayments > 0:
 			return "overpayment"
 		}
 		return "bank_transfer"
@@ -136,12 +136,37 @@ func containsWord(text, word string) bool {
 func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
 // invoiceJSON translates a Xero invoice.
-func (a *Adapter) invoiceJSON(ctx context.Context, t adapters.Tenant, inv invoice) (json.RawMessage, error) {
+func (a *Adapter) invoiceJSON(ctx context.Context, t adapters.Tenant, inv *invoice) (json.RawMessage, error) {
+	return a.appendInvoiceJSON(ctx, t, make([]byte, 0, invoiceSize), inv)
+}
+
+// invoicesJSON translates a page's worth of invoices into one buffer,
+// each item its own slice of it.
+func (a *Adapter) invoicesJSON(ctx context.Context, t adapters.Tenant, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(invs))
+	b := make([]byte, 0, invoiceSize*len(invs))
+	for i := range invs {
+		start := len(b)
+		var err error
+		if b, err = a.appendInvoiceJSON(ctx, t, b, &invs[i].Item); err != nil {
+			return nil, err
+		}
+		out[i] = b[start:len(b):len(b)]
+	}
+	return out, nil
+}
+
+// invoiceSize is room for an invoice in /v1 JSON, paid_at and settled_via
+// included.
+const invoiceSize = 448
+
+// appendInvoiceJSON appends the translation of a Xero invoice to b.
+func (a *Adapter) appendInvoiceJSON(ctx context.Context, t adapters.Tenant, b []byte, inv *invoice) ([]byte, error) {
 	v, err := a.invoice(ctx, t, inv)
 	if err != nil {
-		return nil, err
+		return b, err
 	}
-	return appendInvoice(make([]byte, 0, 448), &v), nil
+	return appendInvoice(b, &v), nil
 }
 
 // appendInvoice writes an invoice as json.Marshal does (TestAppendInvoice
@@ -183,7 +208,7 @@ func appendInvoice(b []byte, v *adapters.Invoice) []byte {
 	return append(b, '}')
 }
 
-func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv invoice) (adapters.Invoice, error) {
+func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv *invoice) (adapters.Invoice, error) {
 	bad := func(err error) (adapters.Invoice, error) {
 		return adapters.Invoice{}, upstream.Malformed(a.c.Label(), "invoice "+inv.InvoiceID, err)
 	}
@@ -209,11 +234,11 @@ func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv invoice) (
 	if err != nil {
 		return bad(err)
 	}
-	issued, err := xeroDate(inv.Date)
+	dated, err := xeroTime(inv.Date)
 	if err != nil {
 		return bad(err)
 	}
-	created, _ := xeroTime(inv.Date)
+	created := dated
 	if created.IsZero() {
 		created = updated
 	}
@@ -227,8 +252,8 @@ func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv invoice) (
 		AmountDue: adapters.Money{Amount: due, Currency: inv.CurrencyCode},
 		DueOn:     dueOn, CreatedAt: created, UpdatedAt: updated,
 	}
-	if st != "draft" && st != "awaiting_approval" {
-		out.IssuedOn = issued
+	if st != "draft" && st != "awaiting_approval" && !dated.IsZero() {
+		out.IssuedOn = dated.Format(time.DateOnly)
 	}
 	if st == "paid" {
 		paid, err := xeroTime(inv.FullyPaidOnDate)

@@ -99,7 +99,7 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, invID, e
 		return err
 	}
 	t := adapters.Tenant{Firm: a.cfg.Firm}
-	after, err := a.invoiceJSON(ctx, t, inv)
+	after, err := a.invoiceJSON(ctx, t, &inv)
 	if err != nil {
 		return err
 	}
@@ -127,7 +127,8 @@ func (a *Adapter) Prime(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("xero: prime: %w", err)
 		}
-		for _, inv := range page.Items {
+		for i := range page.Items {
+			inv := &page.Items[i]
 			if inv.Type != "ACCREC" {
 				continue
 			}

@@ -1,29 +1,30 @@
 package xero
 
 import (
-	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// Xero's published shapes, the fields we read. Amounts stay as the digits
-// Xero wrote, so that they never pass through a float.
+// Xero's published shapes, the members we read (decode.go reads them).
+// Amounts stay as the digits Xero wrote, so that they never pass through
+// a float.
 
 type invoices struct {
-	Pagination *struct {
-		Page, PageSize, PageCount, ItemCount int
-	} `json:"pagination"`
-	Invoices []invoice
+	Pagination *pagination
+	Invoices   []invoice
 }
+
+type pagination struct{ PageCount int }
 
 type invoice struct {
 	InvoiceID       string
 	InvoiceNumber   string
 	Type            string
 	Status          string
-	Contact         struct{ ContactID, Name string }
+	Contact         contact
 	Date            string
 	DueDate         string
 	Total           amount
@@ -34,45 +35,25 @@ type invoice struct {
 	FullyPaidOnDate string
 	UpdatedDateUTC  string
 	Payments        []payment
-	CreditNotes     []json.RawMessage
-	Prepayments     []json.RawMessage
-	Overpayments    []json.RawMessage
+	// How many of each are allocated to the invoice; settledVia asks no
+	// more of them.
+	CreditNotes, Prepayments, Overpayments int
 }
 
+type contact struct{ ContactID, Name string }
+
 type payment struct {
-	PaymentID      string
-	Date           string
-	Amount         amount
-	Reference      string
-	BatchPaymentID string
-	Status         string
-	Account        *struct{ Code, Name string }
+	Date      string
+	Reference string
+	Status    string
+	Account   *account
 }
+
+type account struct{ Code, Name string }
 
 // amount is a Xero amount as written: a JSON number (or, leniently, a
 // string of one).
 type amount string
-
-func (a *amount) UnmarshalJSON(b []byte) error {
-	s := strings.TrimSpace(string(b))
-	switch {
-	case s == "null":
-		*a = ""
-		return nil
-	case strings.HasPrefix(s, `"`):
-		var v string
-		if err := json.Unmarshal(b, &v); err != nil {
-			return err
-		}
-		*a = amount(v)
-		return nil
-	}
-	if !json.Valid(b) {
-		return fmt.Errorf("amount %s is not JSON", b)
-	}
-	*a = amount(s)
-	return nil
-}
 
 // xeroTime reads Xero's times: the Microsoft JSON form
 // "/Date(1541176290160+0000)/" that the API sends, or ISO 8601 with or
@@ -122,11 +103,8 @@ func decimal2(n amount) (string, error) {
 	if s == "" {
 		return "0.00", nil
 	}
-	sign := ""
+	neg := s[0] == '-'
 	if s[0] == '-' || s[0] == '+' {
-		if s[0] == '-' {
-			sign = "-"
-		}
 		s = s[1:]
 	}
 	if s == "" || s == "." {
@@ -139,19 +117,34 @@ func decimal2(n amount) (string, error) {
 	if !digits(intPart) || !digits(frac) && frac != "" {
 		return "", fmt.Errorf("amount %q is not a decimal", string(n))
 	}
-	frac += "000"
-	cents, err := strconv.ParseInt(intPart+frac[:2], 10, 64)
-	if err != nil {
-		return "", fmt.Errorf("amount %q: %w", string(n), err)
+	// The cents, rounded up, must fit an int64.
+	intPart = strings.TrimLeft(intPart, "0")
+	var cents int64
+	if len(intPart) <= 17 {
+		for i := 0; i < len(intPart); i++ {
+			cents = cents*10 + int64(intPart[i]-'0')
+		}
 	}
-	if frac[2] >= '5' {
+	if len(intPart) > 17 || cents > (math.MaxInt64-100)/100 {
+		return "", fmt.Errorf("amount %q is too large", string(n))
+	}
+	decimal := func(i int) int64 {
+		if i < len(frac) {
+			return int64(frac[i] - '0')
+		}
+		return 0
+	}
+	cents = cents*100 + decimal(0)*10 + decimal(1)
+	if decimal(2) >= 5 {
 		cents++
 	}
-	out := fmt.Sprintf("%d.%02d", cents/100, cents%100)
-	if cents == 0 {
-		sign = ""
+	var buf [24]byte
+	out := buf[:0]
+	if neg && cents != 0 {
+		out = append(out, '-')
 	}
-	return sign + out, nil
+	out = strconv.AppendInt(out, cents/100, 10)
+	return string(append(out, '.', byte('0'+cents%100/10), byte('0'+cents%10))), nil
 }
 
 func digits(s string) bool {

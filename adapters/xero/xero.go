@@ -197,15 +197,7 @@ func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, 
 			return err == nil && !u.Before(since)
 		},
 		Convert: func(ctx context.Context, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(invs))
-			for i, inv := range invs {
-				raw, err := a.invoiceJSON(ctx, t, inv.Item)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = raw
-			}
-			return out, nil
+			return a.invoicesJSON(ctx, t, invs)
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}
@@ -237,8 +229,8 @@ func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token stri
 	if !since.IsZero() {
 		h.Set("If-Modified-Since", since.UTC().Format(time.RFC3339))
 	}
-	var body invoices
-	if _, err := a.c.JSON(ctx, upstream.Request{Path: "/Invoices", Query: q, Header: h}, "invoices", &body); err != nil {
+	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices", Query: q, Header: h}, "invoices", size)
+	if err != nil {
 		return page, fmt.Errorf("xero: list invoices: %w", err)
 	}
 	page.Items = body.Invoices
@@ -265,18 +257,32 @@ func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, i
 	if err != nil {
 		return nil, err
 	}
-	return a.invoiceJSON(ctx, t, inv)
+	return a.invoiceJSON(ctx, t, &inv)
 }
 
 func (a *Adapter) readInvoice(ctx context.Context, invID string) (invoice, error) {
-	var body invoices
-	if _, err := a.c.JSON(ctx, upstream.Request{Path: "/Invoices/" + invID}, "invoice", &body); err != nil {
+	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices/" + invID}, "invoice", 1)
+	if err != nil {
 		return invoice{}, fmt.Errorf("xero: read invoice %s: %w", invID, err)
 	}
 	if len(body.Invoices) != 1 || body.Invoices[0].Type != "ACCREC" {
 		return invoice{}, fmt.Errorf("xero: invoice %s is not a sales invoice: %w", invID, adapters.ErrNotFound)
 	}
 	return body.Invoices[0], nil
+}
+
+// getInvoices makes a call that answers with about n invoices; what names
+// the answer in a malformed-answer error.
+func (a *Adapter) getInvoices(ctx context.Context, r upstream.Request, what string, n int) (invoices, error) {
+	resp, err := a.c.Do(ctx, r)
+	if err != nil {
+		return invoices{}, err
+	}
+	body, err := decodeInvoices(resp.Body, n)
+	if err != nil {
+		return invoices{}, upstream.Malformed(a.c.Label(), what, err)
+	}
+	return body, nil
 }
 
 // parseID takes the InvoiceID, a UUID, out of inv_<InvoiceID>.

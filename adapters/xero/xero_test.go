@@ -198,6 +198,29 @@ func TestGetAndErrors(t *testing.T) {
 	}
 }
 
+// TestMalformedAnswers checks that an answer out of Xero's shape is a bad
+// upstream, whether listed or read alone.
+func TestMalformedAnswers(t *testing.T) {
+	x := fixture(t)
+	a := newAdapter(t, x)
+	ctx := context.Background()
+	for _, body := range []string{
+		``, `<html>`, `{"Invoices": [`, `{"Invoices": {}}`, `{"Invoices": [{"InvoiceID": 7}]}`,
+		`{"Invoices": [{"InvoiceID": "` + invID(1) + `", "Type": "ACCREC", "Total": {"Value": 1}}]}`,
+		`{"Invoices": [{"InvoiceID": "` + invID(1) + `", "Type": "ACCREC", "LineItems": [{"Tracking": [1,]}]}]}`,
+		`{"Invoices": []} {"Invoices": []}`,
+	} {
+		x.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
+		if _, err := a.List(ctx, live, adapters.Invoices, adapters.Query{Limit: 5}); !errors.Is(err, adapters.ErrBadUpstream) {
+			t.Errorf("list %q: %v", body, err)
+		}
+		x.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
+		if _, err := a.Get(ctx, live, adapters.Invoices, "inv_"+invID(1)); !errors.Is(err, adapters.ErrBadUpstream) {
+			t.Errorf("get %q: %v", body, err)
+		}
+	}
+}
+
 type resolver map[string]string
 
 func (r resolver) ClientForContact(_ context.Context, _ adapters.Tenant, contactID, _ string) (string, error) {
