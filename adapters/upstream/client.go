@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -304,7 +305,7 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	resp, err := c.hc.Do(req)
 	var b []byte
 	if err == nil {
-		b, err = io.ReadAll(io.LimitReader(resp.Body, c.p.MaxBodyBytes+1))
+		b, err = readBody(io.LimitReader(resp.Body, c.p.MaxBodyBytes+1))
 		resp.Body.Close()
 	}
 	c.duration.Observe(time.Since(start).Seconds())
@@ -326,6 +327,27 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	c.outcomes[outcomeOf(serr)].Inc()
 	return nil, serr
 }
+
+// readBody reads an answer whole into a pooled buffer and returns a copy
+// of exactly its size: a page of records is tens of kilobytes, which
+// io.ReadAll reads through a chain of growing chunks, twice its size in
+// garbage on every call.
+func readBody(r io.Reader) ([]byte, error) {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			buf.Reset()
+			bodyBuffers.Put(buf)
+		}
+	}()
+	_, err := buf.ReadFrom(r)
+	return bytes.Clone(buf.Bytes()), err
+}
+
+// maxPooledBody is the largest buffer kept for the next answer.
+const maxPooledBody = 1 << 20
+
+var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Attempt failures that are not answers.
 var (

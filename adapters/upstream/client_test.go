@@ -1,10 +1,13 @@
 package upstream_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -280,5 +283,35 @@ func TestRelativeRefusesOtherHosts(t *testing.T) {
 		if _, err := c.Relative(link); !errors.Is(err, adapters.ErrBadUpstream) {
 			t.Errorf("%s: err = %v", link, err)
 		}
+	}
+}
+
+// TestBodies reads answers of every size in turn, as the pooled read
+// buffers see them: each whole and its own, and one over MaxBodyBytes a
+// bad upstream.
+func TestBodies(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Write(bytes.Repeat([]byte{byte('a' + n%26)}, n))
+	}))
+	defer srv.Close()
+	c := newClient(t, srv.URL, upstream.Policy{RateLimit: -1, MaxBodyBytes: 300_000}, nil, nil)
+	sizes := []int{0, 70_000, 5, 300_000, 1}
+	got := map[int][]byte{}
+	for _, n := range sizes {
+		resp, err := c.Do(context.Background(), upstream.Request{Path: "/", Query: url.Values{"n": {strconv.Itoa(n)}}})
+		if err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		got[n] = resp.Body
+	}
+	for _, n := range sizes {
+		if !bytes.Equal(got[n], bytes.Repeat([]byte{byte('a' + n%26)}, n)) {
+			t.Errorf("%d bytes: read %d, %.10q", n, len(got[n]), got[n])
+		}
+	}
+	_, err := c.Do(context.Background(), upstream.Request{Path: "/", Query: url.Values{"n": {"300001"}}})
+	if !errors.Is(err, adapters.ErrBadUpstream) {
+		t.Fatalf("over the limit: %v", err)
 	}
 }

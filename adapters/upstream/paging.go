@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"slices"
 
 	"github.com/practicegw/practicegw/adapters"
 )
@@ -144,7 +145,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 
 		descended := false
 		for top.Index < len(page.Items) && len(out) < limit && !descended {
-			var chunk []Found[T]
+			chunk := make([]Found[T], 0, min(limit-len(out), len(page.Items)-top.Index))
 			for top.Index < len(page.Items) && len(chunk) < limit-len(out) {
 				it := page.Items[top.Index]
 				if w.Descend != nil {
@@ -172,6 +173,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 				if err != nil {
 					return adapters.Page{}, err
 				}
+				out = slices.Grow(out, len(conv))
 				for _, raw := range conv {
 					if raw != nil {
 						out = append(out, raw)
