@@ -84,7 +84,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			h.Timeout = caddy.Duration(t)
 		case "batch_interval":
 			if val == "off" {
-				h.BatchInterval = -1
+				h.BatchInterval = 0
 				break
 			}
 			t, err := caddy.ParseDuration(val)

@@ -67,11 +67,11 @@ type Handler struct {
 	// Timeout bounds each Redis call on a request's path. Default: 50ms.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
-	// BatchInterval spaces the starts of round trips to Redis, so that
-	// concurrent requests share them: a request waits at most this long
-	// for others to join its round trip, and only when the last one
-	// started less than this long ago. Default: 500µs; negative sends
-	// each batch as soon as the last one returns.
+	// BatchInterval, when set, spaces the starts of round trips to Redis
+	// once requests share them, so that more requests share each: a
+	// request waits at most this long for others to join its round trip.
+	// It trades latency for Redis's CPU, for when many gateways load one
+	// Redis. Default: none; each batch goes as soon as the last returns.
 	BatchInterval caddy.Duration `json:"batch_interval,omitempty"`
 
 	// Fallback decides while Redis is unreachable: "local" (this

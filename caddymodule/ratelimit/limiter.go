@@ -19,10 +19,10 @@ type Config struct {
 	Redis string
 	// Timeout bounds each Redis call on a request's path. Default 50ms.
 	Timeout time.Duration
-	// BatchInterval spaces the starts of round trips to Redis: a request
-	// may wait up to this long for others to share its round trip.
-	// Default 500µs; negative sends each batch as soon as the last one
-	// returns.
+	// BatchInterval, when set, spaces the starts of round trips to Redis
+	// once requests share them: a request may wait up to this long for
+	// others to join its round trip. Zero sends each batch as soon as the
+	// last one returns.
 	BatchInterval time.Duration
 	// Fallback decides requests while Redis is unreachable. Default
 	// FallbackLocal.
@@ -47,7 +47,6 @@ type Config struct {
 // Defaults for Config.
 const (
 	DefaultTimeout       = 50 * time.Millisecond
-	DefaultBatchInterval = 500 * time.Microsecond
 	DefaultFlushInterval = 5 * time.Second
 	DefaultProbeInterval = 500 * time.Millisecond
 )
@@ -121,7 +120,7 @@ func New(cfg Config) (*Limiter, error) {
 	probeEvery := orDefault(cfg.ProbeInterval, DefaultProbeInterval)
 
 	if cfg.Redis != "" {
-		rb, err := newRedisBackend(cfg.Redis, l.timeout, cfg.batchInterval())
+		rb, err := newRedisBackend(cfg.Redis, l.timeout, max(cfg.BatchInterval, 0))
 		if err != nil {
 			return nil, err
 		}
@@ -154,18 +153,6 @@ func New(cfg Config) (*Limiter, error) {
 		l.every(ctx, probeEvery, l.probe)
 	}
 	return l, nil
-}
-
-// batchInterval is BatchInterval with its default applied: zero is unset,
-// and negative is no interval at all.
-func (cfg Config) batchInterval() time.Duration {
-	switch {
-	case cfg.BatchInterval == 0:
-		return DefaultBatchInterval
-	case cfg.BatchInterval < 0:
-		return 0
-	}
-	return cfg.BatchInterval
 }
 
 func orDefault(d, def time.Duration) time.Duration {

@@ -15,14 +15,16 @@ import (
 //
 // A round trip's fixed costs (two wake-ups of Redis and of this process,
 // the script's setup, Redis's clock) are most of what a decision costs, so
-// a busy gateway sends bigger batches rather than more of them. Once a
-// round trip has carried more than one request, requests are arriving
-// faster than round trips return, and the next round trip starts no
-// sooner than interval after the last one started: its first request
-// waits the rest of the interval, at most interval, for others to join
-// it. A request that finds the last round trip carried only itself is
-// sent as soon as that one returns, so a quiet gateway, or one client
-// making one request at a time, never waits.
+// a busy gateway sends bigger batches rather than more of them: whatever
+// queued while one round trip was out goes in the next.
+//
+// With an interval set, once a round trip has carried more than one
+// request (requests are arriving faster than round trips return), the
+// next starts no sooner than interval after the last one started: its
+// first request waits the rest of the interval, at most interval, for
+// others to join it. A request that finds the last round trip carried
+// only itself is sent at once, so one client making one request at a
+// time never waits.
 //
 // Within a batch Redis decides each request as if alone, in order,
 // atomically and on its own clock: batching changes how requests travel,
@@ -126,14 +128,10 @@ func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, no
 	call.timer.Reset(p.timeout)
 	select {
 	case p.calls <- call:
-	case <-call.timer.C:
-		return Decision{}, errTimeout
-	case <-ctx.Done():
-		call.timer.Stop()
-		return Decision{}, ctx.Err()
-	case <-p.stopped:
-		call.timer.Stop()
-		return Decision{}, errClosed
+	default:
+		if err := p.enqueue(ctx, call); err != nil {
+			return Decision{}, err
+		}
 	}
 	select {
 	case <-call.done:
@@ -154,6 +152,23 @@ func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, no
 		call.timer.Stop()
 		call.abandoned.Store(true)
 		return Decision{}, errClosed
+	}
+}
+
+// enqueue waits for room in the queue, which is full only when Redis is
+// falling behind, within the call's timeout.
+func (p *scriptPipe) enqueue(ctx context.Context, call *scriptCall) error {
+	select {
+	case p.calls <- call:
+		return nil
+	case <-call.timer.C:
+		return errTimeout
+	case <-ctx.Done():
+		call.timer.Stop()
+		return ctx.Err()
+	case <-p.stopped:
+		call.timer.Stop()
+		return errClosed
 	}
 }
 

@@ -36,7 +36,7 @@ func keyOf(cfg Config) (poolKey, error) {
 	return poolKey{
 		redis:    cfg.Redis,
 		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
-		batch:    cfg.batchInterval(),
+		batch:    max(cfg.BatchInterval, 0),
 		fallback: fallback,
 		flush:    orDefault(cfg.FlushInterval, DefaultFlushInterval),
 		probe:    orDefault(cfg.ProbeInterval, DefaultProbeInterval),
