@@ -18,12 +18,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"path"
 	"strings"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
 )
@@ -58,23 +58,17 @@ type Config struct {
 	Upstream upstream.Policy `json:"upstream,omitzero"`
 }
 
-// Option changes New.
-type Option func(*Adapter)
-
-// WithClientResolver links client folders to the practice's clients.
-func WithClientResolver(r filing.ClientResolver) Option { return func(a *Adapter) { a.resolver = r } }
-
-// Adapter is one firm's Dropbox folder. It is safe for concurrent use.
+// Adapter is one firm's Dropbox folder. It is safe for concurrent use;
+// List and Get are its docstore.Store's.
 type Adapter struct {
-	cfg      Config
-	c        *upstream.Client
-	filing   *filing.Classifier
-	resolver filing.ClientResolver
-	header   http.Header
+	*docstore.Store[metadata]
+	cfg    Config
+	c      *upstream.Client
+	header http.Header
 }
 
 // New checks cfg and makes the adapter.
-func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
+func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, error) {
 	cfg.Root = strings.TrimSuffix("/"+strings.Trim(cfg.Root, "/"), "/")
 	if cfg.BaseURL == "" {
 		cfg.BaseURL = "https://api.dropboxapi.com"
@@ -104,11 +98,20 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	if cfg.PathRoot != "" {
 		a.header.Set("Dropbox-API-Path-Root", cfg.PathRoot)
 	}
-	for _, o := range opts {
-		o(a)
-	}
-	if a.filing, err = filing.New(cfg.Filing, a.resolver); err != nil {
-		return nil, fmt.Errorf("dropbox: %w", err)
+	a.Store, err = docstore.New(docstore.Source[metadata]{
+		System: "dropbox", Provider: "dropbox", Firm: cfg.Firm, Label: c.Label(),
+		Name:       func(m metadata) string { return "metadata " + m.ID },
+		Fetch:      a.fetch,
+		ID:         func(m metadata) string { return m.ID + m.PathLower },
+		IsDocument: func(m metadata) bool { return m.Tag == "file" },
+		// Dropbox keeps no creation time.
+		Times:    func(m metadata) (string, string) { return m.ClientModified, m.ServerModified },
+		Item:     a.item,
+		Read:     a.read,
+		MaxPages: cfg.MaxScanPages,
+	}, cfg.Filing, opts...)
+	if err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -132,10 +135,6 @@ type listResult struct {
 	HasMore bool       `json:"has_more"`
 }
 
-func (a *Adapter) serves(t adapters.Tenant) bool {
-	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
-}
-
 // rpc makes one of Dropbox's RPC calls, all POSTs; reads may be retried.
 func (a *Adapter) rpc(ctx context.Context, endpoint string, arg any, what string, out any) error {
 	b, err := json.Marshal(arg)
@@ -144,49 +143,6 @@ func (a *Adapter) rpc(ctx context.Context, endpoint string, arg any, what string
 	}
 	_, err = a.c.JSON(ctx, upstream.Request{Method: http.MethodPost, Path: endpoint, Body: b, Header: a.header, Idempotent: true}, what, out)
 	return err
-}
-
-// List returns a page of documents; other kinds are empty.
-func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
-	if !a.serves(t) {
-		return adapters.Page{}, fmt.Errorf("dropbox: no records for %s: %w", t, adapters.ErrNotFound)
-	}
-	cur, err := upstream.DecodeCursor(q.Cursor)
-	if err != nil {
-		return adapters.Page{}, err
-	}
-	if k != adapters.Documents {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	since := q.Filter.UpdatedSince
-	w := upstream.Walk[metadata]{
-		Fetch: a.fetch,
-		ID:    func(m metadata) string { return m.ID + m.PathLower },
-		Match: func(m metadata) bool {
-			if m.Tag != "file" {
-				return false
-			}
-			t, err := time.Parse(time.RFC3339, m.ServerModified)
-			return since.IsZero() || err == nil && !t.Before(since)
-		},
-		Convert: func(ctx context.Context, ms []upstream.Found[metadata]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(ms))
-			for i, m := range ms {
-				raw, err := a.document(ctx, t, m.Item)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = raw
-			}
-			return out, nil
-		},
-		MaxPages: a.cfg.MaxScanPages,
-	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
 }
 
 // fetch reads the first page of the recursive listing, or continues from a
@@ -224,27 +180,23 @@ func (a *Adapter) fetch(ctx context.Context, _, token string) (upstream.VendorPa
 	return page, nil
 }
 
-// Get returns one document: a file below the root.
-func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
-	if !a.serves(t) {
-		return nil, fmt.Errorf("dropbox: no records for %s: %w", t, adapters.ErrNotFound)
-	}
-	fileID, ok := filing.ParseDocID(id)
-	if k != adapters.Documents || !ok || !strings.HasPrefix(fileID, "id:") {
-		return nil, fmt.Errorf("dropbox: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
-	}
+// read reads a file's metadata by its id ("id:...").
+func (a *Adapter) read(ctx context.Context, fileID string) (metadata, string, error) {
 	var m metadata
+	if !strings.HasPrefix(fileID, "id:") {
+		return m, "", fmt.Errorf("dropbox: no document %q: %w", fileID, adapters.ErrNotFound)
+	}
 	err := a.rpc(ctx, "/2/files/get_metadata", map[string]string{"path": fileID}, "metadata", &m)
 	if isDropboxError(err, "path/not_found") || isDropboxError(err, "path/malformed_path") {
-		return nil, fmt.Errorf("dropbox: no document %s: %w", id, adapters.ErrNotFound)
+		return m, "", fmt.Errorf("dropbox: no document %s: %w", fileID, adapters.ErrNotFound)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("dropbox: read %s: %w", id, err)
+		return m, "", fmt.Errorf("dropbox: read %s: %w", fileID, err)
 	}
 	if m.Tag != "file" || !a.under(m.PathLower) {
-		return nil, fmt.Errorf("dropbox: %s is not a document under %s: %w", id, a.cfg.Root, adapters.ErrNotFound)
+		return m, "", fmt.Errorf("dropbox: %s is not a document under %s: %w", fileID, a.cfg.Root, adapters.ErrNotFound)
 	}
-	return a.document(ctx, t, m)
+	return m, "", nil
 }
 
 func (a *Adapter) under(pathLower string) bool {
@@ -265,48 +217,22 @@ func isDropboxError(err error, prefix string) bool {
 	return json.Unmarshal(s.Body, &body) == nil && strings.HasPrefix(body.Summary, prefix)
 }
 
-func (a *Adapter) document(ctx context.Context, t adapters.Tenant, m metadata) (json.RawMessage, error) {
-	bad := func(err error) (json.RawMessage, error) {
-		return nil, upstream.Malformed(a.c.Label(), "metadata "+m.ID, err)
+// item reads where a file sits from its path_display, which keeps the
+// case the folders were made with; the root is configured in any case, as
+// Dropbox compares paths without it. The listing is flat, so rel is unused.
+func (a *Adapter) item(m metadata, _ string) (filing.Item, error) {
+	if m.PathDisplay == "" {
+		return filing.Item{}, errors.New("no path")
 	}
-	if m.ID == "" || m.Name == "" || m.PathDisplay == "" {
-		return bad(errors.New("no id, name or path"))
-	}
-	created, err := time.Parse(time.RFC3339, m.ClientModified)
-	if err != nil {
-		return bad(err)
-	}
-	modified, err := time.Parse(time.RFC3339, m.ServerModified)
-	if err != nil {
-		return bad(err)
-	}
-	// path_display keeps the case the folders were made with; the root
-	// is configured in any case, as Dropbox compares paths without it.
 	dir := path.Dir(m.PathDisplay)
 	root, rel := "/", dir
 	if n := len(a.cfg.Root); n > 1 && len(dir) >= n && strings.EqualFold(dir[:n], a.cfg.Root) {
 		root, rel = dir[:n], dir[n:]
 	}
-	d, err := a.filing.Document(ctx, t, "dropbox", filing.Item{
+	return filing.Item{
 		ID: m.ID, Name: m.Name, Size: m.Size, Root: root, Rel: rel,
-		WebURL: a.cfg.WebURL + escapePath(m.PathDisplay), Created: created, Modified: modified,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("dropbox: %w", err)
-	}
-	raw, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("dropbox: encode document: %w", err)
-	}
-	return raw, nil
-}
-
-func escapePath(p string) string {
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return strings.Join(segs, "/")
+		WebURL: a.cfg.WebURL + docstore.EscapePath(m.PathDisplay),
+	}, nil
 }
 
 var _ adapters.Reader = (*Adapter)(nil)

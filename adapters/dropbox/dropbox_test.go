@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/dropbox"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
@@ -21,74 +21,42 @@ var (
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
-type names map[string]string
-
-func (n names) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
-	return n[name], nil
-}
-
-func setup(t *testing.T) (*vendortest.Dropbox, *dropbox.Adapter, []vendortest.DocFile, map[string]string, *vendortest.Clock) {
+func setup(t *testing.T) (*vendortest.Dropbox, *dropbox.Adapter, vendortest.Practice, *vendortest.Clock) {
 	t.Helper()
 	d := vendortest.NewDropbox()
 	t.Cleanup(d.Close)
-	files := vendortest.PracticeFiles("/Clients", 12, epoch)
-	ids := map[string]string{}
-	for _, f := range files {
-		ids[f.Path] = d.AddFile(f.Path, f.Size, f.Modified)
-	}
-	d.AddFile("/Internal/Payroll 2025.xlsx", 10, epoch)
+	// Dropbox keeps no content type.
+	p := vendortest.FilePractice(epoch, func(path string, size int64, _ string, at time.Time) string {
+		return d.AddFile(path, size, at)
+	})
 	clock := vendortest.NewClock(epoch)
 	cfg := dropbox.Config{Firm: "frm_acme", Root: "/clients", BaseURL: d.URL, PageSize: 7,
 		OAuth2: upstream.OAuth2Config{AccessToken: d.Token}, MaxScanPages: 60,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second)}}
-	a, err := dropbox.New(cfg, upstream.Deps{Clock: clock}, dropbox.WithClientResolver(names{"Client 03 Ltd": "cli_o-O3"}))
+	a, err := dropbox.New(cfg, upstream.Deps{Clock: clock}, docstore.WithClientResolver(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, a, files, ids, clock
+	return d, a, p, clock
 }
 
 func TestListDocuments(t *testing.T) {
-	_, a, files, ids, _ := setup(t)
-	byID := map[string]vendortest.DocFile{}
-	for _, f := range files {
-		byID[ids[f.Path]] = f
-	}
+	_, a, p, _ := setup(t)
 	raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, 10)
-	if len(raws) != len(files) {
-		t.Fatalf("%d documents, want %d", len(raws), len(files))
-	}
-	for _, raw := range raws {
-		var d adapters.Document
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&d); err != nil {
-			t.Fatal(err)
-		}
-		f, ok := byID[d.Location.ItemID]
-		if !ok {
-			t.Fatalf("unexpected %+v", d)
-		}
-		dir := f.Path[:strings.LastIndex(f.Path, "/")+1]
-		if d.Kind != f.Kind || d.Location.Path != dir || d.Location.Provider != "dropbox" || d.MimeType != f.MimeType ||
-			!strings.HasPrefix(d.Location.WebURL, "https://www.dropbox.com/home/Clients/") || d.SizeBytes != f.Size ||
-			!d.UpdatedAt.Equal(f.Modified) || !strings.HasPrefix(d.Location.ItemID, "id:") {
-			t.Fatalf("document %+v\nfile %+v", d, f)
-		}
-		if wantClient := map[bool]string{true: "cli_o-O3"}[f.Client == "Client 03 Ltd"]; d.Client != wantClient {
-			t.Fatalf("%s: client %q", f.Path, d.Client)
-		}
+	docs := p.CheckDocuments(t, raws, "dropbox", "https://www.dropbox.com/home/Clients/")
+	if len(raws) != len(p.Files) || len(docs) != len(p.Files) {
+		t.Fatalf("%d documents, %d of the practice, want %d", len(raws), len(docs), len(p.Files))
 	}
 	recent := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{UpdatedSince: epoch.Add(50 * time.Hour)}, 10)
-	if len(recent) != len(files)-50 {
-		t.Fatalf("%d updated since, want %d", len(recent), len(files)-50)
+	if len(recent) != len(p.Files)-50 {
+		t.Fatalf("%d updated since, want %d", len(recent), len(p.Files)-50)
 	}
 }
 
 func TestGetDocument(t *testing.T) {
-	d, a, files, ids, clock := setup(t)
+	d, a, p, clock := setup(t)
 	ctx := context.Background()
-	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[4].Path]))
+	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[4].Path]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +73,7 @@ func TestGetDocument(t *testing.T) {
 	}
 	// Dropbox reads are POSTs, yet idempotent: a 500 is retried.
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusInternalServerError})
-	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[4].Path])); err != nil || len(clock.Slept()) != 1 {
+	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[4].Path])); err != nil || len(clock.Slept()) != 1 {
 		t.Fatalf("retry of a read RPC: %v, slept %v", err, clock.Slept())
 	}
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"entries": "nope"}`})
@@ -114,9 +82,9 @@ func TestGetDocument(t *testing.T) {
 	}
 	// Far enough for the cursor to hold a Dropbox cursor, which Dropbox
 	// then retires.
-	p, _ := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 10})
+	page, _ := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 10})
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusConflict, Body: `{"error_summary":"reset/..","error":{".tag":"reset"}}`})
-	_, err = a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5, Cursor: p.Next})
+	_, err = a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5, Cursor: page.Next})
 	var inv *adapters.InvalidError
 	if !errors.As(err, &inv) || inv.Code != "invalid_cursor" {
 		t.Fatalf("a reset Dropbox cursor: %v", err)

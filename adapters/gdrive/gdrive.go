@@ -14,7 +14,6 @@ package gdrive
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -23,6 +22,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
 )
@@ -60,23 +60,17 @@ type Config struct {
 	Upstream upstream.Policy `json:"upstream,omitzero"`
 }
 
-// Option changes New.
-type Option func(*Adapter)
-
-// WithClientResolver links client folders to the practice's clients.
-func WithClientResolver(r filing.ClientResolver) Option { return func(a *Adapter) { a.resolver = r } }
-
-// Adapter is one firm's Drive folder. It is safe for concurrent use.
+// Adapter is one firm's Drive folder. It is safe for concurrent use; List
+// and Get are its docstore.Store's.
 type Adapter struct {
-	cfg      Config
-	c        *upstream.Client
-	filing   *filing.Classifier
-	resolver filing.ClientResolver
-	folders  folderCache
+	*docstore.Store[file]
+	cfg     Config
+	c       *upstream.Client
+	folders folderCache
 }
 
 // New checks cfg and makes the adapter.
-func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
+func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, error) {
 	if cfg.RootFolderID == "" {
 		cfg.RootFolderID = "root"
 		if cfg.DriveID != "" {
@@ -109,11 +103,23 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("gdrive: %w", err)
 	}
 	a := &Adapter{cfg: cfg, c: c, folders: folderCache{m: map[string]folderInfo{}}}
-	for _, o := range opts {
-		o(a)
-	}
-	if a.filing, err = filing.New(cfg.Filing, a.resolver); err != nil {
-		return nil, fmt.Errorf("gdrive: %w", err)
+	a.Store, err = docstore.New(docstore.Source[file]{
+		System: "gdrive", Provider: "google_drive", Firm: cfg.Firm, Label: c.Label(),
+		Name:  func(f file) string { return "file " + f.ID },
+		Fetch: a.fetchFolder,
+		ID:    func(f file) string { return f.ID },
+		Descend: func(f file) (string, string, bool) {
+			return f.ID, f.Name, f.MimeType == folderType
+		},
+		IsDocument: isDocument,
+		Times:      func(f file) (string, string) { return f.CreatedTime, f.ModifiedTime },
+		Item:       a.item,
+		Read:       a.read,
+		MaxPages:   cfg.MaxScanPages,
+		MaxDepth:   cfg.MaxDepth,
+	}, cfg.Filing, opts...)
+	if err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -135,9 +141,8 @@ type file struct {
 
 const fileFields = "id,name,mimeType,size,createdTime,modifiedTime,webViewLink,parents,driveId,trashed"
 
-func (a *Adapter) serves(t adapters.Tenant) bool {
-	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
-}
+// isDocument says whether a file is one of the firm's documents.
+func isDocument(f file) bool { return f.MimeType != folderType && !f.Trashed }
 
 // query adds the shared-drive parameters Drive needs to see a shared
 // drive's files.
@@ -149,50 +154,6 @@ func (a *Adapter) query(q url.Values) url.Values {
 		q.Set("driveId", a.cfg.DriveID)
 	}
 	return q
-}
-
-// List returns a page of documents; other kinds are empty.
-func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
-	if !a.serves(t) {
-		return adapters.Page{}, fmt.Errorf("gdrive: no records for %s: %w", t, adapters.ErrNotFound)
-	}
-	cur, err := upstream.DecodeCursor(q.Cursor)
-	if err != nil {
-		return adapters.Page{}, err
-	}
-	if k != adapters.Documents {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	since := q.Filter.UpdatedSince
-	w := upstream.Walk[file]{
-		Fetch: a.fetchFolder,
-		ID:    func(f file) string { return f.ID },
-		Descend: func(f file) (string, string, bool) {
-			return f.ID, f.Name, f.MimeType == folderType
-		},
-		Match: func(f file) bool {
-			m, err := time.Parse(time.RFC3339Nano, f.ModifiedTime)
-			return !f.Trashed && (since.IsZero() || err == nil && !m.Before(since))
-		},
-		Convert: func(ctx context.Context, fs []upstream.Found[file]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(fs))
-			for i, f := range fs {
-				raw, err := a.document(ctx, t, f.Item, f.Path)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = raw
-			}
-			return out, nil
-		},
-		MaxPages: a.cfg.MaxScanPages,
-		MaxDepth: a.cfg.MaxDepth,
-	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
 }
 
 // fetchFolder reads a page of a folder's children; the token is Drive's
@@ -227,30 +188,23 @@ func (a *Adapter) fetchFolder(ctx context.Context, folder, token string) (upstre
 	return page, nil
 }
 
-// Get returns one document: a file below the root folder.
-func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
-	if !a.serves(t) {
-		return nil, fmt.Errorf("gdrive: no records for %s: %w", t, adapters.ErrNotFound)
-	}
-	fileID, ok := filing.ParseDocID(id)
-	if k != adapters.Documents || !ok {
-		return nil, fmt.Errorf("gdrive: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
-	}
+// read reads a file and its folder below the root folder.
+func (a *Adapter) read(ctx context.Context, fileID string) (file, string, error) {
 	f, err := a.readFile(ctx, fileID)
 	if err != nil {
-		return nil, err
+		return f, "", err
 	}
-	if f.MimeType == folderType || f.Trashed || len(f.Parents) == 0 {
-		return nil, fmt.Errorf("gdrive: %s is not a document: %w", id, adapters.ErrNotFound)
+	if !isDocument(f) || len(f.Parents) == 0 {
+		return f, "", fmt.Errorf("gdrive: %s is not a document: %w", fileID, adapters.ErrNotFound)
 	}
 	rel, ok, err := a.pathOf(ctx, f.Parents[0])
 	if err != nil {
-		return nil, err
+		return f, "", err
 	}
 	if !ok {
-		return nil, fmt.Errorf("gdrive: %s is not under the filing root: %w", id, adapters.ErrNotFound)
+		return f, "", fmt.Errorf("gdrive: %s is not under the filing root: %w", fileID, adapters.ErrNotFound)
 	}
-	return a.document(ctx, t, f, rel)
+	return f, rel, nil
 }
 
 func (a *Adapter) readFile(ctx context.Context, id string) (file, error) {
@@ -295,40 +249,20 @@ func (a *Adapter) pathOf(ctx context.Context, folder string) (string, bool, erro
 	return "", false, nil
 }
 
-func (a *Adapter) document(ctx context.Context, t adapters.Tenant, f file, rel string) (json.RawMessage, error) {
-	bad := func(err error) (json.RawMessage, error) {
-		return nil, upstream.Malformed(a.c.Label(), "file "+f.ID, err)
-	}
-	if f.ID == "" || f.Name == "" {
-		return bad(fmt.Errorf("no id or name"))
-	}
-	created, err := time.Parse(time.RFC3339Nano, f.CreatedTime)
-	if err != nil {
-		return bad(err)
-	}
-	modified, err := time.Parse(time.RFC3339Nano, f.ModifiedTime)
-	if err != nil {
-		return bad(err)
-	}
+// item is what the filing conventions read of a file in folder rel.
+// Google Docs, Sheets and the like have no size.
+func (a *Adapter) item(f file, rel string) (filing.Item, error) {
 	var size int64
 	if f.Size != "" {
+		var err error
 		if size, err = strconv.ParseInt(f.Size, 10, 64); err != nil {
-			return bad(err)
+			return filing.Item{}, err
 		}
 	}
-	d, err := a.filing.Document(ctx, t, "google_drive", filing.Item{
+	return filing.Item{
 		ID: f.ID, Name: f.Name, MimeType: f.MimeType, Size: size,
 		Root: a.cfg.RootPath, Rel: rel, DriveID: f.DriveID, WebURL: f.WebViewLink,
-		Created: created, Modified: modified,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("gdrive: %w", err)
-	}
-	raw, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("gdrive: encode document: %w", err)
-	}
-	return raw, nil
+	}, nil
 }
 
 // folderCache remembers folder names and parents seen while listing, so

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/gdrive"
 	"github.com/practicegw/practicegw/adapters/upstream"
@@ -21,76 +21,39 @@ var (
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
-type names map[string]string
-
-func (n names) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
-	return n[name], nil
-}
-
-func setup(t *testing.T) (*vendortest.GDrive, *gdrive.Adapter, []vendortest.DocFile, map[string]string) {
+func setup(t *testing.T) (*vendortest.GDrive, *gdrive.Adapter, vendortest.Practice) {
 	t.Helper()
 	d := vendortest.NewGDrive()
 	t.Cleanup(d.Close)
-	files := vendortest.PracticeFiles("/Clients", 12, epoch)
-	ids := map[string]string{}
-	for _, f := range files {
-		ids[f.Path] = d.AddFile(f.Path, f.Size, f.MimeType, f.Modified)
-	}
-	d.AddFile("/Internal/Payroll 2025.xlsx", 10, "application/pdf", epoch)
+	p := vendortest.FilePractice(epoch, d.AddFile)
 	d.AddFile("/Clients/.keep", 0, "text/plain", epoch)
 	cfg := gdrive.Config{Firm: "frm_acme", BaseURL: d.URL, PageSize: 4, RootFolderID: "root", RootPath: "/",
 		OAuth2: upstream.OAuth2Config{AccessToken: d.Token}, MaxScanPages: 60,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1},
 		Filing:   filing.Config{ClientDepth: 2}}
-	a, err := gdrive.New(cfg, upstream.Deps{}, gdrive.WithClientResolver(names{"Client 03 Ltd": "cli_o-O3"}))
+	a, err := gdrive.New(cfg, upstream.Deps{}, docstore.WithClientResolver(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, a, files, ids
+	return d, a, p
 }
 
 func TestListDocuments(t *testing.T) {
-	_, a, files, ids := setup(t)
-	byID := map[string]vendortest.DocFile{}
-	for _, f := range files {
-		byID[ids[f.Path]] = f
-	}
+	_, a, p := setup(t)
 	raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, 9)
 	// Every practice file, the internal one and the .keep.
-	if len(raws) != len(files)+2 {
-		t.Fatalf("%d documents, want %d", len(raws), len(files)+2)
+	if len(raws) != len(p.Files)+2 {
+		t.Fatalf("%d documents, want %d", len(raws), len(p.Files)+2)
 	}
-	checked := 0
-	for _, raw := range raws {
-		var d adapters.Document
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&d); err != nil {
-			t.Fatal(err)
-		}
-		f, ok := byID[d.Location.ItemID]
-		if !ok {
-			continue
-		}
-		checked++
-		dir := f.Path[:strings.LastIndex(f.Path, "/")+1]
-		if d.Kind != f.Kind || d.Location.Path != dir || d.Location.Provider != "google_drive" ||
-			!strings.HasPrefix(d.Location.WebURL, "https://drive.google.com/") || d.SizeBytes != f.Size || !d.UpdatedAt.Equal(f.Modified) {
-			t.Fatalf("document %+v\nfile %+v", d, f)
-		}
-		if wantClient := map[bool]string{true: "cli_o-O3"}[f.Client == "Client 03 Ltd"]; d.Client != wantClient {
-			t.Fatalf("%s: client %q", f.Path, d.Client)
-		}
-	}
-	if checked != len(files) {
-		t.Fatalf("checked %d", checked)
+	if docs := p.CheckDocuments(t, raws, "google_drive", "https://drive.google.com/"); len(docs) != len(p.Files) {
+		t.Fatalf("checked %d", len(docs))
 	}
 }
 
 func TestGetWalksParents(t *testing.T) {
-	d, a, files, ids := setup(t)
+	d, a, p := setup(t)
 	ctx := context.Background()
-	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[6].Path]))
+	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[6].Path]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +68,7 @@ func TestGetWalksParents(t *testing.T) {
 		}
 	}
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"id":"x","name":"a.pdf","mimeType":"application/pdf","size":"many"`})
-	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[0].Path])); !errors.Is(err, adapters.ErrBadUpstream) {
+	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[0].Path])); !errors.Is(err, adapters.ErrBadUpstream) {
 		t.Fatalf("malformed: %v", err)
 	}
 }

@@ -7,13 +7,12 @@
 // with @odata.nextLink), their kind and client read from folder and file
 // names by the filing package. A document's id is doc_ and the base64url
 // of the drive item id; created_at and filed_at are createdDateTime,
-// updated_at lastModifiedDateTime. updated_since is applied here, since a
-// folder's own modified time says nothing of the files below it.
+// updated_at lastModifiedDateTime. Paging and updated_since are the
+// docstore package's.
 package graph
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"path"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
 )
@@ -60,22 +60,16 @@ type Config struct {
 	Upstream upstream.Policy `json:"upstream,omitzero"`
 }
 
-// Option changes New.
-type Option func(*Adapter)
-
-// WithClientResolver links client folders to the practice's clients.
-func WithClientResolver(r filing.ClientResolver) Option { return func(a *Adapter) { a.resolver = r } }
-
-// Adapter is one firm's drive. It is safe for concurrent use.
+// Adapter is one firm's drive. It is safe for concurrent use; List and
+// Get are its docstore.Store's.
 type Adapter struct {
-	cfg      Config
-	c        *upstream.Client
-	filing   *filing.Classifier
-	resolver filing.ClientResolver
+	*docstore.Store[driveItem]
+	cfg Config
+	c   *upstream.Client
 }
 
 // New checks cfg and makes the adapter.
-func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
+func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, error) {
 	if cfg.DriveID == "" {
 		return nil, fmt.Errorf("graph: drive_id is required")
 	}
@@ -118,11 +112,25 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
 	a := &Adapter{cfg: cfg, c: c}
-	for _, o := range opts {
-		o(a)
-	}
-	if a.filing, err = filing.New(cfg.Filing, a.resolver); err != nil {
-		return nil, fmt.Errorf("graph: %w", err)
+	a.Store, err = docstore.New(docstore.Source[driveItem]{
+		System: "graph", Provider: cfg.Provider, Firm: cfg.Firm, Label: c.Label(),
+		Name:  func(it driveItem) string { return "drive item " + it.ID },
+		Fetch: a.fetchChildren,
+		ID:    func(it driveItem) string { return it.ID },
+		Descend: func(it driveItem) (string, string, bool) {
+			return it.ID, it.Name, it.Folder != nil
+		},
+		IsDocument: func(it driveItem) bool { return it.File != nil },
+		Times: func(it driveItem) (string, string) {
+			return it.CreatedDateTime, it.LastModifiedDateTime
+		},
+		Item:     a.item,
+		Read:     a.read,
+		MaxPages: cfg.MaxScanPages,
+		MaxDepth: cfg.MaxDepth,
+	}, cfg.Filing, opts...)
+	if err != nil {
+		return nil, err
 	}
 	return a, nil
 }
@@ -155,57 +163,6 @@ type children struct {
 
 const selectFields = "id,name,size,webUrl,createdDateTime,lastModifiedDateTime,file,folder,parentReference"
 
-func (a *Adapter) serves(t adapters.Tenant) bool {
-	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
-}
-
-// List returns a page of documents; other kinds are empty.
-func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
-	if !a.serves(t) {
-		return adapters.Page{}, fmt.Errorf("graph: no records for %s: %w", t, adapters.ErrNotFound)
-	}
-	cur, err := upstream.DecodeCursor(q.Cursor)
-	if err != nil {
-		return adapters.Page{}, err
-	}
-	if k != adapters.Documents {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	since := q.Filter.UpdatedSince
-	w := upstream.Walk[driveItem]{
-		Fetch: a.fetchChildren,
-		ID:    func(it driveItem) string { return it.ID },
-		Descend: func(it driveItem) (string, string, bool) {
-			return it.ID, it.Name, it.Folder != nil
-		},
-		Match: func(it driveItem) bool {
-			if it.File == nil {
-				return false
-			}
-			m, err := time.Parse(time.RFC3339Nano, it.LastModifiedDateTime)
-			return since.IsZero() || err == nil && !m.Before(since)
-		},
-		Convert: func(ctx context.Context, items []upstream.Found[driveItem]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(items))
-			for i, f := range items {
-				raw, err := a.document(ctx, t, f.Item, f.Path)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = raw
-			}
-			return out, nil
-		},
-		MaxPages: a.cfg.MaxScanPages,
-		MaxDepth: a.cfg.MaxDepth,
-	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
-}
-
 // fetchChildren reads a page of a folder's children: the root folder's
 // by path, others by item id, later pages by the next link.
 func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (upstream.VendorPage[driveItem], error) {
@@ -219,7 +176,7 @@ func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (upst
 		case a.cfg.Root == "/":
 			req.Path = drive + "/root/children"
 		default:
-			req.Path = drive + "/root:" + escapePath(a.cfg.Root) + ":/children"
+			req.Path = drive + "/root:" + docstore.EscapePath(a.cfg.Root) + ":/children"
 		}
 		req.Query = url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}, "$select": {selectFields}}
 	} else if !strings.HasPrefix(token, "/drives/") {
@@ -241,28 +198,21 @@ func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (upst
 	return page, nil
 }
 
-// Get returns one document: a file under the filing root.
-func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
-	if !a.serves(t) {
-		return nil, fmt.Errorf("graph: no records for %s: %w", t, adapters.ErrNotFound)
-	}
-	itemID, ok := filing.ParseDocID(id)
-	if k != adapters.Documents || !ok {
-		return nil, fmt.Errorf("graph: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
-	}
+// read reads a drive item and its folder below the filing root.
+func (a *Adapter) read(ctx context.Context, itemID string) (driveItem, string, error) {
 	var it driveItem
 	req := upstream.Request{
 		Path:  "/drives/" + url.PathEscape(a.cfg.DriveID) + "/items/" + url.PathEscape(itemID),
 		Query: url.Values{"$select": {selectFields}},
 	}
 	if _, err := a.c.JSON(ctx, req, "drive item", &it); err != nil {
-		return nil, fmt.Errorf("graph: read item: %w", err)
+		return it, "", fmt.Errorf("graph: read item: %w", err)
 	}
 	rel, ok := a.relative(it.ParentReference.Path)
 	if it.File == nil || !ok {
-		return nil, fmt.Errorf("graph: %s is not a document under %s: %w", id, a.cfg.Root, adapters.ErrNotFound)
+		return it, "", fmt.Errorf("graph: %s is not a document under %s: %w", itemID, a.cfg.Root, adapters.ErrNotFound)
 	}
-	return a.document(ctx, t, it, rel)
+	return it, rel, nil
 }
 
 // relative turns a parent path ("/drive/root:/Clients/Acme" or
@@ -287,47 +237,16 @@ func (a *Adapter) relative(parent string) (string, bool) {
 	return "/" + rel, ok
 }
 
-func (a *Adapter) document(ctx context.Context, t adapters.Tenant, it driveItem, rel string) (json.RawMessage, error) {
-	bad := func(err error) (json.RawMessage, error) {
-		return nil, upstream.Malformed(a.c.Label(), "drive item "+it.ID, err)
-	}
-	if it.ID == "" || it.Name == "" {
-		return bad(fmt.Errorf("no id or name"))
-	}
-	created, err := time.Parse(time.RFC3339Nano, it.CreatedDateTime)
-	if err != nil {
-		return bad(err)
-	}
-	modified, err := time.Parse(time.RFC3339Nano, it.LastModifiedDateTime)
-	if err != nil {
-		return bad(err)
-	}
+// item is what the filing conventions read of a drive item in folder rel.
+func (a *Adapter) item(it driveItem, rel string) (filing.Item, error) {
 	drive := it.ParentReference.DriveID
 	if drive == "" {
 		drive = a.cfg.DriveID
 	}
-	d, err := a.filing.Document(ctx, t, a.cfg.Provider, filing.Item{
+	return filing.Item{
 		ID: it.ID, Name: it.Name, MimeType: it.File.MimeType, Size: it.Size,
 		Root: a.cfg.Root, Rel: rel, DriveID: drive, WebURL: it.WebURL,
-		Created: created, Modified: modified,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("graph: %w", err)
-	}
-	raw, err := json.Marshal(d)
-	if err != nil {
-		return nil, fmt.Errorf("graph: encode document: %w", err)
-	}
-	return raw, nil
-}
-
-// escapePath escapes each segment of a drive path for a root: address.
-func escapePath(p string) string {
-	segs := strings.Split(p, "/")
-	for i, s := range segs {
-		segs[i] = url.PathEscape(s)
-	}
-	return strings.Join(segs, "/")
+	}, nil
 }
 
 var _ adapters.Reader = (*Adapter)(nil)

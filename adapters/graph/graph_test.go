@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/graph"
 	"github.com/practicegw/practicegw/adapters/upstream"
@@ -21,75 +21,45 @@ var (
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
-type names map[string]string
-
-func (n names) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
-	return n[name], nil
-}
-
-func setup(t *testing.T) (*vendortest.Graph, *graph.Adapter, []vendortest.DocFile, map[string]string) {
+func setup(t *testing.T) (*vendortest.Graph, *graph.Adapter, vendortest.Practice) {
 	t.Helper()
 	g := vendortest.NewGraph()
 	t.Cleanup(g.Close)
-	files := vendortest.PracticeFiles("/Clients", 12, epoch)
-	ids := map[string]string{}
-	for _, f := range files {
-		ids[f.Path] = g.AddFile(f.Path, f.Size, f.MimeType, f.Modified)
-	}
-	g.AddFile("/Internal/Payroll 2025.xlsx", 10, "application/pdf", epoch)
+	p := vendortest.FilePractice(epoch, g.AddFile)
 	cfg := graph.Config{Firm: "frm_acme", DriveID: g.DriveID, Root: "/Clients", BaseURL: g.URL, PageSize: 4,
 		OAuth2: upstream.OAuth2Config{AccessToken: g.Token}, MaxScanPages: 50,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1}}
-	a, err := graph.New(cfg, upstream.Deps{Clock: vendortest.NewClock(epoch)}, graph.WithClientResolver(names{"Client 03 Ltd": "cli_o-O3"}))
+	a, err := graph.New(cfg, upstream.Deps{Clock: vendortest.NewClock(epoch)}, docstore.WithClientResolver(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g, a, files, ids
+	return g, a, p
 }
 
 func TestListDocuments(t *testing.T) {
-	_, a, files, ids := setup(t)
-	byID := map[string]vendortest.DocFile{}
-	for _, f := range files {
-		byID[ids[f.Path]] = f
-	}
+	_, a, p := setup(t)
 	for _, limit := range []int{7, 50} {
 		raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, limit)
-		if len(raws) != len(files) {
-			t.Fatalf("limit %d: %d documents, want %d", limit, len(raws), len(files))
+		docs := p.CheckDocuments(t, raws, "sharepoint", "https://")
+		if len(raws) != len(p.Files) || len(docs) != len(p.Files) {
+			t.Fatalf("limit %d: %d documents, %d of the practice, want %d", limit, len(raws), len(docs), len(p.Files))
 		}
-		for _, raw := range raws {
-			var d adapters.Document
-			dec := json.NewDecoder(strings.NewReader(string(raw)))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&d); err != nil {
-				t.Fatal(err)
-			}
-			f, ok := byID[d.Location.ItemID]
-			if !ok {
-				t.Fatalf("unexpected document %+v", d)
-			}
-			dir := f.Path[:strings.LastIndex(f.Path, "/")+1]
-			if d.Kind != f.Kind || d.Location.Path != dir || d.Location.Provider != "sharepoint" || d.Location.DriveID == "" ||
-				!strings.HasPrefix(d.Location.WebURL, "https://") || d.SizeBytes != f.Size || d.MimeType != f.MimeType ||
-				!d.UpdatedAt.Equal(f.Modified) || d.ID != filing.DocID(d.Location.ItemID) {
-				t.Fatalf("document %+v\nfile %+v", d, f)
-			}
-			if wantClient := map[bool]string{true: "cli_o-O3"}[f.Client == "Client 03 Ltd"]; d.Client != wantClient {
-				t.Fatalf("%s: client %q", f.Path, d.Client)
+		for _, d := range docs {
+			if d.Location.DriveID == "" {
+				t.Fatalf("no drive id: %+v", d)
 			}
 		}
 	}
 	recent := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{UpdatedSince: epoch.Add(100 * time.Hour)}, 10)
-	if len(recent) != len(files)-100 {
-		t.Fatalf("%d updated since, want %d", len(recent), len(files)-100)
+	if len(recent) != len(p.Files)-100 {
+		t.Fatalf("%d updated since, want %d", len(recent), len(p.Files)-100)
 	}
 }
 
 func TestGetDocument(t *testing.T) {
-	g, a, files, ids := setup(t)
+	g, a, p := setup(t)
 	ctx := context.Background()
-	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[1].Path]))
+	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[1].Path]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +77,7 @@ func TestGetDocument(t *testing.T) {
 }
 
 func TestGraphFailures(t *testing.T) {
-	g, a, files, ids := setup(t)
+	g, a, p := setup(t)
 	ctx := context.Background()
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"value":[{"id":"x","name":"a.pdf","file":{},"createdDateTime":"not a time","lastModifiedDateTime":"2026-01-01T00:00:00Z"}]}`})
 	if _, err := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5}); !errors.Is(err, adapters.ErrBadUpstream) {
@@ -115,7 +85,7 @@ func TestGraphFailures(t *testing.T) {
 	}
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "30",
 		Body: `{"error":{"code":"activityLimitReached","message":"The request has been throttled"}}`})
-	_, err := a.Get(ctx, live, adapters.Documents, filing.DocID(ids[files[0].Path]))
+	_, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[0].Path]))
 	if ra, _ := upstream.RetryAfter(err); !errors.Is(err, adapters.ErrUnavailable) || ra != 30*time.Second {
 		t.Fatalf("throttled: %v", err)
 	}

@@ -1,8 +1,15 @@
 package vendortest
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
+	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/filing"
 )
 
 // DocFile is a file in a practice's document store, with the kind the
@@ -43,4 +50,73 @@ func PracticeFiles(root string, clients int, at time.Time) []DocFile {
 		}
 	}
 	return out
+}
+
+// Practice is PracticeFiles filed in a store double.
+type Practice struct {
+	Files []DocFile
+	// IDs are the files' item ids in the store, by path.
+	IDs map[string]string
+	// Clients links the folder "Client 03 Ltd" to its client, cli_o-O3,
+	// and no other: a document store adapter's client resolver.
+	Clients ClientFolders
+}
+
+// FilePractice files PracticeFiles("/Clients", 12, at) into a store
+// double with add, which returns the item id, and beside them a payroll
+// sheet under /Internal, outside the filing root.
+func FilePractice(at time.Time, add func(path string, size int64, mime string, at time.Time) string) Practice {
+	p := Practice{Files: PracticeFiles("/Clients", 12, at), IDs: map[string]string{},
+		Clients: ClientFolders{"Client 03 Ltd": "cli_o-O3"}}
+	for _, f := range p.Files {
+		p.IDs[f.Path] = add(f.Path, f.Size, f.MimeType, f.Modified)
+	}
+	add("/Internal/Payroll 2025.xlsx", 10, "application/pdf", at)
+	return p
+}
+
+// CheckDocuments decodes listed documents, refusing fields the contract
+// does not have, and checks each that was made from one of the files
+// against it: id, kind, folder path, type, size, update time, client,
+// provider and a web URL starting with webURL. It returns those
+// documents; the others were of no file of the practice.
+func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider, webURL string) []adapters.Document {
+	t.Helper()
+	byID := map[string]DocFile{}
+	for _, f := range p.Files {
+		byID[p.IDs[f.Path]] = f
+	}
+	var out []adapters.Document
+	for _, raw := range raws {
+		var d adapters.Document
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&d); err != nil {
+			t.Fatal(err)
+		}
+		f, ok := byID[d.Location.ItemID]
+		if !ok {
+			continue
+		}
+		dir := f.Path[:strings.LastIndex(f.Path, "/")+1]
+		if d.Kind != f.Kind || d.Location.Path != dir || d.Location.Provider != provider ||
+			!strings.HasPrefix(d.Location.WebURL, webURL) || d.SizeBytes != f.Size || d.MimeType != f.MimeType ||
+			!d.UpdatedAt.Equal(f.Modified) || d.ID != filing.DocID(d.Location.ItemID) {
+			t.Fatalf("document %+v\nfile %+v", d, f)
+		}
+		if d.Client != p.Clients[f.Client] {
+			t.Fatalf("%s: client %q", f.Path, d.Client)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// ClientFolders is a client resolver (filing.ClientResolver) over client
+// folder names.
+type ClientFolders map[string]string
+
+// ClientForFolder is the client of the folder name, "" for none.
+func (c ClientFolders) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
+	return c[name], nil
 }

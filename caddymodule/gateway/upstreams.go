@@ -14,8 +14,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/dropbox"
-	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/gdrive"
 	"github.com/practicegw/practicegw/adapters/graph"
 	"github.com/practicegw/practicegw/adapters/karbon"
@@ -105,9 +105,9 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 		return nil, fmt.Errorf("ledger %q: want demo or xero", f.Ledger)
 	}
 
-	var resolver filing.ClientResolver
+	var docOpts []docstore.Option
 	if linked("documents") {
-		resolver = clients
+		docOpts = append(docOpts, docstore.WithClientResolver(clients))
 	}
 	switch f.Documents {
 	case "", "demo":
@@ -118,11 +118,7 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 		cfg := *f.Graph
 		expand(repl, &cfg)
 		cfg.Firm, cfg.Provider = f.ID, f.Documents
-		var opts []graph.Option
-		if resolver != nil {
-			opts = append(opts, graph.WithClientResolver(resolver))
-		}
-		g, err := graph.New(cfg, deps(f.Documents), opts...)
+		g, err := graph.New(cfg, deps(f.Documents), docOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f.Documents, err)
 		}
@@ -135,11 +131,7 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 		cfg := *f.GDrive
 		expand(repl, &cfg)
 		cfg.Firm = f.ID
-		var opts []gdrive.Option
-		if resolver != nil {
-			opts = append(opts, gdrive.WithClientResolver(resolver))
-		}
-		g, err := gdrive.New(cfg, deps("google_drive"), opts...)
+		g, err := gdrive.New(cfg, deps("google_drive"), docOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("google_drive: %w", err)
 		}
@@ -152,11 +144,7 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 		cfg := *f.Dropbox
 		expand(repl, &cfg)
 		cfg.Firm = f.ID
-		var opts []dropbox.Option
-		if resolver != nil {
-			opts = append(opts, dropbox.WithClientResolver(resolver))
-		}
-		x, err := dropbox.New(cfg, deps("dropbox"), opts...)
+		x, err := dropbox.New(cfg, deps("dropbox"), docOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("dropbox: %w", err)
 		}
