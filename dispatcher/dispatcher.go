@@ -70,6 +70,14 @@ type Config struct {
 	// process queues (dispatchers sharing Redis) waits for this. Default
 	// 30s.
 	PollInterval time.Duration
+	// Retention is how long events and finished deliveries are kept
+	// (Prune); negative keeps them for ever. Default DefaultRetention, 30
+	// days.
+	Retention time.Duration
+	// PruneInterval is how often Run prunes the webhook log; the first
+	// pass comes 30s after Run starts, or sooner if this is shorter.
+	// Default 1h.
+	PruneInterval time.Duration
 	// Registerer receives the engine's Prometheus metrics. Default
 	// prometheus.DefaultRegisterer; collectors registered already (a
 	// second engine, a config reload) are reused.
@@ -112,6 +120,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PollInterval == 0 {
 		c.PollInterval = 30 * time.Second
 	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.PruneInterval == 0 {
+		c.PruneInterval = time.Hour
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.DefaultRegisterer
 	}
@@ -126,7 +140,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("backoff base %s is negative", c.BackoffBase)
 	case c.BackoffFactor < 1:
 		return c, fmt.Errorf("backoff factor %g is below 1: retries would come sooner each time", c.BackoffFactor)
-	case c.Timeout < 0, c.BreakerCooldown < 0, c.ShutdownGrace < 0, c.PollInterval < 0:
+	case c.Timeout < 0, c.BreakerCooldown < 0, c.ShutdownGrace < 0, c.PollInterval < 0, c.PruneInterval < 0:
 		return c, errors.New("timeouts must not be negative")
 	case c.LeaseDuration <= c.Timeout:
 		return c, fmt.Errorf("lease duration %s must exceed the attempt timeout %s", c.LeaseDuration, c.Timeout)
@@ -161,7 +175,7 @@ type Engine struct {
 	closed  bool
 }
 
-// New builds an engine. Every backend must be set.
+// New builds an engine. Every backend but Pruner must be set.
 func New(cfg Config, b Backends) (*Engine, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -201,7 +215,8 @@ func (e *Engine) wake() {
 // caller that closes before its loop started can expect.
 var ErrClosed = errors.New("dispatcher: engine is closed")
 
-// Run delivers webhooks until ctx is cancelled or Close is called. On the
+// Run delivers webhooks, and prunes the webhook log beside, until ctx is
+// cancelled or Close is called. On the
 // way out it lets in-flight attempts finish for up to ShutdownGrace, then
 // aborts the rest and hands their deliveries back.
 func (e *Engine) Run(ctx context.Context) error {
@@ -226,15 +241,19 @@ func (e *Engine) Run(ctx context.Context) error {
 		e.runMu.Unlock()
 		close(done)
 	}()
-	var sampler sync.WaitGroup
-	sampler.Add(1)
+	var background sync.WaitGroup
+	background.Add(2)
 	go func() {
-		defer sampler.Done()
+		defer background.Done()
 		e.sampleBacklog(ctx)
+	}()
+	go func() {
+		defer background.Done()
+		e.retain(ctx)
 	}()
 	e.loop(ctx)
 	cancel()
-	sampler.Wait()
+	background.Wait()
 	return nil
 }
 

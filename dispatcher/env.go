@@ -15,6 +15,7 @@ import (
 //	PRACTICEGW_WEBHOOK_BACKOFF_FACTOR    growth of each later delay (6)
 //	PRACTICEGW_WEBHOOK_ALLOW_CIDRS       CIDRs exempt from the address block
 //	PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN  how long an open breaker pauses (1m)
+//	PRACTICEGW_WEBHOOK_RETENTION         how long the webhook log is kept (720h), or off
 //
 // Durations are Go durations, plus whole or fractional days ("1d12h").
 // Unset variables leave the Config field zero, which New fills with the
@@ -43,12 +44,32 @@ func EnvConfig(getenv func(string) string) (Config, error) {
 		}
 		cfg.BreakerCooldown = d
 	}
+	if v := get("PRACTICEGW_WEBHOOK_RETENTION"); v != "" {
+		d, err := ParseRetention(v)
+		if err != nil {
+			return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_RETENTION: %w", err)
+		}
+		cfg.Retention = d
+	}
 	cidrs, err := ParseCIDRs(get("PRACTICEGW_WEBHOOK_ALLOW_CIDRS"))
 	if err != nil {
 		return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_ALLOW_CIDRS: %w", err)
 	}
 	cfg.AllowCIDRs = cidrs
 	return cfg, nil
+}
+
+// ParseRetention reads a retention period: a positive duration, or "off"
+// to keep the webhook log for ever (a negative Config.Retention).
+func ParseRetention(s string) (time.Duration, error) {
+	if s == "off" {
+		return -1, nil
+	}
+	d, err := ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q is neither a positive duration nor off", s)
+	}
+	return d, nil
 }
 
 // ParseCIDRs reads a comma-separated list of CIDRs.

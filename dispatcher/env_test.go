@@ -12,12 +12,13 @@ func TestEnvConfig(t *testing.T) {
 		"PRACTICEGW_WEBHOOK_BACKOFF_FACTOR":   "4.5",
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS":      " 10.0.0.0/8, fd00::/8 ,",
 		"PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN": "1d2h",
+		"PRACTICEGW_WEBHOOK_RETENTION":        "90d",
 	}
 	cfg, err := EnvConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.BackoffBase != 90*time.Second || cfg.BackoffFactor != 4.5 || cfg.BreakerCooldown != 26*time.Hour ||
+	if cfg.BackoffBase != 90*time.Second || cfg.BackoffFactor != 4.5 || cfg.BreakerCooldown != 26*time.Hour || cfg.Retention != 90*24*time.Hour ||
 		len(cfg.AllowCIDRs) != 2 || cfg.AllowCIDRs[1] != netip.MustParsePrefix("fd00::/8") {
 		t.Fatalf("EnvConfig = %+v", cfg)
 	}
@@ -29,6 +30,7 @@ func TestEnvConfig(t *testing.T) {
 		"PRACTICEGW_WEBHOOK_BACKOFF_FACTOR":   "0.5",
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS":      "10.0.0.0",
 		"PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN": "xd",
+		"PRACTICEGW_WEBHOOK_RETENTION":        "0s",
 	} {
 		if _, err := EnvConfig(func(k string) string {
 			if k == name {
@@ -37,6 +39,20 @@ func TestEnvConfig(t *testing.T) {
 			return ""
 		}); err == nil {
 			t.Errorf("%s=%q was accepted", name, bad)
+		}
+	}
+}
+
+func TestParseRetention(t *testing.T) {
+	if d, err := ParseRetention("off"); err != nil || d >= 0 {
+		t.Errorf(`ParseRetention("off") = %s, %v; want negative`, d, err)
+	}
+	if d, err := ParseRetention("720h"); err != nil || d != DefaultRetention {
+		t.Errorf(`ParseRetention("720h") = %s, %v`, d, err)
+	}
+	for _, in := range []string{"", "0", "-1h", "never"} {
+		if _, err := ParseRetention(in); err == nil {
+			t.Errorf("ParseRetention(%q) accepted", in)
 		}
 	}
 }

@@ -17,6 +17,7 @@ type metrics struct {
 	outcomes *prometheus.CounterVec
 	duration prometheus.Histogram
 	backlog  prometheus.Gauge
+	pruned   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -38,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "practicegw_retry_backlog",
 			Help: "Deliveries waiting for an attempt, due now or scheduled for a retry, across every dispatcher sharing the store.",
 		})),
+		pruned: Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "practicegw_webhook_log_pruned_total",
+			Help: "Records removed from the webhook log once past its retention, by kind: event or delivery (with its attempts).",
+		}, []string{"kind"})),
 	}
 }
 

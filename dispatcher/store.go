@@ -14,7 +14,9 @@ import (
 // EventLog records each event once and reads events back.
 type EventLog interface {
 	// Record stores, all or none, each event whose id is not stored yet;
-	// created[i] says whether evs[i] was new. It is durable when it returns.
+	// created[i] says whether evs[i] was new. An event that occurred before
+	// the horizon Prune set is not stored and not new. It is durable when
+	// it returns.
 	Record(ctx context.Context, evs []Event) (created []bool, err error)
 	// Event returns the event with id, or ErrNotFound.
 	Event(ctx context.Context, id string) (Event, error)
@@ -47,8 +49,9 @@ type EndpointCatalog interface {
 // queue per endpoint, so that an endpoint with a long backlog (a dead one,
 // say) costs a claim one look however many deliveries it holds.
 type DeliveryQueue interface {
-	// Enqueue stores new deliveries, all or none, skipping ids that exist
-	// and deliveries whose endpoint does not.
+	// Enqueue stores new deliveries, all or none, skipping ids that exist,
+	// deliveries whose endpoint does not, and deliveries of events older
+	// than the horizon Prune set.
 	Enqueue(ctx context.Context, ds []Delivery) (created int, err error)
 	// Claim first makes deliveries whose lease expired due again, then
 	// leases due deliveries: it visits endpoints in the order their
@@ -96,6 +99,29 @@ type DeliveryReader interface {
 	Deliveries(ctx context.Context, q DeliveryQuery) (DeliveryPage, error)
 }
 
+// Pruner removes what the webhook log's retention period has left
+// behind, so that a store does not grow without bound.
+type Pruner interface {
+	// Prune takes one bounded step (one transaction, one script): it looks
+	// at no more than r.Max records and removes, with their attempts and
+	// every index entry that points at them, the finished (delivered or
+	// failed) deliveries created before r.Before that nobody holds or has
+	// queued for a replay, then the events that occurred before r.Before
+	// and have no delivery left. Deliveries come first, so that an event
+	// goes only once nothing needs it to be sent or replayed.
+	//
+	// It also raises the store's horizon to r.Before: from then on Record
+	// refuses events that occurred before the horizon (reporting them not
+	// new) and Enqueue skips their deliveries. An id is derived from its
+	// change, so without this a change read again (a Kafka consumer
+	// rewound, a CDC connector's backfill) would record a pruned event
+	// afresh and deliver it a second time.
+	//
+	// Pruning is idempotent and safe to run from several processes at
+	// once. Continue with res.Next until it is "".
+	Prune(ctx context.Context, r PruneRequest) (res PruneResult, err error)
+}
+
 // Backends are the engine's dependencies.
 type Backends struct {
 	Events     EventLog
@@ -104,6 +130,8 @@ type Backends struct {
 	Queue      DeliveryQueue
 	Attempts   AttemptLog
 	Deliveries DeliveryReader
+	// Pruner, if set, lets the engine enforce Config.Retention.
+	Pruner Pruner
 }
 
 // ClaimRequest asks for due deliveries. It is plain data, not a callback,
@@ -160,6 +188,25 @@ type Outcome struct {
 	// NextAttemptAt is when the delivery is due again, if State is active.
 	NextAttemptAt time.Time
 	At            time.Time
+}
+
+// PruneRequest asks for one step of pruning.
+type PruneRequest struct {
+	// Before is the retention horizon: older records go.
+	Before time.Time
+	// Max bounds the records one step looks at, kept or removed.
+	Max int
+	// Cursor continues from a previous step's Next; "" starts over.
+	Cursor string
+}
+
+// PruneResult is what one step of pruning removed.
+type PruneResult struct {
+	Events     int
+	Deliveries int
+	// Next continues after the last record looked at; "" once nothing
+	// older than Before is left to look at.
+	Next string
 }
 
 // EventQuery selects a page of a tenant's events.

@@ -28,6 +28,7 @@ func init() {
 //	        allow_cidrs    <cidr>[,<cidr>...]
 //	        timeout        <duration>
 //	        breaker_cooldown <duration>
+//	        retention      <duration>|off
 //	    }
 //	    signing_key <id> <base64-secret>
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
@@ -170,6 +171,8 @@ func unmarshalWebhooks(d *caddyfile.Dispenser, w *WebhookConfig) error {
 			w.AllowCIDRs = val
 		case "breaker_cooldown":
 			w.BreakerCooldown = val
+		case "retention":
+			w.Retention = val
 		case "timeout":
 			if val == "" {
 				return d.ArgErr()

@@ -37,6 +37,11 @@ type WebhookConfig struct {
 	// defers its deliveries (without spending attempts) before a probe.
 	// Default {env.PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN}, else 1m.
 	BreakerCooldown string `json:"breaker_cooldown,omitempty"`
+	// Retention is how long events and finished deliveries stay in the
+	// webhook log before they are pruned (hourly), or "off" to keep them
+	// for ever. Default {env.PRACTICEGW_WEBHOOK_RETENTION}, else 720h (30
+	// days).
+	Retention string `json:"retention,omitempty"`
 }
 
 // engineConfig is the delivery configuration: each field set in the
@@ -49,6 +54,7 @@ func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, erro
 		"PRACTICEGW_WEBHOOK_BACKOFF_FACTOR":   w.BackoffFactor,
 		"PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN": w.BreakerCooldown,
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS":      w.AllowCIDRs,
+		"PRACTICEGW_WEBHOOK_RETENTION":        w.Retention,
 	}
 	cfg, err := dispatcher.EnvConfig(func(name string) string {
 		if v := repl.ReplaceAll(set[name], ""); v != "" {

@@ -79,7 +79,8 @@ func newToken() string {
 }
 
 // Enqueue stores new deliveries in one transaction. Deliveries that exist,
-// or whose endpoint was deleted meanwhile, are skipped.
+// whose endpoint was deleted meanwhile, or whose event is beyond the
+// retention horizon, are skipped.
 func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, error) {
 	created := 0
 	err := s.update(ctx, func(tx *bolt.Tx) error {
@@ -88,8 +89,9 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 		dels := tx.Bucket([]byte(bucketDeliveries))
 		endpoints := tx.Bucket([]byte(bucketEndpoints))
 		byTarget := tx.Bucket([]byte(bucketDeliveriesByTarget))
+		h := horizon(tx)
 		for _, d := range ds {
-			if dels.Get([]byte(d.ID)) != nil || endpoints.Get([]byte(d.EndpointID)) == nil {
+			if beyondHorizon(d.EventID, h) || dels.Get([]byte(d.ID)) != nil || endpoints.Get([]byte(d.EndpointID)) == nil {
 				continue
 			}
 			rec := deliveryRecord{Delivery: d, Firm: d.Firm}

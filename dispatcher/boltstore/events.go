@@ -26,8 +26,8 @@ func (r eventRecord) decode() (dispatcher.Event, error) {
 	return ev, nil
 }
 
-// Record stores each event whose id is not stored yet, in one
-// transaction.
+// Record stores each event whose id is not stored yet and is not beyond
+// the retention horizon, in one transaction.
 func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, error) {
 	// Encoded before the transaction: it is pure work, and a retried
 	// transaction need not repeat it.
@@ -44,8 +44,9 @@ func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, err
 		clear(created)
 		events := tx.Bucket([]byte(bucketEvents))
 		byTenant := tx.Bucket([]byte(bucketEventsByTenant))
+		h := horizon(tx)
 		for i, ev := range evs {
-			if events.Get([]byte(ev.ID)) != nil {
+			if beyondHorizon(ev.ID, h) || events.Get([]byte(ev.ID)) != nil {
 				continue
 			}
 			if err := putJSON(events, ev.ID, eventRecord{Event: envs[i], ResourceID: ev.ResourceID}); err != nil {

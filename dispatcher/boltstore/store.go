@@ -15,7 +15,8 @@
 //	dispatch_queue_heads            head time endpoint id -> nothing
 //	dispatch_queue_state            endpoint id -> head time, snoozed until
 //	dispatch_leases                 lease expiry delivery id -> endpoint id
-//	dispatch_meta                   "backlog" -> deliveries queued
+//	dispatch_meta                   "backlog" -> deliveries queued,
+//	                                "horizon" -> the retention horizon (retention.go)
 //
 // Times in keys are 8-byte big-endian Unix nanoseconds, so byte order is
 // time order. A waiting delivery is in its endpoint's queue at its next
@@ -90,7 +91,7 @@ func New(db *bolt.DB) (*Store, error) {
 
 // Backends wires the store in as all of the engine's backends.
 func (s *Store) Backends() dispatcher.Backends {
-	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s}
+	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s, Pruner: s}
 }
 
 // view and update check ctx first: bbolt transactions cannot be
@@ -185,4 +186,5 @@ var (
 	_ dispatcher.DeliveryQueue    = (*Store)(nil)
 	_ dispatcher.AttemptLog       = (*Store)(nil)
 	_ dispatcher.DeliveryReader   = (*Store)(nil)
+	_ dispatcher.Pruner           = (*Store)(nil)
 )

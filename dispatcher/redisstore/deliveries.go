@@ -116,8 +116,9 @@ func (f fetched) shown() dispatcher.Delivery {
 	return d
 }
 
-// Enqueue stores new deliveries in one script. Deliveries that exist, or
-// whose endpoint does not, are skipped.
+// Enqueue stores new deliveries in one script. Deliveries that exist,
+// whose endpoint does not, or whose event is beyond the retention horizon,
+// are skipped.
 func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, error) {
 	if len(ds) == 0 {
 		return 0, nil

@@ -43,7 +43,8 @@ func decodeEvent(raw []byte) (dispatcher.Event, error) {
 	return ev, nil
 }
 
-// Record stores each event whose id is not stored yet, in one script.
+// Record stores each event whose id is not stored yet and is not beyond
+// the retention horizon, in one script.
 func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, error) {
 	if len(evs) == 0 {
 		return []bool{}, nil

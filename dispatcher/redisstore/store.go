@@ -19,6 +19,10 @@
 //	snooze                     hash: endpoint -> snoozed until (us)
 //	leases                     zset: leased delivery ids, score = expiry (us)
 //	backlog                    integer: deliveries queued
+//	log:dlv                    zset, lexical: every delivery id, for pruning
+//	log:evt                    zset, lexical: "<event id> <firm>:<mode> <kind>"
+//	horizon                    the retention horizon, an event id floor
+//	log:indexed                set once log:dlv and log:evt hold everything
 //
 // Every change that must be atomic (recording an attempt with its state,
 // claiming, releasing, queuing) is one Lua script (lua/), so a dispatcher
@@ -41,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -69,6 +74,9 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	scripts scripts
+	// indexed is set once this process knows log:dlv and log:evt are
+	// complete (retention.go).
+	indexed atomic.Bool
 }
 
 // New uses rdb, which the caller owns and closes.
@@ -88,7 +96,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 
 // Backends wires the store in as all of the engine's backends.
 func (s *Store) Backends() dispatcher.Backends {
-	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s}
+	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s, Pruner: s}
 }
 
 func (s *Store) ctx(parent context.Context) (context.Context, context.CancelFunc) {
@@ -109,7 +117,7 @@ var luaFiles embed.FS
 // scripts are the store's Lua scripts, each with the shared prelude.
 type scripts struct {
 	enqueue, claim, release, lease, recordAttempt, requeueFailed,
-	snooze, deleteEndpoint, fetch, recordEvents, createEndpoint *redis.Script
+	snooze, deleteEndpoint, fetch, recordEvents, createEndpoint, prune *redis.Script
 }
 
 func loadScripts() (scripts, error) {
@@ -137,6 +145,7 @@ func loadScripts() (scripts, error) {
 		fetch:          load("fetch"),
 		recordEvents:   load("record_events"),
 		createEndpoint: load("create_endpoint"),
+		prune:          load("prune"),
 	}
 	if err != nil {
 		return scripts{}, fmt.Errorf("redisstore: loading scripts: %w", err)
@@ -230,4 +239,5 @@ var (
 	_ dispatcher.DeliveryQueue    = (*Store)(nil)
 	_ dispatcher.AttemptLog       = (*Store)(nil)
 	_ dispatcher.DeliveryReader   = (*Store)(nil)
+	_ dispatcher.Pruner           = (*Store)(nil)
 )

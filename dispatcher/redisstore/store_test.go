@@ -2,11 +2,13 @@ package redisstore_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/redisstore"
 	"github.com/practicegw/practicegw/dispatcher/storetest"
@@ -37,4 +39,62 @@ func open(t *testing.T, srv *redistest.Server) *redisstore.Store {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// Pruning leaves no key of what it removed behind (attempts included), and
+// a store written before the pruning indexes existed is indexed first.
+func TestPruneLeavesNothingBehind(t *testing.T) {
+	srv := redistest.Start(t)
+	st := open(t, srv)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	tenant := adapters.Tenant{Firm: "frm_acme"}
+	ep := dispatcher.Endpoint{ID: "we_a", Firm: tenant.Firm, URL: "https://example.com/a", Events: []string{"*"},
+		Status: dispatcher.EndpointEnabled, CreatedAt: t0}
+	if err := st.CreateEndpoint(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	ev := dispatcher.Event{ID: dispatcher.EventID("chg_1", dispatcher.ClientCreated, t0), Event: dispatcher.ClientCreated,
+		OccurredAt: t0, Firm: tenant.Firm, Data: []byte(`{}`)}
+	if _, err := st.Record(ctx, []dispatcher.Event{ev}); err != nil {
+		t.Fatal(err)
+	}
+	ds := dispatcher.FanOut(ev, []dispatcher.Endpoint{ep}, t0)
+	if _, err := st.Enqueue(ctx, ds); err != nil {
+		t.Fatal(err)
+	}
+	c, err := st.Lease(ctx, ds[0].ID, t0, t0.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &dispatcher.Attempt{Number: 1, Trigger: dispatcher.TriggerScheduled, StartedAt: t0, ResponseCode: 200}
+	if _, err := st.RecordAttempt(ctx, c.Lease, dispatcher.Outcome{Attempt: a, State: dispatcher.StateDelivered, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+
+	opts, _ := redis.ParseURL(srv.URL())
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	// As a store written before the pruning indexes existed holds it.
+	p := redisstore.DefaultPrefix
+	if err := rdb.Del(ctx, p+"log:dlv", p+"log:evt", p+"log:indexed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := redisstore.New(rdb, redisstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := fresh.Prune(ctx, dispatcher.PruneRequest{Before: t0.Add(time.Hour), Max: 10})
+	if err != nil || res.Events != 1 || res.Deliveries != 1 || res.Next != "" {
+		t.Fatalf("Prune = %+v, %v", res, err)
+	}
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(keys)
+	want := []string{p + "backlog", p + "ep:we_a", p + "eps:frm_acme:live", p + "horizon", p + "log:indexed"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys after pruning everything:\n%v\nwant\n%v", keys, want)
+	}
 }

@@ -42,6 +42,7 @@ func Run(t *testing.T, open Open) {
 		{"EventsPageAndFilter", testEventsPaging},
 		{"DeliveriesPageAndFilter", testDeliveriesPaging},
 		{"Endpoints", testEndpoints},
+		{"PruneRemovesOnlyOldFinishedRecords", testPrune},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
 	}
@@ -768,5 +769,242 @@ func testClaimEvent(t *testing.T, b dispatcher.Backends) {
 	}
 	if got := cs[0].Event; got != nil && (got.ID != ev.ID || string(got.Data) != string(ev.Data) || got.ResourceID != ev.ResourceID) {
 		t.Fatalf("claim carries %+v, want %+v", got, ev)
+	}
+}
+
+// finish claims the delivery (due by at) and records one attempt that
+// leaves it in state.
+func finish(t *testing.T, b dispatcher.Backends, id string, at time.Time, state dispatcher.State) {
+	t.Helper()
+	c, err := b.Attempts.Lease(ctx, id, at, at.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := 200
+	if state != dispatcher.StateDelivered {
+		code = 500
+	}
+	o := dispatcher.Outcome{Attempt: attempt(1, code), State: state, At: at}
+	if state.Active() {
+		o.NextAttemptAt = at.Add(time.Hour)
+	}
+	if _, err := b.Attempts.RecordAttempt(ctx, c.Lease, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// prune runs Prune step by step until it is done, checking that no step
+// looks at more than max records, and returns the total removed.
+func prune(t *testing.T, b dispatcher.Backends, before time.Time, max int) (events, deliveries int) {
+	t.Helper()
+	r := dispatcher.PruneRequest{Before: before, Max: max}
+	for steps := 0; ; steps++ {
+		if steps > 100 {
+			t.Fatal("Prune never finished")
+		}
+		res, err := b.Pruner.Prune(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Events+res.Deliveries > max {
+			t.Fatalf("one step removed %d events and %d deliveries; max %d", res.Events, res.Deliveries, max)
+		}
+		events, deliveries = events+res.Events, deliveries+res.Deliveries
+		if res.Next == "" {
+			return events, deliveries
+		}
+		r.Cursor = res.Next
+	}
+}
+
+// Pruning removes old finished deliveries and the old events nothing
+// refers to any more, keeps whatever may still be sent, and leaves the
+// listings and their cursors consistent.
+func testPrune(t *testing.T, b dispatcher.Backends) {
+	if b.Pruner == nil {
+		t.Skip("the store does not prune")
+	}
+	a, other := endpoint(t, b, "we_a"), endpoint(t, b, "we_b")
+	before := t0.Add(10 * 24 * time.Hour)
+	late := before.Add(24 * time.Hour)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Minute) }
+
+	var old []dispatcher.Event
+	for i := range 8 {
+		old = append(old, event(fmt.Sprintf("chg_old_%d", i), dispatcher.ClientCreated, at(i), tenant))
+	}
+	fresh := []dispatcher.Event{
+		event("chg_new_0", dispatcher.ClientUpdated, late, tenant),
+		event("chg_new_1", dispatcher.ClientUpdated, late.Add(time.Minute), tenant),
+	}
+	if _, err := b.Events.Record(ctx, append(append([]dispatcher.Event{}, old...), fresh...)); err != nil {
+		t.Fatal(err)
+	}
+	// A listing page taken before pruning, whose cursor is then pruned.
+	page, err := b.Events.Events(ctx, dispatcher.EventQuery{Tenant: tenant, Limit: 2})
+	if err != nil || page.Next != old[1].ID {
+		t.Fatalf("first page of events: next %q, %v", page.Next, err)
+	}
+	eventCursor := page.Next
+
+	// old[0..3]: delivered or failed long ago, to we_a (old[0] to we_b as
+	// well); old[4]: still retrying; old[5]: failed, and leased for a
+	// replay; old[6]: no delivery; old[7]: fanned out only after the
+	// horizon (an endpoint subscribed late, a change read again), delivered.
+	dl := map[string]string{} // event id -> its delivery to we_a
+	fan := func(ev dispatcher.Event, eps []dispatcher.Endpoint, now time.Time) {
+		ds := dispatcher.FanOut(ev, eps, now)
+		enqueue(t, b, len(ds), ds...)
+		dl[ev.ID] = ds[0].ID
+	}
+	fan(old[0], []dispatcher.Endpoint{a, other}, at(0))
+	for i := 1; i < 6; i++ {
+		fan(old[i], []dispatcher.Endpoint{a}, at(i))
+	}
+	fan(old[7], []dispatcher.Endpoint{a}, late)
+	for _, ev := range fresh {
+		fan(ev, []dispatcher.Endpoint{a}, ev.OccurredAt)
+	}
+	toOther := dispatcher.FanOut(old[0], []dispatcher.Endpoint{other}, at(0))[0].ID
+	finish(t, b, toOther, at(0), dispatcher.StateDelivered)
+	for i, st := range []dispatcher.State{dispatcher.StateDelivered, dispatcher.StateDelivered, dispatcher.StateFailed,
+		dispatcher.StateFailed, dispatcher.StateRetrying, dispatcher.StateFailed} {
+		finish(t, b, dl[old[i].ID], at(i), st)
+	}
+	finish(t, b, dl[old[7].ID], late, dispatcher.StateDelivered)
+	finish(t, b, dl[fresh[0].ID], late, dispatcher.StateDelivered)
+	replaying := dl[old[5].ID]
+	if _, err := b.Attempts.Lease(ctx, replaying, before, before.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	dpage, err := b.Deliveries.Deliveries(ctx, dispatcher.DeliveryQuery{EndpointID: "we_a", Limit: 1})
+	if err != nil || !dpage.HasMore {
+		t.Fatalf("first page of deliveries: %+v, %v", dpage, err)
+	}
+	deliveryCursor := dpage.Next
+	backlogBefore := backlog(t, b)
+
+	events, deliveries := prune(t, b, before, 3)
+	if events != 5 || deliveries != 5 {
+		t.Fatalf("pruned %d events and %d deliveries; want 5 and 5", events, deliveries)
+	}
+	for _, id := range []string{dl[old[0].ID], toOther, dl[old[1].ID], dl[old[2].ID], dl[old[3].ID]} {
+		if _, err := b.Deliveries.Delivery(ctx, id); !errors.Is(err, dispatcher.ErrNotFound) {
+			t.Errorf("pruned delivery %s: %v", id, err)
+		}
+	}
+	for _, id := range []string{dl[old[4].ID], replaying, dl[old[7].ID], dl[fresh[0].ID], dl[fresh[1].ID]} {
+		if _, err := b.Deliveries.Delivery(ctx, id); err != nil {
+			t.Errorf("kept delivery %s: %v", id, err)
+		}
+	}
+	for i, ev := range old {
+		_, err := b.Events.Event(ctx, ev.ID)
+		referred := i == 4 || i == 5 || i == 7
+		if referred && err != nil {
+			t.Errorf("old event %d, which a kept delivery needs: %v", i, err)
+		}
+		if !referred && !errors.Is(err, dispatcher.ErrNotFound) {
+			t.Errorf("old event %d: %v; want it pruned", i, err)
+		}
+	}
+	if got := backlog(t, b); got != backlogBefore {
+		t.Errorf("backlog %d after pruning, was %d", got, backlogBefore)
+	}
+
+	// Listings hold only what is left, and cursors issued before still
+	// work.
+	wantEvents := []string{old[4].ID, old[5].ID, old[7].ID, fresh[0].ID, fresh[1].ID}
+	var got []string
+	for q := (dispatcher.EventQuery{Tenant: tenant, Limit: 2}); ; {
+		page, err := b.Events.Events(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range page.Events {
+			got = append(got, ev.ID)
+		}
+		if !page.HasMore {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	if !slices.Equal(got, wantEvents) {
+		t.Errorf("events after pruning %v\nwant %v", got, wantEvents)
+	}
+	page, err = b.Events.Events(ctx, dispatcher.EventQuery{Tenant: tenant, Cursor: eventCursor, Limit: 50})
+	if err != nil || len(page.Events) != len(wantEvents) || page.Events[0].ID != wantEvents[0] {
+		t.Errorf("events after a pruned cursor: %+v, %v", page, err)
+	}
+	wantDeliveries := []string{dl[old[4].ID], replaying, dl[old[7].ID], dl[fresh[0].ID], dl[fresh[1].ID]}
+	got = nil
+	for q := (dispatcher.DeliveryQuery{EndpointID: "we_a", Limit: 2}); ; {
+		page, err := b.Deliveries.Deliveries(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Deliveries {
+			got = append(got, d.ID)
+		}
+		if !page.HasMore {
+			break
+		}
+		q.Cursor = page.Next
+	}
+	if !slices.Equal(got, wantDeliveries) {
+		t.Errorf("deliveries after pruning %v\nwant %v", got, wantDeliveries)
+	}
+	dpage, err = b.Deliveries.Deliveries(ctx, dispatcher.DeliveryQuery{EndpointID: "we_a", Cursor: deliveryCursor, Limit: 50})
+	if err != nil || len(dpage.Deliveries) != len(wantDeliveries) {
+		t.Errorf("deliveries after a pruned cursor: %d, %v", len(dpage.Deliveries), err)
+	}
+	for _, st := range []dispatcher.State{dispatcher.StateDelivered, dispatcher.StateFailed} {
+		page, err := b.Deliveries.Deliveries(ctx, dispatcher.DeliveryQuery{EndpointID: "we_a", States: []dispatcher.State{st}, Limit: 50})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range page.Deliveries {
+			if d.CreatedAt.Before(before) && d.ID != replaying {
+				t.Errorf("%s listing still holds %s", st, d.ID)
+			}
+		}
+	}
+	page2, err := b.Deliveries.Deliveries(ctx, dispatcher.DeliveryQuery{EndpointID: "we_b", Limit: 50})
+	if err != nil || len(page2.Deliveries) != 0 {
+		t.Errorf("we_b's deliveries after pruning: %+v, %v", page2, err)
+	}
+
+	// A change read again after its event was pruned raises nothing: the
+	// event is not recorded afresh and its deliveries are not queued again.
+	created, err := b.Events.Record(ctx, []dispatcher.Event{old[0], event("chg_other", dispatcher.ClientCreated, late, tenant)})
+	if err != nil || !slices.Equal(created, []bool{false, true}) {
+		t.Errorf("Record of a pruned event = %v, %v; want it refused", created, err)
+	}
+	if n, err := b.Queue.Enqueue(ctx, dispatcher.FanOut(old[0], []dispatcher.Endpoint{a, other}, late)); err != nil || n != 0 {
+		t.Errorf("Enqueue of a pruned event's deliveries = %d, %v; want none", n, err)
+	}
+	if _, err := b.Events.Event(ctx, old[0].ID); !errors.Is(err, dispatcher.ErrNotFound) {
+		t.Errorf("pruned event after it was read again: %v", err)
+	}
+
+	// Pruning again is harmless; once the replay is done, its delivery and
+	// then its event go too.
+	if events, deliveries := prune(t, b, before, 3); events != 0 || deliveries != 0 {
+		t.Errorf("pruning again removed %d events and %d deliveries", events, deliveries)
+	}
+	c, err := b.Attempts.Lease(ctx, replaying, before.Add(2*time.Minute), before.Add(3*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2 := attempt(2, 200)
+	a2.Trigger = dispatcher.TriggerReplay
+	if _, err := b.Attempts.RecordAttempt(ctx, c.Lease, dispatcher.Outcome{Attempt: a2, State: dispatcher.StateDelivered, At: before}); err != nil {
+		t.Fatal(err)
+	}
+	if events, deliveries := prune(t, b, before, 1); events != 1 || deliveries != 1 {
+		t.Errorf("after the replay pruning removed %d events and %d deliveries; want 1 and 1", events, deliveries)
+	}
+	if _, err := b.Events.Event(ctx, old[4].ID); err != nil {
+		t.Errorf("the retrying delivery's event: %v", err)
 	}
 }

@@ -18,6 +18,7 @@ for _, member in ipairs(redis.call('ZRANGE', all, 0, limit - 1)) do
   local id = string.sub(member, 17)
   redis.call('ZREM', P .. 'leases', id)
   redis.call('DEL', dkey(id), P .. 'att:' .. id)
+  redis.call('ZREM', P .. 'log:dlv', id)
   redis.call('ZREM', all, member)
 end
 local left = redis.call('ZCARD', all)

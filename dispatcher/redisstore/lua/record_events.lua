@@ -1,10 +1,13 @@
 -- ARGV[2..]: per event id, tenant key suffix, kind, record JSON. Returns 1
--- or 0 per event: stored now, or stored already.
+-- or 0 per event: stored now, or stored already (or beyond the retention
+-- horizon, which is as good as stored: it was, and was pruned).
+local horizon = redis.call('GET', P .. 'horizon') or ''
 local out = {}
 for i = 2, #ARGV, 4 do
   local id = ARGV[i]
-  if redis.call('SET', P .. 'evt:' .. id, ARGV[i + 3], 'NX') then
+  if id >= horizon and redis.call('SET', P .. 'evt:' .. id, ARGV[i + 3], 'NX') then
     redis.call('ZADD', P .. 'evts:' .. ARGV[i + 1], 0, id .. ' ' .. ARGV[i + 2])
+    redis.call('ZADD', P .. 'log:evt', 0, id .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2])
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

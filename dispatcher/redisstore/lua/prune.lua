@@ -1,0 +1,63 @@
+-- ARGV: 2 before (created_at as 16 hex digits), 3 the delivery id every
+-- pruned delivery's id sorts below, 4 the event id floor of before, 5 how
+-- many records to look at, 6 cursor ('' to start, a delivery id, or an
+-- event id). Raises the horizon, then removes finished deliveries created
+-- before before and events below the floor that no delivery refers to.
+-- Returns {deliveries removed, events removed, next cursor or ''}.
+local beforeHex, dlvEnd, floor, budget, cursor = ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local h = redis.call('GET', P .. 'horizon')
+if not h or h < floor then redis.call('SET', P .. 'horizon', floor) end
+local deliveries, events = 0, 0
+
+if string.sub(cursor, 1, 4) ~= 'evt_' then
+  local lo = '-'
+  if cursor ~= '' then lo = '(' .. cursor end
+  local ids = redis.call('ZRANGEBYLEX', P .. 'log:dlv', lo, '(' .. dlvEnd, 'LIMIT', 0, budget)
+  budget = budget - #ids
+  for _, id in ipairs(ids) do
+    local f = redis.call('HMGET', dkey(id), 'ep', 'member', 'state', 'token', 'replay', 'q')
+    if not f[1] then
+      redis.call('ZREM', P .. 'log:dlv', id)
+    elseif not ACTIVE[f[3]] and f[4] == '' and f[5] ~= '1' and f[6] == '' and string.sub(f[2], 1, 16) < beforeHex then
+      -- Nobody holds it and nothing queued it for a replay.
+      local all = P .. 'dlvs:' .. f[1]
+      redis.call('ZREM', all, f[2])
+      redis.call('ZREM', all .. ':' .. f[3], f[2])
+      redis.call('DEL', dkey(id), P .. 'att:' .. id)
+      redis.call('ZREM', P .. 'log:dlv', id)
+      deliveries = deliveries + 1
+    end
+  end
+  if budget <= 0 then return {deliveries, 0, ids[#ids]} end
+  cursor = ''
+end
+
+-- referred says whether a delivery of the event remains: a delivery's id
+-- starts with its event's time, so only that millisecond's are read.
+local function referred(id)
+  local t = string.sub(id, 5, 14)
+  for _, d in ipairs(redis.call('ZRANGEBYLEX', P .. 'log:dlv', '[dlv_' .. t, '(dlv_' .. t .. '~')) do
+    if redis.call('HGET', dkey(d), 'evt') == id then return true end
+  end
+  return false
+end
+
+local lo = '-'
+-- "\127" sorts after the space that ends the cursor's own member.
+if cursor ~= '' then lo = '(' .. cursor .. '\127' end
+local members = redis.call('ZRANGEBYLEX', P .. 'log:evt', lo, '(' .. floor, 'LIMIT', 0, budget)
+local last = ''
+for _, m in ipairs(members) do
+  local id, tenant, kind = string.match(m, '^(%S+) (.+) (%S+)$')
+  last = id or ''
+  if not id then
+    redis.call('ZREM', P .. 'log:evt', m)
+  elseif not referred(id) then
+    redis.call('DEL', P .. 'evt:' .. id)
+    redis.call('ZREM', P .. 'evts:' .. tenant, id .. ' ' .. kind)
+    redis.call('ZREM', P .. 'log:evt', m)
+    events = events + 1
+  end
+end
+if #members < budget then last = '' end
+return {deliveries, events, last}
