@@ -162,7 +162,11 @@ func TestScaleOutLosesNothing(t *testing.T) {
 	t.Logf("%d jobs created, %d requests met the killed gateway", len(created), refused.Load())
 
 	// Every created job's job.opened arrives, with one id however often.
-	deadline := time.Now().Add(60 * time.Second)
+	// What is asserted is that nothing is lost, not how fast the group
+	// recovers: on a starved machine (this test beside others on two
+	// cores) the group's rebalance after the SIGKILL can wait out the
+	// rebalance timeout more than once before the partitions move.
+	deadline := time.Now().Add(150 * time.Second)
 	for {
 		got := map[string]string{}
 		rc.mu.Lock()
