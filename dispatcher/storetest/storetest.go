@@ -586,21 +586,7 @@ func testEventsPaging(t *testing.T, b dispatcher.Backends) {
 	if _, err := b.Events.Record(ctx, all); err != nil {
 		t.Fatal(err)
 	}
-	var got []string
-	q := dispatcher.EventQuery{Tenant: tenant, Limit: 4}
-	for {
-		page, err := b.Events.Events(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range page.Events {
-			got = append(got, ev.ID)
-		}
-		if !page.HasMore {
-			break
-		}
-		q.Cursor = page.Next
-	}
+	got := eventIDs(t, b, dispatcher.EventQuery{Tenant: tenant, Limit: 4})
 	if !slices.Equal(got, want) {
 		t.Fatalf("paged %v\nwant %v", got, want)
 	}
@@ -655,22 +641,11 @@ func testDeliveriesPaging(t *testing.T, b dispatcher.Backends) {
 		}
 	}
 	var got []string
-	q := dispatcher.DeliveryQuery{EndpointID: "we_a", Limit: 3}
-	for {
-		page, err := b.Deliveries.Deliveries(ctx, q)
-		if err != nil {
-			t.Fatal(err)
+	for _, d := range allDeliveries(t, b, dispatcher.DeliveryQuery{EndpointID: "we_a", Limit: 3}) {
+		got = append(got, d.ID)
+		if d.EndpointID != "we_a" || d.Firm != tenant.Firm {
+			t.Errorf("delivery %+v", d)
 		}
-		for _, d := range page.Deliveries {
-			got = append(got, d.ID)
-			if d.EndpointID != "we_a" || d.Firm != tenant.Firm {
-				t.Errorf("delivery %+v", d)
-			}
-		}
-		if !page.HasMore {
-			break
-		}
-		q.Cursor = page.Next
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("paged %v, want %v", got, want)
@@ -915,21 +890,7 @@ func testPrune(t *testing.T, b dispatcher.Backends) {
 	// Listings hold only what is left, and cursors issued before still
 	// work.
 	wantEvents := []string{old[4].ID, old[5].ID, old[7].ID, fresh[0].ID, fresh[1].ID}
-	var got []string
-	for q := (dispatcher.EventQuery{Tenant: tenant, Limit: 2}); ; {
-		page, err := b.Events.Events(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ev := range page.Events {
-			got = append(got, ev.ID)
-		}
-		if !page.HasMore {
-			break
-		}
-		q.Cursor = page.Next
-	}
-	if !slices.Equal(got, wantEvents) {
+	if got := eventIDs(t, b, dispatcher.EventQuery{Tenant: tenant, Limit: 2}); !slices.Equal(got, wantEvents) {
 		t.Errorf("events after pruning %v\nwant %v", got, wantEvents)
 	}
 	page, err = b.Events.Events(ctx, dispatcher.EventQuery{Tenant: tenant, Cursor: eventCursor, Limit: 50})
@@ -937,19 +898,9 @@ func testPrune(t *testing.T, b dispatcher.Backends) {
 		t.Errorf("events after a pruned cursor: %+v, %v", page, err)
 	}
 	wantDeliveries := []string{dl[old[4].ID], replaying, dl[old[7].ID], dl[fresh[0].ID], dl[fresh[1].ID]}
-	got = nil
-	for q := (dispatcher.DeliveryQuery{EndpointID: "we_a", Limit: 2}); ; {
-		page, err := b.Deliveries.Deliveries(ctx, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range page.Deliveries {
-			got = append(got, d.ID)
-		}
-		if !page.HasMore {
-			break
-		}
-		q.Cursor = page.Next
+	var got []string
+	for _, d := range allDeliveries(t, b, dispatcher.DeliveryQuery{EndpointID: "we_a", Limit: 2}) {
+		got = append(got, d.ID)
 	}
 	if !slices.Equal(got, wantDeliveries) {
 		t.Errorf("deliveries after pruning %v\nwant %v", got, wantDeliveries)
@@ -1006,5 +957,43 @@ func testPrune(t *testing.T, b dispatcher.Backends) {
 	}
 	if _, err := b.Events.Event(ctx, old[4].ID); err != nil {
 		t.Errorf("the retrying delivery's event: %v", err)
+	}
+}
+
+// eventIDs pages through the events q selects, following each page's
+// cursor, and returns their ids in order.
+func eventIDs(t *testing.T, b dispatcher.Backends, q dispatcher.EventQuery) []string {
+	t.Helper()
+	var ids []string
+	for {
+		page, err := b.Events.Events(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range page.Events {
+			ids = append(ids, ev.ID)
+		}
+		if !page.HasMore {
+			return ids
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// allDeliveries pages through the deliveries q selects, following each
+// page's cursor.
+func allDeliveries(t *testing.T, b dispatcher.Backends, q dispatcher.DeliveryQuery) []dispatcher.Delivery {
+	t.Helper()
+	var all []dispatcher.Delivery
+	for {
+		page, err := b.Deliveries.Deliveries(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, page.Deliveries...)
+		if !page.HasMore {
+			return all
+		}
+		q.Cursor = page.Next
 	}
 }
