@@ -17,13 +17,12 @@ var gcraSource string
 
 // redisBackend keeps every gateway instance's buckets and usage counters in
 // one Redis. One script call decides a batch of requests, often for many
-// credentials, so the keys must all live on one Redis primary (replicas
-// and Sentinel failover are fine; Redis Cluster is not). Both keys of a
-// credential carry it as a hash tag ({id}), which keeps a credential's
-// keys together should batches ever be split by slot.
+// credentials, so the keys must all live on one Redis (not Redis
+// Cluster). Both keys of a credential carry it as a hash tag ({id}), which
+// keeps a credential's keys together should batches ever be split by slot.
 //
 // Decisions, one per request, go through script: a connection of their own
-// on which concurrent requests' calls are pipelined. Reading and writing
+// on which concurrent requests are decided in batches. Reading and writing
 // usage, a few calls a flush, and probing go through client.
 type redisBackend struct {
 	client *redis.Client
