@@ -136,47 +136,36 @@ func (a *Adapter) fetchClients(ctx context.Context, token string) (upstream.Vend
 		var err error
 		skip, err = strconv.Atoi(n)
 		if !ok || len(s) != 1 || strings.IndexByte("cog", s[0]) < 0 || err != nil || skip < 0 {
-			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
-				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+			return page, errBadCursor()
 		}
 		seg = s[0]
 	}
-	q := url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}}
-	if skip > 0 {
-		q.Set("$skip", strconv.Itoa(skip))
-	}
-	ref := clientRef{kind: seg}
-	path := "/v3/" + ref.collection()
-	var next string
-	var n int
+	path := "/v3/" + clientRef{kind: seg}.collection()
+	top := a.cfg.PageSize
+	var next int
+	var err error
 	switch seg {
 	case 'c':
-		var l odataList[contactSummary]
-		if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, "contacts", &l); err != nil {
-			return page, fmt.Errorf("karbon: list contacts: %w", err)
-		}
-		for _, v := range l.Value {
+		var items []contactSummary
+		items, next, err = odataPage[contactSummary](ctx, a, path, "contacts", "", skip, top)
+		for _, v := range items {
 			page.Items = append(page.Items, clientRow{ref: clientRef{'c', v.ContactKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
 		}
-		next, n = l.NextLink, len(l.Value)
 	case 'o':
-		var l odataList[organizationSummary]
-		if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, "organizations", &l); err != nil {
-			return page, fmt.Errorf("karbon: list organizations: %w", err)
-		}
-		for _, v := range l.Value {
+		var items []organizationSummary
+		items, next, err = odataPage[organizationSummary](ctx, a, path, "organizations", "", skip, top)
+		for _, v := range items {
 			page.Items = append(page.Items, clientRow{ref: clientRef{'o', v.OrganizationKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
 		}
-		next, n = l.NextLink, len(l.Value)
 	default:
-		var l odataList[clientGroupSummary]
-		if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, "client groups", &l); err != nil {
-			return page, fmt.Errorf("karbon: list client groups: %w", err)
-		}
-		for _, v := range l.Value {
+		var items []clientGroupSummary
+		items, next, err = odataPage[clientGroupSummary](ctx, a, path, "client groups", "", skip, top)
+		for _, v := range items {
 			page.Items = append(page.Items, clientRow{ref: clientRef{'g', v.ClientGroupKey}, version: v.LastModifiedDateTime})
 		}
-		next, n = l.NextLink, len(l.Value)
+	}
+	if err != nil {
+		return page, err
 	}
 	for i := range page.Items {
 		r := &page.Items[i]
@@ -190,12 +179,8 @@ func (a *Adapter) fetchClients(ctx context.Context, token string) (upstream.Vend
 		r.modified = t
 	}
 	switch {
-	case next != "":
-		s, err := skipOf(next, skip+n)
-		if err != nil {
-			return page, upstream.Malformed(a.c.Label(), "next link", err)
-		}
-		page.Next = string(seg) + ":" + strconv.Itoa(s)
+	case next >= 0:
+		page.Next = string(seg) + ":" + strconv.Itoa(next)
 	case seg == 'c':
 		page.Next = "o:0"
 	case seg == 'o':

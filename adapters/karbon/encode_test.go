@@ -3,40 +3,17 @@ package karbon
 import (
 	"bytes"
 	"encoding/json"
-	"reflect"
 	"testing"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/adapters/vendortest"
 )
-
-// fill sets every field of a struct to a value derived from s, so that a
-// field added to the /v1 shape and missing from a hand-written encoder
-// shows up as a difference.
-func fill(v reflect.Value, s string, t time.Time) {
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString(s + v.Type().Field(i).Name)
-		case reflect.Pointer:
-			if f.Type().Elem() == reflect.TypeFor[time.Time]() {
-				f.Set(reflect.ValueOf(&t))
-			}
-		case reflect.Struct:
-			if f.Type() == reflect.TypeFor[time.Time]() {
-				f.Set(reflect.ValueOf(t))
-			} else {
-				fill(f, s, t)
-			}
-		}
-	}
-}
 
 func TestAppendJob(t *testing.T) {
 	at := time.Date(2026, 3, 2, 9, 30, 15, 123456789, time.UTC)
 	var full adapters.Job
-	fill(reflect.ValueOf(&full).Elem(), `a"<&>\\`+"\u2028\t\x01\xff é ", at)
+	vendortest.Fill(&full, `a"<&>\\`+"\u2028\t\x01\xff é ", at)
 	for _, j := range []adapters.Job{{}, full, {ID: "job_1", Stage: "planned", CreatedAt: at.In(time.FixedZone("x", 3600))}} {
 		want, _ := json.Marshal(j)
 		if got := appendJob(nil, &j); !bytes.Equal(got, want) {

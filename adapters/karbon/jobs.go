@@ -127,38 +127,22 @@ func (a *Adapter) jobMatches(f adapters.Filter, w workItem) bool {
 // fetchWork reads one page of top work items; the token is the $skip.
 func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) (upstream.VendorPage[workItem], error) {
 	var page upstream.VendorPage[workItem]
-	skip := 0
-	if token != "" {
-		n, err := strconv.Atoi(token)
-		if err != nil || n < 0 {
-			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
-				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
-		}
-		skip = n
+	skip, err := skipToken(token)
+	if err != nil {
+		return page, err
 	}
-	q := url.Values{"$top": {strconv.Itoa(top)}}
-	if skip > 0 {
-		q.Set("$skip", strconv.Itoa(skip))
+	items, next, err := odataPage[workItem](ctx, a, "/v3/WorkItems", "work items", filter, skip, top)
+	if err != nil {
+		return page, err
 	}
-	if filter != "" {
-		q.Set("$filter", filter)
-	}
-	var l odataList[workItem]
-	if _, err := a.c.JSON(ctx, upstream.Request{Path: "/v3/WorkItems", Query: q}, "work items", &l); err != nil {
-		return page, fmt.Errorf("karbon: list work items: %w", err)
-	}
-	for _, w := range l.Value {
+	for _, w := range items {
 		if !validKey(w.WorkItemKey) {
 			return page, upstream.Malformed(a.c.Label(), "work items", fmt.Errorf("work item key %q", w.WorkItemKey))
 		}
 	}
-	page.Items = l.Value
-	if l.NextLink != "" {
-		s, err := skipOf(l.NextLink, skip+len(l.Value))
-		if err != nil {
-			return page, upstream.Malformed(a.c.Label(), "next link", err)
-		}
-		page.Next = strconv.Itoa(s)
+	page.Items = items
+	if next >= 0 {
+		page.Next = strconv.Itoa(next)
 	}
 	return page, nil
 }

@@ -53,35 +53,22 @@ func (a *Adapter) listPeople(ctx context.Context, f adapters.Filter, cur upstrea
 // fetchUsers reads one page of users; the token is the $skip.
 func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (upstream.VendorPage[userSummary], error) {
 	var page upstream.VendorPage[userSummary]
-	skip := 0
-	if token != "" {
-		n, err := strconv.Atoi(token)
-		if err != nil || n < 0 {
-			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
-				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
-		}
-		skip = n
+	skip, err := skipToken(token)
+	if err != nil {
+		return page, err
 	}
-	q := url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}}
-	if skip > 0 {
-		q.Set("$skip", strconv.Itoa(skip))
+	items, next, err := odataPage[userSummary](ctx, a, "/v3/Users", "users", "", skip, a.cfg.PageSize)
+	if err != nil {
+		return page, err
 	}
-	var l odataList[userSummary]
-	if _, err := a.c.JSON(ctx, upstream.Request{Path: "/v3/Users", Query: q}, "users", &l); err != nil {
-		return page, fmt.Errorf("karbon: list users: %w", err)
-	}
-	for _, u := range l.Value {
+	for _, u := range items {
 		if !validKey(u.Id) {
 			return page, upstream.Malformed(a.c.Label(), "users", fmt.Errorf("user key %q", u.Id))
 		}
 	}
-	page.Items = l.Value
-	if l.NextLink != "" {
-		s, err := skipOf(l.NextLink, skip+len(l.Value))
-		if err != nil {
-			return page, upstream.Malformed(a.c.Label(), "next link", err)
-		}
-		page.Next = strconv.Itoa(s)
+	page.Items = items
+	if next >= 0 {
+		page.Next = strconv.Itoa(next)
 	}
 	return page, nil
 }

@@ -15,7 +15,8 @@
 // any adapters.Reader and checks the paging contract on the way; and
 // PracticeFiles, a practice's filing layout for the document stores, with
 // FilePractice to file it in a store double and CheckDocuments to check
-// what an adapter lists of it.
+// what an adapter lists of it; and Fill, which fills a /v1 record for
+// testing a hand-written encoder against encoding/json.
 package vendortest
 
 import (
