@@ -5,6 +5,10 @@
 # with the same load generator. Prints requests per second, p50, p99 and the
 # differences. Target: at most 10% of throughput and 1 ms at p99.
 #
+# A third gateway runs the same limiter without Redis (the embedded
+# default, deciding in process), which splits the cost in two: what
+# limiting costs, and what asking Redis adds.
+#
 #   bench/ratelimit.sh [duration-seconds] [connections] [rounds]
 #
 # CADDYFILE names another Caddyfile to measure (default: the root one),
@@ -38,10 +42,10 @@ awk '/^[ \t]*practicegw_ratelimit/ { skip = /\{[ \t]*$/; next } skip && /^[ \t]*
 	"$CADDYFILE" >"$work/unlimited.Caddyfile"
 if grep -q practicegw_ratelimit "$work/unlimited.Caddyfile"; then echo "could not remove the limiter from $CADDYFILE" >&2; exit 1; fi
 
-start() { # name caddyfile -> sets port_<name>
+start() { # name caddyfile [redis-url] -> sets port_<name>
 	local port admin pid
 	port=$(free_port); admin=$(free_port)
-	PRACTICEGW_LISTEN=127.0.0.1:$port PRACTICEGW_ADMIN=127.0.0.1:$admin PRACTICEGW_DATA=$work/data-$1 \
+	PRACTICEGW_REDIS=${3-$PRACTICEGW_REDIS} PRACTICEGW_LISTEN=127.0.0.1:$port PRACTICEGW_ADMIN=127.0.0.1:$admin PRACTICEGW_DATA=$work/data-$1 \
 		"$work/practicegw" run --config "$2" --adapter caddyfile >"$work/$1.log" 2>&1 &
 	pid=$!
 	pids+=("$pid")
@@ -50,23 +54,32 @@ start() { # name caddyfile -> sets port_<name>
 }
 start limited "$CADDYFILE"
 start unlimited "$work/unlimited.Caddyfile"
+start embedded "$CADDYFILE" ""
 
 # One credential (in Redis, so both gateways know it) with a ceiling far
 # above what the run can reach, so every request is admitted and pays the
-# full cost of the Redis round trip.
-token=$(PRACTICEGW_ADMIN=127.0.0.1:$admin_limited "$work/practicegw" credential issue --firm frm_acme --name bench \
-	--scopes jobs:read --rate-limit 1000000/s --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-curl -fs -D - -o /dev/null -H "Authorization: Bearer $token" "http://127.0.0.1:$port_limited/v1/jobs?limit=50" | grep -qi '^ratelimit-policy' \
-	|| { echo "the limited gateway sends no RateLimit-Policy" >&2; exit 1; }
+# full cost of the Redis round trip. The embedded gateway keeps its own
+# credentials, so it gets a credential of its own.
+issue() { # admin-port
+	PRACTICEGW_ADMIN=127.0.0.1:$1 "$work/practicegw" credential issue --firm frm_acme --name bench \
+		--scopes jobs:read --rate-limit 1000000/s --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
+}
+token=$(issue "$admin_limited")
+token_limited=$token token_unlimited=$token token_embedded=$(issue "$admin_embedded")
+for name in limited embedded; do
+	eval "p=\$port_$name t=\$token_$name"
+	curl -fs -D - -o /dev/null -H "Authorization: Bearer $t" "http://127.0.0.1:$p/v1/jobs?limit=50" | grep -qi '^ratelimit-policy' \
+		|| { echo "the $name gateway sends no RateLimit-Policy" >&2; exit 1; }
+done
 
 # cpu_ticks pid...: CPU time (user + system, in clock ticks) the processes
 # have used so far.
 cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
 
-run_wrk() { # name port pid -> prints "rps p50_ms p99_ms gateway_us_per_req redis_us_per_req"
+run_wrk() { # name port pid token -> prints "rps p50_ms p99_ms gateway_us_per_req redis_us_per_req"
 	local out g0 r0 g1 r1
 	g0=$(cpu_ticks "$3"); r0=$(cpu_ticks "$pid_redis")
-	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -H "Authorization: Bearer $token" "http://127.0.0.1:$2/v1/jobs?limit=50")
+	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -H "Authorization: Bearer $4" "http://127.0.0.1:$2/v1/jobs?limit=50")
 	g1=$(cpu_ticks "$3"); r1=$(cpu_ticks "$pid_redis")
 	local non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
 	[ -z "$non2xx" ] || { echo "$1: $non2xx non-2xx answers" >&2; exit 1; }
@@ -86,31 +99,41 @@ print(rps, p50, p99, gateway_ticks / hz / n * 1e6, redis_ticks / hz / n * 1e6)' 
 }
 
 echo "GET /v1/jobs?limit=50, wrk -t2 -c$CONNS, $ROUNDS rounds of ${DURATION}s each way, alternating, $(nproc) cores, redis-server on loopback"
-for name in unlimited limited; do
-	eval "p=\$port_$name"
-	wrk -t2 -c"$CONNS" -d2s -H "Authorization: Bearer $token" "http://127.0.0.1:$p/v1/jobs?limit=50" >/dev/null
+names="unlimited embedded limited"
+for name in $names; do
+	eval "p=\$port_$name t=\$token_$name"
+	wrk -t2 -c"$CONNS" -d2s -H "Authorization: Bearer $t" "http://127.0.0.1:$p/v1/jobs?limit=50" >/dev/null
 done
 # Alternating rounds, so that both see the same machine: a slow spell
 # lands on both rather than on one.
 for round in $(seq 1 "$ROUNDS"); do
-	echo "unlimited $(run_wrk unlimited "$port_unlimited" "$pid_unlimited")" >>"$work/rounds"
-	echo "limited $(run_wrk limited "$port_limited" "$pid_limited")" >>"$work/rounds"
+	for name in $names; do
+		eval "p=\$port_$name pid=\$pid_$name t=\$token_$name"
+		echo "$name $(run_wrk "$name" "$p" "$pid" "$t")" >>"$work/rounds"
+	done
 done
 python3 - "$work/rounds" <<'PY'
 import statistics, sys
-rows = {"unlimited": [], "limited": []}
+rows = {}
 for line in open(sys.argv[1]):
     name, *vals = line.split()
-    rows[name].append(list(map(float, vals)))
+    rows.setdefault(name, []).append(list(map(float, vals)))
 def summary(rs):
     # Throughput and CPU are means over the rounds; latencies the median.
     return (statistics.mean(r[0] for r in rs), statistics.median(r[1] for r in rs),
             statistics.median(r[2] for r in rs), statistics.mean(r[3] for r in rs), statistics.mean(r[4] for r in rs))
-u, l = summary(rows["unlimited"]), summary(rows["limited"])
-costs = [100 * (1 - lr[0] / ur[0]) for ur, lr in zip(rows["unlimited"], rows["limited"])]
-print(f"{'':<14} {'req/s':>10} {'p50':>9} {'p99':>9}   CPU per request: gateway, redis-server")
-print(f"{'no limiter':<14} {u[0]:10.0f} {u[1]:6.2f} ms {u[2]:6.2f} ms   {u[3]:5.1f} us, {u[4]:4.1f} us")
-print(f"{'Redis limiter':<14} {l[0]:10.0f} {l[1]:6.2f} ms {l[2]:6.2f} ms   {l[3]:5.1f} us, {l[4]:4.1f} us")
-print(f"throughput cost {100*(1-l[0]/u[0]):5.1f}% (rounds: {', '.join(f'{c:.1f}%' for c in costs)}; target <= 10%), "
-      f"p99 cost {l[2]-u[2]:+.2f} ms (target <= 1 ms)")
+base = summary(rows["unlimited"])
+print(f"{'':<16} {'req/s':>10} {'p50':>9} {'p99':>9}   CPU per request: gateway, redis-server")
+for name, label in (("unlimited", "no limiter"), ("embedded", "in-process")):
+    r = summary(rows[name])
+    print(f"{label:<16} {r[0]:10.0f} {r[1]:6.2f} ms {r[2]:6.2f} ms   {r[3]:5.1f} us, {r[4]:4.1f} us")
+l = summary(rows["limited"])
+print(f"{'Redis limiter':<16} {l[0]:10.0f} {l[1]:6.2f} ms {l[2]:6.2f} ms   {l[3]:5.1f} us, {l[4]:4.1f} us")
+def cost(name):
+    return 100 * (1 - summary(rows[name])[0] / base[0]), [100 * (1 - r[0] / u[0]) for u, r in zip(rows["unlimited"], rows[name])]
+c, rounds = cost("embedded")
+print(f"in-process limiter: throughput cost {c:5.1f}% (rounds: {', '.join(f'{x:.1f}%' for x in rounds)})")
+c, rounds = cost("limited")
+print(f"Redis limiter: throughput cost {c:5.1f}% (rounds: {', '.join(f'{x:.1f}%' for x in rounds)}; target <= 10%), "
+      f"p99 cost {l[2]-base[2]:+.2f} ms (target <= 1 ms)")
 PY
