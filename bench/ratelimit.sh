@@ -12,13 +12,20 @@
 #   bench/ratelimit.sh [duration-seconds] [connections] [rounds]
 #
 # CADDYFILE names another Caddyfile to measure (default: the root one),
-# such as one that sets the limiter's batch_interval.
+# such as one that sets the limiter's batch_interval. PIN=1 gives the
+# gateways core 0 and wrk and redis-server the other cores, so that the
+# gateway under test does not share its core with the load or with Redis.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${1:-10}
 CONNS=${2:-32}
 ROUNDS=${3:-3}
 CADDYFILE=${CADDYFILE:-Caddyfile}
+gateway_cpus=() others_cpus=()
+if [ "${PIN:-}" = 1 ]; then
+	[ "$(nproc)" -ge 2 ] || { echo "PIN=1 needs at least 2 cores" >&2; exit 1; }
+	gateway_cpus=(taskset -c 0) others_cpus=(taskset -c "1-$(($(nproc) - 1))")
+fi
 command -v wrk >/dev/null || { echo "wrk is needed: apt-get install wrk" >&2; exit 1; }
 command -v redis-server >/dev/null || { echo "redis-server is needed: apt-get install redis-server" >&2; exit 1; }
 
@@ -31,7 +38,7 @@ wait_http() { for _ in $(seq 1 300); do curl -fs -o /dev/null "$1" && return 0; 
 
 go build -o "$work/practicegw" ./cmd/practicegw
 redis_port=$(free_port)
-redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
+${others_cpus[@]+"${others_cpus[@]}"} redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 pids+=($!)
 pid_redis=$!
 for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
@@ -46,7 +53,7 @@ start() { # name caddyfile [redis-url] -> sets port_<name>
 	local port admin pid
 	port=$(free_port); admin=$(free_port)
 	PRACTICEGW_REDIS=${3-$PRACTICEGW_REDIS} PRACTICEGW_LISTEN=127.0.0.1:$port PRACTICEGW_ADMIN=127.0.0.1:$admin PRACTICEGW_DATA=$work/data-$1 \
-		"$work/practicegw" run --config "$2" --adapter caddyfile >"$work/$1.log" 2>&1 &
+		${gateway_cpus[@]+"${gateway_cpus[@]}"} "$work/practicegw" run --config "$2" --adapter caddyfile >"$work/$1.log" 2>&1 &
 	pid=$!
 	pids+=("$pid")
 	wait_http "http://127.0.0.1:$port/v1/openapi.json"
@@ -79,7 +86,7 @@ cpu_ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' 
 run_wrk() { # name port pid token -> prints "rps p50_ms p99_ms gateway_us_per_req redis_us_per_req"
 	local out g0 r0 g1 r1
 	g0=$(cpu_ticks "$3"); r0=$(cpu_ticks "$pid_redis")
-	out=$(wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -H "Authorization: Bearer $4" "http://127.0.0.1:$2/v1/jobs?limit=50")
+	out=$(${others_cpus[@]+"${others_cpus[@]}"} wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -H "Authorization: Bearer $4" "http://127.0.0.1:$2/v1/jobs?limit=50")
 	g1=$(cpu_ticks "$3"); r1=$(cpu_ticks "$pid_redis")
 	local non2xx=$(echo "$out" | awk '/Non-2xx/ {print $NF}')
 	[ -z "$non2xx" ] || { echo "$1: $non2xx non-2xx answers" >&2; exit 1; }
@@ -98,7 +105,7 @@ n = int(re.search(r"(\d+) requests in", text).group(1))
 print(rps, p50, p99, gateway_ticks / hz / n * 1e6, redis_ticks / hz / n * 1e6)' "$((g1 - g0))" "$((r1 - r0))"
 }
 
-echo "GET /v1/jobs?limit=50, wrk -t2 -c$CONNS, $ROUNDS rounds of ${DURATION}s each way, alternating, $(nproc) cores, redis-server on loopback"
+echo "GET /v1/jobs?limit=50, wrk -t2 -c$CONNS, $ROUNDS rounds of ${DURATION}s each way, alternating, $(nproc) cores${PIN:+ (gateways pinned to core 0)}, redis-server on loopback"
 names="unlimited embedded limited"
 for name in $names; do
 	eval "p=\$port_$name t=\$token_$name"
