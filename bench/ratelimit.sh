@@ -63,7 +63,7 @@ start limited "$CADDYFILE"
 start unlimited "$work/unlimited.Caddyfile"
 start embedded "$CADDYFILE" ""
 
-# One credential (in Redis, so both gateways know it) with a ceiling far
+# One credential (in Redis, so both Redis gateways know it) with a ceiling far
 # above what the run can reach, so every request is admitted and pays the
 # full cost of the Redis round trip. The embedded gateway keeps its own
 # credentials, so it gets a credential of its own.
@@ -71,8 +71,8 @@ issue() { # admin-port
 	PRACTICEGW_ADMIN=127.0.0.1:$1 "$work/practicegw" credential issue --firm frm_acme --name bench \
 		--scopes jobs:read --rate-limit 1000000/s --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
 }
-token=$(issue "$admin_limited")
-token_limited=$token token_unlimited=$token token_embedded=$(issue "$admin_embedded")
+token_limited=$(issue "$admin_limited")
+token_unlimited=$token_limited token_embedded=$(issue "$admin_embedded")
 for name in limited embedded; do
 	eval "p=\$port_$name t=\$token_$name"
 	curl -fs -D - -o /dev/null -H "Authorization: Bearer $t" "http://127.0.0.1:$p/v1/jobs?limit=50" | grep -qi '^ratelimit-policy' \
@@ -111,8 +111,8 @@ for name in $names; do
 	eval "p=\$port_$name t=\$token_$name"
 	wrk -t2 -c"$CONNS" -d2s -H "Authorization: Bearer $t" "http://127.0.0.1:$p/v1/jobs?limit=50" >/dev/null
 done
-# Alternating rounds, so that both see the same machine: a slow spell
-# lands on both rather than on one.
+# Alternating rounds, so that all three see the same machine: a slow spell
+# lands on each rather than on one.
 for round in $(seq 1 "$ROUNDS"); do
 	for name in $names; do
 		eval "p=\$port_$name pid=\$pid_$name t=\$token_$name"
@@ -129,13 +129,11 @@ def summary(rs):
     # Throughput and CPU are means over the rounds; latencies the median.
     return (statistics.mean(r[0] for r in rs), statistics.median(r[1] for r in rs),
             statistics.median(r[2] for r in rs), statistics.mean(r[3] for r in rs), statistics.mean(r[4] for r in rs))
-base = summary(rows["unlimited"])
+base, l = summary(rows["unlimited"]), summary(rows["limited"])
 print(f"{'':<16} {'req/s':>10} {'p50':>9} {'p99':>9}   CPU per request: gateway, redis-server")
-for name, label in (("unlimited", "no limiter"), ("embedded", "in-process")):
+for name, label in (("unlimited", "no limiter"), ("embedded", "in-process"), ("limited", "Redis limiter")):
     r = summary(rows[name])
     print(f"{label:<16} {r[0]:10.0f} {r[1]:6.2f} ms {r[2]:6.2f} ms   {r[3]:5.1f} us, {r[4]:4.1f} us")
-l = summary(rows["limited"])
-print(f"{'Redis limiter':<16} {l[0]:10.0f} {l[1]:6.2f} ms {l[2]:6.2f} ms   {l[3]:5.1f} us, {l[4]:4.1f} us")
 def cost(name):
     return 100 * (1 - summary(rows[name])[0] / base[0]), [100 * (1 - r[0] / u[0]) for u, r in zip(rows["unlimited"], rows[name])]
 c, rounds = cost("embedded")
