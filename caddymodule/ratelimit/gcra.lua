@@ -1,7 +1,12 @@
 -- GCRA and hourly usage for a batch of requests, in one round trip.
--- Each request is decided as if alone, in the order given; the batch only
--- shares the call's fixed costs. The arithmetic is cell.step in gcra.go;
--- keep them in step.
+-- The gateway sends a batch as groups: the requests of one credential
+-- that share a rate, whether they book, and a clock. Groups are decided in
+-- the order given, and a group's requests one after another, each as if
+-- alone; the batch only shares the call's fixed costs. A group's requests
+-- arrive at one instant, so those admitted are the first ones: the script
+-- counts them, and the gateway replays cell.step (gcra.go) from the TAT
+-- the group found to give each request its own answer. Keep the two in
+-- step.
 --
 -- KEYS     two per credential in the batch, in pairs:
 --          pgw:rl:{id}     the credential's TAT, microseconds since the epoch
@@ -9,16 +14,18 @@
 --                          refused, "trimmed" the hour old fields were last
 --                          dropped
 -- ARGV[1]  hours of usage to keep
--- ARGV[2..] five per request:
---          k          the request's credential: KEYS[2k-1] and KEYS[2k]
+-- ARGV[2..] six per group:
+--          k          the group's credential: KEYS[2k-1] and KEYS[2k]
 --          interval   T, microseconds
 --          tolerance  B*T, microseconds
---          consume    1 books the request and counts it; 0 only looks
+--          consume    1 books the requests and counts them; 0 only looks
 --          now        microseconds since the epoch, or 0 for Redis's own
 --                     clock (tests pin it)
+--          n          how many requests
 --
--- Returns four integers per request, in order: allowed 0|1, remaining,
--- reset us, retry_after us.
+-- Returns two integers per group, in order: the TAT the group found,
+-- raised to now, less now (microseconds); and how many of its requests
+-- were admitted.
 
 local keep = tonumber(ARGV[1])
 
@@ -37,47 +44,50 @@ end
 -- and per usage field, how many requests the batch counted.
 local tats, booked, booked_at, counts = {}, {}, {}, {}
 
+local function count(k, field, n)
+  if n == 0 then return end
+  local c = counts[k]
+  if c == nil then c = {}; counts[k] = c end
+  c[field] = (c[field] or 0) + n
+end
+
 local out, o = {}, 0
-for a = 2, #ARGV, 5 do
+for a = 2, #ARGV, 6 do
   local k = tonumber(ARGV[a])
   local interval = tonumber(ARGV[a + 1])
   local tolerance = tonumber(ARGV[a + 2])
   local consume = ARGV[a + 3] == '1'
   local now = tonumber(ARGV[a + 4])
   if now == 0 then now = redis_now() end
+  local n = tonumber(ARGV[a + 5])
 
-  -- As stored, not yet raised to this request's now: a test's pinned
-  -- clock may run backwards from one request to the next.
+  -- As stored, not yet raised to this group's now: a test's pinned clock
+  -- may run backwards from one group to the next.
   local stored = tats[k]
   if stored == nil then
     stored = tonumber(redis.call('GET', KEYS[2 * k - 1])) or 0
     tats[k] = stored
   end
   local tat = math.max(stored, now)
+  local base, admitted = tat - now, 0
 
-  local allowed, remaining, reset, retry
-  if not consume then
-    remaining = math.floor(math.max(tolerance - (tat - now), 0) / interval)
-    allowed, reset, retry = remaining > 0 and 1 or 0, tat - now, 0
-    if remaining < 1 then retry = tat + interval - tolerance - now end
-  else
-    local nexttat = tat + interval
-    local allow_at = nexttat - tolerance
-    if now < allow_at then
-      -- A refusal leaves the TAT alone: refused requests cost nothing.
-      allowed, remaining, reset, retry = 0, 0, tat - now, allow_at - now
-    else
-      allowed, remaining, reset, retry = 1, math.floor((tolerance - (nexttat - now)) / interval), nexttat - now, 0
-      tats[k], booked[k], booked_at[k] = nexttat, true, now
+  if consume then
+    -- One more interval booked must keep the TAT within the tolerance of
+    -- now. A refusal leaves the TAT alone: refused requests cost nothing,
+    -- and every later request of the group is refused too.
+    while admitted < n and now >= tat + interval - tolerance do
+      tat, admitted = tat + interval, admitted + 1
+    end
+    if admitted > 0 then
+      tats[k], booked[k], booked_at[k] = tat, true, now
     end
     -- Lua's own number-to-string (%.14g) is exact for an hour number.
-    local field = math.floor(now / 3600000000) .. (allowed == 1 and ':a' or ':r')
-    local c = counts[k]
-    if c == nil then c = {}; counts[k] = c end
-    c[field] = (c[field] or 0) + 1
+    local hour = math.floor(now / 3600000000)
+    count(k, hour .. ':a', admitted)
+    count(k, hour .. ':r', n - admitted)
   end
-  out[o + 1], out[o + 2], out[o + 3], out[o + 4] = allowed, remaining, reset, retry
-  o = o + 4
+  out[o + 1], out[o + 2] = base, admitted
+  o = o + 2
 end
 
 for k in pairs(booked) do

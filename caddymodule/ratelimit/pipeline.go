@@ -52,7 +52,7 @@ type scriptPipe struct {
 
 const (
 	// maxBatch bounds a batch to what fits one write of connBufSize (a
-	// request is at most about 120 bytes of it). Past it, requests wait
+	// request in a group of its own is at most about 150 bytes of it). Past it, requests wait
 	// for the next batch.
 	maxBatch = 256
 	// queueSize is how many calls may wait for a batch. A caller that
@@ -299,7 +299,7 @@ func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bo
 	if err != nil {
 		return err
 	}
-	decisions, err := cn.readBatch(len(calls))
+	decisions, err := cn.readBatch()
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -144,30 +145,45 @@ func TestPipelineDeadlineInFlight(t *testing.T) {
 	}
 }
 
+// batchConn is a connection that has just written a batch of two calls
+// of one credential and reads reply.
+func batchConn(reply string, calls ...*scriptCall) *scriptConn {
+	c := &scriptConn{w: bufio.NewWriter(io.Discard), r: bufio.NewReader(strings.NewReader(reply)),
+		credIndex: map[string]int{}, groupIndex: map[groupKey]int{}}
+	c.writeBatch(calls)
+	return c
+}
+
 // TestReadBatch feeds the reply reader what Redis may send for a batch of
-// two requests, and what it should not.
+// two requests of one credential, and what it should not.
 func TestReadBatch(t *testing.T) {
-	allowed := Decision{Allowed: true, Remaining: 9, Reset: 100 * time.Millisecond}
-	refused := Decision{Reset: time.Second, RetryAfter: 50 * time.Millisecond}
+	ten := tenPerSecond.cell() // T 100ms, B·T 1s
+	allowed := Decision{Allowed: true, Remaining: 0, Reset: time.Second}
+	refused := Decision{Reset: time.Second, RetryAfter: 100 * time.Millisecond}
 	for _, tt := range []struct {
 		name  string
 		reply string
 		want  []Decision
 		err   string // "" none; "reply" a redisError; else a substring
 	}{
-		{"two", "*8\r\n:1\r\n:9\r\n:100000\r\n:0\r\n:0\r\n:0\r\n:1000000\r\n:50000\r\n", []Decision{allowed, refused}, ""},
+		// Booked to 900ms ahead: room for one more.
+		{"one of two", "*2\r\n:900000\r\n:1\r\n", []Decision{allowed, refused}, ""},
 		{"noscript", "-NOSCRIPT No matching script. Please use EVAL.\r\n", nil, "NOSCRIPT"},
 		{"error reply", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", nil, "reply"},
-		{"one request's worth", "*4\r\n:1\r\n:9\r\n:100000\r\n:0\r\n", nil, "answered"},
-		{"bulk element", "*8\r\n:1\r\n$1\r\n9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", nil, "answered"},
-		{"not a number", "*8\r\n:1\r\n:9x\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n:0\r\n", nil, "answered"},
-		{"bare LF", "*8\n", nil, "malformed"},
-		{"truncated", "*8\r\n:1\r\n:9\r\n:0\r\n:0\r\n:0\r\n", nil, "EOF"},
+		{"half a group", "*1\r\n:900000\r\n", nil, "answered"},
+		{"bulk element", "*2\r\n$1\r\n9\r\n:1\r\n", nil, "answered"},
+		{"not a number", "*2\r\n:9x\r\n:1\r\n", nil, "answered"},
+		{"more admitted than asked", "*2\r\n:0\r\n:3\r\n", nil, "answered"},
+		{"TAT behind now", "*2\r\n:-1\r\n:0\r\n", nil, "answered"},
+		// An empty bucket admits both; Redis says it admitted one.
+		{"disagreement", "*2\r\n:0\r\n:1\r\n", nil, "disagree"},
+		{"bare LF", "*2\n", nil, "malformed"},
+		{"truncated", "*2\r\n:0\r\n", nil, "EOF"},
 		{"empty", "", nil, "EOF"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := &scriptConn{r: bufio.NewReader(strings.NewReader(tt.reply))}
-			got, err := c.readBatch(2)
+			c := batchConn(tt.reply, &scriptCall{id: "crd_a", cell: ten, consume: true}, &scriptCall{id: "crd_a", cell: ten, consume: true})
+			got, err := c.readBatch()
 			switch {
 			case tt.err == "" && err != nil:
 				t.Fatalf("error %v", err)
@@ -177,6 +193,9 @@ func TestReadBatch(t *testing.T) {
 				t.Fatalf("error %v, want errNoScript", err)
 			case tt.err != "" && tt.err != "reply" && tt.err != "NOSCRIPT" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 				t.Fatalf("error %v, want one saying %q", err, tt.err)
+			}
+			if err != nil {
+				got = nil
 			}
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("decisions %+v, want %+v", got, tt.want)
@@ -189,46 +208,53 @@ func TestReadBatch(t *testing.T) {
 	}
 }
 
-// FuzzReadBatch reads arbitrary bytes as the reply for three requests: no
-// panic, and decisions only from a well-formed array of twelve integers.
+// FuzzReadBatch reads arbitrary bytes as the reply for three requests in
+// two groups: no panic, and decisions only from a well-formed array of
+// four integers.
 func FuzzReadBatch(f *testing.F) {
-	f.Add([]byte("*12\r\n:1\r\n:9\r\n:100000\r\n:0\r\n:1\r\n:8\r\n:200000\r\n:0\r\n:0\r\n:0\r\n:200000\r\n:100000\r\n"))
+	f.Add([]byte("*4\r\n:900000\r\n:1\r\n:0\r\n:0\r\n"))
 	f.Add([]byte("-NOSCRIPT No matching script\r\n"))
-	f.Add([]byte("*12\r\n:-1\r\n:99999999999999999999\r\n"))
+	f.Add([]byte("*4\r\n:-1\r\n:99999999999999999999\r\n"))
+	ten := tenPerSecond.cell()
 	f.Fuzz(func(t *testing.T, reply []byte) {
-		c := &scriptConn{r: bufio.NewReader(strings.NewReader(string(reply)))}
-		got, err := c.readBatch(3)
+		c := batchConn(string(reply), &scriptCall{id: "crd_a", cell: ten, consume: true},
+			&scriptCall{id: "crd_b", cell: ten}, &scriptCall{id: "crd_a", cell: ten, consume: true})
+		got, err := c.readBatch()
 		if err != nil && got != nil {
 			t.Fatalf("decisions %+v with error %v", got, err)
 		}
-		if err == nil && (len(got) != 3 || !strings.HasPrefix(string(reply), "*12\r\n")) {
+		if err == nil && (len(got) != 3 || !strings.HasPrefix(string(reply), "*4\r\n")) {
 			t.Fatalf("decisions %+v from %q", got, reply)
 		}
 	})
 }
 
 // TestWriteBatch checks the script call a batch becomes: each credential's
-// keys once, in order of first appearance, and five arguments a request
-// pointing at them.
+// keys once, in order of first appearance, and six arguments a group
+// pointing at them, with the group's size.
 func TestWriteBatch(t *testing.T) {
 	var buf strings.Builder
-	c := &scriptConn{w: bufio.NewWriter(&buf), credIndex: map[string]int{}}
+	c := &scriptConn{w: bufio.NewWriter(&buf), credIndex: map[string]int{}, groupIndex: map[groupKey]int{}}
 	ten, two := tenPerSecond.cell(), Rate{Limit: 2, Window: time.Second}.cell()
 	c.writeBatch([]*scriptCall{
 		{id: "crd_b", cell: ten, consume: true},
 		{id: "crd_a", cell: two, consume: false, now: 1700000000000000},
 		{id: "crd_b", cell: ten, consume: true},
+		{id: "crd_b", cell: ten, consume: false},
 	})
 	c.w.Flush()
 	want := []string{"EVALSHA", gcraSHA, "4",
 		"pgw:rl:{crd_b}", "pgw:usage:{crd_b}", "pgw:rl:{crd_a}", "pgw:usage:{crd_a}",
 		strconv.Itoa(retentionHours),
-		"1", "100000", "1000000", "1", "0",
-		"2", "500000", "1000000", "0", "1700000000000000",
-		"1", "100000", "1000000", "1", "0",
+		"1", "100000", "1000000", "1", "0", "2",
+		"2", "500000", "1000000", "0", "1700000000000000", "1",
+		"1", "100000", "1000000", "0", "0", "1",
 	}
 	if got := readCommand(t, buf.String()); !slices.Equal(got, want) {
 		t.Fatalf("batch written as\n%q\nwant\n%q", got, want)
+	}
+	if !slices.Equal(c.callGroup, []int{0, 1, 0, 2}) {
+		t.Fatalf("calls' groups %v, want [0 1 0 2]", c.callGroup)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -423,9 +424,10 @@ func TestScriptSurvivesScriptFlush(t *testing.T) {
 }
 
 // TestBatchMatchesSteps sends random batches, mixing credentials, rates,
-// peeks and pinned clocks that sometimes run backwards, as single script
-// calls: each request's decision must be the one the Go GCRA gives when
-// the batch's requests are decided one by one, in order.
+// peeks and pinned clocks that sometimes run backwards, and batches of one
+// busy credential, as single script calls: each request's decision must be
+// the one the Go GCRA gives when the batch's requests are decided one by
+// one, group by group.
 func TestBatchMatchesSteps(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -450,24 +452,41 @@ func TestBatchMatchesSteps(t *testing.T) {
 	now := time.Now().UnixMicro()
 	for batch := range 200 {
 		calls := make([]*scriptCall, 1+rng.IntN(12))
-		want := make([]Decision, len(calls))
 		for i := range calls {
+			if batch%4 == 0 {
+				// One group: a busy credential's requests, some refused.
+				calls[i] = &scriptCall{id: "crd_b0", cell: cells[1], consume: true, now: now}
+				continue
+			}
 			switch rng.IntN(4) {
 			case 0:
 				now += rng.Int64N(300_000)
 			case 1:
 				now -= rng.Int64N(50_000)
 			}
-			c := &scriptCall{id: fmt.Sprintf("crd_b%d", rng.IntN(3)), cell: cells[rng.IntN(len(cells))],
+			calls[i] = &scriptCall{id: fmt.Sprintf("crd_b%d", rng.IntN(3)), cell: cells[rng.IntN(len(cells))],
 				consume: rng.IntN(5) != 0, now: now}
-			calls[i] = c
-			want[i] = local.decide(c.id, c.cell, c.now, c.consume)
+		}
+		if batch%4 == 0 {
+			now += rng.Int64N(1_000_000)
 		}
 		cn.writeBatch(calls)
 		if err := cn.w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := cn.readBatch(len(calls))
+		// The script decides group by group, in order of each group's
+		// first request.
+		order := make([]int, len(calls))
+		for i := range order {
+			order[i] = i
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cn.callGroup[a] - cn.callGroup[b] })
+		want := make([]Decision, len(calls))
+		for _, i := range order {
+			c := calls[i]
+			want[i] = local.decide(c.id, c.cell, c.now, c.consume)
+		}
+		got, err := cn.readBatch()
 		if err != nil {
 			t.Fatal(err)
 		}

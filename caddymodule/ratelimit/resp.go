@@ -61,12 +61,35 @@ type scriptConn struct {
 	num []byte // scratch for formatting integers
 
 	// Scratch for a batch, kept to spare allocations: each credential's
-	// number in the script's KEYS, the credentials in that order, each
-	// call's credential number, and the decisions read back.
-	credIndex map[string]int
-	creds     []string
-	callCred  []int
-	decisions []Decision
+	// number in the script's KEYS and the credentials in that order; the
+	// batch's groups, by what they share and in order; each call's group;
+	// and the decisions read back.
+	credIndex  map[string]int
+	creds      []string
+	groupIndex map[groupKey]int
+	groups     []group
+	callGroup  []int
+	decisions  []Decision
+}
+
+// group is requests of one batch that the script decides together: one
+// credential's, under one rate, all booking or all only looking, at one
+// clock. Redis does a group's work once however many requests it holds,
+// so a busy credential costs Redis little more per batch than an idle one.
+type group struct {
+	groupKey
+	k int   // the credential's number in KEYS, from 1
+	n int64 // how many requests
+	// From the reply: the TAT the group found, relative to its now, and
+	// how many of its requests were admitted.
+	tat, admitted int64
+}
+
+type groupKey struct {
+	id      string
+	cell    cell
+	consume bool
+	now     int64
 }
 
 // connBufSize holds a full batch's calls, or its replies, so that a batch
@@ -114,7 +137,8 @@ func dialScriptConn(ctx context.Context, e endpoint, deadline time.Time) (*scrip
 		r:   bufio.NewReaderSize(nc, connBufSize),
 		num: make([]byte, 0, 20),
 
-		credIndex: make(map[string]int),
+		credIndex:  make(map[string]int),
+		groupIndex: make(map[groupKey]int),
 	}
 	var hello []string
 	switch {
@@ -158,22 +182,32 @@ func command(args ...string) string {
 func (c *scriptConn) close() error { return c.nc.Close() }
 
 // writeBatch buffers one EVALSHA of the script that decides every call in
-// calls, in order. Each credential's keys appear once however many of its
-// requests the batch holds, and are written in pieces so that no key
-// string is built.
+// calls. Calls that share a group travel as one, and each credential's keys
+// appear once, written in pieces so that no key string is built. The
+// script decides groups in order of their first call, and a group's calls
+// in order.
 func (c *scriptConn) writeBatch(calls []*scriptCall) {
 	clear(c.credIndex)
-	c.creds, c.callCred = c.creds[:0], c.callCred[:0]
+	clear(c.groupIndex)
+	c.creds, c.groups, c.callGroup = c.creds[:0], c.groups[:0], c.callGroup[:0]
 	for _, call := range calls {
-		k, ok := c.credIndex[call.id]
+		key := groupKey{id: call.id, cell: call.cell, consume: call.consume, now: call.now}
+		g, ok := c.groupIndex[key]
 		if !ok {
-			c.creds = append(c.creds, call.id)
-			k = len(c.creds) // Lua counts from 1
-			c.credIndex[call.id] = k
+			k, ok := c.credIndex[call.id]
+			if !ok {
+				c.creds = append(c.creds, call.id)
+				k = len(c.creds) // Lua counts from 1
+				c.credIndex[call.id] = k
+			}
+			g = len(c.groups)
+			c.groups = append(c.groups, group{groupKey: key, k: k})
+			c.groupIndex[key] = g
 		}
-		c.callCred = append(c.callCred, k)
+		c.groups[g].n++
+		c.callGroup = append(c.callGroup, g)
 	}
-	c.writeLen('*', 3+2*len(c.creds)+1+5*len(calls))
+	c.writeLen('*', 3+2*len(c.creds)+1+6*len(c.groups))
 	c.w.WriteString(evalName)
 	c.writeInt(int64(2 * len(c.creds)))
 	for _, id := range c.creds {
@@ -181,16 +215,17 @@ func (c *scriptConn) writeBatch(calls []*scriptCall) {
 		c.writeKey(usageKeyPrefix, id)
 	}
 	c.w.WriteString(retentionArg)
-	for i, call := range calls {
-		c.writeInt(int64(c.callCred[i]))
-		c.writeInt(call.cell.interval)
-		c.writeInt(call.cell.tolerance)
-		if call.consume {
+	for _, g := range c.groups {
+		c.writeInt(int64(g.k))
+		c.writeInt(g.cell.interval)
+		c.writeInt(g.cell.tolerance)
+		if g.consume {
 			c.w.WriteString("$1\r\n1\r\n")
 		} else {
 			c.w.WriteString("$1\r\n0\r\n")
 		}
-		c.writeInt(call.now)
+		c.writeInt(g.now)
+		c.writeInt(g.n)
 	}
 }
 
@@ -231,11 +266,14 @@ func (c *scriptConn) line() ([]byte, error) {
 	return b[:len(b)-2], nil
 }
 
-// readBatch reads the reply to one script call deciding n requests: their
-// decisions, in order, good until the next readBatch. An error reply comes
-// back as errNoScript or a redisError; any other error means the
-// connection can no longer be trusted.
-func (c *scriptConn) readBatch(n int) ([]Decision, error) {
+// readBatch reads the reply to the script call writeBatch wrote last and
+// gives each of its calls a decision, in order, good until the next
+// readBatch. Redis sends what each group found and how many it admitted;
+// each call's own numbers come from replaying the group in Go, which must
+// admit exactly as many. An error reply comes back as errNoScript or a
+// redisError; any other error means the connection can no longer be
+// trusted.
+func (c *scriptConn) readBatch() ([]Decision, error) {
 	b, err := c.line()
 	if err != nil {
 		return nil, err
@@ -244,32 +282,54 @@ func (c *scriptConn) readBatch(n int) ([]Decision, error) {
 	case '-':
 		return nil, replyError(b[1:])
 	case '*':
-		if m, ok := parseInt(b[1:]); !ok || m != 4*int64(n) {
-			return nil, fmt.Errorf("rate limit script answered %q for %d requests", b, n)
+		if m, ok := parseInt(b[1:]); !ok || m != 2*int64(len(c.groups)) {
+			return nil, fmt.Errorf("rate limit script answered %q for %d groups", b, len(c.groups))
 		}
 	default:
 		return nil, fmt.Errorf("rate limit script answered %q", b)
 	}
-	c.decisions = slices.Grow(c.decisions[:0], n)
-	for range n {
-		var v [4]int64
-		for i := range v {
-			b, err := c.line()
-			if err != nil {
-				return nil, err
-			}
-			m, ok := int64(0), false
-			if b[0] == ':' {
-				m, ok = parseInt(b[1:])
-			}
-			if !ok {
-				return nil, fmt.Errorf("rate limit script answered %q in its array", b)
-			}
-			v[i] = m
+	for i := range c.groups {
+		g := &c.groups[i]
+		if g.tat, err = c.integer(); err != nil {
+			return nil, err
 		}
-		c.decisions = append(c.decisions, Decision{Allowed: v[0] == 1, Remaining: v[1], Reset: usec(v[2]), RetryAfter: usec(v[3])})
+		if g.admitted, err = c.integer(); err != nil {
+			return nil, err
+		}
+		if g.tat < 0 || g.admitted < 0 || g.admitted > g.n {
+			return nil, fmt.Errorf("rate limit script answered TAT %d and %d admitted for %d requests", g.tat, g.admitted, g.n)
+		}
+	}
+	c.decisions = slices.Grow(c.decisions[:0], len(c.callGroup))
+	for _, i := range c.callGroup {
+		g := &c.groups[i]
+		var d Decision
+		g.tat, d = g.cell.step(g.tat, 0, g.consume)
+		if g.consume && d.Allowed {
+			g.admitted-- // one of those Redis admitted
+		}
+		c.decisions = append(c.decisions, d)
+	}
+	for _, g := range c.groups {
+		if g.consume && g.admitted != 0 {
+			return nil, fmt.Errorf("rate limit script and gateway disagree on %s: %d admitted apart", g.id, g.admitted)
+		}
 	}
 	return c.decisions, nil
+}
+
+// integer reads one integer of a script's reply.
+func (c *scriptConn) integer() (int64, error) {
+	b, err := c.line()
+	if err != nil {
+		return 0, err
+	}
+	if b[0] == ':' {
+		if n, ok := parseInt(b[1:]); ok {
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("rate limit script answered %q in its array", b)
 }
 
 // readLoaded reads the reply to SCRIPT LOAD: the SHA1, or an error reply.
