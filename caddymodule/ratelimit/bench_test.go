@@ -2,11 +2,17 @@ package ratelimit
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -64,4 +70,40 @@ func BenchmarkAllow(b *testing.B) {
 			b.Fatal("the Redis benchmark measured the fallback")
 		}
 	})
+}
+
+// BenchmarkHandler measures what the module adds to a request around the
+// decision itself: reading the credential, its rate, the headers and the
+// metrics, with the in-process limiter.
+func BenchmarkHandler(b *testing.B) {
+	b.Setenv("PRACTICEGW_REDIS", "")
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	h := &Handler{}
+	if err := h.Provision(ctx); err != nil {
+		b.Fatal(err)
+	}
+	defer h.Cleanup()
+	// Sixteen credentials at a million a second each: the loop never
+	// reaches a ceiling, so every request is admitted.
+	var reqs []*http.Request
+	for i := range 16 {
+		cred := &auth.Credential{ID: "crd_bench" + strconv.Itoa(i), Firm: "frm_acme", RateLimit: "1000000/s"}
+		r := httptest.NewRequest(http.MethodGet, "/v1/jobs", nil)
+		reqs = append(reqs, r.WithContext(auth.WithCredential(r.Context(), cred)))
+	}
+	next := caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+	w := httptest.NewRecorder()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		clear(w.HeaderMap)
+		if err := h.ServeHTTP(w, reqs[i%len(reqs)], next); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+	if w.Code != http.StatusOK || w.Header().Get("RateLimit") == "" {
+		b.Fatalf("answered %d with RateLimit %q", w.Code, w.Header().Get("RateLimit"))
+	}
 }

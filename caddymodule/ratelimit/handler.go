@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -79,11 +80,27 @@ type Handler struct {
 	// Retry-After: 1). Default: local.
 	Fallback string `json:"fallback,omitempty"`
 
-	rate    Rate
+	def     *policy // for credentials without a rate of their own
 	cfg     Config
 	limiter *Limiter
 	metrics *metrics
 	logger  *zap.Logger
+	// policies holds the policy of each rate credentials carry, by its
+	// spelling: a handful of rates serve every credential, and parsing
+	// and spelling them once spares every request the work.
+	policies *sync.Map // string → *policy
+}
+
+// policy is a ceiling as the handler applies it, with its
+// RateLimit-Policy value, which is the same on every response.
+type policy struct {
+	rate   Rate
+	header string
+}
+
+func newPolicy(r Rate) *policy {
+	return &policy{rate: r, header: policyName + ";q=" + strconv.FormatInt(r.Limit, 10) +
+		";w=" + strconv.FormatInt(int64(r.Window/time.Second), 10)}
 }
 
 // CaddyModule returns the Caddy module information.
@@ -111,7 +128,8 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("burst %d: want at least 1", h.Burst)
 	}
 	rate.Burst = h.Burst
-	h.rate = rate
+	h.def = newPolicy(rate)
+	h.policies = new(sync.Map)
 
 	h.cfg = Config{
 		Redis:         repl.ReplaceAll(orEnv(h.Redis, "PRACTICEGW_REDIS"), ""),
@@ -171,9 +189,14 @@ func (h *Handler) Cleanup() error {
 func (h *Handler) Limiter() *Limiter { return h.limiter }
 
 // RateFor returns the ceiling the handler applies to cred.
-func (h *Handler) RateFor(cred *auth.Credential) Rate {
+func (h *Handler) RateFor(cred *auth.Credential) Rate { return h.policyFor(cred).rate }
+
+func (h *Handler) policyFor(cred *auth.Credential) *policy {
 	if cred.RateLimit == "" {
-		return h.rate
+		return h.def
+	}
+	if p, ok := h.policies.Load(cred.RateLimit); ok {
+		return p.(*policy)
 	}
 	r, err := ParseRate(cred.RateLimit)
 	if err != nil {
@@ -181,11 +204,19 @@ func (h *Handler) RateFor(cred *auth.Credential) Rate {
 		// or hand-edited data, and the default is the safe reading.
 		h.logger.Debug("credential rate limit unreadable; applying the default",
 			zap.String("credential", cred.ID), zap.Error(err))
-		return h.rate
+		return h.def
 	}
-	r.Burst = h.rate.Burst
-	return r
+	r.Burst = h.def.rate.Burst
+	p, _ := h.policies.LoadOrStore(cred.RateLimit, newPolicy(r))
+	return p.(*policy)
 }
+
+// The headers' canonical spellings, set directly: Header.Set would
+// canonicalize RateLimit-Policy into a new string on every response.
+const (
+	headerPolicy    = "Ratelimit-Policy"
+	headerRateLimit = "Ratelimit"
+)
 
 // ServeHTTP decides the request, advertises the credential's headroom on
 // the response whatever the outcome, and answers a refusal itself.
@@ -194,21 +225,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if !ok || cred == nil {
 		return next.ServeHTTP(w, r)
 	}
-	rate := h.RateFor(cred)
+	p := h.policyFor(cred)
 	start := time.Now()
-	d := h.limiter.Allow(r.Context(), cred.ID, rate)
+	d := h.limiter.Allow(r.Context(), cred.ID, p.rate)
 	h.metrics.observe(d, time.Since(start))
 
 	hdr := w.Header()
-	hdr.Set("RateLimit-Policy", policyName+";q="+strconv.FormatInt(rate.Limit, 10)+
-		";w="+strconv.FormatInt(int64(rate.Window/time.Second), 10))
-	hdr.Set("RateLimit", policyName+";r="+strconv.FormatInt(d.Remaining, 10)+
-		";t="+strconv.FormatInt(ceilSeconds(d.Reset), 10))
+	hdr[headerPolicy] = []string{p.header}
+	var buf [64]byte
+	v := append(buf[:0], policyName+";r="...)
+	v = strconv.AppendInt(v, d.Remaining, 10)
+	v = append(v, ";t="...)
+	v = strconv.AppendInt(v, ceilSeconds(d.Reset), 10)
+	hdr[headerRateLimit] = []string{string(v)}
 	if d.Allowed {
 		return next.ServeHTTP(w, r)
 	}
 	retry := max(ceilSeconds(d.RetryAfter), 1)
-	apierror.Write(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(rate, retry)).
+	apierror.Write(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(p.rate, retry)).
 		WithHeader("Retry-After", strconv.FormatInt(retry, 10)))
 	return nil
 }

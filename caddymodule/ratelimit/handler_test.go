@@ -130,6 +130,15 @@ func TestCredentialOwnRateAndBurst(t *testing.T) {
 		t.Fatalf("Retry-After %q, want 30 (one request's share of a minute)", got)
 	}
 
+	// Each rate is parsed once and kept: another rate gets its own policy.
+	other := &auth.Credential{ID: "crd_other", RateLimit: "5/s"}
+	if w := serve(t, h, other); w.Header().Get("RateLimit-Policy") != `"default";q=5;w=1` {
+		t.Fatalf("another rate: %v", w.Header())
+	}
+	if w := serve(t, h, own); w.Header().Get("RateLimit-Policy") != `"default";q=2;w=60` {
+		t.Fatalf("own rate again: %v", w.Header())
+	}
+
 	def := &auth.Credential{ID: "crd_default"}
 	for i := range 3 {
 		if w := serve(t, h, def); w.Code != http.StatusOK {
