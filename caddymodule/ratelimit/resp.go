@@ -80,8 +80,9 @@ type group struct {
 	groupKey
 	k int   // the credential's number in KEYS, from 1
 	n int64 // how many requests
-	// From the reply: the TAT the group found, relative to its now, and
-	// how many of its requests were admitted.
+	// From the reply, and used up as readBatch replays the group: the
+	// TAT relative to the group's now, and how many of its requests Redis
+	// admitted that the replay has yet to.
 	tat, admitted int64
 }
 
@@ -312,7 +313,7 @@ func (c *scriptConn) readBatch() ([]Decision, error) {
 	}
 	for _, g := range c.groups {
 		if g.consume && g.admitted != 0 {
-			return nil, fmt.Errorf("rate limit script and gateway disagree on %s: %d admitted apart", g.id, g.admitted)
+			return nil, fmt.Errorf("rate limit script and gateway disagree on %s: Redis admitted %d more", g.id, g.admitted)
 		}
 	}
 	return c.decisions, nil
