@@ -95,6 +95,23 @@ func (x *Xero) Pay(invoiceID, reference string, at time.Time) {
 	inv.Status, inv.FullyPaidOn, inv.Updated = "PAID", at, at
 }
 
+// AddLedgerPage stores n authorised invoices to one contact, dated
+// 2 March 2026, every third of them paid: the page that the Xero adapter's
+// decoding benchmark and bench/adapters both read, so their figures are
+// about the same bytes.
+func (x *Xero) AddLedgerPage(n int) {
+	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+	for i := range n {
+		inv := XeroInvoice{InvoiceID: fmt.Sprintf("d4956132-ed94-4dd7-9eaa-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%04d", i),
+			Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
+			Date: day, DueDate: day.AddDate(0, 0, 30), Total: "1607.13", AmountDue: "1607.13", CurrencyCode: "GBP", Updated: day}
+		x.AddInvoice(inv)
+		if i%3 == 0 {
+			x.Pay(inv.InvoiceID, "Stripe payout", day.Add(time.Hour))
+		}
+	}
+}
+
 func msDate(t time.Time) string {
 	if t.IsZero() {
 		return ""

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -201,16 +200,7 @@ func TestDecodeInvoicesErrors(t *testing.T) {
 func BenchmarkInvoicePage(b *testing.B) {
 	x := vendortest.NewXero()
 	defer x.Close()
-	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	for i := range 100 {
-		inv := vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("d4956132-ed94-4dd7-9eaa-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%04d", i),
-			Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
-			Date: day, DueDate: day.AddDate(0, 0, 30), Total: "1607.13", AmountDue: "1607.13", CurrencyCode: "GBP", Updated: day}
-		x.AddInvoice(inv)
-		if i%3 == 0 {
-			x.Pay(inv.InvoiceID, "Stripe payout", day.Add(time.Hour))
-		}
-	}
+	x.AddLedgerPage(100)
 	req, _ := http.NewRequest(http.MethodGet, x.URL+"/Invoices?page=1&pageSize=51", nil)
 	req.Header = http.Header{"Authorization": {"Bearer " + x.Token}, "Xero-Tenant-Id": {x.TenantID}}
 	resp, err := http.DefaultClient.Do(req)

@@ -228,16 +228,7 @@ func karbonTarget() (target, error) {
 func xeroTarget() (target, error) {
 	x := vendortest.NewXero()
 	defer x.Close()
-	day := time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
-	for i := range 100 {
-		inv := vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("d4956132-ed94-4dd7-9eaa-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%04d", i),
-			Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
-			Date: day, DueDate: day.AddDate(0, 0, 30), Total: "1607.13", AmountDue: "1607.13", CurrencyCode: "GBP", Updated: day}
-		x.AddInvoice(inv)
-		if i%3 == 0 {
-			x.Pay(inv.InvoiceID, "Stripe payout", day.Add(time.Hour))
-		}
-	}
+	x.AddLedgerPage(100)
 	h := http.Header{"Authorization": {"Bearer " + x.Token}, "Xero-Tenant-Id": {x.TenantID}}
 	body, err := record(x.URL+"/Invoices?page=1&pageSize=51", h)
 	if err != nil {
