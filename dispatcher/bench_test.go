@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/boltstore"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // BenchmarkIngestToDelivery measures the embedded pipeline end to end, from
@@ -62,12 +62,12 @@ func benchPipeline(b *testing.B, serial bool) {
 		arrived <- struct{}{}
 	}))
 	defer srv.Close()
-	tenant := adapters.Tenant{Firm: "frm_bench"}
+	tenant := practice.Tenant{Firm: "frm_bench"}
 	if _, _, err := eng.CreateEndpoint(ctx, tenant, dispatcher.EndpointInput{URL: srv.URL, Events: []string{"*"}}); err != nil {
 		b.Fatal(err)
 	}
 
-	changes := make([]adapters.Change, b.N)
+	changes := make([]practice.Change, b.N)
 	ids := make([]string, b.N)
 	for i := range changes {
 		changes[i] = clientChange(tenant)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // State is where a delivery stands.
@@ -54,7 +54,7 @@ type Delivery struct {
 }
 
 // Tenant is the firm and mode the delivery belongs to.
-func (d Delivery) Tenant() adapters.Tenant { return adapters.Tenant{Firm: d.Firm, Sandbox: d.Sandbox} }
+func (d Delivery) Tenant() practice.Tenant { return practice.Tenant{Firm: d.Firm, Sandbox: d.Sandbox} }
 
 // ScheduledAttempts counts the attempts the retry schedule has spent.
 func (d Delivery) ScheduledAttempts() int {

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Derive turns one change into the events it raises. It is the only place
@@ -19,7 +19,7 @@ import (
 // would exceed MaxPayload) is an ErrInvalidChange: the whole change is
 // refused before any of it is recorded, so that it is either all delivered
 // or visibly not.
-func Derive(c adapters.Change) ([]Event, error) {
+func Derive(c practice.Change) ([]Event, error) {
 	if c.ID == "" {
 		return nil, fmt.Errorf("%w: change has no id", ErrInvalidChange)
 	}
@@ -38,7 +38,7 @@ func Derive(c adapters.Change) ([]Event, error) {
 	return events, nil
 }
 
-func derive(c adapters.Change) ([]Event, error) {
+func derive(c practice.Change) ([]Event, error) {
 	if isAbsent(c.After) {
 		// The contract has no deletion events.
 		return nil, nil
@@ -65,15 +65,15 @@ func derive(c adapters.Change) ([]Event, error) {
 
 	d := deriver{c: c, at: c.OccurredAt.UTC().Truncate(time.Millisecond), id: after.ID}
 	switch c.Kind {
-	case adapters.Clients:
+	case practice.Clients:
 		return d.client(before, after, object)
-	case adapters.Jobs:
+	case practice.Jobs:
 		return d.job(before, after, object)
-	case adapters.Engagements:
+	case practice.Engagements:
 		return d.engagement(before, after, object)
-	case adapters.Documents:
+	case practice.Documents:
 		return d.document(before, after, object)
-	case adapters.Invoices:
+	case practice.Invoices:
 		return d.invoice(before, after, object)
 	}
 	// People and kinds added later raise nothing until the contract names
@@ -113,7 +113,7 @@ func compact(raw json.RawMessage) (json.RawMessage, error) {
 }
 
 type deriver struct {
-	c  adapters.Change
+	c  practice.Change
 	at time.Time
 	id string
 	// out collects events; the first error stops derivation.
@@ -201,7 +201,7 @@ func (d *deriver) job(before *record, after record, object json.RawMessage) ([]E
 	}
 	d.raise(JobStageChanged, stageData{JobID: d.id, ClientID: after.Client,
 		PreviousStage: before.Stage, Stage: after.Stage, Note: d.c.Note, Object: object})
-	if adapters.ClosedStage(after.Stage) && !adapters.ClosedStage(before.Stage) {
+	if practice.ClosedStage(after.Stage) && !practice.ClosedStage(before.Stage) {
 		d.raise(JobClosed, jobData{JobID: d.id, ClientID: after.Client, Object: object})
 	}
 	return d.done()

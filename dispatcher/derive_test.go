@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var testAt = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)
 
-func mkChange(id string, kind adapters.Kind, before, after string) adapters.Change {
-	c := adapters.Change{ID: id, Firm: "frm_acme", Kind: kind, OccurredAt: testAt}
+func mkChange(id string, kind practice.Kind, before, after string) practice.Change {
+	c := practice.Change{ID: id, Firm: "frm_acme", Kind: kind, OccurredAt: testAt}
 	if before != "" {
 		c.Before = json.RawMessage(before)
 	}
@@ -50,48 +50,48 @@ func TestDerive(t *testing.T) {
 	)
 	tests := []struct {
 		name          string
-		kind          adapters.Kind
+		kind          practice.Kind
 		before, after string
 		note          string
 		want          []string
 		// data holds fields every listed event's payload must carry.
 		data map[string]any
 	}{
-		{"client created", adapters.Clients, "", client, "", []string{ClientCreated}, map[string]any{"client_id": "cli_1"}},
-		{"client updated", adapters.Clients, client, clientEdit, "", []string{ClientUpdated}, map[string]any{"client_id": "cli_1"}},
-		{"client republished unchanged", adapters.Clients, client, "  " + client, "", nil, nil},
-		{"client deleted", adapters.Clients, client, "null", "", nil, nil},
-		{"job opened", adapters.Jobs, "", jobPlanned, "", []string{JobOpened}, map[string]any{"job_id": "job_1", "client_id": "cli_1"}},
-		{"job edited without a stage move", adapters.Jobs, jobPlanned, jobRetitle, "", nil, nil},
-		{"job stage changed", adapters.Jobs, jobPlanned, jobReview, "ready for partner", []string{JobStageChanged},
+		{"client created", practice.Clients, "", client, "", []string{ClientCreated}, map[string]any{"client_id": "cli_1"}},
+		{"client updated", practice.Clients, client, clientEdit, "", []string{ClientUpdated}, map[string]any{"client_id": "cli_1"}},
+		{"client republished unchanged", practice.Clients, client, "  " + client, "", nil, nil},
+		{"client deleted", practice.Clients, client, "null", "", nil, nil},
+		{"job opened", practice.Jobs, "", jobPlanned, "", []string{JobOpened}, map[string]any{"job_id": "job_1", "client_id": "cli_1"}},
+		{"job edited without a stage move", practice.Jobs, jobPlanned, jobRetitle, "", nil, nil},
+		{"job stage changed", practice.Jobs, jobPlanned, jobReview, "ready for partner", []string{JobStageChanged},
 			map[string]any{"job_id": "job_1", "previous_stage": "planned", "stage": "in_review", "note": "ready for partner"}},
-		{"job completed", adapters.Jobs, jobReview, jobDone, "", []string{JobStageChanged, JobClosed},
+		{"job completed", practice.Jobs, jobReview, jobDone, "", []string{JobStageChanged, JobClosed},
 			map[string]any{"job_id": "job_1", "client_id": "cli_1"}},
-		{"job cancelled", adapters.Jobs, jobPlanned, jobCancel, "", []string{JobStageChanged, JobClosed}, map[string]any{"job_id": "job_1"}},
-		{"closed job moved between closed stages", adapters.Jobs, jobDone, jobCancel, "", []string{JobStageChanged}, map[string]any{"job_id": "job_1"}},
-		{"job reopened", adapters.Jobs, jobDone, jobReview, "", []string{JobStageChanged}, map[string]any{"previous_stage": "completed"}},
-		{"engagement created", adapters.Engagements, "", engSent, "", []string{EngagementCreated},
+		{"job cancelled", practice.Jobs, jobPlanned, jobCancel, "", []string{JobStageChanged, JobClosed}, map[string]any{"job_id": "job_1"}},
+		{"closed job moved between closed stages", practice.Jobs, jobDone, jobCancel, "", []string{JobStageChanged}, map[string]any{"job_id": "job_1"}},
+		{"job reopened", practice.Jobs, jobDone, jobReview, "", []string{JobStageChanged}, map[string]any{"previous_stage": "completed"}},
+		{"engagement created", practice.Engagements, "", engSent, "", []string{EngagementCreated},
 			map[string]any{"engagement_id": "eng_1", "client_id": "cli_1"}},
-		{"engagement signed", adapters.Engagements, engSent, engSigned, "", []string{EngagementSigned},
+		{"engagement signed", practice.Engagements, engSent, engSigned, "", []string{EngagementSigned},
 			map[string]any{"engagement_id": "eng_1", "client_id": "cli_1", "released_jobs": []any{"job_1", "job_2"}}},
-		{"engagement created signed", adapters.Engagements, "", engSigned, "", []string{EngagementCreated, EngagementSigned},
+		{"engagement created signed", practice.Engagements, "", engSigned, "", []string{EngagementCreated, EngagementSigned},
 			map[string]any{"engagement_id": "eng_1"}},
-		{"signed engagement ended", adapters.Engagements, engSigned, engEnded, "", nil, nil},
-		{"document filed", adapters.Documents, "", doc, "", []string{DocumentFiled},
+		{"signed engagement ended", practice.Engagements, engSigned, engEnded, "", nil, nil},
+		{"document filed", practice.Documents, "", doc, "", []string{DocumentFiled},
 			map[string]any{"document_id": "doc_1", "client_id": "cli_1", "engagement_id": "eng_1"}},
-		{"document edited", adapters.Documents, doc, docMoved, "", nil, nil},
-		{"draft invoice created", adapters.Invoices, "", invDraft, "", nil, nil},
-		{"draft awaits approval", adapters.Invoices, invDraft, invAwait, "", nil, nil},
-		{"invoice created issued", adapters.Invoices, "", invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
-		{"draft issued", adapters.Invoices, invDraft, invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
-		{"approved and issued", adapters.Invoices, invAwait, invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
-		{"draft voided", adapters.Invoices, invDraft, invVoid, "", nil, nil},
-		{"invoice part paid", adapters.Invoices, invIssued, invPart, "", nil, nil},
-		{"invoice paid", adapters.Invoices, invPart, invPaid, "", []string{InvoicePaid},
+		{"document edited", practice.Documents, doc, docMoved, "", nil, nil},
+		{"draft invoice created", practice.Invoices, "", invDraft, "", nil, nil},
+		{"draft awaits approval", practice.Invoices, invDraft, invAwait, "", nil, nil},
+		{"invoice created issued", practice.Invoices, "", invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
+		{"draft issued", practice.Invoices, invDraft, invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
+		{"approved and issued", practice.Invoices, invAwait, invIssued, "", []string{InvoiceRaised}, map[string]any{"invoice_id": "inv_1"}},
+		{"draft voided", practice.Invoices, invDraft, invVoid, "", nil, nil},
+		{"invoice part paid", practice.Invoices, invIssued, invPart, "", nil, nil},
+		{"invoice paid", practice.Invoices, invPart, invPaid, "", []string{InvoicePaid},
 			map[string]any{"invoice_id": "inv_1", "settled_via": "gocardless"}},
-		{"invoice created paid", adapters.Invoices, "", invPaid, "", []string{InvoiceRaised, InvoicePaid}, map[string]any{"invoice_id": "inv_1"}},
-		{"paid invoice edited", adapters.Invoices, invPaid, invPaid, "", nil, nil},
-		{"person created", adapters.People, "", person, "", nil, nil},
+		{"invoice created paid", practice.Invoices, "", invPaid, "", []string{InvoiceRaised, InvoicePaid}, map[string]any{"invoice_id": "inv_1"}},
+		{"paid invoice edited", practice.Invoices, invPaid, invPaid, "", nil, nil},
+		{"person created", practice.People, "", person, "", nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -135,7 +135,7 @@ func TestDerive(t *testing.T) {
 }
 
 func TestDeriveStageChangedCarriesEmptyNote(t *testing.T) {
-	evs, err := Derive(mkChange("chg_1", adapters.Jobs,
+	evs, err := Derive(mkChange("chg_1", practice.Jobs,
 		`{"id":"job_1","stage":"planned"}`, `{"id":"job_1","stage":"in_progress"}`))
 	if err != nil || len(evs) != 1 {
 		t.Fatalf("Derive = %v, %v", evs, err)
@@ -146,7 +146,7 @@ func TestDeriveStageChangedCarriesEmptyNote(t *testing.T) {
 }
 
 func TestDeriveIsDeterministic(t *testing.T) {
-	c := mkChange("chg_det", adapters.Jobs, `{"id":"job_1","stage":"in_review"}`, `{"id":"job_1","stage":"completed"}`)
+	c := mkChange("chg_det", practice.Jobs, `{"id":"job_1","stage":"in_review"}`, `{"id":"job_1","stage":"completed"}`)
 	a, err := Derive(c)
 	if err != nil {
 		t.Fatal(err)
@@ -167,11 +167,11 @@ func TestDeriveIsDeterministic(t *testing.T) {
 }
 
 func TestDeriveRefusesUnreadableChanges(t *testing.T) {
-	for name, c := range map[string]adapters.Change{
-		"no id":          mkChange("", adapters.Clients, "", `{"id":"cli_1"}`),
-		"bad after":      mkChange("chg_1", adapters.Clients, "", `{"id":`),
-		"bad before":     mkChange("chg_1", adapters.Clients, `[1,`, `{"id":"cli_1"}`),
-		"after is array": mkChange("chg_1", adapters.Jobs, "", `[1,2]`),
+	for name, c := range map[string]practice.Change{
+		"no id":          mkChange("", practice.Clients, "", `{"id":"cli_1"}`),
+		"bad after":      mkChange("chg_1", practice.Clients, "", `{"id":`),
+		"bad before":     mkChange("chg_1", practice.Clients, `[1,`, `{"id":"cli_1"}`),
+		"after is array": mkChange("chg_1", practice.Jobs, "", `[1,2]`),
 	} {
 		if _, err := Derive(c); !errors.Is(err, ErrInvalidChange) {
 			t.Errorf("%s: err = %v, want ErrInvalidChange", name, err)
@@ -222,11 +222,11 @@ func TestEnvelopeIsTheContractShape(t *testing.T) {
 
 func TestEventTooLargeIsRefused(t *testing.T) {
 	big := `{"id":"cli_1","name":"` + strings.Repeat("x", MaxPayload) + `"}`
-	evs, err := Derive(mkChange("chg_big", adapters.Clients, "", big))
+	evs, err := Derive(mkChange("chg_big", practice.Clients, "", big))
 	if !errors.Is(err, ErrInvalidChange) || !strings.Contains(err.Error(), "limited to") || evs != nil {
 		t.Fatalf("Derive = %d events, %v", len(evs), err)
 	}
-	noFirm := mkChange("chg_1", adapters.Clients, "", `{"id":"cli_1"}`)
+	noFirm := mkChange("chg_1", practice.Clients, "", `{"id":"cli_1"}`)
 	noFirm.Firm = ""
 	if _, err := Derive(noFirm); !errors.Is(err, ErrInvalidChange) {
 		t.Fatalf("Derive without a firm = %v", err)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // A dispatcher that dies holding a lease loses nothing: once the lease
@@ -86,17 +86,17 @@ func TestShutdownHandsInFlightAttemptsBack(t *testing.T) {
 // memOutbox is an in-memory outbox, as the embedded store presents it.
 type memOutbox struct {
 	mu      sync.Mutex
-	entries []adapters.OutboxEntry
+	entries []practice.OutboxEntry
 	seq     uint64
 	signal  chan struct{}
 }
 
 func newOutbox() *memOutbox { return &memOutbox{signal: make(chan struct{}, 1)} }
 
-func (o *memOutbox) add(c adapters.Change) {
+func (o *memOutbox) add(c practice.Change) {
 	o.mu.Lock()
 	o.seq++
-	o.entries = append(o.entries, adapters.OutboxEntry{Seq: o.seq, Change: c})
+	o.entries = append(o.entries, practice.OutboxEntry{Seq: o.seq, Change: c})
 	o.mu.Unlock()
 	select {
 	case o.signal <- struct{}{}:
@@ -104,10 +104,10 @@ func (o *memOutbox) add(c adapters.Change) {
 	}
 }
 
-func (o *memOutbox) ReadOutbox(after uint64, max int) ([]adapters.OutboxEntry, error) {
+func (o *memOutbox) ReadOutbox(after uint64, max int) ([]practice.OutboxEntry, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []adapters.OutboxEntry
+	var out []practice.OutboxEntry
 	for _, e := range o.entries {
 		if e.Seq > after && len(out) < max {
 			out = append(out, e)
@@ -179,7 +179,7 @@ func TestOutboxDrainDeletesOnlyAfterIngest(t *testing.T) {
 	}()
 
 	first := clientChange(live)
-	unreadable := adapters.Change{ID: "chg_bad", Firm: live.Firm, Kind: adapters.Clients, After: json.RawMessage(`{"id":`)}
+	unreadable := practice.Change{ID: "chg_bad", Firm: live.Firm, Kind: practice.Clients, After: json.RawMessage(`{"id":`)}
 	second := clientChange(live)
 	ob.add(first)
 	ob.add(unreadable)
@@ -218,7 +218,7 @@ func TestIngestIsIdempotentAndTenantScoped(t *testing.T) {
 	otherRC := newReceiver(t, nil)
 	liveEP, _ := h.endpoint(live, liveRC.URL())
 	sandboxEP, _ := h.endpoint(sandbox, sandboxRC.URL())
-	h.endpoint(adapters.Tenant{Firm: "frm_birch"}, otherRC.URL())
+	h.endpoint(practice.Tenant{Firm: "frm_birch"}, otherRC.URL())
 	jobsOnly, _ := h.endpoint(live, liveRC.URL(), dispatcher.JobOpened)
 
 	c := clientChange(sandbox)
@@ -243,8 +243,8 @@ func TestIngestIsIdempotentAndTenantScoped(t *testing.T) {
 		t.Errorf("a sandbox event read as live: %v", err)
 	}
 	// Recorded whether or not anyone listens.
-	h.ingest(clientChange(adapters.Tenant{Firm: "frm_nobody"}))
-	page, _ = h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: adapters.Tenant{Firm: "frm_nobody"}})
+	h.ingest(clientChange(practice.Tenant{Firm: "frm_nobody"}))
+	page, _ = h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: practice.Tenant{Firm: "frm_nobody"}})
 	if len(page.Events) != 1 {
 		t.Errorf("an unheard event was not recorded")
 	}

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Endpoint statuses.
@@ -47,8 +47,8 @@ type Secret struct {
 const RotationOverlap = 24 * time.Hour
 
 // Tenant is the firm and mode the endpoint belongs to.
-func (ep Endpoint) Tenant() adapters.Tenant {
-	return adapters.Tenant{Firm: ep.Firm, Sandbox: ep.Sandbox}
+func (ep Endpoint) Tenant() practice.Tenant {
+	return practice.Tenant{Firm: ep.Firm, Sandbox: ep.Sandbox}
 }
 
 // SigningKeys are the keys that sign at now, newest first.
@@ -115,23 +115,23 @@ const (
 
 // ValidateURL checks a webhook URL for registration: absolute http(s), no
 // credentials, at most 2048 characters, and a host the policy allows.
-// Errors are *adapters.InvalidError for the url parameter.
+// Errors are *practice.InvalidError for the url parameter.
 func ValidateURL(ctx context.Context, policy *AddressPolicy, raw string) error {
 	if raw == "" {
-		return adapters.Missing("url")
+		return practice.Missing("url")
 	}
 	if len(raw) > maxURLLength {
-		return adapters.Invalid("url", "The url must be at most %d characters.", maxURLLength)
+		return practice.Invalid("url", "The url must be at most %d characters.", maxURLLength)
 	}
 	u, err := url.Parse(raw)
 	if err != nil || !u.IsAbs() || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return adapters.Invalid("url", "The url must be an absolute http or https URL.")
+		return practice.Invalid("url", "The url must be an absolute http or https URL.")
 	}
 	if u.User != nil {
-		return adapters.Invalid("url", "The url must not contain a user name or password; authenticate with the webhook signature.")
+		return practice.Invalid("url", "The url must not contain a user name or password; authenticate with the webhook signature.")
 	}
 	if err := policy.CheckHost(ctx, u.Hostname()); err != nil {
-		return adapters.Invalid("url", "The url is not allowed: %v.", err)
+		return practice.Invalid("url", "The url is not allowed: %v.", err)
 	}
 	return nil
 }
@@ -140,12 +140,12 @@ func ValidateURL(ctx context.Context, policy *AddressPolicy, raw string) error {
 // duplicates, in the order given.
 func ValidateEvents(events []string) ([]string, error) {
 	if len(events) == 0 {
-		return nil, adapters.Missing("events")
+		return nil, practice.Missing("events")
 	}
 	var out []string
 	for _, e := range events {
 		if e != AllEvents && e != EngagementLetterSign && !IsKind(e) {
-			return nil, adapters.Invalid("events", "%q is not an event kind; use \"*\" or any of %v or %q.",
+			return nil, practice.Invalid("events", "%q is not an event kind; use \"*\" or any of %v or %q.",
 				e, Kinds(), EngagementLetterSign)
 		}
 		if !slices.Contains(out, e) {
@@ -157,7 +157,7 @@ func ValidateEvents(events []string) ([]string, error) {
 
 func validateDescription(d string) error {
 	if len(d) > maxDescriptionLength {
-		return adapters.Invalid("description", "The description must be at most %d characters.", maxDescriptionLength)
+		return practice.Invalid("description", "The description must be at most %d characters.", maxDescriptionLength)
 	}
 	return nil
 }

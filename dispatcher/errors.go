@@ -3,15 +3,15 @@ package dispatcher
 import (
 	"errors"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Errors callers branch on. Everything else is an internal failure.
 var (
-	// ErrNotFound is adapters.ErrNotFound, so that the API's one error table
+	// ErrNotFound is practice.ErrNotFound, so that the API's one error table
 	// answers 404 for a missing event, endpoint or delivery exactly as for a
 	// missing record. A record of another firm is not found, never forbidden.
-	ErrNotFound = adapters.ErrNotFound
+	ErrNotFound = practice.ErrNotFound
 
 	// ErrInvalidChange marks a change that can never become events (an
 	// unreadable record, a payload over MaxPayload). Retrying it cannot

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Event kinds, as the contract names them.
@@ -76,7 +76,7 @@ type Event struct {
 }
 
 // Tenant is the firm and mode the event belongs to.
-func (e Event) Tenant() adapters.Tenant { return adapters.Tenant{Firm: e.Firm, Sandbox: e.Sandbox} }
+func (e Event) Tenant() practice.Tenant { return practice.Tenant{Firm: e.Firm, Sandbox: e.Sandbox} }
 
 // envelope is the wire shape; field order is the contract's.
 type envelope struct {

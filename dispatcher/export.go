@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // ExportQuery selects the deliveries an export streams.
@@ -22,7 +22,7 @@ type ExportQuery struct {
 
 // ExportNDJSON streams an endpoint's deliveries as newline-delimited JSON,
 // one delivery with its attempts per line.
-func (e *Engine) ExportNDJSON(ctx context.Context, t adapters.Tenant, q ExportQuery, w io.Writer) error {
+func (e *Engine) ExportNDJSON(ctx context.Context, t practice.Tenant, q ExportQuery, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	err := e.eachDelivery(ctx, t, q, func(d Delivery) error {
 		line, err := marshal(d)
@@ -47,7 +47,7 @@ func CSVHeader() []string {
 // ExportCSV streams an endpoint's delivery log as CSV, one row per attempt.
 // A delivery not attempted yet has one row with the attempt columns empty,
 // so that every delivery in the range appears.
-func (e *Engine) ExportCSV(ctx context.Context, t adapters.Tenant, q ExportQuery, w io.Writer) error {
+func (e *Engine) ExportCSV(ctx context.Context, t practice.Tenant, q ExportQuery, w io.Writer) error {
 	cw := csv.NewWriter(w)
 	flush := func() error {
 		cw.Flush()
@@ -85,7 +85,7 @@ func (e *Engine) ExportCSV(ctx context.Context, t adapters.Tenant, q ExportQuery
 // eachDelivery pages through the selection, calling flush after each page
 // so a slow reader sees progress. Each page is its own short read: a
 // client downloading slowly must not hold a store transaction open.
-func (e *Engine) eachDelivery(ctx context.Context, t adapters.Tenant, q ExportQuery, fn func(Delivery) error, flush func() error) error {
+func (e *Engine) eachDelivery(ctx context.Context, t practice.Tenant, q ExportQuery, fn func(Delivery) error, flush func() error) error {
 	dq := DeliveryQuery{EndpointID: q.EndpointID, States: q.States, From: q.From, To: q.To, Limit: MaxLimit}
 	for {
 		page, err := e.ListDeliveries(ctx, t, dq)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Derive reads records from upstream systems: whatever they hold, it must
@@ -16,7 +16,7 @@ func FuzzDerive(f *testing.F) {
 	f.Add("engagements", `null`, `{"id":"eng_1","status":"signed","released_jobs":null}`)
 	f.Add("clients", `{"id":1}`, `{"id":"cli_\u0026"}`)
 	f.Fuzz(func(t *testing.T, kind, before, after string) {
-		c := adapters.Change{ID: "chg_f", Firm: "frm_f", Kind: adapters.Kind(kind),
+		c := practice.Change{ID: "chg_f", Firm: "frm_f", Kind: practice.Kind(kind),
 			Before: json.RawMessage(before), After: json.RawMessage(after), OccurredAt: time.Unix(1e9, 0)}
 		evs, err := Derive(c)
 		if err != nil {

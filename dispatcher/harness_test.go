@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/boltstore"
 	"github.com/practicegw/practicegw/dispatcher/redisstore"
+	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
@@ -30,8 +30,8 @@ import (
 )
 
 var (
-	live    = adapters.Tenant{Firm: "frm_acme"}
-	sandbox = adapters.Tenant{Firm: "frm_acme", Sandbox: true}
+	live    = practice.Tenant{Firm: "frm_acme"}
+	sandbox = practice.Tenant{Firm: "frm_acme", Sandbox: true}
 )
 
 // fakeClock is the engine's clock in tests: schedules move when the test
@@ -183,7 +183,7 @@ func (h *harness) run(eng *dispatcher.Engine) {
 	})
 }
 
-func (h *harness) endpoint(t adapters.Tenant, url string, events ...string) (dispatcher.Endpoint, string) {
+func (h *harness) endpoint(t practice.Tenant, url string, events ...string) (dispatcher.Endpoint, string) {
 	h.t.Helper()
 	if len(events) == 0 {
 		events = []string{"*"}
@@ -195,7 +195,7 @@ func (h *harness) endpoint(t adapters.Tenant, url string, events ...string) (dis
 	return ep, secret
 }
 
-func (h *harness) ingest(c adapters.Change) {
+func (h *harness) ingest(c practice.Change) {
 	h.t.Helper()
 	if err := h.eng.Ingest(h.ctx, c); err != nil {
 		h.t.Fatalf("Ingest %s: %v", c.ID, err)
@@ -354,13 +354,13 @@ func decode(t testing.TB, body []byte) envelope {
 }
 
 // clientChange is a change creating a new client, with fresh ids.
-func clientChange(t adapters.Tenant) adapters.Change {
+func clientChange(t practice.Tenant) practice.Change {
 	id := strings.ToLower(rand.Text())
-	return adapters.Change{
+	return practice.Change{
 		ID:         "chg_" + id,
 		Firm:       t.Firm,
 		Sandbox:    t.Sandbox,
-		Kind:       adapters.Clients,
+		Kind:       practice.Clients,
 		ResourceID: "cli_" + id,
 		After:      json.RawMessage(`{"id":"cli_` + id + `","object":"client","name":"Client ` + id + `"}`),
 		OccurredAt: time.Date(2026, 3, 14, 8, 0, 0, 0, time.UTC),

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 	"go.uber.org/zap"
 )
 
@@ -16,7 +16,7 @@ import (
 //
 // An ErrInvalidChange can never succeed and should be logged and skipped;
 // any other error is worth retrying.
-func (e *Engine) Ingest(ctx context.Context, c adapters.Change) error {
+func (e *Engine) Ingest(ctx context.Context, c practice.Change) error {
 	events, err := Derive(c)
 	if err != nil {
 		return err
@@ -35,7 +35,7 @@ func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 	if len(events) == 0 {
 		return nil
 	}
-	endpoints := make(map[adapters.Tenant][]Endpoint)
+	endpoints := make(map[practice.Tenant][]Endpoint)
 	for _, ev := range events {
 		t := ev.Tenant()
 		if _, ok := endpoints[t]; ok {
@@ -81,7 +81,7 @@ func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 // hold up the ones behind it; any error returned is worth retrying, and
 // none of the batch may be acknowledged until it succeeds. Batching
 // matters: it is two store writes for the batch, against two per change.
-func (e *Engine) IngestChanges(ctx context.Context, changes []adapters.Change) error {
+func (e *Engine) IngestChanges(ctx context.Context, changes []practice.Change) error {
 	var events []Event
 	for _, c := range changes {
 		evs, err := Derive(c)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // EndpointInput registers an endpoint.
@@ -27,7 +27,7 @@ type EndpointUpdate struct {
 
 // CreateEndpoint validates and registers an endpoint for a tenant, and
 // returns it with its signing secret, which is shown this once.
-func (e *Engine) CreateEndpoint(ctx context.Context, t adapters.Tenant, in EndpointInput) (Endpoint, string, error) {
+func (e *Engine) CreateEndpoint(ctx context.Context, t practice.Tenant, in EndpointInput) (Endpoint, string, error) {
 	if err := ValidateURL(ctx, e.policy, in.URL); err != nil {
 		return Endpoint{}, "", err
 	}
@@ -62,7 +62,7 @@ func (e *Engine) CreateEndpoint(ctx context.Context, t adapters.Tenant, in Endpo
 }
 
 // GetEndpoint returns a tenant's endpoint; another tenant's is not found.
-func (e *Engine) GetEndpoint(ctx context.Context, t adapters.Tenant, id string) (Endpoint, error) {
+func (e *Engine) GetEndpoint(ctx context.Context, t practice.Tenant, id string) (Endpoint, error) {
 	ep, err := e.b.Endpoints.Endpoint(ctx, id)
 	if err != nil {
 		return Endpoint{}, fmt.Errorf("get endpoint %s: %w", id, err)
@@ -75,7 +75,7 @@ func (e *Engine) GetEndpoint(ctx context.Context, t adapters.Tenant, id string) 
 
 // ListEndpoints returns a tenant's endpoints, oldest first (to the
 // millisecond). A firm has few endpoints, so the list is not paged.
-func (e *Engine) ListEndpoints(ctx context.Context, t adapters.Tenant) ([]Endpoint, error) {
+func (e *Engine) ListEndpoints(ctx context.Context, t practice.Tenant) ([]Endpoint, error) {
 	eps, err := e.b.Endpoints.Endpoints(ctx, t)
 	if err != nil {
 		return nil, fmt.Errorf("list endpoints: %w", err)
@@ -85,7 +85,7 @@ func (e *Engine) ListEndpoints(ctx context.Context, t adapters.Tenant) ([]Endpoi
 
 // UpdateEndpoint changes an endpoint's URL, subscriptions, description or
 // status.
-func (e *Engine) UpdateEndpoint(ctx context.Context, t adapters.Tenant, id string, up EndpointUpdate) (Endpoint, error) {
+func (e *Engine) UpdateEndpoint(ctx context.Context, t practice.Tenant, id string, up EndpointUpdate) (Endpoint, error) {
 	// Validate outside the store's transaction: the URL check resolves DNS.
 	if up.URL != nil {
 		if err := ValidateURL(ctx, e.policy, *up.URL); err != nil {
@@ -105,7 +105,7 @@ func (e *Engine) UpdateEndpoint(ctx context.Context, t adapters.Tenant, id strin
 		}
 	}
 	if up.Status != nil && *up.Status != EndpointEnabled && *up.Status != EndpointDisabled {
-		return Endpoint{}, adapters.Invalid("status", "The status must be %q or %q.", EndpointEnabled, EndpointDisabled)
+		return Endpoint{}, practice.Invalid("status", "The status must be %q or %q.", EndpointEnabled, EndpointDisabled)
 	}
 	now := e.now()
 	defer e.forgetEndpoint(id)
@@ -139,7 +139,7 @@ func (e *Engine) UpdateEndpoint(ctx context.Context, t adapters.Tenant, id strin
 }
 
 // DeleteEndpoint removes an endpoint and its delivery log.
-func (e *Engine) DeleteEndpoint(ctx context.Context, t adapters.Tenant, id string) error {
+func (e *Engine) DeleteEndpoint(ctx context.Context, t practice.Tenant, id string) error {
 	if _, err := e.GetEndpoint(ctx, t, id); err != nil {
 		return err
 	}
@@ -152,7 +152,7 @@ func (e *Engine) DeleteEndpoint(ctx context.Context, t adapters.Tenant, id strin
 
 // RotateSecret gives an endpoint a new signing secret and returns it; the
 // previous ones keep signing for RotationOverlap.
-func (e *Engine) RotateSecret(ctx context.Context, t adapters.Tenant, id string) (Endpoint, string, error) {
+func (e *Engine) RotateSecret(ctx context.Context, t practice.Tenant, id string) (Endpoint, string, error) {
 	// Drawn outside the transaction so that a retried transaction function
 	// does not rotate twice.
 	now := e.now()

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 	"go.uber.org/zap"
 )
 
@@ -14,7 +14,7 @@ type Outbox interface {
 	// ReadOutbox returns up to max entries with Seq > after, in Seq order.
 	// Seq starts at 1 (a bbolt NextSequence), so after=0 reads from the
 	// start.
-	ReadOutbox(after uint64, max int) ([]adapters.OutboxEntry, error)
+	ReadOutbox(after uint64, max int) ([]practice.OutboxEntry, error)
 	// DeleteOutbox removes every entry with Seq <= upTo.
 	DeleteOutbox(upTo uint64) error
 	// OutboxSignal receives a value after new entries are written.
@@ -25,7 +25,7 @@ type Outbox interface {
 // changes are safe elsewhere (ingested into the engine's store, published
 // to Kafka) and may be deleted from the outbox. Any error means none of
 // them may be deleted yet.
-type ChangeSink func(ctx context.Context, changes []adapters.Change) error
+type ChangeSink func(ctx context.Context, changes []practice.Change) error
 
 const (
 	// outboxBatch bounds one read of the outbox and so one sink call.
@@ -101,7 +101,7 @@ func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Lo
 			}
 		}
 		batchStart = time.Now()
-		changes := make([]adapters.Change, len(entries))
+		changes := make([]practice.Change, len(entries))
 		for i, en := range entries {
 			changes[i] = en.Change
 		}

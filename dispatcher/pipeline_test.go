@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Each event kind goes all the way: Ingest, a signed POST to a real
@@ -24,8 +24,8 @@ func TestEveryKindEndToEnd(t *testing.T) {
 	_, aliasSecret := h.endpoint(live, alias.URL(), dispatcher.EngagementLetterSign)
 
 	at := time.Date(2026, 3, 14, 10, 0, 0, 123456789, time.UTC)
-	ch := func(id string, kind adapters.Kind, before, after string) adapters.Change {
-		c := adapters.Change{ID: id, Firm: live.Firm, Kind: kind, After: json.RawMessage(after), OccurredAt: at}
+	ch := func(id string, kind practice.Kind, before, after string) practice.Change {
+		c := practice.Change{ID: id, Firm: live.Firm, Kind: kind, After: json.RawMessage(after), OccurredAt: at}
 		if before != "" {
 			c.Before = json.RawMessage(before)
 		}
@@ -33,21 +33,21 @@ func TestEveryKindEndToEnd(t *testing.T) {
 	}
 	tests := []struct {
 		kind   string
-		change adapters.Change
+		change practice.Change
 		ids    map[string]string
 	}{
-		{dispatcher.ClientCreated, ch("c1", adapters.Clients, "", `{"id":"cli_1","name":"A"}`), map[string]string{"client_id": "cli_1"}},
-		{dispatcher.ClientUpdated, ch("c2", adapters.Clients, `{"id":"cli_1","name":"A"}`, `{"id":"cli_1","name":"B"}`), map[string]string{"client_id": "cli_1"}},
-		{dispatcher.EngagementCreated, ch("c3", adapters.Engagements, "", `{"id":"eng_1","client":"cli_1","status":"sent"}`), map[string]string{"engagement_id": "eng_1"}},
-		{dispatcher.EngagementSigned, ch("c4", adapters.Engagements, `{"id":"eng_1","client":"cli_1","status":"sent"}`,
+		{dispatcher.ClientCreated, ch("c1", practice.Clients, "", `{"id":"cli_1","name":"A"}`), map[string]string{"client_id": "cli_1"}},
+		{dispatcher.ClientUpdated, ch("c2", practice.Clients, `{"id":"cli_1","name":"A"}`, `{"id":"cli_1","name":"B"}`), map[string]string{"client_id": "cli_1"}},
+		{dispatcher.EngagementCreated, ch("c3", practice.Engagements, "", `{"id":"eng_1","client":"cli_1","status":"sent"}`), map[string]string{"engagement_id": "eng_1"}},
+		{dispatcher.EngagementSigned, ch("c4", practice.Engagements, `{"id":"eng_1","client":"cli_1","status":"sent"}`,
 			`{"id":"eng_1","client":"cli_1","status":"signed","released_jobs":["job_1"]}`), map[string]string{"engagement_id": "eng_1", "client_id": "cli_1"}},
-		{dispatcher.JobOpened, ch("c5", adapters.Jobs, "", `{"id":"job_1","client":"cli_1","stage":"planned"}`), map[string]string{"job_id": "job_1"}},
-		{dispatcher.JobStageChanged, ch("c6", adapters.Jobs, `{"id":"job_1","stage":"planned"}`, `{"id":"job_1","stage":"in_review"}`),
+		{dispatcher.JobOpened, ch("c5", practice.Jobs, "", `{"id":"job_1","client":"cli_1","stage":"planned"}`), map[string]string{"job_id": "job_1"}},
+		{dispatcher.JobStageChanged, ch("c6", practice.Jobs, `{"id":"job_1","stage":"planned"}`, `{"id":"job_1","stage":"in_review"}`),
 			map[string]string{"job_id": "job_1", "previous_stage": "planned", "stage": "in_review"}},
-		{dispatcher.JobClosed, ch("c7", adapters.Jobs, `{"id":"job_1","stage":"in_review"}`, `{"id":"job_1","stage":"completed"}`), map[string]string{"job_id": "job_1"}},
-		{dispatcher.DocumentFiled, ch("c8", adapters.Documents, "", `{"id":"doc_1","client":"cli_1"}`), map[string]string{"document_id": "doc_1"}},
-		{dispatcher.InvoiceRaised, ch("c9", adapters.Invoices, "", `{"id":"inv_1","client":"cli_1","status":"issued"}`), map[string]string{"invoice_id": "inv_1"}},
-		{dispatcher.InvoicePaid, ch("c10", adapters.Invoices, `{"id":"inv_1","status":"issued"}`, `{"id":"inv_1","status":"paid","settled_via":"bacs"}`),
+		{dispatcher.JobClosed, ch("c7", practice.Jobs, `{"id":"job_1","stage":"in_review"}`, `{"id":"job_1","stage":"completed"}`), map[string]string{"job_id": "job_1"}},
+		{dispatcher.DocumentFiled, ch("c8", practice.Documents, "", `{"id":"doc_1","client":"cli_1"}`), map[string]string{"document_id": "doc_1"}},
+		{dispatcher.InvoiceRaised, ch("c9", practice.Invoices, "", `{"id":"inv_1","client":"cli_1","status":"issued"}`), map[string]string{"invoice_id": "inv_1"}},
+		{dispatcher.InvoicePaid, ch("c10", practice.Invoices, `{"id":"inv_1","status":"issued"}`, `{"id":"inv_1","status":"paid","settled_via":"bacs"}`),
 			map[string]string{"invoice_id": "inv_1", "settled_via": "bacs"}},
 	}
 	var latencies []time.Duration

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func TestListEventsPagesAndFilters(t *testing.T) {
@@ -22,11 +22,11 @@ func TestListEventsPagesAndFilters(t *testing.T) {
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	var want []string
 	for i := range 7 {
-		kind, after := adapters.Clients, `{"id":"cli_x"}`
+		kind, after := practice.Clients, `{"id":"cli_x"}`
 		if i%2 == 1 {
-			kind, after = adapters.Jobs, `{"id":"job_x","stage":"planned"}`
+			kind, after = practice.Jobs, `{"id":"job_x","stage":"planned"}`
 		}
-		c := adapters.Change{ID: "chg_q" + string(rune('a'+i)), Firm: live.Firm, Kind: kind,
+		c := practice.Change{ID: "chg_q" + string(rune('a'+i)), Firm: live.Firm, Kind: kind,
 			After: json.RawMessage(after), OccurredAt: base.Add(time.Duration(i) * time.Hour)}
 		h.ingest(c)
 		evs, _ := dispatcher.Derive(c)
@@ -85,7 +85,7 @@ func TestListEventsPagesAndFilters(t *testing.T) {
 		"limit 0 is the default, 201 is refused": {Tenant: live, Limit: 201},
 		"unknown kind":                           {Tenant: live, Kinds: []string{"client.deleted"}},
 	} {
-		var invalid *adapters.InvalidError
+		var invalid *practice.InvalidError
 		if _, err := h.eng.ListEvents(h.ctx, q); !errors.As(err, &invalid) {
 			t.Errorf("%s: %v", name, err)
 		}
@@ -245,7 +245,7 @@ func TestEndpointManagement(t *testing.T) {
 		{URL: "http://127.0.0.1/", Events: []string{"*"}, Description: strings.Repeat("d", 501)},
 	}
 	for _, in := range invalid {
-		var ie *adapters.InvalidError
+		var ie *practice.InvalidError
 		if _, _, err := h.eng.CreateEndpoint(h.ctx, live, in); !errors.As(err, &ie) {
 			t.Errorf("CreateEndpoint(%+v) = %v, want a parameter error", in, err)
 		}

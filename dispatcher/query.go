@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // ListEvents returns one page of a tenant's events, oldest first. Kinds may
@@ -19,7 +19,7 @@ func (e *Engine) ListEvents(ctx context.Context, q EventQuery) (EventPage, error
 	for _, k := range q.Kinds {
 		k = canonicalKind(k)
 		if !IsKind(k) {
-			return EventPage{}, adapters.Invalid("event", "%q is not an event kind; use any of %v.", k, Kinds())
+			return EventPage{}, practice.Invalid("event", "%q is not an event kind; use any of %v.", k, Kinds())
 		}
 		kinds = append(kinds, k)
 	}
@@ -32,7 +32,7 @@ func (e *Engine) ListEvents(ctx context.Context, q EventQuery) (EventPage, error
 }
 
 // GetEvent returns a tenant's event; another tenant's is not found.
-func (e *Engine) GetEvent(ctx context.Context, t adapters.Tenant, id string) (Event, error) {
+func (e *Engine) GetEvent(ctx context.Context, t practice.Tenant, id string) (Event, error) {
 	ev, err := e.b.Events.Event(ctx, id)
 	if err != nil {
 		return Event{}, fmt.Errorf("get event %s: %w", id, err)
@@ -45,7 +45,7 @@ func (e *Engine) GetEvent(ctx context.Context, t adapters.Tenant, id string) (Ev
 
 // ListDeliveries returns one page of a tenant's endpoint's deliveries,
 // oldest first.
-func (e *Engine) ListDeliveries(ctx context.Context, t adapters.Tenant, q DeliveryQuery) (DeliveryPage, error) {
+func (e *Engine) ListDeliveries(ctx context.Context, t practice.Tenant, q DeliveryQuery) (DeliveryPage, error) {
 	if _, err := e.GetEndpoint(ctx, t, q.EndpointID); err != nil {
 		return DeliveryPage{}, err
 	}
@@ -56,7 +56,7 @@ func (e *Engine) ListDeliveries(ctx context.Context, t adapters.Tenant, q Delive
 	q.Limit = limit
 	for _, s := range q.States {
 		if !s.Valid() {
-			return DeliveryPage{}, adapters.Invalid("state", "%q is not a delivery state; use pending, retrying, delivered or failed.", s)
+			return DeliveryPage{}, practice.Invalid("state", "%q is not a delivery state; use pending, retrying, delivered or failed.", s)
 		}
 	}
 	page, err := e.b.Deliveries.Deliveries(ctx, q)
@@ -67,7 +67,7 @@ func (e *Engine) ListDeliveries(ctx context.Context, t adapters.Tenant, q Delive
 }
 
 // GetDelivery returns a tenant's delivery with its attempts.
-func (e *Engine) GetDelivery(ctx context.Context, t adapters.Tenant, id string) (Delivery, error) {
+func (e *Engine) GetDelivery(ctx context.Context, t practice.Tenant, id string) (Delivery, error) {
 	d, err := e.b.Deliveries.Delivery(ctx, id)
 	if err != nil {
 		return Delivery{}, fmt.Errorf("get delivery %s: %w", id, err)
@@ -85,7 +85,7 @@ func checkLimit(n int) (int, error) {
 	case n == 0:
 		return DefaultLimit, nil
 	case n < 1 || n > MaxLimit:
-		return 0, adapters.Invalid("limit", "The limit must be between 1 and %d.", MaxLimit)
+		return 0, practice.Invalid("limit", "The limit must be between 1 and %d.", MaxLimit)
 	}
 	return n, nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Replay makes one attempt on a delivery now, outside the schedule, and
@@ -13,7 +13,7 @@ import (
 // ends delivered or failed; a replay of a delivery still retrying ends its
 // schedule. ErrBusy if an attempt on it is in flight; ErrEndpointDisabled
 // if its endpoint is disabled.
-func (e *Engine) Replay(ctx context.Context, t adapters.Tenant, deliveryID string) (Delivery, error) {
+func (e *Engine) Replay(ctx context.Context, t practice.Tenant, deliveryID string) (Delivery, error) {
 	d, err := e.GetDelivery(ctx, t, deliveryID)
 	if err != nil {
 		return Delivery{}, err
@@ -40,7 +40,7 @@ func (e *Engine) Replay(ctx context.Context, t adapters.Tenant, deliveryID strin
 // loop makes the attempts, within the endpoint's concurrency limit and
 // behind its circuit breaker, so recovering from a long outage does not
 // flood the receiver.
-func (e *Engine) ReplayFailed(ctx context.Context, t adapters.Tenant, endpointID string, since time.Time) (int, error) {
+func (e *Engine) ReplayFailed(ctx context.Context, t practice.Tenant, endpointID string, since time.Time) (int, error) {
 	if _, err := e.GetEndpoint(ctx, t, endpointID); err != nil {
 		return 0, err
 	}

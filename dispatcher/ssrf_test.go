@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func TestValidateURLRefusesNonPublicAddresses(t *testing.T) {
@@ -87,7 +87,7 @@ func TestValidateURLRefusesNonPublicAddresses(t *testing.T) {
 		case tt.refused != "" && !strings.Contains(err.Error(), tt.refused):
 			t.Errorf("%s: error %q does not mention %q", tt.url, err, tt.refused)
 		}
-		var invalid *adapters.InvalidError
+		var invalid *practice.InvalidError
 		if err != nil && (!errors.As(err, &invalid) || invalid.Param != "url") {
 			t.Errorf("%s: error %T is not a parameter error on url", tt.url, err)
 		}

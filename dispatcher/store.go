@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // The engine's dependencies, each as small as the job it does. The embedded
@@ -31,7 +31,7 @@ type EndpointRegistry interface {
 	Endpoint(ctx context.Context, id string) (Endpoint, error)
 	// Endpoints returns every endpoint of a tenant in id order, which is
 	// creation order to the millisecond.
-	Endpoints(ctx context.Context, t adapters.Tenant) ([]Endpoint, error)
+	Endpoints(ctx context.Context, t practice.Tenant) ([]Endpoint, error)
 	// UpdateEndpoint applies fn to the stored endpoint atomically; fn's
 	// error aborts the update and is returned.
 	UpdateEndpoint(ctx context.Context, id string, fn func(*Endpoint) error) (Endpoint, error)
@@ -211,7 +211,7 @@ type PruneResult struct {
 
 // EventQuery selects a page of a tenant's events.
 type EventQuery struct {
-	Tenant adapters.Tenant
+	Tenant practice.Tenant
 	// Kinds keeps events of any of these kinds; empty keeps all.
 	Kinds []string
 	// From and To bound occurred_at to [From, To), at millisecond

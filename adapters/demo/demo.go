@@ -7,7 +7,7 @@
 // bbolt under the top-level bucket "demo" (demo/<firm>/<live|sandbox>/<kind>,
 // keyed by id) and held in memory already encoded, so a read neither
 // decodes nor encodes JSON. A write stores the record and an
-// adapters.Change in the top-level bucket "outbox" in one transaction; the
+// practice.Change in the top-level bucket "outbox" in one transaction; the
 // event pipeline drains the outbox.
 package demo
 
@@ -24,7 +24,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 const (
@@ -40,7 +40,7 @@ type Records struct {
 	signal chan struct{}
 	// tenants is replaced whole when firms are added, so that readers
 	// never lock for it.
-	tenants atomic.Pointer[map[adapters.Tenant]*tenant]
+	tenants atomic.Pointer[map[practice.Tenant]*tenant]
 	adding  sync.Mutex // serialises AddFirms
 }
 
@@ -71,7 +71,7 @@ func Open(db *bbolt.DB, firms []string, opts ...Option) (*Records, error) {
 		}
 		seen[firm] = true
 	}
-	r.tenants.Store(&map[adapters.Tenant]*tenant{})
+	r.tenants.Store(&map[practice.Tenant]*tenant{})
 	if err := r.AddFirms(firms); err != nil {
 		return nil, err
 	}
@@ -90,12 +90,12 @@ func (r *Records) AddFirms(firms []string) error {
 		if firm == "" {
 			return errors.New("demo: empty firm id")
 		}
-		if _, ok := cur[adapters.Tenant{Firm: firm}]; ok {
+		if _, ok := cur[practice.Tenant{Firm: firm}]; ok {
 			continue
 		}
 		st := styleFor(firm)
 		for _, sandbox := range []bool{false, true} {
-			added = append(added, &tenant{Tenant: adapters.Tenant{Firm: firm, Sandbox: sandbox}, style: st})
+			added = append(added, &tenant{Tenant: practice.Tenant{Firm: firm, Sandbox: sandbox}, style: st})
 		}
 	}
 	if len(added) == 0 {
@@ -107,7 +107,7 @@ func (r *Records) AddFirms(firms []string) error {
 	if err := r.load(added); err != nil {
 		return fmt.Errorf("demo: load: %w", err)
 	}
-	next := make(map[adapters.Tenant]*tenant, len(cur)+len(added))
+	next := make(map[practice.Tenant]*tenant, len(cur)+len(added))
 	for k, v := range cur {
 		next[k] = v
 	}
@@ -149,7 +149,7 @@ func (r *Records) seed(tenants []*tenant) error {
 			if err != nil {
 				return fmt.Errorf("%s: %w", ts, err)
 			}
-			for i, k := range adapters.Kinds {
+			for i, k := range practice.Kinds {
 				kb, err := tb.CreateBucket([]byte(k))
 				if err != nil {
 					return err
@@ -189,7 +189,7 @@ func mode(sandbox bool) string {
 	return "live"
 }
 
-func tenantBucket(tx *bbolt.Tx, t adapters.Tenant) *bbolt.Bucket {
+func tenantBucket(tx *bbolt.Tx, t practice.Tenant) *bbolt.Bucket {
 	root := tx.Bucket([]byte(demoBucket))
 	if root == nil {
 		return nil
@@ -203,7 +203,7 @@ func tenantBucket(tx *bbolt.Tx, t adapters.Tenant) *bbolt.Bucket {
 
 // tenant holds one firm's live or sandbox records in memory.
 type tenant struct {
-	adapters.Tenant
+	practice.Tenant
 	style *style
 
 	// wmu serialises writes, from reading the current record to updating
@@ -262,27 +262,27 @@ func newEntry(raw json.RawMessage) (entry, error) {
 
 const numKinds = 6
 
-// kindIndex maps a kind to its slot in tenant.cols, following adapters.Kinds.
-func kindIndex(k adapters.Kind) (int, bool) {
+// kindIndex maps a kind to its slot in tenant.cols, following practice.Kinds.
+func kindIndex(k practice.Kind) (int, bool) {
 	switch k {
-	case adapters.Clients:
+	case practice.Clients:
 		return 0, true
-	case adapters.Engagements:
+	case practice.Engagements:
 		return 1, true
-	case adapters.Jobs:
+	case practice.Jobs:
 		return 2, true
-	case adapters.Documents:
+	case practice.Documents:
 		return 3, true
-	case adapters.Invoices:
+	case practice.Invoices:
 		return 4, true
-	case adapters.People:
+	case practice.People:
 		return 5, true
 	}
 	return 0, false
 }
 
 func (ts *tenant) load(tb *bbolt.Bucket) error {
-	for i, k := range adapters.Kinds {
+	for i, k := range practice.Kinds {
 		kb := tb.Bucket([]byte(k))
 		if kb == nil {
 			return fmt.Errorf("no %s bucket", k)
@@ -307,8 +307,8 @@ func (ts *tenant) load(tb *bbolt.Bucket) error {
 // loadPeopleAndNumbers derives what writes need beyond the index: who owns
 // new clients and where invoice numbering continues.
 func (ts *tenant) loadPeopleAndNumbers() error {
-	for _, e := range ts.col(adapters.People) {
-		var p adapters.Person
+	for _, e := range ts.col(practice.People) {
+		var p practice.Person
 		if err := json.Unmarshal(e.raw, &p); err != nil {
 			return fmt.Errorf("person %s: %w", e.id, err)
 		}
@@ -326,7 +326,7 @@ func (ts *tenant) loadPeopleAndNumbers() error {
 	if ts.defaultOwner == "" {
 		ts.defaultOwner = ts.owners[0]
 	}
-	for _, e := range ts.col(adapters.Invoices) {
+	for _, e := range ts.col(practice.Invoices) {
 		var inv struct {
 			Number string `json:"number"`
 		}
@@ -342,14 +342,14 @@ func (ts *tenant) loadPeopleAndNumbers() error {
 }
 
 // col returns a kind's entries; the caller holds mu or wmu.
-func (ts *tenant) col(k adapters.Kind) []entry {
+func (ts *tenant) col(k practice.Kind) []entry {
 	i, _ := kindIndex(k)
 	return ts.cols[i]
 }
 
 // find returns the entry with id, or nil; the caller holds mu or wmu and
 // must not keep the pointer past it.
-func (ts *tenant) find(k adapters.Kind, id string) *entry {
+func (ts *tenant) find(k practice.Kind, id string) *entry {
 	col := ts.col(k)
 	if i := search(col, id); i < len(col) && col[i].id == id {
 		return &col[i]
@@ -359,7 +359,7 @@ func (ts *tenant) find(k adapters.Kind, id string) *entry {
 
 // upsert puts e into its kind's collection, keeping it sorted by id; the
 // caller holds mu for writing.
-func (ts *tenant) upsert(k adapters.Kind, e entry) {
+func (ts *tenant) upsert(k practice.Kind, e entry) {
 	ki, _ := kindIndex(k)
 	col := ts.cols[ki]
 	i := search(col, e.id)
@@ -389,16 +389,16 @@ func search(col []entry, id string) int {
 
 // lookup returns the tenant's records, or ErrNotFound for a firm this
 // adapter does not serve.
-func (r *Records) lookup(t adapters.Tenant) (*tenant, error) {
+func (r *Records) lookup(t practice.Tenant) (*tenant, error) {
 	ts := (*r.tenants.Load())[t]
 	if ts == nil {
-		return nil, fmt.Errorf("demo: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("demo: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	return ts, nil
 }
 
 var (
-	_ adapters.Reader       = (*Records)(nil)
-	_ adapters.ClientWriter = (*Records)(nil)
-	_ adapters.JobWriter    = (*Records)(nil)
+	_ practice.Reader       = (*Records)(nil)
+	_ practice.ClientWriter = (*Records)(nil)
+	_ practice.JobWriter    = (*Records)(nil)
 )

@@ -20,7 +20,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/seed-digests.txt")
@@ -78,17 +78,17 @@ func openAcme(tb testing.TB) (*Records, *testClock) {
 }
 
 var (
-	acme        = adapters.Tenant{Firm: "frm_acme"}
-	acmeSandbox = adapters.Tenant{Firm: "frm_acme", Sandbox: true}
-	birch       = adapters.Tenant{Firm: "frm_birch"}
+	acme        = practice.Tenant{Firm: "frm_acme"}
+	acmeSandbox = practice.Tenant{Firm: "frm_acme", Sandbox: true}
+	birch       = practice.Tenant{Firm: "frm_birch"}
 	ctx         = context.Background()
 )
 
 // all pages through a whole collection.
-func all(tb testing.TB, r *Records, t adapters.Tenant, k adapters.Kind, f adapters.Filter, limit int) []json.RawMessage {
+func all(tb testing.TB, r *Records, t practice.Tenant, k practice.Kind, f practice.Filter, limit int) []json.RawMessage {
 	tb.Helper()
 	var out []json.RawMessage
-	q := adapters.Query{Filter: f, Limit: limit}
+	q := practice.Query{Filter: f, Limit: limit}
 	for {
 		p, err := r.List(ctx, t, k, q)
 		if err != nil {
@@ -114,10 +114,10 @@ func decodeAll[T any](tb testing.TB, raws []json.RawMessage) []T {
 	return out
 }
 
-func dump(tb testing.TB, r *Records, t adapters.Tenant) []byte {
+func dump(tb testing.TB, r *Records, t practice.Tenant) []byte {
 	var b bytes.Buffer
-	for _, k := range adapters.Kinds {
-		for _, raw := range all(tb, r, t, k, adapters.Filter{}, 200) {
+	for _, k := range practice.Kinds {
+		for _, raw := range all(tb, r, t, k, practice.Filter{}, 200) {
 			b.Write(raw)
 			b.WriteByte('\n')
 		}
@@ -126,13 +126,13 @@ func dump(tb testing.TB, r *Records, t adapters.Tenant) []byte {
 }
 
 func TestKindIndexFollowsKinds(t *testing.T) {
-	for want, k := range adapters.Kinds {
+	for want, k := range practice.Kinds {
 		if got, ok := kindIndex(k); !ok || got != want {
 			t.Errorf("kindIndex(%s) = %d, %v; want %d", k, got, ok, want)
 		}
 	}
-	if len(adapters.Kinds) != numKinds {
-		t.Errorf("numKinds = %d, want %d", numKinds, len(adapters.Kinds))
+	if len(practice.Kinds) != numKinds {
+		t.Errorf("numKinds = %d, want %d", numKinds, len(practice.Kinds))
 	}
 }
 
@@ -149,7 +149,7 @@ func TestSeedIsDeterministic(t *testing.T) {
 	var digests []string
 	for _, firm := range firms {
 		for _, sandbox := range []bool{false, true} {
-			tn := adapters.Tenant{Firm: firm, Sandbox: sandbox}
+			tn := practice.Tenant{Firm: firm, Sandbox: sandbox}
 			got := dump(t, a, tn)
 			if firm != "frm_acme" {
 				if other := dump(t, b, tn); !bytes.Equal(got, other) {
@@ -186,13 +186,13 @@ func TestSeedIsDeterministic(t *testing.T) {
 
 func TestSeedSizes(t *testing.T) {
 	r, _ := openAcme(t)
-	want := map[adapters.Kind]int{
-		adapters.People: 25, adapters.Clients: seedClients, adapters.Engagements: seedEngagements,
-		adapters.Jobs: seedJobs, adapters.Documents: seedDocuments, adapters.Invoices: seedInvoices,
+	want := map[practice.Kind]int{
+		practice.People: 25, practice.Clients: seedClients, practice.Engagements: seedEngagements,
+		practice.Jobs: seedJobs, practice.Documents: seedDocuments, practice.Invoices: seedInvoices,
 	}
-	for _, tn := range []adapters.Tenant{acme, acmeSandbox, birch} {
+	for _, tn := range []practice.Tenant{acme, acmeSandbox, birch} {
 		for k, n := range want {
-			if got := len(all(t, r, tn, k, adapters.Filter{}, 200)); got != n {
+			if got := len(all(t, r, tn, k, practice.Filter{}, 200)); got != n {
 				t.Errorf("%s %s: %d records, want %d", tn, k, got, n)
 			}
 		}
@@ -218,7 +218,7 @@ func idTime(tb testing.TB, id string) time.Time {
 func TestSeedIsCoherent(t *testing.T) {
 	r := openRecords(t, openDB(t, t.TempDir()), []string{"frm_acme", "frm_birch", "frm_cedar"})
 	for _, tc := range []struct {
-		tenant             adapters.Tenant
+		tenant             practice.Tenant
 		currency, country  string
 		provider, urlStart string
 		jobType            string
@@ -226,15 +226,15 @@ func TestSeedIsCoherent(t *testing.T) {
 		{acme, "GBP", "GB", "sharepoint", "https://acme.sharepoint.com/sites/Clients/", "VAT return (Q2)"},
 		{acmeSandbox, "GBP", "GB", "sharepoint", "https://acme.sharepoint.com/sites/Clients/", "Self Assessment 2025-26"},
 		{birch, "USD", "US", "google_drive", "https://drive.google.com/file/d/", "Form 1040"},
-		{adapters.Tenant{Firm: "frm_cedar"}, styleFor("frm_cedar").currency, styleFor("frm_cedar").code, "dropbox", "https://www.dropbox.com/home/Clients/", "Bookkeeping"},
+		{practice.Tenant{Firm: "frm_cedar"}, styleFor("frm_cedar").currency, styleFor("frm_cedar").code, "dropbox", "https://www.dropbox.com/home/Clients/", "Bookkeeping"},
 	} {
 		t.Run(tc.tenant.String(), func(t *testing.T) {
-			people := decodeAll[adapters.Person](t, all(t, r, tc.tenant, adapters.People, adapters.Filter{}, 200))
-			clients := decodeAll[adapters.Client](t, all(t, r, tc.tenant, adapters.Clients, adapters.Filter{}, 200))
-			engs := decodeAll[adapters.Engagement](t, all(t, r, tc.tenant, adapters.Engagements, adapters.Filter{}, 200))
-			jobs := decodeAll[adapters.Job](t, all(t, r, tc.tenant, adapters.Jobs, adapters.Filter{}, 200))
-			docs := decodeAll[adapters.Document](t, all(t, r, tc.tenant, adapters.Documents, adapters.Filter{}, 200))
-			invoices := decodeAll[adapters.Invoice](t, all(t, r, tc.tenant, adapters.Invoices, adapters.Filter{}, 200))
+			people := decodeAll[practice.Person](t, all(t, r, tc.tenant, practice.People, practice.Filter{}, 200))
+			clients := decodeAll[practice.Client](t, all(t, r, tc.tenant, practice.Clients, practice.Filter{}, 200))
+			engs := decodeAll[practice.Engagement](t, all(t, r, tc.tenant, practice.Engagements, practice.Filter{}, 200))
+			jobs := decodeAll[practice.Job](t, all(t, r, tc.tenant, practice.Jobs, practice.Filter{}, 200))
+			docs := decodeAll[practice.Document](t, all(t, r, tc.tenant, practice.Documents, practice.Filter{}, 200))
+			invoices := decodeAll[practice.Invoice](t, all(t, r, tc.tenant, practice.Invoices, practice.Filter{}, 200))
 
 			checkTimes := func(id string, created, updated time.Time) {
 				t.Helper()
@@ -246,7 +246,7 @@ func TestSeedIsCoherent(t *testing.T) {
 				}
 			}
 
-			personIDs := map[string]adapters.Person{}
+			personIDs := map[string]practice.Person{}
 			roles := map[string]int{}
 			for _, p := range people {
 				checkTimes(p.ID, p.CreatedAt, p.UpdatedAt)
@@ -262,7 +262,7 @@ func TestSeedIsCoherent(t *testing.T) {
 				}
 			}
 
-			clientIDs := map[string]adapters.Client{}
+			clientIDs := map[string]practice.Client{}
 			statuses := map[string]int{}
 			for _, c := range clients {
 				checkTimes(c.ID, c.CreatedAt, c.UpdatedAt)
@@ -280,18 +280,18 @@ func TestSeedIsCoherent(t *testing.T) {
 				if _, ok := personIDs[c.Owner]; !ok {
 					t.Errorf("%s: owner %s is not a person", c.ID, c.Owner)
 				}
-				if c.Country != tc.country || !slices.Contains(adapters.ClientTypes, c.Type) {
+				if c.Country != tc.country || !slices.Contains(practice.ClientTypes, c.Type) {
 					t.Errorf("%s: country %s type %s", c.ID, c.Country, c.Type)
 				}
 				if c.LastActivityAt.Before(seedBase.AddDate(0, 0, -549)) || c.LastActivityAt.After(seedBase) {
 					t.Errorf("%s: last activity %v not in the last 18 months", c.ID, c.LastActivityAt)
 				}
 			}
-			if statuses["active"] < len(clients)/2 || len(statuses) != len(adapters.ClientStatuses) {
+			if statuses["active"] < len(clients)/2 || len(statuses) != len(practice.ClientStatuses) {
 				t.Errorf("client statuses %v", statuses)
 			}
 
-			docIDs := map[string]adapters.Document{}
+			docIDs := map[string]practice.Document{}
 			docKinds := map[string]int{}
 			for _, d := range docs {
 				checkTimes(d.ID, d.CreatedAt, d.UpdatedAt)
@@ -310,13 +310,13 @@ func TestSeedIsCoherent(t *testing.T) {
 					t.Errorf("%s: mime %q size %d", d.ID, d.MimeType, d.SizeBytes)
 				}
 			}
-			for _, k := range adapters.DocumentKinds {
+			for _, k := range practice.DocumentKinds {
 				if docKinds[k] == 0 {
 					t.Errorf("no %s documents", k)
 				}
 			}
 
-			jobIDs := map[string]adapters.Job{}
+			jobIDs := map[string]practice.Job{}
 			stages := map[string]int{}
 			sawType := false
 			for _, j := range jobs {
@@ -330,14 +330,14 @@ func TestSeedIsCoherent(t *testing.T) {
 				if _, ok := personIDs[j.Owner]; !ok {
 					t.Errorf("%s: owner %s missing", j.ID, j.Owner)
 				}
-				if (j.ClosedAt != nil) != adapters.ClosedStage(j.Stage) {
+				if (j.ClosedAt != nil) != practice.ClosedStage(j.Stage) {
 					t.Errorf("%s: stage %s closed_at %v", j.ID, j.Stage, j.ClosedAt)
 				}
 				if j.Deadline < "2025-01-01" || j.Deadline > "2027-12-31" {
 					t.Errorf("%s: deadline %s", j.ID, j.Deadline)
 				}
 			}
-			if len(stages) != len(adapters.JobStages) {
+			if len(stages) != len(practice.JobStages) {
 				t.Errorf("job stages %v", stages)
 			}
 			if !sawType {
@@ -367,7 +367,7 @@ func TestSeedIsCoherent(t *testing.T) {
 					}
 				}
 			}
-			if engStatuses["signed"] < len(engs)/2 || len(engStatuses) != len(adapters.EngagementStatuses) {
+			if engStatuses["signed"] < len(engs)/2 || len(engStatuses) != len(practice.EngagementStatuses) {
 				t.Errorf("engagement statuses %v", engStatuses)
 			}
 			released := map[string]bool{}
@@ -404,7 +404,7 @@ func TestSeedIsCoherent(t *testing.T) {
 					t.Errorf("%s: status %s issued_on %q", inv.ID, inv.Status, inv.IssuedOn)
 				}
 			}
-			if invStatuses["paid"] < len(invoices)/2 || len(invStatuses) != len(adapters.InvoiceStatuses) {
+			if invStatuses["paid"] < len(invoices)/2 || len(invStatuses) != len(practice.InvoiceStatuses) {
 				t.Errorf("invoice statuses %v", invStatuses)
 			}
 		})
@@ -413,12 +413,12 @@ func TestSeedIsCoherent(t *testing.T) {
 
 func TestLiveAndSandboxShareNothing(t *testing.T) {
 	r, _ := openAcme(t)
-	for _, k := range adapters.Kinds {
+	for _, k := range practice.Kinds {
 		live := map[string]bool{}
-		for _, raw := range all(t, r, acme, k, adapters.Filter{}, 200) {
+		for _, raw := range all(t, r, acme, k, practice.Filter{}, 200) {
 			live[idOf(t, raw)] = true
 		}
-		for _, raw := range all(t, r, acmeSandbox, k, adapters.Filter{}, 200) {
+		for _, raw := range all(t, r, acmeSandbox, k, practice.Filter{}, 200) {
 			if live[idOf(t, raw)] {
 				t.Fatalf("%s %s is in live and sandbox", k, idOf(t, raw))
 			}
@@ -427,7 +427,7 @@ func TestLiveAndSandboxShareNothing(t *testing.T) {
 }
 
 // minor reads a Money amount in pence or cents.
-func minor(tb testing.TB, m adapters.Money) int64 {
+func minor(tb testing.TB, m practice.Money) int64 {
 	tb.Helper()
 	n, err := strconv.ParseInt(strings.Replace(m.Amount, ".", "", 1), 10, 64)
 	if err != nil {
@@ -494,8 +494,8 @@ func ExampleRecords_List() {
 	defer db.Close()
 	r, _ := Open(db, []string{"frm_acme"})
 
-	page, _ := r.List(context.Background(), adapters.Tenant{Firm: "frm_acme"}, adapters.Jobs,
-		adapters.Query{Filter: adapters.Filter{Stage: "in_review"}, Limit: 2})
+	page, _ := r.List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Jobs,
+		practice.Query{Filter: practice.Filter{Stage: "in_review"}, Limit: 2})
 	fmt.Println(len(page.Items), page.HasMore)
 	// Output: 2 true
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // gen makes realistic records. The seed drives it from a PCG seeded by the
@@ -19,7 +19,7 @@ import (
 type gen struct {
 	rng *rand.Rand
 	st  *style
-	id  func(k adapters.Kind, at time.Time) string
+	id  func(k practice.Kind, at time.Time) string
 	// now is the present as the records see it: the seed's base time, or
 	// the clock for a trigger. Deadlines are placed around it.
 	now time.Time
@@ -27,11 +27,11 @@ type gen struct {
 	usedNames map[string]bool
 }
 
-func (g *gen) person(role string, created time.Time) adapters.Person {
+func (g *gen) person(role string, created time.Time) practice.Person {
 	first, last := g.uniqueName()
-	return adapters.Person{
-		ID:        g.id(adapters.People, created),
-		Object:    adapters.People.Singular(),
+	return practice.Person{
+		ID:        g.id(practice.People, created),
+		Object:    practice.People.Singular(),
 		Name:      first + " " + last,
 		Email:     emailLocal(first, last) + "@" + g.st.domain,
 		Role:      role,
@@ -65,7 +65,7 @@ func (g *gen) claim(name string) bool {
 
 // client makes a client with one primary contact and up to three others.
 // All its times are created; the seed moves them later.
-func (g *gen) client(typ, status, owner string, created time.Time) adapters.Client {
+func (g *gen) client(typ, status, owner string, created time.Time) practice.Client {
 	cat := category(typ)
 	var name, first, last string
 	for range 50 {
@@ -77,9 +77,9 @@ func (g *gen) client(typ, status, owner string, created time.Time) adapters.Clie
 			break
 		}
 	}
-	c := adapters.Client{
-		ID:             g.id(adapters.Clients, created),
-		Object:         adapters.Clients.Singular(),
+	c := practice.Client{
+		ID:             g.id(practice.Clients, created),
+		Object:         practice.Clients.Singular(),
 		Name:           name,
 		Type:           typ,
 		Status:         status,
@@ -118,8 +118,8 @@ func (g *gen) client(typ, status, owner string, created time.Time) adapters.Clie
 	return c
 }
 
-func (g *gen) contact(first, last, role, domain string) adapters.Contact {
-	ct := adapters.Contact{Name: first + " " + last, Role: role, Email: emailLocal(first, last) + "@" + domain}
+func (g *gen) contact(first, last, role, domain string) practice.Contact {
+	ct := practice.Contact{Name: first + " " + last, Role: role, Email: emailLocal(first, last) + "@" + domain}
 	if g.rng.IntN(10) < 6 {
 		ct.Phone = g.st.phone(g.rng)
 	}
@@ -127,9 +127,9 @@ func (g *gen) contact(first, last, role, domain string) adapters.Contact {
 }
 
 // engagement proposes an engagement to c, with its letter.
-func (g *gen) engagement(c *adapters.Client, created time.Time) (adapters.Engagement, adapters.Document) {
+func (g *gen) engagement(c *practice.Client, created time.Time) (practice.Engagement, practice.Document) {
 	cat := category(c.Type)
-	id := g.id(adapters.Engagements, created)
+	id := g.id(practice.Engagements, created)
 	letter := g.document(c, "engagement_letter", id, created)
 	// The year in hand: until spring, practices still work on last year.
 	year := created.AddDate(0, -4, 0).Year()
@@ -153,13 +153,13 @@ func (g *gen) engagement(c *adapters.Client, created time.Time) (adapters.Engage
 	default:
 		fee = int64(1200+50*g.rng.IntN(257)) * 100
 	}
-	return adapters.Engagement{
+	return practice.Engagement{
 		ID:             id,
-		Object:         adapters.Engagements.Singular(),
+		Object:         practice.Engagements.Singular(),
 		Client:         c.ID,
 		Status:         "proposed",
 		Scope:          scope,
-		Fee:            adapters.MinorUnits(fee, g.st.currency),
+		Fee:            practice.MinorUnits(fee, g.st.currency),
 		Billing:        billing,
 		LetterDocument: letter.ID,
 		ReleasedJobs:   []string{},
@@ -169,7 +169,7 @@ func (g *gen) engagement(c *adapters.Client, created time.Time) (adapters.Engage
 }
 
 // sign records the client's signature on e and returns the signed letter.
-func (g *gen) sign(e *adapters.Engagement, c *adapters.Client, at time.Time) adapters.Document {
+func (g *gen) sign(e *practice.Engagement, c *practice.Client, at time.Time) practice.Document {
 	signed := g.document(c, "signed_engagement_letter", e.ID, at)
 	e.Status = "signed"
 	e.SignedAt = &at
@@ -181,7 +181,7 @@ func (g *gen) sign(e *adapters.Engagement, c *adapters.Client, at time.Time) ada
 // job makes a job of a type that suits the client and its stage: finished
 // statutory work is for a deadline that has passed. Closed jobs get no
 // closed_at here: the caller knows when they closed.
-func (g *gen) job(c *adapters.Client, engagement, stage string, created time.Time) adapters.Job {
+func (g *gen) job(c *practice.Client, engagement, stage string, created time.Time) practice.Job {
 	types := g.st.jobTypes[category(c.Type)]
 	jt := pick(g.rng, types)
 	for range 5 {
@@ -190,9 +190,9 @@ func (g *gen) job(c *adapters.Client, engagement, stage string, created time.Tim
 		}
 		jt = pick(g.rng, types)
 	}
-	return adapters.Job{
-		ID:         g.id(adapters.Jobs, created),
-		Object:     adapters.Jobs.Singular(),
+	return practice.Job{
+		ID:         g.id(practice.Jobs, created),
+		Object:     practice.Jobs.Singular(),
 		Title:      jt.name + " - " + c.Name,
 		Type:       jt.name,
 		Client:     c.ID,
@@ -211,7 +211,7 @@ var (
 )
 
 // done reports whether a job in stage has met its deadline.
-func done(stage string) bool { return adapters.ClosedStage(stage) || stage == "filed" }
+func done(stage string) bool { return practice.ClosedStage(stage) || stage == "filed" }
 
 // fixedDeadlines are the statutory deadlines of jt that suit a job in
 // stage: passed for finished work, ahead or only just missed for open work.
@@ -245,7 +245,7 @@ func (g *gen) deadline(jt jobType, stage string, created time.Time) string {
 }
 
 // document makes a document of kind for c, filed in the firm's store.
-func (g *gen) document(c *adapters.Client, kind, engagement string, created time.Time) adapters.Document {
+func (g *gen) document(c *practice.Client, kind, engagement string, created time.Time) practice.Document {
 	year := created.Year()
 	var folder, tmpl string
 	switch kind {
@@ -280,9 +280,9 @@ func (g *gen) document(c *adapters.Client, kind, engagement string, created time
 	clientFolder := strings.ReplaceAll(c.Name, "/", "-")
 	dir := "/Clients/" + clientFolder + "/" + strconv.Itoa(year) + "/" + folder + "/"
 	mime, size := fileType(g.rng, path.Ext(name))
-	return adapters.Document{
-		ID:         g.id(adapters.Documents, created),
-		Object:     adapters.Documents.Singular(),
+	return practice.Document{
+		ID:         g.id(practice.Documents, created),
+		Object:     practice.Documents.Singular(),
 		Name:       name,
 		Kind:       kind,
 		Client:     c.ID,
@@ -298,12 +298,12 @@ func (g *gen) document(c *adapters.Client, kind, engagement string, created time
 
 // location points at a file in the firm's store, with ids shaped like the
 // store's own.
-func (g *gen) location(dir, name string, segments []string) adapters.Location {
+func (g *gen) location(dir, name string, segments []string) practice.Location {
 	escaped := make([]string, len(segments))
 	for i, s := range segments {
 		escaped[i] = url.PathEscape(s)
 	}
-	loc := adapters.Location{Provider: g.st.provider, Path: dir}
+	loc := practice.Location{Provider: g.st.provider, Path: dir}
 	switch g.st.provider {
 	case "sharepoint":
 		loc.ItemID = "01" + randomString(g.rng, base32Std, 32)
@@ -336,21 +336,21 @@ func fileType(r *rand.Rand, ext string) (mime string, size int64) {
 }
 
 // invoice makes an invoice in status; paid invoices go through pay.
-func (g *gen) invoice(c *adapters.Client, number int, status string, created time.Time) adapters.Invoice {
+func (g *gen) invoice(c *practice.Client, number int, status string, created time.Time) practice.Invoice {
 	var total int64
 	if category(c.Type) == individual {
 		total = int64(150_00 + g.rng.IntN(1650_00))
 	} else {
 		total = int64(250_00 + g.rng.IntN(7750_00))
 	}
-	inv := adapters.Invoice{
-		ID:        g.id(adapters.Invoices, created),
-		Object:    adapters.Invoices.Singular(),
+	inv := practice.Invoice{
+		ID:        g.id(practice.Invoices, created),
+		Object:    practice.Invoices.Singular(),
 		Number:    fmt.Sprintf("INV-%06d", number),
 		Client:    c.ID,
 		Status:    status,
-		Total:     adapters.MinorUnits(total, g.st.currency),
-		AmountDue: adapters.MinorUnits(total, g.st.currency),
+		Total:     practice.MinorUnits(total, g.st.currency),
+		AmountDue: practice.MinorUnits(total, g.st.currency),
 		CreatedAt: created,
 		UpdatedAt: created,
 	}
@@ -360,17 +360,17 @@ func (g *gen) invoice(c *adapters.Client, number int, status string, created tim
 	}
 	switch status {
 	case "void":
-		inv.AmountDue = adapters.MinorUnits(0, g.st.currency)
+		inv.AmountDue = practice.MinorUnits(0, g.st.currency)
 	case "partially_paid":
-		inv.AmountDue = adapters.MinorUnits(total*int64(20+g.rng.IntN(61))/100, g.st.currency)
+		inv.AmountDue = practice.MinorUnits(total*int64(20+g.rng.IntN(61))/100, g.st.currency)
 	}
 	return inv
 }
 
 // pay settles inv in full at at.
-func (g *gen) pay(inv *adapters.Invoice, at time.Time) {
+func (g *gen) pay(inv *practice.Invoice, at time.Time) {
 	inv.Status = "paid"
-	inv.AmountDue = adapters.MinorUnits(0, inv.Total.Currency)
+	inv.AmountDue = practice.MinorUnits(0, inv.Total.Currency)
 	inv.PaidAt = &at
 	inv.SettledVia = pickWeighted(g.rng, g.st.rails)
 	inv.UpdatedAt = at

@@ -8,14 +8,14 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // defaultOutboxRead bounds ReadOutbox when the caller sets no maximum.
 const defaultOutboxRead = 100
 
 // OutboxEntry is one change waiting in the outbox, with its position.
-type OutboxEntry = adapters.OutboxEntry
+type OutboxEntry = practice.OutboxEntry
 
 // ReadOutbox returns up to max changes after sequence number after, oldest
 // first. The outbox holds every firm's changes; a drainer remembers the last

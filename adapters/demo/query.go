@@ -7,7 +7,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // defaultLimit applies when a query sets no limit; the API always sets one.
@@ -17,17 +17,17 @@ const defaultLimit = 50
 // keyset: the cursor is the last id of the previous page, so a record added
 // or edited while a caller pages is never skipped or repeated. The items
 // share memory with the adapter and must not be modified.
-func (r *Records) List(_ context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+func (r *Records) List(_ context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	ts, err := r.lookup(t)
 	if err != nil {
-		return adapters.Page{}, err
+		return practice.Page{}, err
 	}
 	ki, ok := kindIndex(k)
 	if !ok {
-		return adapters.Page{}, fmt.Errorf("demo: unknown kind %q", k)
+		return practice.Page{}, fmt.Errorf("demo: unknown kind %q", k)
 	}
 	if q.Cursor != "" && !validID(k.IDPrefix(), q.Cursor) {
-		return adapters.Page{}, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+		return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 	}
 	limit := q.Limit
@@ -49,7 +49,7 @@ func (r *Records) List(_ context.Context, t adapters.Tenant, k adapters.Kind, q 
 
 	if !m.active {
 		end := min(start+limit, len(col))
-		page := adapters.Page{Items: make([]json.RawMessage, end-start)}
+		page := practice.Page{Items: make([]json.RawMessage, end-start)}
 		for i := range page.Items {
 			page.Items[i] = col[start+i].raw
 		}
@@ -59,7 +59,7 @@ func (r *Records) List(_ context.Context, t adapters.Tenant, k adapters.Kind, q 
 		return page, nil
 	}
 
-	page := adapters.Page{Items: make([]json.RawMessage, 0, min(limit, len(col)-start))}
+	page := practice.Page{Items: make([]json.RawMessage, 0, min(limit, len(col)-start))}
 	last := ""
 	for i := start; i < len(col); i++ {
 		e := &col[i]
@@ -78,7 +78,7 @@ func (r *Records) List(_ context.Context, t adapters.Tenant, k adapters.Kind, q 
 
 // Get returns one record. An id of another firm, of the sandbox when t is
 // live (or the reverse), or of another kind is not found.
-func (r *Records) Get(_ context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+func (r *Records) Get(_ context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	ts, err := r.lookup(t)
 	if err != nil {
 		return nil, err
@@ -97,13 +97,13 @@ func (r *Records) Get(_ context.Context, t adapters.Tenant, k adapters.Kind, id 
 // matcher is a Filter compiled for comparing entries. Every range is
 // inclusive at both ends, like updated_since.
 type matcher struct {
-	f                             adapters.Filter
+	f                             practice.Filter
 	updatedSince                  int64
 	activityAfter, activityBefore int64
 	active                        bool
 }
 
-func newMatcher(f adapters.Filter) matcher {
+func newMatcher(f practice.Filter) matcher {
 	m := matcher{f: f, updatedSince: math.MinInt64, activityAfter: math.MinInt64, activityBefore: math.MaxInt64}
 	if !f.UpdatedSince.IsZero() {
 		m.updatedSince = nanos(f.UpdatedSince)

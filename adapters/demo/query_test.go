@@ -13,17 +13,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func TestPagingReturnsEveryRecordOnce(t *testing.T) {
 	r, _ := openAcme(t)
-	for _, k := range adapters.Kinds {
+	for _, k := range practice.Kinds {
 		for _, limit := range []int{7, 50, 200} {
 			t.Run(fmt.Sprintf("%s/limit=%d", k, limit), func(t *testing.T) {
 				want := len((*r.tenants.Load())[acme].col(k))
 				var ids []string
-				q := adapters.Query{Limit: limit}
+				q := practice.Query{Limit: limit}
 				for {
 					p, err := r.List(ctx, acme, k, q)
 					if err != nil {
@@ -75,15 +75,15 @@ func TestPagingIsStableUnderConcurrentWrites(t *testing.T) {
 			clock := newClock(tc.start)
 			r := openRecords(t, openDB(t, t.TempDir()), []string{"frm_acme"}, WithClock(clock.Now))
 			paged := []struct {
-				tenant adapters.Tenant
-				kind   adapters.Kind
+				tenant practice.Tenant
+				kind   practice.Kind
 			}{
-				{acme, adapters.Clients}, {acme, adapters.Jobs},
-				{acmeSandbox, adapters.Engagements}, {acmeSandbox, adapters.Jobs}, {acmeSandbox, adapters.Documents},
+				{acme, practice.Clients}, {acme, practice.Jobs},
+				{acmeSandbox, practice.Engagements}, {acmeSandbox, practice.Jobs}, {acmeSandbox, practice.Documents},
 			}
 			existing := make([][]string, len(paged))
 			for i, p := range paged {
-				for _, raw := range all(t, r, p.tenant, p.kind, adapters.Filter{}, 200) {
+				for _, raw := range all(t, r, p.tenant, p.kind, practice.Filter{}, 200) {
 					existing[i] = append(existing[i], idOf(t, raw))
 				}
 			}
@@ -103,13 +103,13 @@ func TestPagingIsStableUnderConcurrentWrites(t *testing.T) {
 					var err error
 					switch i % 6 {
 					case 0:
-						_, err = r.CreateClient(ctx, acme, adapters.ClientInput{Name: ptr(fmt.Sprintf("Writer %d Ltd", i))})
+						_, err = r.CreateClient(ctx, acme, practice.ClientInput{Name: ptr(fmt.Sprintf("Writer %d Ltd", i))})
 					case 1:
-						_, err = r.UpdateClient(ctx, acme, clients[i%len(clients)], adapters.ClientInput{Phone: ptr("+44 20 7946 0999")})
+						_, err = r.UpdateClient(ctx, acme, clients[i%len(clients)], practice.ClientInput{Phone: ptr("+44 20 7946 0999")})
 					case 2:
-						_, err = r.CreateJob(ctx, acme, adapters.JobInput{Title: ptr("Bookkeeping"), Client: &clients[i%len(clients)]})
+						_, err = r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Bookkeeping"), Client: &clients[i%len(clients)]})
 					case 3:
-						_, err = r.MoveJob(ctx, acme, jobs[i%len(jobs)], adapters.StageMove{Stage: adapters.JobStages[i%len(adapters.JobStages)]})
+						_, err = r.MoveJob(ctx, acme, jobs[i%len(jobs)], practice.StageMove{Stage: practice.JobStages[i%len(practice.JobStages)]})
 					case 4:
 						_, err = r.Trigger(ctx, "frm_acme", "engagement.signed")
 					case 5:
@@ -126,7 +126,7 @@ func TestPagingIsStableUnderConcurrentWrites(t *testing.T) {
 
 			for i, p := range paged {
 				var ids []string
-				q := adapters.Query{Limit: 10}
+				q := practice.Query{Limit: 10}
 				for {
 					// Let at least one write land between pages.
 					for w := writes.Load(); writes.Load() == w && !failed.Load(); {
@@ -167,25 +167,25 @@ func TestPagingIsStableUnderConcurrentWrites(t *testing.T) {
 
 func TestFilters(t *testing.T) {
 	r, _ := openAcme(t)
-	clients := decodeAll[adapters.Client](t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 200))
-	jobs := decodeAll[adapters.Job](t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 200))
-	invoices := decodeAll[adapters.Invoice](t, all(t, r, acme, adapters.Invoices, adapters.Filter{}, 200))
+	clients := decodeAll[practice.Client](t, all(t, r, acme, practice.Clients, practice.Filter{}, 200))
+	jobs := decodeAll[practice.Job](t, all(t, r, acme, practice.Jobs, practice.Filter{}, 200))
+	invoices := decodeAll[practice.Invoice](t, all(t, r, acme, practice.Invoices, practice.Filter{}, 200))
 
 	// A job with no deadline matches no deadline range.
-	undated, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: ptr("Ad hoc advice"), Client: &clients[0].ID})
+	undated, err := r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Ad hoc advice"), Client: &clients[0].ID})
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobs = append(jobs, decodeAll[adapters.Job](t, []json.RawMessage{undated})...)
+	jobs = append(jobs, decodeAll[practice.Job](t, []json.RawMessage{undated})...)
 
 	type filterCase struct {
 		name   string
-		kind   adapters.Kind
-		filter adapters.Filter
+		kind   practice.Kind
+		filter practice.Filter
 		want   []string
 	}
-	clientCase := func(name string, f adapters.Filter, keep func(c adapters.Client) bool) filterCase {
-		fc := filterCase{name: name, kind: adapters.Clients, filter: f}
+	clientCase := func(name string, f practice.Filter, keep func(c practice.Client) bool) filterCase {
+		fc := filterCase{name: name, kind: practice.Clients, filter: f}
 		for _, c := range clients {
 			if keep(c) {
 				fc.want = append(fc.want, c.ID)
@@ -193,8 +193,8 @@ func TestFilters(t *testing.T) {
 		}
 		return fc
 	}
-	jobCase := func(name string, f adapters.Filter, keep func(j adapters.Job) bool) filterCase {
-		fc := filterCase{name: name, kind: adapters.Jobs, filter: f}
+	jobCase := func(name string, f practice.Filter, keep func(j practice.Job) bool) filterCase {
+		fc := filterCase{name: name, kind: practice.Jobs, filter: f}
 		for _, j := range jobs {
 			if keep(j) {
 				fc.want = append(fc.want, j.ID)
@@ -208,27 +208,27 @@ func TestFilters(t *testing.T) {
 	jobOwner, jobClient, deadline := jobs[7].Owner, jobs[5].Client, jobs[9].Deadline
 	since := seedBase.AddDate(0, -1, 0)
 	cases := []filterCase{
-		clientCase("owner", adapters.Filter{Owner: owner}, func(c adapters.Client) bool { return c.Owner == owner }),
-		clientCase("status", adapters.Filter{Status: "inactive"}, func(c adapters.Client) bool { return c.Status == "inactive" }),
-		clientCase("last activity after", adapters.Filter{LastActivityAfter: from}, func(c adapters.Client) bool { return !c.LastActivityAt.Before(from) }),
-		clientCase("last activity before", adapters.Filter{LastActivityBefore: to}, func(c adapters.Client) bool { return !c.LastActivityAt.After(to) }),
-		clientCase("last activity between", adapters.Filter{LastActivityAfter: from, LastActivityBefore: to}, func(c adapters.Client) bool {
+		clientCase("owner", practice.Filter{Owner: owner}, func(c practice.Client) bool { return c.Owner == owner }),
+		clientCase("status", practice.Filter{Status: "inactive"}, func(c practice.Client) bool { return c.Status == "inactive" }),
+		clientCase("last activity after", practice.Filter{LastActivityAfter: from}, func(c practice.Client) bool { return !c.LastActivityAt.Before(from) }),
+		clientCase("last activity before", practice.Filter{LastActivityBefore: to}, func(c practice.Client) bool { return !c.LastActivityAt.After(to) }),
+		clientCase("last activity between", practice.Filter{LastActivityAfter: from, LastActivityBefore: to}, func(c practice.Client) bool {
 			return !c.LastActivityAt.Before(from) && !c.LastActivityAt.After(to)
 		}),
-		clientCase("last activity bounds are inclusive", adapters.Filter{LastActivityAfter: activity, LastActivityBefore: activity}, func(c adapters.Client) bool {
+		clientCase("last activity bounds are inclusive", practice.Filter{LastActivityAfter: activity, LastActivityBefore: activity}, func(c practice.Client) bool {
 			return c.LastActivityAt.Equal(activity)
 		}),
-		clientCase("owner and status", adapters.Filter{Owner: owner, Status: "active"}, func(c adapters.Client) bool { return c.Owner == owner && c.Status == "active" }),
-		clientCase("updated since", adapters.Filter{UpdatedSince: since}, func(c adapters.Client) bool { return !c.UpdatedAt.Before(since) }),
-		jobCase("stage", adapters.Filter{Stage: "in_review"}, func(j adapters.Job) bool { return j.Stage == "in_review" }),
-		jobCase("owner", adapters.Filter{Owner: jobOwner}, func(j adapters.Job) bool { return j.Owner == jobOwner }),
-		jobCase("client", adapters.Filter{Client: jobClient}, func(j adapters.Job) bool { return j.Client == jobClient }),
-		jobCase("deadline after", adapters.Filter{DeadlineAfter: "2026-06-01"}, func(j adapters.Job) bool { return j.Deadline != "" && j.Deadline >= "2026-06-01" }),
-		jobCase("deadline before", adapters.Filter{DeadlineBefore: "2025-12-31"}, func(j adapters.Job) bool { return j.Deadline != "" && j.Deadline <= "2025-12-31" }),
-		jobCase("deadline bounds are inclusive", adapters.Filter{DeadlineAfter: deadline, DeadlineBefore: deadline}, func(j adapters.Job) bool { return j.Deadline == deadline }),
-		jobCase("stage and owner", adapters.Filter{Stage: "completed", Owner: jobOwner}, func(j adapters.Job) bool { return j.Stage == "completed" && j.Owner == jobOwner }),
-		jobCase("updated since", adapters.Filter{UpdatedSince: since}, func(j adapters.Job) bool { return !j.UpdatedAt.Before(since) }),
-		{name: "invoices updated since", kind: adapters.Invoices, filter: adapters.Filter{UpdatedSince: since}, want: func() (ids []string) {
+		clientCase("owner and status", practice.Filter{Owner: owner, Status: "active"}, func(c practice.Client) bool { return c.Owner == owner && c.Status == "active" }),
+		clientCase("updated since", practice.Filter{UpdatedSince: since}, func(c practice.Client) bool { return !c.UpdatedAt.Before(since) }),
+		jobCase("stage", practice.Filter{Stage: "in_review"}, func(j practice.Job) bool { return j.Stage == "in_review" }),
+		jobCase("owner", practice.Filter{Owner: jobOwner}, func(j practice.Job) bool { return j.Owner == jobOwner }),
+		jobCase("client", practice.Filter{Client: jobClient}, func(j practice.Job) bool { return j.Client == jobClient }),
+		jobCase("deadline after", practice.Filter{DeadlineAfter: "2026-06-01"}, func(j practice.Job) bool { return j.Deadline != "" && j.Deadline >= "2026-06-01" }),
+		jobCase("deadline before", practice.Filter{DeadlineBefore: "2025-12-31"}, func(j practice.Job) bool { return j.Deadline != "" && j.Deadline <= "2025-12-31" }),
+		jobCase("deadline bounds are inclusive", practice.Filter{DeadlineAfter: deadline, DeadlineBefore: deadline}, func(j practice.Job) bool { return j.Deadline == deadline }),
+		jobCase("stage and owner", practice.Filter{Stage: "completed", Owner: jobOwner}, func(j practice.Job) bool { return j.Stage == "completed" && j.Owner == jobOwner }),
+		jobCase("updated since", practice.Filter{UpdatedSince: since}, func(j practice.Job) bool { return !j.UpdatedAt.Before(since) }),
+		{name: "invoices updated since", kind: practice.Invoices, filter: practice.Filter{UpdatedSince: since}, want: func() (ids []string) {
 			for _, inv := range invoices {
 				if !inv.UpdatedAt.Before(since) {
 					ids = append(ids, inv.ID)
@@ -254,7 +254,7 @@ func TestFilters(t *testing.T) {
 	}
 
 	t.Run("nothing matches", func(t *testing.T) {
-		p, err := r.List(ctx, acme, adapters.Jobs, adapters.Query{Filter: adapters.Filter{Owner: "usr_nobody"}, Limit: 50})
+		p, err := r.List(ctx, acme, practice.Jobs, practice.Query{Filter: practice.Filter{Owner: "usr_nobody"}, Limit: 50})
 		if err != nil || p.Items == nil || len(p.Items) != 0 || p.HasMore || p.Next != "" {
 			t.Errorf("page %+v, %v; want an empty, non-nil page", p, err)
 		}
@@ -263,28 +263,28 @@ func TestFilters(t *testing.T) {
 
 func TestGetIsolatesTenants(t *testing.T) {
 	r, _ := openAcme(t)
-	acmeClient := idOf(t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 1)[0])
-	sandboxClient := idOf(t, all(t, r, acmeSandbox, adapters.Clients, adapters.Filter{}, 1)[0])
-	acmeJob := idOf(t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 1)[0])
+	acmeClient := idOf(t, all(t, r, acme, practice.Clients, practice.Filter{}, 1)[0])
+	sandboxClient := idOf(t, all(t, r, acmeSandbox, practice.Clients, practice.Filter{}, 1)[0])
+	acmeJob := idOf(t, all(t, r, acme, practice.Jobs, practice.Filter{}, 1)[0])
 
-	if raw, err := r.Get(ctx, acme, adapters.Clients, acmeClient); err != nil || idOf(t, raw) != acmeClient {
+	if raw, err := r.Get(ctx, acme, practice.Clients, acmeClient); err != nil || idOf(t, raw) != acmeClient {
 		t.Fatalf("Get own client: %s, %v", raw, err)
 	}
 	for _, tc := range []struct {
 		name   string
-		tenant adapters.Tenant
-		kind   adapters.Kind
+		tenant practice.Tenant
+		kind   practice.Kind
 		id     string
 	}{
-		{"another firm's client", birch, adapters.Clients, acmeClient},
-		{"a live client from the sandbox", acmeSandbox, adapters.Clients, acmeClient},
-		{"a sandbox client from live", acme, adapters.Clients, sandboxClient},
-		{"a job as a client", acme, adapters.Clients, acmeJob},
-		{"a malformed id", acme, adapters.Clients, "cli_nope"},
-		{"an unknown firm", adapters.Tenant{Firm: "frm_unknown"}, adapters.Clients, acmeClient},
+		{"another firm's client", birch, practice.Clients, acmeClient},
+		{"a live client from the sandbox", acmeSandbox, practice.Clients, acmeClient},
+		{"a sandbox client from live", acme, practice.Clients, sandboxClient},
+		{"a job as a client", acme, practice.Clients, acmeJob},
+		{"a malformed id", acme, practice.Clients, "cli_nope"},
+		{"an unknown firm", practice.Tenant{Firm: "frm_unknown"}, practice.Clients, acmeClient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := r.Get(ctx, tc.tenant, tc.kind, tc.id); !errors.Is(err, adapters.ErrNotFound) {
+			if _, err := r.Get(ctx, tc.tenant, tc.kind, tc.id); !errors.Is(err, practice.ErrNotFound) {
 				t.Errorf("err = %v, want ErrNotFound", err)
 			}
 		})
@@ -293,7 +293,7 @@ func TestGetIsolatesTenants(t *testing.T) {
 
 func TestInvalidCursor(t *testing.T) {
 	r, _ := openAcme(t)
-	client := idOf(t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 1)[0])
+	client := idOf(t, all(t, r, acme, practice.Clients, practice.Filter{}, 1)[0])
 	ulid := strings.TrimPrefix(client, "cli_")
 	for _, cursor := range []string{
 		"garbage",
@@ -305,44 +305,44 @@ func TestInvalidCursor(t *testing.T) {
 		"job_" + ulid[:25] + "u", // not Crockford
 		"cur_" + ulid,            // the API's wrapping, not ours
 	} {
-		_, err := r.List(ctx, acme, adapters.Jobs, adapters.Query{Cursor: cursor, Limit: 10})
-		var inv *adapters.InvalidError
+		_, err := r.List(ctx, acme, practice.Jobs, practice.Query{Cursor: cursor, Limit: 10})
+		var inv *practice.InvalidError
 		if !errors.As(err, &inv) || inv.Code != "invalid_cursor" || inv.Param != "cursor" {
 			t.Errorf("cursor %q: err = %v, want invalid_cursor", cursor, err)
 		}
 	}
 	// A well-formed id that is not in the collection is still a position.
-	if _, err := r.List(ctx, acme, adapters.Jobs, adapters.Query{Cursor: "job_" + ulid, Limit: 10}); err != nil {
+	if _, err := r.List(ctx, acme, practice.Jobs, practice.Query{Cursor: "job_" + ulid, Limit: 10}); err != nil {
 		t.Errorf("well-formed cursor: %v", err)
 	}
 }
 
 func TestListUnknownKindOrFirm(t *testing.T) {
 	r, _ := openAcme(t)
-	if _, err := r.List(ctx, acme, adapters.Kind("widgets"), adapters.Query{}); err == nil {
+	if _, err := r.List(ctx, acme, practice.Kind("widgets"), practice.Query{}); err == nil {
 		t.Error("listing an unknown kind succeeded")
 	}
-	if _, err := r.List(ctx, adapters.Tenant{Firm: "frm_unknown"}, adapters.Jobs, adapters.Query{}); !errors.Is(err, adapters.ErrNotFound) {
+	if _, err := r.List(ctx, practice.Tenant{Firm: "frm_unknown"}, practice.Jobs, practice.Query{}); !errors.Is(err, practice.ErrNotFound) {
 		t.Errorf("unknown firm: %v", err)
 	}
 }
 
 func BenchmarkListJobs50(b *testing.B) {
 	r, _ := openAcme(b)
-	jobs := all(b, r, acme, adapters.Jobs, adapters.Filter{}, 200)
+	jobs := all(b, r, acme, practice.Jobs, practice.Filter{}, 200)
 	middle := idOf(b, jobs[len(jobs)/2])
 	for _, bc := range []struct {
 		name string
-		q    adapters.Query
+		q    practice.Query
 	}{
-		{"first_page", adapters.Query{Limit: 50}},
-		{"after_cursor", adapters.Query{Limit: 50, Cursor: middle}},
-		{"stage_filter", adapters.Query{Limit: 50, Filter: adapters.Filter{Stage: "in_progress"}}},
+		{"first_page", practice.Query{Limit: 50}},
+		{"after_cursor", practice.Query{Limit: 50, Cursor: middle}},
+		{"stage_filter", practice.Query{Limit: 50, Filter: practice.Filter{Stage: "in_progress"}}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				p, err := r.List(ctx, acme, adapters.Jobs, bc.q)
+				p, err := r.List(ctx, acme, practice.Jobs, bc.q)
 				if err != nil || len(p.Items) != 50 {
 					b.Fatalf("%d items, %v", len(p.Items), err)
 				}

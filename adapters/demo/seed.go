@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Seed sizes per tenant.
@@ -63,9 +63,9 @@ func seedOf(firm, purpose string) (uint64, uint64) {
 }
 
 // generate makes a tenant's seed, each kind sorted by id, in the order of
-// adapters.Kinds. Live and sandbox draw from different seeds, so they share
+// practice.Kinds. Live and sandbox draw from different seeds, so they share
 // no ids.
-func generate(t adapters.Tenant, st *style) ([numKinds][]record, error) {
+func generate(t practice.Tenant, st *style) ([numKinds][]record, error) {
 	s := &seeder{gen: gen{
 		rng:       rand.New(rand.NewPCG(seedOf(t.Firm, mode(t.Sandbox)))),
 		st:        st,
@@ -87,12 +87,12 @@ func generate(t adapters.Tenant, st *style) ([numKinds][]record, error) {
 // cannot depend on hash order.
 type seeder struct {
 	gen
-	people     []adapters.Person
-	clients    []adapters.Client
-	engs       []adapters.Engagement
-	jobs       []adapters.Job
-	docs       []adapters.Document
-	invoices   []adapters.Invoice
+	people     []practice.Person
+	clients    []practice.Client
+	engs       []practice.Engagement
+	jobs       []practice.Job
+	docs       []practice.Document
+	invoices   []practice.Invoice
 	owners     []string // active partners and managers: they own clients
 	staff      []string // active fee earners: they run jobs
 	engClient  []int    // per engagement: its client's index
@@ -102,7 +102,7 @@ type seeder struct {
 
 // seedID makes a seeded id: the time is the record's creation time, the
 // random part comes from the seed.
-func (s *seeder) seedID(k adapters.Kind, at time.Time) string {
+func (s *seeder) seedID(k practice.Kind, at time.Time) string {
 	var e [10]byte
 	binary.BigEndian.PutUint64(e[:8], s.rng.Uint64())
 	binary.BigEndian.PutUint16(e[8:], uint16(s.rng.Uint32()))
@@ -189,7 +189,7 @@ func (s *seeder) addClients() {
 
 // until is when a client's work stops: now, or its last activity for
 // clients that have gone quiet.
-func (s *seeder) until(c *adapters.Client) time.Time {
+func (s *seeder) until(c *practice.Client) time.Time {
 	if c.Status == "inactive" || c.Status == "archived" {
 		return c.LastActivityAt
 	}
@@ -294,7 +294,7 @@ func (s *seeder) addJob(ci, ei int) {
 	}
 	// A client that went quiet within hours of signing leaves no window.
 	from = earliest(from, to)
-	closing := adapters.ClosedStage(stage)
+	closing := practice.ClosedStage(stage)
 	created := s.between(from, to)
 	if closing {
 		// Closed work took a few weeks at least.
@@ -356,12 +356,12 @@ func (s *seeder) addInvoices() {
 
 func (s *seeder) encode() ([numKinds][]record, error) {
 	byID := func(a, b string) int { return strings.Compare(a, b) }
-	slices.SortFunc(s.people, func(a, b adapters.Person) int { return byID(a.ID, b.ID) })
-	slices.SortFunc(s.clients, func(a, b adapters.Client) int { return byID(a.ID, b.ID) })
-	slices.SortFunc(s.engs, func(a, b adapters.Engagement) int { return byID(a.ID, b.ID) })
-	slices.SortFunc(s.jobs, func(a, b adapters.Job) int { return byID(a.ID, b.ID) })
-	slices.SortFunc(s.docs, func(a, b adapters.Document) int { return byID(a.ID, b.ID) })
-	slices.SortFunc(s.invoices, func(a, b adapters.Invoice) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(s.people, func(a, b practice.Person) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(s.clients, func(a, b practice.Client) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(s.engs, func(a, b practice.Engagement) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(s.jobs, func(a, b practice.Job) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(s.docs, func(a, b practice.Document) int { return byID(a.ID, b.ID) })
+	slices.SortFunc(s.invoices, func(a, b practice.Invoice) int { return byID(a.ID, b.ID) })
 	for i := range s.engs {
 		slices.Sort(s.engs[i].ReleasedJobs)
 	}
@@ -372,7 +372,7 @@ func (s *seeder) encode() ([numKinds][]record, error) {
 
 	var set [numKinds][]record
 	var err error
-	add := func(k adapters.Kind, id string, v any) {
+	add := func(k practice.Kind, id string, v any) {
 		if err != nil {
 			return
 		}
@@ -383,22 +383,22 @@ func (s *seeder) encode() ([numKinds][]record, error) {
 		}
 	}
 	for _, v := range s.clients {
-		add(adapters.Clients, v.ID, v)
+		add(practice.Clients, v.ID, v)
 	}
 	for _, v := range s.engs {
-		add(adapters.Engagements, v.ID, v)
+		add(practice.Engagements, v.ID, v)
 	}
 	for _, v := range s.jobs {
-		add(adapters.Jobs, v.ID, v)
+		add(practice.Jobs, v.ID, v)
 	}
 	for _, v := range s.docs {
-		add(adapters.Documents, v.ID, v)
+		add(practice.Documents, v.ID, v)
 	}
 	for _, v := range s.invoices {
-		add(adapters.Invoices, v.ID, v)
+		add(practice.Invoices, v.ID, v)
 	}
 	for _, v := range s.people {
-		add(adapters.People, v.ID, v)
+		add(practice.People, v.ID, v)
 	}
 	return set, err
 }

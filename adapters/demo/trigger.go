@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // triggerEvents are the event kinds Trigger can raise.
@@ -22,20 +22,20 @@ var triggerEvents = []string{"client.created", "client.updated", "engagement.cre
 // that raises it. A trigger may store further changes in the same
 // transaction, as the real process would: signing an engagement also files
 // the signed letter and opens the jobs it releases.
-func (r *Records) Trigger(ctx context.Context, firm, event string) (adapters.Change, error) {
+func (r *Records) Trigger(ctx context.Context, firm, event string) (practice.Change, error) {
 	if !slices.Contains(triggerEvents, event) {
-		return adapters.Change{}, adapters.Invalid("event", "%q is not an event kind; use one of %s.",
+		return practice.Change{}, practice.Invalid("event", "%q is not an event kind; use one of %s.",
 			event, strings.Join(triggerEvents, ", "))
 	}
-	w, done, err := r.begin(adapters.Tenant{Firm: firm, Sandbox: true})
+	w, done, err := r.begin(practice.Tenant{Firm: firm, Sandbox: true})
 	if err != nil {
-		return adapters.Change{}, err
+		return practice.Change{}, err
 	}
 	defer done()
 	tr := &trigger{write: w, g: &gen{
 		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 		st:  w.ts.style,
-		id:  func(k adapters.Kind, at time.Time) string { return r.ids.next(k.IDPrefix(), at) },
+		id:  func(k practice.Kind, at time.Time) string { return r.ids.next(k.IDPrefix(), at) },
 		now: w.now,
 	}}
 
@@ -62,11 +62,11 @@ func (r *Records) Trigger(ctx context.Context, firm, event string) (adapters.Cha
 		err = tr.payInvoice()
 	}
 	if err != nil {
-		return adapters.Change{}, err
+		return practice.Change{}, err
 	}
 	changes, err := r.commit(ctx, w)
 	if err != nil {
-		return adapters.Change{}, err
+		return practice.Change{}, err
 	}
 	w.ts.lastInvoice = max(w.ts.lastInvoice, tr.lastInvoice)
 	// Every trigger stores the record that raises the event last.
@@ -81,7 +81,7 @@ type trigger struct {
 }
 
 // pick loads a random record of kind k that satisfies ok into v.
-func (tr *trigger) pick(k adapters.Kind, ok func(*entry) bool, v any) (json.RawMessage, bool, error) {
+func (tr *trigger) pick(k practice.Kind, ok func(*entry) bool, v any) (json.RawMessage, bool, error) {
 	col := tr.ts.col(k)
 	var fit []int
 	for i := range col {
@@ -97,13 +97,13 @@ func (tr *trigger) pick(k adapters.Kind, ok func(*entry) bool, v any) (json.RawM
 }
 
 // client picks a random client, preferring active ones.
-func (tr *trigger) client() (adapters.Client, json.RawMessage, error) {
-	var c adapters.Client
+func (tr *trigger) client() (practice.Client, json.RawMessage, error) {
+	var c practice.Client
 	for _, ok := range []func(*entry) bool{
 		func(e *entry) bool { return e.status == "active" },
 		func(*entry) bool { return true },
 	} {
-		if raw, found, err := tr.pick(adapters.Clients, ok, &c); found || err != nil {
+		if raw, found, err := tr.pick(practice.Clients, ok, &c); found || err != nil {
 			return c, raw, err
 		}
 	}
@@ -112,7 +112,7 @@ func (tr *trigger) client() (adapters.Client, json.RawMessage, error) {
 
 func (tr *trigger) createClient() error {
 	typ := pickWeighted(tr.g.rng, clientTypeWeights)
-	_, err := tr.put(adapters.Clients, nil, tr.g.client(typ, "active", pick(tr.g.rng, tr.ts.owners), tr.now), "")
+	_, err := tr.put(practice.Clients, nil, tr.g.client(typ, "active", pick(tr.g.rng, tr.ts.owners), tr.now), "")
 	return err
 }
 
@@ -128,7 +128,7 @@ func (tr *trigger) updateClient() error {
 	case 1:
 		_, domain, _ := strings.Cut(c.Email, "@")
 		billing := tr.g.contact(pick(tr.g.rng, tr.g.st.firstNames), pick(tr.g.rng, tr.g.st.lastNames), "billing", domain)
-		c.Contacts = append(slices.DeleteFunc(c.Contacts, func(ct adapters.Contact) bool { return ct.Role == "billing" }), billing)
+		c.Contacts = append(slices.DeleteFunc(c.Contacts, func(ct practice.Contact) bool { return ct.Role == "billing" }), billing)
 	default:
 		others := slices.DeleteFunc(slices.Clone(tr.ts.owners), func(id string) bool { return id == c.Owner })
 		if len(others) > 0 {
@@ -136,37 +136,37 @@ func (tr *trigger) updateClient() error {
 		}
 	}
 	c.UpdatedAt, c.LastActivityAt = tr.now, tr.now
-	_, err = tr.put(adapters.Clients, before, c, "")
+	_, err = tr.put(practice.Clients, before, c, "")
 	return err
 }
 
 // proposeEngagement proposes an engagement to a client, with its letter.
-func (tr *trigger) proposeEngagement() (adapters.Engagement, adapters.Client, error) {
+func (tr *trigger) proposeEngagement() (practice.Engagement, practice.Client, error) {
 	c, _, err := tr.client()
 	if err != nil {
-		return adapters.Engagement{}, c, err
+		return practice.Engagement{}, c, err
 	}
 	e, letter := tr.g.engagement(&c, tr.now)
-	if _, err := tr.put(adapters.Documents, nil, letter, ""); err != nil {
+	if _, err := tr.put(practice.Documents, nil, letter, ""); err != nil {
 		return e, c, err
 	}
-	_, err = tr.put(adapters.Engagements, nil, e, "")
+	_, err = tr.put(practice.Engagements, nil, e, "")
 	return e, c, err
 }
 
 // signEngagement signs an open proposal, proposing one first if none is
 // open. Signing files the signed letter and releases one or two jobs.
 func (tr *trigger) signEngagement() error {
-	var e adapters.Engagement
-	var c adapters.Client
-	before, found, err := tr.pick(adapters.Engagements, func(x *entry) bool {
+	var e practice.Engagement
+	var c practice.Client
+	before, found, err := tr.pick(practice.Engagements, func(x *entry) bool {
 		return x.status == "proposed" || x.status == "sent"
 	}, &e)
 	switch {
 	case err != nil:
 		return err
 	case found:
-		_, err = tr.load(adapters.Clients, e.Client, &c)
+		_, err = tr.load(practice.Clients, e.Client, &c)
 	default:
 		e, c, err = tr.proposeEngagement()
 		before = tr.pending[len(tr.pending)-1].entry.raw
@@ -174,18 +174,18 @@ func (tr *trigger) signEngagement() error {
 	if err != nil {
 		return err
 	}
-	if _, err := tr.put(adapters.Documents, nil, tr.g.sign(&e, &c, tr.now), ""); err != nil {
+	if _, err := tr.put(practice.Documents, nil, tr.g.sign(&e, &c, tr.now), ""); err != nil {
 		return err
 	}
 	for range 1 + tr.g.rng.IntN(2) {
 		j := tr.g.job(&c, e.ID, "planned", tr.now)
-		if _, err := tr.put(adapters.Jobs, nil, j, ""); err != nil {
+		if _, err := tr.put(practice.Jobs, nil, j, ""); err != nil {
 			return err
 		}
 		e.ReleasedJobs = append(e.ReleasedJobs, j.ID)
 	}
 	slices.Sort(e.ReleasedJobs)
-	_, err = tr.put(adapters.Engagements, before, e, "")
+	_, err = tr.put(practice.Engagements, before, e, "")
 	return err
 }
 
@@ -194,20 +194,20 @@ func (tr *trigger) openJob() error {
 	return err
 }
 
-func (tr *trigger) newJob() (adapters.Job, json.RawMessage, error) {
+func (tr *trigger) newJob() (practice.Job, json.RawMessage, error) {
 	c, _, err := tr.client()
 	if err != nil {
-		return adapters.Job{}, nil, err
+		return practice.Job{}, nil, err
 	}
 	j := tr.g.job(&c, "", "planned", tr.now)
-	raw, err := tr.put(adapters.Jobs, nil, j, "")
+	raw, err := tr.put(practice.Jobs, nil, j, "")
 	return j, raw, err
 }
 
 // jobFor picks a job in one of stages, or opens one when none is.
-func (tr *trigger) jobFor(stages []string) (adapters.Job, json.RawMessage, error) {
-	var j adapters.Job
-	before, found, err := tr.pick(adapters.Jobs, func(e *entry) bool { return slices.Contains(stages, e.stage) }, &j)
+func (tr *trigger) jobFor(stages []string) (practice.Job, json.RawMessage, error) {
+	var j practice.Job
+	before, found, err := tr.pick(practice.Jobs, func(e *entry) bool { return slices.Contains(stages, e.stage) }, &j)
 	if err != nil || found {
 		return j, before, err
 	}
@@ -216,16 +216,16 @@ func (tr *trigger) jobFor(stages []string) (adapters.Job, json.RawMessage, error
 
 // advanceJob moves a job one stage on, short of closing it.
 func (tr *trigger) advanceJob() error {
-	filed := slices.Index(adapters.JobStages, "filed")
-	j, before, err := tr.jobFor(adapters.JobStages[:filed])
+	filed := slices.Index(practice.JobStages, "filed")
+	j, before, err := tr.jobFor(practice.JobStages[:filed])
 	if err != nil {
 		return err
 	}
-	return tr.move(j, before, adapters.JobStages[slices.Index(adapters.JobStages, j.Stage)+1])
+	return tr.move(j, before, practice.JobStages[slices.Index(practice.JobStages, j.Stage)+1])
 }
 
 func (tr *trigger) closeJob() error {
-	open := slices.DeleteFunc(slices.Clone(adapters.JobStages), adapters.ClosedStage)
+	open := slices.DeleteFunc(slices.Clone(practice.JobStages), practice.ClosedStage)
 	j, before, err := tr.jobFor(open)
 	if err != nil {
 		return err
@@ -233,9 +233,9 @@ func (tr *trigger) closeJob() error {
 	return tr.move(j, before, "completed")
 }
 
-func (tr *trigger) move(j adapters.Job, before json.RawMessage, stage string) error {
+func (tr *trigger) move(j practice.Job, before json.RawMessage, stage string) error {
 	moveJob(&j, stage, tr.now)
-	_, err := tr.put(adapters.Jobs, before, j, tr.stageNote(stage))
+	_, err := tr.put(practice.Jobs, before, j, tr.stageNote(stage))
 	return err
 }
 
@@ -265,27 +265,27 @@ func (tr *trigger) fileDocument() error {
 	if err != nil {
 		return err
 	}
-	_, err = tr.put(adapters.Documents, nil, tr.g.document(&c, pickWeighted(tr.g.rng, documentKindWeights), "", tr.now), "")
+	_, err = tr.put(practice.Documents, nil, tr.g.document(&c, pickWeighted(tr.g.rng, documentKindWeights), "", tr.now), "")
 	return err
 }
 
 // raiseInvoice issues an invoice with the next number.
-func (tr *trigger) raiseInvoice() (adapters.Invoice, error) {
+func (tr *trigger) raiseInvoice() (practice.Invoice, error) {
 	c, _, err := tr.client()
 	if err != nil {
-		return adapters.Invoice{}, err
+		return practice.Invoice{}, err
 	}
 	tr.lastInvoice = tr.ts.lastInvoice + 1
 	inv := tr.g.invoice(&c, tr.lastInvoice, "issued", tr.now)
-	_, err = tr.put(adapters.Invoices, nil, inv, "")
+	_, err = tr.put(practice.Invoices, nil, inv, "")
 	return inv, err
 }
 
 // payInvoice settles an issued invoice in full, raising one first if none
 // is outstanding.
 func (tr *trigger) payInvoice() error {
-	var inv adapters.Invoice
-	before, found, err := tr.pick(adapters.Invoices, func(e *entry) bool { return e.status == "issued" }, &inv)
+	var inv practice.Invoice
+	before, found, err := tr.pick(practice.Invoices, func(e *entry) bool { return e.status == "issued" }, &inv)
 	switch {
 	case err != nil:
 		return err
@@ -296,6 +296,6 @@ func (tr *trigger) payInvoice() error {
 		before = tr.pending[len(tr.pending)-1].entry.raw
 	}
 	tr.g.pay(&inv, tr.now)
-	_, err = tr.put(adapters.Invoices, before, inv, "")
+	_, err = tr.put(practice.Invoices, before, inv, "")
 	return err
 }

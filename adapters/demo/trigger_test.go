@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func TestTrigger(t *testing.T) {
@@ -22,12 +22,12 @@ func TestTrigger(t *testing.T) {
 		}
 	}
 	// sandboxDoc reads a document the trigger must have filed.
-	sandboxDoc := func(t *testing.T, id string) adapters.Document {
-		d, _ := get[adapters.Document](t, r, acmeSandbox, adapters.Documents, id)
+	sandboxDoc := func(t *testing.T, id string) practice.Document {
+		d, _ := get[practice.Document](t, r, acmeSandbox, practice.Documents, id)
 		return d
 	}
-	checkSigned := func(t *testing.T, c adapters.Change) {
-		var before, after adapters.Engagement
+	checkSigned := func(t *testing.T, c practice.Change) {
+		var before, after practice.Engagement
 		decode(t, c.Before, &before)
 		decode(t, c.After, &after)
 		if before.Status != "proposed" && before.Status != "sent" || after.Status != "signed" || after.SignedAt == nil ||
@@ -42,7 +42,7 @@ func TestTrigger(t *testing.T) {
 			t.Errorf("signing released %d jobs", len(added))
 		}
 		for _, id := range added {
-			if j, _ := get[adapters.Job](t, r, acmeSandbox, adapters.Jobs, id); j.Stage != "planned" || j.Engagement != after.ID || j.Client != after.Client {
+			if j, _ := get[practice.Job](t, r, acmeSandbox, practice.Jobs, id); j.Stage != "planned" || j.Engagement != after.ID || j.Client != after.Client {
 				t.Errorf("released job %+v", j)
 			}
 		}
@@ -50,27 +50,27 @@ func TestTrigger(t *testing.T) {
 
 	for _, tc := range []struct {
 		event   string
-		kind    adapters.Kind
+		kind    practice.Kind
 		created bool
-		check   func(t *testing.T, c adapters.Change)
+		check   func(t *testing.T, c practice.Change)
 	}{
-		{"client.created", adapters.Clients, true, func(t *testing.T, c adapters.Change) {
-			var cl adapters.Client
+		{"client.created", practice.Clients, true, func(t *testing.T, c practice.Change) {
+			var cl practice.Client
 			decode(t, c.After, &cl)
 			if cl.Status != "active" || len(cl.Contacts) == 0 || cl.Contacts[0].Role != "primary" || cl.Country != "GB" {
 				t.Errorf("new client %+v", cl)
 			}
 		}},
-		{"client.updated", adapters.Clients, false, func(t *testing.T, c adapters.Change) {
-			var before, after adapters.Client
+		{"client.updated", practice.Clients, false, func(t *testing.T, c practice.Change) {
+			var before, after practice.Client
 			decode(t, c.Before, &before)
 			decode(t, c.After, &after)
 			if bytes.Equal(c.Before, c.After) || before.ID != after.ID || !after.LastActivityAt.Equal(c.OccurredAt) {
 				t.Errorf("client edit\n%s\n%s", c.Before, c.After)
 			}
 		}},
-		{"engagement.created", adapters.Engagements, true, func(t *testing.T, c adapters.Change) {
-			var e adapters.Engagement
+		{"engagement.created", practice.Engagements, true, func(t *testing.T, c practice.Change) {
+			var e practice.Engagement
 			decode(t, c.After, &e)
 			if e.Status != "proposed" || e.SignedAt != nil || e.Fee.Currency != "GBP" {
 				t.Errorf("new engagement %+v", e)
@@ -79,48 +79,48 @@ func TestTrigger(t *testing.T) {
 				t.Errorf("letter %+v", d)
 			}
 		}},
-		{"engagement.signed", adapters.Engagements, false, checkSigned},
-		{"engagement_letter.signed", adapters.Engagements, false, checkSigned},
-		{"job.opened", adapters.Jobs, true, func(t *testing.T, c adapters.Change) {
-			var j adapters.Job
+		{"engagement.signed", practice.Engagements, false, checkSigned},
+		{"engagement_letter.signed", practice.Engagements, false, checkSigned},
+		{"job.opened", practice.Jobs, true, func(t *testing.T, c practice.Change) {
+			var j practice.Job
 			decode(t, c.After, &j)
 			if j.Stage != "planned" || j.ClosedAt != nil || j.Deadline == "" {
 				t.Errorf("new job %+v", j)
 			}
 		}},
-		{"job.stage_changed", adapters.Jobs, false, func(t *testing.T, c adapters.Change) {
-			var before, after adapters.Job
+		{"job.stage_changed", practice.Jobs, false, func(t *testing.T, c practice.Change) {
+			var before, after practice.Job
 			decode(t, c.Before, &before)
 			decode(t, c.After, &after)
-			if slices.Index(adapters.JobStages, after.Stage) != slices.Index(adapters.JobStages, before.Stage)+1 ||
-				adapters.ClosedStage(after.Stage) || c.Note == "" {
+			if slices.Index(practice.JobStages, after.Stage) != slices.Index(practice.JobStages, before.Stage)+1 ||
+				practice.ClosedStage(after.Stage) || c.Note == "" {
 				t.Errorf("stage change %s -> %s, note %q", before.Stage, after.Stage, c.Note)
 			}
 		}},
-		{"job.closed", adapters.Jobs, false, func(t *testing.T, c adapters.Change) {
-			var before, after adapters.Job
+		{"job.closed", practice.Jobs, false, func(t *testing.T, c practice.Change) {
+			var before, after practice.Job
 			decode(t, c.Before, &before)
 			decode(t, c.After, &after)
-			if adapters.ClosedStage(before.Stage) || after.Stage != "completed" || after.ClosedAt == nil || c.Note == "" {
+			if practice.ClosedStage(before.Stage) || after.Stage != "completed" || after.ClosedAt == nil || c.Note == "" {
 				t.Errorf("closing %s -> %s, closed_at %v, note %q", before.Stage, after.Stage, after.ClosedAt, c.Note)
 			}
 		}},
-		{"document.filed", adapters.Documents, true, func(t *testing.T, c adapters.Change) {
-			var d adapters.Document
+		{"document.filed", practice.Documents, true, func(t *testing.T, c practice.Change) {
+			var d practice.Document
 			decode(t, c.After, &d)
-			if !slices.Contains(adapters.DocumentKinds, d.Kind) || d.Location.Provider != "sharepoint" || !d.FiledAt.Equal(c.OccurredAt) {
+			if !slices.Contains(practice.DocumentKinds, d.Kind) || d.Location.Provider != "sharepoint" || !d.FiledAt.Equal(c.OccurredAt) {
 				t.Errorf("new document %+v", d)
 			}
 		}},
-		{"invoice.raised", adapters.Invoices, true, func(t *testing.T, c adapters.Change) {
-			var inv adapters.Invoice
+		{"invoice.raised", practice.Invoices, true, func(t *testing.T, c practice.Change) {
+			var inv practice.Invoice
 			decode(t, c.After, &inv)
 			if inv.Status != "issued" || minorNumber(inv.Number) != lastInvoice+1 || inv.AmountDue != inv.Total || inv.IssuedOn == "" {
 				t.Errorf("new invoice %+v after number %d", inv, lastInvoice)
 			}
 		}},
-		{"invoice.paid", adapters.Invoices, false, func(t *testing.T, c adapters.Change) {
-			var before, after adapters.Invoice
+		{"invoice.paid", practice.Invoices, false, func(t *testing.T, c practice.Change) {
+			var before, after practice.Invoice
 			decode(t, c.Before, &before)
 			decode(t, c.After, &after)
 			if before.Status != "issued" || after.Status != "paid" || after.AmountDue.Amount != "0.00" || after.PaidAt == nil ||
@@ -163,7 +163,7 @@ func TestTrigger(t *testing.T) {
 func TestTriggerWhenNothingIsOpen(t *testing.T) {
 	r, _ := openAcme(t)
 	ts := (*r.tenants.Load())[acmeSandbox]
-	count := func(k adapters.Kind, statuses ...string) (n int) {
+	count := func(k practice.Kind, statuses ...string) (n int) {
 		ts.mu.RLock()
 		defer ts.mu.RUnlock()
 		for _, e := range ts.col(k) {
@@ -175,11 +175,11 @@ func TestTriggerWhenNothingIsOpen(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		event    string
-		kind     adapters.Kind
+		kind     practice.Kind
 		statuses []string
 	}{
-		{"engagement.signed", adapters.Engagements, []string{"proposed", "sent"}},
-		{"invoice.paid", adapters.Invoices, []string{"issued"}},
+		{"engagement.signed", practice.Engagements, []string{"proposed", "sent"}},
+		{"invoice.paid", practice.Invoices, []string{"issued"}},
 	} {
 		t.Run(tc.event, func(t *testing.T) {
 			open := count(tc.kind, tc.statuses...)
@@ -201,11 +201,11 @@ func TestTriggerWhenNothingIsOpen(t *testing.T) {
 
 func TestTriggerRejects(t *testing.T) {
 	r, _ := openAcme(t)
-	var inv *adapters.InvalidError
+	var inv *practice.InvalidError
 	if _, err := r.Trigger(ctx, "frm_acme", "job.exploded"); !errors.As(err, &inv) || inv.Param != "event" {
 		t.Errorf("unknown event: %v", err)
 	}
-	if _, err := r.Trigger(ctx, "frm_unknown", "job.opened"); !errors.Is(err, adapters.ErrNotFound) {
+	if _, err := r.Trigger(ctx, "frm_unknown", "job.opened"); !errors.Is(err, practice.ErrNotFound) {
 		t.Errorf("unknown firm: %v", err)
 	}
 }

@@ -13,12 +13,12 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // CreateClient creates a client. Unset fields default to an active company
 // in the firm's country, owned by the firm's first partner.
-func (r *Records) CreateClient(ctx context.Context, t adapters.Tenant, in adapters.ClientInput) (json.RawMessage, error) {
+func (r *Records) CreateClient(ctx context.Context, t practice.Tenant, in practice.ClientInput) (json.RawMessage, error) {
 	if err := in.Validate(true); err != nil {
 		return nil, err
 	}
@@ -27,25 +27,25 @@ func (r *Records) CreateClient(ctx context.Context, t adapters.Tenant, in adapte
 		return nil, err
 	}
 	defer done()
-	c := adapters.Client{
-		Object:   adapters.Clients.Singular(),
+	c := practice.Client{
+		Object:   practice.Clients.Singular(),
 		Type:     "company",
 		Status:   "active",
 		Owner:    w.ts.defaultOwner,
 		Country:  w.ts.style.code,
-		Contacts: []adapters.Contact{},
+		Contacts: []practice.Contact{},
 	}
 	if err := w.applyClient(&c, in); err != nil {
 		return nil, err
 	}
-	c.ID = r.ids.next(adapters.Clients.IDPrefix(), w.now)
+	c.ID = r.ids.next(practice.Clients.IDPrefix(), w.now)
 	c.CreatedAt = w.now
-	return r.commitOne(ctx, w, adapters.Clients, nil, c)
+	return r.commitOne(ctx, w, practice.Clients, nil, c)
 }
 
 // UpdateClient changes the fields of in that are set. Any write is client
 // activity, so last_activity_at moves with updated_at.
-func (r *Records) UpdateClient(ctx context.Context, t adapters.Tenant, id string, in adapters.ClientInput) (json.RawMessage, error) {
+func (r *Records) UpdateClient(ctx context.Context, t practice.Tenant, id string, in practice.ClientInput) (json.RawMessage, error) {
 	if err := in.Validate(false); err != nil {
 		return nil, err
 	}
@@ -54,18 +54,18 @@ func (r *Records) UpdateClient(ctx context.Context, t adapters.Tenant, id string
 		return nil, err
 	}
 	defer done()
-	var c adapters.Client
-	before, err := w.load(adapters.Clients, id, &c)
+	var c practice.Client
+	before, err := w.load(practice.Clients, id, &c)
 	if err != nil {
 		return nil, err
 	}
 	if err := w.applyClient(&c, in); err != nil {
 		return nil, err
 	}
-	return r.commitOne(ctx, w, adapters.Clients, before, c)
+	return r.commitOne(ctx, w, practice.Clients, before, c)
 }
 
-func (w *write) applyClient(c *adapters.Client, in adapters.ClientInput) error {
+func (w *write) applyClient(c *practice.Client, in practice.ClientInput) error {
 	set(&c.Name, in.Name)
 	set(&c.Type, in.Type)
 	set(&c.Status, in.Status)
@@ -76,10 +76,10 @@ func (w *write) applyClient(c *adapters.Client, in adapters.ClientInput) error {
 		c.Country = strings.ToUpper(*in.Country)
 	}
 	if in.Contacts != nil {
-		c.Contacts = append([]adapters.Contact{}, *in.Contacts...)
+		c.Contacts = append([]practice.Contact{}, *in.Contacts...)
 	}
-	if _, ok := w.entry(adapters.People, c.Owner); !ok {
-		return adapters.Invalid("owner", "There is no person %s at this firm.", c.Owner)
+	if _, ok := w.entry(practice.People, c.Owner); !ok {
+		return practice.Invalid("owner", "There is no person %s at this firm.", c.Owner)
 	}
 	c.UpdatedAt, c.LastActivityAt = w.now, w.now
 	return nil
@@ -87,7 +87,7 @@ func (w *write) applyClient(c *adapters.Client, in adapters.ClientInput) error {
 
 // CreateJob creates a planned job, owned by its client's owner unless in
 // names another.
-func (r *Records) CreateJob(ctx context.Context, t adapters.Tenant, in adapters.JobInput) (json.RawMessage, error) {
+func (r *Records) CreateJob(ctx context.Context, t practice.Tenant, in practice.JobInput) (json.RawMessage, error) {
 	if err := in.Validate(true); err != nil {
 		return nil, err
 	}
@@ -96,18 +96,18 @@ func (r *Records) CreateJob(ctx context.Context, t adapters.Tenant, in adapters.
 		return nil, err
 	}
 	defer done()
-	j := adapters.Job{Object: adapters.Jobs.Singular(), Stage: "planned"}
+	j := practice.Job{Object: practice.Jobs.Singular(), Stage: "planned"}
 	if in.Owner == nil {
-		if c, ok := w.entry(adapters.Clients, *in.Client); ok {
+		if c, ok := w.entry(practice.Clients, *in.Client); ok {
 			j.Owner = c.owner
 		}
 	}
 	if err := w.applyJob(&j, in); err != nil {
 		return nil, err
 	}
-	j.ID = r.ids.next(adapters.Jobs.IDPrefix(), w.now)
+	j.ID = r.ids.next(practice.Jobs.IDPrefix(), w.now)
 	j.CreatedAt = w.now
-	if _, err := w.put(adapters.Jobs, nil, j, ""); err != nil {
+	if _, err := w.put(practice.Jobs, nil, j, ""); err != nil {
 		return nil, err
 	}
 	if err := w.relink(j.ID, "", j.Engagement); err != nil {
@@ -118,7 +118,7 @@ func (r *Records) CreateJob(ctx context.Context, t adapters.Tenant, in adapters.
 
 // UpdateJob changes the fields of in that are set. Its stage moves only
 // through MoveJob.
-func (r *Records) UpdateJob(ctx context.Context, t adapters.Tenant, id string, in adapters.JobInput) (json.RawMessage, error) {
+func (r *Records) UpdateJob(ctx context.Context, t practice.Tenant, id string, in practice.JobInput) (json.RawMessage, error) {
 	if err := in.Validate(false); err != nil {
 		return nil, err
 	}
@@ -127,8 +127,8 @@ func (r *Records) UpdateJob(ctx context.Context, t adapters.Tenant, id string, i
 		return nil, err
 	}
 	defer done()
-	var j adapters.Job
-	before, err := w.load(adapters.Jobs, id, &j)
+	var j practice.Job
+	before, err := w.load(practice.Jobs, id, &j)
 	if err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (r *Records) UpdateJob(ctx context.Context, t adapters.Tenant, id string, i
 	if err := w.applyJob(&j, in); err != nil {
 		return nil, err
 	}
-	if _, err := w.put(adapters.Jobs, before, j, ""); err != nil {
+	if _, err := w.put(practice.Jobs, before, j, ""); err != nil {
 		return nil, err
 	}
 	if err := w.relink(j.ID, was, j.Engagement); err != nil {
@@ -148,26 +148,26 @@ func (r *Records) UpdateJob(ctx context.Context, t adapters.Tenant, id string, i
 // applyJob sets the fields of in that are set and checks that the job's
 // links still hold: its client and owner exist, and its engagement is its
 // client's.
-func (w *write) applyJob(j *adapters.Job, in adapters.JobInput) error {
+func (w *write) applyJob(j *practice.Job, in practice.JobInput) error {
 	set(&j.Title, in.Title)
 	set(&j.Type, in.Type)
 	set(&j.Client, in.Client)
 	set(&j.Engagement, in.Engagement)
 	set(&j.Owner, in.Owner)
 	set(&j.Deadline, in.Deadline)
-	if _, ok := w.entry(adapters.Clients, j.Client); !ok {
-		return adapters.Invalid("client", "There is no client %s at this firm.", j.Client)
+	if _, ok := w.entry(practice.Clients, j.Client); !ok {
+		return practice.Invalid("client", "There is no client %s at this firm.", j.Client)
 	}
-	if _, ok := w.entry(adapters.People, j.Owner); !ok {
-		return adapters.Invalid("owner", "There is no person %s at this firm.", j.Owner)
+	if _, ok := w.entry(practice.People, j.Owner); !ok {
+		return practice.Invalid("owner", "There is no person %s at this firm.", j.Owner)
 	}
 	if j.Engagement != "" {
-		e, ok := w.entry(adapters.Engagements, j.Engagement)
+		e, ok := w.entry(practice.Engagements, j.Engagement)
 		if !ok {
-			return adapters.Invalid("engagement", "There is no engagement %s at this firm.", j.Engagement)
+			return practice.Invalid("engagement", "There is no engagement %s at this firm.", j.Engagement)
 		}
 		if e.client != j.Client {
-			return adapters.Invalid("engagement", "Engagement %s is for another client than %s.", j.Engagement, j.Client)
+			return practice.Invalid("engagement", "Engagement %s is for another client than %s.", j.Engagement, j.Client)
 		}
 	}
 	j.UpdatedAt = w.now
@@ -176,7 +176,7 @@ func (w *write) applyJob(j *adapters.Job, in adapters.JobInput) error {
 
 // MoveJob moves a job to a stage. A move to the stage it is in is still a
 // move: it is recorded with its note.
-func (r *Records) MoveJob(ctx context.Context, t adapters.Tenant, id string, move adapters.StageMove) (json.RawMessage, error) {
+func (r *Records) MoveJob(ctx context.Context, t practice.Tenant, id string, move practice.StageMove) (json.RawMessage, error) {
 	if err := move.Validate(); err != nil {
 		return nil, err
 	}
@@ -185,13 +185,13 @@ func (r *Records) MoveJob(ctx context.Context, t adapters.Tenant, id string, mov
 		return nil, err
 	}
 	defer done()
-	var j adapters.Job
-	before, err := w.load(adapters.Jobs, id, &j)
+	var j practice.Job
+	before, err := w.load(practice.Jobs, id, &j)
 	if err != nil {
 		return nil, err
 	}
 	moveJob(&j, move.Stage, w.now)
-	if _, err := w.put(adapters.Jobs, before, j, move.Note); err != nil {
+	if _, err := w.put(practice.Jobs, before, j, move.Note); err != nil {
 		return nil, err
 	}
 	return r.commitFirst(ctx, w)
@@ -199,9 +199,9 @@ func (r *Records) MoveJob(ctx context.Context, t adapters.Tenant, id string, mov
 
 // moveJob sets a job's stage. closed_at is when the job closed: it is set on
 // closing, kept on a move between closed stages and cleared on reopening.
-func moveJob(j *adapters.Job, stage string, now time.Time) {
+func moveJob(j *practice.Job, stage string, now time.Time) {
 	switch {
-	case !adapters.ClosedStage(stage):
+	case !practice.ClosedStage(stage):
 		j.ClosedAt = nil
 	case j.ClosedAt == nil:
 		j.ClosedAt = &now
@@ -216,19 +216,19 @@ func (w *write) relink(job, from, to string) error {
 	if from == to {
 		return nil
 	}
-	edit := func(id string, change func(e *adapters.Engagement)) error {
-		var e adapters.Engagement
-		before, err := w.load(adapters.Engagements, id, &e)
+	edit := func(id string, change func(e *practice.Engagement)) error {
+		var e practice.Engagement
+		before, err := w.load(practice.Engagements, id, &e)
 		if err != nil {
 			return err
 		}
 		change(&e)
 		e.UpdatedAt = w.now
-		_, err = w.put(adapters.Engagements, before, e, "")
+		_, err = w.put(practice.Engagements, before, e, "")
 		return err
 	}
 	if from != "" {
-		err := edit(from, func(e *adapters.Engagement) {
+		err := edit(from, func(e *practice.Engagement) {
 			e.ReleasedJobs = slices.DeleteFunc(e.ReleasedJobs, func(id string) bool { return id == job })
 		})
 		if err != nil {
@@ -236,7 +236,7 @@ func (w *write) relink(job, from, to string) error {
 		}
 	}
 	if to != "" {
-		return edit(to, func(e *adapters.Engagement) {
+		return edit(to, func(e *practice.Engagement) {
 			e.ReleasedJobs = append(e.ReleasedJobs, job)
 			slices.Sort(e.ReleasedJobs)
 		})
@@ -261,7 +261,7 @@ type write struct {
 
 // pending is one record a write stores, with the state it replaces.
 type pending struct {
-	kind   adapters.Kind
+	kind   practice.Kind
 	entry  entry
 	before json.RawMessage // nil for a new record
 	note   string
@@ -269,7 +269,7 @@ type pending struct {
 
 // begin starts a write on t. The caller calls done when finished, after
 // committing or not.
-func (r *Records) begin(t adapters.Tenant) (w *write, done func(), err error) {
+func (r *Records) begin(t practice.Tenant) (w *write, done func(), err error) {
 	ts, err := r.lookup(t)
 	if err != nil {
 		return nil, nil, err
@@ -279,7 +279,7 @@ func (r *Records) begin(t adapters.Tenant) (w *write, done func(), err error) {
 }
 
 // entry returns the current state of a record.
-func (w *write) entry(k adapters.Kind, id string) (entry, bool) {
+func (w *write) entry(k practice.Kind, id string) (entry, bool) {
 	for i := len(w.pending) - 1; i >= 0; i-- {
 		if p := &w.pending[i]; p.kind == k && p.entry.id == id {
 			return p.entry, true
@@ -293,7 +293,7 @@ func (w *write) entry(k adapters.Kind, id string) (entry, bool) {
 
 // load decodes the current state of a record into v and returns its
 // encoding, to be the change's before.
-func (w *write) load(k adapters.Kind, id string, v any) (json.RawMessage, error) {
+func (w *write) load(k practice.Kind, id string, v any) (json.RawMessage, error) {
 	e, ok := w.entry(k, id)
 	if !ok {
 		return nil, notFound(k, id)
@@ -305,7 +305,7 @@ func (w *write) load(k adapters.Kind, id string, v any) (json.RawMessage, error)
 }
 
 // put adds a record's new state to the write and returns its encoding.
-func (w *write) put(k adapters.Kind, before json.RawMessage, rec any, note string) (json.RawMessage, error) {
+func (w *write) put(k practice.Kind, before json.RawMessage, rec any, note string) (json.RawMessage, error) {
 	raw, err := encode(rec)
 	if err != nil {
 		return nil, fmt.Errorf("demo: encode %s: %w", k.Singular(), err)
@@ -319,7 +319,7 @@ func (w *write) put(k adapters.Kind, before json.RawMessage, rec any, note strin
 }
 
 // commitOne stores one record and returns its encoding.
-func (r *Records) commitOne(ctx context.Context, w *write, k adapters.Kind, before json.RawMessage, rec any) (json.RawMessage, error) {
+func (r *Records) commitOne(ctx context.Context, w *write, k practice.Kind, before json.RawMessage, rec any) (json.RawMessage, error) {
 	if _, err := w.put(k, before, rec, ""); err != nil {
 		return nil, err
 	}
@@ -337,12 +337,12 @@ func (r *Records) commitFirst(ctx context.Context, w *write) (json.RawMessage, e
 // commit stores every record of w and appends one change per record to the
 // outbox, in one transaction, so that no change is ever stored without its
 // event or the reverse. Only then does the index show the new records.
-func (r *Records) commit(ctx context.Context, w *write) ([]adapters.Change, error) {
+func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ts := w.ts
-	changes := make([]adapters.Change, len(w.pending))
+	changes := make([]practice.Change, len(w.pending))
 	err := r.db.Update(func(tx *bbolt.Tx) error {
 		tb, ob := tenantBucket(tx, ts.Tenant), tx.Bucket([]byte(outboxBucket))
 		if tb == nil || ob == nil {
@@ -360,7 +360,7 @@ func (r *Records) commit(ctx context.Context, w *write) ([]adapters.Change, erro
 			if err != nil {
 				return fmt.Errorf("outbox sequence: %w", err)
 			}
-			changes[i] = adapters.Change{
+			changes[i] = practice.Change{
 				ID:         r.ids.next("chg_", w.now),
 				Firm:       ts.Firm,
 				Sandbox:    ts.Sandbox,
@@ -400,8 +400,8 @@ func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(nil, seq)
 }
 
-func notFound(k adapters.Kind, id string) error {
-	return fmt.Errorf("demo: %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+func notFound(k practice.Kind, id string) error {
+	return fmt.Errorf("demo: %s %q: %w", k.Singular(), id, practice.ErrNotFound)
 }
 
 // encode is a record's wire encoding. HTML escaping is off so that

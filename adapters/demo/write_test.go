@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // firstPartner is the partner with the lowest id: new clients' owner.
-func firstPartner(t *testing.T, r *Records, tn adapters.Tenant) string {
-	for _, p := range decodeAll[adapters.Person](t, all(t, r, tn, adapters.People, adapters.Filter{}, 200)) {
+func firstPartner(t *testing.T, r *Records, tn practice.Tenant) string {
+	for _, p := range decodeAll[practice.Person](t, all(t, r, tn, practice.People, practice.Filter{}, 200)) {
 		if p.Role == "partner" {
 			return p.ID
 		}
@@ -24,7 +24,7 @@ func firstPartner(t *testing.T, r *Records, tn adapters.Tenant) string {
 	return ""
 }
 
-func get[T any](t *testing.T, r *Records, tn adapters.Tenant, k adapters.Kind, id string) (T, json.RawMessage) {
+func get[T any](t *testing.T, r *Records, tn practice.Tenant, k practice.Kind, id string) (T, json.RawMessage) {
 	t.Helper()
 	raw, err := r.Get(ctx, tn, k, id)
 	if err != nil {
@@ -39,21 +39,21 @@ func get[T any](t *testing.T, r *Records, tn adapters.Tenant, k adapters.Kind, i
 
 func TestCreateClient(t *testing.T) {
 	r, clock := openAcme(t)
-	owner := idOf(t, all(t, r, acme, adapters.People, adapters.Filter{}, 200)[24])
-	contacts := []adapters.Contact{{Name: "Ada Shaw", Role: "primary", Email: "ada@shawjoinery.co.uk"}}
+	owner := idOf(t, all(t, r, acme, practice.People, practice.Filter{}, 200)[24])
+	contacts := []practice.Contact{{Name: "Ada Shaw", Role: "primary", Email: "ada@shawjoinery.co.uk"}}
 	for _, tc := range []struct {
 		name   string
-		tenant adapters.Tenant
-		in     adapters.ClientInput
-		want   adapters.Client
+		tenant practice.Tenant
+		in     practice.ClientInput
+		want   practice.Client
 	}{
-		{"defaults", acme, adapters.ClientInput{Name: ptr("Shaw Joinery Ltd")},
-			adapters.Client{Name: "Shaw Joinery Ltd", Type: "company", Status: "active", Country: "GB", Owner: firstPartner(t, r, acme), Contacts: []adapters.Contact{}}},
-		{"defaults follow the firm's country", birch, adapters.ClientInput{Name: ptr("Shaw Joinery LLC")},
-			adapters.Client{Name: "Shaw Joinery LLC", Type: "company", Status: "active", Country: "US", Owner: firstPartner(t, r, birch), Contacts: []adapters.Contact{}}},
-		{"every field", acme, adapters.ClientInput{Name: ptr("Ada Shaw"), Type: ptr("individual"), Status: ptr("prospect"),
+		{"defaults", acme, practice.ClientInput{Name: ptr("Shaw Joinery Ltd")},
+			practice.Client{Name: "Shaw Joinery Ltd", Type: "company", Status: "active", Country: "GB", Owner: firstPartner(t, r, acme), Contacts: []practice.Contact{}}},
+		{"defaults follow the firm's country", birch, practice.ClientInput{Name: ptr("Shaw Joinery LLC")},
+			practice.Client{Name: "Shaw Joinery LLC", Type: "company", Status: "active", Country: "US", Owner: firstPartner(t, r, birch), Contacts: []practice.Contact{}}},
+		{"every field", acme, practice.ClientInput{Name: ptr("Ada Shaw"), Type: ptr("individual"), Status: ptr("prospect"),
 			Owner: &owner, Email: ptr("ada@shawjoinery.co.uk"), Phone: ptr("+44 20 7946 0000"), Country: ptr("ie"), Contacts: &contacts},
-			adapters.Client{Name: "Ada Shaw", Type: "individual", Status: "prospect", Country: "IE", Owner: owner,
+			practice.Client{Name: "Ada Shaw", Type: "individual", Status: "prospect", Country: "IE", Owner: owner,
 				Email: "ada@shawjoinery.co.uk", Phone: "+44 20 7946 0000", Contacts: contacts}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -62,7 +62,7 @@ func TestCreateClient(t *testing.T) {
 				t.Fatal(err)
 			}
 			now := clock.last()
-			var got adapters.Client
+			var got practice.Client
 			if err := json.Unmarshal(raw, &got); err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +76,7 @@ func TestCreateClient(t *testing.T) {
 			if !bytes.Equal(raw, wantRaw) {
 				t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
 			}
-			if stored, err := r.Get(ctx, tc.tenant, adapters.Clients, got.ID); err != nil || !bytes.Equal(stored, raw) {
+			if stored, err := r.Get(ctx, tc.tenant, practice.Clients, got.ID); err != nil || !bytes.Equal(stored, raw) {
 				t.Errorf("Get after create: %s, %v", stored, err)
 			}
 		})
@@ -85,12 +85,12 @@ func TestCreateClient(t *testing.T) {
 
 func TestUpdateClient(t *testing.T) {
 	r, clock := openAcme(t)
-	first := decodeAll[adapters.Client](t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 1))[0]
-	raw, err := r.UpdateClient(ctx, acme, first.ID, adapters.ClientInput{Phone: ptr("+44 20 7946 0123"), Country: ptr("ie")})
+	first := decodeAll[practice.Client](t, all(t, r, acme, practice.Clients, practice.Filter{}, 1))[0]
+	raw, err := r.UpdateClient(ctx, acme, first.ID, practice.ClientInput{Phone: ptr("+44 20 7946 0123"), Country: ptr("ie")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got adapters.Client
+	var got practice.Client
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -105,32 +105,32 @@ func TestUpdateClient(t *testing.T) {
 
 func TestJobWrites(t *testing.T) {
 	r, clock := openAcme(t)
-	engs := decodeAll[adapters.Engagement](t, all(t, r, acme, adapters.Engagements, adapters.Filter{}, 200))
-	i := slices.IndexFunc(engs, func(e adapters.Engagement) bool { return e.Status == "signed" })
+	engs := decodeAll[practice.Engagement](t, all(t, r, acme, practice.Engagements, practice.Filter{}, 200))
+	i := slices.IndexFunc(engs, func(e practice.Engagement) bool { return e.Status == "signed" })
 	eng := engs[i]
-	client, _ := get[adapters.Client](t, r, acme, adapters.Clients, eng.Client)
-	people := decodeAll[adapters.Person](t, all(t, r, acme, adapters.People, adapters.Filter{}, 200))
+	client, _ := get[practice.Client](t, r, acme, practice.Clients, eng.Client)
+	people := decodeAll[practice.Person](t, all(t, r, acme, practice.People, practice.Filter{}, 200))
 
-	raw, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: ptr("Year-end accounts 2026"), Type: ptr("Year-end accounts"),
+	raw, err := r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Year-end accounts 2026"), Type: ptr("Year-end accounts"),
 		Client: &client.ID, Engagement: &eng.ID, Deadline: ptr("2026-12-31")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	created := clock.last()
-	var job adapters.Job
+	var job practice.Job
 	json.Unmarshal(raw, &job)
-	want := adapters.Job{ID: job.ID, Object: "job", Title: "Year-end accounts 2026", Type: "Year-end accounts", Client: client.ID,
+	want := practice.Job{ID: job.ID, Object: "job", Title: "Year-end accounts 2026", Type: "Year-end accounts", Client: client.ID,
 		Engagement: eng.ID, Owner: client.Owner, Stage: "planned", Deadline: "2026-12-31", CreatedAt: created, UpdatedAt: created}
 	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
 		t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
 	}
-	linked, _ := get[adapters.Engagement](t, r, acme, adapters.Engagements, eng.ID)
+	linked, _ := get[practice.Engagement](t, r, acme, practice.Engagements, eng.ID)
 	if !slices.Contains(linked.ReleasedJobs, job.ID) || !slices.IsSorted(linked.ReleasedJobs) || !linked.UpdatedAt.Equal(created) {
 		t.Errorf("engagement after linking a job: %+v", linked)
 	}
 
 	owner := people[len(people)-1].ID
-	raw, err = r.UpdateJob(ctx, acme, job.ID, adapters.JobInput{Engagement: ptr(""), Owner: &owner, Deadline: ptr("2027-01-31")})
+	raw, err = r.UpdateJob(ctx, acme, job.ID, practice.JobInput{Engagement: ptr(""), Owner: &owner, Deadline: ptr("2027-01-31")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestJobWrites(t *testing.T) {
 	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
 		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
 	}
-	unlinked, _ := get[adapters.Engagement](t, r, acme, adapters.Engagements, eng.ID)
+	unlinked, _ := get[practice.Engagement](t, r, acme, practice.Engagements, eng.ID)
 	if !slices.Equal(unlinked.ReleasedJobs, eng.ReleasedJobs) {
 		t.Errorf("released jobs after unlinking: %v, want %v", unlinked.ReleasedJobs, eng.ReleasedJobs)
 	}
@@ -154,7 +154,7 @@ func TestJobWrites(t *testing.T) {
 		{"cancelled", func(time.Time) *time.Time { return &closedAt }}, // closed_at is when it first closed
 		{"in_review", func(time.Time) *time.Time { return nil }},
 	} {
-		raw, err := r.MoveJob(ctx, acme, job.ID, adapters.StageMove{Stage: step.stage, Note: "moved to " + step.stage})
+		raw, err := r.MoveJob(ctx, acme, job.ID, practice.StageMove{Stage: step.stage, Note: "moved to " + step.stage})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,15 +175,15 @@ func TestJobWrites(t *testing.T) {
 
 func TestWriteValidation(t *testing.T) {
 	r, _ := openAcme(t)
-	clients := decodeAll[adapters.Client](t, all(t, r, acme, adapters.Clients, adapters.Filter{}, 200))
-	jobs := decodeAll[adapters.Job](t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 200))
-	engs := decodeAll[adapters.Engagement](t, all(t, r, acme, adapters.Engagements, adapters.Filter{}, 200))
-	birchPerson := idOf(t, all(t, r, birch, adapters.People, adapters.Filter{}, 1)[0])
-	sandboxClient := idOf(t, all(t, r, acmeSandbox, adapters.Clients, adapters.Filter{}, 1)[0])
+	clients := decodeAll[practice.Client](t, all(t, r, acme, practice.Clients, practice.Filter{}, 200))
+	jobs := decodeAll[practice.Job](t, all(t, r, acme, practice.Jobs, practice.Filter{}, 200))
+	engs := decodeAll[practice.Engagement](t, all(t, r, acme, practice.Engagements, practice.Filter{}, 200))
+	birchPerson := idOf(t, all(t, r, birch, practice.People, practice.Filter{}, 1)[0])
+	sandboxClient := idOf(t, all(t, r, acmeSandbox, practice.Clients, practice.Filter{}, 1)[0])
 	nobody := "usr_" + strings.Repeat("0", 26)
-	linked := jobs[slices.IndexFunc(jobs, func(j adapters.Job) bool { return j.Engagement != "" })]
-	other := clients[slices.IndexFunc(clients, func(c adapters.Client) bool { return c.ID != linked.Client })].ID
-	foreignEng := engs[slices.IndexFunc(engs, func(e adapters.Engagement) bool { return e.Client != clients[0].ID })].ID
+	linked := jobs[slices.IndexFunc(jobs, func(j practice.Job) bool { return j.Engagement != "" })]
+	other := clients[slices.IndexFunc(clients, func(c practice.Client) bool { return c.ID != linked.Client })].ID
+	foreignEng := engs[slices.IndexFunc(engs, func(e practice.Engagement) bool { return e.Client != clients[0].ID })].ID
 	name, title := ptr("Shaw Joinery Ltd"), ptr("Bookkeeping")
 
 	before, err := r.ReadOutbox(0, 1000)
@@ -195,65 +195,65 @@ func TestWriteValidation(t *testing.T) {
 		write       func() error
 		code, param string
 	}{
-		{"client without a name", func() error { _, err := r.CreateClient(ctx, acme, adapters.ClientInput{}); return err }, "parameter_missing", "name"},
+		{"client without a name", func() error { _, err := r.CreateClient(ctx, acme, practice.ClientInput{}); return err }, "parameter_missing", "name"},
 		{"client of an unknown type", func() error {
-			_, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: name, Type: ptr("llama")})
+			_, err := r.CreateClient(ctx, acme, practice.ClientInput{Name: name, Type: ptr("llama")})
 			return err
 		}, "parameter_invalid", "type"},
 		{"client owned by nobody", func() error {
-			_, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: name, Owner: &nobody})
+			_, err := r.CreateClient(ctx, acme, practice.ClientInput{Name: name, Owner: &nobody})
 			return err
 		}, "parameter_invalid", "owner"},
 		{"client owned by another firm's person", func() error {
-			_, err := r.UpdateClient(ctx, acme, clients[0].ID, adapters.ClientInput{Owner: &birchPerson})
+			_, err := r.UpdateClient(ctx, acme, clients[0].ID, practice.ClientInput{Owner: &birchPerson})
 			return err
 		}, "parameter_invalid", "owner"},
 		{"client with a three-letter country", func() error {
-			_, err := r.UpdateClient(ctx, acme, clients[0].ID, adapters.ClientInput{Country: ptr("GBR")})
+			_, err := r.UpdateClient(ctx, acme, clients[0].ID, practice.ClientInput{Country: ptr("GBR")})
 			return err
 		}, "parameter_invalid", "country"},
 		{"contact without a role", func() error {
-			_, err := r.UpdateClient(ctx, acme, clients[0].ID, adapters.ClientInput{Contacts: &[]adapters.Contact{{Name: "Ada"}}})
+			_, err := r.UpdateClient(ctx, acme, clients[0].ID, practice.ClientInput{Contacts: &[]practice.Contact{{Name: "Ada"}}})
 			return err
 		}, "parameter_missing", "contacts[0].role"},
-		{"job without a title", func() error { _, err := r.CreateJob(ctx, acme, adapters.JobInput{Client: &clients[0].ID}); return err }, "parameter_missing", "title"},
-		{"job without a client", func() error { _, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title}); return err }, "parameter_missing", "client"},
+		{"job without a title", func() error { _, err := r.CreateJob(ctx, acme, practice.JobInput{Client: &clients[0].ID}); return err }, "parameter_missing", "title"},
+		{"job without a client", func() error { _, err := r.CreateJob(ctx, acme, practice.JobInput{Title: title}); return err }, "parameter_missing", "client"},
 		{"job for an unknown client", func() error {
-			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: ptr("cli_" + strings.Repeat("0", 26))})
+			_, err := r.CreateJob(ctx, acme, practice.JobInput{Title: title, Client: ptr("cli_" + strings.Repeat("0", 26))})
 			return err
 		}, "parameter_invalid", "client"},
 		{"job for a sandbox client", func() error {
-			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: &sandboxClient})
+			_, err := r.CreateJob(ctx, acme, practice.JobInput{Title: title, Client: &sandboxClient})
 			return err
 		}, "parameter_invalid", "client"},
 		{"job under another client's engagement", func() error {
-			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: &clients[0].ID, Engagement: &foreignEng})
+			_, err := r.CreateJob(ctx, acme, practice.JobInput{Title: title, Client: &clients[0].ID, Engagement: &foreignEng})
 			return err
 		}, "parameter_invalid", "engagement"},
 		{"job under an unknown engagement", func() error {
-			_, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: title, Client: &clients[0].ID, Engagement: ptr("eng_" + strings.Repeat("0", 26))})
+			_, err := r.CreateJob(ctx, acme, practice.JobInput{Title: title, Client: &clients[0].ID, Engagement: ptr("eng_" + strings.Repeat("0", 26))})
 			return err
 		}, "parameter_invalid", "engagement"},
 		{"job moved to a client its engagement is not for", func() error {
-			_, err := r.UpdateJob(ctx, acme, linked.ID, adapters.JobInput{Client: &other})
+			_, err := r.UpdateJob(ctx, acme, linked.ID, practice.JobInput{Client: &other})
 			return err
 		}, "parameter_invalid", "engagement"},
 		{"job with a malformed deadline", func() error {
-			_, err := r.UpdateJob(ctx, acme, jobs[0].ID, adapters.JobInput{Deadline: ptr("31/01/2027")})
+			_, err := r.UpdateJob(ctx, acme, jobs[0].ID, practice.JobInput{Deadline: ptr("31/01/2027")})
 			return err
 		}, "parameter_invalid", "deadline"},
 		{"job owned by nobody", func() error {
-			_, err := r.UpdateJob(ctx, acme, jobs[0].ID, adapters.JobInput{Owner: &nobody})
+			_, err := r.UpdateJob(ctx, acme, jobs[0].ID, practice.JobInput{Owner: &nobody})
 			return err
 		}, "parameter_invalid", "owner"},
 		{"move to an unknown stage", func() error {
-			_, err := r.MoveJob(ctx, acme, jobs[0].ID, adapters.StageMove{Stage: "done"})
+			_, err := r.MoveJob(ctx, acme, jobs[0].ID, practice.StageMove{Stage: "done"})
 			return err
 		}, "invalid_stage", "stage"},
-		{"move without a stage", func() error { _, err := r.MoveJob(ctx, acme, jobs[0].ID, adapters.StageMove{}); return err }, "parameter_missing", "stage"},
+		{"move without a stage", func() error { _, err := r.MoveJob(ctx, acme, jobs[0].ID, practice.StageMove{}); return err }, "parameter_missing", "stage"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var inv *adapters.InvalidError
+			var inv *practice.InvalidError
 			if err := tc.write(); !errors.As(err, &inv) || inv.Code != tc.code || inv.Param != tc.param {
 				t.Errorf("err = %v, want %s on %s", err, tc.code, tc.param)
 			}
@@ -265,28 +265,28 @@ func TestWriteValidation(t *testing.T) {
 		write func() error
 	}{
 		{"update an unknown client", func() error {
-			_, err := r.UpdateClient(ctx, acme, "cli_"+strings.Repeat("0", 26), adapters.ClientInput{Name: name})
+			_, err := r.UpdateClient(ctx, acme, "cli_"+strings.Repeat("0", 26), practice.ClientInput{Name: name})
 			return err
 		}},
 		{"update another firm's client", func() error {
-			_, err := r.UpdateClient(ctx, birch, clients[0].ID, adapters.ClientInput{Name: name})
+			_, err := r.UpdateClient(ctx, birch, clients[0].ID, practice.ClientInput{Name: name})
 			return err
 		}},
 		{"update a live job in the sandbox", func() error {
-			_, err := r.UpdateJob(ctx, acmeSandbox, jobs[0].ID, adapters.JobInput{Title: title})
+			_, err := r.UpdateJob(ctx, acmeSandbox, jobs[0].ID, practice.JobInput{Title: title})
 			return err
 		}},
 		{"move an unknown job", func() error {
-			_, err := r.MoveJob(ctx, acme, "job_nope", adapters.StageMove{Stage: "filed"})
+			_, err := r.MoveJob(ctx, acme, "job_nope", practice.StageMove{Stage: "filed"})
 			return err
 		}},
 		{"create for an unknown firm", func() error {
-			_, err := r.CreateClient(ctx, adapters.Tenant{Firm: "frm_unknown"}, adapters.ClientInput{Name: name})
+			_, err := r.CreateClient(ctx, practice.Tenant{Firm: "frm_unknown"}, practice.ClientInput{Name: name})
 			return err
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if err := tc.write(); !errors.Is(err, adapters.ErrNotFound) {
+			if err := tc.write(); !errors.Is(err, practice.ErrNotFound) {
 				t.Errorf("err = %v, want ErrNotFound", err)
 			}
 		})
@@ -300,7 +300,7 @@ func TestWriteValidation(t *testing.T) {
 	if len(after) != len(before) {
 		t.Errorf("rejected writes added %d outbox entries", len(after)-len(before))
 	}
-	if got, _ := get[adapters.Client](t, r, acme, adapters.Clients, clients[0].ID); !got.UpdatedAt.Equal(clients[0].UpdatedAt) {
+	if got, _ := get[practice.Client](t, r, acme, practice.Clients, clients[0].ID); !got.UpdatedAt.Equal(clients[0].UpdatedAt) {
 		t.Errorf("a rejected update changed the client")
 	}
 }
@@ -310,13 +310,13 @@ func TestWritesSurviveReopen(t *testing.T) {
 	clock := newClock(clockStart)
 	db := openDB(t, dir)
 	r := openRecords(t, db, []string{"frm_acme"}, WithClock(clock.Now))
-	job := idOf(t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 1)[0])
+	job := idOf(t, all(t, r, acme, practice.Jobs, practice.Filter{}, 1)[0])
 
-	client, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: ptr("Shaw Joinery Ltd")})
+	client, err := r.CreateClient(ctx, acme, practice.ClientInput{Name: ptr("Shaw Joinery Ltd")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	moved, err := r.MoveJob(ctx, acme, job, adapters.StageMove{Stage: "in_review", Note: "Draft ready"})
+	moved, err := r.MoveJob(ctx, acme, job, practice.StageMove{Stage: "in_review", Note: "Draft ready"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,18 +335,18 @@ func TestWritesSurviveReopen(t *testing.T) {
 	db = openDB(t, dir)
 	r = openRecords(t, db, []string{"frm_acme"}, WithClock(clock.Now))
 	for _, want := range []struct {
-		tenant adapters.Tenant
-		kind   adapters.Kind
+		tenant practice.Tenant
+		kind   practice.Kind
 		raw    json.RawMessage
 	}{
-		{acme, adapters.Clients, client}, {acme, adapters.Jobs, moved}, {acmeSandbox, adapters.Invoices, change.After},
+		{acme, practice.Clients, client}, {acme, practice.Jobs, moved}, {acmeSandbox, practice.Invoices, change.After},
 	} {
 		got, err := r.Get(ctx, want.tenant, want.kind, idOf(t, want.raw))
 		if err != nil || !bytes.Equal(got, want.raw) {
 			t.Errorf("after reopening: %s, %v; want %s", got, err, want.raw)
 		}
 	}
-	if n := len(all(t, r, acme, adapters.Clients, adapters.Filter{}, 200)); n != seedClients+1 {
+	if n := len(all(t, r, acme, practice.Clients, practice.Filter{}, 200)); n != seedClients+1 {
 		t.Errorf("%d clients after reopening, want %d", n, seedClients+1)
 	}
 	reread, err := r.ReadOutbox(0, 1000)
@@ -358,7 +358,7 @@ func TestWritesSurviveReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a, b adapters.Invoice
+	var a, b practice.Invoice
 	json.Unmarshal(change.After, &a)
 	json.Unmarshal(next.After, &b)
 	if minorNumber(a.Number)+1 != minorNumber(b.Number) {
@@ -383,7 +383,7 @@ func TestOutbox(t *testing.T) {
 	default:
 	}
 
-	created, err := r.CreateClient(ctx, acme, adapters.ClientInput{Name: ptr("Shaw Joinery Ltd")})
+	created, err := r.CreateClient(ctx, acme, practice.ClientInput{Name: ptr("Shaw Joinery Ltd")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,14 +394,14 @@ func TestOutbox(t *testing.T) {
 		t.Fatal("no signal after a write")
 	}
 	id := idOf(t, created)
-	updated, err := r.UpdateClient(ctx, acme, id, adapters.ClientInput{Name: ptr("Shaw & Daughters Joinery Ltd")})
+	updated, err := r.UpdateClient(ctx, acme, id, practice.ClientInput{Name: ptr("Shaw & Daughters Joinery Ltd")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	updatedAt := clock.last()
-	jobID := idOf(t, all(t, r, acme, adapters.Jobs, adapters.Filter{}, 1)[0])
-	_, jobBefore := get[adapters.Job](t, r, acme, adapters.Jobs, jobID)
-	moved, err := r.MoveJob(ctx, acme, jobID, adapters.StageMove{Stage: "in_review", Note: "Draft ready for review"})
+	jobID := idOf(t, all(t, r, acme, practice.Jobs, practice.Filter{}, 1)[0])
+	_, jobBefore := get[practice.Job](t, r, acme, practice.Jobs, jobID)
+	moved, err := r.MoveJob(ctx, acme, jobID, practice.StageMove{Stage: "in_review", Note: "Draft ready for review"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,10 +418,10 @@ func TestOutbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []adapters.Change{
-		{Firm: "frm_acme", Kind: adapters.Clients, ResourceID: id, Before: nil, After: created, OccurredAt: createdAt},
-		{Firm: "frm_acme", Kind: adapters.Clients, ResourceID: id, Before: created, After: updated, OccurredAt: updatedAt},
-		{Firm: "frm_acme", Kind: adapters.Jobs, ResourceID: jobID, Before: jobBefore, After: moved, Note: "Draft ready for review", OccurredAt: movedAt},
+	want := []practice.Change{
+		{Firm: "frm_acme", Kind: practice.Clients, ResourceID: id, Before: nil, After: created, OccurredAt: createdAt},
+		{Firm: "frm_acme", Kind: practice.Clients, ResourceID: id, Before: created, After: updated, OccurredAt: updatedAt},
+		{Firm: "frm_acme", Kind: practice.Jobs, ResourceID: jobID, Before: jobBefore, After: moved, Note: "Draft ready for review", OccurredAt: movedAt},
 	}
 	if len(entries) != len(want) {
 		t.Fatalf("%d outbox entries, want %d", len(entries), len(want))
@@ -460,9 +460,9 @@ func TestOutbox(t *testing.T) {
 
 	// A job linked to an engagement changes the engagement too, in the same
 	// transaction and right after the job.
-	engs := decodeAll[adapters.Engagement](t, all(t, r, acme, adapters.Engagements, adapters.Filter{}, 200))
-	eng := engs[slices.IndexFunc(engs, func(e adapters.Engagement) bool { return e.Status == "signed" })]
-	job, err := r.CreateJob(ctx, acme, adapters.JobInput{Title: ptr("Bookkeeping"), Client: &eng.Client, Engagement: &eng.ID})
+	engs := decodeAll[practice.Engagement](t, all(t, r, acme, practice.Engagements, practice.Filter{}, 200))
+	eng := engs[slices.IndexFunc(engs, func(e practice.Engagement) bool { return e.Status == "signed" })]
+	job, err := r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Bookkeeping"), Client: &eng.Client, Engagement: &eng.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

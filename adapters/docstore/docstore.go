@@ -16,9 +16,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Source is how one store is read, over the store's item type T.
@@ -56,7 +56,7 @@ type Source[T any] struct {
 	Item func(it T, rel string) (filing.Item, error)
 	// Read reads one item by its store id, with its folder below the
 	// root; an item that is not a document under the root is
-	// adapters.ErrNotFound.
+	// practice.ErrNotFound.
 	Read func(ctx context.Context, itemID string) (it T, rel string, err error)
 
 	// MaxPages bounds the store's pages one List reads, MaxDepth how deep
@@ -94,21 +94,21 @@ func New[T any](src Source[T], conventions filing.Config, opts ...Option) (*Stor
 	return &Store[T]{src: src, filing: c}, nil
 }
 
-func (s *Store[T]) serves(t adapters.Tenant) bool {
+func (s *Store[T]) serves(t practice.Tenant) bool {
 	return !t.Sandbox && (s.src.Firm == "" || t.Firm == s.src.Firm)
 }
 
 // List returns a page of documents; other kinds are empty.
-func (s *Store[T]) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+func (s *Store[T]) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !s.serves(t) {
-		return adapters.Page{}, fmt.Errorf("%s: no records for %s: %w", s.src.System, t, adapters.ErrNotFound)
+		return practice.Page{}, fmt.Errorf("%s: no records for %s: %w", s.src.System, t, practice.ErrNotFound)
 	}
 	cur, err := upstream.DecodeCursor(q.Cursor)
 	if err != nil {
-		return adapters.Page{}, err
+		return practice.Page{}, err
 	}
-	if k != adapters.Documents {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
+	if k != practice.Documents {
+		return practice.Page{Items: []json.RawMessage{}}, nil
 	}
 	limit := q.Limit
 	if limit <= 0 {
@@ -145,13 +145,13 @@ func (s *Store[T]) List(ctx context.Context, t adapters.Tenant, k adapters.Kind,
 }
 
 // Get returns one document: a file under the filing root.
-func (s *Store[T]) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+func (s *Store[T]) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !s.serves(t) {
-		return nil, fmt.Errorf("%s: no records for %s: %w", s.src.System, t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("%s: no records for %s: %w", s.src.System, t, practice.ErrNotFound)
 	}
 	itemID, ok := filing.ParseDocID(id)
-	if k != adapters.Documents || !ok {
-		return nil, fmt.Errorf("%s: no %s %q: %w", s.src.System, k.Singular(), id, adapters.ErrNotFound)
+	if k != practice.Documents || !ok {
+		return nil, fmt.Errorf("%s: no %s %q: %w", s.src.System, k.Singular(), id, practice.ErrNotFound)
 	}
 	it, rel, err := s.src.Read(ctx, itemID)
 	if err != nil {
@@ -161,7 +161,7 @@ func (s *Store[T]) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, 
 }
 
 // document is the /v1 document of a store item in folder rel.
-func (s *Store[T]) document(ctx context.Context, t adapters.Tenant, it T, rel string) (json.RawMessage, error) {
+func (s *Store[T]) document(ctx context.Context, t practice.Tenant, it T, rel string) (json.RawMessage, error) {
 	fi, err := s.item(it, rel)
 	if err != nil {
 		return nil, upstream.Malformed(s.src.Label, s.src.Name(it), err)
@@ -204,4 +204,4 @@ func EscapePath(p string) string {
 	return strings.Join(segs, "/")
 }
 
-var _ adapters.Reader = (*Store[struct{}])(nil)
+var _ practice.Reader = (*Store[struct{}])(nil)

@@ -22,10 +22,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Config is one firm's Dropbox folder. Secrets may hold {env.X}
@@ -163,7 +163,7 @@ func (a *Adapter) fetch(ctx context.Context, _, token string) (upstream.VendorPa
 		err = a.rpc(ctx, "/2/files/list_folder/continue", map[string]string{"cursor": token}, "folder listing", &res)
 		if isDropboxError(err, "reset") {
 			// Dropbox retired the cursor; the caller starts over.
-			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+			return page, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 				Message: "The document store restarted this listing; list again without a cursor."}
 		}
 	}
@@ -184,17 +184,17 @@ func (a *Adapter) fetch(ctx context.Context, _, token string) (upstream.VendorPa
 func (a *Adapter) read(ctx context.Context, fileID string) (metadata, string, error) {
 	var m metadata
 	if !strings.HasPrefix(fileID, "id:") {
-		return m, "", fmt.Errorf("dropbox: no document %q: %w", fileID, adapters.ErrNotFound)
+		return m, "", fmt.Errorf("dropbox: no document %q: %w", fileID, practice.ErrNotFound)
 	}
 	err := a.rpc(ctx, "/2/files/get_metadata", map[string]string{"path": fileID}, "metadata", &m)
 	if isDropboxError(err, "path/not_found") || isDropboxError(err, "path/malformed_path") {
-		return m, "", fmt.Errorf("dropbox: no document %s: %w", fileID, adapters.ErrNotFound)
+		return m, "", fmt.Errorf("dropbox: no document %s: %w", fileID, practice.ErrNotFound)
 	}
 	if err != nil {
 		return m, "", fmt.Errorf("dropbox: read %s: %w", fileID, err)
 	}
 	if m.Tag != "file" || !a.under(m.PathLower) {
-		return m, "", fmt.Errorf("dropbox: %s is not a document under %s: %w", fileID, a.cfg.Root, adapters.ErrNotFound)
+		return m, "", fmt.Errorf("dropbox: %s is not a document under %s: %w", fileID, a.cfg.Root, practice.ErrNotFound)
 	}
 	return m, "", nil
 }
@@ -235,7 +235,7 @@ func (a *Adapter) item(m metadata, _ string) (filing.Item, error) {
 	}, nil
 }
 
-var _ adapters.Reader = (*Adapter)(nil)
+var _ practice.Reader = (*Adapter)(nil)
 
 // Upstream is the adapter's resilient client, for readiness reports.
 func (a *Adapter) Upstream() *upstream.Client { return a.c }

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/dropbox"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var (
-	live  = adapters.Tenant{Firm: "frm_acme"}
+	live  = practice.Tenant{Firm: "frm_acme"}
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
@@ -42,12 +42,12 @@ func setup(t *testing.T) (*vendortest.Dropbox, *dropbox.Adapter, vendortest.Prac
 
 func TestListDocuments(t *testing.T) {
 	_, a, p, _ := setup(t)
-	raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, 10)
+	raws := vendortest.ListAll(t, a, live, practice.Documents, practice.Filter{}, 10)
 	docs := p.CheckDocuments(t, raws, "dropbox", "https://www.dropbox.com/home/Clients/")
 	if len(raws) != len(p.Files) || len(docs) != len(p.Files) {
 		t.Fatalf("%d documents, %d of the practice, want %d", len(raws), len(docs), len(p.Files))
 	}
-	recent := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{UpdatedSince: epoch.Add(50 * time.Hour)}, 10)
+	recent := vendortest.ListAll(t, a, live, practice.Documents, practice.Filter{UpdatedSince: epoch.Add(50 * time.Hour)}, 10)
 	if len(recent) != len(p.Files)-50 {
 		t.Fatalf("%d updated since, want %d", len(recent), len(p.Files)-50)
 	}
@@ -56,36 +56,36 @@ func TestListDocuments(t *testing.T) {
 func TestGetDocument(t *testing.T) {
 	d, a, p, clock := setup(t)
 	ctx := context.Background()
-	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[4].Path]))
+	raw, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[4].Path]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc adapters.Document
+	var doc practice.Document
 	json.Unmarshal(raw, &doc)
 	if doc.Kind != "working_paper" || doc.Location.Path != "/Clients/Client 00 Ltd/2024/Working papers/" {
 		t.Fatalf("%+v", doc)
 	}
 	outside := d.AddFile("/Internal/Board minutes.pdf", 1, epoch)
 	for _, id := range []string{filing.DocID(outside), filing.DocID("id:nope"), filing.DocID("/Clients/x.pdf"), "doc_%%"} {
-		if _, err := a.Get(ctx, live, adapters.Documents, id); !errors.Is(err, adapters.ErrNotFound) {
+		if _, err := a.Get(ctx, live, practice.Documents, id); !errors.Is(err, practice.ErrNotFound) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
 	// Dropbox reads are POSTs, yet idempotent: a 500 is retried.
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusInternalServerError})
-	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[4].Path])); err != nil || len(clock.Slept()) != 1 {
+	if _, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[4].Path])); err != nil || len(clock.Slept()) != 1 {
 		t.Fatalf("retry of a read RPC: %v, slept %v", err, clock.Slept())
 	}
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"entries": "nope"}`})
-	if _, err := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5}); !errors.Is(err, adapters.ErrBadUpstream) {
+	if _, err := a.List(ctx, live, practice.Documents, practice.Query{Limit: 5}); !errors.Is(err, practice.ErrBadUpstream) {
 		t.Fatalf("malformed: %v", err)
 	}
 	// Far enough for the cursor to hold a Dropbox cursor, which Dropbox
 	// then retires.
-	page, _ := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 10})
+	page, _ := a.List(ctx, live, practice.Documents, practice.Query{Limit: 10})
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusConflict, Body: `{"error_summary":"reset/..","error":{".tag":"reset"}}`})
-	_, err = a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5, Cursor: page.Next})
-	var inv *adapters.InvalidError
+	_, err = a.List(ctx, live, practice.Documents, practice.Query{Limit: 5, Cursor: page.Next})
+	var inv *practice.InvalidError
 	if !errors.As(err, &inv) || inv.Code != "invalid_cursor" {
 		t.Fatalf("a reset Dropbox cursor: %v", err)
 	}

@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Rule gives documents whose folder path (below the client folder) and
@@ -92,7 +92,7 @@ var DefaultRules = []Rule{
 // The Karbon adapter implements it; without one, only client ids written
 // into folder names link documents to clients.
 type ClientResolver interface {
-	ClientForFolder(ctx context.Context, t adapters.Tenant, name string) (string, error)
+	ClientForFolder(ctx context.Context, t practice.Tenant, name string) (string, error)
 }
 
 // Classifier applies a Config.
@@ -110,8 +110,8 @@ func New(cfg Config, resolver ClientResolver) (*Classifier, error) {
 		c.depth = 1
 	}
 	for i, r := range cfg.KindRules {
-		if !contains(adapters.DocumentKinds, r.Kind) {
-			return nil, fmt.Errorf("filing: kind_rules[%d]: %q is not one of %v", i, r.Kind, adapters.DocumentKinds)
+		if !contains(practice.DocumentKinds, r.Kind) {
+			return nil, fmt.Errorf("filing: kind_rules[%d]: %q is not one of %v", i, r.Kind, practice.DocumentKinds)
 		}
 		if len(r.Match) == 0 {
 			return nil, fmt.Errorf("filing: kind_rules[%d]: match needs at least one phrase", i)
@@ -183,7 +183,7 @@ func (c *Classifier) Kind(rel, name string) string {
 // Client finds a document's client from its folder path relative to the
 // store's root: an id written into a folder name, else the resolver's
 // answer for the client folder's name, else "".
-func (c *Classifier) Client(ctx context.Context, t adapters.Tenant, rel string) (string, error) {
+func (c *Classifier) Client(ctx context.Context, t practice.Tenant, rel string) (string, error) {
 	segs := segments(rel)
 	for _, s := range segs {
 		if id := c.pattern.FindString(s); id != "" {
@@ -216,10 +216,10 @@ type Item struct {
 }
 
 // Document builds the /v1 document of an item in provider's store.
-func (c *Classifier) Document(ctx context.Context, t adapters.Tenant, provider string, it Item) (adapters.Document, error) {
+func (c *Classifier) Document(ctx context.Context, t practice.Tenant, provider string, it Item) (practice.Document, error) {
 	client, err := c.Client(ctx, t, it.Rel)
 	if err != nil {
-		return adapters.Document{}, err
+		return practice.Document{}, err
 	}
 	folder := path.Join("/", it.Root, it.Rel)
 	if folder != "/" {
@@ -229,10 +229,10 @@ func (c *Classifier) Document(ctx context.Context, t adapters.Tenant, provider s
 	if mt == "" {
 		mt = MimeType(it.Name)
 	}
-	return adapters.Document{
+	return practice.Document{
 		ID: DocID(it.ID), Object: "document", Name: it.Name, Kind: c.Kind(it.Rel, it.Name), Client: client,
 		MimeType: mt, SizeBytes: it.Size,
-		Location: adapters.Location{Provider: provider, Path: folder, ItemID: it.ID, DriveID: it.DriveID, WebURL: it.WebURL},
+		Location: practice.Location{Provider: provider, Path: folder, ItemID: it.ID, DriveID: it.DriveID, WebURL: it.WebURL},
 		FiledAt:  it.Created.UTC(), CreatedAt: it.Created.UTC(), UpdatedAt: it.Modified.UTC(),
 	}, nil
 }

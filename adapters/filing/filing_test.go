@@ -9,9 +9,9 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // The default rules must read the demo firms' documents, filed the way
@@ -35,12 +35,12 @@ func TestDefaultRulesReadTheDemoFiling(t *testing.T) {
 	for _, firm := range firms {
 		cursor := ""
 		for {
-			p, err := recs.List(context.Background(), adapters.Tenant{Firm: firm}, adapters.Documents, adapters.Query{Cursor: cursor, Limit: 200})
+			p, err := recs.List(context.Background(), practice.Tenant{Firm: firm}, practice.Documents, practice.Query{Cursor: cursor, Limit: 200})
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, raw := range p.Items {
-				var d adapters.Document
+				var d practice.Document
 				json.Unmarshal(raw, &d)
 				rel := strings.TrimPrefix(d.Location.Path, "/Clients")
 				total++
@@ -88,7 +88,7 @@ func TestKindRules(t *testing.T) {
 
 type names map[string]string
 
-func (n names) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
+func (n names) ClientForFolder(_ context.Context, _ practice.Tenant, name string) (string, error) {
 	return n[name], nil
 }
 
@@ -101,7 +101,7 @@ func TestClient(t *testing.T) {
 		"/Unknown/2025":              "",
 		"":                           "",
 	} {
-		if got, err := c.Client(ctx, adapters.Tenant{Firm: "f"}, rel); err != nil || got != want {
+		if got, err := c.Client(ctx, practice.Tenant{Firm: "f"}, rel); err != nil || got != want {
 			t.Errorf("%q: %q, %v; want %q", rel, got, err, want)
 		}
 	}

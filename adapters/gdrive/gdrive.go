@@ -21,10 +21,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 const folderType = "application/vnd.google-apps.folder"
@@ -195,14 +195,14 @@ func (a *Adapter) read(ctx context.Context, fileID string) (file, string, error)
 		return f, "", err
 	}
 	if !isDocument(f) || len(f.Parents) == 0 {
-		return f, "", fmt.Errorf("gdrive: %s is not a document: %w", fileID, adapters.ErrNotFound)
+		return f, "", fmt.Errorf("gdrive: %s is not a document: %w", fileID, practice.ErrNotFound)
 	}
 	rel, ok, err := a.pathOf(ctx, f.Parents[0])
 	if err != nil {
 		return f, "", err
 	}
 	if !ok {
-		return f, "", fmt.Errorf("gdrive: %s is not under the filing root: %w", fileID, adapters.ErrNotFound)
+		return f, "", fmt.Errorf("gdrive: %s is not under the filing root: %w", fileID, practice.ErrNotFound)
 	}
 	return f, rel, nil
 }
@@ -291,7 +291,7 @@ func (c *folderCache) put(id string, f folderInfo) {
 	c.m[id] = f
 }
 
-var _ adapters.Reader = (*Adapter)(nil)
+var _ practice.Reader = (*Adapter)(nil)
 
 // Upstream is the adapter's resilient client, for readiness reports.
 func (a *Adapter) Upstream() *upstream.Client { return a.c }

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/gdrive"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var (
-	live  = adapters.Tenant{Firm: "frm_acme"}
+	live  = practice.Tenant{Firm: "frm_acme"}
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
@@ -40,7 +40,7 @@ func setup(t *testing.T) (*vendortest.GDrive, *gdrive.Adapter, vendortest.Practi
 
 func TestListDocuments(t *testing.T) {
 	_, a, p := setup(t)
-	raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, 9)
+	raws := vendortest.ListAll(t, a, live, practice.Documents, practice.Filter{}, 9)
 	// Every practice file, the internal one and the .keep.
 	if len(raws) != len(p.Files)+2 {
 		t.Fatalf("%d documents, want %d", len(raws), len(p.Files)+2)
@@ -53,22 +53,22 @@ func TestListDocuments(t *testing.T) {
 func TestGetWalksParents(t *testing.T) {
 	d, a, p := setup(t)
 	ctx := context.Background()
-	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[6].Path]))
+	raw, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[6].Path]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc adapters.Document
+	var doc practice.Document
 	json.Unmarshal(raw, &doc)
 	if doc.Kind != "tax_return" || doc.Location.Path != "/Clients/Client 00 Ltd/2024/Tax return/" {
 		t.Fatalf("%+v", doc)
 	}
 	for _, id := range []string{filing.DocID("1drvNOPE"), "doc_", filing.DocID("root")} {
-		if _, err := a.Get(ctx, live, adapters.Documents, id); !errors.Is(err, adapters.ErrNotFound) {
+		if _, err := a.Get(ctx, live, practice.Documents, id); !errors.Is(err, practice.ErrNotFound) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
 	d.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"id":"x","name":"a.pdf","mimeType":"application/pdf","size":"many"`})
-	if _, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[0].Path])); !errors.Is(err, adapters.ErrBadUpstream) {
+	if _, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[0].Path])); !errors.Is(err, practice.ErrBadUpstream) {
 		t.Fatalf("malformed: %v", err)
 	}
 }
@@ -81,11 +81,11 @@ func TestScopedToRootFolder(t *testing.T) {
 	// With the drive's root as the filing root, paths come from walking
 	// the parents.
 	probe, _ := gdrive.New(gdrive.Config{BaseURL: d.URL, OAuth2: upstream.OAuth2Config{AccessToken: d.Token}}, upstream.Deps{})
-	raw, err := probe.Get(context.Background(), live, adapters.Documents, filing.DocID(inside))
+	raw, err := probe.Get(context.Background(), live, practice.Documents, filing.DocID(inside))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var doc adapters.Document
+	var doc practice.Document
 	json.Unmarshal(raw, &doc)
 	if doc.Location.Path != "/Clients/Acme/2025/Tax return/" || doc.Kind != "tax_return" {
 		t.Fatalf("%+v", doc)
@@ -93,10 +93,10 @@ func TestScopedToRootFolder(t *testing.T) {
 	// The Clients folder is the double's first folder.
 	a, _ := gdrive.New(gdrive.Config{BaseURL: d.URL, OAuth2: upstream.OAuth2Config{AccessToken: d.Token},
 		RootFolderID: "1drv000001", RootPath: "/Clients"}, upstream.Deps{})
-	if _, err := a.Get(context.Background(), live, adapters.Documents, filing.DocID(outside)); !errors.Is(err, adapters.ErrNotFound) {
+	if _, err := a.Get(context.Background(), live, practice.Documents, filing.DocID(outside)); !errors.Is(err, practice.ErrNotFound) {
 		t.Fatalf("a file outside the root: %v", err)
 	}
-	raw, err = a.Get(context.Background(), live, adapters.Documents, filing.DocID(inside))
+	raw, err = a.Get(context.Background(), live, practice.Documents, filing.DocID(inside))
 	if err != nil {
 		t.Fatal(err)
 	}

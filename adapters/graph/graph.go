@@ -20,10 +20,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Config is one firm's drive. Secrets may hold {env.X} placeholders, which
@@ -180,7 +180,7 @@ func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (upst
 		}
 		req.Query = url.Values{"$top": {strconv.Itoa(a.cfg.PageSize)}, "$select": {selectFields}}
 	} else if !strings.HasPrefix(token, "/drives/") {
-		return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+		return page, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 	}
 	var body children
@@ -210,7 +210,7 @@ func (a *Adapter) read(ctx context.Context, itemID string) (driveItem, string, e
 	}
 	rel, ok := a.relative(it.ParentReference.Path)
 	if it.File == nil || !ok {
-		return it, "", fmt.Errorf("graph: %s is not a document under %s: %w", itemID, a.cfg.Root, adapters.ErrNotFound)
+		return it, "", fmt.Errorf("graph: %s is not a document under %s: %w", itemID, a.cfg.Root, practice.ErrNotFound)
 	}
 	return it, rel, nil
 }
@@ -249,7 +249,7 @@ func (a *Adapter) item(it driveItem, rel string) (filing.Item, error) {
 	}, nil
 }
 
-var _ adapters.Reader = (*Adapter)(nil)
+var _ practice.Reader = (*Adapter)(nil)
 
 // Upstream is the adapter's resilient client, for readiness reports.
 func (a *Adapter) Upstream() *upstream.Client { return a.c }

@@ -8,16 +8,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/graph"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var (
-	live  = adapters.Tenant{Firm: "frm_acme"}
+	live  = practice.Tenant{Firm: "frm_acme"}
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
@@ -39,7 +39,7 @@ func setup(t *testing.T) (*vendortest.Graph, *graph.Adapter, vendortest.Practice
 func TestListDocuments(t *testing.T) {
 	_, a, p := setup(t)
 	for _, limit := range []int{7, 50} {
-		raws := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{}, limit)
+		raws := vendortest.ListAll(t, a, live, practice.Documents, practice.Filter{}, limit)
 		docs := p.CheckDocuments(t, raws, "sharepoint", "https://")
 		if len(raws) != len(p.Files) || len(docs) != len(p.Files) {
 			t.Fatalf("limit %d: %d documents, %d of the practice, want %d", limit, len(raws), len(docs), len(p.Files))
@@ -50,7 +50,7 @@ func TestListDocuments(t *testing.T) {
 			}
 		}
 	}
-	recent := vendortest.ListAll(t, a, live, adapters.Documents, adapters.Filter{UpdatedSince: epoch.Add(100 * time.Hour)}, 10)
+	recent := vendortest.ListAll(t, a, live, practice.Documents, practice.Filter{UpdatedSince: epoch.Add(100 * time.Hour)}, 10)
 	if len(recent) != len(p.Files)-100 {
 		t.Fatalf("%d updated since, want %d", len(recent), len(p.Files)-100)
 	}
@@ -59,18 +59,18 @@ func TestListDocuments(t *testing.T) {
 func TestGetDocument(t *testing.T) {
 	g, a, p := setup(t)
 	ctx := context.Background()
-	raw, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[1].Path]))
+	raw, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[1].Path]))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d adapters.Document
+	var d practice.Document
 	json.Unmarshal(raw, &d)
 	if d.Kind != "signed_engagement_letter" || d.Location.Path != "/Clients/Client 00 Ltd/2025/Engagement letters/" {
 		t.Fatalf("%+v", d)
 	}
 	outside := g.AddFile("/Internal/Board minutes.pdf", 1, "application/pdf", epoch)
 	for _, id := range []string{filing.DocID(outside), filing.DocID("01NOPE"), "doc_!!", filing.DocID("01ROOT")} {
-		if _, err := a.Get(ctx, live, adapters.Documents, id); !errors.Is(err, adapters.ErrNotFound) {
+		if _, err := a.Get(ctx, live, practice.Documents, id); !errors.Is(err, practice.ErrNotFound) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
@@ -80,18 +80,18 @@ func TestGraphFailures(t *testing.T) {
 	g, a, p := setup(t)
 	ctx := context.Background()
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"value":[{"id":"x","name":"a.pdf","file":{},"createdDateTime":"not a time","lastModifiedDateTime":"2026-01-01T00:00:00Z"}]}`})
-	if _, err := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5}); !errors.Is(err, adapters.ErrBadUpstream) {
+	if _, err := a.List(ctx, live, practice.Documents, practice.Query{Limit: 5}); !errors.Is(err, practice.ErrBadUpstream) {
 		t.Fatalf("malformed: %v", err)
 	}
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "30",
 		Body: `{"error":{"code":"activityLimitReached","message":"The request has been throttled"}}`})
-	_, err := a.Get(ctx, live, adapters.Documents, filing.DocID(p.IDs[p.Files[0].Path]))
-	if ra, _ := upstream.RetryAfter(err); !errors.Is(err, adapters.ErrUnavailable) || ra != 30*time.Second {
+	_, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[0].Path]))
+	if ra, _ := upstream.RetryAfter(err); !errors.Is(err, practice.ErrUnavailable) || ra != 30*time.Second {
 		t.Fatalf("throttled: %v", err)
 	}
 	// A cursor cannot point the adapter at another host.
 	forged := upstream.Cursor{Stack: []upstream.Frame{{Page: "https://evil.example/steal"}}}.Encode()
-	if _, err := a.List(ctx, live, adapters.Documents, adapters.Query{Limit: 5, Cursor: forged}); err == nil {
+	if _, err := a.List(ctx, live, practice.Documents, practice.Query{Limit: 5, Cursor: forged}); err == nil {
 		t.Fatal("a forged cursor was followed")
 	}
 }

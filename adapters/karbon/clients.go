@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var defaultClientStatuses = map[string]string{
@@ -28,8 +28,8 @@ func clientStatuses(cfg map[string]string) (map[string]string, error) {
 		m[k] = v
 	}
 	for k, v := range cfg {
-		if !contains(adapters.ClientStatuses, v) {
-			return nil, fmt.Errorf("karbon: client_statuses %q: %q is not one of %v", k, v, adapters.ClientStatuses)
+		if !contains(practice.ClientStatuses, v) {
+			return nil, fmt.Errorf("karbon: client_statuses %q: %q is not one of %v", k, v, practice.ClientStatuses)
 		}
 		m[norm(k)] = v
 	}
@@ -80,7 +80,7 @@ type clientRow struct {
 // segments are the Karbon collections a client list walks, in order.
 var segments = []byte{'c', 'o', 'g'}
 
-func (a *Adapter) listClients(ctx context.Context, f adapters.Filter, cur upstream.Cursor, limit int) (adapters.Page, error) {
+func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur upstream.Cursor, limit int) (practice.Page, error) {
 	w := upstream.Walk[clientRow]{
 		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[clientRow], error) {
 			return a.fetchClients(ctx, token)
@@ -120,7 +120,7 @@ func (a *Adapter) listClients(ctx context.Context, f adapters.Filter, cur upstre
 
 // inTimes applies the time filters of clients, which Karbon's $filter
 // cannot express, to the modified time (also their last activity).
-func inTimes(f adapters.Filter, t time.Time) bool {
+func inTimes(f practice.Filter, t time.Time) bool {
 	return (f.UpdatedSince.IsZero() || !t.Before(f.UpdatedSince)) &&
 		(f.LastActivityAfter.IsZero() || !t.Before(f.LastActivityAfter)) &&
 		(f.LastActivityBefore.IsZero() || !t.After(f.LastActivityBefore))
@@ -195,7 +195,7 @@ func (a *Adapter) getClient(ctx context.Context, ref clientRef) (json.RawMessage
 		return nil, err
 	}
 	if !ok {
-		return nil, notFound(adapters.Clients, ref.id())
+		return nil, notFound(practice.Clients, ref.id())
 	}
 	return c.raw, nil
 }
@@ -205,7 +205,7 @@ func (a *Adapter) getClient(ctx context.Context, ref clientRef) (json.RawMessage
 func (a *Adapter) readClient(ctx context.Context, ref clientRef) (cached, bool, error) {
 	path := "/v3/" + ref.collection() + "/" + url.PathEscape(ref.key)
 	var (
-		c       adapters.Client
+		c       practice.Client
 		version string
 		ok      bool
 		err     error
@@ -245,10 +245,10 @@ func (a *Adapter) readClient(ctx context.Context, ref clientRef) (cached, bool, 
 	return e, true, nil
 }
 
-func (a *Adapter) fromContact(ctx context.Context, d contactDetail) (adapters.Client, bool, error) {
+func (a *Adapter) fromContact(ctx context.Context, d contactDetail) (practice.Client, bool, error) {
 	status, ok := a.statusOf(d.ContactType)
 	if !ok {
-		return adapters.Client{}, false, nil
+		return practice.Client{}, false, nil
 	}
 	name := strings.Join(strings.Fields(d.FirstName+" "+d.MiddleName+" "+d.LastName), " ")
 	c, err := a.baseClient(ctx, clientRef{'c', d.ContactKey}, name, status, d.LastModifiedDateTime, d.ClientTeam, d.ClientOwner)
@@ -259,14 +259,14 @@ func (a *Adapter) fromContact(ctx context.Context, d contactDetail) (adapters.Cl
 	card := primaryCard(d.BusinessCards)
 	c.Email, c.Phone = cardEmail(card), cardPhone(card)
 	c.Country = a.country(card, d.AccountingDetail)
-	c.Contacts = []adapters.Contact{{Name: name, Role: "primary", Email: c.Email, Phone: c.Phone}}
+	c.Contacts = []practice.Contact{{Name: name, Role: "primary", Email: c.Email, Phone: c.Phone}}
 	return c, true, nil
 }
 
-func (a *Adapter) fromOrganization(ctx context.Context, d organizationDetail) (adapters.Client, bool, error) {
+func (a *Adapter) fromOrganization(ctx context.Context, d organizationDetail) (practice.Client, bool, error) {
 	status, ok := a.statusOf(d.ContactType)
 	if !ok {
-		return adapters.Client{}, false, nil
+		return practice.Client{}, false, nil
 	}
 	c, err := a.baseClient(ctx, clientRef{'o', d.OrganizationKey}, d.FullName, status, d.LastModifiedDateTime, d.ClientTeam, d.ClientOwner)
 	if err != nil {
@@ -284,15 +284,15 @@ func (a *Adapter) fromOrganization(ctx context.Context, d organizationDetail) (a
 		if role == "" {
 			role = "contact"
 		}
-		c.Contacts = append(c.Contacts, adapters.Contact{Name: p.FullName, Role: role, Email: p.EmailAddress, Phone: p.PhoneNumber})
+		c.Contacts = append(c.Contacts, practice.Contact{Name: p.FullName, Role: role, Email: p.EmailAddress, Phone: p.PhoneNumber})
 	}
 	return c, true, nil
 }
 
-func (a *Adapter) fromClientGroup(ctx context.Context, d clientGroupDetail) (adapters.Client, bool, error) {
+func (a *Adapter) fromClientGroup(ctx context.Context, d clientGroupDetail) (practice.Client, bool, error) {
 	status, ok := a.statusOf(d.ContactType)
 	if !ok && d.ContactType != "" {
-		return adapters.Client{}, false, nil
+		return practice.Client{}, false, nil
 	}
 	if !ok {
 		status = "active"
@@ -305,15 +305,15 @@ func (a *Adapter) fromClientGroup(ctx context.Context, d clientGroupDetail) (ada
 	c.Email, c.Phone = cardEmail(d.BusinessCard), cardPhone(d.BusinessCard)
 	c.Country = a.country(d.BusinessCard, nil)
 	if d.PrimaryContact != "" {
-		c.Contacts = append(c.Contacts, adapters.Contact{Name: d.PrimaryContact, Role: "primary"})
+		c.Contacts = append(c.Contacts, practice.Contact{Name: d.PrimaryContact, Role: "primary"})
 	}
 	return c, true, nil
 }
 
-func (a *Adapter) baseClient(ctx context.Context, ref clientRef, name, status, modified string, team []teamMember, ownerField string) (adapters.Client, error) {
+func (a *Adapter) baseClient(ctx context.Context, ref clientRef, name, status, modified string, team []teamMember, ownerField string) (practice.Client, error) {
 	t, err := karbonTime(modified)
 	if err != nil {
-		return adapters.Client{}, upstream.Malformed(a.c.Label(), "client", err)
+		return practice.Client{}, upstream.Malformed(a.c.Label(), "client", err)
 	}
 	owner := ""
 	for _, m := range team {
@@ -327,13 +327,13 @@ func (a *Adapter) baseClient(ctx context.Context, ref clientRef, name, status, m
 		// (or key); the directory turns that into a key.
 		dir, err := a.directory(ctx)
 		if err != nil {
-			return adapters.Client{}, err
+			return practice.Client{}, err
 		}
 		owner = dir.key(ownerField)
 	}
-	return adapters.Client{
+	return practice.Client{
 		ID: ref.id(), Object: "client", Name: name, Status: status, Owner: userID(owner),
-		Contacts: []adapters.Contact{}, LastActivityAt: t, CreatedAt: t, UpdatedAt: t,
+		Contacts: []practice.Contact{}, LastActivityAt: t, CreatedAt: t, UpdatedAt: t,
 	}, nil
 }
 

@@ -9,16 +9,16 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // CreateClient creates a Karbon contact (type individual) or organization
 // (any other type). Contacts of a client are Karbon records of their own
 // and are not created here.
-func (a *Adapter) CreateClient(ctx context.Context, t adapters.Tenant, in adapters.ClientInput) (json.RawMessage, error) {
+func (a *Adapter) CreateClient(ctx context.Context, t practice.Tenant, in practice.ClientInput) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	if err := a.checkClientInput(in, true); err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func (a *Adapter) CreateClient(ctx context.Context, t adapters.Tenant, in adapte
 		ref.kind = 'c'
 		first, last, ok := splitName(*in.Name)
 		if !ok {
-			return nil, adapters.Invalid("name", "A Karbon contact needs a first and a last name.")
+			return nil, practice.Invalid("name", "A Karbon contact needs a first and a last name.")
 		}
 		body["FirstName"], body["LastName"] = first, last
 	} else {
@@ -61,19 +61,19 @@ func (a *Adapter) CreateClient(ctx context.Context, t adapters.Tenant, in adapte
 	if err != nil {
 		return nil, err
 	}
-	a.recordWrite(ctx, adapters.Clients, ref.id(), nil, after, "")
+	a.recordWrite(ctx, practice.Clients, ref.id(), nil, after, "")
 	return after, nil
 }
 
 // UpdateClient changes a client's name, status, owner, email, phone or
 // country (and an organization's type) in Karbon.
-func (a *Adapter) UpdateClient(ctx context.Context, t adapters.Tenant, id string, in adapters.ClientInput) (json.RawMessage, error) {
+func (a *Adapter) UpdateClient(ctx context.Context, t practice.Tenant, id string, in practice.ClientInput) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	ref, ok := parseClientID(id)
 	if !ok {
-		return nil, notFound(adapters.Clients, id)
+		return nil, notFound(practice.Clients, id)
 	}
 	if err := a.checkClientInput(in, false); err != nil {
 		return nil, err
@@ -81,11 +81,11 @@ func (a *Adapter) UpdateClient(ctx context.Context, t adapters.Tenant, id string
 	if in.Type != nil {
 		switch {
 		case ref.kind == 'c' && *in.Type != "individual":
-			return nil, adapters.Invalid("type", "This client is a Karbon contact, a person; its type stays individual.")
+			return nil, practice.Invalid("type", "This client is a Karbon contact, a person; its type stays individual.")
 		case ref.kind == 'o' && *in.Type == "individual":
-			return nil, adapters.Invalid("type", "This client is a Karbon organization; make the person a Karbon contact instead.")
+			return nil, practice.Invalid("type", "This client is a Karbon organization; make the person a Karbon contact instead.")
 		case ref.kind == 'g' && *in.Type != a.cfg.ClientGroupType:
-			return nil, adapters.Invalid("type", "This client is a Karbon client group, whose type is %s.", a.cfg.ClientGroupType)
+			return nil, practice.Invalid("type", "This client is a Karbon client group, whose type is %s.", a.cfg.ClientGroupType)
 		}
 	}
 	before, err := a.getClient(ctx, ref)
@@ -106,7 +106,7 @@ func (a *Adapter) UpdateClient(ctx context.Context, t adapters.Tenant, id string
 		if ref.kind == 'c' {
 			first, last, ok := splitName(*in.Name)
 			if !ok {
-				return nil, adapters.Invalid("name", "A Karbon contact needs a first and a last name.")
+				return nil, practice.Invalid("name", "A Karbon contact needs a first and a last name.")
 			}
 			body["FirstName"], body["LastName"] = first, last
 			delete(body, "MiddleName")
@@ -149,7 +149,7 @@ func (a *Adapter) UpdateClient(ctx context.Context, t adapters.Tenant, id string
 		return nil, err
 	}
 	if !bytes.Equal(before, after) {
-		a.recordWrite(ctx, adapters.Clients, id, before, after, "")
+		a.recordWrite(ctx, practice.Clients, id, before, after, "")
 	}
 	return after, nil
 }
@@ -165,12 +165,12 @@ var putFields = map[byte][]string{
 		"EntityDescription", "PrimaryContact", "Members"},
 }
 
-func (a *Adapter) checkClientInput(in adapters.ClientInput, create bool) error {
+func (a *Adapter) checkClientInput(in practice.ClientInput, create bool) error {
 	if err := in.Validate(create); err != nil {
 		return err
 	}
 	if in.Contacts != nil {
-		return adapters.Invalid("contacts", "Karbon keeps a client's contacts as Karbon contacts of their own; add them in Karbon.")
+		return practice.Invalid("contacts", "Karbon keeps a client's contacts as Karbon contacts of their own; add them in Karbon.")
 	}
 	return nil
 }
@@ -180,14 +180,14 @@ func (a *Adapter) checkClientInput(in adapters.ClientInput, create bool) error {
 func (a *Adapter) ownerKey(ctx context.Context, owner string) (string, error) {
 	key, ok := parseKey(owner, "usr_")
 	if !ok {
-		return "", adapters.Invalid("owner", "The owner must be a person's id, such as usr_2bYxtn94ZSdY.")
+		return "", practice.Invalid("owner", "The owner must be a person's id, such as usr_2bYxtn94ZSdY.")
 	}
 	dir, err := a.directory(ctx)
 	if err != nil {
 		return "", err
 	}
 	if dir.email(key) == "" {
-		return "", adapters.Invalid("owner", "There is no person %s in this firm's Karbon.", owner)
+		return "", practice.Invalid("owner", "There is no person %s in this firm's Karbon.", owner)
 	}
 	return key, nil
 }
@@ -203,14 +203,14 @@ func splitName(name string) (first, last string, ok bool) {
 
 // newCard is the primary business card of a new client, nil when in sets
 // nothing a card holds.
-func newCard(in adapters.ClientInput) map[string]any {
+func newCard(in practice.ClientInput) map[string]any {
 	if in.Email == nil && in.Phone == nil && in.Country == nil {
 		return nil
 	}
 	return editCard(map[string]any{"IsPrimaryCard": true}, in)
 }
 
-func editCards(cards []any, in adapters.ClientInput) []any {
+func editCards(cards []any, in practice.ClientInput) []any {
 	for i, c := range cards {
 		if m, ok := c.(map[string]any); ok && m["IsPrimaryCard"] == true {
 			cards[i] = editCard(m, in)
@@ -229,7 +229,7 @@ func editCards(cards []any, in adapters.ClientInput) []any {
 // editCard sets the first email, phone number and address country of a
 // card, keeping its key and the rest so Karbon updates rather than
 // replaces it.
-func editCard(card map[string]any, in adapters.ClientInput) map[string]any {
+func editCard(card map[string]any, in practice.ClientInput) map[string]any {
 	if card == nil {
 		card = map[string]any{"IsPrimaryCard": true}
 	}

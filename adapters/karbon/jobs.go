@@ -9,17 +9,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
-func (a *Adapter) listJobs(ctx context.Context, f adapters.Filter, cur upstream.Cursor, limit int) (adapters.Page, error) {
+func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur upstream.Cursor, limit int) (practice.Page, error) {
 	filter, none, err := a.jobFilter(ctx, f)
 	if err != nil {
-		return adapters.Page{}, err
+		return practice.Page{}, err
 	}
 	if none {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
+		return practice.Page{Items: []json.RawMessage{}}, nil
 	}
 	// When Karbon applies every filter, a page of ours is the next limit
 	// work items, and one more says whether there are others: asking for
@@ -55,7 +55,7 @@ func (a *Adapter) listJobs(ctx context.Context, f adapters.Filter, cur upstream.
 // assignee (by email) and the primary status when the stage occurs under
 // one only. none reports a filter that matches nothing here (an owner who
 // is not a Karbon user).
-func (a *Adapter) jobFilter(ctx context.Context, f adapters.Filter) (filter string, none bool, err error) {
+func (a *Adapter) jobFilter(ctx context.Context, f practice.Filter) (filter string, none bool, err error) {
 	var clauses []string
 	if f.Client != "" {
 		ref, ok := parseClientID(f.Client)
@@ -96,7 +96,7 @@ func (a *Adapter) jobFilter(ctx context.Context, f adapters.Filter) (filter stri
 
 // jobMatches applies every job filter; the ones in $filter again, which
 // costs nothing and keeps this the one definition of a match.
-func (a *Adapter) jobMatches(f adapters.Filter, w workItem) bool {
+func (a *Adapter) jobMatches(f practice.Filter, w workItem) bool {
 	if f.Stage != "" && a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus) != f.Stage {
 		return false
 	}
@@ -167,16 +167,16 @@ func (a *Adapter) readWork(ctx context.Context, key string) (workItem, error) {
 }
 
 // job translates a work item.
-func (a *Adapter) job(w workItem) (adapters.Job, error) {
+func (a *Adapter) job(w workItem) (practice.Job, error) {
 	created, updated, err := workTimes(w)
 	if err != nil {
-		return adapters.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
+		return practice.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
 	}
 	d, err := deadline(w)
 	if err != nil {
-		return adapters.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
+		return practice.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
 	}
-	j := adapters.Job{
+	j := practice.Job{
 		ID: "job_" + w.WorkItemKey, Object: "job", Title: w.Title, Type: w.WorkType,
 		Owner:     userID(w.AssigneeKey),
 		Stage:     a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
@@ -186,7 +186,7 @@ func (a *Adapter) job(w workItem) (adapters.Job, error) {
 	if ref, ok := refFromClientType(w.ClientType, w.ClientKey); ok {
 		j.Client = ref.id()
 	}
-	if adapters.ClosedStage(j.Stage) {
+	if practice.ClosedStage(j.Stage) {
 		closed := updated
 		j.ClosedAt = &closed
 	}
@@ -203,7 +203,7 @@ func (a *Adapter) jobJSON(w workItem) (json.RawMessage, error) {
 
 // appendJob writes a job as json.Marshal does (TestAppendJob holds it to
 // that), without its reflection: jobs are translated a page at a time.
-func appendJob(b []byte, j *adapters.Job) []byte {
+func appendJob(b []byte, j *practice.Job) []byte {
 	b = append(b, '{')
 	b = upstream.AppendJSONField(b, "id", j.ID)
 	b = upstream.AppendJSONField(b, "object", j.Object)

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // workPutFields are RequestCreateWorkItem's fields, less WorkStatus: when
@@ -25,21 +25,21 @@ var workPutFields = []string{"AssigneeEmailAddress", "Title", "ClientKey", "Clie
 
 // CreateJob creates a Karbon work item starting today, in Karbon's
 // initial status.
-func (a *Adapter) CreateJob(ctx context.Context, t adapters.Tenant, in adapters.JobInput) (json.RawMessage, error) {
+func (a *Adapter) CreateJob(ctx context.Context, t practice.Tenant, in practice.JobInput) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	if err := a.checkJobInput(in, true); err != nil {
 		return nil, err
 	}
 	ref, ok := parseClientID(*in.Client)
 	if !ok {
-		return nil, adapters.Invalid("client", "There is no client %s in this firm's Karbon.", *in.Client)
+		return nil, practice.Invalid("client", "There is no client %s in this firm's Karbon.", *in.Client)
 	}
 	owner := a.cfg.DefaultAssignee
 	set(&owner, in.Owner)
 	if owner == "" {
-		return nil, adapters.Missing("owner")
+		return nil, practice.Missing("owner")
 	}
 	email, err := a.assigneeEmail(ctx, owner)
 	if err != nil {
@@ -65,19 +65,19 @@ func (a *Adapter) CreateJob(ctx context.Context, t adapters.Tenant, in adapters.
 	if err != nil {
 		return nil, err
 	}
-	a.recordWrite(ctx, adapters.Jobs, "job_"+created.WorkItemKey, nil, after, "")
+	a.recordWrite(ctx, practice.Jobs, "job_"+created.WorkItemKey, nil, after, "")
 	return after, nil
 }
 
 // UpdateJob changes a work item's title, type, deadline or assignee with
 // Karbon's PATCH, and its client with a PUT (PATCH cannot).
-func (a *Adapter) UpdateJob(ctx context.Context, t adapters.Tenant, id string, in adapters.JobInput) (json.RawMessage, error) {
+func (a *Adapter) UpdateJob(ctx context.Context, t practice.Tenant, id string, in practice.JobInput) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	key, ok := parseKey(id, "job_")
 	if !ok {
-		return nil, notFound(adapters.Jobs, id)
+		return nil, notFound(practice.Jobs, id)
 	}
 	if err := a.checkJobInput(in, false); err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (a *Adapter) UpdateJob(ctx context.Context, t adapters.Tenant, id string, i
 	if in.Client != nil {
 		ref, ok := parseClientID(*in.Client)
 		if !ok {
-			return nil, adapters.Invalid("client", "There is no client %s in this firm's Karbon.", *in.Client)
+			return nil, practice.Invalid("client", "There is no client %s in this firm's Karbon.", *in.Client)
 		}
 		err := a.putWork(ctx, key, func(_ workItem, body map[string]any) error {
 			for k, v := range patch {
@@ -130,7 +130,7 @@ func (a *Adapter) UpdateJob(ctx context.Context, t adapters.Tenant, id string, i
 		return nil, err
 	}
 	if !bytes.Equal(before, after) {
-		a.recordWrite(ctx, adapters.Jobs, id, before, after, "")
+		a.recordWrite(ctx, practice.Jobs, id, before, after, "")
 	}
 	return after, nil
 }
@@ -138,13 +138,13 @@ func (a *Adapter) UpdateJob(ctx context.Context, t adapters.Tenant, id string, i
 // MoveJob writes the Karbon status that stands for the stage (see
 // Config.StageMap) and puts the note on the work item's timeline when
 // Config.NoteAuthor is set. The job comes back as Karbon now has it.
-func (a *Adapter) MoveJob(ctx context.Context, t adapters.Tenant, id string, move adapters.StageMove) (json.RawMessage, error) {
+func (a *Adapter) MoveJob(ctx context.Context, t practice.Tenant, id string, move practice.StageMove) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	key, ok := parseKey(id, "job_")
 	if !ok {
-		return nil, notFound(adapters.Jobs, id)
+		return nil, notFound(practice.Jobs, id)
 	}
 	if err := move.Validate(); err != nil {
 		return nil, err
@@ -155,7 +155,7 @@ func (a *Adapter) MoveJob(ctx context.Context, t adapters.Tenant, id string, mov
 	}
 	primary, secondary, ok := a.stages.target(statuses, move.Stage)
 	if !ok {
-		return nil, &adapters.InvalidError{Code: "invalid_stage", Param: "stage",
+		return nil, &practice.InvalidError{Code: "invalid_stage", Param: "stage",
 			Message: fmt.Sprintf("This firm's Karbon has no work status for the stage %q; map one in its stage_map.", move.Stage)}
 	}
 	var before json.RawMessage
@@ -190,7 +190,7 @@ func (a *Adapter) MoveJob(ctx context.Context, t adapters.Tenant, id string, mov
 	if err != nil {
 		return nil, err
 	}
-	a.recordWrite(ctx, adapters.Jobs, id, before, after, move.Note)
+	a.recordWrite(ctx, practice.Jobs, id, before, after, move.Note)
 	return after, nil
 }
 
@@ -219,12 +219,12 @@ func (a *Adapter) putWork(ctx context.Context, key string, edit func(current wor
 	return a.send(ctx, http.MethodPut, path, body, nil, "job")
 }
 
-func (a *Adapter) checkJobInput(in adapters.JobInput, create bool) error {
+func (a *Adapter) checkJobInput(in practice.JobInput, create bool) error {
 	if err := in.Validate(create); err != nil {
 		return err
 	}
 	if in.Engagement != nil && *in.Engagement != "" {
-		return adapters.Invalid("engagement", "Karbon has no engagements; leave engagement out for this firm's jobs.")
+		return practice.Invalid("engagement", "Karbon has no engagements; leave engagement out for this firm's jobs.")
 	}
 	return nil
 }
@@ -243,5 +243,5 @@ func (a *Adapter) assigneeEmail(ctx context.Context, owner string) (string, erro
 	} else if key := dir.key(owner); key != "" {
 		return dir.email(key), nil
 	}
-	return "", adapters.Invalid("owner", "There is no person %s in this firm's Karbon.", owner)
+	return "", practice.Invalid("owner", "There is no person %s in this firm's Karbon.", owner)
 }

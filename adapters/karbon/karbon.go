@@ -5,7 +5,7 @@
 // records.
 //
 // Karbon has no engagements, documents or invoices: List answers an empty
-// page and Get adapters.ErrNotFound for them. The firm's engagement letters
+// page and Get practice.ErrNotFound for them. The firm's engagement letters
 // stay with the demo records or its document store.
 //
 // Each /v1 record is built from Karbon's published shapes:
@@ -48,8 +48,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Config is one firm's Karbon. Credentials may hold {env.X} placeholders,
@@ -147,8 +147,8 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 	if cfg.ClientGroupType == "" {
 		cfg.ClientGroupType = "company"
 	}
-	if !contains(adapters.ClientTypes, cfg.ClientGroupType) {
-		return nil, fmt.Errorf("karbon: client_group_type %q must be one of %v", cfg.ClientGroupType, adapters.ClientTypes)
+	if !contains(practice.ClientTypes, cfg.ClientGroupType) {
+		return nil, fmt.Errorf("karbon: client_group_type %q must be one of %v", cfg.ClientGroupType, practice.ClientTypes)
 	}
 	if cfg.DefaultCountry == "" {
 		cfg.DefaultCountry = "GB"
@@ -193,55 +193,55 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 
 // serves reports whether t is a tenant this adapter holds records for: its
 // firm's live records. Sandbox tenants have seeded records elsewhere.
-func (a *Adapter) serves(t adapters.Tenant) bool {
+func (a *Adapter) serves(t practice.Tenant) bool {
 	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
 }
 
-func (a *Adapter) tenant() adapters.Tenant { return adapters.Tenant{Firm: a.cfg.Firm} }
+func (a *Adapter) tenant() practice.Tenant { return practice.Tenant{Firm: a.cfg.Firm} }
 
 // List returns one page of clients, jobs or people; other kinds are empty.
-func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !a.serves(t) {
-		return adapters.Page{}, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return practice.Page{}, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	cur, err := upstream.DecodeCursor(q.Cursor)
 	if err != nil {
-		return adapters.Page{}, err
+		return practice.Page{}, err
 	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	switch k {
-	case adapters.Clients:
+	case practice.Clients:
 		return a.listClients(ctx, q.Filter, cur, limit)
-	case adapters.Jobs:
+	case practice.Jobs:
 		return a.listJobs(ctx, q.Filter, cur, limit)
-	case adapters.People:
+	case practice.People:
 		return a.listPeople(ctx, q.Filter, cur, limit)
 	}
-	return adapters.Page{Items: []json.RawMessage{}}, nil
+	return practice.Page{Items: []json.RawMessage{}}, nil
 }
 
 // Get returns one client, job or person.
-func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("karbon: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	switch k {
-	case adapters.Clients:
+	case practice.Clients:
 		ref, ok := parseClientID(id)
 		if !ok {
 			return nil, notFound(k, id)
 		}
 		return a.getClient(ctx, ref)
-	case adapters.Jobs:
+	case practice.Jobs:
 		key, ok := parseKey(id, "job_")
 		if !ok {
 			return nil, notFound(k, id)
 		}
 		return a.getJob(ctx, key)
-	case adapters.People:
+	case practice.People:
 		key, ok := parseKey(id, "usr_")
 		if !ok {
 			return nil, notFound(k, id)
@@ -251,8 +251,8 @@ func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, i
 	return nil, notFound(k, id)
 }
 
-func notFound(k adapters.Kind, id string) error {
-	return fmt.Errorf("karbon: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+func notFound(k practice.Kind, id string) error {
+	return fmt.Errorf("karbon: no %s %q: %w", k.Singular(), id, practice.ErrNotFound)
 }
 
 // getJSON reads one Karbon resource.
@@ -298,9 +298,9 @@ func (c *ttlValue[T]) get(now time.Time, ttl time.Duration, fetch func() (T, err
 }
 
 var (
-	_ adapters.Reader       = (*Adapter)(nil)
-	_ adapters.ClientWriter = (*Adapter)(nil)
-	_ adapters.JobWriter    = (*Adapter)(nil)
+	_ practice.Reader       = (*Adapter)(nil)
+	_ practice.ClientWriter = (*Adapter)(nil)
+	_ practice.JobWriter    = (*Adapter)(nil)
 )
 
 // Upstream is the adapter's resilient client, for readiness reports.

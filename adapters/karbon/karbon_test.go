@@ -12,34 +12,34 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var (
-	live  = adapters.Tenant{Firm: "frm_acme"}
+	live  = practice.Tenant{Firm: "frm_acme"}
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
 // sink collects change records.
 type sink struct {
 	mu      sync.Mutex
-	changes []adapters.Change
+	changes []practice.Change
 }
 
-func (s *sink) Publish(_ context.Context, c adapters.Change) error {
+func (s *sink) Publish(_ context.Context, c practice.Change) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changes = append(s.changes, c)
 	return nil
 }
 
-func (s *sink) all() []adapters.Change {
+func (s *sink) all() []practice.Change {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]adapters.Change(nil), s.changes...)
+	return append([]practice.Change(nil), s.changes...)
 }
 
 // statuses cycle through the work items of the fixture.
@@ -117,13 +117,13 @@ func newAdapter(t *testing.T, k *vendortest.Karbon, opts ...opt) (*karbon.Adapte
 }
 
 // page lists everything with limit, checking paging on the way.
-func pageAll(t *testing.T, a *karbon.Adapter, k adapters.Kind, f adapters.Filter, limit int) []map[string]any {
+func pageAll(t *testing.T, a *karbon.Adapter, k practice.Kind, f practice.Filter, limit int) []map[string]any {
 	t.Helper()
 	var out []map[string]any
 	seen := map[string]bool{}
 	cursor := ""
 	for range 1000 {
-		p, err := a.List(context.Background(), live, k, adapters.Query{Filter: f, Cursor: cursor, Limit: limit})
+		p, err := a.List(context.Background(), live, k, practice.Query{Filter: f, Cursor: cursor, Limit: limit})
 		if err != nil {
 			t.Fatalf("list %s: %v", k, err)
 		}
@@ -173,29 +173,29 @@ func TestListJobsAcrossKarbonPages(t *testing.T) {
 	}
 	cases := []struct {
 		name   string
-		f      adapters.Filter
+		f      practice.Filter
 		limit  int
 		want   int
 		pushed string // a $filter Karbon must have been sent
 	}{
-		{"everything", adapters.Filter{}, 37, 250, ""},
-		{"stage pushed down as its primary, refined here", adapters.Filter{Stage: "in_review"}, 10,
+		{"everything", practice.Filter{}, 37, 250, ""},
+		{"stage pushed down as its primary, refined here", practice.Filter{Stage: "in_review"}, 10,
 			count(func(i int) bool { return stageOf(i) == "in_review" }), "PrimaryStatus eq 'InProgress'"},
-		{"stage of a secondary only", adapters.Filter{Stage: "filed"}, 7,
+		{"stage of a secondary only", practice.Filter{Stage: "filed"}, 7,
 			count(func(i int) bool { return stageOf(i) == "filed" }), "PrimaryStatus eq 'Completed'"},
-		{"owner by email", adapters.Filter{Owner: "usr_U2manager"}, 50, 125, "AssigneeEmailAddress eq 'mo@firm.example'"},
-		{"client", adapters.Filter{Client: "cli_c-C007"}, 50, 3, "ClientKey eq 'C007'"},
-		{"deadline range, applied here", adapters.Filter{DeadlineAfter: "2026-04-01", DeadlineBefore: "2026-04-30"}, 8, 30, ""},
-		{"an owner who is not a user", adapters.Filter{Owner: "usr_nobody"}, 50, 0, ""},
+		{"owner by email", practice.Filter{Owner: "usr_U2manager"}, 50, 125, "AssigneeEmailAddress eq 'mo@firm.example'"},
+		{"client", practice.Filter{Client: "cli_c-C007"}, 50, 3, "ClientKey eq 'C007'"},
+		{"deadline range, applied here", practice.Filter{DeadlineAfter: "2026-04-01", DeadlineBefore: "2026-04-30"}, 8, 30, ""},
+		{"an owner who is not a user", practice.Filter{Owner: "usr_nobody"}, 50, 0, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			jobs := pageAll(t, a, adapters.Jobs, tc.f, tc.limit)
+			jobs := pageAll(t, a, practice.Jobs, tc.f, tc.limit)
 			if len(jobs) != tc.want {
 				t.Fatalf("%d jobs, want %d", len(jobs), tc.want)
 			}
 			for _, j := range jobs {
-				if !adapters.ValidStage(j["stage"].(string)) || !strings.HasPrefix(j["id"].(string), "job_") {
+				if !practice.ValidStage(j["stage"].(string)) || !strings.HasPrefix(j["id"].(string), "job_") {
 					t.Fatalf("bad job %v", j)
 				}
 				if tc.f.Stage != "" && j["stage"] != tc.f.Stage {
@@ -221,18 +221,18 @@ func TestListJobsAcrossKarbonPages(t *testing.T) {
 func TestJobShape(t *testing.T) {
 	k := fixture(t)
 	a, _ := newAdapter(t, k)
-	raw, err := a.Get(context.Background(), live, adapters.Jobs, "job_W0006")
+	raw, err := a.Get(context.Background(), live, practice.Jobs, "job_W0006")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var j adapters.Job
+	var j practice.Job
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&j); err != nil {
 		t.Fatal(err)
 	}
 	closed := epoch.Add(48 * time.Hour)
-	want := adapters.Job{ID: "job_W0006", Object: "job", Title: "Accounts 6", Type: "Accounts", Client: "cli_c-C006",
+	want := practice.Job{ID: "job_W0006", Object: "job", Title: "Accounts 6", Type: "Accounts", Client: "cli_c-C006",
 		Owner: "usr_U1partner", Stage: "filed", Deadline: "2026-03-08", CreatedAt: epoch, UpdatedAt: closed}
 	if j.ClosedAt != nil || !j.CreatedAt.Equal(want.CreatedAt) || !j.UpdatedAt.Equal(want.UpdatedAt) {
 		t.Fatalf("times: %+v", j)
@@ -241,7 +241,7 @@ func TestJobShape(t *testing.T) {
 	if j != want {
 		t.Fatalf("job = %+v\nwant %+v", j, want)
 	}
-	raw, _ = a.Get(context.Background(), live, adapters.Jobs, "job_W0007")
+	raw, _ = a.Get(context.Background(), live, practice.Jobs, "job_W0007")
 	json.Unmarshal(raw, &j)
 	if j.Stage != "completed" || j.ClosedAt == nil || !j.ClosedAt.Equal(closed) {
 		t.Fatalf("completed job: %+v", j)
@@ -251,7 +251,7 @@ func TestJobShape(t *testing.T) {
 func TestClients(t *testing.T) {
 	k := fixture(t)
 	a, _ := newAdapter(t, k)
-	clients := pageAll(t, a, adapters.Clients, adapters.Filter{}, 25)
+	clients := pageAll(t, a, practice.Clients, practice.Filter{}, 25)
 	// 108 contacts that are clients or prospects, 30 organizations, 2 groups.
 	if len(clients) != 140 {
 		t.Fatalf("%d clients, want 140", len(clients))
@@ -264,38 +264,38 @@ func TestClients(t *testing.T) {
 			t.Fatal("a supplier is listed as a client")
 		}
 	}
-	prospects := pageAll(t, a, adapters.Clients, adapters.Filter{Status: "prospect"}, 5)
+	prospects := pageAll(t, a, practice.Clients, practice.Filter{Status: "prospect"}, 5)
 	if len(prospects) != 12 {
 		t.Fatalf("%d prospects, want 12", len(prospects))
 	}
-	mine := pageAll(t, a, adapters.Clients, adapters.Filter{Owner: "usr_U1partner", Status: "active"}, 10)
+	mine := pageAll(t, a, practice.Clients, practice.Filter{Owner: "usr_U1partner", Status: "active"}, 10)
 	if len(mine) != 48+15+1 {
 		t.Fatalf("%d active clients of U1partner, want 64", len(mine))
 	}
-	recent := pageAll(t, a, adapters.Clients, adapters.Filter{UpdatedSince: epoch.Add(100 * time.Hour)}, 10)
+	recent := pageAll(t, a, practice.Clients, practice.Filter{UpdatedSince: epoch.Add(100 * time.Hour)}, 10)
 	if len(recent) != 18 {
 		t.Fatalf("%d clients updated since, want 18", len(recent))
 	}
 
-	raw, err := a.Get(context.Background(), live, adapters.Clients, "cli_o-O000")
+	raw, err := a.Get(context.Background(), live, practice.Clients, "cli_o-O000")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var c adapters.Client
+	var c practice.Client
 	if err := json.Unmarshal(raw, &c); err != nil {
 		t.Fatal(err)
 	}
 	if c.Type != "company" || c.Status != "active" || c.Owner != "usr_U1partner" || c.Email != "office@org.example" ||
-		len(c.Contacts) != 1 || c.Contacts[0] != (adapters.Contact{Name: "Olive Officer", Role: "director", Email: "olive@org.example"}) {
+		len(c.Contacts) != 1 || c.Contacts[0] != (practice.Contact{Name: "Olive Officer", Role: "director", Email: "olive@org.example"}) {
 		t.Fatalf("organization client: %+v", c)
 	}
-	raw, _ = a.Get(context.Background(), live, adapters.Clients, "cli_g-G002")
+	raw, _ = a.Get(context.Background(), live, practice.Clients, "cli_g-G002")
 	json.Unmarshal(raw, &c)
 	if c.Status != "inactive" || c.Type != "company" || c.Owner != "usr_U2manager" {
 		t.Fatalf("client group: %+v", c)
 	}
 	for _, id := range []string{"cli_c-C009", "cli_c-NOPE", "cli_x-1", "cli_c-../x", "job_1"} {
-		if _, err := a.Get(context.Background(), live, adapters.Clients, id); !errors.Is(err, adapters.ErrNotFound) {
+		if _, err := a.Get(context.Background(), live, practice.Clients, id); !errors.Is(err, practice.ErrNotFound) {
 			t.Errorf("%s: err = %v, want not found", id, err)
 		}
 	}
@@ -304,9 +304,9 @@ func TestClients(t *testing.T) {
 func TestClientDetailsAreCached(t *testing.T) {
 	k := fixture(t)
 	a, _ := newAdapter(t, k)
-	pageAll(t, a, adapters.Clients, adapters.Filter{}, 50)
+	pageAll(t, a, practice.Clients, practice.Filter{}, 50)
 	before := len(k.Requests())
-	pageAll(t, a, adapters.Clients, adapters.Filter{}, 50)
+	pageAll(t, a, practice.Clients, practice.Filter{}, 50)
 	// The second pass reads only the lists: 2 pages of contacts, 1 of
 	// organizations, 1 of client groups (each page of ours refetches the
 	// Karbon page it resumes in).
@@ -318,26 +318,26 @@ func TestClientDetailsAreCached(t *testing.T) {
 func TestPeopleAndOtherKinds(t *testing.T) {
 	k := fixture(t)
 	a, _ := newAdapter(t, k)
-	people := pageAll(t, a, adapters.People, adapters.Filter{}, 2)
+	people := pageAll(t, a, practice.People, practice.Filter{}, 2)
 	if len(people) != 3 || people[0]["role"] != "partner" || people[1]["role"] != "client_manager" || people[2]["role"] != "staff" {
 		t.Fatalf("people = %v", people)
 	}
-	for _, kind := range []adapters.Kind{adapters.Engagements, adapters.Documents, adapters.Invoices} {
-		p, err := a.List(context.Background(), live, kind, adapters.Query{Limit: 10})
+	for _, kind := range []practice.Kind{practice.Engagements, practice.Documents, practice.Invoices} {
+		p, err := a.List(context.Background(), live, kind, practice.Query{Limit: 10})
 		if err != nil || len(p.Items) != 0 || p.HasMore {
 			t.Fatalf("%s: %+v, %v", kind, p, err)
 		}
-		if _, err := a.Get(context.Background(), live, kind, "eng_1"); !errors.Is(err, adapters.ErrNotFound) {
+		if _, err := a.Get(context.Background(), live, kind, "eng_1"); !errors.Is(err, practice.ErrNotFound) {
 			t.Fatalf("%s get: %v", kind, err)
 		}
 	}
-	if _, err := a.List(context.Background(), adapters.Tenant{Firm: "frm_other"}, adapters.Jobs, adapters.Query{Limit: 1}); !errors.Is(err, adapters.ErrNotFound) {
+	if _, err := a.List(context.Background(), practice.Tenant{Firm: "frm_other"}, practice.Jobs, practice.Query{Limit: 1}); !errors.Is(err, practice.ErrNotFound) {
 		t.Fatal("another firm's tenant was served")
 	}
-	if _, err := a.List(context.Background(), adapters.Tenant{Firm: "frm_acme", Sandbox: true}, adapters.Jobs, adapters.Query{Limit: 1}); !errors.Is(err, adapters.ErrNotFound) {
+	if _, err := a.List(context.Background(), practice.Tenant{Firm: "frm_acme", Sandbox: true}, practice.Jobs, practice.Query{Limit: 1}); !errors.Is(err, practice.ErrNotFound) {
 		t.Fatal("the sandbox was served from the live Karbon")
 	}
-	if _, err := a.List(context.Background(), live, adapters.Jobs, adapters.Query{Limit: 1, Cursor: "garbage"}); err == nil {
+	if _, err := a.List(context.Background(), live, practice.Jobs, practice.Query{Limit: 1, Cursor: "garbage"}); err == nil {
 		t.Fatal("a forged cursor was accepted")
 	}
 }

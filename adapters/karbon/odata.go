@@ -6,8 +6,8 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Our cursors over a Karbon collection carry the OData $skip of the next
@@ -26,7 +26,7 @@ func skipToken(token string) (int, error) {
 }
 
 func errBadCursor() error {
-	return &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+	return &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 		Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 }
 

@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
-func (a *Adapter) listPeople(ctx context.Context, f adapters.Filter, cur upstream.Cursor, limit int) (adapters.Page, error) {
+func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur upstream.Cursor, limit int) (practice.Page, error) {
 	// Karbon keeps no times for users, so they are never updated since
 	// anything.
 	if !f.UpdatedSince.IsZero() {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
+		return practice.Page{Items: []json.RawMessage{}}, nil
 	}
 	hour := a.clock.Now().Truncate(time.Hour).Format(time.RFC3339)
 	w := upstream.Walk[userSummary]{
@@ -85,7 +85,7 @@ func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, e
 	if len(u.Roles) > 0 && strings.TrimSpace(u.Roles[0].Name) != "" {
 		role = strings.ReplaceAll(norm(u.Roles[0].Name), " ", "_")
 	}
-	p := adapters.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true}
+	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true}
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("karbon: encode person: %w", err)

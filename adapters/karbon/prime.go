@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Prime remembers the current state of every record of kinds (jobs when
@@ -16,9 +16,9 @@ import (
 // ingest route starts, in a goroutine it owns; it reads every work item
 // (a page per 100) and, for clients and people, each record in full, all
 // within the Karbon budget.
-func (a *Adapter) Prime(ctx context.Context, kinds ...adapters.Kind) error {
+func (a *Adapter) Prime(ctx context.Context, kinds ...practice.Kind) error {
 	if len(kinds) == 0 {
-		kinds = []adapters.Kind{adapters.Jobs}
+		kinds = []practice.Kind{practice.Jobs}
 	}
 	for _, k := range kinds {
 		if err := a.prime(ctx, k); err != nil {
@@ -28,9 +28,9 @@ func (a *Adapter) Prime(ctx context.Context, kinds ...adapters.Kind) error {
 	return nil
 }
 
-func (a *Adapter) prime(ctx context.Context, k adapters.Kind) error {
+func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 	switch k {
-	case adapters.Jobs:
+	case practice.Jobs:
 		return walkAll(ctx, func(ctx context.Context, token string) (upstream.VendorPage[workItem], error) {
 			return a.fetchWork(ctx, "", token, a.cfg.PageSize)
 		}, func(ctx context.Context, w workItem) error {
@@ -38,17 +38,17 @@ func (a *Adapter) prime(ctx context.Context, k adapters.Kind) error {
 			if err != nil {
 				return err
 			}
-			return a.rec.Baseline(ctx, a.tenant(), adapters.Jobs, "job_"+w.WorkItemKey, raw)
+			return a.rec.Baseline(ctx, a.tenant(), practice.Jobs, "job_"+w.WorkItemKey, raw)
 		})
-	case adapters.Clients:
+	case practice.Clients:
 		return walkAll(ctx, a.fetchClients, func(ctx context.Context, r clientRow) error {
 			c, ok, err := a.readClient(ctx, r.ref)
 			if err != nil || !ok {
 				return err
 			}
-			return a.rec.Baseline(ctx, a.tenant(), adapters.Clients, r.ref.id(), c.raw)
+			return a.rec.Baseline(ctx, a.tenant(), practice.Clients, r.ref.id(), c.raw)
 		})
-	case adapters.People:
+	case practice.People:
 		return walkAll(ctx, func(ctx context.Context, token string) (upstream.VendorPage[userSummary], error) {
 			return a.fetchUsers(ctx, "", token)
 		}, func(ctx context.Context, u userSummary) error {
@@ -56,7 +56,7 @@ func (a *Adapter) prime(ctx context.Context, k adapters.Kind) error {
 			if err != nil {
 				return err
 			}
-			return a.rec.Baseline(ctx, a.tenant(), adapters.People, userID(u.Id), raw)
+			return a.rec.Baseline(ctx, a.tenant(), practice.People, userID(u.Id), raw)
 		})
 	}
 	return nil

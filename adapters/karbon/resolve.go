@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Other adapters name the firm's clients their own way: Xero by contact id,
@@ -20,7 +20,7 @@ import (
 // ClientForContact returns the client whose ExternalKey is the Xero
 // contact id (Karbon sets it when the practice links Xero), else the
 // client named name exactly, else "". It implements xero.ClientResolver.
-func (a *Adapter) ClientForContact(ctx context.Context, t adapters.Tenant, contactID, name string) (string, error) {
+func (a *Adapter) ClientForContact(ctx context.Context, t practice.Tenant, contactID, name string) (string, error) {
 	if !a.serves(t) {
 		return "", nil
 	}
@@ -33,7 +33,7 @@ func (a *Adapter) ClientForContact(ctx context.Context, t adapters.Tenant, conta
 
 // ClientForFolder returns the client named exactly as a document folder,
 // else "". It implements filing.ClientResolver.
-func (a *Adapter) ClientForFolder(ctx context.Context, t adapters.Tenant, name string) (string, error) {
+func (a *Adapter) ClientForFolder(ctx context.Context, t practice.Tenant, name string) (string, error) {
 	if !a.serves(t) || name == "" {
 		return "", nil
 	}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Karbon's five primary work statuses are fixed; firms define secondary
@@ -50,8 +50,8 @@ type statusKey struct{ primary, secondary, workStatus string }
 func newStageMap(cfg map[string]string) (*stageMap, error) {
 	m := &stageMap{m: map[string]string{}}
 	for k, v := range cfg {
-		if !adapters.ValidStage(v) {
-			return nil, fmt.Errorf("karbon: stage_map %q: %q is not one of %v", k, v, adapters.JobStages)
+		if !practice.ValidStage(v) {
+			return nil, fmt.Errorf("karbon: stage_map %q: %q is not one of %v", k, v, practice.JobStages)
 		}
 		m.m[norm(k)] = v
 		m.m[compact(k)] = v

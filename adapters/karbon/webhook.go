@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // notification is Karbon's webhook payload (contact-webhook,
@@ -94,32 +94,32 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, n notifi
 		at = time.Time{}
 	}
 	var (
-		kind  adapters.Kind
+		kind  practice.Kind
 		id    string
 		after json.RawMessage
 	)
 	switch n.ResourceType {
 	case "Work":
-		kind, id = adapters.Jobs, "job_"+n.ResourcePermaKey
+		kind, id = practice.Jobs, "job_"+n.ResourcePermaKey
 		after, err = a.getJob(ctx, n.ResourcePermaKey)
 	case "Contact":
 		// Karbon reports contacts, organizations and client groups
 		// alike as Contact; the key says which only by where it is.
-		kind = adapters.Clients
+		kind = practice.Clients
 		for _, k := range []byte{'c', 'o', 'g'} {
 			ref := clientRef{k, n.ResourcePermaKey}
 			id = ref.id()
-			if after, err = a.getClient(ctx, ref); !errors.Is(err, adapters.ErrNotFound) {
+			if after, err = a.getClient(ctx, ref); !errors.Is(err, practice.ErrNotFound) {
 				break
 			}
 		}
 	case "User":
-		kind, id = adapters.People, userID(n.ResourcePermaKey)
+		kind, id = practice.People, userID(n.ResourcePermaKey)
 		after, err = a.getPerson(ctx, n.ResourcePermaKey)
 	default:
 		return nil
 	}
-	if errors.Is(err, adapters.ErrNotFound) {
+	if errors.Is(err, practice.ErrNotFound) {
 		return nil // gone again, or not a client
 	}
 	if err != nil {

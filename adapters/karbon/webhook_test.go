@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func deliver(h http.Handler, body []byte, sig string) int {
@@ -50,10 +50,10 @@ func TestWebhookWorkItemMoved(t *testing.T) {
 		t.Fatalf("%d changes, want 1", len(got))
 	}
 	c := got[0]
-	var before, after adapters.Job
+	var before, after practice.Job
 	json.Unmarshal(c.Before, &before)
 	json.Unmarshal(c.After, &after)
-	if c.Kind != adapters.Jobs || c.ResourceID != "job_W0002" || c.Firm != "frm_acme" || before.Stage != "in_progress" ||
+	if c.Kind != practice.Jobs || c.ResourceID != "job_W0002" || c.Firm != "frm_acme" || before.Stage != "in_progress" ||
 		after.Stage != "in_review" || !c.OccurredAt.Equal(epoch.Add(time.Hour)) || !strings.HasPrefix(c.ID, "chg_") {
 		t.Fatalf("change %+v (%s -> %s)", c, before.Stage, after.Stage)
 	}
@@ -89,7 +89,7 @@ func TestWebhookFirstSight(t *testing.T) {
 func TestPrimeClientsAndPeople(t *testing.T) {
 	k := fixture(t)
 	a, _ := newAdapter(t, k)
-	if err := a.Prime(context.Background(), adapters.Clients, adapters.People, adapters.Jobs); err != nil {
+	if err := a.Prime(context.Background(), practice.Clients, practice.People, practice.Jobs); err != nil {
 		t.Fatal(err)
 	}
 	s := &sink{}
@@ -164,7 +164,7 @@ func TestResilience(t *testing.T) {
 		a, clock := newAdapter(t, k)
 		k.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "2",
 			Body: `{"statusCode":"429","message":"Rate limit is exceeded. Try again in 2 seconds."}`})
-		if _, err := a.Get(ctx, live, adapters.Jobs, "job_W0001"); err != nil {
+		if _, err := a.Get(ctx, live, practice.Jobs, "job_W0001"); err != nil {
 			t.Fatal(err)
 		}
 		if slept := clock.Slept(); len(slept) != 1 || slept[0] != 2*time.Second {
@@ -175,8 +175,8 @@ func TestResilience(t *testing.T) {
 		k := fixture(t)
 		a, _ := newAdapter(t, k)
 		k.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "60"})
-		_, err := a.Get(ctx, live, adapters.Jobs, "job_W0001")
-		if ra, ok := upstream.RetryAfter(err); !ok || ra != time.Minute || !errors.Is(err, adapters.ErrUnavailable) {
+		_, err := a.Get(ctx, live, practice.Jobs, "job_W0001")
+		if ra, ok := upstream.RetryAfter(err); !ok || ra != time.Minute || !errors.Is(err, practice.ErrUnavailable) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -187,18 +187,18 @@ func TestResilience(t *testing.T) {
 		})
 		k.Faults.Down(vendortest.Fault{Status: http.StatusBadGateway})
 		for range 3 {
-			if _, err := a.Get(ctx, live, adapters.Jobs, "job_W0001"); !errors.Is(err, adapters.ErrUnavailable) {
+			if _, err := a.Get(ctx, live, practice.Jobs, "job_W0001"); !errors.Is(err, practice.ErrUnavailable) {
 				t.Fatalf("err = %v", err)
 			}
 		}
 		hits := k.Faults.Hits()
-		_, err := a.Get(ctx, live, adapters.Jobs, "job_W0001")
-		if ra, _ := upstream.RetryAfter(err); !errors.Is(err, adapters.ErrUnavailable) || ra <= 0 || k.Faults.Hits() != hits {
+		_, err := a.Get(ctx, live, practice.Jobs, "job_W0001")
+		if ra, _ := upstream.RetryAfter(err); !errors.Is(err, practice.ErrUnavailable) || ra <= 0 || k.Faults.Hits() != hits {
 			t.Fatalf("open breaker: err = %v, retry after %v, calls %d -> %d", err, ra, hits, k.Faults.Hits())
 		}
 		k.Faults.Up()
 		time.Sleep(200 * time.Millisecond)
-		if _, err := a.Get(ctx, live, adapters.Jobs, "job_W0001"); err != nil {
+		if _, err := a.Get(ctx, live, practice.Jobs, "job_W0001"); err != nil {
 			t.Fatalf("after recovery: %v", err)
 		}
 	})
@@ -209,8 +209,8 @@ func TestResilience(t *testing.T) {
 		})
 		k.Faults.Queue(vendortest.Fault{Delay: 3 * time.Second})
 		start := time.Now()
-		_, err := a.List(ctx, live, adapters.Jobs, adapters.Query{Limit: 10})
-		if !errors.Is(err, adapters.ErrUnavailable) || time.Since(start) > time.Second {
+		_, err := a.List(ctx, live, practice.Jobs, practice.Query{Limit: 10})
+		if !errors.Is(err, practice.ErrUnavailable) || time.Since(start) > time.Second {
 			t.Fatalf("err = %v after %v", err, time.Since(start))
 		}
 	})
@@ -220,7 +220,7 @@ func TestResilience(t *testing.T) {
 			k := fixture(t)
 			a, _ := newAdapter(t, k)
 			k.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
-			if _, err := a.List(ctx, live, adapters.Jobs, adapters.Query{Limit: 10}); !errors.Is(err, adapters.ErrBadUpstream) {
+			if _, err := a.List(ctx, live, practice.Jobs, practice.Query{Limit: 10}); !errors.Is(err, practice.ErrBadUpstream) {
 				t.Errorf("%s: err = %v", body, err)
 			}
 		}
@@ -228,7 +228,7 @@ func TestResilience(t *testing.T) {
 	t.Run("wrong credentials are unavailable, never a 401 to our caller", func(t *testing.T) {
 		k := fixture(t)
 		a, _ := newAdapter(t, k, func(c *karbonConfig, _ *upstream.Deps) { c.AccessKey = "wrong" })
-		if _, err := a.Get(ctx, live, adapters.Jobs, "job_W0001"); !errors.Is(err, adapters.ErrUnavailable) {
+		if _, err := a.Get(ctx, live, practice.Jobs, "job_W0001"); !errors.Is(err, practice.ErrUnavailable) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -236,7 +236,7 @@ func TestResilience(t *testing.T) {
 		k := fixture(t)
 		a, clock := newAdapter(t, k, func(c *karbonConfig, _ *upstream.Deps) { c.Upstream.RateLimit = 0 })
 		for i := range 130 {
-			if _, err := a.Get(ctx, live, adapters.Jobs, "job_W0001"); err != nil {
+			if _, err := a.Get(ctx, live, practice.Jobs, "job_W0001"); err != nil {
 				t.Fatalf("call %d: %v", i, err)
 			}
 		}

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Writes go to Karbon and come back as Karbon then has the record: every
@@ -64,7 +64,7 @@ func karbonInvalid(body []byte, what string) error {
 	if msg == "" {
 		msg = "Karbon refused the " + what + "."
 	}
-	return &adapters.InvalidError{Code: "parameter_invalid", Param: param, Message: "Karbon refused the " + what + ": " + msg}
+	return &practice.InvalidError{Code: "parameter_invalid", Param: param, Message: "Karbon refused the " + what + ": " + msg}
 }
 
 // paramOf names our field for a Karbon property ("workItem.ClientKey").
@@ -92,7 +92,7 @@ func paramOf(target, fallback string) string {
 // recordWrite publishes the change a write made, when Deps.Changes is
 // set. The write has happened, so a failure here is logged: the vendor's
 // webhook reports the same change.
-func (a *Adapter) recordWrite(ctx context.Context, k adapters.Kind, id string, before, after json.RawMessage, note string) {
+func (a *Adapter) recordWrite(ctx context.Context, k practice.Kind, id string, before, after json.RawMessage, note string) {
 	if a.changes == nil {
 		return
 	}

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // ChangeSink takes change records to the event pipeline: the gateway's
@@ -19,7 +19,7 @@ import (
 // durable; an error makes the webhook answer 5xx so the vendor sends it
 // again.
 type ChangeSink interface {
-	Publish(ctx context.Context, c adapters.Change) error
+	Publish(ctx context.Context, c practice.Change) error
 }
 
 // StateStore remembers the last /v1 JSON seen of each upstream record, to
@@ -73,8 +73,8 @@ type Recorder struct {
 
 // Observation is one record as just read from upstream.
 type Observation struct {
-	Tenant     adapters.Tenant
-	Kind       adapters.Kind
+	Tenant     practice.Tenant
+	Kind       practice.Kind
 	ResourceID string
 	After      json.RawMessage
 	// Before is what the caller knows the record was (a write read it
@@ -123,7 +123,7 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		}
 		at = clock.Now()
 	}
-	c := adapters.Change{
+	c := practice.Change{
 		ID:         ChangeID(o.Tenant, o.Kind, o.ResourceID, o.Version, o.After),
 		Firm:       o.Tenant.Firm,
 		Sandbox:    o.Tenant.Sandbox,
@@ -148,7 +148,7 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 // Baseline remembers a record's state when none is saved yet, without
 // publishing anything. Adapters' Prime walks use it so that the first
 // webhook after the gateway starts watching a firm has a "before".
-func (r *Recorder) Baseline(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string, state json.RawMessage) error {
+func (r *Recorder) Baseline(ctx context.Context, t practice.Tenant, k practice.Kind, id string, state json.RawMessage) error {
 	key := StateKey(t, k, id)
 	mu := r.lock(key)
 	mu.Lock()
@@ -172,14 +172,14 @@ func (r *Recorder) lock(key string) *sync.Mutex {
 }
 
 // StateKey is the StateStore key of a record.
-func StateKey(t adapters.Tenant, k adapters.Kind, id string) string {
+func StateKey(t practice.Tenant, k practice.Kind, id string) string {
 	return t.String() + "/" + string(k) + "/" + id
 }
 
 // ChangeID is chg_ and a digest of the record, its version and its new
 // state: the same change seen twice (a vendor retry, two instances) gets
 // the same id.
-func ChangeID(t adapters.Tenant, k adapters.Kind, id, version string, after []byte) string {
+func ChangeID(t practice.Tenant, k practice.Kind, id, version string, after []byte) string {
 	h := sha256.New()
 	for _, s := range []string{t.String(), string(k), id, version} {
 		h.Write([]byte(s))

@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // stub answers with the scripted statuses in turn, then 200 {"ok":true}.
@@ -65,14 +65,14 @@ func TestRetriesAndErrors(t *testing.T) {
 		slept    int
 	}{
 		{"5xx on a read is retried", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(500), status(502)}, 3, nil, 0, 2},
-		{"5xx three times is unavailable", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(500), status(503), status(500)}, 3, adapters.ErrUnavailable, 0, 2},
-		{"5xx on a write is not retried", http.MethodPost, []func(http.ResponseWriter, *http.Request){status(500)}, 1, adapters.ErrUnavailable, 0, 0},
+		{"5xx three times is unavailable", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(500), status(503), status(500)}, 3, practice.ErrUnavailable, 0, 2},
+		{"5xx on a write is not retried", http.MethodPost, []func(http.ResponseWriter, *http.Request){status(500)}, 1, practice.ErrUnavailable, 0, 0},
 		{"429 with a short Retry-After waits it out", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "2")}, 2, nil, 0, 1},
 		{"429 on a write waits too: nothing was done", http.MethodPost, []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "1")}, 2, nil, 0, 1},
-		{"429 with a long Retry-After fails at once", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "120")}, 1, adapters.ErrUnavailable, 120 * time.Second, 0},
-		{"404 is not found, not retried", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(404)}, 1, adapters.ErrNotFound, 0, 0},
-		{"409 is a conflict", http.MethodPut, []func(http.ResponseWriter, *http.Request){status(409)}, 1, adapters.ErrConflict, 0, 0},
-		{"401 is unavailable: the firm's credentials", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(401)}, 1, adapters.ErrUnavailable, 0, 0},
+		{"429 with a long Retry-After fails at once", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(429, "Retry-After", "120")}, 1, practice.ErrUnavailable, 120 * time.Second, 0},
+		{"404 is not found, not retried", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(404)}, 1, practice.ErrNotFound, 0, 0},
+		{"409 is a conflict", http.MethodPut, []func(http.ResponseWriter, *http.Request){status(409)}, 1, practice.ErrConflict, 0, 0},
+		{"401 is unavailable: the firm's credentials", http.MethodGet, []func(http.ResponseWriter, *http.Request){status(401)}, 1, practice.ErrUnavailable, 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -127,7 +127,7 @@ func TestTimeoutHolds(t *testing.T) {
 	start := time.Now()
 	_, err := c.Do(context.Background(), upstream.Request{Path: "/slow"})
 	took := time.Since(start)
-	if !errors.Is(err, adapters.ErrUnavailable) {
+	if !errors.Is(err, practice.ErrUnavailable) {
 		t.Fatalf("err = %v, want unavailable", err)
 	}
 	// Two attempts of 200 ms each, backoff slept on the fake clock.
@@ -154,7 +154,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 		BreakerTimeout: upstream.Duration(150 * time.Millisecond), RateLimit: -1}, vendortest.NewClock(time.Now()), reg)
 	ctx := context.Background()
 	for range 3 {
-		if _, err := c.Do(ctx, upstream.Request{Path: "/x"}); !errors.Is(err, adapters.ErrUnavailable) {
+		if _, err := c.Do(ctx, upstream.Request{Path: "/x"}); !errors.Is(err, practice.ErrUnavailable) {
 			t.Fatalf("err = %v", err)
 		}
 	}
@@ -238,7 +238,7 @@ func TestMalformedJSON(t *testing.T) {
 	c := newClient(t, srv.URL, upstream.Policy{RateLimit: -1}, nil, nil)
 	var v struct{ Value []int }
 	_, err := c.JSON(context.Background(), upstream.Request{Path: "/x"}, "things", &v)
-	if !errors.Is(err, adapters.ErrBadUpstream) {
+	if !errors.Is(err, practice.ErrBadUpstream) {
 		t.Fatalf("err = %v, want bad upstream", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestRelativeRefusesOtherHosts(t *testing.T) {
 		t.Fatalf("rel = %q, %v", rel, err)
 	}
 	for _, link := range []string{"https://evil.example/v3/WorkItems", "http://api.karbonhq.com/v3/x"} {
-		if _, err := c.Relative(link); !errors.Is(err, adapters.ErrBadUpstream) {
+		if _, err := c.Relative(link); !errors.Is(err, practice.ErrBadUpstream) {
 			t.Errorf("%s: err = %v", link, err)
 		}
 	}
@@ -311,7 +311,7 @@ func TestBodies(t *testing.T) {
 		}
 	}
 	_, err := c.Do(context.Background(), upstream.Request{Path: "/", Query: url.Values{"n": {"300001"}}})
-	if !errors.Is(err, adapters.ErrBadUpstream) {
+	if !errors.Is(err, practice.ErrBadUpstream) {
 		t.Fatalf("over the limit: %v", err)
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // UnavailableError says an upstream cannot serve now: it is down, timing
 // out, rate-limiting us, refusing our credentials, or its breaker is open.
 // RetryAfter is how long to wait before trying again, zero when unknown.
-// It matches adapters.ErrUnavailable under errors.Is.
+// It matches practice.ErrUnavailable under errors.Is.
 type UnavailableError struct {
 	Upstream   string
 	RetryAfter time.Duration
@@ -30,7 +30,7 @@ func (e *UnavailableError) Error() string {
 	return msg
 }
 
-func (e *UnavailableError) Is(target error) bool { return target == adapters.ErrUnavailable }
+func (e *UnavailableError) Is(target error) bool { return target == practice.ErrUnavailable }
 func (e *UnavailableError) Unwrap() error        { return e.Err }
 
 // RetryAfter returns how long err asks the caller to wait, and whether it
@@ -45,9 +45,9 @@ func RetryAfter(err error) (time.Duration, bool) {
 }
 
 // StatusError is an answer outside 2xx that the client passes on rather
-// than retrying away. A 404 matches adapters.ErrNotFound and a 409
-// adapters.ErrConflict; adapters turn a 400 on a write into an
-// *adapters.InvalidError from Body.
+// than retrying away. A 404 matches practice.ErrNotFound and a 409
+// practice.ErrConflict; adapters turn a 400 on a write into an
+// *practice.InvalidError from Body.
 type StatusError struct {
 	Upstream string
 	Method   string
@@ -65,9 +65,9 @@ func (e *StatusError) Error() string {
 
 func (e *StatusError) Is(target error) bool {
 	switch target {
-	case adapters.ErrNotFound:
+	case practice.ErrNotFound:
 		return e.Status == http.StatusNotFound || e.Status == http.StatusGone
-	case adapters.ErrConflict:
+	case practice.ErrConflict:
 		return e.Status == http.StatusConflict || e.Status == http.StatusPreconditionFailed
 	}
 	return false
@@ -84,7 +84,7 @@ func StatusOf(err error) int {
 
 // MalformedError is an upstream answer we could not read: not JSON, not
 // the shape the vendor publishes, or missing what it promises. It matches
-// adapters.ErrBadUpstream.
+// practice.ErrBadUpstream.
 type MalformedError struct {
 	Upstream string
 	What     string
@@ -95,7 +95,7 @@ func (e *MalformedError) Error() string {
 	return fmt.Sprintf("%s: unreadable %s: %v", e.Upstream, e.What, e.Err)
 }
 
-func (e *MalformedError) Is(target error) bool { return target == adapters.ErrBadUpstream }
+func (e *MalformedError) Is(target error) bool { return target == practice.ErrBadUpstream }
 func (e *MalformedError) Unwrap() error        { return e.Err }
 
 // Malformed builds a MalformedError.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -47,9 +47,9 @@ func TestValidHMAC(t *testing.T) {
 	}
 }
 
-type sink struct{ changes []adapters.Change }
+type sink struct{ changes []practice.Change }
 
-func (s *sink) Publish(_ context.Context, c adapters.Change) error {
+func (s *sink) Publish(_ context.Context, c practice.Change) error {
 	s.changes = append(s.changes, c)
 	return nil
 }
@@ -58,10 +58,10 @@ func TestRecorder(t *testing.T) {
 	rec := &upstream.Recorder{State: upstream.NewMemoryState(), Clock: vendortest.NewClock(time.Unix(1_700_000_000, 0))}
 	s := &sink{}
 	ctx := context.Background()
-	tenant := adapters.Tenant{Firm: "frm_a"}
+	tenant := practice.Tenant{Firm: "frm_a"}
 	obs := func(v, stage string) upstream.Observation {
 		after, _ := json.Marshal(map[string]string{"id": "job_1", "stage": stage})
-		return upstream.Observation{Tenant: tenant, Kind: adapters.Jobs, ResourceID: "job_1", After: after, Version: v, Created: v == "v1"}
+		return upstream.Observation{Tenant: tenant, Kind: practice.Jobs, ResourceID: "job_1", After: after, Version: v, Created: v == "v1"}
 	}
 	for _, step := range []struct {
 		o         upstream.Observation
@@ -82,7 +82,7 @@ func TestRecorder(t *testing.T) {
 	if s.changes[0].ID == s.changes[1].ID || s.changes[0].ID[:4] != "chg_" {
 		t.Fatalf("ids %s %s", s.changes[0].ID, s.changes[1].ID)
 	}
-	if id := upstream.ChangeID(tenant, adapters.Jobs, "job_1", "v1", s.changes[0].After); id != s.changes[0].ID {
+	if id := upstream.ChangeID(tenant, practice.Jobs, "job_1", "v1", s.changes[0].After); id != s.changes[0].ID {
 		t.Fatal("change ids are not deterministic")
 	}
 
@@ -90,7 +90,7 @@ func TestRecorder(t *testing.T) {
 	// change to it has its before.
 	other := func(stage string) upstream.Observation {
 		after, _ := json.Marshal(map[string]string{"id": "job_2", "stage": stage})
-		return upstream.Observation{Tenant: tenant, Kind: adapters.Jobs, ResourceID: "job_2", After: after, Version: stage}
+		return upstream.Observation{Tenant: tenant, Kind: practice.Jobs, ResourceID: "job_2", After: after, Version: stage}
 	}
 	if got, _ := rec.Observe(ctx, s, other("planned")); got {
 		t.Fatal("a record first seen on an update was published with no before")
@@ -105,8 +105,8 @@ func TestRecorder(t *testing.T) {
 		t.Fatal("a known before was not used")
 	}
 	// Baseline never overwrites what was seen.
-	rec.Baseline(ctx, tenant, adapters.Jobs, "job_3", json.RawMessage(`{}`))
-	if last, _ := rec.State.Last(ctx, upstream.StateKey(tenant, adapters.Jobs, "job_3")); string(last) != string(known.After) {
+	rec.Baseline(ctx, tenant, practice.Jobs, "job_3", json.RawMessage(`{}`))
+	if last, _ := rec.State.Last(ctx, upstream.StateKey(tenant, practice.Jobs, "job_3")); string(last) != string(known.After) {
 		t.Fatalf("baseline overwrote %s", last)
 	}
 }

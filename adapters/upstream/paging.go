@@ -6,10 +6,10 @@ import (
 	"encoding/json"
 	"slices"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// Cursor is an adapter's continuation token (adapters.Query.Cursor and
+// Cursor is an adapter's continuation token (practice.Query.Cursor and
 // Page.Next): where the next item sits in the vendor's own paging. Vendor
 // pages rarely line up with ours, so a position is a vendor page plus an
 // index into it, and the id of the item before, which finds the place
@@ -65,7 +65,7 @@ func DecodeCursor(s string) (Cursor, error) {
 	return c, nil
 }
 
-var errInvalidCursor = &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+var errInvalidCursor = &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 	Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 
 // VendorPage is one page of a vendor listing; Next is the token of the
@@ -110,7 +110,7 @@ type Walk[T any] struct {
 
 // Collect returns up to limit items from cur (the start of root when cur
 // is empty).
-func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int) (adapters.Page, error) {
+func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int) (practice.Page, error) {
 	maxPages, maxDepth := w.MaxPages, w.MaxDepth
 	if maxPages <= 0 {
 		maxPages = 10
@@ -136,7 +136,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 			}
 			var err error
 			if page, err = w.Fetch(ctx, top.Folder, top.Page); err != nil {
-				return adapters.Page{}, err
+				return practice.Page{}, err
 			}
 			fetched++
 			cache[pageKey{top.Folder, top.Page}] = page
@@ -171,7 +171,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 			if len(chunk) > 0 {
 				conv, err := w.Convert(ctx, chunk)
 				if err != nil {
-					return adapters.Page{}, err
+					return practice.Page{}, err
 				}
 				out = slices.Grow(out, len(conv))
 				for _, raw := range conv {
@@ -207,8 +207,8 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 	return w.page(out, false, nil), nil
 }
 
-func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame) adapters.Page {
-	p := adapters.Page{Items: items, HasMore: more}
+func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame) practice.Page {
+	p := practice.Page{Items: items, HasMore: more}
 	if p.Items == nil {
 		p.Items = []json.RawMessage{}
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // vendor is a paged vendor list of n items "i0".."i<n-1>" in pages of size,
@@ -193,7 +193,7 @@ func TestWalkFindsItsPlaceAfterInserts(t *testing.T) {
 func TestDecodeCursorRefusesGarbage(t *testing.T) {
 	for _, s := range []string{"x", "u1.", "u1.!!!", "u1." + "e30", "u1.eyJzIjpbeyJpIjotMX1dfQ"} {
 		_, err := upstream.DecodeCursor(s)
-		var inv *adapters.InvalidError
+		var inv *practice.InvalidError
 		if !errors.As(err, &inv) || inv.Code != "invalid_cursor" {
 			t.Errorf("%q: err = %v", s, err)
 		}

@@ -5,13 +5,13 @@
 // is given), a circuit breaker per upstream and Prometheus metrics. It also
 // holds what the adapters share beyond single calls: continuation cursors
 // and page walking, OAuth2 tokens, webhook signatures, and recording
-// upstream changes as adapters.Change records.
+// upstream changes as practice.Change records.
 //
-// Errors follow the adapters package: an unreachable, failing, rate-limited
+// Errors follow the practice package: an unreachable, failing, rate-limited
 // or breaker-guarded upstream is an *UnavailableError (errors.Is
-// adapters.ErrUnavailable) carrying how long to wait; an unreadable answer
-// wraps adapters.ErrBadUpstream; a 404 wraps adapters.ErrNotFound and a 409
-// adapters.ErrConflict.
+// practice.ErrUnavailable) carrying how long to wait; an unreadable answer
+// wraps practice.ErrBadUpstream; a 404 wraps practice.ErrNotFound and a 409
+// practice.ErrConflict.
 package upstream
 
 import (

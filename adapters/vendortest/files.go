@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // DocFile is a file in a practice's document store, with the kind the
@@ -80,15 +80,15 @@ func FilePractice(at time.Time, add func(path string, size int64, mime string, a
 // against it: id, kind, folder path, type, size, update time, client,
 // provider and a web URL starting with webURL. It returns those
 // documents; the others were of no file of the practice.
-func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider, webURL string) []adapters.Document {
+func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider, webURL string) []practice.Document {
 	t.Helper()
 	byID := map[string]DocFile{}
 	for _, f := range p.Files {
 		byID[p.IDs[f.Path]] = f
 	}
-	var out []adapters.Document
+	var out []practice.Document
 	for _, raw := range raws {
-		var d adapters.Document
+		var d practice.Document
 		dec := json.NewDecoder(strings.NewReader(string(raw)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&d); err != nil {
@@ -117,6 +117,6 @@ func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider,
 type ClientFolders map[string]string
 
 // ClientForFolder is the client of the folder name, "" for none.
-func (c ClientFolders) ClientForFolder(_ context.Context, _ adapters.Tenant, name string) (string, error) {
+func (c ClientFolders) ClientForFolder(_ context.Context, _ practice.Tenant, name string) (string, error) {
 	return c[name], nil
 }

@@ -5,20 +5,20 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // ListAll pages through a collection of r with limit and returns every
 // item, failing t when a page breaks the paging contract: more items than
 // the limit, an id twice, has_more without a cursor or a cursor on the
 // last page.
-func ListAll(t testing.TB, r adapters.Reader, tenant adapters.Tenant, k adapters.Kind, f adapters.Filter, limit int) []json.RawMessage {
+func ListAll(t testing.TB, r practice.Reader, tenant practice.Tenant, k practice.Kind, f practice.Filter, limit int) []json.RawMessage {
 	t.Helper()
 	var out []json.RawMessage
 	seen := map[string]bool{}
 	cursor := ""
 	for range 10000 {
-		p, err := r.List(context.Background(), tenant, k, adapters.Query{Filter: f, Cursor: cursor, Limit: limit})
+		p, err := r.List(context.Background(), tenant, k, practice.Query{Filter: f, Cursor: cursor, Limit: limit})
 		if err != nil {
 			t.Fatalf("list %s: %v", k, err)
 		}

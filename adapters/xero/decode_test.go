@@ -13,9 +13,9 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // TestDecodeInvoices reads a page written as Xero writes one: escaped
@@ -233,7 +233,7 @@ func BenchmarkInvoicePage(b *testing.B) {
 				for i := range found {
 					found[i].Item = invs.Invoices[i]
 				}
-				if _, err := a.invoicesJSON(context.Background(), adapters.Tenant{Firm: "frm_bench"}, found); err != nil {
+				if _, err := a.invoicesJSON(context.Background(), practice.Tenant{Firm: "frm_bench"}, found); err != nil {
 					b.Fatal(err)
 				}
 			}

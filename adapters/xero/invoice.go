@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // rail is a word that names a collection rail in a payment's reference or
@@ -136,13 +136,13 @@ func containsWord(text, word string) bool {
 func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
 
 // invoiceJSON translates a Xero invoice.
-func (a *Adapter) invoiceJSON(ctx context.Context, t adapters.Tenant, inv *invoice) (json.RawMessage, error) {
+func (a *Adapter) invoiceJSON(ctx context.Context, t practice.Tenant, inv *invoice) (json.RawMessage, error) {
 	return a.appendInvoiceJSON(ctx, t, make([]byte, 0, invoiceSize), inv)
 }
 
 // invoicesJSON translates a page's worth of invoices into one buffer,
 // each item its own slice of it.
-func (a *Adapter) invoicesJSON(ctx context.Context, t adapters.Tenant, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
+func (a *Adapter) invoicesJSON(ctx context.Context, t practice.Tenant, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(invs))
 	b := make([]byte, 0, invoiceSize*len(invs))
 	for i := range invs {
@@ -161,7 +161,7 @@ func (a *Adapter) invoicesJSON(ctx context.Context, t adapters.Tenant, invs []up
 const invoiceSize = 448
 
 // appendInvoiceJSON appends the translation of a Xero invoice to b.
-func (a *Adapter) appendInvoiceJSON(ctx context.Context, t adapters.Tenant, b []byte, inv *invoice) ([]byte, error) {
+func (a *Adapter) appendInvoiceJSON(ctx context.Context, t practice.Tenant, b []byte, inv *invoice) ([]byte, error) {
 	v, err := a.invoice(ctx, t, inv)
 	if err != nil {
 		return b, err
@@ -172,8 +172,8 @@ func (a *Adapter) appendInvoiceJSON(ctx context.Context, t adapters.Tenant, b []
 // appendInvoice writes an invoice as json.Marshal does (TestAppendInvoice
 // holds it to that), without its reflection: invoices are translated a
 // page at a time.
-func appendInvoice(b []byte, v *adapters.Invoice) []byte {
-	money := func(b []byte, name string, m adapters.Money) []byte {
+func appendInvoice(b []byte, v *practice.Invoice) []byte {
+	money := func(b []byte, name string, m practice.Money) []byte {
 		b = append(b, `,"`...)
 		b = append(b, name...)
 		b = append(b, `":{`...)
@@ -208,9 +208,9 @@ func appendInvoice(b []byte, v *adapters.Invoice) []byte {
 	return append(b, '}')
 }
 
-func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv *invoice) (adapters.Invoice, error) {
-	bad := func(err error) (adapters.Invoice, error) {
-		return adapters.Invoice{}, upstream.Malformed(a.c.Label(), "invoice "+inv.InvoiceID, err)
+func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) (practice.Invoice, error) {
+	bad := func(err error) (practice.Invoice, error) {
+		return practice.Invoice{}, upstream.Malformed(a.c.Label(), "invoice "+inv.InvoiceID, err)
 	}
 	if !isUUID(inv.InvoiceID) {
 		return bad(fmt.Errorf("InvoiceID %q is not a UUID", inv.InvoiceID))
@@ -246,10 +246,10 @@ func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv *invoice) 
 	if err != nil {
 		return bad(err)
 	}
-	out := adapters.Invoice{
+	out := practice.Invoice{
 		ID: "inv_" + inv.InvoiceID, Object: "invoice", Number: inv.InvoiceNumber, Status: st,
-		Total:     adapters.Money{Amount: total, Currency: inv.CurrencyCode},
-		AmountDue: adapters.Money{Amount: due, Currency: inv.CurrencyCode},
+		Total:     practice.Money{Amount: total, Currency: inv.CurrencyCode},
+		AmountDue: practice.Money{Amount: due, Currency: inv.CurrencyCode},
 		DueOn:     dueOn, CreatedAt: created, UpdatedAt: updated,
 	}
 	if st != "draft" && st != "awaiting_approval" && !dated.IsZero() {
@@ -267,13 +267,13 @@ func (a *Adapter) invoice(ctx context.Context, t adapters.Tenant, inv *invoice) 
 		out.SettledVia = a.settledVia(inv)
 	}
 	if out.Client, err = a.client(ctx, t, inv.Contact.ContactID, inv.Contact.Name); err != nil {
-		return adapters.Invoice{}, err
+		return practice.Invoice{}, err
 	}
 	return out, nil
 }
 
 // client is the practice's client id for a Xero contact.
-func (a *Adapter) client(ctx context.Context, t adapters.Tenant, contactID, name string) (string, error) {
+func (a *Adapter) client(ctx context.Context, t practice.Tenant, contactID, name string) (string, error) {
 	if a.clients != nil && contactID != "" {
 		id, err := a.clients.ClientForContact(ctx, t, contactID, name)
 		if err != nil {

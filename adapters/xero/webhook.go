@@ -11,8 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // webhookPayload is Xero's WebhookEvent (xero-webhooks.openapi.yaml).
@@ -92,20 +92,20 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, invID, e
 		return nil
 	}
 	inv, err := a.readInvoice(ctx, invID)
-	if errors.Is(err, adapters.ErrNotFound) {
+	if errors.Is(err, practice.ErrNotFound) {
 		return nil // a bill, or gone
 	}
 	if err != nil {
 		return err
 	}
-	t := adapters.Tenant{Firm: a.cfg.Firm}
+	t := practice.Tenant{Firm: a.cfg.Firm}
 	after, err := a.invoiceJSON(ctx, t, &inv)
 	if err != nil {
 		return err
 	}
 	at, _ := xeroTime(eventDate)
 	_, err = a.rec.Observe(ctx, sink, upstream.Observation{
-		Tenant: t, Kind: adapters.Invoices, ResourceID: "inv_" + invID, After: after, Created: created,
+		Tenant: t, Kind: practice.Invoices, ResourceID: "inv_" + invID, After: after, Created: created,
 		Version: inv.UpdatedDateUTC, OccurredAt: at,
 	})
 	if err != nil {
@@ -120,7 +120,7 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, invID, e
 // The wiring runs it once when the firm's ingest route starts, in a
 // goroutine it owns; it reads a page per 100 invoices.
 func (a *Adapter) Prime(ctx context.Context) error {
-	t := adapters.Tenant{Firm: a.cfg.Firm}
+	t := practice.Tenant{Firm: a.cfg.Firm}
 	token := ""
 	for {
 		page, err := a.fetchInvoices(ctx, time.Time{}, token, a.cfg.PageSize)
@@ -136,7 +136,7 @@ func (a *Adapter) Prime(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("xero: prime: %w", err)
 			}
-			if err := a.rec.Baseline(ctx, t, adapters.Invoices, "inv_"+inv.InvoiceID, raw); err != nil {
+			if err := a.rec.Baseline(ctx, t, practice.Invoices, "inv_"+inv.InvoiceID, raw); err != nil {
 				return fmt.Errorf("xero: prime: %w", err)
 			}
 		}

@@ -31,8 +31,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Config is one firm's Xero organisation. Secrets may hold {env.X}
@@ -78,7 +78,7 @@ type Config struct {
 // ClientResolver links a Xero contact to the practice's client id, ""
 // when it knows none. The Karbon adapter implements it.
 type ClientResolver interface {
-	ClientForContact(ctx context.Context, t adapters.Tenant, contactID, name string) (string, error)
+	ClientForContact(ctx context.Context, t practice.Tenant, contactID, name string) (string, error)
 }
 
 // Option changes New.
@@ -156,21 +156,21 @@ func (t tenantAuth) Authorize(ctx context.Context, h http.Header) error {
 	return t.Authorizer.Authorize(ctx, h)
 }
 
-func (a *Adapter) serves(t adapters.Tenant) bool {
+func (a *Adapter) serves(t practice.Tenant) bool {
 	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
 }
 
 // List returns a page of invoices; other kinds are empty.
-func (a *Adapter) List(ctx context.Context, t adapters.Tenant, k adapters.Kind, q adapters.Query) (adapters.Page, error) {
+func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !a.serves(t) {
-		return adapters.Page{}, fmt.Errorf("xero: no records for %s: %w", t, adapters.ErrNotFound)
+		return practice.Page{}, fmt.Errorf("xero: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	cur, err := upstream.DecodeCursor(q.Cursor)
 	if err != nil {
-		return adapters.Page{}, err
+		return practice.Page{}, err
 	}
-	if k != adapters.Invoices {
-		return adapters.Page{Items: []json.RawMessage{}}, nil
+	if k != practice.Invoices {
+		return practice.Page{Items: []json.RawMessage{}}, nil
 	}
 	limit := q.Limit
 	if limit <= 0 {
@@ -215,7 +215,7 @@ func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token stri
 		n, err1 = strconv.Atoi(p)
 		size, err2 = strconv.Atoi(s)
 		if !ok || err1 != nil || err2 != nil || n < 1 || size < 1 || size > 1000 {
-			return page, &adapters.InvalidError{Code: "invalid_cursor", Param: "cursor",
+			return page, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 				Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 		}
 	}
@@ -245,13 +245,13 @@ func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token stri
 }
 
 // Get returns one invoice.
-func (a *Adapter) Get(ctx context.Context, t adapters.Tenant, k adapters.Kind, id string) (json.RawMessage, error) {
+func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !a.serves(t) {
-		return nil, fmt.Errorf("xero: no records for %s: %w", t, adapters.ErrNotFound)
+		return nil, fmt.Errorf("xero: no records for %s: %w", t, practice.ErrNotFound)
 	}
 	invID, ok := parseID(id)
-	if k != adapters.Invoices || !ok {
-		return nil, fmt.Errorf("xero: no %s %q: %w", k.Singular(), id, adapters.ErrNotFound)
+	if k != practice.Invoices || !ok {
+		return nil, fmt.Errorf("xero: no %s %q: %w", k.Singular(), id, practice.ErrNotFound)
 	}
 	inv, err := a.readInvoice(ctx, invID)
 	if err != nil {
@@ -266,7 +266,7 @@ func (a *Adapter) readInvoice(ctx context.Context, invID string) (invoice, error
 		return invoice{}, fmt.Errorf("xero: read invoice %s: %w", invID, err)
 	}
 	if len(body.Invoices) != 1 || body.Invoices[0].Type != "ACCREC" {
-		return invoice{}, fmt.Errorf("xero: invoice %s is not a sales invoice: %w", invID, adapters.ErrNotFound)
+		return invoice{}, fmt.Errorf("xero: invoice %s is not a sales invoice: %w", invID, practice.ErrNotFound)
 	}
 	return body.Invoices[0], nil
 }
@@ -309,7 +309,7 @@ func isUUID(u string) bool {
 	return true
 }
 
-var _ adapters.Reader = (*Adapter)(nil)
+var _ practice.Reader = (*Adapter)(nil)
 
 // Upstream is the adapter's resilient client, for readiness reports.
 func (a *Adapter) Upstream() *upstream.Client { return a.c }

@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/adapters/xero"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 var (
-	live  = adapters.Tenant{Firm: "frm_acme"}
+	live  = practice.Tenant{Firm: "frm_acme"}
 	epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 )
 
@@ -27,10 +27,10 @@ const webhookKey = "OSd0eLlVIY9ZhViEqlDUh4+6n6M+Lo+eDaEJheJ6OCCgWwIz2D3JIAU6jPMi
 
 type sink struct {
 	mu      sync.Mutex
-	changes []adapters.Change
+	changes []practice.Change
 }
 
-func (s *sink) Publish(_ context.Context, c adapters.Change) error {
+func (s *sink) Publish(_ context.Context, c practice.Change) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.changes = append(s.changes, c)
@@ -72,18 +72,18 @@ func newAdapter(t *testing.T, x *vendortest.Xero, edit ...func(*xero.Config)) *x
 	return a
 }
 
-func listAll(t *testing.T, a *xero.Adapter, f adapters.Filter, limit int) []adapters.Invoice {
+func listAll(t *testing.T, a *xero.Adapter, f practice.Filter, limit int) []practice.Invoice {
 	t.Helper()
-	var out []adapters.Invoice
+	var out []practice.Invoice
 	cursor := ""
 	seen := map[string]bool{}
 	for range 100 {
-		p, err := a.List(context.Background(), live, adapters.Invoices, adapters.Query{Filter: f, Cursor: cursor, Limit: limit})
+		p, err := a.List(context.Background(), live, practice.Invoices, practice.Query{Filter: f, Cursor: cursor, Limit: limit})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, raw := range p.Items {
-			var inv adapters.Invoice
+			var inv practice.Invoice
 			dec := json.NewDecoder(strings.NewReader(string(raw)))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&inv); err != nil {
@@ -111,16 +111,16 @@ func TestListAcrossXeroPages(t *testing.T) {
 		if limit == 1 {
 			continue // 230 round trips prove nothing more than 40 do
 		}
-		got := listAll(t, a, adapters.Filter{}, limit)
+		got := listAll(t, a, practice.Filter{}, limit)
 		if len(got) != 230 {
 			t.Fatalf("limit %d: %d invoices, want the 230 sales invoices", limit, len(got))
 		}
-		if got[0].Total != (adapters.Money{Amount: "1607.13", Currency: "GBP"}) || got[0].Status != "issued" ||
+		if got[0].Total != (practice.Money{Amount: "1607.13", Currency: "GBP"}) || got[0].Status != "issued" ||
 			got[0].IssuedOn != "2026-01-31" || got[0].DueOn != "2026-02-28" || got[0].Client != "cli_x-a3675fc4-f8dd-4f03-ba5b-000000000000" {
 			t.Fatalf("first invoice %+v", got[0])
 		}
 	}
-	recent := listAll(t, a, adapters.Filter{UpdatedSince: epoch.Add(200 * time.Minute)}, 20)
+	recent := listAll(t, a, practice.Filter{UpdatedSince: epoch.Add(200 * time.Minute)}, 20)
 	if len(recent) != 46 {
 		t.Fatalf("%d invoices updated since, want 46", len(recent))
 	}
@@ -151,11 +151,11 @@ func TestStatuses(t *testing.T) {
 			inv.FullyPaidOn = epoch.Add(time.Hour)
 		}
 		x.AddInvoice(inv)
-		raw, err := a.Get(context.Background(), live, adapters.Invoices, "inv_"+invID(i))
+		raw, err := a.Get(context.Background(), live, practice.Invoices, "inv_"+invID(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var got adapters.Invoice
+		var got practice.Invoice
 		json.Unmarshal(raw, &got)
 		if got.Status != tc.want || got.SettledVia != tc.settled || (got.PaidAt != nil) != tc.pay {
 			t.Errorf("%s: %+v", tc.status, got)
@@ -170,30 +170,30 @@ func TestGetAndErrors(t *testing.T) {
 	x := fixture(t)
 	a := newAdapter(t, x)
 	ctx := context.Background()
-	if _, err := a.Get(ctx, live, adapters.Invoices, "inv_"+invID(11)); !errors.Is(err, adapters.ErrNotFound) {
+	if _, err := a.Get(ctx, live, practice.Invoices, "inv_"+invID(11)); !errors.Is(err, practice.ErrNotFound) {
 		t.Fatalf("a bill: %v", err)
 	}
 	for _, id := range []string{"inv_" + invID(999), "inv_nope", "inv_../../Contacts", "cli_1"} {
-		if _, err := a.Get(ctx, live, adapters.Invoices, id); !errors.Is(err, adapters.ErrNotFound) {
+		if _, err := a.Get(ctx, live, practice.Invoices, id); !errors.Is(err, practice.ErrNotFound) {
 			t.Errorf("%s: %v", id, err)
 		}
 	}
 	wrongTenant := newAdapter(t, x, func(c *xero.Config) { c.TenantID = "00000000-0000-0000-0000-000000000000" })
-	if _, err := wrongTenant.Get(ctx, live, adapters.Invoices, "inv_"+invID(1)); !errors.Is(err, adapters.ErrUnavailable) {
+	if _, err := wrongTenant.Get(ctx, live, practice.Invoices, "inv_"+invID(1)); !errors.Is(err, practice.ErrUnavailable) {
 		t.Fatalf("wrong tenant: %v", err)
 	}
 	x.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"Invoices":[{"InvoiceID":"` + invID(1) + `","Type":"ACCREC","Status":"PAID","Total":"lots","CurrencyCode":"GBP"}]}`})
-	if _, err := a.Get(ctx, live, adapters.Invoices, "inv_"+invID(1)); !errors.Is(err, adapters.ErrBadUpstream) {
+	if _, err := a.Get(ctx, live, practice.Invoices, "inv_"+invID(1)); !errors.Is(err, practice.ErrBadUpstream) {
 		t.Fatalf("malformed: %v", err)
 	}
 	x.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "59",
 		Body: `{"Title":"Too Many Requests"}`})
-	if _, err := a.List(ctx, live, adapters.Invoices, adapters.Query{Limit: 5}); !errors.Is(err, adapters.ErrUnavailable) {
+	if _, err := a.List(ctx, live, practice.Invoices, practice.Query{Limit: 5}); !errors.Is(err, practice.ErrUnavailable) {
 		t.Fatalf("minute limit: %v", err)
 	} else if ra, _ := upstream.RetryAfter(err); ra != 59*time.Second {
 		t.Fatalf("retry after %v", ra)
 	}
-	if p, err := a.List(ctx, live, adapters.Jobs, adapters.Query{Limit: 5}); err != nil || len(p.Items) != 0 {
+	if p, err := a.List(ctx, live, practice.Jobs, practice.Query{Limit: 5}); err != nil || len(p.Items) != 0 {
 		t.Fatalf("jobs from a ledger: %+v %v", p, err)
 	}
 }
@@ -211,11 +211,11 @@ func TestMalformedAnswers(t *testing.T) {
 		`{"Invoices": []} {"Invoices": []}`,
 	} {
 		x.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
-		if _, err := a.List(ctx, live, adapters.Invoices, adapters.Query{Limit: 5}); !errors.Is(err, adapters.ErrBadUpstream) {
+		if _, err := a.List(ctx, live, practice.Invoices, practice.Query{Limit: 5}); !errors.Is(err, practice.ErrBadUpstream) {
 			t.Errorf("list %q: %v", body, err)
 		}
 		x.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
-		if _, err := a.Get(ctx, live, adapters.Invoices, "inv_"+invID(1)); !errors.Is(err, adapters.ErrBadUpstream) {
+		if _, err := a.Get(ctx, live, practice.Invoices, "inv_"+invID(1)); !errors.Is(err, practice.ErrBadUpstream) {
 			t.Errorf("get %q: %v", body, err)
 		}
 	}
@@ -223,7 +223,7 @@ func TestMalformedAnswers(t *testing.T) {
 
 type resolver map[string]string
 
-func (r resolver) ClientForContact(_ context.Context, _ adapters.Tenant, contactID, _ string) (string, error) {
+func (r resolver) ClientForContact(_ context.Context, _ practice.Tenant, contactID, _ string) (string, error) {
 	return r[contactID], nil
 }
 
@@ -234,8 +234,8 @@ func TestClientResolver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := a.Get(context.Background(), live, adapters.Invoices, "inv_"+invID(3))
-	var inv adapters.Invoice
+	raw, _ := a.Get(context.Background(), live, practice.Invoices, "inv_"+invID(3))
+	var inv practice.Invoice
 	json.Unmarshal(raw, &inv)
 	if inv.Client != "cli_o-O003" {
 		t.Fatalf("client %q", inv.Client)
@@ -294,10 +294,10 @@ func TestInvoicePaidInXero(t *testing.T) {
 		t.Fatalf("%d changes, want 1", len(s.changes))
 	}
 	c := s.changes[0]
-	var before, after adapters.Invoice
+	var before, after practice.Invoice
 	json.Unmarshal(c.Before, &before)
 	json.Unmarshal(c.After, &after)
-	if c.Kind != adapters.Invoices || c.ResourceID != "inv_"+invID(5) || before.Status != "issued" || after.Status != "paid" ||
+	if c.Kind != practice.Invoices || c.ResourceID != "inv_"+invID(5) || before.Status != "issued" || after.Status != "paid" ||
 		after.SettledVia != "stripe" || after.PaidAt == nil || !after.PaidAt.Equal(epoch.Add(time.Hour)) ||
 		after.AmountDue.Amount != "0.00" || c.Firm != "frm_acme" {
 		t.Fatalf("change %+v\nbefore %+v\nafter %+v", c, before, after)

@@ -20,11 +20,11 @@ import (
 	"slices"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/adapters/xero"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func main() {
@@ -52,7 +52,7 @@ func main() {
 type target struct {
 	name   string
 	direct *http.Request
-	list   func(context.Context) (adapters.Page, error)
+	list   func(context.Context) (practice.Page, error)
 	close  func()
 }
 
@@ -218,8 +218,8 @@ func karbonTarget() (target, error) {
 	return target{
 		name:   "karbon jobs",
 		direct: direct,
-		list: func(ctx context.Context) (adapters.Page, error) {
-			return a.List(ctx, adapters.Tenant{Firm: "frm_bench"}, adapters.Jobs, adapters.Query{Limit: 50})
+		list: func(ctx context.Context) (practice.Page, error) {
+			return a.List(ctx, practice.Tenant{Firm: "frm_bench"}, practice.Jobs, practice.Query{Limit: 50})
 		},
 		close: stub.Close,
 	}, nil
@@ -248,8 +248,8 @@ func xeroTarget() (target, error) {
 	return target{
 		name:   "xero invoices",
 		direct: direct,
-		list: func(ctx context.Context) (adapters.Page, error) {
-			return a.List(ctx, adapters.Tenant{Firm: "frm_bench"}, adapters.Invoices, adapters.Query{Limit: 50})
+		list: func(ctx context.Context) (practice.Page, error) {
+			return a.List(ctx, practice.Tenant{Firm: "frm_bench"}, practice.Invoices, practice.Query{Limit: 50})
 		},
 		close: stub.Close,
 	}, nil

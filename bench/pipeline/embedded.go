@@ -16,15 +16,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/boltstore"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 const firm = "frm_bench"
 
-var tenant = adapters.Tenant{Firm: firm}
+var tenant = practice.Tenant{Firm: firm}
 
 // engineConfig is the production configuration but for the address
 // policy: the receivers are on loopback.
@@ -63,7 +63,7 @@ func openGatewayDB() (*gatewayDB, error) {
 }
 
 func (g *gatewayDB) create(ctx context.Context, name string) (string, error) {
-	raw, err := g.records.CreateClient(ctx, tenant, adapters.ClientInput{Name: &name})
+	raw, err := g.records.CreateClient(ctx, tenant, practice.ClientInput{Name: &name})
 	if err != nil {
 		return "", err
 	}
@@ -82,10 +82,10 @@ func (g *gatewayDB) close() {
 }
 
 // syntheticChange creates a client that no write path made.
-func syntheticChange() adapters.Change {
+func syntheticChange() practice.Change {
 	id := strings.ToLower(rand.Text())[:16]
-	return adapters.Change{
-		ID: "chg_" + id, Firm: firm, Kind: adapters.Clients, ResourceID: "cli_" + id,
+	return practice.Change{
+		ID: "chg_" + id, Firm: firm, Kind: practice.Clients, ResourceID: "cli_" + id,
 		After:      json.RawMessage(`{"id":"cli_` + id + `","object":"client","name":"Backlog & Co"}`),
 		OccurredAt: time.Now().UTC(),
 	}
@@ -164,17 +164,17 @@ func (e *embedded) close() {
 // memOutbox is an outbox in memory for the synthetic backlog.
 type memOutbox struct {
 	mu      sync.Mutex
-	entries []adapters.OutboxEntry
+	entries []practice.OutboxEntry
 	seq     uint64
 	signal  chan struct{}
 }
 
 func newMemOutbox() *memOutbox { return &memOutbox{signal: make(chan struct{}, 1)} }
 
-func (o *memOutbox) add(c adapters.Change) {
+func (o *memOutbox) add(c practice.Change) {
 	o.mu.Lock()
 	o.seq++
-	o.entries = append(o.entries, adapters.OutboxEntry{Seq: o.seq, Change: c})
+	o.entries = append(o.entries, practice.OutboxEntry{Seq: o.seq, Change: c})
 	o.mu.Unlock()
 	select {
 	case o.signal <- struct{}{}:
@@ -182,10 +182,10 @@ func (o *memOutbox) add(c adapters.Change) {
 	}
 }
 
-func (o *memOutbox) ReadOutbox(after uint64, max int) ([]adapters.OutboxEntry, error) {
+func (o *memOutbox) ReadOutbox(after uint64, max int) ([]practice.OutboxEntry, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	var out []adapters.OutboxEntry
+	var out []practice.OutboxEntry
 	for _, e := range o.entries {
 		if e.Seq > after && len(out) < max {
 			out = append(out, e)

@@ -15,10 +15,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/dispatcher/redisstore"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // kafkaInfra is what every Kafka-mode run shares: a three-broker kfake
@@ -157,7 +157,7 @@ func (p *kafkaPipeline) endpoint(ctx context.Context, url string) error {
 
 func (p *kafkaPipeline) preload(ctx context.Context, n int) ([]string, error) {
 	ids := make([]string, 0, n)
-	var batch []adapters.Change
+	var batch []practice.Change
 	for i := range n {
 		c := syntheticChange()
 		ids = append(ids, c.ResourceID)

@@ -13,10 +13,10 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
-	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func init() {
@@ -72,7 +72,7 @@ type call struct {
 	route    *route
 	id       string
 	cred     *auth.Credential
-	tenant   adapters.Tenant
+	tenant   practice.Tenant
 	backends gateway.Backends
 }
 
@@ -129,13 +129,13 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) (*route, error) 
 			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("This credential lacks the %s scope that %s %s needs.", rt.scope, rt.method, rt.pattern))
 		}
-		b, ok := h.app.Backends(adapters.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox})
+		b, ok := h.app.Backends(practice.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox})
 		if !ok {
 			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("Firm %s is not served by this gateway.", cred.Firm))
 		}
 		c.cred, c.backends = cred, b
-		c.tenant = adapters.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox}
+		c.tenant = practice.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox}
 	}
 	if id != "" && !strings.HasPrefix(id, rt.prefix) {
 		return rt, apierror.New(http.StatusNotFound, "resource_not_found",

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func (h *Handler) openapi(w http.ResponseWriter, r *http.Request, _ *call) error {
@@ -26,28 +26,28 @@ func (h *Handler) openapi(w http.ResponseWriter, r *http.Request, _ *call) error
 }
 
 // resourceTypes maps each kind to the Go type whose JSON it serves.
-var resourceTypes = map[adapters.Kind]any{
-	adapters.Clients:     adapters.Client{},
-	adapters.Engagements: adapters.Engagement{},
-	adapters.Jobs:        adapters.Job{},
-	adapters.Documents:   adapters.Document{},
-	adapters.Invoices:    adapters.Invoice{},
-	adapters.People:      adapters.Person{},
+var resourceTypes = map[practice.Kind]any{
+	practice.Clients:     practice.Client{},
+	practice.Engagements: practice.Engagement{},
+	practice.Jobs:        practice.Job{},
+	practice.Documents:   practice.Document{},
+	practice.Invoices:    practice.Invoice{},
+	practice.People:      practice.Person{},
 }
 
 // enums documents the closed vocabularies of string fields, by
 // "Type.json_name".
 var enums = map[string][]string{
-	"Job.stage":          adapters.JobStages,
-	"StageMove.stage":    adapters.JobStages,
-	"Document.kind":      adapters.DocumentKinds,
-	"Location.provider":  adapters.DocumentProviders,
-	"Invoice.status":     adapters.InvoiceStatuses,
-	"Client.status":      adapters.ClientStatuses,
-	"ClientInput.status": adapters.ClientStatuses,
-	"Client.type":        adapters.ClientTypes,
-	"ClientInput.type":   adapters.ClientTypes,
-	"Engagement.status":  adapters.EngagementStatuses,
+	"Job.stage":          practice.JobStages,
+	"StageMove.stage":    practice.JobStages,
+	"Document.kind":      practice.DocumentKinds,
+	"Location.provider":  practice.DocumentProviders,
+	"Invoice.status":     practice.InvoiceStatuses,
+	"Client.status":      practice.ClientStatuses,
+	"ClientInput.status": practice.ClientStatuses,
+	"Client.type":        practice.ClientTypes,
+	"ClientInput.type":   practice.ClientTypes,
+	"Engagement.status":  practice.EngagementStatuses,
 }
 
 // dates are string fields holding a calendar date rather than a time.

@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters"
-	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func jobsRoute(t testing.TB) *route {
@@ -151,7 +151,7 @@ func FuzzDecodeBody(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var in adapters.ClientInput
+		var in practice.ClientInput
 		err := decodeBody(body, &in)
 		if err != nil {
 			var e *apierror.Error
@@ -161,7 +161,7 @@ func FuzzDecodeBody(f *testing.F) {
 			return
 		}
 		_ = in.Validate(true)
-		var move adapters.StageMove
+		var move practice.StageMove
 		if decodeBody(body, &move) == nil {
 			_ = move.Validate()
 		}

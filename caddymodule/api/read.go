@@ -15,8 +15,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
-	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 const (
@@ -68,7 +68,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *call) error {
 		}
 	}
 	body, err := c.backends.Reader(c.route.kind).Get(r.Context(), c.tenant, c.route.kind, c.id)
-	if errors.Is(err, adapters.ErrNotFound) {
+	if errors.Is(err, practice.ErrNotFound) {
 		return notFound(c.route.kind, c.id)
 	}
 	if err != nil {
@@ -94,7 +94,7 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 // validated filter parameters, and their fingerprint, which a cursor must
 // match.
 type parsedQuery struct {
-	adapters.Query
+	practice.Query
 	params      map[string]string
 	fingerprint uint32
 }
@@ -108,7 +108,7 @@ func (q parsedQuery) time(name string) time.Time {
 // parseQuery reads a collection's parameters strictly: unknown, repeated
 // and malformed parameters are refused rather than ignored.
 func parseQuery(rt *route, raw string) (parsedQuery, error) {
-	q := parsedQuery{Query: adapters.Query{Limit: defaultLimit}, fingerprint: noFilters}
+	q := parsedQuery{Query: practice.Query{Limit: defaultLimit}, fingerprint: noFilters}
 	if raw == "" {
 		return q, nil
 	}
@@ -226,7 +226,7 @@ func validateParam(p *param, v string) error {
 }
 
 // applyFilter sets a validated record filter.
-func applyFilter(f *adapters.Filter, p *param, v string) error {
+func applyFilter(f *practice.Filter, p *param, v string) error {
 	t, _ := time.Parse(time.RFC3339, v)
 	t = t.UTC()
 	switch p.name {

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/practicegw/practicegw/adapters"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // route is one operation of /v1. The table below is the single source of
@@ -16,7 +16,7 @@ type route struct {
 	scope   string // "" for public routes
 	op      string // OpenAPI operationId
 	summary string
-	kind    adapters.Kind
+	kind    practice.Kind
 	// prefix is the type prefix of the path's {id}; an id without it is
 	// a 404 before any backend is asked.
 	prefix string
@@ -47,12 +47,12 @@ var (
 	}
 	clientFilters = []param{
 		{name: "owner", typ: "id", prefix: "usr_", desc: "Only clients owned by this person."},
-		{name: "status", typ: "enum", enum: adapters.ClientStatuses, desc: "Only clients with this status."},
+		{name: "status", typ: "enum", enum: practice.ClientStatuses, desc: "Only clients with this status."},
 		{name: "last_activity_after", typ: "date-time", desc: "Only clients active at or after this time."},
 		{name: "last_activity_before", typ: "date-time", desc: "Only clients last active before this time."},
 	}
 	jobFilters = []param{
-		{name: "stage", typ: "enum", enum: adapters.JobStages, desc: "Only jobs in this stage."},
+		{name: "stage", typ: "enum", enum: practice.JobStages, desc: "Only jobs in this stage."},
 		{name: "owner", typ: "id", prefix: "usr_", desc: "Only jobs owned by this person."},
 		{name: "client", typ: "id", prefix: "cli_", desc: "Only jobs for this client."},
 		{name: "deadline_after", typ: "date", desc: "Only jobs due on or after this date (YYYY-MM-DD)."},
@@ -60,7 +60,7 @@ var (
 	}
 )
 
-func listRoute(k adapters.Kind, filters ...param) route {
+func listRoute(k practice.Kind, filters ...param) route {
 	return route{
 		method: http.MethodGet, pattern: "/v1/" + string(k), scope: string(k) + ":read",
 		op: "list_" + string(k), summary: "List " + string(k), kind: k,
@@ -69,7 +69,7 @@ func listRoute(k adapters.Kind, filters ...param) route {
 	}
 }
 
-func getRoute(k adapters.Kind) route {
+func getRoute(k practice.Kind) route {
 	return route{
 		method: http.MethodGet, pattern: "/v1/" + string(k) + "/{id}", scope: string(k) + ":read",
 		op: "get_" + k.Singular(), summary: "Retrieve a " + k.Singular(), kind: k, prefix: k.IDPrefix(), status: http.StatusOK,
@@ -85,36 +85,36 @@ var resourceRoutes = []route{
 	{method: http.MethodGet, pattern: "/v1/openapi.json", op: "get_openapi", summary: "This API's OpenAPI 3.1 document",
 		status: http.StatusOK, serve: (*Handler).openapi},
 
-	listRoute(adapters.Clients, clientFilters...),
-	getRoute(adapters.Clients),
+	listRoute(practice.Clients, clientFilters...),
+	getRoute(practice.Clients),
 	{method: http.MethodPost, pattern: "/v1/clients", scope: "clients:write", op: "create_client",
-		summary: "Create a client", kind: adapters.Clients, body: adapters.ClientInput{}, status: http.StatusCreated,
+		summary: "Create a client", kind: practice.Clients, body: practice.ClientInput{}, status: http.StatusCreated,
 		serve: (*Handler).createClient},
 	{method: http.MethodPatch, pattern: "/v1/clients/{id}", scope: "clients:write", op: "update_client",
-		summary: "Update a client; contacts, when sent, replace the list", kind: adapters.Clients, prefix: "cli_",
-		body: adapters.ClientInput{}, status: http.StatusOK, serve: (*Handler).updateClient},
+		summary: "Update a client; contacts, when sent, replace the list", kind: practice.Clients, prefix: "cli_",
+		body: practice.ClientInput{}, status: http.StatusOK, serve: (*Handler).updateClient},
 
-	listRoute(adapters.Engagements),
-	getRoute(adapters.Engagements),
+	listRoute(practice.Engagements),
+	getRoute(practice.Engagements),
 
-	listRoute(adapters.Jobs, jobFilters...),
-	getRoute(adapters.Jobs),
+	listRoute(practice.Jobs, jobFilters...),
+	getRoute(practice.Jobs),
 	{method: http.MethodPost, pattern: "/v1/jobs", scope: "jobs:write", op: "create_job",
-		summary: "Open a job", kind: adapters.Jobs, body: adapters.JobInput{}, status: http.StatusCreated,
+		summary: "Open a job", kind: practice.Jobs, body: practice.JobInput{}, status: http.StatusCreated,
 		serve: (*Handler).createJob},
 	{method: http.MethodPatch, pattern: "/v1/jobs/{id}", scope: "jobs:write", op: "update_job",
-		summary: "Update a job (its stage moves only through /stage)", kind: adapters.Jobs, prefix: "job_",
-		body: adapters.JobInput{}, status: http.StatusOK, serve: (*Handler).updateJob},
+		summary: "Update a job (its stage moves only through /stage)", kind: practice.Jobs, prefix: "job_",
+		body: practice.JobInput{}, status: http.StatusOK, serve: (*Handler).updateJob},
 	{method: http.MethodPost, pattern: "/v1/jobs/{id}/stage", scope: "jobs:write", op: "move_job",
-		summary: "Move a job to a stage, with an optional note", kind: adapters.Jobs, prefix: "job_",
-		body: adapters.StageMove{}, status: http.StatusOK, serve: (*Handler).moveJob},
+		summary: "Move a job to a stage, with an optional note", kind: practice.Jobs, prefix: "job_",
+		body: practice.StageMove{}, status: http.StatusOK, serve: (*Handler).moveJob},
 
-	listRoute(adapters.Documents),
-	getRoute(adapters.Documents),
-	listRoute(adapters.Invoices),
-	getRoute(adapters.Invoices),
-	listRoute(adapters.People),
-	getRoute(adapters.People),
+	listRoute(practice.Documents),
+	getRoute(practice.Documents),
+	listRoute(practice.Invoices),
+	getRoute(practice.Invoices),
+	listRoute(practice.People),
+	getRoute(practice.People),
 }
 
 // noun names what the route's {id} identifies, for messages.

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
-	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Event and webhook routes. They read and write the webhook engine's
@@ -184,10 +184,10 @@ func (h *Handler) createEndpoint(w http.ResponseWriter, r *http.Request, c *call
 			return nil, err
 		}
 		if in.URL == "" {
-			return nil, adapters.Missing("url")
+			return nil, practice.Missing("url")
 		}
 		if len(in.Events) == 0 {
-			return nil, adapters.Missing("events")
+			return nil, practice.Missing("events")
 		}
 		ep, secret, err := h.app.Dispatcher().CreateEndpoint(ctx, c.tenant,
 			dispatcher.EndpointInput{URL: in.URL, Events: in.Events, Description: in.Description})
@@ -306,7 +306,7 @@ func (h *Handler) replayFailed(w http.ResponseWriter, r *http.Request, c *call) 
 			return nil, err
 		}
 		if in.Since.IsZero() {
-			return nil, adapters.Missing("since")
+			return nil, practice.Missing("since")
 		}
 		n, err := h.app.Dispatcher().ReplayFailed(ctx, c.tenant, c.id, in.Since)
 		if err != nil {
@@ -345,7 +345,7 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, c *call) error
 			return nil, err
 		}
 		if in.Event == "" {
-			return nil, adapters.Missing("event")
+			return nil, practice.Missing("event")
 		}
 		return h.app.Trigger(ctx, c.tenant.Firm, in.Event)
 	})
@@ -353,7 +353,7 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, c *call) error
 
 // notFoundFor names the record in a not-found answer.
 func (h *Handler) notFoundFor(c *call, err error) error {
-	if errors.Is(err, adapters.ErrNotFound) {
+	if errors.Is(err, practice.ErrNotFound) {
 		return apierror.New(http.StatusNotFound, "resource_not_found",
 			"No such "+c.route.noun()+": \""+c.id+"\".").WithParam("id")
 	}

@@ -16,14 +16,14 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
-	"github.com/practicegw/practicegw/caddymodule/apierror"
-	"github.com/practicegw/practicegw/caddymodule/idempotency"
+	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/idempotency"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func (h *Handler) createClient(w http.ResponseWriter, r *http.Request, c *call) error {
 	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
-		var in adapters.ClientInput
+		var in practice.ClientInput
 		if err := decodeBody(body, &in); err != nil {
 			return nil, err
 		}
@@ -36,7 +36,7 @@ func (h *Handler) createClient(w http.ResponseWriter, r *http.Request, c *call) 
 
 func (h *Handler) updateClient(w http.ResponseWriter, r *http.Request, c *call) error {
 	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
-		var in adapters.ClientInput
+		var in practice.ClientInput
 		if err := decodeBody(body, &in); err != nil {
 			return nil, err
 		}
@@ -49,7 +49,7 @@ func (h *Handler) updateClient(w http.ResponseWriter, r *http.Request, c *call) 
 
 func (h *Handler) createJob(w http.ResponseWriter, r *http.Request, c *call) error {
 	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
-		var in adapters.JobInput
+		var in practice.JobInput
 		if err := decodeBody(body, &in); err != nil {
 			return nil, err
 		}
@@ -62,7 +62,7 @@ func (h *Handler) createJob(w http.ResponseWriter, r *http.Request, c *call) err
 
 func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request, c *call) error {
 	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
-		var in adapters.JobInput
+		var in practice.JobInput
 		if err := decodeBody(body, &in); err != nil {
 			return nil, err
 		}
@@ -75,7 +75,7 @@ func (h *Handler) updateJob(w http.ResponseWriter, r *http.Request, c *call) err
 
 func (h *Handler) moveJob(w http.ResponseWriter, r *http.Request, c *call) error {
 	return h.write(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, error) {
-		var in adapters.StageMove
+		var in practice.StageMove
 		if err := decodeBody(body, &in); err != nil {
 			return nil, err
 		}
@@ -163,7 +163,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 
 // writeError names the record in a not-found answer.
 func (h *Handler) writeError(c *call, err error) error {
-	if errors.Is(err, adapters.ErrNotFound) && c.id != "" {
+	if errors.Is(err, practice.ErrNotFound) && c.id != "" {
 		return notFound(c.route.kind, c.id)
 	}
 	return err

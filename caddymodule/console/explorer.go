@@ -16,8 +16,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // explorerName names the sandbox credentials the explorer issues.
@@ -291,7 +291,7 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, v *visit) erro
 		return redirect(w, r, back)
 	}
 	t, err := h.app.Trigger(r.Context(), v.firm.ID, kind)
-	var invalid *adapters.InvalidError
+	var invalid *practice.InvalidError
 	switch {
 	case errors.As(err, &invalid):
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: invalid.Message})

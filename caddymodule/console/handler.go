@@ -20,10 +20,10 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func init() {
@@ -163,11 +163,11 @@ type visit struct {
 	csrf string
 }
 
-func (v *visit) live() adapters.Tenant    { return adapters.Tenant{Firm: v.firm.ID} }
-func (v *visit) sandbox() adapters.Tenant { return adapters.Tenant{Firm: v.firm.ID, Sandbox: true} }
+func (v *visit) live() practice.Tenant    { return practice.Tenant{Firm: v.firm.ID} }
+func (v *visit) sandbox() practice.Tenant { return practice.Tenant{Firm: v.firm.ID, Sandbox: true} }
 
 // tenants are the firm's live and sandbox halves, in that order.
-func (v *visit) tenants() []adapters.Tenant { return []adapters.Tenant{v.live(), v.sandbox()} }
+func (v *visit) tenants() []practice.Tenant { return []practice.Tenant{v.live(), v.sandbox()} }
 
 type viewFunc func(w http.ResponseWriter, r *http.Request, v *visit) error
 

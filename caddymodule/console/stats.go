@@ -7,8 +7,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // statsWindow is the period endpoint health covers.
@@ -124,7 +124,7 @@ func (s endpointStats) health(ep dispatcher.Endpoint) health {
 
 // endpointStatsOf pages through an endpoint's deliveries of the last 24
 // hours, up to maxStatsScan.
-func endpointStatsOf(ctx context.Context, e *dispatcher.Engine, t adapters.Tenant, id string, now time.Time) (endpointStats, error) {
+func endpointStatsOf(ctx context.Context, e *dispatcher.Engine, t practice.Tenant, id string, now time.Time) (endpointStats, error) {
 	var all []dispatcher.Delivery
 	q := dispatcher.DeliveryQuery{EndpointID: id, From: now.Add(-statsWindow), Limit: dispatcher.MaxLimit}
 	capped := false

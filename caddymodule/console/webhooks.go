@@ -15,8 +15,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // endpointRow is one endpoint with its health over the last 24 hours.
@@ -77,7 +77,7 @@ func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, v *visit) err
 }
 
 // findEndpoint finds one of the firm's endpoints, live or sandbox.
-func (h *Handler) findEndpoint(ctx context.Context, v *visit, id string) (dispatcher.Endpoint, adapters.Tenant, error) {
+func (h *Handler) findEndpoint(ctx context.Context, v *visit, id string) (dispatcher.Endpoint, practice.Tenant, error) {
 	for _, t := range v.tenants() {
 		ep, err := h.app.Dispatcher().GetEndpoint(ctx, t, id)
 		if err == nil {
@@ -87,11 +87,11 @@ func (h *Handler) findEndpoint(ctx context.Context, v *visit, id string) (dispat
 			return dispatcher.Endpoint{}, t, err
 		}
 	}
-	return dispatcher.Endpoint{}, adapters.Tenant{}, notFound("webhook endpoint " + id)
+	return dispatcher.Endpoint{}, practice.Tenant{}, notFound("webhook endpoint " + id)
 }
 
 // findDelivery finds one of the firm's deliveries, live or sandbox.
-func (h *Handler) findDelivery(ctx context.Context, v *visit, id string) (dispatcher.Delivery, adapters.Tenant, error) {
+func (h *Handler) findDelivery(ctx context.Context, v *visit, id string) (dispatcher.Delivery, practice.Tenant, error) {
 	for _, t := range v.tenants() {
 		d, err := h.app.Dispatcher().GetDelivery(ctx, t, id)
 		if err == nil {
@@ -101,7 +101,7 @@ func (h *Handler) findDelivery(ctx context.Context, v *visit, id string) (dispat
 			return dispatcher.Delivery{}, t, err
 		}
 	}
-	return dispatcher.Delivery{}, adapters.Tenant{}, notFound("delivery " + id)
+	return dispatcher.Delivery{}, practice.Tenant{}, notFound("delivery " + id)
 }
 
 // deliveryFilter is the endpoint page's filter, as typed and as parsed.
@@ -446,7 +446,7 @@ func (h *Handler) eventPage(w http.ResponseWriter, r *http.Request, v *visit) er
 	id := r.PathValue("id")
 	var (
 		ev  dispatcher.Event
-		t   adapters.Tenant
+		t   practice.Tenant
 		err error
 	)
 	for _, t = range v.tenants() {

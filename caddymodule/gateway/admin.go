@@ -10,9 +10,9 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func init() {
@@ -165,7 +165,7 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 		return badRequest(fmt.Errorf("reading trigger request: %w", err))
 	}
 	t, err := a.app.Trigger(r.Context(), req.Firm, req.Event)
-	var invalid *adapters.InvalidError
+	var invalid *practice.InvalidError
 	if errors.As(err, &invalid) {
 		return badRequest(errors.New(invalid.Message))
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/dropbox"
 	"github.com/practicegw/practicegw/adapters/gdrive"
 	"github.com/practicegw/practicegw/adapters/graph"
@@ -27,7 +26,8 @@ import (
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway/redisstore"
-	"github.com/practicegw/practicegw/caddymodule/idempotency"
+	"github.com/practicegw/practicegw/internal/idempotency"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func init() {
@@ -319,7 +319,7 @@ func (a *App) Credentials() *auth.Registry { return a.registry }
 
 // Backends returns the backends serving a tenant: the firm's configured
 // systems for live records, the seeded demo records for its sandbox.
-func (a *App) Backends(t adapters.Tenant) (Backends, bool) {
+func (a *App) Backends(t practice.Tenant) (Backends, bool) {
 	b, ok := a.firms[t.Firm]
 	if !ok {
 		return nil, false
@@ -353,34 +353,34 @@ type IdempotencyStore interface {
 // Backends are the systems one firm's records come from.
 type Backends interface {
 	// Reader serves the kind, or is nil if nothing does.
-	Reader(k adapters.Kind) adapters.Reader
-	Clients() adapters.ClientWriter
-	Jobs() adapters.JobWriter
+	Reader(k practice.Kind) practice.Reader
+	Clients() practice.ClientWriter
+	Jobs() practice.JobWriter
 }
 
 type firmBackends struct {
-	records, documents, ledger adapters.Reader
-	clients                    adapters.ClientWriter
-	jobs                       adapters.JobWriter
+	records, documents, ledger practice.Reader
+	clients                    practice.ClientWriter
+	jobs                       practice.JobWriter
 
 	// upstreams are the firm's real systems, for readiness, ingest and
 	// priming.
 	upstreams []upstreamSystem
 }
 
-func (b *firmBackends) Reader(k adapters.Kind) adapters.Reader {
+func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	switch k {
-	case adapters.Documents:
+	case practice.Documents:
 		return b.documents
-	case adapters.Invoices:
+	case practice.Invoices:
 		return b.ledger
 	default:
 		return b.records
 	}
 }
 
-func (b *firmBackends) Clients() adapters.ClientWriter { return b.clients }
-func (b *firmBackends) Jobs() adapters.JobWriter       { return b.jobs }
+func (b *firmBackends) Clients() practice.ClientWriter { return b.clients }
+func (b *firmBackends) Jobs() practice.JobWriter       { return b.jobs }
 
 // Interface guards
 var (

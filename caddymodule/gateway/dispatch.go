@@ -11,11 +11,11 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	dispatchbolt "github.com/practicegw/practicegw/dispatcher/boltstore"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	dispatchredis "github.com/practicegw/practicegw/dispatcher/redisstore"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // WebhookConfig tunes webhook delivery. Every field falls back to its
@@ -152,7 +152,7 @@ func (a *App) provisionDispatch() error {
 // publish hands change records to the event pipeline: the changes topic in
 // Kafka mode, else the engine, which records them durably before it
 // returns.
-func (d *dispatch) publish(ctx context.Context, changes []adapters.Change) error {
+func (d *dispatch) publish(ctx context.Context, changes []practice.Change) error {
 	if d.publisher != nil {
 		return d.publisher.PublishBatch(ctx, changes)
 	}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Triggered is the sandbox change a trigger made and the event it raises.
@@ -23,7 +23,7 @@ type Triggered struct {
 // change; delivery follows through the outbox like any other write.
 func (a *App) Trigger(ctx context.Context, firm, kind string) (Triggered, error) {
 	if _, ok := a.firms[firm]; !ok {
-		return Triggered{}, adapters.Invalid("firm", "This gateway serves no firm %q.", firm)
+		return Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
 	}
 	change, err := a.shared.demo.Trigger(ctx, firm, kind)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/dropbox"
 	"github.com/practicegw/practicegw/adapters/gdrive"
@@ -22,6 +21,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/health"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // upstreamSystem is one of a firm's real systems, as the app needs it
@@ -268,6 +268,6 @@ func (a *App) upstreamChecks() []health.Check {
 // pipeline, as the outbox's are: durably before it returns.
 type changeSink struct{ app *App }
 
-func (s changeSink) Publish(ctx context.Context, c adapters.Change) error {
-	return s.app.dispatch.publish(ctx, []adapters.Change{c})
+func (s changeSink) Publish(ctx context.Context, c practice.Change) error {
+	return s.app.dispatch.publish(ctx, []practice.Change{c})
 }

@@ -8,12 +8,12 @@ import (
 
 	_ "github.com/practicegw/practicegw/caddymodule/api"
 	_ "github.com/practicegw/practicegw/caddymodule/auth"
-	_ "github.com/practicegw/practicegw/caddymodule/commands"
 	_ "github.com/practicegw/practicegw/caddymodule/console"
 	_ "github.com/practicegw/practicegw/caddymodule/gateway"
 	_ "github.com/practicegw/practicegw/caddymodule/health"
 	_ "github.com/practicegw/practicegw/caddymodule/ingest"
 	_ "github.com/practicegw/practicegw/caddymodule/ratelimit"
+	_ "github.com/practicegw/practicegw/internal/cli"
 )
 
 func main() {

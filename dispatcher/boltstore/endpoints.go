@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -56,7 +56,7 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 
 // Endpoints returns a tenant's endpoints in id order, which is creation
 // order to the millisecond.
-func (s *Store) Endpoints(ctx context.Context, t adapters.Tenant) ([]dispatcher.Endpoint, error) {
+func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.Endpoint, error) {
 	var eps []dispatcher.Endpoint
 	prefix := tenantKey(t)
 	err := s.view(ctx, func(tx *bolt.Tx) error {
@@ -84,7 +84,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) erro
 	err := s.update(ctx, func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(bucketEndpoints))
 		if b.Get([]byte(ep.ID)) != nil {
-			return fmt.Errorf("%w: endpoint %s exists", adapters.ErrConflict, ep.ID)
+			return fmt.Errorf("%w: endpoint %s exists", practice.ErrConflict, ep.ID)
 		}
 		if err := putJSON(b, ep.ID, toEndpointRecord(ep)); err != nil {
 			return err

@@ -40,8 +40,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -121,7 +121,7 @@ func pageSize(n int) int {
 	return min(n, dispatcher.MaxLimit)
 }
 
-func tenantKey(t adapters.Tenant) []byte {
+func tenantKey(t practice.Tenant) []byte {
 	mode := "live"
 	if t.Sandbox {
 		mode = "sandbox"

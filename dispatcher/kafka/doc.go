@@ -12,7 +12,7 @@
 // gateway does):
 //
 //   - changes (default practicegw.changes): change records, the JSON form
-//     of adapters.Change. The gateway's outbox drains into it (Publisher);
+//     of practice.Change. The gateway's outbox drains into it (Publisher);
 //     a firm's CDC connector may publish into it too. The dispatchers
 //     consume it.
 //   - events (default practicegw.events): every event derived from a

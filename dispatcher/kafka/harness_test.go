@@ -28,10 +28,10 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/dispatcher/redisstore"
+	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -73,7 +73,7 @@ func childTimings(cfg *kafka.Config) {
 }
 
 var (
-	live   = adapters.Tenant{Firm: "frm_acme"}
+	live   = practice.Tenant{Firm: "frm_acme"}
 	topics = kafka.Topics{Changes: "test.changes", Events: "test.events"}
 )
 
@@ -197,7 +197,7 @@ func (e *env) endpoint(url string) (dispatcher.Endpoint, string) {
 	return ep, secret
 }
 
-func (e *env) publish(cs ...adapters.Change) {
+func (e *env) publish(cs ...practice.Change) {
 	e.t.Helper()
 	if err := e.pub.PublishBatch(context.Background(), cs); err != nil {
 		e.t.Fatal(err)
@@ -205,16 +205,16 @@ func (e *env) publish(cs ...adapters.Change) {
 }
 
 // change creates a client; its event id is EventID(change).
-func change(name string) adapters.Change {
+func change(name string) practice.Change {
 	id := strings.ToLower(rand.Text())[:12]
-	return adapters.Change{
-		ID: "chg_" + id, Firm: live.Firm, Kind: adapters.Clients, ResourceID: "cli_" + id,
+	return practice.Change{
+		ID: "chg_" + id, Firm: live.Firm, Kind: practice.Clients, ResourceID: "cli_" + id,
 		After:      json.RawMessage(`{"id":"cli_` + id + `","object":"client","name":` + strconv.Quote(name) + `}`),
 		OccurredAt: time.Now().UTC(),
 	}
 }
 
-func eventID(c adapters.Change) string {
+func eventID(c practice.Change) string {
 	evs, err := dispatcher.Derive(c)
 	if err != nil || len(evs) != 1 {
 		panic(fmt.Sprintf("derive %s: %d events, %v", c.ID, len(evs), err))

@@ -10,8 +10,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // fetchAhead is how many fetched changes wait while a batch is handled.
@@ -153,7 +153,7 @@ func (c *Consumer) handle(gctx context.Context, cm *committer, batch []kafkago.M
 
 // derive reads a change record and derives its events.
 func derive(m kafkago.Message) ([]dispatcher.Event, error) {
-	var ch adapters.Change
+	var ch practice.Change
 	if err := json.Unmarshal(m.Value, &ch); err != nil {
 		return nil, fmt.Errorf("%w: the record is not a change: %w", dispatcher.ErrInvalidChange, err)
 	}

@@ -12,9 +12,9 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // A change published to the changes topic reaches a receiver as a signed
@@ -27,7 +27,7 @@ func TestChangeToWebhook(t *testing.T) {
 	e.dispatcher(e.config())
 
 	var ids []string
-	var changes []adapters.Change
+	var changes []practice.Change
 	for i := range 20 {
 		c := change("Smith & Daughters <" + string(rune('a'+i)) + ">")
 		changes = append(changes, c)
@@ -58,7 +58,7 @@ func TestChangeToWebhook(t *testing.T) {
 	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	byID := map[string]adapters.Change{}
+	byID := map[string]practice.Change{}
 	for _, c := range changes {
 		byID[eventID(c)] = c
 	}
@@ -102,7 +102,7 @@ func TestTwoDispatchersShareTheWork(t *testing.T) {
 
 	var ids []string
 	publish := func(k int) {
-		var batch []adapters.Change
+		var batch []practice.Change
 		for range k {
 			c := change("c")
 			ids = append(ids, eventID(c))
@@ -161,7 +161,7 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 	go func() {
 		defer close(published)
 		for i := 0; i < n; i += 25 {
-			var batch []adapters.Change
+			var batch []practice.Change
 			for range 25 {
 				c := change("k")
 				batch = append(batch, c)
@@ -220,7 +220,7 @@ func TestDeadEndpointBesideHealthy(t *testing.T) {
 	defer tick.Stop()
 	for i := 0; i < n; i += 10 {
 		<-tick.C
-		var batch []adapters.Change
+		var batch []practice.Change
 		now := time.Now()
 		for range 10 {
 			c := change("h")
@@ -258,7 +258,7 @@ func TestRedisRestartMidStream(t *testing.T) {
 
 	var ids []string
 	publish := func(k int) {
-		var batch []adapters.Change
+		var batch []practice.Change
 		for range k {
 			c := change("r")
 			batch = append(batch, c)

@@ -10,8 +10,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // newWriter is the producer both topics are written with: synchronous,
@@ -78,15 +78,15 @@ func NewPublisher(cfg PublisherConfig) *Publisher {
 // Publish writes c, keyed by its resource id, and returns once every
 // in-sync replica has it: only then may the gateway delete its outbox
 // entry.
-func (p *Publisher) Publish(ctx context.Context, c adapters.Change) error {
-	return p.PublishBatch(ctx, []adapters.Change{c})
+func (p *Publisher) Publish(ctx context.Context, c practice.Change) error {
+	return p.PublishBatch(ctx, []practice.Change{c})
 }
 
 // PublishBatch writes changes in order, as Publish does; it is a
 // dispatcher.ChangeSink, so that the gateway's outbox drains to Kafka with
 // dispatcher.DrainOutboxTo. A change that cannot be encoded (a record that
 // is not JSON) is logged and left out: no consumer could read it.
-func (p *Publisher) PublishBatch(ctx context.Context, changes []adapters.Change) error {
+func (p *Publisher) PublishBatch(ctx context.Context, changes []practice.Change) error {
 	msgs := make([]kafkago.Message, 0, len(changes))
 	for _, c := range changes {
 		m, err := changeMessage(c)
@@ -118,7 +118,7 @@ func closeWriter(w *kafkago.Writer) error {
 
 var jsonHeader = kafkago.Header{Key: "content-type", Value: []byte("application/json")}
 
-func changeMessage(c adapters.Change) (kafkago.Message, error) {
+func changeMessage(c practice.Change) (kafkago.Message, error) {
 	// Without HTML escaping: a record's "&" must reach the event, and the
 	// signed webhook body, as written, exactly as in the embedded mode.
 	var buf bytes.Buffer
@@ -133,7 +133,7 @@ func changeMessage(c adapters.Change) (kafkago.Message, error) {
 
 // changeKey keys a change by its resource, falling back to the change id
 // for a change that names none, so that it still lands somewhere stable.
-func changeKey(c adapters.Change) string {
+func changeKey(c practice.Change) string {
 	if c.ResourceID != "" {
 		return c.ResourceID
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // endpointRecord stores what the endpoint's API form leaves out.
@@ -49,7 +49,7 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 
 // Endpoints returns a tenant's endpoints in id order, which is creation
 // order to the millisecond.
-func (s *Store) Endpoints(ctx context.Context, t adapters.Tenant) ([]dispatcher.Endpoint, error) {
+func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.Endpoint, error) {
 	cctx, cancel := s.ctx(ctx)
 	defer cancel()
 	ids, err := s.rdb.ZRange(cctx, s.key("eps:", tenantKey(t)), 0, -1).Result()
@@ -93,7 +93,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) erro
 		return fmt.Errorf("create endpoint %s: %w", ep.ID, err)
 	}
 	if n, _ := res.(int64); n == 0 {
-		return fmt.Errorf("%w: endpoint %s exists", adapters.ErrConflict, ep.ID)
+		return fmt.Errorf("%w: endpoint %s exists", practice.ErrConflict, ep.ID)
 	}
 	return nil
 }

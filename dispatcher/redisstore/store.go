@@ -50,8 +50,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // DefaultPrefix starts every key. The braces are a Redis Cluster hash tag.
@@ -161,7 +161,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, args ...any) (any, er
 	return sc.Run(ctx, s.rdb, []string{s.key("backlog")}, append([]any{s.prefix}, args...)...).Result()
 }
 
-func tenantKey(t adapters.Tenant) string {
+func tenantKey(t practice.Tenant) string {
 	mode := "live"
 	if t.Sandbox {
 		mode = "sandbox"

@@ -8,10 +8,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/redisstore"
 	"github.com/practicegw/practicegw/dispatcher/storetest"
+	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -48,7 +48,7 @@ func TestPruneLeavesNothingBehind(t *testing.T) {
 	st := open(t, srv)
 	ctx := context.Background()
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
-	tenant := adapters.Tenant{Firm: "frm_acme"}
+	tenant := practice.Tenant{Firm: "frm_acme"}
 	ep := dispatcher.Endpoint{ID: "we_a", Firm: tenant.Firm, URL: "https://example.com/a", Events: []string{"*"},
 		Status: dispatcher.EndpointEnabled, CreatedAt: t0}
 	if err := st.CreateEndpoint(ctx, ep); err != nil {

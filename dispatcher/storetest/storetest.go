@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // Open returns an empty store's backends; the store is closed when t ends.
@@ -50,7 +50,7 @@ func Run(t *testing.T, open Open) {
 
 var (
 	t0     = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
-	tenant = adapters.Tenant{Firm: "frm_acme"}
+	tenant = practice.Tenant{Firm: "frm_acme"}
 	ctx    = context.Background()
 )
 
@@ -540,7 +540,7 @@ func testDeleteEndpoint(t *testing.T, b dispatcher.Backends) {
 	enqueue(t, b, 0, delivery("dlv_a3", "we_a", t0))
 }
 
-func event(changeID string, kind string, at time.Time, t adapters.Tenant) dispatcher.Event {
+func event(changeID string, kind string, at time.Time, t practice.Tenant) dispatcher.Event {
 	return dispatcher.Event{ID: dispatcher.EventID(changeID, kind, at), Event: kind, OccurredAt: at, Firm: t.Firm,
 		Sandbox: t.Sandbox, Data: json.RawMessage(`{"client_id":"cli_1","name":"A & B <Ltd>","n":1.50}`), ResourceID: "cli_1"}
 }
@@ -570,7 +570,7 @@ func testEventsOnce(t *testing.T, b dispatcher.Backends) {
 }
 
 func testEventsPaging(t *testing.T, b dispatcher.Backends) {
-	sandbox := adapters.Tenant{Firm: tenant.Firm, Sandbox: true}
+	sandbox := practice.Tenant{Firm: tenant.Firm, Sandbox: true}
 	var all []dispatcher.Event
 	var want []string
 	for i := range 9 {
@@ -689,7 +689,7 @@ func testDeliveriesPaging(t *testing.T, b dispatcher.Backends) {
 func testEndpoints(t *testing.T, b dispatcher.Backends) {
 	a := endpoint(t, b, "we_1")
 	endpoint(t, b, "we_2")
-	if err := b.Catalog.CreateEndpoint(ctx, a); !errors.Is(err, adapters.ErrConflict) {
+	if err := b.Catalog.CreateEndpoint(ctx, a); !errors.Is(err, practice.ErrConflict) {
 		t.Fatalf("creating twice: %v", err)
 	}
 	got, err := b.Endpoints.Endpoint(ctx, "we_1")
@@ -719,7 +719,7 @@ func testEndpoints(t *testing.T, b dispatcher.Backends) {
 	if err != nil || len(eps) != 2 || eps[0].ID != "we_1" || eps[1].ID != "we_2" {
 		t.Fatalf("Endpoints = %+v, %v", eps, err)
 	}
-	if eps, _ := b.Endpoints.Endpoints(ctx, adapters.Tenant{Firm: tenant.Firm, Sandbox: true}); len(eps) != 0 {
+	if eps, _ := b.Endpoints.Endpoints(ctx, practice.Tenant{Firm: tenant.Firm, Sandbox: true}); len(eps) != 0 {
 		t.Fatalf("sandbox endpoints %+v", eps)
 	}
 	if _, err := b.Endpoints.Endpoint(ctx, "we_none"); !errors.Is(err, dispatcher.ErrNotFound) {

@@ -15,8 +15,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/idempotency"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/idempotency"
 )
 
 var (

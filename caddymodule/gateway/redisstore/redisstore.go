@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/idempotency"
+	"github.com/practicegw/practicegw/internal/idempotency"
 )
 
 // Store is the gateway state in Redis. Every call runs under Timeout so

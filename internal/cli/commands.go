@@ -1,7 +1,7 @@
-// Package commands adds practicegw's own subcommands to the binary:
+// Package cli adds practicegw's own subcommands to the binary:
 // credential management and sandbox triggers, which talk to a running
 // gateway through its admin endpoint.
-package commands
+package cli
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package adapters
+package practice
 
 import (
 	"encoding/json"

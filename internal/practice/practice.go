@@ -1,11 +1,11 @@
-// Package adapters holds the practice record model that every backend speaks
+// Package practice holds the practice record model that every backend speaks
 // and the small interfaces the gateway reads and writes it through.
 //
 // Reads come back as JSON already in the /v1 wire shape: an adapter is a
 // translation from a vendor's shape to ours, and doing that translation once,
 // inside the adapter, keeps the request path free of a second encode. Writes
 // take typed inputs so that validation lives in one place.
-package adapters
+package practice
 
 import (
 	"context"
