@@ -54,6 +54,10 @@ func NewAddressPolicy(allow []netip.Prefix) *AddressPolicy {
 		{"::1/128", "loopback"},
 		{"::/96", "IPv4-compatible (deprecated)"},
 		{"100::/64", "discard-only"},
+		// Teredo tunnels to an IPv4 host behind NAT through an IPv4 relay:
+		// no webhook receiver lives there, and what it reaches cannot be
+		// judged from the address alone.
+		{"2001::/32", "Teredo tunnelling to an IPv4 host"},
 		{"64:ff9b:1::/48", "local-use NAT64"},
 		{"2001:db8::/32", "documentation"},
 		{"fc00::/7", "a private network"},
@@ -115,18 +119,27 @@ func (p *AddressPolicy) Check(ip netip.Addr) error {
 	return nil
 }
 
-// embeddedIPv4 extracts the IPv4 address of a NAT64 (64:ff9b::/96) or 6to4
-// (2002::/16) address.
+// embeddedIPv4 extracts the IPv4 address that an IPv6 address carries and
+// reaches through a translator or tunnel: NAT64 (64:ff9b::/96), 6to4
+// (2002::/16), SIIT's IPv4-translated form (::ffff:0:a.b.c.d, that is
+// ::ffff:0:0:0/96; the IPv4-mapped ::ffff:a.b.c.d is unmapped before) and
+// ISATAP interface identifiers (::0:5efe:a.b.c.d and ::200:5efe:a.b.c.d
+// under any prefix).
 func embeddedIPv4(ip netip.Addr) (netip.Addr, bool) {
 	if !ip.Is6() {
 		return netip.Addr{}, false
 	}
 	b := ip.As16()
+	last4 := netip.AddrFrom4([4]byte(b[12:16]))
 	switch {
 	case b[0] == 0x00 && b[1] == 0x64 && b[2] == 0xff && b[3] == 0x9b && [8]byte(b[4:12]) == [8]byte{}:
-		return netip.AddrFrom4([4]byte(b[12:16])), true
+		return last4, true
 	case b[0] == 0x20 && b[1] == 0x02:
 		return netip.AddrFrom4([4]byte(b[2:6])), true
+	case [8]byte(b[0:8]) == [8]byte{} && b[8] == 0xff && b[9] == 0xff && b[10] == 0 && b[11] == 0:
+		return last4, true
+	case (b[8]|0x02) == 0x02 && b[9] == 0 && b[10] == 0x5e && b[11] == 0xfe:
+		return last4, true
 	}
 	return netip.Addr{}, false
 }

@@ -59,6 +59,17 @@ func TestValidateURLRefusesNonPublicAddresses(t *testing.T) {
 		{"http://[::ffff:169.254.169.254]/", closed, "metadata"},
 		{"http://[64:ff9b::7f00:1]/", closed, "loopback, through an IPv6 translation prefix"},
 		{"http://[2002:a00:1::]/", closed, "private network, through an IPv6 translation prefix"},
+		// SIIT's IPv4-translated form, Teredo and ISATAP carry or reach an
+		// IPv4 host too.
+		{"http://[::ffff:0:7f00:1]/", closed, "loopback, through an IPv6 translation prefix"},
+		{"http://[::ffff:0:a00:1]/", closed, "private network, through an IPv6 translation prefix"},
+		{"http://[::ffff:0:a9fe:a9fe]/", closed, "metadata"},
+		{"http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/", closed, "Teredo"},
+		{"http://[2001::1]/", closed, "Teredo"},
+		{"http://[2a01:4f8:1:2:0:5efe:c0a8:101]/", closed, "private network, through an IPv6 translation prefix"},
+		{"http://[2a01:4f8:1:2:200:5efe:7f00:1]/", closed, "loopback, through an IPv6 translation prefix"},
+		{"http://[2a01:4f8:1:2:0:5efe:5db8:d822]/", closed, ""},
+		{"http://[2001:4860:4860::8888]/", closed, ""},
 		{"https://93.184.216.34/hook", closed, ""},
 		{"https://[2606:4700:4700::1111]/hook", closed, ""},
 		{"http://[64:ff9b::5db8:d822]/", closed, ""},
