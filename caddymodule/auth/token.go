@@ -92,6 +92,9 @@ func (k *Keyring) verify(token string) (claims, error) {
 		jwt.WithIssuer(issuer),
 		jwt.WithIssuedAt(),
 		jwt.WithLeeway(time.Minute),
+		// One token, one spelling: base64 with unused bits set decodes
+		// to the same signature under a lenient decoder.
+		jwt.WithStrictDecoding(),
 	)
 	if err != nil {
 		return claims{}, fmt.Errorf("%w: %v", errBadToken, err)
