@@ -120,7 +120,7 @@ func (k *kafkaInfra) open(ctx context.Context) (pipeline, error) {
 		return nil, err
 	}
 	topics := kafka.Topics{Changes: fmt.Sprintf("bench%d.changes", k.runs), Events: fmt.Sprintf("bench%d.events", k.runs)}
-	if err := kafka.EnsureTopics(ctx, k.brokers, topics, kafka.DefaultPartitions); err != nil {
+	if err := kafka.EnsureTopics(ctx, k.brokers, kafka.Security{}, topics, kafka.DefaultPartitions); err != nil {
 		return nil, err
 	}
 	g, err := openGatewayDB()

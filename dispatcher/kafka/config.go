@@ -44,6 +44,9 @@ func (t Topics) withDefaults() Topics {
 type Config struct {
 	// Brokers are Kafka bootstrap addresses (PRACTICEGW_KAFKA). Required.
 	Brokers []string
+	// Security is how the brokers want to be reached: TLS and SASL
+	// (PRACTICEGW_KAFKA_TLS*, PRACTICEGW_KAFKA_SASL_*).
+	Security Security
 	// Redis is the shared store's URL, redis://host:port/db
 	// (PRACTICEGW_REDIS). Required.
 	Redis string
@@ -80,12 +83,21 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	secCfg, err := securityFromEnv(getenv)
+	if err != nil {
+		return Config{}, err
+	}
+	sec, err := secCfg.Build()
+	if err != nil {
+		return Config{}, err
+	}
 	cfg := Config{
-		Brokers: SplitBrokers(get("PRACTICEGW_KAFKA")),
-		Redis:   get("PRACTICEGW_REDIS"),
-		Topics:  Topics{Changes: get("PRACTICEGW_KAFKA_CHANGES_TOPIC"), Events: get("PRACTICEGW_KAFKA_EVENTS_TOPIC")},
-		Group:   get("PRACTICEGW_KAFKA_GROUP"),
-		Engine:  eng,
+		Brokers:  SplitBrokers(get("PRACTICEGW_KAFKA")),
+		Security: sec,
+		Redis:    get("PRACTICEGW_REDIS"),
+		Topics:   Topics{Changes: get("PRACTICEGW_KAFKA_CHANGES_TOPIC"), Events: get("PRACTICEGW_KAFKA_EVENTS_TOPIC")},
+		Group:    get("PRACTICEGW_KAFKA_GROUP"),
+		Engine:   eng,
 	}
 	if v := get("PRACTICEGW_KAFKA_PARTITIONS"); v != "" {
 		n, err := strconv.Atoi(v)

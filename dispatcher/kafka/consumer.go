@@ -24,6 +24,8 @@ type Ingester interface {
 // ConsumerConfig tunes a Consumer. Zero values take the defaults given.
 type ConsumerConfig struct {
 	Brokers []string
+	// Security is how the brokers want to be reached (TLS, SASL).
+	Security Security
 	// Group is the consumer group. Default practicegw-dispatcher.
 	Group  string
 	Topics Topics
@@ -88,7 +90,7 @@ func NewConsumer(cfg ConsumerConfig, ing Ingester) (*Consumer, error) {
 	return &Consumer{
 		cfg:     cfg,
 		ing:     ing,
-		events:  newWriter(cfg.Brokers, cfg.Topics.Events),
+		events:  newWriter(cfg.Brokers, cfg.Security, cfg.Topics.Events),
 		log:     cfg.Logger,
 		metrics: newConsumerMetrics(cfg.Registerer),
 		lag:     make(map[int]int64),
@@ -105,6 +107,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 	group, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{
 		ID:      c.cfg.Group,
 		Brokers: c.cfg.Brokers,
+		Dialer:  c.cfg.Security.dialer(),
 		Topics:  []string{c.cfg.Topics.Changes},
 		// A new group reads the topic from its start: nothing published
 		// before the first dispatcher came up is lost.

@@ -81,24 +81,32 @@ var (
 // redis-server, with the gateway's side: an engine to register endpoints
 // and a publisher for changes.
 type env struct {
-	t       *testing.T
-	kafka   *kfake.Cluster
-	brokers []string
-	redis   *redistest.Server
-	rdb     *redis.Client
-	gateway *dispatcher.Engine
-	pub     *kafka.Publisher
+	t        *testing.T
+	kafka    *kfake.Cluster
+	brokers  []string
+	security kafka.Security
+	redis    *redistest.Server
+	rdb      *redis.Client
+	gateway  *dispatcher.Engine
+	pub      *kafka.Publisher
 }
 
 func newEnv(t *testing.T, opts ...redistest.Option) *env {
 	t.Helper()
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(6, topics.Changes, topics.Events),
-		kfake.GroupMinSessionTimeout(time.Second))
+	return newSecuredEnv(t, kafka.Security{}, nil, opts...)
+}
+
+// newSecuredEnv is newEnv with a cluster that kopts configure (TLS, SASL)
+// and that every client reaches with sec.
+func newSecuredEnv(t *testing.T, sec kafka.Security, kopts []kfake.Opt, opts ...redistest.Option) *env {
+	t.Helper()
+	cluster, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(3), kfake.SeedTopics(6, topics.Changes, topics.Events),
+		kfake.GroupMinSessionTimeout(time.Second)}, kopts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Close)
-	e := &env{t: t, kafka: cluster, brokers: cluster.ListenAddrs(), redis: redistest.Start(t, opts...)}
+	e := &env{t: t, kafka: cluster, brokers: cluster.ListenAddrs(), security: sec, redis: redistest.Start(t, opts...)}
 	ropts, err := redis.ParseURL(e.redis.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +123,7 @@ func newEnv(t *testing.T, opts ...redistest.Option) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.gateway.Close() })
-	e.pub = kafka.NewPublisher(kafka.PublisherConfig{Brokers: e.brokers, Topic: topics.Changes})
+	e.pub = kafka.NewPublisher(kafka.PublisherConfig{Brokers: e.brokers, Security: sec, Topic: topics.Changes})
 	t.Cleanup(func() { e.pub.Close() })
 	return e
 }
@@ -125,7 +133,7 @@ func loopback() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("12
 // config is a dispatcher's configuration for this environment.
 func (e *env) config() kafka.Config {
 	cfg := kafka.Config{
-		Brokers: e.brokers, Redis: e.redis.URL(), Topics: topics,
+		Brokers: e.brokers, Security: e.security, Redis: e.redis.URL(), Topics: topics,
 		Engine:     dispatcher.Config{AllowCIDRs: loopback()},
 		Logger:     zaptest.NewLogger(e.t, zaptest.Level(zap.WarnLevel)),
 		Registerer: prometheus.NewRegistry(),

@@ -25,6 +25,7 @@ func (c *Consumer) consume(gctx context.Context, cm *committer, a kafkago.Partit
 	log := c.log.With(zap.String("topic", c.cfg.Topics.Changes), zap.Int("partition", a.ID))
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        c.cfg.Brokers,
+		Dialer:         c.cfg.Security.dialer(),
 		Topic:          c.cfg.Topics.Changes,
 		Partition:      a.ID,
 		MinBytes:       1,

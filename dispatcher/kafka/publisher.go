@@ -17,18 +17,10 @@ import (
 // newWriter is the producer both topics are written with: synchronous,
 // acknowledged by every in-sync replica, keyed with the Java client's
 // partitioner.
-func newWriter(brokers []string, topic string) *kafkago.Writer {
+func newWriter(brokers []string, sec Security, topic string) *kafkago.Writer {
 	return &kafkago.Writer{
-		Addr: kafkago.TCP(brokers...),
-		// A transport of its own: kafka-go's default one is shared by the
-		// whole process and caches metadata, so a topic created after it
-		// first looked (EnsureTopics, an operator) stays unknown to it for a
-		// while.
-		Transport: &kafkago.Transport{
-			ClientID:    "practicegw",
-			DialTimeout: 5 * time.Second,
-			MetadataTTL: 2 * time.Second,
-		},
+		Addr:         kafkago.TCP(brokers...),
+		Transport:    sec.transport(),
 		Topic:        topic,
 		Balancer:     &kafkago.Murmur2Balancer{},
 		RequiredAcks: kafkago.RequireAll,
@@ -51,6 +43,8 @@ func newWriter(brokers []string, topic string) *kafkago.Writer {
 // PublisherConfig tunes a Publisher.
 type PublisherConfig struct {
 	Brokers []string
+	// Security is how the brokers want to be reached (TLS, SASL).
+	Security Security
 	// Topic is the changes topic. Default practicegw.changes.
 	Topic string
 	// Logger receives the changes that cannot be published. Default: none.
@@ -72,7 +66,7 @@ func NewPublisher(cfg PublisherConfig) *Publisher {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
-	return &Publisher{w: newWriter(cfg.Brokers, cfg.Topic), log: cfg.Logger}
+	return &Publisher{w: newWriter(cfg.Brokers, cfg.Security, cfg.Topic), log: cfg.Logger}
 }
 
 // Publish writes c, keyed by its resource id, and returns once every

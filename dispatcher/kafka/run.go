@@ -35,7 +35,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer rdb.Close()
-	if err := EnsureTopics(ctx, cfg.Brokers, cfg.Topics, cfg.Partitions); err != nil {
+	if err := EnsureTopics(ctx, cfg.Brokers, cfg.Security, cfg.Topics, cfg.Partitions); err != nil {
 		return err
 	}
 	store, err := redisstore.New(rdb, redisstore.Options{})
@@ -48,7 +48,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer eng.Close()
 	consumer, err := NewConsumer(ConsumerConfig{
-		Brokers: cfg.Brokers, Group: cfg.Group, Topics: cfg.Topics, SessionTimeout: cfg.SessionTimeout,
+		Brokers: cfg.Brokers, Security: cfg.Security, Group: cfg.Group, Topics: cfg.Topics, SessionTimeout: cfg.SessionTimeout,
 		Logger: log.Named("consumer"), Registerer: cfg.Registerer,
 	}, eng)
 	if err != nil {

@@ -13,11 +13,11 @@ import (
 // EnsureTopics creates the topics that do not exist yet, with partitions
 // partitions each, replicated three times or on every broker if there are
 // fewer. Topics that exist are left as they are.
-func EnsureTopics(ctx context.Context, brokers []string, topics Topics, partitions int) error {
+func EnsureTopics(ctx context.Context, brokers []string, sec Security, topics Topics, partitions int) error {
 	topics = topics.withDefaults()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := dialAny(ctx, brokers)
+	conn, err := dialAny(ctx, brokers, sec)
 	if err != nil {
 		return err
 	}
@@ -30,8 +30,7 @@ func EnsureTopics(ctx context.Context, brokers []string, topics Topics, partitio
 	if err != nil {
 		return fmt.Errorf("kafka: finding the controller: %w", err)
 	}
-	var d kafkago.Dialer
-	cc, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
+	cc, err := sec.dialer().DialContext(ctx, "tcp", net.JoinHostPort(ctrl.Host, strconv.Itoa(ctrl.Port)))
 	if err != nil {
 		return fmt.Errorf("kafka: dialling the controller: %w", err)
 	}
@@ -67,8 +66,8 @@ func EnsureTopics(ctx context.Context, brokers []string, topics Topics, partitio
 	return nil
 }
 
-func dialAny(ctx context.Context, brokers []string) (*kafkago.Conn, error) {
-	var d kafkago.Dialer
+func dialAny(ctx context.Context, brokers []string, sec Security) (*kafkago.Conn, error) {
+	d := sec.dialer()
 	var last error
 	for _, b := range brokers {
 		conn, err := d.DialContext(ctx, "tcp", b)
