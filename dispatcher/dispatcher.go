@@ -78,6 +78,10 @@ type Config struct {
 	// pass comes 30s after Run starts, or sooner if this is shorter.
 	// Default 1h.
 	PruneInterval time.Duration
+	// MaxEndpoints is how many webhook endpoints one firm may register in
+	// each mode (live, sandbox), so that one firm's credentials cannot
+	// multiply the signed requests every change sends. Default 50.
+	MaxEndpoints int
 	// Registerer receives the engine's Prometheus metrics. Default
 	// prometheus.DefaultRegisterer; collectors registered already (a
 	// second engine, a config reload) are reused.
@@ -126,6 +130,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.PruneInterval == 0 {
 		c.PruneInterval = time.Hour
 	}
+	if c.MaxEndpoints == 0 {
+		c.MaxEndpoints = DefaultMaxEndpoints
+	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.DefaultRegisterer
 	}
@@ -162,6 +169,12 @@ type Engine struct {
 	wakeC    chan struct{}
 	metrics  *metrics
 	epCache  endpointCache
+
+	// createMu makes counting a tenant's endpoints and adding one a
+	// single step in this process. Gateways sharing Redis each check
+	// too, so concurrent registrations through several of them can pass
+	// the ceiling by at most one each.
+	createMu sync.Mutex
 
 	mu        sync.Mutex
 	inflight  int // attempts running

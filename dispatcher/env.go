@@ -51,6 +51,13 @@ func EnvConfig(getenv func(string) string) (Config, error) {
 		}
 		cfg.Retention = d
 	}
+	if v := get("PRACTICEGW_WEBHOOK_MAX_ENDPOINTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_MAX_ENDPOINTS %q must be a positive number", v)
+		}
+		cfg.MaxEndpoints = n
+	}
 	cidrs, err := ParseCIDRs(get("PRACTICEGW_WEBHOOK_ALLOW_CIDRS"))
 	if err != nil {
 		return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_ALLOW_CIDRS: %w", err)

@@ -29,6 +29,10 @@ var (
 	// lease ran out; our attempt is not recorded.
 	ErrLeaseLost = errors.New("delivery lease lost")
 
+	// ErrTooManyEndpoints refuses a registration past the firm's
+	// ceiling (Config.MaxEndpoints) in that mode.
+	ErrTooManyEndpoints = errors.New("the firm has as many webhook endpoints as it may have")
+
 	// ErrEndpointDisabled refuses a replay to a disabled endpoint: enable it
 	// first.
 	ErrEndpointDisabled = errors.New("the webhook endpoint is disabled")

@@ -25,6 +25,9 @@ type EndpointUpdate struct {
 	Status *string
 }
 
+// DefaultMaxEndpoints is Config.MaxEndpoints's default.
+const DefaultMaxEndpoints = 50
+
 // CreateEndpoint validates and registers an endpoint for a tenant, and
 // returns it with its signing secret, which is shown this once.
 func (e *Engine) CreateEndpoint(ctx context.Context, t practice.Tenant, in EndpointInput) (Endpoint, string, error) {
@@ -41,6 +44,15 @@ func (e *Engine) CreateEndpoint(ctx context.Context, t practice.Tenant, in Endpo
 	secret, err := newSecret()
 	if err != nil {
 		return Endpoint{}, "", err
+	}
+	e.createMu.Lock()
+	defer e.createMu.Unlock()
+	existing, err := e.b.Endpoints.Endpoints(ctx, t)
+	if err != nil {
+		return Endpoint{}, "", fmt.Errorf("create endpoint: %w", err)
+	}
+	if len(existing) >= e.cfg.MaxEndpoints {
+		return Endpoint{}, "", fmt.Errorf("create endpoint: %w (%d in %s)", ErrTooManyEndpoints, e.cfg.MaxEndpoints, t)
 	}
 	now := e.now()
 	ep := Endpoint{

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -30,6 +31,9 @@ func (h *Handler) toAPIError(r *http.Request, err error) *apierror.Error {
 		return apierror.New(status, invalid.Code, invalid.Message).WithParam(invalid.Param)
 	case errors.Is(err, practice.ErrNotFound):
 		return apierror.New(http.StatusNotFound, "resource_not_found", "No such record.")
+	case errors.Is(err, dispatcher.ErrTooManyEndpoints):
+		return apierror.New(http.StatusConflict, "conflict",
+			"This firm has as many webhook endpoints in this mode as it may have; delete one it no longer uses first.")
 	case errors.Is(err, practice.ErrConflict):
 		return apierror.New(http.StatusConflict, "conflict", "The record changed while this request was applied; fetch it and try again.")
 	case errors.Is(err, practice.ErrUnavailable):
