@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/dispatcher/boltstore"
 	"github.com/practicegw/practicegw/internal/practice"
+	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 )
 
 // BenchmarkIngestToDelivery measures the embedded pipeline end to end, from
@@ -29,7 +29,7 @@ func BenchmarkIngestToDelivery(b *testing.B) {
 
 func benchPipeline(b *testing.B, serial bool) {
 	db := openDB(b)
-	st, err := boltstore.New(db)
+	st, err := boltstore.New(db, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

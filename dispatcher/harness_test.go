@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,15 +17,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/dispatcher/boltstore"
-	"github.com/practicegw/practicegw/dispatcher/redisstore"
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/redistest"
-	"github.com/redis/go-redis/v9"
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/redistest"
+	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 var (
@@ -61,9 +60,8 @@ func (c *fakeClock) Set(t time.Time) {
 
 func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
-// harness is one engine over a real store, running: a bbolt file, or with
-// PRACTICEGW_TEST_STORE=redis a real redis-server, so that the whole engine
-// suite can be run over either backend.
+// harness is one engine over a real store, running: a bbolt file, or a
+// real redis-server when TestMain runs the suite over Redis.
 type harness struct {
 	t     *testing.T
 	clock *fakeClock
@@ -86,13 +84,12 @@ type testStore interface {
 // opener returns a function opening stores over one fresh state.
 func opener(t *testing.T) func() testStore {
 	t.Helper()
-	if os.Getenv("PRACTICEGW_TEST_STORE") == "redis" {
+	if suiteBackend == "redis" {
 		srv := redistest.Start(t)
-		opts, err := redis.ParseURL(srv.URL())
+		rdb, err := redisstore.NewClient(srv.URL(), 3*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rdb := redis.NewClient(opts)
 		t.Cleanup(func() { rdb.Close() })
 		return func() testStore {
 			st, err := redisstore.New(rdb, redisstore.Options{})
@@ -104,7 +101,7 @@ func opener(t *testing.T) func() testStore {
 	}
 	db := openDB(t)
 	return func() testStore {
-		st, err := boltstore.New(db)
+		st, err := boltstore.New(db, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

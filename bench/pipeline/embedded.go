@@ -18,8 +18,8 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/dispatcher/boltstore"
 	"github.com/practicegw/practicegw/internal/practice"
+	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 )
 
 const firm = "frm_bench"
@@ -107,7 +107,7 @@ func openEmbedded(ctx context.Context) (pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := boltstore.New(g.db)
+	st, err := boltstore.New(g.db, nil)
 	if err != nil {
 		g.close()
 		return nil, err

@@ -17,8 +17,8 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
-	"github.com/practicegw/practicegw/dispatcher/redisstore"
 	"github.com/practicegw/practicegw/internal/practice"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // kafkaInfra is what every Kafka-mode run shares: a three-broker kfake

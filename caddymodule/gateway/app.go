@@ -25,9 +25,10 @@ import (
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/gateway/redisstore"
+	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 func init() {
@@ -195,7 +196,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if a.redis, err = openRedis(a.Redis); err != nil {
 			return fmt.Errorf("practicegw: %w", err)
 		}
-		a.state = redisstore.New(a.redis.client, 0)
+		store, err := redisstore.New(a.redis.client, redisstore.Options{})
+		if err != nil {
+			return fmt.Errorf("practicegw: %w", err)
+		}
+		a.state = store
 	}
 
 	keys, err := a.keyring(ctx, repl)
@@ -339,6 +344,8 @@ type stateStore interface {
 	auth.Store
 	IdempotencyStore
 	SigningKey(ctx context.Context) (auth.SigningKey, error)
+	// Backends is the webhook pipeline's state, in the same backend.
+	Backends() dispatcher.Backends
 }
 
 // IdempotencyStore remembers writes sent with an Idempotency-Key.

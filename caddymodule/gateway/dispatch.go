@@ -12,9 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	dispatchbolt "github.com/practicegw/practicegw/dispatcher/boltstore"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
-	dispatchredis "github.com/practicegw/practicegw/dispatcher/redisstore"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -102,24 +100,12 @@ func (a *App) provisionDispatch() error {
 	cfg.Registerer = a.metrics
 	// Delivery state lives with the rest of the shared state: in Redis when
 	// several processes share the work, else in the embedded store.
-	var backends dispatcher.Backends
 	if a.redis != nil {
 		// Other processes queue work here too (a bulk replay made through
 		// another gateway): look for it often, not only when woken.
 		cfg.PollInterval = time.Second
-		store, err := dispatchredis.New(a.redis.client, dispatchredis.Options{})
-		if err != nil {
-			return fmt.Errorf("webhook store: %w", err)
-		}
-		backends = store.Backends()
-	} else {
-		store, err := dispatchbolt.New(a.shared.db)
-		if err != nil {
-			return fmt.Errorf("webhook store: %w", err)
-		}
-		backends = store.Backends()
 	}
-	engine, err := dispatcher.New(cfg, backends)
+	engine, err := dispatcher.New(cfg, a.state.Backends())
 	if err != nil {
 		return fmt.Errorf("webhook engine: %w", err)
 	}

@@ -11,7 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/demo"
-	"github.com/practicegw/practicegw/caddymodule/gateway/boltstore"
+	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // pool keeps the embedded database open across config reloads: bbolt
@@ -63,14 +64,11 @@ func (r *redisClient) release() { redisPool.Delete(r.url) }
 
 func openRedis(url string) (*redisClient, error) {
 	val, _, err := redisPool.LoadOrNew(url, func() (caddy.Destructor, error) {
-		opts, err := redis.ParseURL(url)
+		client, err := redisstore.NewClient(url, 500*time.Millisecond)
 		if err != nil {
-			return nil, fmt.Errorf("redis %q: %w", url, err)
+			return nil, err
 		}
-		opts.DialTimeout = time.Second
-		opts.ReadTimeout = 500 * time.Millisecond
-		opts.WriteTimeout = 500 * time.Millisecond
-		return &redisClient{url: url, client: redis.NewClient(opts)}, nil
+		return &redisClient{url: url, client: client}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -30,9 +30,9 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
-	"github.com/practicegw/practicegw/dispatcher/redisstore"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // childEnv marks the test binary run as a dispatcher process, so that a

@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/dispatcher/redisstore"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // Run is `practicegw dispatcher`: it consumes the changes topic as a
@@ -111,19 +111,15 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 func openRedis(ctx context.Context, url string) (*redis.Client, error) {
-	opts, err := redis.ParseURL(url)
+	rdb, err := redisstore.NewClient(url, 3*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("PRACTICEGW_REDIS %q: %w", url, err)
+		return nil, fmt.Errorf("PRACTICEGW_REDIS: %w", err)
 	}
-	opts.DialTimeout = 2 * time.Second
-	opts.ReadTimeout = 3 * time.Second
-	opts.WriteTimeout = 3 * time.Second
-	rdb := redis.NewClient(opts)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
 		rdb.Close()
-		return nil, fmt.Errorf("redis at %s does not answer: %w", opts.Addr, err)
+		return nil, fmt.Errorf("redis at %s does not answer: %w", rdb.Options().Addr, err)
 	}
 	return rdb, nil
 }

@@ -1,4 +1,4 @@
-package redisstore_test
+package redis_test
 
 import (
 	"context"
@@ -6,34 +6,73 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/dispatcher/redisstore"
-	"github.com/practicegw/practicegw/dispatcher/storetest"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/internal/store/storetest"
 )
 
 func TestConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	storetest.Run(t, func(t *testing.T) dispatcher.Backends {
+	storetest.Deliveries(t, func(t *testing.T) dispatcher.Backends {
 		return open(t, srv).Backends()
+	})
+}
+
+// The gateway's own stores; the second handle is another instance's
+// client on the same Redis.
+func TestCredentialsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Credentials(t, func(t *testing.T) (storetest.CredentialStore, storetest.CredentialStore) {
+		return open(t, srv), another(t, srv)
+	})
+}
+
+func TestIdempotencyConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Idempotency(t, func(t *testing.T) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
+		return open(t, srv), another(t, srv)
+	})
+}
+
+func TestUpstreamStateConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Upstream(t, func(t *testing.T) (storetest.UpstreamState, storetest.UpstreamState) {
+		return open(t, srv), another(t, srv)
 	})
 }
 
 // open connects to srv and empties it, so each test starts clean.
 func open(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
-	opts, err := redis.ParseURL(srv.URL())
+	opts, err := goredis.ParseURL(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opts)
+	rdb := goredis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
 	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
+	st, err := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// another is a second store on srv, as another instance has, without
+// emptying it.
+func another(t *testing.T, srv *redistest.Server) *redisstore.Store {
+	t.Helper()
+	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
 	st, err := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -72,8 +111,8 @@ func TestPruneLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts, _ := redis.ParseURL(srv.URL())
-	rdb := redis.NewClient(opts)
+	opts, _ := goredis.ParseURL(srv.URL())
+	rdb := goredis.NewClient(opts)
 	defer rdb.Close()
 	// As a store written before the pruning indexes existed holds it.
 	p := redisstore.DefaultPrefix

@@ -1,4 +1,4 @@
-package redisstore
+package redis
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -108,7 +108,7 @@ const updateRetries = 20
 func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatcher.Endpoint) error) (dispatcher.Endpoint, error) {
 	key := s.key("ep:", id)
 	var out dispatcher.Endpoint
-	update := func(tx *redis.Tx) error {
+	update := func(tx *goredis.Tx) error {
 		cctx, cancel := s.ctx(ctx)
 		defer cancel()
 		raw, err := tx.Get(cctx, key).Bytes()
@@ -131,7 +131,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 		if err != nil {
 			return err
 		}
-		_, err = tx.TxPipelined(cctx, func(p redis.Pipeliner) error {
+		_, err = tx.TxPipelined(cctx, func(p goredis.Pipeliner) error {
 			p.Set(cctx, key, rec, 0)
 			return nil
 		})
@@ -142,7 +142,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 		wctx, cancel := s.ctx(ctx)
 		err := s.rdb.Watch(wctx, update, key)
 		cancel()
-		if errors.Is(err, redis.TxFailedErr) {
+		if errors.Is(err, goredis.TxFailedErr) {
 			continue
 		}
 		if err != nil {

@@ -1,4 +1,4 @@
-package redisstore
+package redis
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
 )
@@ -180,7 +180,7 @@ func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatc
 
 // one runs a script that answers {status, fetch(id)} and decodes the
 // delivery.
-func (s *Store) one(ctx context.Context, sc *redis.Script, args ...any) (fetched, error) {
+func (s *Store) one(ctx context.Context, sc *goredis.Script, args ...any) (fetched, error) {
 	res, err := s.run(ctx, sc, args...)
 	if err != nil {
 		return fetched{}, err
@@ -296,9 +296,9 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 	}
 	cctx, cancel := s.ctx(ctx)
 	defer cancel()
-	cmds, err := s.rdb.Pipelined(cctx, func(p redis.Pipeliner) error {
+	cmds, err := s.rdb.Pipelined(cctx, func(p goredis.Pipeliner) error {
 		for _, idx := range indexes {
-			p.ZRangeByLex(cctx, idx, &redis.ZRangeBy{Min: lo, Max: hi, Count: int64(limit + 1)})
+			p.ZRangeByLex(cctx, idx, &goredis.ZRangeBy{Min: lo, Max: hi, Count: int64(limit + 1)})
 		}
 		return nil
 	})
@@ -307,7 +307,7 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 	}
 	var members []string
 	for _, c := range cmds {
-		members = append(members, c.(*redis.StringSliceCmd).Val()...)
+		members = append(members, c.(*goredis.StringSliceCmd).Val()...)
 	}
 	slices.Sort(members)
 	members = slices.Compact(members)

@@ -1,11 +1,11 @@
-package boltstore
+package bolt
 
 import (
 	"fmt"
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	bbolt "go.etcd.io/bbolt"
 )
 
 // committer coalesces concurrent writes into shared bbolt transactions:
@@ -35,7 +35,7 @@ import (
 // Each write is atomic: it sees the writes before it in the batch and is
 // either committed whole or not at all.
 type committer struct {
-	db *bolt.DB
+	db *bbolt.DB
 
 	mu      sync.Mutex
 	queue   []*write
@@ -74,14 +74,14 @@ func (c *committer) pace() {
 }
 
 type write struct {
-	fn  func(*bolt.Tx) error
+	fn  func(*bbolt.Tx) error
 	err error
 	// turn receives true when the write's goroutine is to lead the next
 	// batch, false when the write is done (err is set).
 	turn chan bool
 }
 
-func (c *committer) update(fn func(*bolt.Tx) error) error {
+func (c *committer) update(fn func(*bbolt.Tx) error) error {
 	w := &write{fn: fn, turn: make(chan bool, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
@@ -123,7 +123,7 @@ func (c *committer) commit(batch []*write, self *write) {
 	}
 	for len(batch) > 0 {
 		failed := -1
-		err := c.db.Update(func(tx *bolt.Tx) error {
+		err := c.db.Update(func(tx *bbolt.Tx) error {
 			for i, w := range batch {
 				if err := run(w.fn, tx); err != nil {
 					failed, w.err = i, err
@@ -147,7 +147,7 @@ func (c *committer) commit(batch []*write, self *write) {
 
 // run calls fn, turning a panic into an error so that one bad write
 // cannot leave the writers queued behind it waiting for ever.
-func run(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+func run(fn func(*bbolt.Tx) error, tx *bbolt.Tx) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("boltstore: write panicked: %v", p)

@@ -1,7 +1,4 @@
-// Package redisstore keeps the gateway's shared state in Redis, so that any
-// number of gateway instances act as one: credentials and their
-// revocations, last-used times, signing keys and idempotency keys.
-package redisstore
+package redis
 
 import (
 	"context"
@@ -12,26 +9,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/internal/idempotency"
 )
-
-// Store is the gateway state in Redis. Every call runs under Timeout so
-// that a slow Redis cannot hold a request.
-type Store struct {
-	rdb     redis.UniversalClient
-	timeout time.Duration
-}
-
-// New uses rdb; timeout bounds each call (default 250ms).
-func New(rdb redis.UniversalClient, timeout time.Duration) *Store {
-	if timeout <= 0 {
-		timeout = 250 * time.Millisecond
-	}
-	return &Store{rdb: rdb, timeout: timeout}
-}
 
 const (
 	keyCredential  = "pgw:cred:"       // + id -> JSON
@@ -43,24 +24,20 @@ const (
 	keyIdempotency = "pgw:idem:"
 )
 
-func (s *Store) ctx(parent context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, s.timeout)
-}
-
 // SaveCredential implements auth.Store.
 func (s *Store) SaveCredential(ctx context.Context, c *auth.Credential) error {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	v, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	_, err = s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
 		p.Set(ctx, keyCredential+c.ID, v, 0)
 		p.SAdd(ctx, keyFirmCreds+c.Firm, c.ID)
 		p.SAdd(ctx, keyAllCreds, c.ID)
 		if c.RevokedAt != nil {
-			p.ZAdd(ctx, keyRevocations, redis.Z{Score: float64(c.RevokedAt.UnixMilli()), Member: c.ID})
+			p.ZAdd(ctx, keyRevocations, goredis.Z{Score: float64(c.RevokedAt.UnixMilli()), Member: c.ID})
 		}
 		return nil
 	})
@@ -72,22 +49,22 @@ func (s *Store) SaveCredential(ctx context.Context, c *auth.Credential) error {
 
 // Credential implements auth.Store.
 func (s *Store) Credential(ctx context.Context, id string) (*auth.Credential, error) {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	var (
-		doc  *redis.StringCmd
-		used *redis.StringCmd
+		doc  *goredis.StringCmd
+		used *goredis.StringCmd
 	)
-	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := s.rdb.Pipelined(ctx, func(p goredis.Pipeliner) error {
 		doc = p.Get(ctx, keyCredential+id)
 		used = p.HGet(ctx, keyLastUsed, id)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, fmt.Errorf("reading credential from redis: %w", err)
 	}
 	raw, err := doc.Bytes()
-	if errors.Is(err, redis.Nil) {
+	if errors.Is(err, goredis.Nil) {
 		return nil, auth.ErrNotFound
 	}
 	if err != nil {
@@ -110,7 +87,7 @@ func (s *Store) Credentials(ctx context.Context, firm string) ([]*auth.Credentia
 	if firm != "" {
 		set = keyFirmCreds + firm
 	}
-	ctx2, cancel := s.ctx(ctx)
+	ctx2, cancel := s.lookup(ctx)
 	ids, err := s.rdb.SMembers(ctx2, set).Result()
 	cancel()
 	if err != nil {
@@ -131,7 +108,7 @@ func (s *Store) Credentials(ctx context.Context, firm string) ([]*auth.Credentia
 }
 
 // touchScript keeps the latest last-used time when instances race.
-var touchScript = redis.NewScript(`
+var touchScript = goredis.NewScript(`
 for i, id in ipairs(KEYS) do
   local cur = tonumber(redis.call('HGET', 'pgw:cred:lastused', id) or '0')
   if tonumber(ARGV[i]) > cur then redis.call('HSET', 'pgw:cred:lastused', id, ARGV[i]) end
@@ -140,7 +117,7 @@ return 0`)
 
 // TouchCredentials implements auth.Store.
 func (s *Store) TouchCredentials(ctx context.Context, lastUsed map[string]time.Time) error {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	keys := make([]string, 0, len(lastUsed))
 	args := make([]any, 0, len(lastUsed))
@@ -148,7 +125,7 @@ func (s *Store) TouchCredentials(ctx context.Context, lastUsed map[string]time.T
 		keys = append(keys, id)
 		args = append(args, strconv.FormatInt(at.UnixNano(), 10))
 	}
-	if err := touchScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := touchScript.Run(ctx, s.rdb, keys, args...).Err(); err != nil && !errors.Is(err, goredis.Nil) {
 		return fmt.Errorf("recording last use in redis: %w", err)
 	}
 	return nil
@@ -156,9 +133,9 @@ func (s *Store) TouchCredentials(ctx context.Context, lastUsed map[string]time.T
 
 // Revoked implements auth.RevocationFeed.
 func (s *Store) Revoked(ctx context.Context, since time.Time) ([]string, error) {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.lookup(ctx)
 	defer cancel()
-	ids, err := s.rdb.ZRangeByScore(ctx, keyRevocations, &redis.ZRangeBy{
+	ids, err := s.rdb.ZRangeByScore(ctx, keyRevocations, &goredis.ZRangeBy{
 		Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf"}).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reading revocations from redis: %w", err)
@@ -169,7 +146,7 @@ func (s *Store) Revoked(ctx context.Context, since time.Time) ([]string, error) 
 // SigningKey returns the generated signing key every instance shares,
 // creating it the first time.
 func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
-	ctx, cancel := s.ctx(ctx)
+	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	secret := make([]byte, 32)
 	rand.Read(secret)
@@ -191,74 +168,7 @@ func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
 	return auth.SigningKey{ID: k.ID, Secret: k.Secret}, nil
 }
 
-// Begin reserves an idempotency key with SET NX, or returns what it holds.
-func (s *Store) Begin(ctx context.Context, key, fingerprint string) (*idempotency.Record, error) {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	v, _ := json.Marshal(idempotency.Record{Fingerprint: fingerprint, CreatedAt: time.Now()})
-	ok, err := s.rdb.SetNX(ctx, keyIdempotency+key, v, idempotency.TTL).Result()
-	if err != nil {
-		return nil, fmt.Errorf("reserving idempotency key in redis: %w", err)
-	}
-	if ok {
-		return nil, nil
-	}
-	raw, err := s.rdb.Get(ctx, keyIdempotency+key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		// Expired between the two calls: try once more.
-		return s.Begin(context.WithoutCancel(ctx), key, fingerprint)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading idempotency key from redis: %w", err)
-	}
-	var rec idempotency.Record
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return nil, fmt.Errorf("decoding idempotency record: %w", err)
-	}
-	return &rec, nil
-}
-
-// Finish stores the answer to replay, keeping the key's expiry.
-func (s *Store) Finish(ctx context.Context, key string, rec idempotency.Record) error {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	v, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	return s.rdb.SetArgs(ctx, keyIdempotency+key, v, redis.SetArgs{KeepTTL: true, Mode: "XX"}).Err()
-}
-
-// Abandon releases a key whose request failed before it changed anything.
-func (s *Store) Abandon(ctx context.Context, key string) error {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	return s.rdb.Del(ctx, keyIdempotency+key).Err()
-}
-
 var (
 	_ auth.Store          = (*Store)(nil)
 	_ auth.RevocationFeed = (*Store)(nil)
 )
-
-const keyUpstream = "pgw:upstream:"
-
-// Last returns the last state an upstream adapter saw of a record (nil if
-// never seen), shared by every instance so that a vendor notification
-// received by any of them is compared with the same state.
-func (s *Store) Last(ctx context.Context, key string) ([]byte, error) {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	v, err := s.rdb.Get(ctx, keyUpstream+key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	return v, err
-}
-
-// Save records the state an upstream adapter has now seen of a record.
-func (s *Store) Save(ctx context.Context, key string, state []byte) error {
-	ctx, cancel := s.ctx(ctx)
-	defer cancel()
-	return s.rdb.Set(ctx, keyUpstream+key, state, 0).Err()
-}

@@ -1,4 +1,4 @@
-package boltstore
+package bolt
 
 import (
 	"bytes"
@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
-	bolt "go.etcd.io/bbolt"
 )
 
 // deliveryRecord stores what the delivery's API form leaves out: the
@@ -50,7 +51,7 @@ func (r deliveryRecord) leased(now time.Time) bool {
 // it: its schedule has attempts left, or a replay is asked for.
 func (r deliveryRecord) waiting() bool { return r.Delivery.State.Active() || r.Replay }
 
-func loadDelivery(tx *bolt.Tx, id string) (deliveryRecord, error) {
+func loadDelivery(tx *bbolt.Tx, id string) (deliveryRecord, error) {
 	var rec deliveryRecord
 	ok, err := getJSON(tx.Bucket([]byte(bucketDeliveries)), id, &rec)
 	if err != nil {
@@ -62,7 +63,7 @@ func loadDelivery(tx *bolt.Tx, id string) (deliveryRecord, error) {
 	return rec, nil
 }
 
-func saveDelivery(tx *bolt.Tx, rec deliveryRecord) error {
+func saveDelivery(tx *bbolt.Tx, rec deliveryRecord) error {
 	return putJSON(tx.Bucket([]byte(bucketDeliveries)), rec.Delivery.ID, rec)
 }
 
@@ -83,7 +84,7 @@ func newToken() string {
 // retention horizon, are skipped.
 func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, error) {
 	created := 0
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		created = 0
 		q := openQueues(tx)
 		dels := tx.Bucket([]byte(bucketDeliveries))
@@ -117,7 +118,7 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 // Lease leases one delivery for a replay, whatever its state.
 func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dispatcher.Claim, error) {
 	var claim dispatcher.Claim
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		rec, err := loadDelivery(tx, id)
 		if err != nil {
 			return err
@@ -146,7 +147,7 @@ func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dis
 // the reverse.
 func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatcher.Outcome) (dispatcher.Delivery, error) {
 	var out dispatcher.Delivery
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		rec, err := loadDelivery(tx, l.DeliveryID)
 		if err != nil {
 			return err
@@ -192,7 +193,7 @@ func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatc
 // index from since on.
 func (s *Store) RequeueFailed(ctx context.Context, endpointID string, since, now time.Time) (int, error) {
 	n := 0
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		n = 0
 		prefix := targetPrefix(endpointID)
 		var ids []string
@@ -245,7 +246,7 @@ func shown(rec deliveryRecord, snooze time.Time) dispatcher.Delivery {
 // Delivery returns the delivery with id.
 func (s *Store) Delivery(ctx context.Context, id string) (dispatcher.Delivery, error) {
 	var d dispatcher.Delivery
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		rec, err := loadDelivery(tx, id)
 		if err != nil {
 			return err
@@ -283,7 +284,7 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 
 	var page dispatcher.DeliveryPage
 	var lastKey []byte
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		snooze := snoozedUntil(tx, q.EndpointID)
 		c := tx.Bucket([]byte(bucketDeliveriesByTarget)).Cursor()
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {

@@ -1,9 +1,11 @@
-// Package storetest is the one test suite every dispatcher store passes:
-// boltstore for the embedded mode, redisstore for dispatchers sharing the
-// work. It exercises the store through the interfaces in dispatcher.Backends
-// only, so the two cannot drift apart in what they promise the engine.
+// Package storetest holds one conformance suite per store interface, which
+// every backend passes: internal/store/bolt for a gateway alone,
+// internal/store/redis for processes sharing the work. Each suite exercises
+// a store through the interfaces its consumer declares only, so that the
+// backends cannot drift apart in what they promise.
 //
-// A store's tests call Run with a function that opens an empty store.
+// A backend's tests call each suite with a function that opens an empty
+// store.
 package storetest
 
 import (
@@ -20,11 +22,13 @@ import (
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// Open returns an empty store's backends; the store is closed when t ends.
-type Open func(t *testing.T) dispatcher.Backends
+// OpenDeliveries returns an empty store's backends; the store is closed
+// when t ends.
+type OpenDeliveries func(t *testing.T) dispatcher.Backends
 
-// Run runs every conformance test against stores from open.
-func Run(t *testing.T, open Open) {
+// Deliveries runs the webhook pipeline's conformance tests (events,
+// endpoints, queues, attempts, retention) against stores from open.
+func Deliveries(t *testing.T, open OpenDeliveries) {
 	for _, tt := range []struct {
 		name string
 		fn   func(*testing.T, dispatcher.Backends)

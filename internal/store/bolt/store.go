@@ -1,9 +1,15 @@
-// Package boltstore keeps the dispatcher's state in a bbolt database shared
-// with the rest of the embedded gateway: events, endpoints, deliveries, the
-// per-endpoint delivery queues and the indexes that keep every query from
-// scanning everything.
+// Package bolt is the embedded backend: every store interface the gateway
+// and the dispatcher declare, kept in the one bbolt file of a gateway that
+// runs alone.
 //
-// All of it lives under top-level buckets prefixed "dispatch_":
+// The gateway's own state lives in buckets prefixed "gw_": credentials
+// and signing keys (credentials.go), idempotency keys (idempotency.go),
+// hourly usage (usage.go) and what upstream adapters last saw
+// (upstream.go).
+//
+// The webhook pipeline's state (events, endpoints, deliveries, the
+// per-endpoint delivery queues and the indexes that keep every query from
+// scanning everything) lives under top-level buckets prefixed "dispatch_":
 //
 //	dispatch_events                 event id -> event record
 //	dispatch_events_by_tenant       firm NUL mode NUL event id -> kind
@@ -30,7 +36,7 @@
 // Every write goes through a group committer (commit.go): concurrent
 // writes share one transaction and its fsyncs. Durability is bbolt's
 // default; NoSync is never used.
-package boltstore
+package bolt
 
 import (
 	"bytes"
@@ -40,9 +46,10 @@ import (
 	"fmt"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
-	bolt "go.etcd.io/bbolt"
 )
 
 const (
@@ -59,23 +66,37 @@ const (
 	bucketMeta               = "dispatch_meta"
 )
 
+var (
+	bucketCredentials = "gw_credentials"
+	bucketKeys        = "gw_signing_keys"
+	bucketIdempotency = "gw_idempotency"
+	bucketUsage       = "gw_usage"
+	bucketUpstream    = "gw_upstream_state"
+)
+
 func bucketNames() []string {
-	return []string{bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
+	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream,
+		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
 		bucketLeases, bucketMeta}
 }
 
-// Store is the dispatcher's embedded state. It implements every interface
-// in dispatcher.Backends.
+// Store is the embedded state. It implements every interface in
+// dispatcher.Backends and the gateway's stores.
 type Store struct {
-	db *bolt.DB
-	c  *committer
+	db  *bbolt.DB
+	c   *committer
+	now func() time.Time
 }
 
-// New creates the store's buckets in db if they are missing. The caller
-// opened db and closes it.
-func New(db *bolt.DB) (*Store, error) {
-	err := db.Update(func(tx *bolt.Tx) error {
+// New creates the store's buckets in db if they are missing; now is the
+// clock that ages idempotency keys and usage (default time.Now). The
+// caller opened db and closes it.
+func New(db *bbolt.DB, now func() time.Time) (*Store, error) {
+	if now == nil {
+		now = time.Now
+	}
+	err := db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range bucketNames() {
 			if _, err := tx.CreateBucketIfNotExists([]byte(name)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", name, err)
@@ -84,9 +105,9 @@ func New(db *bolt.DB) (*Store, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("boltstore: %w", err)
+		return nil, fmt.Errorf("bolt store: %w", err)
 	}
-	return &Store{db: db, c: &committer{db: db}}, nil
+	return &Store{db: db, c: &committer{db: db}, now: now}, nil
 }
 
 // Backends wires the store in as all of the engine's backends.
@@ -96,7 +117,7 @@ func (s *Store) Backends() dispatcher.Backends {
 
 // view and update check ctx first: bbolt transactions cannot be
 // interrupted, but a cancelled caller need not start one.
-func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
+func (s *Store) view(ctx context.Context, fn func(*bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -105,7 +126,7 @@ func (s *Store) view(ctx context.Context, fn func(*bolt.Tx) error) error {
 
 // update runs fn in a group commit (see committer): fn may run more than
 // once and must reset what it reports.
-func (s *Store) update(ctx context.Context, fn func(*bolt.Tx) error) error {
+func (s *Store) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -155,7 +176,7 @@ func concat(parts ...[]byte) []byte {
 	return out
 }
 
-func getJSON(b *bolt.Bucket, key string, v any) (bool, error) {
+func getJSON(b *bbolt.Bucket, key string, v any) (bool, error) {
 	raw := b.Get([]byte(key))
 	if raw == nil {
 		return false, nil
@@ -168,7 +189,7 @@ func getJSON(b *bolt.Bucket, key string, v any) (bool, error) {
 
 // putJSON stores v without HTML escaping, so an event's payload comes back
 // byte for byte as it went in.
-func putJSON(b *bolt.Bucket, key string, v any) error {
+func putJSON(b *bbolt.Bucket, key string, v any) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)

@@ -1,4 +1,4 @@
-package boltstore
+package bolt
 
 import (
 	"bytes"
@@ -7,15 +7,16 @@ import (
 	"fmt"
 	"strings"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
-	bolt "go.etcd.io/bbolt"
 )
 
 // horizonKey in dispatch_meta holds the retention horizon as an event id
 // floor: events below it are neither recorded again nor delivered again.
 var horizonKey = []byte("horizon")
 
-func horizon(tx *bolt.Tx) string {
+func horizon(tx *bbolt.Tx) string {
 	return string(tx.Bucket([]byte(bucketMeta)).Get(horizonKey))
 }
 
@@ -29,7 +30,7 @@ func beyondHorizon(eventID, h string) bool { return h != "" && eventID < h }
 func (s *Store) Prune(ctx context.Context, r dispatcher.PruneRequest) (dispatcher.PruneResult, error) {
 	var res dispatcher.PruneResult
 	floor := dispatcher.EventIDFloor(r.Before)
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		res = dispatcher.PruneResult{}
 		meta := tx.Bucket([]byte(bucketMeta))
 		if floor > horizon(tx) {
@@ -63,7 +64,7 @@ func (s *Store) Prune(ctx context.Context, r dispatcher.PruneRequest) (dispatche
 
 // seekAfter positions c at the first key after cursor, or the first key of
 // the bucket if cursor is "".
-func seekAfter(c *bolt.Cursor, cursor string) ([]byte, []byte) {
+func seekAfter(c *bbolt.Cursor, cursor string) ([]byte, []byte) {
 	if cursor == "" {
 		return c.First()
 	}
@@ -77,7 +78,7 @@ func seekAfter(c *bolt.Cursor, cursor string) ([]byte, []byte) {
 // pruneDeliveries removes finished deliveries created before r.Before
 // among those with ids below end, from r.Cursor on, looking at no more
 // than *budget. next is the last id looked at if the budget ran out first.
-func pruneDeliveries(tx *bolt.Tx, r dispatcher.PruneRequest, end string, budget *int) (int, string, error) {
+func pruneDeliveries(tx *bbolt.Tx, r dispatcher.PruneRequest, end string, budget *int) (int, string, error) {
 	dels := tx.Bucket([]byte(bucketDeliveries))
 	var gone []deliveryRecord
 	next := ""
@@ -117,7 +118,7 @@ func pruneDeliveries(tx *bolt.Tx, r dispatcher.PruneRequest, end string, budget 
 
 // pruneEvents removes events with ids below floor that no delivery refers
 // to any more, from cursor on, looking at no more than *budget.
-func pruneEvents(tx *bolt.Tx, floor, cursor string, budget *int) (int, string, error) {
+func pruneEvents(tx *bbolt.Tx, floor, cursor string, budget *int) (int, string, error) {
 	events := tx.Bucket([]byte(bucketEvents))
 	var gone []eventRecord
 	var ids []string
@@ -165,7 +166,7 @@ func pruneEvents(tx *bolt.Tx, floor, cursor string, budget *int) (int, string, e
 // hasDeliveries says whether any delivery of the event remains. A
 // delivery's id starts with its event's time, so the deliveries of one
 // millisecond's events sit together and this reads only those.
-func hasDeliveries(tx *bolt.Tx, eventID string) (bool, error) {
+func hasDeliveries(tx *bbolt.Tx, eventID string) (bool, error) {
 	if len(eventID) < len("evt_")+10 {
 		return false, nil
 	}

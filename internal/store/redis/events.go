@@ -1,4 +1,4 @@
-package redisstore
+package redis
 
 import (
 	"bytes"
@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
 )
@@ -118,7 +118,7 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	hasMore := false
 	for offset := int64(0); ; offset += eventScan {
 		cctx, cancel := s.ctx(ctx)
-		members, err := s.rdb.ZRangeByLex(cctx, index, &redis.ZRangeBy{Min: lo, Max: hi, Offset: offset, Count: eventScan}).Result()
+		members, err := s.rdb.ZRangeByLex(cctx, index, &goredis.ZRangeBy{Min: lo, Max: hi, Offset: offset, Count: eventScan}).Result()
 		cancel()
 		if err != nil {
 			return dispatcher.EventPage{}, fmt.Errorf("list events: %w", err)

@@ -1,10 +1,19 @@
-// Package redisstore keeps the dispatcher's state in Redis, so that any
-// number of dispatchers (and gateways) share events, endpoints and
-// deliveries: what one records another serves, and what one claims no
-// other sends while its lease holds.
+// Package redis is the shared backend: every store interface the gateway
+// and the dispatcher declare, kept in Redis so that any number of gateway
+// and dispatcher processes act as one.
 //
-// Every key starts with the prefix (default "pgw:{wh}:"); the hash tag
-// keeps them in one Redis Cluster slot, which the scripts need.
+// The gateway's state: credentials, their revocations and last-used times,
+// the generated signing key (credentials.go, keys pgw:cred*, pgw:creds*,
+// pgw:signing_key), idempotency keys with their TTL (idempotency.go,
+// pgw:idem:*) and what upstream adapters last saw (upstream.go,
+// pgw:upstream:*). Those calls are single lookups bounded by
+// Options.LookupTimeout, so that a slow Redis cannot hold a request.
+//
+// The webhook pipeline's state (events, endpoints, deliveries): what one
+// dispatcher records another serves, and what one claims no other sends
+// while its lease holds. Every key starts with the prefix (default
+// "pgw:{wh}:"); the hash tag keeps them in one Redis Cluster slot, which
+// the scripts need.
 //
 //	evt:<id>                   event record (SET NX: recorded once)
 //	evts:<firm>:<mode>         zset, lexical: "<event id> <kind>" for paging
@@ -35,7 +44,7 @@
 // "Durable" means acknowledged by Redis: run it with appendonly yes and
 // appendfsync always (or everysec and accept a second of exposure to a
 // Redis crash) and maxmemory-policy noeviction.
-package redisstore
+package redis
 
 import (
 	"context"
@@ -48,7 +57,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -62,36 +71,43 @@ type Options struct {
 	// Prefix starts every key. Default DefaultPrefix. It must contain a
 	// hash tag on Redis Cluster.
 	Prefix string
-	// Timeout bounds each call. Default 2s: a claim or a page of
-	// deliveries is one script, larger than the gateway's lookups.
+	// Timeout bounds each webhook pipeline call. Default 2s: a claim or a
+	// page of deliveries is one script, larger than the gateway's lookups.
 	Timeout time.Duration
+	// LookupTimeout bounds each of the gateway's calls (a credential, an
+	// idempotency key), which a request waits for. Default 250ms.
+	LookupTimeout time.Duration
 }
 
 // Store is the dispatcher's shared state in Redis. It implements every
 // interface in dispatcher.Backends.
 type Store struct {
-	rdb     redis.UniversalClient
-	prefix  string
-	timeout time.Duration
-	scripts scripts
+	rdb           goredis.UniversalClient
+	prefix        string
+	timeout       time.Duration
+	lookupTimeout time.Duration
+	scripts       scripts
 	// indexed is set once this process knows log:dlv and log:evt are
 	// complete (retention.go).
 	indexed atomic.Bool
 }
 
 // New uses rdb, which the caller owns and closes.
-func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+func New(rdb goredis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = DefaultPrefix
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 2 * time.Second
 	}
+	if opts.LookupTimeout <= 0 {
+		opts.LookupTimeout = 250 * time.Millisecond
+	}
 	sc, err := loadScripts()
 	if err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, scripts: sc}, nil
+	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, lookupTimeout: opts.LookupTimeout, scripts: sc}, nil
 }
 
 // Backends wires the store in as all of the engine's backends.
@@ -101,6 +117,10 @@ func (s *Store) Backends() dispatcher.Backends {
 
 func (s *Store) ctx(parent context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(parent, s.timeout)
+}
+
+func (s *Store) lookup(parent context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, s.lookupTimeout)
 }
 
 func (s *Store) key(parts ...string) string {
@@ -117,7 +137,7 @@ var luaFiles embed.FS
 // scripts are the store's Lua scripts, each with the shared prelude.
 type scripts struct {
 	enqueue, claim, release, lease, recordAttempt, requeueFailed,
-	snooze, deleteEndpoint, fetch, recordEvents, createEndpoint, prune *redis.Script
+	snooze, deleteEndpoint, fetch, recordEvents, createEndpoint, prune *goredis.Script
 }
 
 func loadScripts() (scripts, error) {
@@ -125,13 +145,13 @@ func loadScripts() (scripts, error) {
 	if err != nil {
 		return scripts{}, err
 	}
-	load := func(name string) *redis.Script {
+	load := func(name string) *goredis.Script {
 		body, rerr := luaFiles.ReadFile("lua/" + name + ".lua")
 		if rerr != nil {
 			err = rerr
 			return nil
 		}
-		return redis.NewScript(string(prelude) + "\n" + string(body))
+		return goredis.NewScript(string(prelude) + "\n" + string(body))
 	}
 	sc := scripts{
 		enqueue:        load("enqueue"),
@@ -155,7 +175,7 @@ func loadScripts() (scripts, error) {
 
 // run runs a script with the prefix as ARGV[1]; KEYS[1] only routes it to
 // the prefix's slot.
-func (s *Store) run(ctx context.Context, sc *redis.Script, args ...any) (any, error) {
+func (s *Store) run(ctx context.Context, sc *goredis.Script, args ...any) (any, error) {
 	ctx, cancel := s.ctx(ctx)
 	defer cancel()
 	return sc.Run(ctx, s.rdb, []string{s.key("backlog")}, append([]any{s.prefix}, args...)...).Result()
@@ -229,7 +249,7 @@ func status(res any) ([]any, error) {
 	}
 }
 
-func isNil(err error) bool { return errors.Is(err, redis.Nil) }
+func isNil(err error) bool { return errors.Is(err, goredis.Nil) }
 
 // Interface guards.
 var (

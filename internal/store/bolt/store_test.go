@@ -1,4 +1,4 @@
-package boltstore_test
+package bolt_test
 
 import (
 	"context"
@@ -9,21 +9,22 @@ import (
 	"testing"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/dispatcher/boltstore"
-	"github.com/practicegw/practicegw/dispatcher/storetest"
-	bolt "go.etcd.io/bbolt"
+	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/internal/store/storetest"
 )
 
-func open(t *testing.T) (*boltstore.Store, *bolt.DB) {
+func open(t *testing.T) (*boltstore.Store, *bbolt.DB) {
 	t.Helper()
-	db, err := bolt.Open(filepath.Join(t.TempDir(), "shared.db"), 0o600, nil)
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "shared.db"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
 	// Someone else's bucket in the shared file.
-	if err := db.Update(func(tx *bolt.Tx) error {
+	if err := db.Update(func(tx *bbolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists([]byte("records"))
 		if err != nil {
 			return err
@@ -32,34 +33,66 @@ func open(t *testing.T) (*boltstore.Store, *bolt.DB) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := boltstore.New(db)
+	st, err := boltstore.New(db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := boltstore.New(db); err != nil {
+	if _, err := boltstore.New(db, nil); err != nil {
 		t.Fatalf("opening twice: %v", err)
 	}
 	return st, db
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) dispatcher.Backends {
+	storetest.Deliveries(t, func(t *testing.T) dispatcher.Backends {
 		st, db := open(t)
 		t.Cleanup(func() { checkTidy(t, db) })
 		return st.Backends()
 	})
 }
 
+// The gateway's own stores, over one file opened twice: what one handle
+// writes the other reads, as after a restart.
+func TestCredentialsConformance(t *testing.T) {
+	storetest.Credentials(t, func(t *testing.T) (storetest.CredentialStore, storetest.CredentialStore) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+func TestIdempotencyConformance(t *testing.T) {
+	storetest.Idempotency(t, func(t *testing.T) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+func TestUpstreamStateConformance(t *testing.T) {
+	storetest.Upstream(t, func(t *testing.T) (storetest.UpstreamState, storetest.UpstreamState) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+func reopen(t *testing.T, db *bbolt.DB) *boltstore.Store {
+	t.Helper()
+	st, err := boltstore.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // checkTidy runs after each conformance test: the store shares its file,
-// so it must leave other buckets alone and keep to its prefix.
-func checkTidy(t *testing.T, db *bolt.DB) {
-	db.View(func(tx *bolt.Tx) error {
+// so it must leave other buckets alone and keep to its prefixes.
+func checkTidy(t *testing.T, db *bbolt.DB) {
+	db.View(func(tx *bbolt.Tx) error {
 		if string(tx.Bucket([]byte("records")).Get([]byte("k"))) != "v" {
 			t.Error("a foreign bucket was disturbed")
 		}
-		return tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			if string(name) != "records" && !strings.HasPrefix(string(name), "dispatch_") {
-				t.Errorf("bucket %q lacks the dispatch_ prefix", name)
+		return tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+			if string(name) != "records" && !strings.HasPrefix(string(name), "dispatch_") && !strings.HasPrefix(string(name), "gw_") {
+				t.Errorf("bucket %q lacks the dispatch_ or gw_ prefix", name)
 			}
 			return nil
 		})

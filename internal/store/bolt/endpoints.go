@@ -1,4 +1,4 @@
-package boltstore
+package bolt
 
 import (
 	"bytes"
@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
-	bolt "go.etcd.io/bbolt"
 )
 
 // endpointRecord stores what the endpoint's API form leaves out.
@@ -28,7 +29,7 @@ func (r endpointRecord) endpoint() dispatcher.Endpoint {
 	return ep
 }
 
-func loadEndpoint(tx *bolt.Tx, id string) (dispatcher.Endpoint, error) {
+func loadEndpoint(tx *bbolt.Tx, id string) (dispatcher.Endpoint, error) {
 	var rec endpointRecord
 	ok, err := getJSON(tx.Bucket([]byte(bucketEndpoints)), id, &rec)
 	if err != nil {
@@ -43,7 +44,7 @@ func loadEndpoint(tx *bolt.Tx, id string) (dispatcher.Endpoint, error) {
 // Endpoint returns the endpoint with id, secrets included.
 func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, error) {
 	var ep dispatcher.Endpoint
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		var err error
 		ep, err = loadEndpoint(tx, id)
 		return err
@@ -59,7 +60,7 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.Endpoint, error) {
 	var eps []dispatcher.Endpoint
 	prefix := tenantKey(t)
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket([]byte(bucketEndpointsByTenant)).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 			ep, err := loadEndpoint(tx, string(k[len(prefix):]))
@@ -81,7 +82,7 @@ func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.
 
 // CreateEndpoint stores a new endpoint.
 func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketEndpoints))
 		if b.Get([]byte(ep.ID)) != nil {
 			return fmt.Errorf("%w: endpoint %s exists", practice.ErrConflict, ep.ID)
@@ -101,7 +102,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) erro
 // endpoint to another id or tenant.
 func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatcher.Endpoint) error) (dispatcher.Endpoint, error) {
 	var out dispatcher.Endpoint
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		ep, err := loadEndpoint(tx, id)
 		if err != nil {
 			return err
@@ -123,7 +124,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 // DeleteEndpoint removes the endpoint and, in the same transaction, its
 // deliveries, so no index is left pointing at either.
 func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		ep, err := loadEndpoint(tx, id)
 		if err != nil {
 			return err
@@ -142,7 +143,7 @@ func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
 	return nil
 }
 
-func deleteDeliveriesOf(tx *bolt.Tx, endpointID string) error {
+func deleteDeliveriesOf(tx *bbolt.Tx, endpointID string) error {
 	byTarget := tx.Bucket([]byte(bucketDeliveriesByTarget))
 	prefix := targetPrefix(endpointID)
 	var keys [][]byte

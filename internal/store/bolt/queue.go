@@ -1,4 +1,4 @@
-package boltstore
+package bolt
 
 import (
 	"bytes"
@@ -8,8 +8,9 @@ import (
 	"fmt"
 	"time"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
-	bolt "go.etcd.io/bbolt"
 )
 
 // queues is one transaction's view of the delivery queues. Every change to
@@ -17,17 +18,17 @@ import (
 // follow: finish writes them once per transaction for the endpoints
 // touched.
 type queues struct {
-	tx      *bolt.Tx
-	queue   *bolt.Bucket
-	heads   *bolt.Bucket
-	state   *bolt.Bucket
-	leases  *bolt.Bucket
-	meta    *bolt.Bucket
+	tx      *bbolt.Tx
+	queue   *bbolt.Bucket
+	heads   *bbolt.Bucket
+	state   *bbolt.Bucket
+	leases  *bbolt.Bucket
+	meta    *bbolt.Bucket
 	backlog int64
 	touched map[string]bool
 }
 
-func openQueues(tx *bolt.Tx) *queues {
+func openQueues(tx *bbolt.Tx) *queues {
 	return &queues{
 		tx:      tx,
 		queue:   tx.Bucket([]byte(bucketQueue)),
@@ -217,7 +218,7 @@ func (q *queues) forget(endpointID string) error {
 func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatcher.Claim, time.Time, error) {
 	var work bool
 	var next time.Time
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		work, next = claimable(tx, r)
 		return nil
 	})
@@ -229,7 +230,7 @@ func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatc
 	}
 
 	var claims []dispatcher.Claim
-	err = s.update(ctx, func(tx *bolt.Tx) error {
+	err = s.update(ctx, func(tx *bbolt.Tx) error {
 		claims, next = nil, time.Time{}
 		q := openQueues(tx)
 		if err := q.expireLeases(r.Now); err != nil {
@@ -257,7 +258,7 @@ func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatc
 
 // claimable says whether a claim at r.Now would take or expire anything,
 // and if not, when it next might.
-func claimable(tx *bolt.Tx, r dispatcher.ClaimRequest) (bool, time.Time) {
+func claimable(tx *bbolt.Tx, r dispatcher.ClaimRequest) (bool, time.Time) {
 	if k, _ := tx.Bucket([]byte(bucketLeases)).Cursor().First(); k != nil && !keyTime(k).After(r.Now) {
 		return true, r.Now
 	}
@@ -275,7 +276,7 @@ func claimable(tx *bolt.Tx, r dispatcher.ClaimRequest) (bool, time.Time) {
 func (q *queues) nextAfter(now time.Time) time.Time {
 	from := timeKey(now.Add(time.Nanosecond))
 	var next time.Time
-	for _, b := range []*bolt.Bucket{q.heads, q.leases} {
+	for _, b := range []*bbolt.Bucket{q.heads, q.leases} {
 		if k, _ := b.Cursor().Seek(from); k != nil {
 			next = earliest(next, keyTime(k))
 		}
@@ -383,7 +384,7 @@ func (q *queues) claim(r dispatcher.ClaimRequest) ([]dispatcher.Claim, error) {
 
 // Release gives leases back without an attempt.
 func (s *Store) Release(ctx context.Context, leases []dispatcher.Lease, notBefore time.Time) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		q := openQueues(tx)
 		for _, l := range leases {
 			rec, err := loadDelivery(tx, l.DeliveryID)
@@ -421,7 +422,7 @@ func (s *Store) Release(ctx context.Context, leases []dispatcher.Lease, notBefor
 
 // Snooze holds the endpoint's queue back until until.
 func (s *Store) Snooze(ctx context.Context, endpointID string, until time.Time) error {
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		if tx.Bucket([]byte(bucketEndpoints)).Get([]byte(endpointID)) == nil {
 			return nil // deleted meanwhile: nothing left to hold back
 		}
@@ -442,7 +443,7 @@ func (s *Store) Snooze(ctx context.Context, endpointID string, until time.Time) 
 // Backlog counts queued deliveries.
 func (s *Store) Backlog(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		if v := tx.Bucket([]byte(bucketMeta)).Get([]byte("backlog")); len(v) == 8 {
 			n = int64(binary.BigEndian.Uint64(v))
 		}
@@ -455,6 +456,6 @@ func (s *Store) Backlog(ctx context.Context) (int64, error) {
 }
 
 // snoozedUntil is the end of the endpoint's snooze, zero if none.
-func snoozedUntil(tx *bolt.Tx, endpointID string) time.Time {
+func snoozedUntil(tx *bbolt.Tx, endpointID string) time.Time {
 	return decodeState(tx.Bucket([]byte(bucketQueueState)).Get([]byte(endpointID))).snooze
 }

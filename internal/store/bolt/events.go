@@ -1,4 +1,4 @@
-package boltstore
+package bolt
 
 import (
 	"bytes"
@@ -8,8 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	bbolt "go.etcd.io/bbolt"
+
 	"github.com/practicegw/practicegw/dispatcher"
-	bolt "go.etcd.io/bbolt"
 )
 
 type eventRecord struct {
@@ -40,7 +41,7 @@ func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, err
 		envs[i] = env
 	}
 	created := make([]bool, len(evs))
-	err := s.update(ctx, func(tx *bolt.Tx) error {
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		clear(created)
 		events := tx.Bucket([]byte(bucketEvents))
 		byTenant := tx.Bucket([]byte(bucketEventsByTenant))
@@ -68,7 +69,7 @@ func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, err
 // Event returns the event with id.
 func (s *Store) Event(ctx context.Context, id string) (dispatcher.Event, error) {
 	var ev dispatcher.Event
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		var rec eventRecord
 		ok, err := getJSON(tx.Bucket([]byte(bucketEvents)), id, &rec)
 		if err != nil {
@@ -109,7 +110,7 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	limit := pageSize(q.Limit)
 
 	var page dispatcher.EventPage
-	err := s.view(ctx, func(tx *bolt.Tx) error {
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		events := tx.Bucket([]byte(bucketEvents))
 		c := tx.Bucket([]byte(bucketEventsByTenant)).Cursor()
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {

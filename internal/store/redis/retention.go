@@ -1,11 +1,11 @@
-package redisstore
+package redis
 
 import (
 	"context"
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
 )
@@ -50,9 +50,9 @@ func (s *Store) indexLog(ctx context.Context) error {
 	}
 	if n == 0 {
 		if err := s.scanKeys(ctx, "dlv:", func(keys []string) error {
-			ids := make([]redis.Z, len(keys))
+			ids := make([]goredis.Z, len(keys))
 			for i, k := range keys {
-				ids[i] = redis.Z{Member: strings.TrimPrefix(k, s.key("dlv:"))}
+				ids[i] = goredis.Z{Member: strings.TrimPrefix(k, s.key("dlv:"))}
 			}
 			return s.zadd(ctx, "log:dlv", ids)
 		}); err != nil {
@@ -89,10 +89,10 @@ func (s *Store) indexEvents(ctx context.Context, index, tenant string) error {
 		if err != nil {
 			return err
 		}
-		zs := make([]redis.Z, 0, len(members))
+		zs := make([]goredis.Z, 0, len(members))
 		for _, m := range members {
 			id, kind, _ := strings.Cut(m, " ")
-			zs = append(zs, redis.Z{Member: id + " " + tenant + " " + kind})
+			zs = append(zs, goredis.Z{Member: id + " " + tenant + " " + kind})
 		}
 		if err := s.zadd(ctx, "log:evt", zs); err != nil {
 			return err
@@ -103,7 +103,7 @@ func (s *Store) indexEvents(ctx context.Context, index, tenant string) error {
 	}
 }
 
-func (s *Store) zadd(ctx context.Context, key string, zs []redis.Z) error {
+func (s *Store) zadd(ctx context.Context, key string, zs []goredis.Z) error {
 	if len(zs) == 0 {
 		return nil
 	}
@@ -116,8 +116,8 @@ func (s *Store) zadd(ctx context.Context, key string, zs []redis.Z) error {
 // asking the node that holds them (the prefix's hash tag puts them all on
 // one).
 func (s *Store) scanKeys(ctx context.Context, kind string, fn func([]string) error) error {
-	var node redis.Cmdable = s.rdb
-	if c, ok := s.rdb.(*redis.ClusterClient); ok {
+	var node goredis.Cmdable = s.rdb
+	if c, ok := s.rdb.(*goredis.ClusterClient); ok {
 		cctx, cancel := s.ctx(ctx)
 		m, err := c.MasterForKey(cctx, s.key("backlog"))
 		cancel()

@@ -1,0 +1,104 @@
+package bolt
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/caddymodule/auth"
+)
+
+// SaveCredential implements auth.Store.
+func (s *Store) SaveCredential(_ context.Context, c *auth.Credential) error {
+	v, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(bucketCredentials)).Put([]byte(c.ID), v)
+	})
+}
+
+// Credential implements auth.Store.
+func (s *Store) Credential(_ context.Context, id string) (*auth.Credential, error) {
+	var c *auth.Credential
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		v := tx.Bucket([]byte(bucketCredentials)).Get([]byte(id))
+		if v == nil {
+			return auth.ErrNotFound
+		}
+		c = new(auth.Credential)
+		return json.Unmarshal(v, c)
+	})
+	return c, err
+}
+
+// Credentials implements auth.Store; an empty firm lists every firm's.
+func (s *Store) Credentials(_ context.Context, firm string) ([]*auth.Credential, error) {
+	var out []*auth.Credential
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(bucketCredentials)).ForEach(func(_, v []byte) error {
+			c := new(auth.Credential)
+			if err := json.Unmarshal(v, c); err != nil {
+				return err
+			}
+			if firm == "" || c.Firm == firm {
+				out = append(out, c)
+			}
+			return nil
+		})
+	})
+	return out, err
+}
+
+// TouchCredentials implements auth.Store.
+func (s *Store) TouchCredentials(_ context.Context, lastUsed map[string]time.Time) error {
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketCredentials))
+		for id, at := range lastUsed {
+			v := b.Get([]byte(id))
+			if v == nil {
+				continue
+			}
+			var c auth.Credential
+			if err := json.Unmarshal(v, &c); err != nil {
+				return err
+			}
+			if c.LastUsedAt != nil && !at.After(*c.LastUsedAt) {
+				continue
+			}
+			c.LastUsedAt = &at
+			nv, err := json.Marshal(&c)
+			if err != nil {
+				return err
+			}
+			if err := b.Put([]byte(id), nv); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// SigningKey returns the gateway's generated signing key, creating it the
+// first time. It is used when the configuration names no key.
+func (s *Store) SigningKey(_ context.Context) (auth.SigningKey, error) {
+	var key auth.SigningKey
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketKeys))
+		if k, v := b.Cursor().First(); k != nil {
+			key = auth.SigningKey{ID: string(k), Secret: append([]byte(nil), v...)}
+			return nil
+		}
+		secret := make([]byte, 32)
+		rand.Read(secret)
+		key = auth.SigningKey{ID: "generated-" + s.now().UTC().Format("20060102"), Secret: secret}
+		return b.Put([]byte(key.ID), secret)
+	})
+	return key, err
+}
+
+var _ auth.Store = (*Store)(nil)
