@@ -23,6 +23,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -320,7 +321,11 @@ func notFound(what string) error {
 // says only that something went wrong.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *visit, err error) {
 	var pe *pageError
-	if !errors.As(err, &pe) {
+	if e, ok := apierror.From(err); ok && !errors.As(err, &pe) {
+		// The API's answer to the same error, as a page.
+		pe = &pageError{Status: e.Status, Title: http.StatusText(e.Status), Message: e.Message}
+	}
+	if pe == nil {
 		h.logger.Error("console page failed", zap.String("path", r.URL.Path), zap.Error(err))
 		pe = &pageError{Status: http.StatusInternalServerError, Title: "Something went wrong",
 			Message: "The console could not show this page. Try again; if it keeps happening, the gateway's log has the details."}

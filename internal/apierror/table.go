@@ -1,0 +1,75 @@
+package apierror
+
+import (
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
+)
+
+// From is the one table from domain errors to the contract's status and
+// code, which the API answers with and the console shows. ok is false for
+// an error the table does not know: an internal failure, which the caller
+// logs and answers with Internal.
+func From(err error) (e *Error, ok bool) {
+	var apiErr *Error
+	var invalid *practice.InvalidError
+	var refused *upstream.StatusError
+	switch {
+	case err == nil:
+		return nil, false
+	case errors.As(err, &apiErr):
+		return apiErr, true
+	case errors.As(err, &invalid):
+		status := http.StatusBadRequest
+		if invalid.Code == "invalid_stage" {
+			status = http.StatusUnprocessableEntity
+		}
+		return New(status, invalid.Code, invalid.Message).WithParam(invalid.Param), true
+	case errors.Is(err, dispatcher.ErrInvalidCursor):
+		return New(http.StatusBadRequest, "invalid_cursor",
+			"The cursor is not one this collection issued; start again without it.").WithParam("cursor"), true
+	case errors.Is(err, practice.ErrNotFound):
+		return New(http.StatusNotFound, "resource_not_found", "No such record."), true
+	case errors.Is(err, dispatcher.ErrTooManyEndpoints):
+		return New(http.StatusConflict, "conflict",
+			"This firm has as many webhook endpoints in this mode as it may have; delete one it no longer uses first."), true
+	case errors.Is(err, dispatcher.ErrEndpointDisabled):
+		return New(http.StatusConflict, "conflict",
+			"The webhook endpoint is disabled; enable it, then replay."), true
+	case errors.Is(err, dispatcher.ErrBusy):
+		return New(http.StatusConflict, "conflict",
+			"An attempt on this delivery is in progress; try again when it has finished.").WithHeader("Retry-After", "1"), true
+	case errors.Is(err, practice.ErrConflict):
+		return New(http.StatusConflict, "conflict", "The record changed while this request was applied; fetch it and try again."), true
+	case errors.Is(err, practice.ErrUnavailable):
+		retry := 30 * time.Second
+		if d, ok := upstream.RetryAfter(err); ok && d > 0 {
+			retry = d
+		}
+		return New(http.StatusServiceUnavailable, "upstream_unavailable",
+			"The firm's system behind this route is unavailable; try again shortly.").
+			WithHeader("Retry-After", strconv.Itoa(int(math.Ceil(max(retry, time.Second).Seconds())))), true
+	case errors.Is(err, practice.ErrBadUpstream):
+		return New(http.StatusBadGateway, "upstream_unavailable",
+			"The firm's system behind this route answered with something unreadable; try again shortly."), true
+	case errors.As(err, &refused):
+		// The firm's system refused a request the gateway made (its
+		// credentials, a shape it no longer accepts): not the caller's
+		// doing, and not something a retry by the caller mends soon.
+		return New(http.StatusBadGateway, "upstream_unavailable",
+			"The firm's system refused the gateway's request; the gateway's log has the details."), true
+	}
+	return nil, false
+}
+
+// Internal is the answer to an error the table does not know.
+func Internal() *Error {
+	return New(http.StatusInternalServerError, "internal_error",
+		"Something went wrong on our side; the request id helps us find it.")
+}
