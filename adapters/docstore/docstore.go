@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -205,3 +206,18 @@ func EscapePath(p string) string {
 }
 
 var _ practice.Reader = (*Store[struct{}])(nil)
+
+// LinkOptions returns the options a document store's module opens with:
+// the firm's records system as the resolver of client folders when its
+// Caddyfile block said `link_clients records`.
+func LinkOptions(linkClients string, d firmsystem.Deps) ([]Option, error) {
+	linked, err := firmsystem.Linked(linkClients)
+	if err != nil || !linked {
+		return nil, err
+	}
+	r, err := firmsystem.Resolver[filing.ClientResolver](d)
+	if err != nil {
+		return nil, err
+	}
+	return []Option{WithClientResolver(r)}, nil
+}

@@ -7,6 +7,7 @@ package gateway
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,12 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/dropbox"
-	"github.com/practicegw/practicegw/adapters/gdrive"
-	"github.com/practicegw/practicegw/adapters/graph"
-	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/idempotency"
@@ -116,26 +112,13 @@ type Deprecation struct {
 type Firm struct {
 	ID   string `json:"id"`
 	Name string `json:"name,omitempty"`
-	// Records names the practice-management system: "demo" (default) or
-	// "karbon". Documents names the document store: "demo",
-	// "sharepoint", "onedrive", "google_drive" or "dropbox". Ledger names
-	// the ledger: "demo" or "xero". Each real system is configured in the
-	// field of its name below. Sandbox credentials always reach the seeded
-	// demo records.
-	Records   string `json:"records,omitempty"`
-	Documents string `json:"documents,omitempty"`
-	Ledger    string `json:"ledger,omitempty"`
-
-	Karbon  *karbon.Config  `json:"karbon,omitempty"`
-	Xero    *xero.Config    `json:"xero,omitempty"`
-	Graph   *graph.Config   `json:"graph,omitempty"`
-	GDrive  *gdrive.Config  `json:"gdrive,omitempty"`
-	Dropbox *dropbox.Config `json:"dropbox,omitempty"`
-
-	// LinkClients lists the roles ("ledger", "documents") whose records
-	// name their client through the records system (a Xero contact or a
-	// client folder looked up in Karbon).
-	LinkClients []string `json:"link_clients,omitempty"`
+	// RecordsRaw, LedgerRaw and DocumentsRaw are the firm's own systems in
+	// each role, Caddy modules in the practicegw.systems.<role> namespaces
+	// (see adapters/firmsystem); a role left empty is served by the seeded
+	// demo records. Sandbox credentials always reach the demo records.
+	RecordsRaw   json.RawMessage `json:"records,omitempty" caddy:"namespace=practicegw.systems.records inline_key=system"`
+	LedgerRaw    json.RawMessage `json:"ledger,omitempty" caddy:"namespace=practicegw.systems.ledger inline_key=system"`
+	DocumentsRaw json.RawMessage `json:"documents,omitempty" caddy:"namespace=practicegw.systems.documents inline_key=system"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -223,7 +206,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.upstreamState = a.state.(upstream.StateStore)
 	}
 	a.firms = map[string]*firmBackends{}
-	for _, f := range a.Firms {
+	for i := range a.Firms {
+		f := &a.Firms[i]
 		b, err := a.backends(ctx, f)
 		if err != nil {
 			return fmt.Errorf("practicegw: firm %s: %w", f.ID, err)

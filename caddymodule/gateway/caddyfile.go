@@ -8,6 +8,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 )
 
 func init() {
@@ -188,6 +190,44 @@ func unmarshalWebhooks(d *caddyfile.Dispenser, w *WebhookConfig) error {
 		if d.NextArg() {
 			return d.ArgErr()
 		}
+	}
+	return nil
+}
+
+// unmarshalSystem reads a firm's `records|ledger|documents <system> {...}`
+// line: demo (no block) leaves the role to the demo records; any other
+// system is the guest module of that name in the role's namespace, which
+// reads its own block.
+func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
+	if !d.NextArg() {
+		return d.ArgErr()
+	}
+	name := d.Val()
+	if name == "demo" {
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		if d.NextBlock(d.Nesting()) {
+			return d.Errf("%s demo takes no options", role)
+		}
+		return nil
+	}
+	id := firmsystem.Namespace(role) + "." + name
+	if _, err := caddy.GetModule(id); err != nil {
+		return d.Errf("%s %q is not a system practicegw has an adapter for", role, name)
+	}
+	mod, err := caddyfile.UnmarshalModule(d, id)
+	if err != nil {
+		return err
+	}
+	raw := caddyconfig.JSONModuleObject(mod, "system", name, nil)
+	switch role {
+	case "records":
+		f.RecordsRaw = raw
+	case "ledger":
+		f.LedgerRaw = raw
+	case "documents":
+		f.DocumentsRaw = raw
 	}
 	return nil
 }

@@ -2,9 +2,9 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,13 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/docstore"
-	"github.com/practicegw/practicegw/adapters/dropbox"
-	"github.com/practicegw/practicegw/adapters/gdrive"
-	"github.com/practicegw/practicegw/adapters/graph"
-	"github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -39,13 +34,36 @@ type upstreamSystem struct {
 	primed *atomic.Bool
 }
 
-// backends builds a firm's backends: demo records unless the firm names a
-// real system for a role.
-func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
+// backends builds a firm's backends: the systems its configuration names
+// for each role, loaded as guest modules, and demo records for the rest.
+// Records come first, since a ledger or document store may name its
+// clients through them.
+func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	d := a.shared.demo
 	b := &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
-	deps := func(system string) upstream.Deps {
-		return upstream.Deps{
+	deps := firmsystem.Deps{Firm: f.ID}
+	for _, role := range []struct {
+		name  string
+		field string
+		raw   json.RawMessage
+	}{
+		{"records", "RecordsRaw", f.RecordsRaw},
+		{"ledger", "LedgerRaw", f.LedgerRaw},
+		{"documents", "DocumentsRaw", f.DocumentsRaw},
+	} {
+		if role.raw == nil {
+			continue
+		}
+		val, err := ctx.LoadModule(f, role.field)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", role.name, err)
+		}
+		mod, ok := val.(firmsystem.Module)
+		if !ok {
+			return nil, fmt.Errorf("%s: module %T is not a firm system", role.name, val)
+		}
+		system := mod.CaddyModule().ID.Name()
+		deps.Upstream = upstream.Deps{
 			Logger:     a.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", system)),
 			Budget:     a.budget,
 			Registerer: ctx.GetMetricsRegistry(),
@@ -53,155 +71,26 @@ func (a *App) backends(ctx caddy.Context, f Firm) (*firmBackends, error) {
 			Changes:    a.changes,
 			Instance:   system + "/" + f.ID,
 		}
-	}
-	repl := caddy.NewReplacer()
-
-	var clients *karbon.Adapter
-	switch f.Records {
-	case "", "demo":
-	case "karbon":
-		if f.Karbon == nil {
-			return nil, fmt.Errorf("records karbon needs a karbon block")
-		}
-		cfg := *f.Karbon
-		expand(repl, &cfg)
-		cfg.Firm = f.ID
-		k, err := karbon.New(cfg, deps("karbon"))
+		opened, err := mod.Open(deps)
 		if err != nil {
-			return nil, fmt.Errorf("karbon: %w", err)
+			return nil, fmt.Errorf("%s %s: %w", role.name, system, err)
 		}
-		b.records, b.clients, b.jobs, clients = k, k, k, k
-		b.upstreams = append(b.upstreams, upstreamSystem{role: "records", name: "karbon", client: k.Upstream(),
-			webhook: k.Webhook, prime: func(ctx context.Context) error { return k.Prime(ctx) }, primed: new(atomic.Bool)})
-	default:
-		return nil, fmt.Errorf("records %q: want demo or karbon", f.Records)
-	}
-	linked := func(role string) bool { return slices.Contains(f.LinkClients, role) }
-	if (linked("ledger") || linked("documents")) && clients == nil {
-		return nil, fmt.Errorf("link_clients needs records from a real system (karbon)")
-	}
-
-	switch f.Ledger {
-	case "", "demo":
-	case "xero":
-		if f.Xero == nil {
-			return nil, fmt.Errorf("ledger xero needs a xero block")
+		switch role.name {
+		case "records":
+			b.records, b.clients, b.jobs = opened.Reader, opened.Clients, opened.Jobs
+			deps.Records = opened.Reader
+		case "ledger":
+			b.ledger = opened.Reader
+		case "documents":
+			b.documents = opened.Reader
 		}
-		cfg := *f.Xero
-		expand(repl, &cfg)
-		cfg.Firm = f.ID
-		var opts []xero.Option
-		if linked("ledger") {
-			opts = append(opts, xero.WithClientResolver(clients))
+		u := upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook, prime: opened.Prime}
+		if u.prime != nil {
+			u.primed = new(atomic.Bool)
 		}
-		x, err := xero.New(cfg, deps("xero"), opts...)
-		if err != nil {
-			return nil, fmt.Errorf("xero: %w", err)
-		}
-		b.ledger = x
-		b.upstreams = append(b.upstreams, upstreamSystem{role: "ledger", name: "xero", client: x.Upstream(),
-			webhook: x.Webhook, prime: x.Prime, primed: new(atomic.Bool)})
-	default:
-		return nil, fmt.Errorf("ledger %q: want demo or xero", f.Ledger)
-	}
-
-	var docOpts []docstore.Option
-	if linked("documents") {
-		docOpts = append(docOpts, docstore.WithClientResolver(clients))
-	}
-	switch f.Documents {
-	case "", "demo":
-	case "sharepoint", "onedrive":
-		if f.Graph == nil {
-			return nil, fmt.Errorf("documents %s needs its block", f.Documents)
-		}
-		cfg := *f.Graph
-		expand(repl, &cfg)
-		cfg.Firm, cfg.Provider = f.ID, f.Documents
-		g, err := graph.New(cfg, deps(f.Documents), docOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", f.Documents, err)
-		}
-		b.documents = g
-		b.upstreams = append(b.upstreams, upstreamSystem{role: "documents", name: f.Documents, client: g.Upstream()})
-	case "google_drive":
-		if f.GDrive == nil {
-			return nil, fmt.Errorf("documents google_drive needs its block")
-		}
-		cfg := *f.GDrive
-		expand(repl, &cfg)
-		cfg.Firm = f.ID
-		g, err := gdrive.New(cfg, deps("google_drive"), docOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("google_drive: %w", err)
-		}
-		b.documents = g
-		b.upstreams = append(b.upstreams, upstreamSystem{role: "documents", name: "google_drive", client: g.Upstream()})
-	case "dropbox":
-		if f.Dropbox == nil {
-			return nil, fmt.Errorf("documents dropbox needs its block")
-		}
-		cfg := *f.Dropbox
-		expand(repl, &cfg)
-		cfg.Firm = f.ID
-		x, err := dropbox.New(cfg, deps("dropbox"), docOpts...)
-		if err != nil {
-			return nil, fmt.Errorf("dropbox: %w", err)
-		}
-		b.documents = x
-		b.upstreams = append(b.upstreams, upstreamSystem{role: "documents", name: "dropbox", client: x.Upstream()})
-	default:
-		return nil, fmt.Errorf("documents %q: want demo, sharepoint, onedrive, google_drive or dropbox", f.Documents)
+		b.upstreams = append(b.upstreams, u)
 	}
 	return b, nil
-}
-
-// expand replaces placeholders such as {env.KARBON_BEARER} in every string
-// of a configuration, in place, so secrets stay out of the adapted JSON and
-// are read when the firm is provisioned.
-func expand(repl *caddy.Replacer, cfg any) {
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		switch v.Kind() {
-		case reflect.Pointer:
-			if !v.IsNil() {
-				walk(v.Elem())
-			}
-		case reflect.Struct:
-			for i := 0; i < v.NumField(); i++ {
-				if v.Type().Field(i).IsExported() {
-					walk(v.Field(i))
-				}
-			}
-		case reflect.String:
-			if v.CanSet() {
-				v.SetString(repl.ReplaceAll(v.String(), ""))
-			}
-		case reflect.Slice:
-			if v.Type().Elem().Kind() == reflect.String {
-				// Slices share their backing array with the configuration
-				// they were copied from: write a fresh one.
-				out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
-				for i := 0; i < v.Len(); i++ {
-					out.Index(i).SetString(repl.ReplaceAll(v.Index(i).String(), ""))
-				}
-				v.Set(out)
-				return
-			}
-			for i := 0; i < v.Len(); i++ {
-				walk(v.Index(i))
-			}
-		case reflect.Map:
-			if v.Type().Elem().Kind() == reflect.String && !v.IsNil() {
-				out := reflect.MakeMapWithSize(v.Type(), v.Len())
-				for _, k := range v.MapKeys() {
-					out.SetMapIndex(k, reflect.ValueOf(repl.ReplaceAll(v.MapIndex(k).String(), "")).Convert(v.Type().Elem()))
-				}
-				v.Set(out)
-			}
-		}
-	}
-	walk(reflect.ValueOf(cfg))
 }
 
 // IngestHandler is the vendor webhook receiver of a firm's system in a

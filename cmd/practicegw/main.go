@@ -6,6 +6,13 @@ import (
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
+	// The firm systems, each a guest module of the practicegw app.
+	_ "github.com/practicegw/practicegw/adapters/dropbox"
+	_ "github.com/practicegw/practicegw/adapters/gdrive"
+	_ "github.com/practicegw/practicegw/adapters/graph"
+	_ "github.com/practicegw/practicegw/adapters/karbon"
+	_ "github.com/practicegw/practicegw/adapters/xero"
+
 	_ "github.com/practicegw/practicegw/caddymodule/api"
 	_ "github.com/practicegw/practicegw/caddymodule/auth"
 	_ "github.com/practicegw/practicegw/caddymodule/console"

@@ -1,4 +1,4 @@
-package gateway
+package firmsystem
 
 import (
 	"reflect"
@@ -9,66 +9,31 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/practicegw/practicegw/adapters/dropbox"
 	"github.com/practicegw/practicegw/adapters/filing"
-	"github.com/practicegw/practicegw/adapters/gdrive"
-	"github.com/practicegw/practicegw/adapters/graph"
-	"github.com/practicegw/practicegw/adapters/karbon"
-	"github.com/practicegw/practicegw/adapters/xero"
 )
 
-// unmarshalSystem reads a firm's `records|ledger|documents <system> {...}`
-// line. Without a block the system must be demo; with one, its lines set
-// the system's Config fields by their JSON names (see config/README.md).
-func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
-	if !d.NextArg() {
-		return d.ArgErr()
-	}
-	system := d.Val()
-	var target any
-	switch role + " " + system {
-	case "records demo", "ledger demo", "documents demo":
-	case "records karbon":
-		f.Karbon = new(karbon.Config)
-		target = f.Karbon
-	case "ledger xero":
-		f.Xero = new(xero.Config)
-		target = f.Xero
-	case "documents sharepoint", "documents onedrive":
-		f.Graph = new(graph.Config)
-		target = f.Graph
-	case "documents google_drive":
-		f.GDrive = new(gdrive.Config)
-		target = f.GDrive
-	case "documents dropbox":
-		f.Dropbox = new(dropbox.Config)
-		target = f.Dropbox
-	default:
-		return d.Errf("%s %q is not a system practicegw has an adapter for", role, system)
-	}
-	switch role {
-	case "records":
-		f.Records = system
-	case "ledger":
-		f.Ledger = system
-	case "documents":
-		f.Documents = system
-	}
+// UnmarshalCaddyfile reads a system's Caddyfile block into cfg, its
+// configuration struct:
+//
+//	records|ledger|documents <system> {
+//	    <option> <value...>          a field, by its JSON name
+//	    <block> { <option> ... }     a nested struct (upstream, oauth2, ...)
+//	    stage_map <theirs> <ours>    one entry of a map
+//	    kind "<phrase>"... <kind>    a document kind rule
+//	    rate_limit <n>/<s|m|h>       inside upstream { }
+//	}
+//
+// Every system reads its block the same way, so that a newcomer to one has
+// learnt them all (see config/README.md). An option whose {$VAR} expanded
+// to nothing leaves its field unset.
+func UnmarshalCaddyfile(d *caddyfile.Dispenser, cfg any) error {
+	d.Next() // the system's name
 	if d.NextArg() {
 		return d.ArgErr()
 	}
+	v := reflect.ValueOf(cfg).Elem()
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		if target == nil {
-			return d.Errf("%s demo takes no options", role)
-		}
-		if d.Val() == "link_clients" {
-			if !d.NextArg() || d.Val() != "records" || d.NextArg() {
-				return d.Err("link_clients takes one argument: records")
-			}
-			f.LinkClients = append(f.LinkClients, role)
-			continue
-		}
-		if err := setOption(d, reflect.ValueOf(target).Elem()); err != nil {
+		if err := setOption(d, v); err != nil {
 			return err
 		}
 	}

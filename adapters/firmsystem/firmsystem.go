@@ -1,0 +1,144 @@
+// Package firmsystem is what a firm's system gives the gateway: each vendor
+// system (Karbon, Xero, SharePoint, ...) is a Caddy guest module in the
+// namespace of the role it plays for a firm, and the practicegw app loads
+// the firm's `records`, `ledger` and `documents` modules and opens them.
+//
+//	practicegw.systems.records.<name>     clients, jobs, engagements, people
+//	practicegw.systems.ledger.<name>      invoices
+//	practicegw.systems.documents.<name>   documents
+//
+// A firm whose role names no module (`records demo`) is served by the
+// seeded demo records. Adding a system is a folder under adapters/ with
+// its module, plus one blank import in cmd/practicegw.
+package firmsystem
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"reflect"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/internal/practice"
+)
+
+// Namespace is the Caddy module namespace of the systems that play role
+// (records, ledger or documents).
+func Namespace(role string) string { return "practicegw.systems." + role }
+
+// Module is a firm's system, configured. The app opens it once per firm
+// after Caddy has provisioned and validated it.
+type Module interface {
+	caddy.Module
+	Open(d Deps) (Opened, error)
+}
+
+// Deps is what the app hands a system when it opens it.
+type Deps struct {
+	// Firm is the firm the system serves.
+	Firm string
+	// Upstream is the resilient client's shared parts: logger, vendor
+	// budgets, metrics, upstream state and the change sink.
+	Upstream upstream.Deps
+	// Records is the firm's records system when it is a real one, nil for
+	// demo records. A ledger or document store that names its clients
+	// through the records system (link_clients records) asks it for the
+	// resolver it needs.
+	Records practice.Reader
+}
+
+// Opened is a firm's system, ready to serve.
+type Opened struct {
+	// Reader serves the kinds of the system's role.
+	Reader practice.Reader
+	// Clients and Jobs take writes; records systems only.
+	Clients practice.ClientWriter
+	Jobs    practice.JobWriter
+	// Client is the system's resilient HTTP client, whose breaker the
+	// readiness probe reports.
+	Client *upstream.Client
+	// Webhook is the receiver of the vendor's change notifications, or nil
+	// if the vendor sends none.
+	Webhook func(upstream.ChangeSink) http.Handler
+	// Prime takes a first look at the system's records, so that the first
+	// change a vendor reports has a "before"; nil if it needs none.
+	Prime func(context.Context) error
+}
+
+// Linked reports whether a ledger's or document store's Caddyfile said
+// `link_clients records`, checking the value.
+func Linked(linkClients string) (bool, error) {
+	switch linkClients {
+	case "":
+		return false, nil
+	case "records":
+		return true, nil
+	}
+	return false, fmt.Errorf("link_clients %q: the one value is records", linkClients)
+}
+
+// Resolver returns the firm's records system as the resolver a linked
+// system needs, or an error saying why it cannot be linked.
+func Resolver[R any](d Deps) (R, error) {
+	var zero R
+	if d.Records == nil {
+		return zero, fmt.Errorf("link_clients needs records from a real system (karbon)")
+	}
+	r, ok := d.Records.(R)
+	if !ok {
+		return zero, fmt.Errorf("link_clients: the firm's records system cannot name clients for this one")
+	}
+	return r, nil
+}
+
+// Expand replaces placeholders such as {env.KARBON_BEARER} or
+// {file./run/secrets/xero} in every string of a configuration, in place,
+// so secrets stay out of the adapted JSON and are read when the firm is
+// provisioned.
+func Expand(cfg any) {
+	repl := caddy.NewReplacer()
+	var walk func(v reflect.Value)
+	walk = func(v reflect.Value) {
+		switch v.Kind() {
+		case reflect.Pointer:
+			if !v.IsNil() {
+				walk(v.Elem())
+			}
+		case reflect.Struct:
+			for i := 0; i < v.NumField(); i++ {
+				if v.Type().Field(i).IsExported() {
+					walk(v.Field(i))
+				}
+			}
+		case reflect.String:
+			if v.CanSet() {
+				v.SetString(repl.ReplaceAll(v.String(), ""))
+			}
+		case reflect.Slice:
+			if v.Type().Elem().Kind() == reflect.String {
+				// Slices share their backing array with the configuration
+				// they were copied from: write a fresh one.
+				out := reflect.MakeSlice(v.Type(), v.Len(), v.Len())
+				for i := 0; i < v.Len(); i++ {
+					out.Index(i).SetString(repl.ReplaceAll(v.Index(i).String(), ""))
+				}
+				v.Set(out)
+				return
+			}
+			for i := 0; i < v.Len(); i++ {
+				walk(v.Index(i))
+			}
+		case reflect.Map:
+			if v.Type().Elem().Kind() == reflect.String && !v.IsNil() {
+				out := reflect.MakeMapWithSize(v.Type(), v.Len())
+				for _, k := range v.MapKeys() {
+					out.SetMapIndex(k, reflect.ValueOf(repl.ReplaceAll(v.MapIndex(k).String(), "")).Convert(v.Type().Elem()))
+				}
+				v.Set(out)
+			}
+		}
+	}
+	walk(reflect.ValueOf(cfg))
+}

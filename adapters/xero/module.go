@@ -1,0 +1,85 @@
+package xero
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/upstream"
+)
+
+func init() {
+	caddy.RegisterModule(Module{})
+}
+
+// Module is Xero as a firm's ledger:
+//
+//	ledger xero {
+//	    tenant_id {env.XERO_TENANT_ID}
+//	    oauth2 { client_id ... client_secret ... }
+//	    link_clients records
+//	    ...
+//	}
+//
+// Its options are Config's fields by their JSON names, and link_clients.
+type Module struct {
+	Config
+	// LinkClients is "records" when invoices name their client through
+	// the firm's records system (a Xero contact looked up there).
+	LinkClients string `json:"link_clients,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Module) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  caddy.ModuleID(firmsystem.Namespace("ledger") + ".xero"),
+		New: func() caddy.Module { return new(Module) },
+	}
+}
+
+// Provision reads the configuration's placeholders ({env.X}, {file.X}).
+func (m *Module) Provision(caddy.Context) error {
+	firmsystem.Expand(&m.Config)
+	return nil
+}
+
+// Validate checks the configuration as New would use it.
+func (m *Module) Validate() error {
+	if _, err := firmsystem.Linked(m.LinkClients); err != nil {
+		return err
+	}
+	_, err := New(m.Config, upstream.Deps{})
+	return err
+}
+
+// UnmarshalCaddyfile reads the `ledger xero { ... }` block.
+func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return firmsystem.UnmarshalCaddyfile(d, m)
+}
+
+// Open connects the firm to its Xero organisation.
+func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
+	cfg := m.Config
+	cfg.Firm = d.Firm
+	var opts []Option
+	if linked, _ := firmsystem.Linked(m.LinkClients); linked {
+		r, err := firmsystem.Resolver[ClientResolver](d)
+		if err != nil {
+			return firmsystem.Opened{}, err
+		}
+		opts = append(opts, WithClientResolver(r))
+	}
+	x, err := New(cfg, d.Upstream, opts...)
+	if err != nil {
+		return firmsystem.Opened{}, err
+	}
+	return firmsystem.Opened{Reader: x, Client: x.Upstream(), Webhook: x.Webhook, Prime: x.Prime}, nil
+}
+
+// Interface guards
+var (
+	_ firmsystem.Module     = (*Module)(nil)
+	_ caddy.Provisioner     = (*Module)(nil)
+	_ caddy.Validator       = (*Module)(nil)
+	_ caddyfile.Unmarshaler = (*Module)(nil)
+)
