@@ -2,15 +2,13 @@ package api
 
 import (
 	"fmt"
-
-	"github.com/practicegw/practicegw/caddymodule/gateway"
 )
 
 // OpenAPIDocument returns the OpenAPI 3.1 document that GET
 // /v1/openapi.json serves for a gateway with the given deprecations, built
 // from the same route table. The console's request explorer reads it
 // in-process rather than fetching it over HTTP.
-func OpenAPIDocument(deprecated []gateway.Deprecation) ([]byte, error) {
+func OpenAPIDocument(deprecated []Deprecation) ([]byte, error) {
 	notices, err := deprecationNotices(deprecated)
 	if err != nil {
 		return nil, err
@@ -19,8 +17,8 @@ func OpenAPIDocument(deprecated []gateway.Deprecation) ([]byte, error) {
 }
 
 // deprecationNotices maps each deprecated route of the table to its notice.
-func deprecationNotices(deprecated []gateway.Deprecation) (map[*route]gateway.Deprecation, error) {
-	notices := map[*route]gateway.Deprecation{}
+func deprecationNotices(deprecated []Deprecation) (map[*route]Deprecation, error) {
+	notices := map[*route]Deprecation{}
 	for _, d := range deprecated {
 		found := false
 		for i := range routes {

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -29,11 +28,21 @@ type Handler struct {
 	// MaxBodyBytes caps request bodies. Default 1 MiB.
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`
 
-	app     *gateway.App
+	tenants     tenants
+	idempotency IdempotencyStore
+	sandbox     sandbox
+	events      eventLog
+	endpoints   endpointReader
+	endpointsW  endpointWriter
+	secrets     secretRotator
+	deliveries  deliveryLog
+	exports     deliveryExporter
+	replays     replayer
+
 	logger  *zap.Logger
 	metrics *metrics
 	openAPI []byte
-	notices map[*route]gateway.Deprecation
+	notices map[*route]Deprecation
 }
 
 // CaddyModule returns the Caddy module information.
@@ -56,8 +65,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("practicegw_api needs the practicegw app: %w", err)
 	}
-	h.app = app.(*gateway.App)
-	if h.notices, err = deprecationNotices(h.app.Deprecated); err != nil {
+	if err := h.wire(app); err != nil {
 		return err
 	}
 	if h.metrics, err = newMetrics(ctx.GetMetricsRegistry()); err != nil {
@@ -67,13 +75,30 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return err
 }
 
+// wire takes what the API uses from the practicegw app.
+func (h *Handler) wire(app any) error {
+	src, ok := app.(App)
+	if !ok {
+		return fmt.Errorf("practicegw_api: the practicegw app (%T) does not serve the API", app)
+	}
+	var err error
+	if h.notices, err = deprecationNotices(src.Deprecations()); err != nil {
+		return err
+	}
+	eng := src.WebhookEngine()
+	h.tenants, h.idempotency, h.sandbox = src, src.Idempotency(), src
+	h.events, h.endpoints, h.endpointsW, h.secrets = eng, eng, eng, eng
+	h.deliveries, h.exports, h.replays = eng, eng, eng
+	return nil
+}
+
 // call is what a route handler needs of the request.
 type call struct {
 	route    *route
 	id       string
 	cred     *auth.Credential
 	tenant   practice.Tenant
-	backends gateway.Backends
+	backends Systems
 }
 
 // ServeHTTP routes the request. It never calls next: it is the API.
@@ -129,7 +154,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) (*route, error) 
 			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("This credential lacks the %s scope that %s %s needs.", rt.scope, rt.method, rt.pattern))
 		}
-		b, ok := h.app.Backends(practice.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox})
+		b, ok := h.tenants.Systems(practice.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox})
 		if !ok {
 			return rt, apierror.New(http.StatusForbidden, "insufficient_scope",
 				fmt.Sprintf("Firm %s is not served by this gateway.", cred.Firm))
@@ -169,7 +194,7 @@ func methodNotAllowed(r *http.Request, path string, allow []string) error {
 		WithHeader("Allow", strings.Join(allow, ", "))
 }
 
-func writeDeprecation(d gateway.Deprecation, h http.Header) {
+func writeDeprecation(d Deprecation, h http.Header) {
 	h.Set("Deprecation", fmt.Sprintf("@%d", d.Since.Unix()))
 	h.Set("Sunset", d.Sunset.UTC().Format(http.TimeFormat))
 	if d.Link != "" {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -190,7 +189,7 @@ func isInput(name string) bool {
 }
 
 // openAPIDocument builds the OpenAPI 3.1 document from the route table.
-func openAPIDocument(notices map[*route]gateway.Deprecation) ([]byte, error) {
+func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 	schemas := schemaSet{}
 	schemas["Error"] = map[string]any{
 		"type": "object", "required": []string{"error"},

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -79,9 +78,6 @@ type TriggerRequest struct {
 	Event string `json:"event"`
 }
 
-// Triggered answers a sandbox trigger with the event it raises.
-type Triggered = gateway.Triggered
-
 var eventRoutes = []route{
 	{method: http.MethodGet, pattern: "/v1/events", scope: "events:read", op: "list_events", tag: "events",
 		summary: "List events, oldest first", query: eventFilters, schema: dispatcher.Event{}, status: http.StatusOK,
@@ -137,7 +133,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, c *call) er
 	if k := q.params["event"]; k != "" {
 		eq.Kinds = []string{k}
 	}
-	page, err := h.app.Dispatcher().ListEvents(r.Context(), eq)
+	page, err := h.events.ListEvents(r.Context(), eq)
 	if err != nil {
 		return err
 	}
@@ -148,7 +144,7 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	ev, err := h.app.Dispatcher().GetEvent(r.Context(), c.tenant, c.id)
+	ev, err := h.events.GetEvent(r.Context(), c.tenant, c.id)
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
@@ -160,7 +156,7 @@ func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request, c *call)
 	if err != nil {
 		return err
 	}
-	all, err := h.app.Dispatcher().ListEndpoints(r.Context(), c.tenant)
+	all, err := h.endpoints.ListEndpoints(r.Context(), c.tenant)
 	if err != nil {
 		return err
 	}
@@ -189,7 +185,7 @@ func (h *Handler) createEndpoint(w http.ResponseWriter, r *http.Request, c *call
 		if len(in.Events) == 0 {
 			return nil, practice.Missing("events")
 		}
-		ep, secret, err := h.app.Dispatcher().CreateEndpoint(ctx, c.tenant,
+		ep, secret, err := h.endpointsW.CreateEndpoint(ctx, c.tenant,
 			dispatcher.EndpointInput{URL: in.URL, Events: in.Events, Description: in.Description})
 		if err != nil {
 			return nil, err
@@ -202,7 +198,7 @@ func (h *Handler) getEndpoint(w http.ResponseWriter, r *http.Request, c *call) e
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	ep, err := h.app.Dispatcher().GetEndpoint(r.Context(), c.tenant, c.id)
+	ep, err := h.endpoints.GetEndpoint(r.Context(), c.tenant, c.id)
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
@@ -215,7 +211,7 @@ func (h *Handler) updateEndpoint(w http.ResponseWriter, r *http.Request, c *call
 		if err := decodeBody(body, &in); err != nil {
 			return nil, err
 		}
-		return h.app.Dispatcher().UpdateEndpoint(ctx, c.tenant, c.id, dispatcher.EndpointUpdate{
+		return h.endpointsW.UpdateEndpoint(ctx, c.tenant, c.id, dispatcher.EndpointUpdate{
 			URL: in.URL, Events: in.Events, Description: in.Description, Status: in.Status})
 	})
 }
@@ -224,7 +220,7 @@ func (h *Handler) deleteEndpoint(w http.ResponseWriter, r *http.Request, c *call
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	if err := h.app.Dispatcher().DeleteEndpoint(r.Context(), c.tenant, c.id); err != nil {
+	if err := h.endpointsW.DeleteEndpoint(r.Context(), c.tenant, c.id); err != nil {
 		return h.notFoundFor(c, err)
 	}
 	return writeJSON(w, http.StatusOK, Deleted{ID: c.id, Deleted: true})
@@ -234,7 +230,7 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	ep, secret, err := h.app.Dispatcher().RotateSecret(r.Context(), c.tenant, c.id)
+	ep, secret, err := h.secrets.RotateSecret(r.Context(), c.tenant, c.id)
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
@@ -246,8 +242,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, c *call
 	if err != nil {
 		return err
 	}
-	engine := h.app.Dispatcher()
-	if _, err := engine.GetEndpoint(r.Context(), c.tenant, c.id); err != nil {
+	if _, err := h.endpoints.GetEndpoint(r.Context(), c.tenant, c.id); err != nil {
 		return h.notFoundFor(c, err)
 	}
 	var states []dispatcher.State
@@ -265,11 +260,11 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, c *call
 		w.Header().Set("Content-Disposition", `attachment; filename="`+c.id+`-deliveries`+map[string]string{
 			"application/x-ndjson": ".ndjson", "text/csv": ".csv"}[export]+`"`)
 		if export == "text/csv" {
-			return h.stream(w, func() error { return engine.ExportCSV(r.Context(), c.tenant, eq, w) })
+			return h.stream(w, func() error { return h.exports.ExportCSV(r.Context(), c.tenant, eq, w) })
 		}
-		return h.stream(w, func() error { return engine.ExportNDJSON(r.Context(), c.tenant, eq, w) })
+		return h.stream(w, func() error { return h.exports.ExportNDJSON(r.Context(), c.tenant, eq, w) })
 	}
-	page, err := engine.ListDeliveries(r.Context(), c.tenant, dispatcher.DeliveryQuery{
+	page, err := h.deliveries.ListDeliveries(r.Context(), c.tenant, dispatcher.DeliveryQuery{
 		EndpointID: c.id, States: states, From: from, To: to, Cursor: q.Cursor, Limit: q.Limit})
 	if err != nil {
 		return err
@@ -308,7 +303,7 @@ func (h *Handler) replayFailed(w http.ResponseWriter, r *http.Request, c *call) 
 		if in.Since.IsZero() {
 			return nil, practice.Missing("since")
 		}
-		n, err := h.app.Dispatcher().ReplayFailed(ctx, c.tenant, c.id, in.Since)
+		n, err := h.replays.ReplayFailed(ctx, c.tenant, c.id, in.Since)
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +315,7 @@ func (h *Handler) getDelivery(w http.ResponseWriter, r *http.Request, c *call) e
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	d, err := h.app.Dispatcher().GetDelivery(r.Context(), c.tenant, c.id)
+	d, err := h.deliveries.GetDelivery(r.Context(), c.tenant, c.id)
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
@@ -331,7 +326,7 @@ func (h *Handler) replayDelivery(w http.ResponseWriter, r *http.Request, c *call
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	d, err := h.app.Dispatcher().Replay(r.Context(), c.tenant, c.id)
+	d, err := h.replays.Replay(r.Context(), c.tenant, c.id)
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
@@ -347,7 +342,7 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, c *call) error
 		if in.Event == "" {
 			return nil, practice.Missing("event")
 		}
-		return h.app.Trigger(ctx, c.tenant.Firm, in.Event)
+		return h.sandbox.Trigger(ctx, c.tenant.Firm, in.Event)
 	})
 }
 

@@ -116,7 +116,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 	scoped := c.cred.ID + ":" + key
 	sum := sha256.Sum256(append([]byte(r.Method+" "+r.URL.Path+"\n"), body...))
 	fingerprint := hex.EncodeToString(sum[:])
-	store := h.app.Idempotency()
+	store := h.idempotency
 	prior, err := store.Begin(r.Context(), scoped, fingerprint)
 	if err != nil {
 		return fmt.Errorf("reserving idempotency key: %w", err)

@@ -290,7 +290,7 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, v *visit) erro
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: fmt.Sprintf("%q is not an event kind.", kind)})
 		return redirect(w, r, back)
 	}
-	t, err := h.app.Trigger(r.Context(), v.firm.ID, kind)
+	t, err := h.sandbox.Trigger(r.Context(), v.firm.ID, kind)
 	var invalid *practice.InvalidError
 	switch {
 	case errors.As(err, &invalid):

@@ -22,7 +22,6 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -37,14 +36,20 @@ type Handler struct {
 	// SessionTTL is how long a sign-in lasts. Default 12h.
 	SessionTTL caddy.Duration `json:"session_ttl,omitempty"`
 
-	app      *gateway.App
-	registry *auth.Registry
-	logger   *zap.Logger
-	sessions *sessions
-	views    *views
-	ops      []operation
-	mux      *http.ServeMux
-	now      func() time.Time
+	firms      firms
+	sandbox    sandbox
+	usage      trafficSource
+	endpoints  endpointPages
+	deliveries deliveryPages
+	replays    replayer
+	exports    exporter
+	registry   *auth.Registry
+	logger     *zap.Logger
+	sessions   *sessions
+	views      *views
+	ops        []operation
+	mux        *http.ServeMux
+	now        func() time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -69,9 +74,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("practicegw_console needs the practicegw app: %w", err)
 	}
-	h.app = app.(*gateway.App)
-	h.registry = h.app.Credentials()
-	doc, err := api.OpenAPIDocument(h.app.Deprecated)
+	deps, err := h.wire(app)
+	if err != nil {
+		return err
+	}
+	doc, err := api.OpenAPIDocument(deps.Deprecations())
 	if err != nil {
 		return fmt.Errorf("practicegw_console: %w", err)
 	}
@@ -155,12 +162,24 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return nil
 }
 
+// wire takes what the console uses from the practicegw app.
+func (h *Handler) wire(app any) (deprecations, error) {
+	src, ok := app.(App)
+	if !ok {
+		return nil, fmt.Errorf("practicegw_console: the practicegw app (%T) does not serve the console", app)
+	}
+	eng := src.WebhookEngine()
+	h.firms, h.registry, h.sandbox, h.usage = src, src.Credentials(), src, src
+	h.endpoints, h.deliveries, h.replays, h.exports = eng, eng, eng, eng
+	return src, nil
+}
+
 // visit is a signed-in request: the session, its still-valid admin
 // credential and the firm it administers.
 type visit struct {
 	sess session
 	cred *auth.Credential
-	firm gateway.Firm
+	firm Firm
 	csrf string
 }
 
@@ -240,7 +259,7 @@ func (h *Handler) visit(r *http.Request) (*visit, error) {
 	if err != nil && !errors.Is(err, auth.ErrNotFound) {
 		return nil, fmt.Errorf("checking the console credential %s: %w", sess.CredID, err)
 	}
-	firm, ok := gateway.Firm{}, false
+	firm, ok := Firm{}, false
 	if err == nil {
 		firm, ok = h.firm(cred.Firm)
 	}
@@ -270,17 +289,7 @@ func adminCredential(c *auth.Credential) bool {
 	return c.RevokedAt == nil && !c.Sandbox && c.Allows("admin")
 }
 
-func (h *Handler) firm(id string) (gateway.Firm, bool) {
-	for _, f := range h.app.Firms {
-		if f.ID == id {
-			if f.Name == "" {
-				f.Name = f.ID
-			}
-			return f, true
-		}
-	}
-	return gateway.Firm{}, false
-}
+func (h *Handler) firm(id string) (Firm, bool) { return h.firms.Firm(id) }
 
 // sameOrigin refuses a post whose Origin names another site. SameSite
 // cookies already keep other sites' posts out; this covers old browsers.
@@ -321,9 +330,11 @@ func notFound(what string) error {
 // says only that something went wrong.
 func (h *Handler) fail(w http.ResponseWriter, r *http.Request, v *visit, err error) {
 	var pe *pageError
-	if e, ok := apierror.From(err); ok && !errors.As(err, &pe) {
-		// The API's answer to the same error, as a page.
-		pe = &pageError{Status: e.Status, Title: http.StatusText(e.Status), Message: e.Message}
+	if !errors.As(err, &pe) {
+		if e, ok := apierror.From(err); ok {
+			// The API's answer to the same error, as a page.
+			pe = &pageError{Status: e.Status, Title: http.StatusText(e.Status), Message: e.Message}
+		}
 	}
 	if pe == nil {
 		h.logger.Error("console page failed", zap.String("path", r.URL.Path), zap.Error(err))

@@ -124,7 +124,7 @@ func (s endpointStats) health(ep dispatcher.Endpoint) health {
 
 // endpointStatsOf pages through an endpoint's deliveries of the last 24
 // hours, up to maxStatsScan.
-func endpointStatsOf(ctx context.Context, e *dispatcher.Engine, t practice.Tenant, id string, now time.Time) (endpointStats, error) {
+func endpointStatsOf(ctx context.Context, e deliveryPages, t practice.Tenant, id string, now time.Time) (endpointStats, error) {
 	var all []dispatcher.Delivery
 	q := dispatcher.DeliveryQuery{EndpointID: id, From: now.Add(-statsWindow), Limit: dispatcher.MaxLimit}
 	capped := false

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 )
 
 // trafficWindow is how much usage the traffic page shows.
@@ -22,7 +22,7 @@ const nearCeiling = 0.8
 // trafficRow is one credential's usage against its ceiling.
 type trafficRow struct {
 	Cred    *auth.Credential
-	Traffic gateway.Traffic
+	Traffic ratelimit.Traffic
 	// PerHour is the ceiling in requests per hour, whatever its window.
 	PerHour float64
 	// Used is the share of the ceiling spent right now (1 - headroom).
@@ -84,7 +84,7 @@ func (h *Handler) trafficRows(ctx context.Context, v *visit, withCharts bool) (r
 func (h *Handler) trafficRowOf(ctx context.Context, c *auth.Credential, withChart bool) (row trafficRow, ok bool, err error) {
 	now := h.now()
 	start := now.UTC().Truncate(time.Hour).Add(-trafficWindow + time.Hour)
-	tr, ok, err := h.app.Traffic(ctx, c, start)
+	tr, ok, err := h.usage.Traffic(ctx, c, start)
 	if err != nil {
 		return trafficRow{}, true, fmt.Errorf("reading the traffic of %s: %w", c.ID, err)
 	}

@@ -32,12 +32,12 @@ func (h *Handler) loadEndpoints(ctx context.Context, v *visit) ([]endpointRow, e
 	now := h.now()
 	var rows []endpointRow
 	for _, t := range v.tenants() {
-		eps, err := h.app.Dispatcher().ListEndpoints(ctx, t)
+		eps, err := h.endpoints.ListEndpoints(ctx, t)
 		if err != nil {
 			return nil, err
 		}
 		for _, ep := range eps {
-			s, err := endpointStatsOf(ctx, h.app.Dispatcher(), t, ep.ID, now)
+			s, err := endpointStatsOf(ctx, h.deliveries, t, ep.ID, now)
 			if err != nil {
 				return nil, err
 			}
@@ -79,7 +79,7 @@ func (h *Handler) webhooks(w http.ResponseWriter, r *http.Request, v *visit) err
 // findEndpoint finds one of the firm's endpoints, live or sandbox.
 func (h *Handler) findEndpoint(ctx context.Context, v *visit, id string) (dispatcher.Endpoint, practice.Tenant, error) {
 	for _, t := range v.tenants() {
-		ep, err := h.app.Dispatcher().GetEndpoint(ctx, t, id)
+		ep, err := h.endpoints.GetEndpoint(ctx, t, id)
 		if err == nil {
 			return ep, t, nil
 		}
@@ -93,7 +93,7 @@ func (h *Handler) findEndpoint(ctx context.Context, v *visit, id string) (dispat
 // findDelivery finds one of the firm's deliveries, live or sandbox.
 func (h *Handler) findDelivery(ctx context.Context, v *visit, id string) (dispatcher.Delivery, practice.Tenant, error) {
 	for _, t := range v.tenants() {
-		d, err := h.app.Dispatcher().GetDelivery(ctx, t, id)
+		d, err := h.deliveries.GetDelivery(ctx, t, id)
 		if err == nil {
 			return d, t, nil
 		}
@@ -221,7 +221,7 @@ func (h *Handler) endpointPage(w http.ResponseWriter, r *http.Request, v *visit)
 		return err
 	}
 	now := h.now()
-	stats, err := endpointStatsOf(ctx, h.app.Dispatcher(), t, ep.ID, now)
+	stats, err := endpointStatsOf(ctx, h.deliveries, t, ep.ID, now)
 	if err != nil {
 		return err
 	}
@@ -234,7 +234,7 @@ func (h *Handler) endpointPage(w http.ResponseWriter, r *http.Request, v *visit)
 		q := dispatcher.DeliveryQuery{EndpointID: ep.ID, States: f.states(), From: f.from, To: f.to, Limit: dispatcher.MaxLimit}
 		scanned := 0
 		for {
-			page, err := h.app.Dispatcher().ListDeliveries(ctx, t, q)
+			page, err := h.deliveries.ListDeliveries(ctx, t, q)
 			if err != nil {
 				return err
 			}
@@ -296,7 +296,7 @@ func (h *Handler) setStatus(w http.ResponseWriter, r *http.Request, v *visit) er
 	if status != dispatcher.EndpointEnabled && status != dispatcher.EndpointDisabled {
 		return pageErr(http.StatusBadRequest, "Unknown status", "An endpoint is either enabled or disabled.")
 	}
-	if _, err := h.app.Dispatcher().UpdateEndpoint(ctx, t, ep.ID, dispatcher.EndpointUpdate{Status: &status}); err != nil {
+	if _, err := h.endpoints.UpdateEndpoint(ctx, t, ep.ID, dispatcher.EndpointUpdate{Status: &status}); err != nil {
 		return err
 	}
 	h.logger.Info("console changed a webhook endpoint's status", zap.String("endpoint_id", ep.ID),
@@ -320,7 +320,7 @@ func (h *Handler) replayFailed(w http.ResponseWriter, r *http.Request, v *visit)
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "Replay failures since: " + err.Error()})
 		return redirect(w, r, "/console/webhooks/"+ep.ID)
 	}
-	n, err := h.app.Dispatcher().ReplayFailed(ctx, t, ep.ID, since)
+	n, err := h.replays.ReplayFailed(ctx, t, ep.ID, since)
 	when := since.UTC().Format("2 Jan 15:04 UTC")
 	switch {
 	case errors.Is(err, dispatcher.ErrEndpointDisabled):
@@ -354,10 +354,10 @@ func (h *Handler) export(w http.ResponseWriter, r *http.Request, v *visit) error
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-deliveries%s"`, ep.ID, ext))
 	if ext == ".csv" {
 		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		err = h.app.Dispatcher().ExportCSV(ctx, t, q, w)
+		err = h.exports.ExportCSV(ctx, t, q, w)
 	} else {
 		w.Header().Set("Content-Type", "application/x-ndjson")
-		err = h.app.Dispatcher().ExportNDJSON(ctx, t, q, w)
+		err = h.exports.ExportNDJSON(ctx, t, q, w)
 	}
 	if err != nil {
 		// The download has begun; all that can be done is to note it.
@@ -377,7 +377,7 @@ func (h *Handler) deliveryPage(w http.ResponseWriter, r *http.Request, v *visit)
 	if err != nil {
 		return err
 	}
-	ep, err := h.app.Dispatcher().GetEndpoint(ctx, t, d.EndpointID)
+	ep, err := h.endpoints.GetEndpoint(ctx, t, d.EndpointID)
 	if err != nil {
 		return err
 	}
@@ -392,7 +392,7 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, v *visit) error
 	if err != nil {
 		return err
 	}
-	saved, err := h.app.Dispatcher().Replay(ctx, t, d.ID)
+	saved, err := h.replays.Replay(ctx, t, d.ID)
 	switch {
 	case errors.Is(err, dispatcher.ErrEndpointDisabled):
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "The endpoint is disabled: enable it before replaying.",
@@ -450,7 +450,7 @@ func (h *Handler) eventPage(w http.ResponseWriter, r *http.Request, v *visit) er
 		err error
 	)
 	for _, t = range v.tenants() {
-		if ev, err = h.app.Dispatcher().GetEvent(ctx, t, id); !errors.Is(err, dispatcher.ErrNotFound) {
+		if ev, err = h.deliveries.GetEvent(ctx, t, id); !errors.Is(err, dispatcher.ErrNotFound) {
 			break
 		}
 	}
@@ -464,7 +464,7 @@ func (h *Handler) eventPage(w http.ResponseWriter, r *http.Request, v *visit) er
 	if view.Envelope, err = ev.MarshalJSON(); err != nil {
 		return err
 	}
-	eps, err := h.app.Dispatcher().ListEndpoints(ctx, t)
+	eps, err := h.endpoints.ListEndpoints(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -473,7 +473,7 @@ func (h *Handler) eventPage(w http.ResponseWriter, r *http.Request, v *visit) er
 	for _, ep := range eps {
 		q := dispatcher.DeliveryQuery{EndpointID: ep.ID, From: ev.OccurredAt.Add(-time.Minute), Limit: dispatcher.MaxLimit}
 		for scanned := 0; scanned < maxEventScan; {
-			page, err := h.app.Dispatcher().ListDeliveries(ctx, t, q)
+			page, err := h.deliveries.ListDeliveries(ctx, t, q)
 			if err != nil {
 				return err
 			}

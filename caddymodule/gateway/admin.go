@@ -58,7 +58,7 @@ type CredentialView struct {
 	Stale bool `json:"stale"`
 	// Traffic is the last 24 hours against the ceiling, when a rate
 	// limiter serves the credential's routes.
-	Traffic *Traffic `json:"traffic,omitempty"`
+	Traffic *ratelimit.Traffic `json:"traffic,omitempty"`
 }
 
 // IssuedCredential is the answer to issuing: the only time the token is

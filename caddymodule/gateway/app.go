@@ -15,6 +15,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/practicegw/practicegw/caddymodule/console"
+
+	"github.com/practicegw/practicegw/caddymodule/api"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -22,7 +26,6 @@ import (
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
@@ -65,7 +68,7 @@ type App struct {
 	// Deprecated marks /v1 routes that answer with Deprecation, Sunset
 	// and Link headers (and are marked in the OpenAPI document) until they
 	// are retired.
-	Deprecated []Deprecation `json:"deprecated,omitempty"`
+	Deprecated []api.Deprecation `json:"deprecated,omitempty"`
 
 	firms        map[string]*firmBackends
 	demoBackends *firmBackends
@@ -93,19 +96,6 @@ type App struct {
 type SigningKeyConfig struct {
 	ID     string `json:"id"`
 	Secret string `json:"secret"`
-}
-
-// Deprecation announces that a route will be retired.
-type Deprecation struct {
-	Method string `json:"method"`
-	// Path is the route's pattern as in the OpenAPI document, such as
-	// /v1/jobs/{id}/stage.
-	Path string `json:"path"`
-	// Since is when the route was deprecated; Sunset when it goes.
-	Since  time.Time `json:"since"`
-	Sunset time.Time `json:"sunset"`
-	// Link documents the migration.
-	Link string `json:"link,omitempty"`
 }
 
 // Firm is one firm and the systems its records come from.
@@ -306,9 +296,9 @@ func (a *App) expire(ctx context.Context) {
 // Credentials implements auth.RegistryProvider.
 func (a *App) Credentials() *auth.Registry { return a.registry }
 
-// Backends returns the backends serving a tenant: the firm's configured
+// Systems returns the systems serving a tenant: the firm's configured
 // systems for live records, the seeded demo records for its sandbox.
-func (a *App) Backends(t practice.Tenant) (Backends, bool) {
+func (a *App) Systems(t practice.Tenant) (api.Systems, bool) {
 	b, ok := a.firms[t.Firm]
 	if !ok {
 		return nil, false
@@ -320,33 +310,19 @@ func (a *App) Backends(t practice.Tenant) (Backends, bool) {
 }
 
 // Idempotency returns the store of idempotency keys.
-func (a *App) Idempotency() IdempotencyStore { return a.state }
+func (a *App) Idempotency() api.IdempotencyStore { return a.state }
+
+// Deprecations are the routes the configuration marks for retirement.
+func (a *App) Deprecations() []api.Deprecation { return a.Deprecated }
 
 // stateStore is where the gateway keeps what its instances share: the
 // embedded store for one instance, Redis for several.
 type stateStore interface {
 	auth.Store
-	IdempotencyStore
+	api.IdempotencyStore
 	SigningKey(ctx context.Context) (auth.SigningKey, error)
 	// Backends is the webhook pipeline's state, in the same backend.
 	Backends() dispatcher.Backends
-}
-
-// IdempotencyStore remembers writes sent with an Idempotency-Key.
-type IdempotencyStore interface {
-	// Begin reserves key for a request, or returns the record it already
-	// holds.
-	Begin(ctx context.Context, key, fingerprint string) (*idempotency.Record, error)
-	Finish(ctx context.Context, key string, rec idempotency.Record) error
-	Abandon(ctx context.Context, key string) error
-}
-
-// Backends are the systems one firm's records come from.
-type Backends interface {
-	// Reader serves the kind, or is nil if nothing does.
-	Reader(k practice.Kind) practice.Reader
-	Clients() practice.ClientWriter
-	Jobs() practice.JobWriter
 }
 
 type firmBackends struct {
@@ -373,8 +349,24 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 func (b *firmBackends) Clients() practice.ClientWriter { return b.clients }
 func (b *firmBackends) Jobs() practice.JobWriter       { return b.jobs }
 
+// Firm names a firm the gateway serves, for the console.
+func (a *App) Firm(id string) (console.Firm, bool) {
+	for _, f := range a.Firms {
+		if f.ID == id {
+			name := f.Name
+			if name == "" {
+				name = f.ID
+			}
+			return console.Firm{ID: f.ID, Name: name}, true
+		}
+	}
+	return console.Firm{}, false
+}
+
 // Interface guards
 var (
+	_ api.App            = (*App)(nil)
+	_ console.App        = (*App)(nil)
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)

@@ -10,6 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/caddymodule/api"
 )
 
 func init() {
@@ -137,12 +138,12 @@ func unmarshalFirm(d *caddyfile.Dispenser) (Firm, error) {
 }
 
 // unmarshalDeprecation reads `deprecated METHOD /v1/path since sunset [link]`.
-func unmarshalDeprecation(d *caddyfile.Dispenser) (Deprecation, error) {
+func unmarshalDeprecation(d *caddyfile.Dispenser) (api.Deprecation, error) {
 	args := d.RemainingArgs()
 	if len(args) != 4 && len(args) != 5 {
-		return Deprecation{}, d.ArgErr()
+		return api.Deprecation{}, d.ArgErr()
 	}
-	dep := Deprecation{Method: strings.ToUpper(args[0]), Path: args[1]}
+	dep := api.Deprecation{Method: strings.ToUpper(args[0]), Path: args[1]}
 	var err error
 	if dep.Since, err = time.Parse(time.DateOnly, args[2]); err != nil {
 		return dep, d.Errf("deprecated: since date: %v", err)

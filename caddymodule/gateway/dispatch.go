@@ -193,5 +193,6 @@ func (d *dispatch) stop() error {
 	return errors.Join(append(errs, d.engine.Close())...)
 }
 
-// Dispatcher is the webhook engine the API's event and webhook routes use.
-func (a *App) Dispatcher() *dispatcher.Engine { return a.dispatch.engine }
+// WebhookEngine is the webhook engine the API's event and webhook routes and
+// the console's webhook pages use.
+func (a *App) WebhookEngine() *dispatcher.Engine { return a.dispatch.engine }

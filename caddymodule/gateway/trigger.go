@@ -2,36 +2,29 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+
+	"github.com/practicegw/practicegw/caddymodule/api"
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// Triggered is the sandbox change a trigger made and the event it raises.
-type Triggered struct {
-	Event    string          `json:"event"`
-	EventID  string          `json:"event_id"`
-	Resource string          `json:"resource_id"`
-	Object   json.RawMessage `json:"object"`
-}
-
 // Trigger makes a realistic change in a firm's sandbox records that raises
 // one event of the given kind through the whole pipeline, as `stripe
 // trigger` does. The event id is known at once because ids derive from the
 // change; delivery follows through the outbox like any other write.
-func (a *App) Trigger(ctx context.Context, firm, kind string) (Triggered, error) {
+func (a *App) Trigger(ctx context.Context, firm, kind string) (api.Triggered, error) {
 	if _, ok := a.firms[firm]; !ok {
-		return Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
+		return api.Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
 	}
 	change, err := a.shared.demo.Trigger(ctx, firm, kind)
 	if err != nil {
-		return Triggered{}, err
+		return api.Triggered{}, err
 	}
 	events, err := dispatcher.Derive(change)
 	if err != nil {
-		return Triggered{}, fmt.Errorf("deriving the triggered event: %w", err)
+		return api.Triggered{}, fmt.Errorf("deriving the triggered event: %w", err)
 	}
 	// engagement_letter.signed is delivered under that name but recorded
 	// as engagement.signed.
@@ -41,8 +34,8 @@ func (a *App) Trigger(ctx context.Context, firm, kind string) (Triggered, error)
 	}
 	for _, ev := range events {
 		if ev.Event == want {
-			return Triggered{Event: kind, EventID: ev.ID, Resource: change.ResourceID, Object: change.After}, nil
+			return api.Triggered{Event: kind, EventID: ev.ID, Resource: change.ResourceID, Object: change.After}, nil
 		}
 	}
-	return Triggered{}, fmt.Errorf("the sandbox change for %s raised no such event", kind)
+	return api.Triggered{}, fmt.Errorf("the sandbox change for %s raised no such event", kind)
 }

@@ -27,30 +27,21 @@ func (a *App) AttachLimiter(l *ratelimit.Limiter, rateFor func(*auth.Credential)
 	a.limiter.limiter, a.limiter.rateFor = l, rateFor
 }
 
-// Traffic is a credential's hourly usage against its ceiling.
-type Traffic struct {
-	Ceiling  string                `json:"ceiling"`
-	Limit    int64                 `json:"limit"`
-	Window   int64                 `json:"window_seconds"`
-	Headroom int64                 `json:"headroom"`
-	Hours    []ratelimit.HourUsage `json:"hours"`
-}
-
 // Traffic returns a credential's usage per hour since a time and its
 // current headroom; ok is false when no rate limiter is configured.
-func (a *App) Traffic(ctx context.Context, c *auth.Credential, since time.Time) (Traffic, bool, error) {
+func (a *App) Traffic(ctx context.Context, c *auth.Credential, since time.Time) (ratelimit.Traffic, bool, error) {
 	a.limiter.mu.RLock()
 	l, rateFor := a.limiter.limiter, a.limiter.rateFor
 	a.limiter.mu.RUnlock()
 	if l == nil {
-		return Traffic{}, false, nil
+		return ratelimit.Traffic{}, false, nil
 	}
 	rate := rateFor(c)
 	hours, err := l.Usage(ctx, c.ID, since)
 	if err != nil {
-		return Traffic{}, true, err
+		return ratelimit.Traffic{}, true, err
 	}
 	d := l.Peek(ctx, c.ID, rate)
-	return Traffic{Ceiling: rate.String(), Limit: rate.Limit, Window: int64(rate.Window / time.Second),
+	return ratelimit.Traffic{Ceiling: rate.String(), Limit: rate.Limit, Window: int64(rate.Window / time.Second),
 		Headroom: d.Remaining, Hours: hours}, true, nil
 }

@@ -1,0 +1,83 @@
+package console
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/practicegw/practicegw/caddymodule/api"
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
+)
+
+// What the console needs of the practicegw app, found with
+// ctx.App("practicegw"), each its own small interface.
+type (
+	// firms names the firms the gateway serves.
+	firms interface {
+		Firm(id string) (Firm, bool)
+	}
+	// credentials is the registry the console signs administrators in
+	// with and issues explorer credentials from.
+	credentials interface {
+		Credentials() *auth.Registry
+	}
+	// webhookSource is the webhook engine; the pages use it through the
+	// small interfaces below.
+	webhookSource interface {
+		WebhookEngine() *dispatcher.Engine
+	}
+	// sandbox makes sandbox changes that raise events.
+	sandbox interface {
+		Trigger(ctx context.Context, firm, kind string) (api.Triggered, error)
+	}
+	// trafficSource is a credential's usage against its ceiling.
+	trafficSource interface {
+		Traffic(ctx context.Context, c *auth.Credential, since time.Time) (ratelimit.Traffic, bool, error)
+	}
+	// deprecations are the routes the configuration marks for retirement.
+	deprecations interface {
+		Deprecations() []api.Deprecation
+	}
+)
+
+// App is all the console asks of the practicegw app; the app's package
+// asserts at compile time that it provides it.
+type App interface {
+	firms
+	credentials
+	webhookSource
+	sandbox
+	trafficSource
+	deprecations
+}
+
+// Firm is a firm as the console shows it.
+type Firm struct {
+	ID   string
+	Name string
+}
+
+// The webhook pages' view of the engine, grouped by what a page does.
+type (
+	endpointPages interface {
+		ListEndpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.Endpoint, error)
+		GetEndpoint(ctx context.Context, t practice.Tenant, id string) (dispatcher.Endpoint, error)
+		UpdateEndpoint(ctx context.Context, t practice.Tenant, id string, up dispatcher.EndpointUpdate) (dispatcher.Endpoint, error)
+	}
+	deliveryPages interface {
+		ListDeliveries(ctx context.Context, t practice.Tenant, q dispatcher.DeliveryQuery) (dispatcher.DeliveryPage, error)
+		GetDelivery(ctx context.Context, t practice.Tenant, id string) (dispatcher.Delivery, error)
+		GetEvent(ctx context.Context, t practice.Tenant, id string) (dispatcher.Event, error)
+	}
+	replayer interface {
+		Replay(ctx context.Context, t practice.Tenant, deliveryID string) (dispatcher.Delivery, error)
+		ReplayFailed(ctx context.Context, t practice.Tenant, endpointID string, since time.Time) (int, error)
+	}
+	exporter interface {
+		ExportNDJSON(ctx context.Context, t practice.Tenant, q dispatcher.ExportQuery, w io.Writer) error
+		ExportCSV(ctx context.Context, t practice.Tenant, q dispatcher.ExportQuery, w io.Writer) error
+	}
+)
