@@ -4,7 +4,7 @@
 
 GO ?= go
 
-.PHONY: test deps vet build bench
+.PHONY: test deps vet tidy build bench
 
 build:
 	$(GO) build -o practicegw ./cmd/practicegw
@@ -15,9 +15,14 @@ deps:
 vet:
 	$(GO) vet ./...
 
+# go.mod and go.sum say exactly what the code imports: fails, printing the
+# difference, when they do not.
+tidy:
+	$(GO) mod tidy -diff
+
 # CI=true makes tests that need redis-server or chromium fail rather than
 # skip when either is missing.
-test: deps vet
+test: deps tidy vet
 	CI=$${CI:-true} $(GO) test -count=1 -timeout 40m ./...
 
 bench:
