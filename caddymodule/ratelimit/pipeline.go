@@ -7,12 +7,14 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// scriptPipe runs the script for concurrent requests over one connection,
-// deciding them in batches: one script call, in one write and one read,
-// decides every request that queued while the previous call was on the
-// wire or since it started, up to maxBatch.
+// scriptPipe runs the script for concurrent requests, deciding them in
+// batches: one script call (go-redis, EVALSHA) decides every request that
+// queued while the previous call was on the wire or since it started, up
+// to maxBatch.
 //
 // A round trip's fixed costs (two wake-ups of Redis and of this process,
 // the script's setup, Redis's clock) are most of what a decision costs, so
@@ -31,7 +33,7 @@ import (
 // atomically and on its own clock: batching changes how requests travel,
 // not what decides them.
 type scriptPipe struct {
-	redis    endpoint
+	client   redis.Scripter
 	timeout  time.Duration
 	interval time.Duration
 	calls    chan *scriptCall
@@ -42,8 +44,8 @@ type scriptPipe struct {
 	stopped chan struct{} // closed when run returns: callers stop waiting
 
 	// Owned by the run goroutine.
-	conn  *scriptConn // nil until dialled, and after a failure
-	batch []*scriptCall
+	batch   []*scriptCall
+	encoder *batch
 
 	// batches counts script calls written and lastSize says how many
 	// requests the last one carried, so tests can see requests share them.
@@ -51,9 +53,8 @@ type scriptPipe struct {
 }
 
 const (
-	// maxBatch bounds a batch to what fits one write of connBufSize (a
-	// request in a group of its own is at most about 150 bytes of it). Past it, requests wait
-	// for the next batch.
+	// maxBatch bounds a batch, and so one script call's arguments. Past
+	// it, requests wait for the next batch.
 	maxBatch = 256
 	// queueSize is how many calls may wait for a batch. A caller that
 	// finds the queue full waits, within its timeout, as it would for a
@@ -93,9 +94,10 @@ var (
 	errClosed  = errors.New("rate limiter closed")
 )
 
-func newScriptPipe(e endpoint, timeout, interval time.Duration) *scriptPipe {
+func newScriptPipe(client redis.Scripter, timeout, interval time.Duration) *scriptPipe {
 	p := &scriptPipe{
-		redis:    e,
+		client:   client,
+		encoder:  newBatch(),
 		timeout:  timeout,
 		interval: interval,
 		calls:    make(chan *scriptCall, queueSize),
@@ -114,9 +116,8 @@ func newScriptPipe(e endpoint, timeout, interval time.Duration) *scriptPipe {
 	return p
 }
 
-// close stops the pipeline goroutine, after the batch in flight, and
-// closes its connection. Calls not yet answered, and any made later, get
-// errClosed at once.
+// close stops the pipeline goroutine, after the batch in flight. Calls not
+// yet answered, and any made later, get errClosed at once.
 func (p *scriptPipe) close() {
 	p.cancel()
 	p.wg.Wait()
@@ -178,11 +179,6 @@ func (p *scriptPipe) enqueue(ctx context.Context, call *scriptCall) error {
 func (p *scriptPipe) run(ctx context.Context) {
 	defer p.wg.Done()
 	defer close(p.stopped)
-	defer func() {
-		if p.conn != nil {
-			p.conn.close()
-		}
-	}()
 	wait := time.NewTimer(time.Hour)
 	wait.Stop()
 	var (
@@ -243,9 +239,8 @@ func (p *scriptPipe) gather(batch []*scriptCall) []*scriptCall {
 	}
 }
 
-// flush decides a batch and answers each of its calls. All of it, dialling
-// included, happens within one timeout: no caller in the batch waits
-// longer than that anyway.
+// flush decides a batch and answers each of its calls, within one
+// timeout: no caller in the batch waits longer than that anyway.
 func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 	live := batch[:0]
 	for _, c := range batch {
@@ -256,57 +251,22 @@ func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 	if len(live) == 0 {
 		return
 	}
-	deadline := time.Now().Add(p.timeout)
-	err := p.roundTrip(ctx, live, false, deadline)
-	if err == errNoScript {
-		// Redis lost the script since this connection last ran it.
-		err = p.roundTrip(ctx, live, true, deadline)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	p.encoder.encode(live)
+	p.batches.Add(1)
+	reply, err := gcraScript.Run(ctx, p.client, p.encoder.keys, p.encoder.args...).Result()
+	var decisions []Decision
+	if err == nil {
+		decisions, err = p.encoder.decode(reply)
 	}
 	if err != nil {
 		answerAll(live, err)
-		if !isReplyError(err) && p.conn != nil {
-			// A failed read or write leaves replies unread or half read.
-			p.conn.close()
-			p.conn = nil
-		}
+		return
 	}
-}
-
-// roundTrip writes one script call deciding calls, SCRIPT LOAD first when
-// load is set, and answers each call with its decision. On an error it
-// answers none of them: errNoScript or a redisError is Redis's answer,
-// which leaves the connection in step; any other error broke it.
-func (p *scriptPipe) roundTrip(ctx context.Context, calls []*scriptCall, load bool, deadline time.Time) error {
-	if p.conn == nil {
-		var err error
-		if p.conn, err = dialScriptConn(ctx, p.redis, deadline); err != nil {
-			return err
-		}
-	}
-	cn := p.conn
-	cn.nc.SetDeadline(deadline)
-	if load {
-		cn.w.WriteString(scriptLoad)
-	}
-	cn.writeBatch(calls)
-	p.batches.Add(1)
-	err := cn.w.Flush()
-	if err == nil && load {
-		if err = cn.readLoaded(); isReplyError(err) {
-			err = nil // the script call's own reply will say so
-		}
-	}
-	if err != nil {
-		return err
-	}
-	decisions, err := cn.readBatch()
-	if err != nil {
-		return err
-	}
-	for i, c := range calls {
+	for i, c := range live {
 		answer(c, decisions[i], nil)
 	}
-	return nil
 }
 
 // answer hands c its outcome. The pipeline goroutine must not touch c

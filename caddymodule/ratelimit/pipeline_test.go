@@ -1,10 +1,8 @@
 package ratelimit
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,53 +143,42 @@ func TestPipelineDeadlineInFlight(t *testing.T) {
 	}
 }
 
-// batchConn is a connection that has just written a batch of two calls
-// of one credential and reads reply.
-func batchConn(reply string, calls ...*scriptCall) *scriptConn {
-	c := &scriptConn{w: bufio.NewWriter(io.Discard), r: bufio.NewReader(strings.NewReader(reply)),
-		credIndex: map[string]int{}, groupIndex: map[groupKey]int{}}
-	c.writeBatch(calls)
-	return c
+// encoded is a batch that has just encoded calls.
+func encoded(calls ...*scriptCall) *batch {
+	b := newBatch()
+	b.encode(calls)
+	return b
 }
 
-// TestReadBatch feeds the reply reader what Redis may send for a batch of
-// two requests of one credential, and what it should not.
-func TestReadBatch(t *testing.T) {
+// TestDecodeBatch feeds the reply reader what the script may answer for a
+// batch of two requests of one credential, and what it should not.
+func TestDecodeBatch(t *testing.T) {
 	ten := tenPerSecond.cell() // T 100ms, B·T 1s
 	allowed := Decision{Allowed: true, Remaining: 0, Reset: time.Second}
 	refused := Decision{Reset: time.Second, RetryAfter: 100 * time.Millisecond}
 	for _, tt := range []struct {
 		name  string
-		reply string
+		reply any
 		want  []Decision
-		err   string // "" none; "reply" a redisError; else a substring
+		err   string // "" none; else a substring
 	}{
 		// Booked to 900ms ahead: room for one more.
-		{"one of two", "*2\r\n:900000\r\n:1\r\n", []Decision{allowed, refused}, ""},
-		{"noscript", "-NOSCRIPT No matching script. Please use EVAL.\r\n", nil, "NOSCRIPT"},
-		{"error reply", "-WRONGTYPE Operation against a key holding the wrong kind of value\r\n", nil, "reply"},
-		{"half a group", "*1\r\n:900000\r\n", nil, "answered"},
-		{"bulk element", "*2\r\n$1\r\n9\r\n:1\r\n", nil, "answered"},
-		{"not a number", "*2\r\n:9x\r\n:1\r\n", nil, "answered"},
-		{"more admitted than asked", "*2\r\n:0\r\n:3\r\n", nil, "answered"},
-		{"TAT behind now", "*2\r\n:-1\r\n:0\r\n", nil, "answered"},
+		{"one of two", []any{int64(900000), int64(1)}, []Decision{allowed, refused}, ""},
+		{"half a group", []any{int64(900000)}, nil, "answered"},
+		{"not an array", int64(1), nil, "answered"},
+		{"string element", []any{"9", int64(1)}, nil, "answered"},
+		{"more admitted than asked", []any{int64(0), int64(3)}, nil, "answered"},
+		{"TAT behind now", []any{int64(-1), int64(0)}, nil, "answered"},
 		// An empty bucket admits both; Redis says it admitted one.
-		{"disagreement", "*2\r\n:0\r\n:1\r\n", nil, "disagree"},
-		{"bare LF", "*2\n", nil, "malformed"},
-		{"truncated", "*2\r\n:0\r\n", nil, "EOF"},
-		{"empty", "", nil, "EOF"},
+		{"disagreement", []any{int64(0), int64(1)}, nil, "disagree"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := batchConn(tt.reply, &scriptCall{id: "crd_a", cell: ten, consume: true}, &scriptCall{id: "crd_a", cell: ten, consume: true})
-			got, err := c.readBatch()
+			b := encoded(&scriptCall{id: "crd_a", cell: ten, consume: true}, &scriptCall{id: "crd_a", cell: ten, consume: true})
+			got, err := b.decode(tt.reply)
 			switch {
 			case tt.err == "" && err != nil:
 				t.Fatalf("error %v", err)
-			case tt.err == "reply" && (!isReplyError(err) || err == errNoScript):
-				t.Fatalf("error %v, want an error reply", err)
-			case tt.err == "NOSCRIPT" && err != errNoScript:
-				t.Fatalf("error %v, want errNoScript", err)
-			case tt.err != "" && tt.err != "reply" && tt.err != "NOSCRIPT" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
 				t.Fatalf("error %v, want one saying %q", err, tt.err)
 			}
 			if err != nil {
@@ -200,113 +187,56 @@ func TestReadBatch(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Fatalf("decisions %+v, want %+v", got, tt.want)
 			}
-			// Only an error reply leaves the connection usable.
-			if err != nil && isReplyError(err) != (tt.err == "reply" || tt.err == "NOSCRIPT") {
-				t.Fatalf("isReplyError(%v) = %v", err, isReplyError(err))
-			}
 		})
 	}
 }
 
-// FuzzReadBatch reads arbitrary bytes as the reply for three requests in
-// two groups: no panic, and decisions only from a well-formed array of
-// four integers.
-func FuzzReadBatch(f *testing.F) {
-	f.Add([]byte("*4\r\n:900000\r\n:1\r\n:0\r\n:0\r\n"))
-	f.Add([]byte("-NOSCRIPT No matching script\r\n"))
-	f.Add([]byte("*4\r\n:-1\r\n:99999999999999999999\r\n"))
+// FuzzDecodeBatch decodes arbitrary integer arrays as the reply for three
+// requests in two groups: no panic, and decisions only from an array of
+// four integers in range.
+func FuzzDecodeBatch(f *testing.F) {
+	f.Add(int64(900000), int64(1), int64(0), int64(0), uint8(4))
+	f.Add(int64(-1), int64(99), int64(0), int64(0), uint8(3))
 	ten := tenPerSecond.cell()
-	f.Fuzz(func(t *testing.T, reply []byte) {
-		c := batchConn(string(reply), &scriptCall{id: "crd_a", cell: ten, consume: true},
+	f.Fuzz(func(t *testing.T, a, b, c, d int64, n uint8) {
+		reply := []any{a, b, c, d}[:min(int(n), 4)]
+		enc := encoded(&scriptCall{id: "crd_a", cell: ten, consume: true},
 			&scriptCall{id: "crd_b", cell: ten}, &scriptCall{id: "crd_a", cell: ten, consume: true})
-		got, err := c.readBatch()
+		got, err := enc.decode(reply)
 		if err != nil && got != nil {
 			t.Fatalf("decisions %+v with error %v", got, err)
 		}
-		if err == nil && (len(got) != 3 || !strings.HasPrefix(string(reply), "*4\r\n")) {
-			t.Fatalf("decisions %+v from %q", got, reply)
+		if err == nil && (len(got) != 3 || len(reply) != 4) {
+			t.Fatalf("decisions %+v from %v", got, reply)
 		}
 	})
 }
 
-// TestWriteBatch checks the script call a batch becomes: each credential's
-// keys once, in order of first appearance, and six arguments a group
-// pointing at them, with the group's size.
-func TestWriteBatch(t *testing.T) {
-	var buf strings.Builder
-	c := &scriptConn{w: bufio.NewWriter(&buf), credIndex: map[string]int{}, groupIndex: map[groupKey]int{}}
+// TestEncodeBatch checks the script call a batch becomes: each
+// credential's keys once, in order of first appearance, and six arguments
+// a group pointing at them, with the group's size.
+func TestEncodeBatch(t *testing.T) {
 	ten, two := tenPerSecond.cell(), Rate{Limit: 2, Window: time.Second}.cell()
-	c.writeBatch([]*scriptCall{
-		{id: "crd_b", cell: ten, consume: true},
-		{id: "crd_a", cell: two, consume: false, now: 1700000000000000},
-		{id: "crd_b", cell: ten, consume: true},
-		{id: "crd_b", cell: ten, consume: false},
-	})
-	c.w.Flush()
-	want := []string{"EVALSHA", gcraSHA, "4",
-		"pgw:rl:{crd_b}", "pgw:usage:{crd_b}", "pgw:rl:{crd_a}", "pgw:usage:{crd_a}",
-		strconv.Itoa(retentionHours),
-		"1", "100000", "1000000", "1", "0", "2",
-		"2", "500000", "1000000", "0", "1700000000000000", "1",
-		"1", "100000", "1000000", "0", "0", "1",
+	b := encoded(
+		&scriptCall{id: "crd_b", cell: ten, consume: true},
+		&scriptCall{id: "crd_a", cell: two, consume: false, now: 1700000000000000},
+		&scriptCall{id: "crd_b", cell: ten, consume: true},
+		&scriptCall{id: "crd_b", cell: ten, consume: false},
+	)
+	wantKeys := []string{"pgw:rl:{crd_b}", "pgw:usage:{crd_b}", "pgw:rl:{crd_a}", "pgw:usage:{crd_a}"}
+	if !slices.Equal(b.keys, wantKeys) {
+		t.Fatalf("keys %q, want %q", b.keys, wantKeys)
 	}
-	if got := readCommand(t, buf.String()); !slices.Equal(got, want) {
-		t.Fatalf("batch written as\n%q\nwant\n%q", got, want)
+	wantArgs := []any{strconv.Itoa(retentionHours),
+		int64(1), int64(100000), int64(1000000), int64(1), int64(0), int64(2),
+		int64(2), int64(500000), int64(1000000), int64(0), int64(1700000000000000), int64(1),
+		int64(1), int64(100000), int64(1000000), int64(0), int64(0), int64(1),
 	}
-	if !slices.Equal(c.callGroup, []int{0, 1, 0, 2}) {
-		t.Fatalf("calls' groups %v, want [0 1 0 2]", c.callGroup)
+	if !slices.Equal(b.args, wantArgs) {
+		t.Fatalf("args\n%v\nwant\n%v", b.args, wantArgs)
 	}
-}
-
-// readCommand reads one RESP array of bulk strings.
-func readCommand(t *testing.T, s string) []string {
-	t.Helper()
-	r := bufio.NewReader(strings.NewReader(s))
-	line := func() string {
-		l, err := r.ReadString('\n')
-		if err != nil || !strings.HasSuffix(l, "\r\n") {
-			t.Fatalf("malformed command %q", s)
-		}
-		return strings.TrimSuffix(l, "\r\n")
-	}
-	head := line()
-	n, err := strconv.Atoi(strings.TrimPrefix(head, "*"))
-	if err != nil || head[0] != '*' {
-		t.Fatalf("command starts %q", head)
-	}
-	var args []string
-	for range n {
-		size, err := strconv.Atoi(strings.TrimPrefix(line(), "$"))
-		if err != nil {
-			t.Fatalf("malformed command %q", s)
-		}
-		arg := line()
-		if len(arg) != size {
-			t.Fatalf("argument %q is not %d bytes", arg, size)
-		}
-		args = append(args, arg)
-	}
-	if r.Buffered() != 0 {
-		t.Fatalf("%d bytes after the command", r.Buffered())
-	}
-	return args
-}
-
-func TestParseInt(t *testing.T) {
-	for _, tt := range []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"0", 0, true}, {"42", 42, true}, {"-7", -7, true},
-		{"999999999999999999", 999999999999999999, true},
-		{"9999999999999999999", 0, false}, // past what parseInt reads
-		{"", 0, false}, {"-", 0, false}, {"1a", 0, false}, {"+1", 0, false}, {" 1", 0, false},
-	} {
-		got, ok := parseInt([]byte(tt.in))
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseInt(%q) = %d, %v; want %d, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
+	if !slices.Equal(b.callGroup, []int{0, 1, 0, 2}) {
+		t.Fatalf("calls' groups %v, want [0 1 0 2]", b.callGroup)
 	}
 }
 

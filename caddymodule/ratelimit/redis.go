@@ -21,9 +21,9 @@ var gcraSource string
 // Cluster). Both keys of a credential carry it as a hash tag ({id}), which
 // keeps a credential's keys together should batches ever be split by slot.
 //
-// Decisions, one per request, go through script: a connection of their own
-// on which concurrent requests are decided in batches. Reading and writing
-// usage, a few calls a flush, and probing go through client.
+// Decisions, one per request, go through script, which decides concurrent
+// requests in batches, one script call a batch. Reading and writing usage,
+// a few calls a flush, and probing share its client.
 type redisBackend struct {
 	client *redis.Client
 	script *scriptPipe
@@ -34,7 +34,6 @@ func newRedisBackend(url string, timeout, batchInterval time.Duration) (*redisBa
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
-	script := newScriptPipe(endpointOf(opt), timeout, batchInterval)
 	// The caller's deadline is the only budget: no retries, no dial
 	// back-off, no client-side wait that could outlast the request's
 	// timeout. A failed call goes to the fallback, not round again.
@@ -42,16 +41,14 @@ func newRedisBackend(url string, timeout, batchInterval time.Duration) (*redisBa
 	opt.MaxRetries = -1
 	opt.DialerRetries = 1
 	opt.PoolTimeout = timeout
-	return &redisBackend{client: redis.NewClient(opt), script: script}, nil
+	client := redis.NewClient(opt)
+	return &redisBackend{client: client, script: newScriptPipe(client, timeout, batchInterval)}, nil
 }
 
-func rateKey(id string) string  { return rateKeyPrefix + id + "}" }
-func usageKey(id string) string { return usageKeyPrefix + id + "}" }
-
 // decide runs the script for one request, in one EVALSHA with the other
-// requests of its batch, and SCRIPT LOAD only when Redis has not seen the
-// script yet (after a restart or SCRIPT FLUSH). It answers within the timeout, or
-// when ctx ends if that is sooner. now is zero outside tests, so that
+// requests of its batch (EVAL when Redis has not seen the script yet,
+// after a restart or SCRIPT FLUSH). It answers within the timeout, or when
+// ctx ends if that is sooner. now is zero outside tests, so that
 // Redis's clock decides.
 func (b *redisBackend) decide(ctx context.Context, id string, c cell, consume bool, now int64) (Decision, error) {
 	return b.script.do(ctx, id, c, consume, now)

@@ -431,20 +431,13 @@ func TestScriptSurvivesScriptFlush(t *testing.T) {
 func TestBatchMatchesSteps(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
-	deadline := time.Now().Add(10 * time.Second)
-	cn, err := dialScriptConn(ctx, endpoint{network: "tcp", addr: srv.Addr()}, deadline)
+	opt, err := redis.ParseURL(srv.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cn.close()
-	cn.nc.SetDeadline(deadline)
-	cn.w.WriteString(scriptLoad)
-	if err := cn.w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cn.readLoaded(); err != nil {
-		t.Fatal(err)
-	}
+	client := redis.NewClient(opt)
+	defer client.Close()
+	b := newBatch()
 
 	cells := []cell{tenPerSecond.cell(), Rate{Limit: 3, Window: time.Second, Burst: 2}.cell(), Rate{Limit: 7, Window: time.Minute}.cell()}
 	rng := rand.New(rand.NewPCG(3, 5))
@@ -470,23 +463,24 @@ func TestBatchMatchesSteps(t *testing.T) {
 		if batch%4 == 0 {
 			now += rng.Int64N(1_000_000)
 		}
-		cn.writeBatch(calls)
-		if err := cn.w.Flush(); err != nil {
-			t.Fatal(err)
-		}
+		b.encode(calls)
 		// The script decides group by group, in order of each group's
 		// first request.
 		order := make([]int, len(calls))
 		for i := range order {
 			order[i] = i
 		}
-		slices.SortStableFunc(order, func(a, b int) int { return cn.callGroup[a] - cn.callGroup[b] })
+		slices.SortStableFunc(order, func(x, y int) int { return b.callGroup[x] - b.callGroup[y] })
 		want := make([]Decision, len(calls))
 		for _, i := range order {
 			c := calls[i]
 			want[i] = local.decide(c.id, c.cell, c.now, c.consume)
 		}
-		got, err := cn.readBatch()
+		reply, err := gcraScript.Run(ctx, client, b.keys, b.args...).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := b.decode(reply)
 		if err != nil {
 			t.Fatal(err)
 		}
