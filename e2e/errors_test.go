@@ -3,6 +3,7 @@ package e2e
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 )
 
@@ -36,5 +37,49 @@ func TestCallerMistakesAreConflictsNotServerErrors(t *testing.T) {
 	sandbox := g.issue("frm_acme", true, allReadWrite...).Token
 	if r := g.do(t, "POST", "/v1/webhook_endpoints", sandbox, map[string]any{"url": srv.URL + "/hook", "events": []string{"job.opened"}}); r.StatusCode != http.StatusCreated {
 		t.Fatalf("the sandbox has a ceiling of its own: %d %s", r.StatusCode, r.body)
+	}
+}
+
+// With error routes in the Caddyfile, refusals reach them as Caddy errors
+// (so handle_errors and the {http.error.*} placeholders see them) and
+// still answer with the contract's body and headers; the Caddyfile without
+// error routes answers exactly as before.
+func TestRefusalsReachErrorRoutes(t *testing.T) {
+	for _, tt := range []struct {
+		name, config string
+		routed       bool
+	}{
+		{"handle_errors", "testdata/handle_errors.Caddyfile", true},
+		{"no error routes", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, gatewayOptions{config: tt.config})
+			check := func(r response, status int, code string, headers ...string) {
+				t.Helper()
+				if r.StatusCode != status || r.errorCode(t) != code {
+					t.Fatalf("%d %s, want %d %s", r.StatusCode, r.body, status, code)
+				}
+				if got := r.Header.Get("X-Refused"); (got == strconv.Itoa(status)) != tt.routed {
+					t.Fatalf("X-Refused %q: the error route ran %v, want %v", got, got != "", tt.routed)
+				}
+				if r.Header.Get("Request-Id") == "" || r.Header.Get("Content-Type") != "application/json" {
+					t.Fatalf("headers %v", r.Header)
+				}
+				for _, h := range headers {
+					if r.Header.Get(h) == "" {
+						t.Fatalf("no %s header: %v", h, r.Header)
+					}
+				}
+			}
+			check(g.do(t, "GET", "/v1/jobs", "", nil), http.StatusUnauthorized, "unauthenticated", "WWW-Authenticate")
+			check(g.do(t, "GET", "/v1/jobs", "pgw_live_not.a.token", nil), http.StatusUnauthorized, "unauthenticated")
+			clients := g.issue("frm_acme", false, "clients:read").Token
+			check(g.do(t, "GET", "/v1/jobs", clients, nil), http.StatusForbidden, "insufficient_scope")
+			slow := g.issueWith("frm_acme", false, "1/h", "jobs:read").Token
+			if r := g.do(t, "GET", "/v1/jobs?limit=1", slow, nil); r.StatusCode != http.StatusOK {
+				t.Fatalf("first request: %d %s", r.StatusCode, r.body)
+			}
+			check(g.do(t, "GET", "/v1/jobs?limit=1", slow, nil), http.StatusTooManyRequests, "rate_limited", "Retry-After", "RateLimit")
+		})
 	}
 }

@@ -102,15 +102,32 @@ type call struct {
 }
 
 // ServeHTTP routes the request. It never calls next: it is the API.
+//
+// In an error route (handle_errors) it answers the error being handled
+// with the contract's body, so that a platform engineer's error routes can
+// add to what a refusal carries and still answer as the contract says.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	apierror.RequestID(w)
+	if e, ok := apierror.Handling(r); ok {
+		apierror.Write(w, r, e)
+		return nil
+	}
 	rec := &statusRecorder{ResponseWriter: w}
 	op, err := h.serve(rec, r)
+	var refused error
 	if err != nil {
-		apierror.Write(rec, r, h.toAPIError(r, err))
+		e := h.toAPIError(r, err)
+		if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden {
+			refused = apierror.Refuse(rec, r, e)
+			if refused != nil {
+				rec.status = e.Status
+			}
+		} else {
+			apierror.Write(rec, r, e)
+		}
 	}
 	h.metrics.observe(op, rec.status)
-	return nil
+	return refused
 }
 
 // serve answers the request and names the operation it matched ("none"

@@ -68,16 +68,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	apierror.RequestID(w)
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
-		apierror.Write(w, r, errUnauthenticated)
-		return nil
+		return apierror.Refuse(w, r, errUnauthenticated)
 	}
 	cred, err := h.registry.Authenticate(r.Context(), token)
 	switch {
 	case err == nil:
 	case errors.Is(err, errBadToken) || errors.Is(err, ErrNotFound):
 		h.logger.Debug("refused credential", zap.Error(err))
-		apierror.Write(w, r, errUnauthenticated)
-		return nil
+		return apierror.Refuse(w, r, errUnauthenticated)
 	default:
 		// The credential store could not be asked: the caller is not at
 		// fault and may retry.

@@ -242,9 +242,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	retry := max(ceilSeconds(d.RetryAfter), 1)
-	apierror.Write(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(p.rate, retry)).
+	return apierror.Refuse(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(p.rate, retry)).
 		WithHeader("Retry-After", strconv.FormatInt(retry, 10)))
-	return nil
 }
 
 // ceilSeconds rounds up, so a client that waits as told is never early.
