@@ -220,7 +220,17 @@ type EventQuery struct {
 	// Cursor continues from a previous page's Next.
 	Cursor string
 	Limit  int
+	// Scan bounds how many of the tenant's events one page looks at when
+	// Kinds filters them, so that a rare kind over a long history costs
+	// each page a bounded read: a page that reaches the bound before it is
+	// full ends there, with HasMore and a Next that continues from the
+	// last event looked at (a page may then hold fewer events than Limit,
+	// even none). Zero is DefaultEventScan.
+	Scan int
 }
+
+// DefaultEventScan is EventQuery.Scan's default.
+const DefaultEventScan = 5000
 
 // EventPage is one page of events.
 type EventPage struct {

@@ -107,12 +107,13 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	if !q.To.IsZero() {
 		end = concat(prefix, []byte(dispatcher.EventIDFloor(q.To)))
 	}
-	limit := pageSize(q.Limit)
+	limit, scan := pageSize(q.Limit), scanBound(q)
 
 	var page dispatcher.EventPage
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		events := tx.Bucket([]byte(bucketEvents))
 		c := tx.Bucket([]byte(bucketEventsByTenant)).Cursor()
+		scanned := 0
 		for k, v := c.Seek(start); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if end != nil && bytes.Compare(k, end) >= 0 {
 				break
@@ -121,8 +122,14 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 				continue
 			}
 			if len(q.Kinds) > 0 && !slices.Contains(q.Kinds, string(v)) {
+				if scanned++; scanned >= scan {
+					// A bounded read: page on from here.
+					page.HasMore, page.Next = true, string(k[len(prefix):])
+					return nil
+				}
 				continue
 			}
+			scanned++
 			id := string(k[len(prefix):])
 			if len(page.Events) == limit {
 				page.HasMore = true
@@ -147,8 +154,16 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	if err != nil {
 		return dispatcher.EventPage{}, fmt.Errorf("list events: %w", err)
 	}
-	if page.HasMore {
+	if page.HasMore && page.Next == "" {
 		page.Next = page.Events[len(page.Events)-1].ID
 	}
 	return page, nil
+}
+
+// scanBound is how many index entries one filtered page may look at.
+func scanBound(q dispatcher.EventQuery) int {
+	if q.Scan <= 0 {
+		return dispatcher.DefaultEventScan
+	}
+	return q.Scan
 }

@@ -115,7 +115,8 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	index := s.key("evts:", tenantKey(q.Tenant))
 
 	var ids []string
-	hasMore := false
+	hasMore, next, scanned, bound := false, "", 0, scanBound(q)
+scan:
 	for offset := int64(0); ; offset += eventScan {
 		cctx, cancel := s.ctx(ctx)
 		members, err := s.rdb.ZRangeByLex(cctx, index, &goredis.ZRangeBy{Min: lo, Max: hi, Offset: offset, Count: eventScan}).Result()
@@ -126,19 +127,25 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 		for _, m := range members {
 			id, kind, _ := strings.Cut(m, " ")
 			if len(q.Kinds) > 0 && !slices.Contains(q.Kinds, kind) {
+				if scanned++; scanned >= bound {
+					// A bounded read: page on from here.
+					hasMore, next = true, id
+					break scan
+				}
 				continue
 			}
 			if len(ids) == limit {
 				hasMore = true
-				break
+				break scan
 			}
+			scanned++
 			ids = append(ids, id)
 		}
-		if hasMore || len(members) < eventScan {
+		if len(members) < eventScan {
 			break
 		}
 	}
-	page := dispatcher.EventPage{HasMore: hasMore}
+	page := dispatcher.EventPage{HasMore: hasMore, Next: next}
 	if len(ids) == 0 {
 		return page, nil
 	}
@@ -163,10 +170,18 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 		}
 		page.Events = append(page.Events, ev)
 	}
-	if page.HasMore && len(page.Events) > 0 {
+	if page.HasMore && next == "" && len(page.Events) > 0 {
 		page.Next = page.Events[len(page.Events)-1].ID
 	}
 	return page, nil
+}
+
+// scanBound is how many index entries one filtered page may look at.
+func scanBound(q dispatcher.EventQuery) int {
+	if q.Scan <= 0 {
+		return dispatcher.DefaultEventScan
+	}
+	return q.Scan
 }
 
 // pageSize applies the default page size; the engine has already refused
