@@ -266,9 +266,7 @@ func encodeCursor(collection string, fingerprint uint32, token string) string {
 	return "cur_" + base64.RawURLEncoding.EncodeToString(b)
 }
 
-var errInvalidCursor = apierror.New(http.StatusBadRequest, "invalid_cursor",
-	"This cursor is not one this collection gave out for these filters; send next_cursor from the previous page with the same filters.").
-	WithParam("cursor")
+var errInvalidCursor = apierror.InvalidCursor
 
 func decodeCursor(collection string, fingerprint uint32, cursor string) (string, error) {
 	raw, ok := strings.CutPrefix(cursor, "cur_")

@@ -124,11 +124,9 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 	if prior != nil {
 		switch {
 		case prior.Fingerprint != fingerprint:
-			return apierror.New(http.StatusUnprocessableEntity, "idempotency_key_reused",
-				"This Idempotency-Key was used with a different request; use a new key for a new request.")
+			return idempotency.ErrKeyReused
 		case !prior.Done():
-			return apierror.New(http.StatusConflict, "conflict",
-				"A request with this Idempotency-Key is still in progress; retry once it has finished.")
+			return idempotency.ErrInProgress
 		}
 		w.Header().Set("Idempotent-Replayed", "true")
 		writeBody(w, prior.Status, prior.Body)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -32,8 +33,7 @@ func From(err error) (e *Error, ok bool) {
 		}
 		return New(status, invalid.Code, invalid.Message).WithParam(invalid.Param), true
 	case errors.Is(err, dispatcher.ErrInvalidCursor):
-		return New(http.StatusBadRequest, "invalid_cursor",
-			"The cursor is not one this collection issued; start again without it.").WithParam("cursor"), true
+		return InvalidCursor, true
 	case errors.Is(err, practice.ErrNotFound):
 		return New(http.StatusNotFound, "resource_not_found", "No such record."), true
 	case errors.Is(err, dispatcher.ErrTooManyEndpoints):
@@ -42,31 +42,51 @@ func From(err error) (e *Error, ok bool) {
 	case errors.Is(err, dispatcher.ErrEndpointDisabled):
 		return New(http.StatusConflict, "conflict",
 			"The webhook endpoint is disabled; enable it, then replay."), true
-	case errors.Is(err, dispatcher.ErrBusy):
+	case errors.Is(err, dispatcher.ErrBusy), errors.Is(err, dispatcher.ErrLeaseLost):
 		return New(http.StatusConflict, "conflict",
 			"An attempt on this delivery is in progress; try again when it has finished.").WithHeader("Retry-After", "1"), true
+	case errors.Is(err, idempotency.ErrKeyReused):
+		return New(http.StatusUnprocessableEntity, "idempotency_key_reused",
+			"This Idempotency-Key was used with a different request; use a new key for a new request."), true
+	case errors.Is(err, idempotency.ErrInProgress):
+		return New(http.StatusConflict, "conflict",
+			"A request with this Idempotency-Key is still in progress; retry once it has finished."), true
 	case errors.Is(err, practice.ErrConflict):
 		return New(http.StatusConflict, "conflict", "The record changed while this request was applied; fetch it and try again."), true
 	case errors.Is(err, practice.ErrUnavailable):
-		retry := 30 * time.Second
-		if d, ok := upstream.RetryAfter(err); ok && d > 0 {
-			retry = d
-		}
-		return New(http.StatusServiceUnavailable, "upstream_unavailable",
-			"The firm's system behind this route is unavailable; try again shortly.").
-			WithHeader("Retry-After", strconv.Itoa(int(math.Ceil(max(retry, time.Second).Seconds())))), true
+		retry, _ := upstream.RetryAfter(err)
+		return unavailable(retry, "The firm's system behind this route is unavailable; try again shortly."), true
 	case errors.Is(err, practice.ErrBadUpstream):
 		return New(http.StatusBadGateway, "upstream_unavailable",
 			"The firm's system behind this route answered with something unreadable; try again shortly."), true
 	case errors.As(err, &refused):
 		// The firm's system refused a request the gateway made (its
 		// credentials, a shape it no longer accepts): not the caller's
-		// doing, and not something a retry by the caller mends soon.
-		return New(http.StatusBadGateway, "upstream_unavailable",
-			"The firm's system refused the gateway's request; the gateway's log has the details."), true
+		// doing. The contract's codes are fixed and list no 502 code, so a
+		// refusal answers as the system being unavailable, with the
+		// vendor's Retry-After when it sent one; the gateway's log has the
+		// vendor's answer.
+		return unavailable(refused.RetryAfter,
+			"The firm's system refused the gateway's request; try again later."), true
 	}
 	return nil, false
 }
+
+// unavailable is a 503 upstream_unavailable with Retry-After: retry, or
+// 30 seconds when the upstream named no wait.
+func unavailable(retry time.Duration, message string) *Error {
+	if retry <= 0 {
+		retry = 30 * time.Second
+	}
+	return New(http.StatusServiceUnavailable, "upstream_unavailable", message).
+		WithHeader("Retry-After", strconv.Itoa(int(math.Ceil(max(retry, time.Second).Seconds()))))
+}
+
+// InvalidCursor answers a paging cursor that the API did not give out, or
+// that the store behind it cannot read.
+var InvalidCursor = New(http.StatusBadRequest, "invalid_cursor",
+	"This cursor is not one this collection gave out for these filters; send next_cursor from the previous page with the same filters.").
+	WithParam("cursor")
 
 // Internal is the answer to an error the table does not know.
 func Internal() *Error {

@@ -10,6 +10,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -31,11 +32,14 @@ func TestOneTable(t *testing.T) {
 		{wrap(practice.ErrNotFound), 404, "resource_not_found", ""},
 		{wrap(dispatcher.ErrEndpointDisabled), 409, "conflict", ""},
 		{wrap(dispatcher.ErrBusy), 409, "conflict", "Retry-After"},
+		{wrap(dispatcher.ErrLeaseLost), 409, "conflict", "Retry-After"},
 		{wrap(dispatcher.ErrTooManyEndpoints), 409, "conflict", ""},
+		{idempotency.ErrKeyReused, 422, "idempotency_key_reused", ""},
+		{idempotency.ErrInProgress, 409, "conflict", ""},
 		{wrap(practice.ErrConflict), 409, "conflict", ""},
 		{wrap(&upstream.UnavailableError{Upstream: "karbon", RetryAfter: 1500 * time.Millisecond}), 503, "upstream_unavailable", "Retry-After"},
 		{wrap(upstream.Malformed("xero", "invoice page", errors.New("EOF"))), 502, "upstream_unavailable", ""},
-		{wrap(&upstream.StatusError{Upstream: "karbon", Method: "GET", Path: "/v3/WorkItems", Status: http.StatusForbidden}), 502, "upstream_unavailable", ""},
+		{wrap(&upstream.StatusError{Upstream: "karbon", Method: "GET", Path: "/v3/WorkItems", Status: http.StatusForbidden}), 503, "upstream_unavailable", "Retry-After"},
 		{wrap(&upstream.StatusError{Upstream: "karbon", Method: "GET", Path: "/v3/WorkItems/x", Status: http.StatusNotFound}), 404, "resource_not_found", ""},
 		{wrap(apierror.New(413, "payload_too_large", "big")), 413, "payload_too_large", ""},
 	} {

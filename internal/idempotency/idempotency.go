@@ -2,7 +2,10 @@
 // with an Idempotency-Key, so that a retry replays the first answer.
 package idempotency
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // TTL is how long a key is remembered.
 const TTL = 24 * time.Hour
@@ -20,3 +23,12 @@ type Record struct {
 
 // Done reports whether the first request has been answered.
 func (r *Record) Done() bool { return r.Status != 0 }
+
+// Errors a write with a key is refused with; the API's error table answers
+// them.
+var (
+	// ErrKeyReused is a key sent again with a different request.
+	ErrKeyReused = errors.New("idempotency key reused for a different request")
+	// ErrInProgress is a key whose first request has not been answered.
+	ErrInProgress = errors.New("idempotency key in use by a request in progress")
+)
