@@ -211,30 +211,22 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 			"summary":     rt.summary,
 			"responses":   responses(rt, schemas),
 		}
+		op["tags"] = []string{rt.tagName()}
 		if rt.scope != "" {
 			op["security"] = []any{map[string]any{"bearer": []string{rt.scope}}}
 			op["description"] = "Requires the `" + rt.scope + "` scope."
-			op["tags"] = []string{string(rt.kind)}
-			if rt.tag != "" {
-				op["tags"] = []string{rt.tag}
-			}
 		} else {
 			op["security"] = []any{}
-			op["tags"] = []string{"meta"}
 		}
 		var params []any
-		if strings.Contains(rt.pattern, "{id}") {
-			params = append(params, map[string]any{"name": "id", "in": "path", "required": true,
-				"schema": map[string]any{"type": "string", "pattern": "^" + rt.prefix}})
-		}
-		for _, p := range rt.query {
-			params = append(params, map[string]any{"name": p.name, "in": "query", "required": false,
-				"description": p.desc, "schema": paramSchema(p)})
+		for _, p := range rt.parameters() {
+			m := map[string]any{"name": p.name, "in": p.in, "required": p.required, "schema": p.schema}
+			if p.desc != "" {
+				m["description"] = p.desc
+			}
+			params = append(params, m)
 		}
 		if rt.body != nil {
-			params = append(params, map[string]any{"name": "Idempotency-Key", "in": "header", "required": false,
-				"description": "Retries with the same key and body replay the first answer for 24 hours.",
-				"schema":      map[string]any{"type": "string", "maxLength": 255}})
 			body := schemas.schemaOf(reflect.TypeOf(rt.body))
 			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
 				"application/json": map[string]any{"schema": body}}}
@@ -281,6 +273,43 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 		},
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// tagName groups the route in the document and the explorer.
+func (rt *route) tagName() string {
+	switch {
+	case rt.scope == "":
+		return "meta"
+	case rt.tag != "":
+		return rt.tag
+	}
+	return string(rt.kind)
+}
+
+// parameter is one path, query or header parameter of a route.
+type parameter struct {
+	name, in, desc string
+	required       bool
+	schema         map[string]any
+}
+
+// parameters lists the route's parameters: its id, its query, and the
+// Idempotency-Key of a write, in that order.
+func (rt *route) parameters() []parameter {
+	var out []parameter
+	if strings.Contains(rt.pattern, "{id}") {
+		out = append(out, parameter{name: "id", in: "path", required: true,
+			schema: map[string]any{"type": "string", "pattern": "^" + rt.prefix}})
+	}
+	for _, p := range rt.query {
+		out = append(out, parameter{name: p.name, in: "query", desc: p.desc, schema: paramSchema(p)})
+	}
+	if rt.body != nil {
+		out = append(out, parameter{name: "Idempotency-Key", in: "header",
+			desc:   "Retries with the same key and body replay the first answer for 24 hours.",
+			schema: map[string]any{"type": "string", "maxLength": 255}})
+	}
+	return out
 }
 
 func markRequired(s schemaSet, name string, fields ...string) {

@@ -63,7 +63,7 @@ func (Handler) CaddyModule() caddy.ModuleInfo {
 const defaultSessionTTL = 12 * time.Hour
 
 // Provision finds the practicegw app, loads the templates and reads the
-// OpenAPI document the explorer offers.
+// API's routes for the explorer.
 func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	h.now = time.Now
@@ -78,13 +78,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	doc, err := api.OpenAPIDocument(deps.Deprecations())
+	routes, err := api.Operations(deps.Deprecations())
 	if err != nil {
 		return fmt.Errorf("practicegw_console: %w", err)
 	}
-	if h.ops, err = parseOperations(doc); err != nil {
-		return fmt.Errorf("practicegw_console: reading the OpenAPI document: %w", err)
-	}
+	h.ops = operationsOf(routes)
 	if h.views, err = loadViews(h.now); err != nil {
 		return fmt.Errorf("practicegw_console: %w", err)
 	}
