@@ -92,6 +92,14 @@ func (h *Handler) wire(app any) error {
 	return nil
 }
 
+// Validate refuses a body cap that admits nothing.
+func (h *Handler) Validate() error {
+	if h.MaxBodyBytes < 0 {
+		return fmt.Errorf("practicegw_api: max_body_bytes %d is negative", h.MaxBodyBytes)
+	}
+	return nil
+}
+
 // call is what a route handler needs of the request.
 type call struct {
 	route    *route
@@ -222,5 +230,6 @@ func writeDeprecation(d Deprecation, h http.Header) {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

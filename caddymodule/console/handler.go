@@ -93,6 +93,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// Validate refuses a sign-in too short to use.
+func (h *Handler) Validate() error {
+	if time.Duration(h.SessionTTL) < time.Minute {
+		return fmt.Errorf("practicegw_console: session_ttl %s is under a minute", time.Duration(h.SessionTTL))
+	}
+	return nil
+}
+
 // Cleanup releases this config's hold on the session store.
 func (h *Handler) Cleanup() error {
 	if h.sessions != nil {
@@ -352,6 +360,7 @@ func (h *Handler) notFound(w http.ResponseWriter, r *http.Request, _ *visit) err
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
 	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

@@ -9,7 +9,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -53,6 +52,16 @@ type App struct {
 	// SigningKeys sign and verify credential tokens; the first signs.
 	// Without any, the gateway generates one and keeps it in its store.
 	SigningKeys []SigningKeyConfig `json:"signing_keys,omitempty"`
+
+	// KafkaChangesTopic, KafkaEventsTopic and KafkaGroup name the topics
+	// and the dispatchers' consumer group. Defaults
+	// {env.PRACTICEGW_KAFKA_CHANGES_TOPIC}, {env.PRACTICEGW_KAFKA_EVENTS_TOPIC}
+	// and {env.PRACTICEGW_KAFKA_GROUP}, else practicegw.changes,
+	// practicegw.events and practicegw-dispatcher: the variables the
+	// standalone practicegw dispatcher reads.
+	KafkaChangesTopic string `json:"kafka_changes_topic,omitempty"`
+	KafkaEventsTopic  string `json:"kafka_events_topic,omitempty"`
+	KafkaGroup        string `json:"kafka_group,omitempty"`
 
 	// Dispatch is "embedded" (this process delivers webhooks) or "off" (a
 	// separate practicegw dispatcher does). Default
@@ -126,13 +135,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.wg = new(sync.WaitGroup)
 	a.metrics = ctx.GetMetricsRegistry()
 	repl := caddy.NewReplacer()
-	a.DataDir = repl.ReplaceAll(a.DataDir, "")
-	if a.DataDir == "" {
-		a.DataDir = os.Getenv("PRACTICEGW_DATA")
-	}
-	if a.DataDir == "" {
-		a.DataDir = "./data"
-	}
+	a.DataDir = setting(repl, a.DataDir, "PRACTICEGW_DATA", "./data")
 	a.Redis = repl.ReplaceAll(a.Redis, "")
 	if len(a.Firms) == 0 {
 		return fmt.Errorf("practicegw: configure at least one firm")
@@ -207,6 +210,19 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// setting expands a configured value; when it is absent or expands to
+// nothing, the {env.<variable>} placeholder that is its documented default,
+// so that a JSON config and a Caddyfile without the line read the variable
+// the contract names; def applies when that is empty too.
+func setting(repl *caddy.Replacer, value, variable, def string) string {
+	for _, v := range []string{value, "{env." + variable + "}"} {
+		if v = strings.TrimSpace(repl.ReplaceAll(v, "")); v != "" {
+			return v
+		}
+	}
+	return def
+}
+
 func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring, error) {
 	var keys []auth.SigningKey
 	for _, k := range a.SigningKeys {
@@ -228,6 +244,39 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 		return nil, fmt.Errorf("practicegw: %w", err)
 	}
 	return ring, nil
+}
+
+// Validate checks what Provision does not need in order to run: that
+// firms and signing keys are named once each, and that deprecations and
+// timeouts make sense.
+func (a *App) Validate() error {
+	seen := map[string]bool{}
+	for _, f := range a.Firms {
+		if seen[f.ID] {
+			return fmt.Errorf("practicegw: firm %s is configured twice", f.ID)
+		}
+		seen[f.ID] = true
+	}
+	keys := map[string]bool{}
+	for i, k := range a.SigningKeys {
+		if k.ID == "" || k.Secret == "" {
+			return fmt.Errorf("practicegw: signing key %d needs an id and a secret", i)
+		}
+		if keys[k.ID] {
+			return fmt.Errorf("practicegw: signing key %q is configured twice", k.ID)
+		}
+		keys[k.ID] = true
+	}
+	for _, d := range a.Deprecated {
+		if !d.Sunset.After(d.Since) {
+			return fmt.Errorf("practicegw: deprecated %s %s: sunset %s is not after %s", d.Method, d.Path,
+				d.Sunset.Format(time.DateOnly), d.Since.Format(time.DateOnly))
+		}
+	}
+	if a.Webhooks.Timeout < 0 {
+		return fmt.Errorf("practicegw: webhooks timeout %s is negative", time.Duration(a.Webhooks.Timeout))
+	}
+	return nil
 }
 
 // Start runs the app's background work.
@@ -369,5 +418,6 @@ var (
 	_ console.App        = (*App)(nil)
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
 )

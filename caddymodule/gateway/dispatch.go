@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -16,8 +15,8 @@ import (
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// WebhookConfig tunes webhook delivery. Every field falls back to its
-// PRACTICEGW_WEBHOOK_* environment variable, then to the default.
+// WebhookConfig tunes webhook delivery. An absent field is its
+// {env.PRACTICEGW_WEBHOOK_*} placeholder, then the default.
 type WebhookConfig struct {
 	// BackoffBase is the delay before the first retry. Default
 	// {env.PRACTICEGW_WEBHOOK_BACKOFF_BASE}, else 30s.
@@ -42,9 +41,9 @@ type WebhookConfig struct {
 	Retention string `json:"retention,omitempty"`
 }
 
-// engineConfig is the delivery configuration: each field set in the
-// Caddyfile, else its PRACTICEGW_WEBHOOK_* variable, read by the same code
-// as the standalone dispatcher's so the two cannot disagree.
+// engineConfig is the delivery configuration: each field as configured,
+// else its {env.PRACTICEGW_WEBHOOK_*} placeholder, parsed by the same code
+// as the standalone dispatcher's environment so the two cannot disagree.
 func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, error) {
 	repl := caddy.NewReplacer()
 	set := map[string]string{
@@ -54,12 +53,7 @@ func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, erro
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS":      w.AllowCIDRs,
 		"PRACTICEGW_WEBHOOK_RETENTION":        w.Retention,
 	}
-	cfg, err := dispatcher.EnvConfig(func(name string) string {
-		if v := repl.ReplaceAll(set[name], ""); v != "" {
-			return v
-		}
-		return os.Getenv(name)
-	})
+	cfg, err := dispatcher.EnvConfig(func(name string) string { return setting(repl, set[name], name, "") })
 	cfg.Timeout, cfg.Logger = time.Duration(w.Timeout), logger
 	return cfg, err
 }
@@ -82,14 +76,10 @@ type dispatch struct {
 }
 
 func (a *App) provisionDispatch() error {
-	mode := caddy.NewReplacer().ReplaceAll(a.Dispatch, "")
-	if mode == "" {
-		mode = os.Getenv("PRACTICEGW_DISPATCH")
-	}
+	repl := caddy.NewReplacer()
+	mode := setting(repl, a.Dispatch, "PRACTICEGW_DISPATCH", "embedded")
 	switch mode {
-	case "", "embedded":
-		mode = "embedded"
-	case "off":
+	case "embedded", "off":
 	default:
 		return fmt.Errorf("dispatch %q: want embedded or off", mode)
 	}
@@ -111,21 +101,19 @@ func (a *App) provisionDispatch() error {
 	}
 	d := &dispatch{engine: engine, deliver: mode == "embedded"}
 
-	brokers := kafka.SplitBrokers(caddy.NewReplacer().ReplaceAll(a.Kafka, ""))
-	if len(brokers) == 0 {
-		brokers = kafka.SplitBrokers(os.Getenv("PRACTICEGW_KAFKA"))
-	}
+	brokers := kafka.SplitBrokers(setting(repl, a.Kafka, "PRACTICEGW_KAFKA", ""))
 	if len(brokers) > 0 {
 		if a.redis == nil {
 			return fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
 		}
-		topics := kafka.Topics{Changes: os.Getenv("PRACTICEGW_KAFKA_CHANGES_TOPIC"), Events: os.Getenv("PRACTICEGW_KAFKA_EVENTS_TOPIC")}
+		topics := kafka.Topics{Changes: setting(repl, a.KafkaChangesTopic, "PRACTICEGW_KAFKA_CHANGES_TOPIC", ""),
+			Events: setting(repl, a.KafkaEventsTopic, "PRACTICEGW_KAFKA_EVENTS_TOPIC", "")}
 		d.brokers = brokers
 		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Topic: topics.Changes,
 			Logger: a.logger.Named("kafka")})
 		if d.deliver {
 			d.consumer, err = kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, Topics: topics,
-				Group: os.Getenv("PRACTICEGW_KAFKA_GROUP"), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
+				Group: setting(repl, a.KafkaGroup, "PRACTICEGW_KAFKA_GROUP", ""), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
 			if err != nil {
 				return fmt.Errorf("kafka consumer: %w", err)
 			}

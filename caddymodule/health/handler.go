@@ -73,6 +73,14 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// Validate refuses a readiness timeout that cannot pass.
+func (h *Handler) Validate() error {
+	if h.Timeout <= 0 {
+		return fmt.Errorf("practicegw_health: timeout %s must be positive", time.Duration(h.Timeout))
+	}
+	return nil
+}
+
 // ServeHTTP answers the probes.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	switch {
@@ -137,6 +145,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ caddyfile.Unmarshaler       = (*Handler)(nil)
 )

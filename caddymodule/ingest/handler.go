@@ -60,6 +60,17 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	return nil
 }
 
+// Validate checks a JSON config as the Caddyfile parser checks its own.
+func (h *Handler) Validate() error {
+	if h.Firm == "" {
+		return fmt.Errorf("practicegw_ingest: firm is required")
+	}
+	if h.Role != "records" && h.Role != "ledger" {
+		return fmt.Errorf("practicegw_ingest: role %q: want records or ledger", h.Role)
+	}
+	return nil
+}
+
 // ServeHTTP hands the vendor's notification to the adapter's receiver.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	h.receiver.ServeHTTP(w, r)
@@ -89,6 +100,7 @@ func (h *Handler) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 	_ caddyfile.Unmarshaler       = (*Handler)(nil)
 )
