@@ -33,7 +33,16 @@ type (
 	sandbox interface {
 		Trigger(ctx context.Context, firm, kind string) (api.Triggered, error)
 	}
-	// trafficSource is a credential's usage against its ceiling.
+	// trafficSource is a credential's usage against its ceiling. The app
+	// answers it from the limiter that practicegw_ratelimit provisions and
+	// hands to the app through ratelimit's own small interface: the app is
+	// the one module both the limiter and the console already find with
+	// ctx.App, and imports stay one-way (neither ratelimit nor the console
+	// imports the app; the console takes only ratelimit's Traffic value).
+	// Looking the limiter up in ratelimit's pool instead would make the
+	// console rebuild the limiter's pool key (its rate and Redis settings),
+	// which belong to the ratelimit handler's configuration, not to the
+	// console's.
 	trafficSource interface {
 		Traffic(ctx context.Context, c *auth.Credential, since time.Time) (ratelimit.Traffic, bool, error)
 	}
