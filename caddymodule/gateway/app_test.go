@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/practicegw/practicegw/caddymodule/api"
 )
 
 func TestSettingFallsBackToItsVariableThenTheDefault(t *testing.T) {
@@ -19,6 +22,27 @@ func TestSettingFallsBackToItsVariableThenTheDefault(t *testing.T) {
 	} {
 		if got := setting(repl, tc.value, tc.variable, "default"); got != tc.want {
 			t.Errorf("setting(%q, %s) = %q, want %q", tc.value, tc.variable, got, tc.want)
+		}
+	}
+}
+
+func TestValidateRefusesWhatCannotWork(t *testing.T) {
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		app  App
+		ok   bool
+	}{
+		{"one firm", App{Firms: []Firm{{ID: "frm_a"}}}, true},
+		{"a firm twice", App{Firms: []Firm{{ID: "frm_a"}, {ID: "frm_a"}}}, false},
+		{"a key without a secret", App{SigningKeys: []SigningKeyConfig{{ID: "k1"}}}, false},
+		{"a key twice", App{SigningKeys: []SigningKeyConfig{{ID: "k1", Secret: "x"}, {ID: "k1", Secret: "y"}}}, false},
+		{"a sunset before its deprecation", App{Deprecated: []api.Deprecation{{Method: "GET", Path: "/v1/jobs",
+			Since: day, Sunset: day.AddDate(0, -1, 0)}}}, false},
+		{"a negative webhook timeout", App{Webhooks: WebhookConfig{Timeout: -1}}, false},
+	} {
+		if err := tc.app.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v", tc.name, err)
 		}
 	}
 }
