@@ -83,3 +83,18 @@ func TestRefusalsReachErrorRoutes(t *testing.T) {
 		})
 	}
 }
+
+// A sandbox trigger changes sandbox records, and takes effect only for a
+// sandbox credential: a live one, whatever its scopes, is refused.
+func TestSandboxTriggerNeedsASandboxCredential(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	live := g.issue("frm_acme", false, "webhooks:write").Token
+	r := g.do(t, "POST", "/v1/sandbox/trigger", live, map[string]any{"event": "job.opened"})
+	if r.StatusCode != http.StatusForbidden || r.errorCode(t) != "insufficient_scope" {
+		t.Fatalf("trigger with a live credential: %d %s, want 403 insufficient_scope", r.StatusCode, r.body)
+	}
+	sandbox := g.issue("frm_acme", true, "webhooks:write").Token
+	if r := g.do(t, "POST", "/v1/sandbox/trigger", sandbox, map[string]any{"event": "job.opened"}); r.StatusCode != http.StatusCreated {
+		t.Fatalf("trigger with a sandbox credential: %d %s, want 201", r.StatusCode, r.body)
+	}
+}

@@ -133,6 +133,14 @@ func documentedOperations(t *testing.T, g *gateway) []operation {
 func TestOpenAPIMatchesRoutes(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	full := g.issue("frm_acme", false, allReadWrite...).Token
+	// Sandbox routes take sandbox credentials only.
+	sandboxFull := g.issue("frm_acme", true, allReadWrite...).Token
+	tokenFor := func(op operation) string {
+		if strings.HasPrefix(op.pattern, "/v1/sandbox/") {
+			return sandboxFull
+		}
+		return full
+	}
 	raw := g.do(t, "GET", "/v1/openapi.json", "", nil).body
 	var doc map[string]any
 	json.Unmarshal(raw, &doc)
@@ -141,7 +149,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	documented := map[string]bool{}
 	for _, op := range documentedOperations(t, g) {
 		documented[op.pattern+" "+op.method] = true
-		r := g.do(t, op.method, op.path, full, op.body)
+		r := g.do(t, op.method, op.path, tokenFor(op), op.body)
 		code := fmt.Sprint(r.StatusCode)
 		resp, ok := op.responses[code].(map[string]any)
 		if !ok {

@@ -334,6 +334,12 @@ func (h *Handler) replayDelivery(w http.ResponseWriter, r *http.Request, c *call
 }
 
 func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, c *call) error {
+	if !c.tenant.Sandbox {
+		// A trigger changes records: only ever the sandbox's, and only for
+		// a credential that is itself limited to the sandbox.
+		return apierror.New(http.StatusForbidden, "insufficient_scope",
+			"Triggers change sandbox records only; send a sandbox credential (pgw_test_...).")
+	}
 	return h.writeJSONWith(w, r, c, func(ctx context.Context, body []byte) (any, error) {
 		var in TriggerRequest
 		if err := decodeBody(body, &in); err != nil {
