@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/caddymodule/console"
+	"github.com/practicegw/practicegw/dispatcher/kafka"
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 
@@ -62,6 +63,14 @@ type App struct {
 	KafkaChangesTopic string `json:"kafka_changes_topic,omitempty"`
 	KafkaEventsTopic  string `json:"kafka_events_topic,omitempty"`
 	KafkaGroup        string `json:"kafka_group,omitempty"`
+
+	// KafkaSecurity is how the brokers want to be reached: TLS and SASL.
+	// Each field not set here falls back to its variable
+	// (PRACTICEGW_KAFKA_TLS, _TLS_CA, _TLS_CERT, _TLS_KEY,
+	// _TLS_SERVER_NAME, _SASL_MECHANISM, _SASL_USERNAME, _SASL_PASSWORD),
+	// as `practicegw dispatcher` reads them. Secrets may be placeholders
+	// such as {file./run/secrets/kafka_password}.
+	KafkaSecurity kafka.SecurityConfig `json:"kafka_security,omitzero"`
 
 	// Dispatch is "embedded" (this process delivers webhooks) or "off" (a
 	// separate practicegw dispatcher does). Default

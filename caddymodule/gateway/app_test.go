@@ -46,3 +46,34 @@ func TestValidateRefusesWhatCannotWork(t *testing.T) {
 		}
 	}
 }
+
+// The gateway reaches secured brokers as the standalone dispatcher does:
+// each Kafka security setting from the Caddyfile, else its variable; and
+// settings that cannot work stop it at start.
+func TestKafkaSecurity(t *testing.T) {
+	repl := caddy.NewReplacer()
+	t.Setenv("PRACTICEGW_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
+	t.Setenv("PRACTICEGW_KAFKA_SASL_USERNAME", "gateway")
+	t.Setenv("PRACTICEGW_KAFKA_SASL_PASSWORD", "from-env")
+	t.Setenv("PRACTICEGW_KAFKA_TLS", "true")
+	a := &App{}
+	sec, err := a.kafkaSecurity(repl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.TLS == nil || sec.SASL == nil || sec.SASL.Name() != "SCRAM-SHA-512" {
+		t.Fatalf("from the environment: TLS %v, SASL %v", sec.TLS, sec.SASL)
+	}
+	a.KafkaSecurity.SASLMechanism, a.KafkaSecurity.Username, a.KafkaSecurity.Password = "PLAIN", "configured", "{env.PRACTICEGW_KAFKA_SASL_PASSWORD}"
+	if sec, err = a.kafkaSecurity(repl); err != nil || sec.SASL.Name() != "PLAIN" {
+		t.Fatalf("configured: %v, %v", sec.SASL, err)
+	}
+	a.KafkaSecurity.SASLMechanism = "GSSAPI"
+	if _, err := a.kafkaSecurity(repl); err == nil {
+		t.Fatal("an unknown SASL mechanism was accepted")
+	}
+	t.Setenv("PRACTICEGW_KAFKA_TLS", "perhaps")
+	if _, err := (&App{}).kafkaSecurity(repl); err == nil {
+		t.Fatal("PRACTICEGW_KAFKA_TLS=perhaps was accepted")
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,6 +74,9 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "kafka":
 			if d.NextArg() {
 				a.Kafka = d.Val()
+			}
+			if err := unmarshalKafka(d, a); err != nil {
+				return err
 			}
 		case "dispatch":
 			if d.NextArg() {
@@ -229,6 +233,78 @@ func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
 		f.LedgerRaw = raw
 	case "documents":
 		f.DocumentsRaw = raw
+	}
+	return nil
+}
+
+// unmarshalKafka reads the optional block after `kafka [<brokers>]`:
+//
+//	kafka <brokers> {
+//	    changes_topic   <name>
+//	    events_topic    <name>
+//	    group           <name>
+//	    tls             [true|false]
+//	    tls_ca          <pem file>
+//	    tls_cert        <pem file>
+//	    tls_key         <pem file>
+//	    tls_server_name <name>
+//	    sasl            PLAIN|SCRAM-SHA-256|SCRAM-SHA-512 <username> <password>
+//	}
+//
+// Values may be placeholders ({env.X}, {file.X}), read when the app
+// starts; a setting left out falls back to its PRACTICEGW_KAFKA_*
+// variable.
+func unmarshalKafka(d *caddyfile.Dispenser, a *App) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	sec := &a.KafkaSecurity
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		args := d.RemainingArgs()
+		one := func(dst *string) error {
+			if len(args) != 1 {
+				return d.Errf("kafka %s takes one value", opt)
+			}
+			*dst = args[0]
+			return nil
+		}
+		var err error
+		switch opt {
+		case "changes_topic":
+			err = one(&a.KafkaChangesTopic)
+		case "events_topic":
+			err = one(&a.KafkaEventsTopic)
+		case "group":
+			err = one(&a.KafkaGroup)
+		case "tls":
+			sec.TLS = true
+			if len(args) == 1 {
+				if sec.TLS, err = strconv.ParseBool(args[0]); err != nil {
+					return d.Errf("kafka tls %q: want true or false", args[0])
+				}
+			} else if len(args) > 1 {
+				return d.ArgErr()
+			}
+		case "tls_ca":
+			err = one(&sec.CAFile)
+		case "tls_cert":
+			err = one(&sec.CertFile)
+		case "tls_key":
+			err = one(&sec.KeyFile)
+		case "tls_server_name":
+			err = one(&sec.ServerName)
+		case "sasl":
+			if len(args) != 3 {
+				return d.Err("kafka sasl takes a mechanism, a username and a password")
+			}
+			sec.SASLMechanism, sec.Username, sec.Password = args[0], args[1], args[2]
+		default:
+			return d.Errf("unknown kafka option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -90,3 +90,42 @@ func TestAdaptSystemErrors(t *testing.T) {
 		}
 	}
 }
+
+// The kafka line takes a block for topics, the group, TLS and SASL.
+func TestAdaptKafkaBlock(t *testing.T) {
+	out, err := adapt(t, `{
+	practicegw {
+		kafka b1:9093,b2:9093 {
+			changes_topic firm.changes
+			group gw
+			tls
+			tls_ca /etc/kafka/ca.pem
+			sasl SCRAM-SHA-512 practicegw {file./run/secrets/kafka}
+		}
+		firm frm_x
+	}
+}
+:8080 {
+	respond ok
+}
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"kafka":"b1:9093,b2:9093"`, `"kafka_changes_topic":"firm.changes"`, `"kafka_group":"gw"`,
+		`"kafka_security":{"tls":true,"tls_ca":"/etc/kafka/ca.pem","sasl_mechanism":"SCRAM-SHA-512","sasl_username":"practicegw","sasl_password":"{file./run/secrets/kafka}"}`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("adapted JSON lacks %s: %s", want, out)
+		}
+	}
+	for block, want := range map[string]string{
+		"kafka b:9093 {\nsasl PLAIN user\n}":   "kafka sasl takes a mechanism, a username and a password",
+		"kafka b:9093 {\ntls maybe\n}":         `kafka tls "maybe"`,
+		"kafka b:9093 {\ncompression zstd\n}": `unknown kafka option "compression"`,
+	} {
+		_, err := adapt(t, "{\n\tpracticegw {\n"+block+"\nfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n")
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", block, err, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -108,11 +109,15 @@ func (a *App) provisionDispatch() error {
 		}
 		topics := kafka.Topics{Changes: setting(repl, a.KafkaChangesTopic, "PRACTICEGW_KAFKA_CHANGES_TOPIC", ""),
 			Events: setting(repl, a.KafkaEventsTopic, "PRACTICEGW_KAFKA_EVENTS_TOPIC", "")}
+		sec, err := a.kafkaSecurity(repl)
+		if err != nil {
+			return err
+		}
 		d.brokers = brokers
-		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Topic: topics.Changes,
+		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Security: sec, Topic: topics.Changes,
 			Logger: a.logger.Named("kafka")})
 		if d.deliver {
-			d.consumer, err = kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, Topics: topics,
+			d.consumer, err = kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, Security: sec, Topics: topics,
 				Group: setting(repl, a.KafkaGroup, "PRACTICEGW_KAFKA_GROUP", ""), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
 			if err != nil {
 				return fmt.Errorf("kafka consumer: %w", err)
@@ -184,3 +189,31 @@ func (d *dispatch) stop() error {
 // WebhookEngine is the webhook engine the API's event and webhook routes and
 // the console's webhook pages use.
 func (a *App) WebhookEngine() *dispatcher.Engine { return a.dispatch.engine }
+
+// kafkaSecurity is the configured TLS and SASL, each setting falling back
+// to its PRACTICEGW_KAFKA_* variable, ready to dial with.
+func (a *App) kafkaSecurity(repl *caddy.Replacer) (kafka.Security, error) {
+	c := a.KafkaSecurity
+	sc := kafka.SecurityConfig{
+		CAFile:        setting(repl, c.CAFile, "PRACTICEGW_KAFKA_TLS_CA", ""),
+		CertFile:      setting(repl, c.CertFile, "PRACTICEGW_KAFKA_TLS_CERT", ""),
+		KeyFile:       setting(repl, c.KeyFile, "PRACTICEGW_KAFKA_TLS_KEY", ""),
+		ServerName:    setting(repl, c.ServerName, "PRACTICEGW_KAFKA_TLS_SERVER_NAME", ""),
+		SASLMechanism: setting(repl, c.SASLMechanism, "PRACTICEGW_KAFKA_SASL_MECHANISM", ""),
+		Username:      setting(repl, c.Username, "PRACTICEGW_KAFKA_SASL_USERNAME", ""),
+		Password:      setting(repl, c.Password, "PRACTICEGW_KAFKA_SASL_PASSWORD", ""),
+		TLS:           c.TLS,
+	}
+	if v := setting(repl, "", "PRACTICEGW_KAFKA_TLS", ""); v != "" && !sc.TLS {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			return kafka.Security{}, fmt.Errorf("PRACTICEGW_KAFKA_TLS %q must be true or false", v)
+		}
+		sc.TLS = on
+	}
+	sec, err := sc.Build()
+	if err != nil {
+		return kafka.Security{}, fmt.Errorf("practicegw: %w", err)
+	}
+	return sec, nil
+}
