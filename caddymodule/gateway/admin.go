@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -49,7 +51,34 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/practicegw/credentials", Handler: caddy.AdminHandlerFunc(a.credentials)},
 		{Pattern: "/practicegw/credentials/", Handler: caddy.AdminHandlerFunc(a.credential)},
 		{Pattern: "/practicegw/trigger", Handler: caddy.AdminHandlerFunc(a.trigger)},
+		{Pattern: "/practicegw/readiness", Handler: caddy.AdminHandlerFunc(a.readiness)},
 	}
+}
+
+// readiness is /readyz with the errors behind each failing check, for the
+// operator: the public probe leaves them out.
+func (a *adminAPI) readiness(w http.ResponseWriter, r *http.Request) error {
+	if a.app == nil {
+		return notConfigured()
+	}
+	if r.Method != http.MethodGet {
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	type checkView struct {
+		health.Check
+		Error string `json:"error,omitempty"`
+	}
+	var out []checkView
+	for _, c := range a.app.Readiness(ctx) {
+		v := checkView{Check: c}
+		if c.Err != nil {
+			v.Error = c.Err.Error()
+		}
+		out = append(out, v)
+	}
+	return writeJSON(w, http.StatusOK, map[string]any{"checks": out})
 }
 
 // CredentialView is a credential as the admin routes show it.

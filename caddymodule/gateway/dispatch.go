@@ -67,7 +67,8 @@ type dispatch struct {
 	// publisher is set in Kafka mode: change records go to the changes
 	// topic rather than straight into the engine.
 	publisher *kafka.Publisher
-	brokers   []string
+	// prober tells readiness whether the cluster answers, in Kafka mode.
+	prober *kafka.Prober
 	// consumer is set in Kafka mode when this process also delivers: it
 	// takes its share of the changes topic as one member of the
 	// dispatchers' consumer group.
@@ -113,7 +114,7 @@ func (a *App) provisionDispatch() error {
 		if err != nil {
 			return err
 		}
-		d.brokers = brokers
+		d.prober = kafka.NewProber(brokers, sec, 0)
 		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Security: sec, Topic: topics.Changes,
 			Logger: a.logger.Named("kafka")})
 		if d.deliver {
@@ -151,6 +152,13 @@ func (d *dispatch) start(outbox dispatcher.Outbox, logger *zap.Logger) {
 			logger.Error("outbox drain stopped", zap.Error(err))
 		}
 	}()
+	if d.prober != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.prober.Run(ctx)
+		}()
+	}
 	if d.consumer != nil {
 		d.wg.Add(1)
 		go func() {

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
 )
 
 func init() {
@@ -30,8 +32,12 @@ type Check struct {
 	// Critical checks failing make the instance not ready; others (such
 	// as one upstream's breaker) are reported but keep it in rotation,
 	// since it can still serve every other firm and route.
-	Critical bool   `json:"critical"`
-	Detail   string `json:"detail,omitempty"`
+	Critical bool `json:"critical"`
+	// Detail says what is wrong in words fit for anyone who can reach the
+	// probe; Err is the error behind it, for the log and the admin
+	// endpoint only (it can name hosts, users and versions).
+	Detail string `json:"detail,omitempty"`
+	Err    error  `json:"-"`
 }
 
 // Checker reports the state of what an instance depends on.
@@ -46,6 +52,16 @@ type Handler struct {
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 
 	checker Checker
+	logger  *zap.Logger
+
+	failing *failing
+}
+
+// failing remembers the checks that failed at the last probe, so that a
+// check is logged when it starts or stops failing.
+type failing struct {
+	mu    sync.Mutex
+	names map[string]bool
 }
 
 // CaddyModule returns the Caddy module information.
@@ -70,7 +86,28 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("practicegw app %T reports no readiness", app)
 	}
 	h.checker = c
+	h.logger = ctx.Logger()
+	h.failing = &failing{names: map[string]bool{}}
 	return nil
+}
+
+// logChanges logs a check when it starts or stops failing, with the error
+// the probe's answer leaves out, once rather than on every probe.
+func (h *Handler) logChanges(checks []Check) {
+	f := h.failing
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range checks {
+		switch {
+		case !c.OK && !f.names[c.Name]:
+			f.names[c.Name] = true
+			h.logger.Warn("readiness check failing", zap.String("check", c.Name), zap.Bool("critical", c.Critical),
+				zap.String("detail", c.Detail), zap.Error(c.Err))
+		case c.OK && f.names[c.Name]:
+			delete(f.names, c.Name)
+			h.logger.Info("readiness check passing again", zap.String("check", c.Name))
+		}
+	}
 }
 
 // Validate refuses a readiness timeout that cannot pass.
@@ -90,6 +127,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(h.Timeout))
 		defer cancel()
 		checks := h.checker.Readiness(ctx)
+		h.logChanges(checks)
 		status, code := "ready", http.StatusOK
 		for _, c := range checks {
 			if c.Critical && !c.OK {

@@ -136,7 +136,10 @@ func probes(cfg Config, rdb *redis.Client, consumer *Consumer) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
 		if err := rdb.Ping(ctx).Err(); err != nil {
-			http.Error(w, "redis: "+err.Error(), http.StatusServiceUnavailable)
+			// The error can name hosts and users: the log has it, the
+			// probe's answer does not.
+			cfg.Logger.Warn("readiness: redis does not answer", zap.Error(err))
+			http.Error(w, "redis does not answer", http.StatusServiceUnavailable)
 			return
 		}
 		if !consumer.Joined() {
