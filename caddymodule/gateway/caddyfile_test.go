@@ -119,8 +119,8 @@ func TestAdaptKafkaBlock(t *testing.T) {
 		}
 	}
 	for block, want := range map[string]string{
-		"kafka b:9093 {\nsasl PLAIN user\n}":   "kafka sasl takes a mechanism, a username and a password",
-		"kafka b:9093 {\ntls maybe\n}":         `kafka tls "maybe"`,
+		"kafka b:9093 {\nsasl PLAIN user\n}":  "kafka sasl takes a mechanism, a username and a password",
+		"kafka b:9093 {\ntls maybe\n}":        `kafka tls "maybe"`,
 		"kafka b:9093 {\ncompression zstd\n}": `unknown kafka option "compression"`,
 	} {
 		_, err := adapt(t, "{\n\tpracticegw {\n"+block+"\nfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n")

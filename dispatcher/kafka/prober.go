@@ -20,7 +20,7 @@ type Prober struct {
 
 	conn *kafkago.Conn // owned by Run
 
-	mu   sync.Mutex
+	mu  sync.Mutex
 	ok  bool
 	err error
 }
