@@ -7,8 +7,16 @@ import (
 	"time"
 )
 
-// TTL is how long a key is remembered.
+// TTL is how long a key is remembered once its request is answered.
 const TTL = 24 * time.Hour
+
+// InFlight is how long a key stays reserved for a request that has not
+// been answered. A request that outlives it died with its process, or its
+// answer could not be recorded: the key is released, so that a retry runs
+// instead of being told for a day that the first is still in progress. It
+// is far longer than any write takes (upstream timeouts and retries
+// included).
+const InFlight = 2 * time.Minute
 
 // Record is the state of one key. A record with Status 0 is a write still
 // in progress.

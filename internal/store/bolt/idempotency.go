@@ -20,7 +20,11 @@ func (s *Store) Begin(_ context.Context, key, fingerprint string) (*idempotency.
 			if err := json.Unmarshal(v, &rec); err != nil {
 				return err
 			}
-			if now.Sub(rec.CreatedAt) < idempotency.TTL {
+			ttl := idempotency.TTL
+			if !rec.Done() {
+				ttl = s.inFlight
+			}
+			if now.Sub(rec.CreatedAt) < ttl {
 				prior = &rec
 				return nil
 			}
@@ -31,27 +35,21 @@ func (s *Store) Begin(_ context.Context, key, fingerprint string) (*idempotency.
 	return prior, err
 }
 
-// Finish stores the answer to replay. The key keeps the time it was
-// reserved, so that it is remembered for the TTL from its first request
-// (as Redis keeps the key's expiry); a key no longer reserved (expired,
+// Finish stores the answer to replay, remembered for the TTL from now, as
+// Redis does; a key no longer reserved (released after InFlight,
 // abandoned) is not brought back.
 func (s *Store) Finish(_ context.Context, key string, rec idempotency.Record) error {
+	rec.CreatedAt = s.now()
+	v, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
 	return s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketIdempotency))
-		v := b.Get([]byte(key))
-		if v == nil {
+		if b.Get([]byte(key)) == nil {
 			return nil
 		}
-		var reserved idempotency.Record
-		if err := json.Unmarshal(v, &reserved); err != nil {
-			return err
-		}
-		rec.CreatedAt = reserved.CreatedAt
-		nv, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(key), nv)
+		return b.Put([]byte(key), v)
 	})
 }
 

@@ -49,6 +49,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -87,12 +88,21 @@ type Store struct {
 	db  *bbolt.DB
 	c   *committer
 	now func() time.Time
+	// inFlight is how long an unanswered idempotency key stays reserved.
+	inFlight time.Duration
 }
+
+// Option changes New's defaults.
+type Option func(*Store)
+
+// WithInFlight sets how long an unanswered idempotency key stays reserved
+// (default idempotency.InFlight); tests shorten it.
+func WithInFlight(d time.Duration) Option { return func(s *Store) { s.inFlight = d } }
 
 // New creates the store's buckets in db if they are missing; now is the
 // clock that ages idempotency keys and usage (default time.Now). The
 // caller opened db and closes it.
-func New(db *bbolt.DB, now func() time.Time) (*Store, error) {
+func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
@@ -107,7 +117,11 @@ func New(db *bbolt.DB, now func() time.Time) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: %w", err)
 	}
-	return &Store{db: db, c: &committer{db: db}, now: now}, nil
+	s := &Store{db: db, c: &committer{db: db}, now: now, inFlight: idempotency.InFlight}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }
 
 // Backends wires the store in as all of the engine's backends.

@@ -61,9 +61,9 @@ func TestCredentialsConformance(t *testing.T) {
 }
 
 func TestIdempotencyConformance(t *testing.T) {
-	storetest.Idempotency(t, func(t *testing.T) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
-		st, db := open(t)
-		return st, reopen(t, db)
+	storetest.Idempotency(t, func(t *testing.T, inFlight time.Duration) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
+		_, db := open(t)
+		return reopen(t, db, boltstore.WithInFlight(inFlight)), reopen(t, db, boltstore.WithInFlight(inFlight))
 	})
 }
 
@@ -74,9 +74,9 @@ func TestUpstreamStateConformance(t *testing.T) {
 	})
 }
 
-func reopen(t *testing.T, db *bbolt.DB) *boltstore.Store {
+func reopen(t *testing.T, db *bbolt.DB, opts ...boltstore.Option) *boltstore.Store {
 	t.Helper()
-	st, err := boltstore.New(db, nil)
+	st, err := boltstore.New(db, nil, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,9 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string) (*idempotenc
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	v, _ := json.Marshal(idempotency.Record{Fingerprint: fingerprint, CreatedAt: time.Now()})
-	ok, err := s.rdb.SetNX(ctx, keyIdempotency+key, v, idempotency.TTL).Result()
+	// Reserved for InFlight: a request that dies leaves nothing that
+	// blocks its retry for long. Finish keeps the answer for the TTL.
+	ok, err := s.rdb.SetNX(ctx, keyIdempotency+key, v, s.inFlight).Result()
 	if err != nil {
 		return nil, fmt.Errorf("reserving idempotency key in redis: %w", err)
 	}
@@ -39,8 +41,8 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string) (*idempotenc
 	return &rec, nil
 }
 
-// Finish stores the answer to replay, keeping the key's expiry; a key no
-// longer reserved is not brought back.
+// Finish stores the answer to replay for the TTL; a key no longer
+// reserved (released after InFlight, abandoned) is not brought back.
 func (s *Store) Finish(ctx context.Context, key string, rec idempotency.Record) error {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
@@ -48,7 +50,7 @@ func (s *Store) Finish(ctx context.Context, key string, rec idempotency.Record) 
 	if err != nil {
 		return err
 	}
-	err = s.rdb.SetArgs(ctx, keyIdempotency+key, v, goredis.SetArgs{KeepTTL: true, Mode: "XX"}).Err()
+	err = s.rdb.SetArgs(ctx, keyIdempotency+key, v, goredis.SetArgs{TTL: idempotency.TTL, Mode: "XX"}).Err()
 	if errors.Is(err, goredis.Nil) {
 		// The key is no longer reserved (expired, abandoned): nothing
 		// to remember the answer under.

@@ -60,6 +60,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -77,6 +78,9 @@ type Options struct {
 	// LookupTimeout bounds each of the gateway's calls (a credential, an
 	// idempotency key), which a request waits for. Default 250ms.
 	LookupTimeout time.Duration
+	// InFlight is how long an unanswered idempotency key stays reserved.
+	// Default idempotency.InFlight; tests shorten it.
+	InFlight time.Duration
 }
 
 // Store is the dispatcher's shared state in Redis. It implements every
@@ -86,6 +90,7 @@ type Store struct {
 	prefix        string
 	timeout       time.Duration
 	lookupTimeout time.Duration
+	inFlight      time.Duration
 	scripts       scripts
 	// indexed is set once this process knows log:dlv and log:evt are
 	// complete (retention.go).
@@ -103,11 +108,14 @@ func New(rdb goredis.UniversalClient, opts Options) (*Store, error) {
 	if opts.LookupTimeout <= 0 {
 		opts.LookupTimeout = 250 * time.Millisecond
 	}
+	if opts.InFlight <= 0 {
+		opts.InFlight = idempotency.InFlight
+	}
 	sc, err := loadScripts()
 	if err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, lookupTimeout: opts.LookupTimeout, scripts: sc}, nil
+	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, lookupTimeout: opts.LookupTimeout, inFlight: opts.InFlight, scripts: sc}, nil
 }
 
 // Backends wires the store in as all of the engine's backends.

@@ -33,8 +33,9 @@ func TestCredentialsConformance(t *testing.T) {
 
 func TestIdempotencyConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	storetest.Idempotency(t, func(t *testing.T) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
-		return open(t, srv), another(t, srv)
+	storetest.Idempotency(t, func(t *testing.T, inFlight time.Duration) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
+		opts := redisstore.Options{Timeout: 5 * time.Second, InFlight: inFlight}
+		return openWith(t, srv, opts), anotherWith(t, srv, opts)
 	})
 }
 
@@ -48,16 +49,20 @@ func TestUpstreamStateConformance(t *testing.T) {
 // open connects to srv and empties it, so each test starts clean.
 func open(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
-	opts, err := goredis.ParseURL(srv.URL())
+	return openWith(t, srv, redisstore.Options{Timeout: 5 * time.Second})
+}
+
+func openWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
+	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := goredis.NewClient(opts)
 	t.Cleanup(func() { rdb.Close() })
 	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second})
+	st, err := redisstore.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +73,17 @@ func open(t *testing.T, srv *redistest.Server) *redisstore.Store {
 // emptying it.
 func another(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
+	return anotherWith(t, srv, redisstore.Options{Timeout: 5 * time.Second})
+}
+
+func anotherWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
+	t.Helper()
 	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
-	st, err := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second})
+	st, err := redisstore.New(rdb, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

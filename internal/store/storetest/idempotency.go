@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/practicegw/practicegw/internal/idempotency"
 )
@@ -16,9 +17,11 @@ type IdempotencyStore interface {
 }
 
 // Idempotency checks an IdempotencyStore. open returns an empty store and
-// a second handle on the same state.
-func Idempotency(t *testing.T, open func(t *testing.T) (store, reopen IdempotencyStore)) {
+// a second handle on the same state, both keeping an unanswered key
+// reserved for inFlight.
+func Idempotency(t *testing.T, openIn func(t *testing.T, inFlight time.Duration) (store, reopen IdempotencyStore)) {
 	ctx := context.Background()
+	open := func(t *testing.T) (IdempotencyStore, IdempotencyStore) { return openIn(t, idempotency.InFlight) }
 
 	t.Run("first begin reserves, later ones see the reservation", func(t *testing.T) {
 		st, other := open(t)
@@ -77,6 +80,44 @@ func Idempotency(t *testing.T, open func(t *testing.T) (store, reopen Idempotenc
 		}
 		if prior, err := other.Begin(ctx, "crd_a:key4", "fp"); err != nil || prior != nil {
 			t.Fatalf("after Finish on a released key: %+v, %v; want a fresh reservation", prior, err)
+		}
+	})
+
+	t.Run("a reservation whose request died is released, an answer is not", func(t *testing.T) {
+		const inFlight = 150 * time.Millisecond
+		st, other := openIn(t, inFlight)
+		if _, err := st.Begin(ctx, "crd_a:died", "fp"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Begin(ctx, "crd_a:answered", "fp"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Finish(ctx, "crd_a:answered", idempotency.Record{Fingerprint: "fp", Status: 201, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		reserved := time.Now()
+		if prior, err := other.Begin(ctx, "crd_a:died", "fp"); err != nil || prior == nil || prior.Done() {
+			t.Fatalf("at once: %+v, %v; want the reservation in progress", prior, err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			prior, err := other.Begin(ctx, "crd_a:died", "fp")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if prior == nil {
+				break // released: this Begin reserved it afresh
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("a reservation whose request never answered was never released")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if held := time.Since(reserved); held < inFlight-20*time.Millisecond {
+			t.Fatalf("released after %s, before its %s", held, inFlight)
+		}
+		if prior, err := other.Begin(ctx, "crd_a:answered", "fp"); err != nil || prior == nil || prior.Status != 201 {
+			t.Fatalf("the answered key after the in-flight time: %+v, %v; want its answer", prior, err)
 		}
 	})
 
