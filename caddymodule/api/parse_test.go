@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/practice"
 )
 
 func jobsRoute(t testing.TB) *route {
@@ -144,26 +143,4 @@ func containsNUL(s string) bool {
 		}
 	}
 	return false
-}
-
-func FuzzDecodeBody(f *testing.F) {
-	for _, s := range []string{`{"name":"x"}`, `{"name":1}`, `{"contacts":[{"name":"a","role":"primary"}]}`, `{`, `[]`, `{"x":1}`, `{} {}`, ``} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var in practice.ClientInput
-		err := decodeBody(body, &in)
-		if err != nil {
-			var e *apierror.Error
-			if !errors.As(err, &e) || e.Status != 400 {
-				t.Fatalf("%q: %v is not a 400 API error", body, err)
-			}
-			return
-		}
-		_ = in.Validate(true)
-		var move practice.StageMove
-		if decodeBody(body, &move) == nil {
-			_ = move.Validate()
-		}
-	})
 }

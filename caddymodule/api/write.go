@@ -11,8 +11,12 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"go.uber.org/zap"
 
@@ -186,32 +190,45 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 	return body, nil
 }
 
-// decodeBody reads one JSON object strictly: unknown fields and trailing
-// data are refused so that a typo never passes as a no-op.
+// decodeBody reads a request body strictly, with the JSON library's strict
+// (v2) semantics: one JSON object and nothing after it, each member named
+// exactly as documented (case counts) and at most once, and no member the
+// route does not take. Whatever it accepts is a body the route's type
+// describes; everything else is a 400 that says what to fix.
 func decodeBody(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
-	if err == nil && dec.More() {
-		err = errors.New("trailing data after the JSON object")
+	if len(bytes.TrimSpace(body)) == 0 {
+		return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is empty; send a JSON object.")
 	}
+	err := jsonv2.Unmarshal(body, v, jsonv2.RejectUnknownMembers(true))
 	if err == nil {
 		return nil
 	}
-	if field, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
-		field = strings.Trim(field, `"`)
+	var semErr *jsonv2.SemanticError
+	var synErr *jsontext.SyntacticError
+	switch {
+	case errors.As(err, &semErr) && errors.Is(semErr.Err, jsonv2.ErrUnknownName):
+		field := pointerParam(semErr.JSONPointer)
 		return apierror.New(http.StatusBadRequest, "parameter_unknown",
-			fmt.Sprintf("The body has a field %q that this route does not accept.", field)).WithParam(field)
-	}
-	var typeErr *json.UnmarshalTypeError
-	if errors.As(err, &typeErr) && typeErr.Field != "" {
+			fmt.Sprintf("The body has a field %q that this route does not accept (field names are case-sensitive).", field)).WithParam(field)
+	case errors.As(err, &semErr) && semErr.GoType != nil && semErr.JSONPointer != "":
+		field, t := pointerParam(semErr.JSONPointer), semErr.GoType
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
 		return apierror.New(http.StatusBadRequest, "parameter_invalid",
-			fmt.Sprintf("The field %q must be %s.", typeErr.Field, jsonTypeName(typeErr.Type.Kind().String()))).WithParam(typeErr.Field)
-	}
-	if errors.Is(err, io.EOF) {
-		return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is empty; send a JSON object.")
+			fmt.Sprintf("The field %q must be %s.", field, jsonTypeName(t.Kind().String()))).WithParam(field)
+	case errors.As(err, &synErr) && errors.Is(synErr.Err, jsontext.ErrDuplicateName):
+		field := pointerParam(synErr.JSONPointer)
+		return apierror.New(http.StatusBadRequest, "invalid_json",
+			fmt.Sprintf("The body names the field %q more than once; send each field once.", field)).WithParam(field)
 	}
 	return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is not a valid JSON object: "+err.Error()+".")
+}
+
+// pointerParam names the member a JSON pointer points at as the error's
+// param: "/contacts/0/role" is "contacts.0.role".
+func pointerParam(p jsontext.Pointer) string {
+	return strings.ReplaceAll(strings.TrimPrefix(string(p), "/"), "/", ".")
 }
 
 func jsonTypeName(kind string) string {
