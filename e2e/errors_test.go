@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -96,5 +97,34 @@ func TestSandboxTriggerNeedsASandboxCredential(t *testing.T) {
 	sandbox := g.issue("frm_acme", true, "webhooks:write").Token
 	if r := g.do(t, "POST", "/v1/sandbox/trigger", sandbox, map[string]any{"event": "job.opened"}); r.StatusCode != http.StatusCreated {
 		t.Fatalf("trigger with a sandbox credential: %d %s, want 201", r.StatusCode, r.body)
+	}
+}
+
+// A cursor is good only for the firm, mode, collection and filters it was
+// given for; any other use, or an edited one, is 400 invalid_cursor.
+func TestCursorsAreSealed(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	acme := g.issue("frm_acme", false, "jobs:read", "clients:read").Token
+	page := g.do(t, "GET", "/v1/jobs?limit=2", acme, nil).json(t)
+	cur, _ := page["next_cursor"].(string)
+	if cur == "" {
+		t.Fatalf("no next cursor: %v", page)
+	}
+	if r := g.do(t, "GET", "/v1/jobs?limit=2&cursor="+cur, acme, nil); r.StatusCode != http.StatusOK {
+		t.Fatalf("the cursor itself: %d %s", r.StatusCode, r.body)
+	}
+	birch := g.issue("frm_birch", false, "jobs:read").Token
+	sandbox := g.issue("frm_acme", true, "jobs:read").Token
+	edited := cur[:len(cur)-2] + map[bool]string{true: "AA", false: "BB"}[!strings.HasSuffix(cur, "AA")]
+	for name, r := range map[string]response{
+		"another firm":       g.do(t, "GET", "/v1/jobs?limit=2&cursor="+cur, birch, nil),
+		"the sandbox":        g.do(t, "GET", "/v1/jobs?limit=2&cursor="+cur, sandbox, nil),
+		"another collection": g.do(t, "GET", "/v1/clients?limit=2&cursor="+cur, acme, nil),
+		"other filters":      g.do(t, "GET", "/v1/jobs?limit=2&stage=filed&cursor="+cur, acme, nil),
+		"edited":             g.do(t, "GET", "/v1/jobs?limit=2&cursor="+edited, acme, nil),
+	} {
+		if r.StatusCode != http.StatusBadRequest || r.errorCode(t) != "invalid_cursor" {
+			t.Errorf("%s: %d %s, want 400 invalid_cursor", name, r.StatusCode, r.body)
+		}
 	}
 }

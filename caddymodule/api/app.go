@@ -36,6 +36,11 @@ type (
 	deprecations interface {
 		Deprecations() []Deprecation
 	}
+	// cursorKeys is the key paging cursors are sealed under, which every
+	// instance shares so that a cursor from one is good on another.
+	cursorKeys interface {
+		CursorKey() []byte
+	}
 )
 
 // App is all the API asks of the practicegw app; the app's package
@@ -46,6 +51,7 @@ type App interface {
 	webhookSource
 	sandbox
 	deprecations
+	cursorKeys
 }
 
 // Systems are the systems one tenant's records come from.

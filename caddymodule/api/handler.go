@@ -39,6 +39,8 @@ type Handler struct {
 	exports     deliveryExporter
 	replays     replayer
 
+	cursors cursors
+
 	logger  *zap.Logger
 	metrics *metrics
 	openAPI []byte
@@ -87,6 +89,7 @@ func (h *Handler) wire(app any) error {
 	}
 	eng := src.WebhookEngine()
 	h.tenants, h.idempotency, h.sandbox = src, src.Idempotency(), src
+	h.cursors = cursors{key: src.CursorKey()}
 	h.events, h.endpoints, h.endpointsW, h.secrets = eng, eng, eng, eng
 	h.deliveries, h.exports, h.replays = eng, eng, eng
 	return nil

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"encoding/base64"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/practicegw/practicegw/internal/apierror"
@@ -33,7 +35,6 @@ func TestParseQuery(t *testing.T) {
 		{"updated_since=2026-01-01", "parameter_invalid", "updated_since", 0},
 		{"sort=asc", "parameter_unknown", "sort", 0},
 		{"%zz", "parameter_invalid", "", 0},
-		{"cursor=cur_AAAA", "invalid_cursor", "cursor", 0},
 	} {
 		q, err := parseQuery(rt, c.raw)
 		if c.code == "" {
@@ -49,31 +50,52 @@ func TestParseQuery(t *testing.T) {
 	}
 }
 
-func TestCursorBindsKindAndFilters(t *testing.T) {
+// A cursor is sealed: it opens only for the tenant, collection and
+// filters it was given for, and an edited or forged one (a document
+// store's token names the folder to read next) is refused.
+func TestCursorIsSealed(t *testing.T) {
 	rt := jobsRoute(t)
+	cs := cursors{key: []byte("a key every instance shares, 32B")}
 	q, err := parseQuery(rt, "stage=filed")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur := encodeCursor("/v1/jobs", q.fingerprint, "job_abc")
-	if tok, err := decodeCursor("/v1/jobs", q.fingerprint, cur); err != nil || tok != "job_abc" {
+	const acme = "frm_acme/live"
+	cur := cs.seal(acme, "/v1/jobs", q.fingerprint, "job_abc")
+	if tok, err := cs.open(acme, "/v1/jobs", q.fingerprint, cur); err != nil || tok != "job_abc" {
 		t.Fatalf("round trip: %q %v", tok, err)
 	}
-	if _, err := parseQuery(rt, "stage=filed&cursor="+cur); err != nil {
-		t.Fatalf("same filters: %v", err)
+	reopen := func(raw string) (string, error) {
+		q, err := parseQuery(rt, raw)
+		if err != nil {
+			return "", err
+		}
+		return cs.open(acme, "/v1/jobs", q.fingerprint, q.cursor)
 	}
-	if _, err := parseQuery(rt, "stage=planned&cursor="+cur); err == nil {
+	if _, err := reopen("stage=filed&limit=10&cursor=" + cur); err != nil {
+		t.Fatalf("same filters, another page size: %v", err)
+	}
+	if _, err := reopen("stage=planned&cursor=" + cur); err == nil {
 		t.Fatal("cursor accepted with other filters")
 	}
-	plain := encodeCursor("/v1/jobs", noFilters, "job_abc")
-	if _, err := parseQuery(rt, "limit=10&cursor="+plain); err != nil {
-		t.Fatalf("a cursor from an unfiltered page: %v", err)
-	}
-	if _, err := parseQuery(rt, "stage=filed&limit=10&cursor="+cur); err != nil {
-		t.Fatalf("a different page size keeps the cursor valid: %v", err)
-	}
-	if _, err := decodeCursor("/v1/clients", q.fingerprint, cur); err == nil {
+	if _, err := cs.open(acme, "/v1/clients", q.fingerprint, cur); err == nil {
 		t.Fatal("cursor accepted by another collection")
+	}
+	if _, err := cs.open("frm_birch/live", "/v1/jobs", q.fingerprint, cur); err == nil {
+		t.Fatal("cursor accepted for another firm")
+	}
+	if _, err := cs.open("frm_acme/sandbox", "/v1/jobs", q.fingerprint, cur); err == nil {
+		t.Fatal("a live cursor accepted in the sandbox")
+	}
+	other := cursors{key: []byte("another gateway's key, not ours!")}
+	if _, err := other.open(acme, "/v1/jobs", q.fingerprint, cur); err == nil {
+		t.Fatal("cursor accepted under another key")
+	}
+	// An edited token: the MAC no longer matches.
+	raw, _ := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(cur, "cur_"))
+	forged := "cur_" + base64.RawURLEncoding.EncodeToString(append(raw[:cursorMAC:cursorMAC], "/sites/root/../../other-firm"...))
+	if _, err := cs.open(acme, "/v1/jobs", q.fingerprint, forged); err == nil {
+		t.Fatal("a forged cursor was opened")
 	}
 }
 
@@ -124,23 +146,17 @@ func FuzzParseQuery(f *testing.F) {
 
 func FuzzCursor(f *testing.F) {
 	f.Add("job_01abc", uint32(7), "cur_x")
+	cs := cursors{key: []byte("fuzzing key")}
 	f.Fuzz(func(t *testing.T, token string, fp uint32, garbage string) {
 		if token != "" {
-			cur := encodeCursor("/v1/jobs", fp, token)
-			got, err := decodeCursor("/v1/jobs", fp, cur)
-			if err != nil || got != token && !containsNUL(token) {
+			cur := cs.seal("frm_acme/live", "/v1/jobs", fp, token)
+			got, err := cs.open("frm_acme/live", "/v1/jobs", fp, cur)
+			if err != nil || got != token {
 				t.Fatalf("round trip of %q: %q %v", token, got, err)
 			}
 		}
-		decodeCursor("/v1/jobs", fp, garbage) // must not panic
-	})
-}
-
-func containsNUL(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return true
+		if got, err := cs.open("frm_acme/live", "/v1/jobs", fp, garbage); err == nil {
+			t.Fatalf("%q opened to %q without the key", garbage, got)
 		}
-	}
-	return false
+	})
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
@@ -25,7 +26,7 @@ const (
 )
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := parseQuery(c.route, r.URL.RawQuery)
+	q, err := h.query(c, r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
@@ -52,7 +53,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	buf.WriteString(`],"has_more":`)
 	if page.HasMore {
 		buf.WriteString(`true,"next_cursor":"`)
-		buf.WriteString(encodeCursor(c.route.pattern, q.fingerprint, page.Next))
+		buf.WriteString(h.nextCursor(c, q, page.Next))
 		buf.WriteString("\"}\n")
 	} else {
 		buf.WriteString("false,\"next_cursor\":null}\n")
@@ -97,6 +98,8 @@ type parsedQuery struct {
 	practice.Query
 	params      map[string]string
 	fingerprint uint32
+	// cursor is the cursor parameter as sent, opened by Handler.query.
+	cursor string
 }
 
 // time returns a validated date-time parameter, or the zero time.
@@ -156,13 +159,7 @@ func parseQuery(rt *route, raw string) (parsedQuery, error) {
 		fp.Write([]byte(name + "=" + v + "&"))
 	}
 	q.fingerprint = binary.BigEndian.Uint32(fp.Sum(nil))
-	if cursor != "" {
-		token, err := decodeCursor(rt.pattern, q.fingerprint, cursor)
-		if err != nil {
-			return q, err
-		}
-		q.Cursor = token
-	}
+	q.cursor = cursor
 	return q, nil
 }
 
@@ -254,35 +251,62 @@ func applyFilter(f *practice.Filter, p *param, v string) error {
 	return nil
 }
 
-// A cursor carries the adapter's continuation token, the collection and a
-// fingerprint of the filters, so that a cursor replayed against another
-// query is refused instead of silently skipping records.
-func encodeCursor(collection string, fingerprint uint32, token string) string {
-	b := make([]byte, 0, 8+len(collection)+len(token))
-	b = binary.BigEndian.AppendUint32(b, fingerprint)
-	b = append(b, collection...)
-	b = append(b, 0)
-	b = append(b, token...)
-	return "cur_" + base64.RawURLEncoding.EncodeToString(b)
+// cursors seals and opens paging cursors. A cursor carries the system's
+// continuation token and a MAC over it, the tenant, the collection and a
+// fingerprint of the filters, under a key every gateway instance shares:
+// a cursor replayed against another query, another tenant or edited (a
+// document store's token names the folder to read next) is refused rather
+// than followed.
+type cursors struct{ key []byte }
+
+// cursorMAC is how much of the HMAC-SHA256 a cursor carries: forging one
+// takes 2^128 tries.
+const cursorMAC = 16
+
+func (cs cursors) seal(scope, collection string, fingerprint uint32, token string) string {
+	b := cs.mac(make([]byte, 0, cursorMAC+len(token)), scope, collection, fingerprint, token)
+	return "cur_" + base64.RawURLEncoding.EncodeToString(append(b, token...))
 }
 
-var errInvalidCursor = apierror.InvalidCursor
-
-func decodeCursor(collection string, fingerprint uint32, cursor string) (string, error) {
+func (cs cursors) open(scope, collection string, fingerprint uint32, cursor string) (string, error) {
 	raw, ok := strings.CutPrefix(cursor, "cur_")
 	if !ok {
-		return "", errInvalidCursor
+		return "", apierror.InvalidCursor
 	}
-	b, err := base64.RawURLEncoding.DecodeString(raw)
-	if err != nil || len(b) < 5 {
-		return "", errInvalidCursor
+	b, err := base64.RawURLEncoding.Strict().DecodeString(raw)
+	if err != nil || len(b) <= cursorMAC {
+		return "", apierror.InvalidCursor
 	}
-	if binary.BigEndian.Uint32(b) != fingerprint {
-		return "", errInvalidCursor
+	token := string(b[cursorMAC:])
+	if !hmac.Equal(b[:cursorMAC], cs.mac(nil, scope, collection, fingerprint, token)) {
+		return "", apierror.InvalidCursor
 	}
-	kind, token, ok := bytes.Cut(b[4:], []byte{0})
-	if !ok || string(kind) != collection || len(token) == 0 {
-		return "", errInvalidCursor
+	return token, nil
+}
+
+func (cs cursors) mac(dst []byte, scope, collection string, fingerprint uint32, token string) []byte {
+	m := hmac.New(sha256.New, cs.key)
+	m.Write([]byte(scope))
+	m.Write([]byte{0})
+	m.Write([]byte(collection))
+	m.Write([]byte{0})
+	m.Write(binary.BigEndian.AppendUint32(nil, fingerprint))
+	m.Write([]byte(token))
+	return m.Sum(dst)[:len(dst)+cursorMAC]
+}
+
+// query parses a collection's parameters and opens its cursor, which must
+// be one this tenant was given for this collection and these filters.
+func (h *Handler) query(c *call, raw string) (parsedQuery, error) {
+	q, err := parseQuery(c.route, raw)
+	if err != nil || q.cursor == "" {
+		return q, err
 	}
-	return string(token), nil
+	q.Cursor, err = h.cursors.open(c.tenant.String(), c.route.pattern, q.fingerprint, q.cursor)
+	return q, err
+}
+
+// nextCursor seals the cursor of the page after this one.
+func (h *Handler) nextCursor(c *call, q parsedQuery, token string) string {
+	return h.cursors.seal(c.tenant.String(), c.route.pattern, q.fingerprint, token)
 }

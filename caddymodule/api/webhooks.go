@@ -124,7 +124,7 @@ var eventRoutes = []route{
 }
 
 func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := parseQuery(c.route, r.URL.RawQuery)
+	q, err := h.query(c, r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, c *call) er
 	if err != nil {
 		return err
 	}
-	return writePage(w, c.route, q, page.Events, page.HasMore, page.Next)
+	return writePage(w, h, c, q, page.Events, page.HasMore, page.Next)
 }
 
 func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -152,7 +152,7 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, c *call) erro
 }
 
 func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := parseQuery(c.route, r.URL.RawQuery)
+	q, err := h.query(c, r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
@@ -170,7 +170,7 @@ func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request, c *call)
 	if end < len(all) {
 		next = all[end-1].ID
 	}
-	return writePage(w, c.route, q, all[start:end], end < len(all), next)
+	return writePage(w, h, c, q, all[start:end], end < len(all), next)
 }
 
 func (h *Handler) createEndpoint(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -238,7 +238,7 @@ func (h *Handler) rotateSecret(w http.ResponseWriter, r *http.Request, c *call) 
 }
 
 func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, c *call) error {
-	q, err := parseQuery(c.route, r.URL.RawQuery)
+	q, err := h.query(c, r.URL.RawQuery)
 	if err != nil {
 		return err
 	}
@@ -269,7 +269,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, c *call
 	if err != nil {
 		return err
 	}
-	return writePage(w, c.route, q, page.Deliveries, page.HasMore, page.Next)
+	return writePage(w, h, c, q, page.Deliveries, page.HasMore, page.Next)
 }
 
 // stream runs an export. Once the first bytes are out an error can only
@@ -395,7 +395,7 @@ func marshal(v any) (json.RawMessage, error) {
 }
 
 // writePage answers a collection of Go values in the list envelope.
-func writePage[T any](w http.ResponseWriter, rt *route, q parsedQuery, items []T, hasMore bool, next string) error {
+func writePage[T any](w http.ResponseWriter, h *Handler, c *call, q parsedQuery, items []T, hasMore bool, next string) error {
 	out := struct {
 		Data       []T     `json:"data"`
 		HasMore    bool    `json:"has_more"`
@@ -405,7 +405,7 @@ func writePage[T any](w http.ResponseWriter, rt *route, q parsedQuery, items []T
 		out.Data = []T{}
 	}
 	if hasMore {
-		cur := encodeCursor(rt.pattern, q.fingerprint, next)
+		cur := h.nextCursor(c, q, next)
 		out.NextCursor = &cur
 	}
 	return writeJSON(w, http.StatusOK, out)

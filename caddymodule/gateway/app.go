@@ -6,6 +6,8 @@ package gateway
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -95,6 +97,7 @@ type App struct {
 	state        stateStore
 	redis        *redisClient
 	registry     *auth.Registry
+	cursorKey    []byte
 	dispatch     *dispatch
 	limiter      *limiterRef
 	logger       *zap.Logger
@@ -252,8 +255,16 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 	if err != nil {
 		return nil, fmt.Errorf("practicegw: %w", err)
 	}
+	// Cursors are sealed under a key of their own, derived from the key
+	// that signs credentials, which every instance shares.
+	mac := hmac.New(sha256.New, keys[0].Secret)
+	mac.Write([]byte("practicegw cursor key v1"))
+	a.cursorKey = mac.Sum(nil)
 	return ring, nil
 }
+
+// CursorKey seals the API's paging cursors, the same on every instance.
+func (a *App) CursorKey() []byte { return a.cursorKey }
 
 // Validate checks what Provision does not need in order to run: that
 // firms and signing keys are named once each, and that deprecations and
