@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
+	"golang.org/x/oauth2"
 )
 
 // Authorizer puts a vendor's credentials on a request: static headers, or
@@ -64,6 +65,7 @@ type Client struct {
 	label     string
 	base      *url.URL
 	hc        *http.Client
+	tokenHC   *http.Client // for OAuth2 token endpoints, on another host
 	p         Policy
 	auth      Authorizer
 	budget    Budget
@@ -115,6 +117,7 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		c.budget = NewLocalBudget(c.clock)
 	}
 	c.hc = &http.Client{Transport: tr, CheckRedirect: c.sameOriginRedirect}
+	c.tokenHC = &http.Client{Transport: tr}
 	c.outcomes = map[string]prometheus.Counter{}
 	for _, o := range []string{outcomeOK, outcomeClientError, outcomeRateLimited, outcomeServerError, outcomeTimeout,
 		outcomeNetwork, outcomeBreakerOpen, outcomeBudget, outcomeCanceled} {
@@ -297,7 +300,9 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 		}
 		req.Header.Set("Content-Type", ct)
 	}
-	if err := c.auth.Authorize(actx, req.Header); err != nil {
+	// An OAuth2 token request made on the way goes through the same
+	// transport, under this attempt's timeout and breaker.
+	if err := c.auth.Authorize(context.WithValue(actx, oauth2.HTTPClient, c.tokenHC), req.Header); err != nil {
 		return nil, fmt.Errorf("%s: authorize: %w", c.label, err)
 	}
 

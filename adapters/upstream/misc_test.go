@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -154,50 +152,5 @@ func TestParallel(t *testing.T) {
 	})
 	if !errors.Is(err, boom) {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-func TestOAuth2ClientCredentialsAndRotation(t *testing.T) {
-	var grants []string
-	var issued atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		r.ParseForm()
-		grants = append(grants, r.Form.Get("grant_type")+":"+r.Form.Get("refresh_token"))
-		if id, secret, ok := r.BasicAuth(); !ok || id != "app" || secret != "s3cret" {
-			w.WriteHeader(http.StatusUnauthorized)
-			return
-		}
-		n := issued.Add(1)
-		json.NewEncoder(w).Encode(map[string]any{"access_token": "tok" + string(rune('0'+n)), "expires_in": 1800,
-			"refresh_token": "rt" + string(rune('0'+n))})
-	}))
-	defer srv.Close()
-	clock := vendortest.NewClock(time.Unix(1_700_000_000, 0))
-	state := upstream.NewMemoryState()
-	o, err := upstream.NewOAuth2("xero", upstream.OAuth2Config{ClientID: "app", ClientSecret: "s3cret", RefreshToken: "rt0"},
-		srv.URL, "basic", upstream.Deps{Clock: clock, State: state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	tok, err := o.Token(ctx)
-	if err != nil || tok != "tok1" {
-		t.Fatalf("token %q, %v", tok, err)
-	}
-	if tok, _ := o.Token(ctx); tok != "tok1" {
-		t.Fatal("a fresh token was fetched again")
-	}
-	clock.Advance(29 * time.Minute)
-	if tok, _ := o.Token(ctx); tok != "tok2" {
-		t.Fatalf("near expiry: token %q, want a new one", tok)
-	}
-	if grants[1] != "refresh_token:rt1" {
-		t.Fatalf("second grant %q: the rotated refresh token was not used", grants[1])
-	}
-	// A new process finds the rotated refresh token in the state store.
-	o2, _ := upstream.NewOAuth2("xero", upstream.OAuth2Config{ClientID: "app", ClientSecret: "s3cret", RefreshToken: "rt0"},
-		srv.URL, "basic", upstream.Deps{Clock: clock, State: state})
-	if _, err := o2.Token(ctx); err != nil || grants[2] != "refresh_token:rt2" {
-		t.Fatalf("after restart: %v, grant %q", err, grants[2])
 	}
 }

@@ -2,15 +2,15 @@ package upstream
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
 )
 
 // OAuth2Config is how an adapter gets its bearer token. Set AccessToken for
@@ -38,20 +38,30 @@ func (c OAuth2Config) Configured() bool {
 }
 
 // OAuth2 is an Authorizer sending "Authorization: Bearer <token>" and
-// renewing the token a minute before it expires. A refresh token the
-// vendor rotates (Xero does, and the old one stops working) is kept in the
-// StateStore, so a restart carries on with the newest.
+// renewing the token a minute before it expires. golang.org/x/oauth2 runs
+// the grants; OAuth2 adds what the library leaves to its caller: a refresh
+// token the vendor rotates (Xero, Microsoft and Dropbox do, and the old one
+// stops working) is kept in the StateStore, so a restart, or another
+// gateway sharing the store, carries on with the newest.
+//
+// The token request goes through the http.Client that the caller's context
+// carries under oauth2.HTTPClient (Client puts its own there, so the
+// transport, the attempt's timeout and the breaker apply), and is canceled
+// with that context: the library's ReuseTokenSource would instead keep the
+// context of the first call for every later refresh.
 type OAuth2 struct {
 	cfg      OAuth2Config
-	hc       *http.Client
+	style    oauth2.AuthStyle
 	state    StateStore
 	stateKey string
 	clock    Clock
 
+	// mu makes one caller fetch at a time while the others wait for its
+	// token, as oauth2.ReuseTokenSource does.
 	mu      sync.Mutex
 	token   string
-	expiry  time.Time
-	refresh string
+	expiry  time.Time // on clock, which tests move by hand
+	refresh string    // the newest refresh token; empty until first loaded
 }
 
 // NewOAuth2 makes the token source for cfg; tokenURL and authStyle are the
@@ -67,12 +77,14 @@ func NewOAuth2(system string, cfg OAuth2Config, tokenURL, authStyle string, d De
 	if !cfg.Configured() {
 		return nil, fmt.Errorf("%s: set access_token, or client_id and client_secret (and refresh_token for the refresh grant)", system)
 	}
-	if cfg.AuthStyle != "basic" && cfg.AuthStyle != "body" {
+	styles := map[string]oauth2.AuthStyle{"basic": oauth2.AuthStyleInHeader, "body": oauth2.AuthStyleInParams}
+	style, ok := styles[cfg.AuthStyle]
+	if !ok {
 		return nil, fmt.Errorf("%s: auth_style %q must be basic or body", system, cfg.AuthStyle)
 	}
 	return &OAuth2{
 		cfg:      cfg,
-		hc:       &http.Client{Timeout: 15 * time.Second},
+		style:    style,
 		state:    d.state(),
 		stateKey: "oauth2/" + system + "/" + cfg.ClientID + "/refresh_token",
 		clock:    d.clock(),
@@ -89,8 +101,7 @@ func (o *OAuth2) Authorize(ctx context.Context, h http.Header) error {
 	return nil
 }
 
-// Token returns a current access token, fetching one when needed. One
-// caller fetches at a time; the others wait for its token.
+// Token returns a current access token, fetching one when needed.
 func (o *OAuth2) Token(ctx context.Context) (string, error) {
 	if o.cfg.AccessToken != "" {
 		return o.cfg.AccessToken, nil
@@ -100,64 +111,32 @@ func (o *OAuth2) Token(ctx context.Context) (string, error) {
 	if o.token != "" && o.clock.Now().Before(o.expiry.Add(-time.Minute)) {
 		return o.token, nil
 	}
-	form := url.Values{}
-	if o.cfg.RefreshToken != "" {
-		if o.refresh == "" {
-			saved, err := o.state.Last(ctx, o.stateKey)
-			if err != nil {
-				return "", fmt.Errorf("load refresh token: %w", err)
-			}
-			o.refresh = o.cfg.RefreshToken
-			if len(saved) > 0 {
-				o.refresh = string(saved)
-			}
+	if _, ok := ctx.Value(oauth2.HTTPClient).(*http.Client); !ok {
+		// The library would fall back to http.DefaultClient, which has no
+		// timeout at all.
+		ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Timeout: 15 * time.Second})
+	}
+	if o.cfg.RefreshToken != "" && o.refresh == "" {
+		saved, err := o.state.Last(ctx, o.stateKey)
+		if err != nil {
+			return "", fmt.Errorf("load refresh token: %w", err)
 		}
-		form.Set("grant_type", "refresh_token")
-		form.Set("refresh_token", o.refresh)
-	} else {
-		form.Set("grant_type", "client_credentials")
+		o.refresh = o.cfg.RefreshToken
+		if len(saved) > 0 {
+			o.refresh = string(saved)
+		}
 	}
-	if len(o.cfg.Scopes) > 0 {
-		form.Set("scope", strings.Join(o.cfg.Scopes, " "))
-	}
-	if o.cfg.AuthStyle == "body" {
-		form.Set("client_id", o.cfg.ClientID)
-		form.Set("client_secret", o.cfg.ClientSecret)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, o.cfg.TokenURL, strings.NewReader(form.Encode()))
+	tok, err := o.grant(ctx)
 	if err != nil {
-		return "", fmt.Errorf("token request: %w", err)
+		return "", tokenError(o.cfg.TokenURL, err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	if o.cfg.AuthStyle == "basic" {
-		req.SetBasicAuth(url.QueryEscape(o.cfg.ClientID), url.QueryEscape(o.cfg.ClientSecret))
+	// The library dates the expiry by the wall clock; count the lifetime
+	// on ours.
+	life := time.Hour
+	if !tok.Expiry.IsZero() {
+		life = time.Until(tok.Expiry)
 	}
-	resp, err := o.hc.Do(req)
-	if err != nil {
-		return "", &UnavailableError{Upstream: "oauth2 token endpoint", Err: err}
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", &UnavailableError{Upstream: "oauth2 token endpoint", Err: err}
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", &UnavailableError{Upstream: "oauth2 token endpoint",
-			Err: fmt.Errorf("%s answered %d: %.200s", o.cfg.TokenURL, resp.StatusCode, body)}
-	}
-	var tok struct {
-		AccessToken  string `json:"access_token"`
-		ExpiresIn    int64  `json:"expires_in"`
-		RefreshToken string `json:"refresh_token"`
-	}
-	if err := json.Unmarshal(body, &tok); err != nil || tok.AccessToken == "" {
-		return "", Malformed("oauth2 token endpoint", "token", errors.Join(err, errors.New("no access_token")))
-	}
-	if tok.ExpiresIn <= 0 {
-		tok.ExpiresIn = 3600
-	}
-	o.token, o.expiry = tok.AccessToken, o.clock.Now().Add(time.Duration(tok.ExpiresIn)*time.Second)
+	o.token, o.expiry = tok.AccessToken, o.clock.Now().Add(life)
 	if tok.RefreshToken != "" && tok.RefreshToken != o.refresh {
 		o.refresh = tok.RefreshToken
 		if err := o.state.Save(ctx, o.stateKey, []byte(tok.RefreshToken)); err != nil {
@@ -165,4 +144,37 @@ func (o *OAuth2) Token(ctx context.Context) (string, error) {
 		}
 	}
 	return o.token, nil
+}
+
+// grant runs the client-credentials grant, or the refresh-token grant with
+// the newest refresh token (the one saved by any instance, else the
+// configured one).
+func (o *OAuth2) grant(ctx context.Context) (*oauth2.Token, error) {
+	if o.cfg.RefreshToken == "" {
+		cc := clientcredentials.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret,
+			TokenURL: o.cfg.TokenURL, Scopes: o.cfg.Scopes, AuthStyle: o.style}
+		return cc.Token(ctx)
+	}
+	conf := oauth2.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret, Scopes: o.cfg.Scopes,
+		Endpoint: oauth2.Endpoint{TokenURL: o.cfg.TokenURL, AuthStyle: o.style}}
+	// The library keeps the refresh token it sent when the answer names
+	// none, so Token saves only one that changed.
+	return conf.TokenSource(ctx, &oauth2.Token{RefreshToken: o.refresh}).Token()
+}
+
+// tokenError says what a failed grant means for the request waiting on it:
+// the token endpoint refused or could not be reached (the upstream is
+// unavailable), or answered something that is not a token.
+func tokenError(tokenURL string, err error) error {
+	const upstream = "oauth2 token endpoint"
+	var re *oauth2.RetrieveError
+	var ue *url.Error
+	switch {
+	case errors.As(err, &re):
+		return &UnavailableError{Upstream: upstream,
+			Err: fmt.Errorf("%s answered %d: %.200s", tokenURL, re.Response.StatusCode, re.Body)}
+	case errors.As(err, &ue):
+		return &UnavailableError{Upstream: upstream, Err: err}
+	}
+	return Malformed(upstream, "token", err)
 }
