@@ -198,36 +198,7 @@ func (a *Adapter) jobJSON(w workItem) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return appendJob(make([]byte, 0, 384), &j), nil
-}
-
-// appendJob writes a job as json.Marshal does (TestAppendJob holds it to
-// that), without its reflection: jobs are translated a page at a time.
-func appendJob(b []byte, j *practice.Job) []byte {
-	b = append(b, '{')
-	b = upstream.AppendJSONField(b, "id", j.ID)
-	b = upstream.AppendJSONField(b, "object", j.Object)
-	b = upstream.AppendJSONField(b, "title", j.Title)
-	if j.Type != "" {
-		b = upstream.AppendJSONField(b, "type", j.Type)
-	}
-	b = upstream.AppendJSONField(b, "client", j.Client)
-	if j.Engagement != "" {
-		b = upstream.AppendJSONField(b, "engagement", j.Engagement)
-	}
-	b = upstream.AppendJSONField(b, "owner", j.Owner)
-	b = upstream.AppendJSONField(b, "stage", j.Stage)
-	if j.Deadline != "" {
-		b = upstream.AppendJSONField(b, "deadline", j.Deadline)
-	}
-	if j.ClosedAt != nil {
-		b = upstream.AppendJSONTimeField(b, "closed_at", *j.ClosedAt)
-	} else {
-		b = append(b, `,"closed_at":null`...)
-	}
-	b = upstream.AppendJSONTimeField(b, "created_at", j.CreatedAt)
-	b = upstream.AppendJSONTimeField(b, "updated_at", j.UpdatedAt)
-	return append(b, '}')
+	return json.Marshal(&j)
 }
 
 // workTimes are the only times a work item carries: it starts, and it may

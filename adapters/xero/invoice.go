@@ -137,75 +137,23 @@ func isAlnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' 
 
 // invoiceJSON translates a Xero invoice.
 func (a *Adapter) invoiceJSON(ctx context.Context, t practice.Tenant, inv *invoice) (json.RawMessage, error) {
-	return a.appendInvoiceJSON(ctx, t, make([]byte, 0, invoiceSize), inv)
-}
-
-// invoicesJSON translates a page's worth of invoices into one buffer,
-// each item its own slice of it.
-func (a *Adapter) invoicesJSON(ctx context.Context, t practice.Tenant, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, len(invs))
-	b := make([]byte, 0, invoiceSize*len(invs))
-	for i := range invs {
-		start := len(b)
-		var err error
-		if b, err = a.appendInvoiceJSON(ctx, t, b, &invs[i].Item); err != nil {
-			return nil, err
-		}
-		out[i] = b[start:len(b):len(b)]
-	}
-	return out, nil
-}
-
-// invoiceSize is room for an invoice in /v1 JSON, paid_at and settled_via
-// included.
-const invoiceSize = 448
-
-// appendInvoiceJSON appends the translation of a Xero invoice to b.
-func (a *Adapter) appendInvoiceJSON(ctx context.Context, t practice.Tenant, b []byte, inv *invoice) ([]byte, error) {
 	v, err := a.invoice(ctx, t, inv)
 	if err != nil {
-		return b, err
+		return nil, err
 	}
-	return appendInvoice(b, &v), nil
+	return json.Marshal(&v)
 }
 
-// appendInvoice writes an invoice as json.Marshal does (TestAppendInvoice
-// holds it to that), without its reflection: invoices are translated a
-// page at a time.
-func appendInvoice(b []byte, v *practice.Invoice) []byte {
-	money := func(b []byte, name string, m practice.Money) []byte {
-		b = append(b, `,"`...)
-		b = append(b, name...)
-		b = append(b, `":{`...)
-		b = upstream.AppendJSONField(b, "amount", m.Amount)
-		b = upstream.AppendJSONField(b, "currency", m.Currency)
-		return append(b, '}')
+// invoicesJSON translates a page's worth of invoices.
+func (a *Adapter) invoicesJSON(ctx context.Context, t practice.Tenant, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(invs))
+	for i := range invs {
+		var err error
+		if out[i], err = a.invoiceJSON(ctx, t, &invs[i].Item); err != nil {
+			return nil, err
+		}
 	}
-	b = append(b, '{')
-	b = upstream.AppendJSONField(b, "id", v.ID)
-	b = upstream.AppendJSONField(b, "object", v.Object)
-	b = upstream.AppendJSONField(b, "number", v.Number)
-	b = upstream.AppendJSONField(b, "client", v.Client)
-	b = upstream.AppendJSONField(b, "status", v.Status)
-	b = money(b, "total", v.Total)
-	b = money(b, "amount_due", v.AmountDue)
-	if v.IssuedOn != "" {
-		b = upstream.AppendJSONField(b, "issued_on", v.IssuedOn)
-	}
-	if v.DueOn != "" {
-		b = upstream.AppendJSONField(b, "due_on", v.DueOn)
-	}
-	if v.PaidAt != nil {
-		b = upstream.AppendJSONTimeField(b, "paid_at", *v.PaidAt)
-	} else {
-		b = append(b, `,"paid_at":null`...)
-	}
-	if v.SettledVia != "" {
-		b = upstream.AppendJSONField(b, "settled_via", v.SettledVia)
-	}
-	b = upstream.AppendJSONTimeField(b, "created_at", v.CreatedAt)
-	b = upstream.AppendJSONTimeField(b, "updated_at", v.UpdatedAt)
-	return append(b, '}')
+	return out, nil
 }
 
 func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) (practice.Invoice, error) {

@@ -1,23 +1,30 @@
 package xero
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/practicegw/practicegw/adapters/upstream"
 )
 
-// Xero's published shapes, the members we read (decode.go reads them).
-// Amounts stay as the digits Xero wrote, so that they never pass through
-// a float.
+// Xero's published shapes, the members we read; member names match
+// exactly, as Xero writes them. Amounts stay as the digits Xero wrote, so
+// that they never pass through a float.
 
 type invoices struct {
-	Pagination *pagination
+	Pagination *pagination `json:"pagination"`
 	Invoices   []invoice
 }
 
-type pagination struct{ PageCount int }
+type pagination struct {
+	PageCount int `json:"pageCount"`
+}
 
 type invoice struct {
 	InvoiceID       string
@@ -37,7 +44,7 @@ type invoice struct {
 	Payments        []payment
 	// How many of each are allocated to the invoice; settledVia asks no
 	// more of them.
-	CreditNotes, Prepayments, Overpayments int
+	CreditNotes, Prepayments, Overpayments count
 }
 
 type contact struct{ ContactID, Name string }
@@ -51,9 +58,61 @@ type payment struct {
 
 type account struct{ Code, Name string }
 
+// decodeInvoices reads an answer of GET /Invoices.
+func decodeInvoices(b []byte) (invoices, error) {
+	var body invoices
+	err := upstream.DecodeJSON(b, &body)
+	return body, err
+}
+
 // amount is a Xero amount as written: a JSON number (or, leniently, a
 // string of one).
 type amount string
+
+func (a *amount) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	switch d.PeekKind() {
+	case 'n', '"', '0':
+		tok, err := d.ReadToken()
+		if err != nil {
+			return err
+		}
+		*a = ""
+		if tok.Kind() != 'n' {
+			*a = amount(tok.String())
+		}
+		return nil
+	}
+	return errors.New("an amount is a number or a string")
+}
+
+// count is how many elements an array has; the elements themselves are
+// checked and passed over without being kept.
+type count int
+
+func (c *count) UnmarshalJSONFrom(d *jsontext.Decoder) error {
+	switch d.PeekKind() {
+	case 'n':
+		*c = 0
+		_, err := d.ReadToken()
+		return err
+	case '[':
+	default:
+		return errors.New("want an array")
+	}
+	if _, err := d.ReadToken(); err != nil {
+		return err
+	}
+	n := 0
+	for d.PeekKind() != ']' {
+		if err := d.SkipValue(); err != nil {
+			return err
+		}
+		n++
+	}
+	*c = count(n)
+	_, err := d.ReadToken()
+	return err
+}
 
 // xeroTime reads Xero's times: the Microsoft JSON form
 // "/Date(1541176290160+0000)/" that the API sends, or ISO 8601 with or

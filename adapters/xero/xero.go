@@ -229,7 +229,7 @@ func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token stri
 	if !since.IsZero() {
 		h.Set("If-Modified-Since", since.UTC().Format(time.RFC3339))
 	}
-	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices", Query: q, Header: h}, "invoices", size)
+	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices", Query: q, Header: h}, "invoices")
 	if err != nil {
 		return page, fmt.Errorf("xero: list invoices: %w", err)
 	}
@@ -261,7 +261,7 @@ func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, i
 }
 
 func (a *Adapter) readInvoice(ctx context.Context, invID string) (invoice, error) {
-	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices/" + invID}, "invoice", 1)
+	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices/" + invID}, "invoice")
 	if err != nil {
 		return invoice{}, fmt.Errorf("xero: read invoice %s: %w", invID, err)
 	}
@@ -271,14 +271,14 @@ func (a *Adapter) readInvoice(ctx context.Context, invID string) (invoice, error
 	return body.Invoices[0], nil
 }
 
-// getInvoices makes a call that answers with about n invoices; what names
-// the answer in a malformed-answer error.
-func (a *Adapter) getInvoices(ctx context.Context, r upstream.Request, what string, n int) (invoices, error) {
+// getInvoices makes a call that answers with invoices; what names the
+// answer in a malformed-answer error.
+func (a *Adapter) getInvoices(ctx context.Context, r upstream.Request, what string) (invoices, error) {
 	resp, err := a.c.Do(ctx, r)
 	if err != nil {
 		return invoices{}, err
 	}
-	body, err := decodeInvoices(resp.Body, n)
+	body, err := decodeInvoices(resp.Body)
 	if err != nil {
 		return invoices{}, upstream.Malformed(a.c.Label(), what, err)
 	}
