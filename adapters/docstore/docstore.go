@@ -18,6 +18,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -37,9 +38,9 @@ type Source[T any] struct {
 	// Name names an item in unreadable answers ("drive item 01ABC").
 	Name func(T) string
 
-	// Fetch, ID and Descend walk the store as upstream.Walk's do; a nil
+	// Fetch, ID and Descend walk the store as paging.Walk's do; a nil
 	// Descend lists flat, for a store that lists a folder recursively.
-	Fetch   func(ctx context.Context, folder, token string) (upstream.VendorPage[T], error)
+	Fetch   func(ctx context.Context, folder, token string) (paging.VendorPage[T], error)
 	ID      func(T) string
 	Descend func(T) (folder, name string, ok bool)
 	// IsDocument says whether a listed item that is not a folder is a
@@ -61,7 +62,7 @@ type Source[T any] struct {
 	Read func(ctx context.Context, itemID string) (it T, rel string, err error)
 
 	// MaxPages bounds the store's pages one List reads, MaxDepth how deep
-	// below the root it walks (upstream.Walk's).
+	// below the root it walks (paging.Walk's).
 	MaxPages, MaxDepth int
 }
 
@@ -104,7 +105,7 @@ func (s *Store[T]) List(ctx context.Context, t practice.Tenant, k practice.Kind,
 	if !s.serves(t) {
 		return practice.Page{}, fmt.Errorf("%s: no records for %s: %w", s.src.System, t, practice.ErrNotFound)
 	}
-	cur, err := upstream.DecodeCursor(q.Cursor)
+	cur, err := paging.DecodeCursor(q.Cursor)
 	if err != nil {
 		return practice.Page{}, err
 	}
@@ -116,7 +117,7 @@ func (s *Store[T]) List(ctx context.Context, t practice.Tenant, k practice.Kind,
 		limit = 50
 	}
 	since := q.Filter.UpdatedSince
-	w := upstream.Walk[T]{
+	w := paging.Walk[T]{
 		Fetch:   s.src.Fetch,
 		ID:      s.src.ID,
 		Descend: s.src.Descend,
@@ -128,7 +129,7 @@ func (s *Store[T]) List(ctx context.Context, t practice.Tenant, k practice.Kind,
 			m, err := time.Parse(time.RFC3339Nano, modified)
 			return since.IsZero() || err == nil && !m.Before(since)
 		},
-		Convert: func(ctx context.Context, found []upstream.Found[T]) ([]json.RawMessage, error) {
+		Convert: func(ctx context.Context, found []paging.Found[T]) ([]json.RawMessage, error) {
 			out := make([]json.RawMessage, len(found))
 			for i, f := range found {
 				raw, err := s.document(ctx, t, f.Item, f.Path)
@@ -142,7 +143,7 @@ func (s *Store[T]) List(ctx context.Context, t practice.Tenant, k practice.Kind,
 		MaxPages: s.src.MaxPages,
 		MaxDepth: s.src.MaxDepth,
 	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+	return w.Collect(ctx, paging.Frame{}, cur, limit)
 }
 
 // Get returns one document: a file under the filing root.

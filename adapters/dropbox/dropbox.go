@@ -24,6 +24,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -147,8 +148,8 @@ func (a *Adapter) rpc(ctx context.Context, endpoint string, arg any, what string
 
 // fetch reads the first page of the recursive listing, or continues from a
 // Dropbox cursor.
-func (a *Adapter) fetch(ctx context.Context, _, token string) (upstream.VendorPage[metadata], error) {
-	var page upstream.VendorPage[metadata]
+func (a *Adapter) fetch(ctx context.Context, _, token string) (paging.VendorPage[metadata], error) {
+	var page paging.VendorPage[metadata]
 	var res listResult
 	var err error
 	if token == "" {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -61,7 +62,7 @@ type Opened struct {
 	Client *upstream.Client
 	// Webhook is the receiver of the vendor's change notifications, or nil
 	// if the vendor sends none.
-	Webhook func(upstream.ChangeSink) http.Handler
+	Webhook func(changes.ChangeSink) http.Handler
 	// Prime takes a first look at the system's records, so that the first
 	// change a vendor reports has a "before"; nil if it needs none.
 	Prime func(context.Context) error

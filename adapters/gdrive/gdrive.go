@@ -23,6 +23,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -158,8 +159,8 @@ func (a *Adapter) query(q url.Values) url.Values {
 
 // fetchFolder reads a page of a folder's children; the token is Drive's
 // nextPageToken.
-func (a *Adapter) fetchFolder(ctx context.Context, folder, token string) (upstream.VendorPage[file], error) {
-	var page upstream.VendorPage[file]
+func (a *Adapter) fetchFolder(ctx context.Context, folder, token string) (paging.VendorPage[file], error) {
+	var page paging.VendorPage[file]
 	if folder == "" {
 		folder = a.cfg.RootFolderID
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -165,8 +166,8 @@ const selectFields = "id,name,size,webUrl,createdDateTime,lastModifiedDateTime,f
 
 // fetchChildren reads a page of a folder's children: the root folder's
 // by path, others by item id, later pages by the next link.
-func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (upstream.VendorPage[driveItem], error) {
-	var page upstream.VendorPage[driveItem]
+func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (paging.VendorPage[driveItem], error) {
+	var page paging.VendorPage[driveItem]
 	req := upstream.Request{Path: token}
 	if token == "" {
 		drive := "/drives/" + url.PathEscape(a.cfg.DriveID)

@@ -11,6 +11,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
 	"github.com/practicegw/practicegw/adapters/graph"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -90,7 +91,7 @@ func TestGraphFailures(t *testing.T) {
 		t.Fatalf("throttled: %v", err)
 	}
 	// A cursor cannot point the adapter at another host.
-	forged := upstream.Cursor{Stack: []upstream.Frame{{Page: "https://evil.example/steal"}}}.Encode()
+	forged := paging.Cursor{Stack: []paging.Frame{{Page: "https://evil.example/steal"}}}.Encode()
 	if _, err := a.List(ctx, live, practice.Documents, practice.Query{Limit: 5, Cursor: forged}); err == nil {
 		t.Fatal("a forged cursor was followed")
 	}

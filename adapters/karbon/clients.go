@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -80,9 +81,9 @@ type clientRow struct {
 // segments are the Karbon collections a client list walks, in order.
 var segments = []byte{'c', 'o', 'g'}
 
-func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur upstream.Cursor, limit int) (practice.Page, error) {
-	w := upstream.Walk[clientRow]{
-		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[clientRow], error) {
+func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
+	w := paging.Walk[clientRow]{
+		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[clientRow], error) {
 			return a.fetchClients(ctx, token)
 		},
 		ID: func(r clientRow) string { return r.ref.id() },
@@ -95,9 +96,9 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur upstre
 			}
 			return inTimes(f, r.modified)
 		},
-		Convert: func(ctx context.Context, rows []upstream.Found[clientRow]) ([]json.RawMessage, error) {
+		Convert: func(ctx context.Context, rows []paging.Found[clientRow]) ([]json.RawMessage, error) {
 			out := make([]json.RawMessage, len(rows))
-			err := upstream.Parallel(ctx, a.cfg.DetailConcurrency, len(rows), func(ctx context.Context, i int) error {
+			err := paging.Parallel(ctx, a.cfg.DetailConcurrency, len(rows), func(ctx context.Context, i int) error {
 				r := rows[i].Item
 				c, ok := a.details.get(r.ref.id(), r.version)
 				if !ok {
@@ -115,7 +116,7 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur upstre
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+	return w.Collect(ctx, paging.Frame{}, cur, limit)
 }
 
 // inTimes applies the time filters of clients, which Karbon's $filter
@@ -128,8 +129,8 @@ func inTimes(f practice.Filter, t time.Time) bool {
 
 // fetchClients reads one Karbon page of a client list. Tokens are
 // "<collection letter>:<$skip>"; "" is the first page of contacts.
-func (a *Adapter) fetchClients(ctx context.Context, token string) (upstream.VendorPage[clientRow], error) {
-	var page upstream.VendorPage[clientRow]
+func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.VendorPage[clientRow], error) {
+	var page paging.VendorPage[clientRow]
 	seg, skip := byte('c'), 0
 	if token != "" {
 		s, n, ok := strings.Cut(token, ":")

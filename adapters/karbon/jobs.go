@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur upstream.Cursor, limit int) (practice.Page, error) {
+func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
 	filter, none, err := a.jobFilter(ctx, f)
 	if err != nil {
 		return practice.Page{}, err
@@ -29,13 +30,13 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur upstream.
 	if f.Stage == "" && f.DeadlineAfter == "" && f.DeadlineBefore == "" && f.UpdatedSince.IsZero() {
 		top = min(limit+1, top)
 	}
-	w := upstream.Walk[workItem]{
-		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[workItem], error) {
+	w := paging.Walk[workItem]{
+		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[workItem], error) {
 			return a.fetchWork(ctx, filter, token, top)
 		},
 		ID:    func(w workItem) string { return w.WorkItemKey },
 		Match: func(w workItem) bool { return a.jobMatches(f, w) },
-		Convert: func(_ context.Context, ws []upstream.Found[workItem]) ([]json.RawMessage, error) {
+		Convert: func(_ context.Context, ws []paging.Found[workItem]) ([]json.RawMessage, error) {
 			out := make([]json.RawMessage, len(ws))
 			for i, w := range ws {
 				raw, err := a.jobJSON(w.Item)
@@ -48,7 +49,7 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur upstream.
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+	return w.Collect(ctx, paging.Frame{}, cur, limit)
 }
 
 // jobFilter is the part of f Karbon's $filter can take: the client, the
@@ -125,8 +126,8 @@ func (a *Adapter) jobMatches(f practice.Filter, w workItem) bool {
 }
 
 // fetchWork reads one page of top work items; the token is the $skip.
-func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) (upstream.VendorPage[workItem], error) {
-	var page upstream.VendorPage[workItem]
+func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) (paging.VendorPage[workItem], error) {
+	var page paging.VendorPage[workItem]
 	skip, err := skipToken(token)
 	if err != nil {
 		return page, err

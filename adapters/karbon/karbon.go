@@ -48,6 +48,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -125,8 +127,8 @@ type Adapter struct {
 	clock    upstream.Clock
 	stages   *stageMap
 	statuses map[string]string
-	rec      *upstream.Recorder
-	changes  upstream.ChangeSink
+	rec      *changes.Recorder
+	changes  changes.ChangeSink
 	details  *detailCache
 	settings ttlValue[[]workStatus]
 	users    ttlValue[*directory]
@@ -185,7 +187,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		clock:    deps.ClockOrSystem(),
 		stages:   stages,
 		statuses: statuses,
-		rec:      &upstream.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
+		rec:      &changes.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
 		changes:  deps.Changes,
 		details:  newDetailCache(10000),
 	}, nil
@@ -204,7 +206,7 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 	if !a.serves(t) {
 		return practice.Page{}, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
 	}
-	cur, err := upstream.DecodeCursor(q.Cursor)
+	cur, err := paging.DecodeCursor(q.Cursor)
 	if err != nil {
 		return practice.Page{}, err
 	}

@@ -9,23 +9,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur upstream.Cursor, limit int) (practice.Page, error) {
+func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
 	// Karbon keeps no times for users, so they are never updated since
 	// anything.
 	if !f.UpdatedSince.IsZero() {
 		return practice.Page{Items: []json.RawMessage{}}, nil
 	}
 	hour := a.clock.Now().Truncate(time.Hour).Format(time.RFC3339)
-	w := upstream.Walk[userSummary]{
+	w := paging.Walk[userSummary]{
 		Fetch: a.fetchUsers,
 		ID:    func(u userSummary) string { return u.Id },
-		Convert: func(ctx context.Context, us []upstream.Found[userSummary]) ([]json.RawMessage, error) {
+		Convert: func(ctx context.Context, us []paging.Found[userSummary]) ([]json.RawMessage, error) {
 			out := make([]json.RawMessage, len(us))
-			err := upstream.Parallel(ctx, a.cfg.DetailConcurrency, len(us), func(ctx context.Context, i int) error {
+			err := paging.Parallel(ctx, a.cfg.DetailConcurrency, len(us), func(ctx context.Context, i int) error {
 				u := us[i].Item
 				// Roles are only on the user's own record; a user's
 				// entry is read again at most hourly or when the list
@@ -47,12 +48,12 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur upstrea
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+	return w.Collect(ctx, paging.Frame{}, cur, limit)
 }
 
 // fetchUsers reads one page of users; the token is the $skip.
-func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (upstream.VendorPage[userSummary], error) {
-	var page upstream.VendorPage[userSummary]
+func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (paging.VendorPage[userSummary], error) {
+	var page paging.VendorPage[userSummary]
 	skip, err := skipToken(token)
 	if err != nil {
 		return page, err

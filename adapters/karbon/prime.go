@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -31,7 +31,7 @@ func (a *Adapter) Prime(ctx context.Context, kinds ...practice.Kind) error {
 func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 	switch k {
 	case practice.Jobs:
-		return walkAll(ctx, func(ctx context.Context, token string) (upstream.VendorPage[workItem], error) {
+		return walkAll(ctx, func(ctx context.Context, token string) (paging.VendorPage[workItem], error) {
 			return a.fetchWork(ctx, "", token, a.cfg.PageSize)
 		}, func(ctx context.Context, w workItem) error {
 			raw, err := a.jobJSON(w)
@@ -49,7 +49,7 @@ func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 			return a.rec.Baseline(ctx, a.tenant(), practice.Clients, r.ref.id(), c.raw)
 		})
 	case practice.People:
-		return walkAll(ctx, func(ctx context.Context, token string) (upstream.VendorPage[userSummary], error) {
+		return walkAll(ctx, func(ctx context.Context, token string) (paging.VendorPage[userSummary], error) {
 			return a.fetchUsers(ctx, "", token)
 		}, func(ctx context.Context, u userSummary) error {
 			raw, err := a.getPerson(ctx, u.Id)
@@ -62,7 +62,7 @@ func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 	return nil
 }
 
-func walkAll[T any](ctx context.Context, fetch func(context.Context, string) (upstream.VendorPage[T], error), each func(context.Context, T) error) error {
+func walkAll[T any](ctx context.Context, fetch func(context.Context, string) (paging.VendorPage[T], error), each func(context.Context, T) error) error {
 	token := ""
 	for {
 		page, err := fetch(ctx, token)

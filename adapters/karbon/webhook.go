@@ -11,7 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/webhooksig"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -38,7 +39,7 @@ type notification struct {
 // and 503 when Karbon or the sink failed, so that Karbon delivers again
 // (it retries ten times, then ends the subscription). Deletions are
 // acknowledged and not published: the event vocabulary has no deletions.
-func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
+func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -50,7 +51,7 @@ func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
 			http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 			return
 		}
-		if !upstream.ValidHMAC([]byte(a.cfg.WebhookSigningKey), body, r.Header.Get(a.cfg.WebhookSignatureHeader)) {
+		if !webhooksig.ValidHMAC([]byte(a.cfg.WebhookSigningKey), body, r.Header.Get(a.cfg.WebhookSignatureHeader)) {
 			a.log.Warn("karbon webhook refused: bad signature", zap.String("remote", r.RemoteAddr))
 			w.WriteHeader(http.StatusUnauthorized)
 			return
@@ -85,7 +86,7 @@ func parseNotifications(body []byte) ([]notification, error) {
 	return []notification{one}, nil
 }
 
-func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, n notification) error {
+func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notification) error {
 	if n.ActionType == "Deleted" || !validKey(n.ResourcePermaKey) {
 		return nil
 	}
@@ -125,7 +126,7 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, n notifi
 	if err != nil {
 		return err
 	}
-	_, err = a.rec.Observe(ctx, sink, upstream.Observation{
+	_, err = a.rec.Observe(ctx, sink, changes.Observation{
 		Tenant: a.tenant(), Kind: kind, ResourceID: id, After: after, Created: n.ActionType == "Inserted",
 		Version: n.TimeStamp, OccurredAt: at,
 	})

@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -96,7 +97,7 @@ func (a *Adapter) recordWrite(ctx context.Context, k practice.Kind, id string, b
 	if a.changes == nil {
 		return
 	}
-	o := upstream.Observation{Tenant: a.tenant(), Kind: k, ResourceID: id, Before: before, After: after, Created: before == nil, Note: note}
+	o := changes.Observation{Tenant: a.tenant(), Kind: k, ResourceID: id, Before: before, After: after, Created: before == nil, Note: note}
 	if _, err := a.rec.Observe(ctx, a.changes, o); err != nil {
 		a.log.Warn("change of a write not recorded", zap.String("id", id), zap.Error(err))
 	}

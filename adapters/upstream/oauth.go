@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -52,7 +53,7 @@ func (c OAuth2Config) Configured() bool {
 type OAuth2 struct {
 	cfg      OAuth2Config
 	style    oauth2.AuthStyle
-	state    StateStore
+	state    changes.StateStore
 	stateKey string
 	clock    Clock
 

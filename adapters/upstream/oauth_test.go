@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 )
@@ -79,7 +80,7 @@ func TestOAuth2RefreshRotationSurvivesRestart(t *testing.T) {
 	srv := httptest.NewServer(ep)
 	defer srv.Close()
 	clock := vendortest.NewClock(time.Unix(1_700_000_000, 0))
-	state := upstream.NewMemoryState() // what instances share (bbolt or Redis in the gateway)
+	state := changes.NewMemoryState() // what instances share (bbolt or Redis in the gateway)
 	d := upstream.Deps{Clock: clock, State: state}
 	o := newXeroOAuth(t, srv.URL, d)
 	ctx := context.Background()

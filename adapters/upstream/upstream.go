@@ -2,10 +2,11 @@
 // API: a per-call timeout, retries with backoff for idempotent reads, the
 // vendor's 429 and Retry-After honoured, a request budget against the
 // vendor's published limits (shared across instances through Redis when one
-// is given), a circuit breaker per upstream and Prometheus metrics. It also
-// holds what the adapters share beyond single calls: continuation cursors
-// and page walking, OAuth2 tokens, webhook signatures, and recording
-// upstream changes as practice.Change records.
+// is given), a circuit breaker per upstream and Prometheus metrics, and the
+// Deps an adapter's constructor takes. What adapters share beyond single
+// calls has its own package: paging (vendor page walks and cursors),
+// changes (change records from what was read), webhooksig (webhook
+// signatures).
 //
 // Errors follow the practice package: an unreachable, failing, rate-limited
 // or breaker-guarded upstream is an *UnavailableError (errors.Is
@@ -21,6 +22,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -42,13 +44,13 @@ type Deps struct {
 	Registerer prometheus.Registerer
 	// State remembers the last state seen of upstream records, to make
 	// change records from webhooks, and OAuth2 refresh tokens that a
-	// vendor rotates; nil keeps both in memory (NewMemoryState).
-	State StateStore
+	// vendor rotates; nil keeps both in memory (changes.NewMemoryState).
+	State changes.StateStore
 	// Changes receives the change records of writes made through an
 	// adapter (a job moved with POST /v1/jobs/{id}/stage), with the
 	// write's note; the vendor's webhook for the same change then finds
 	// nothing new. Nil leaves change records to the webhooks alone.
-	Changes ChangeSink
+	Changes changes.ChangeSink
 	// Instance tells apart two adapters of the same system in metric
 	// labels, for example the firm id: the upstream label becomes
 	// "karbon/frm_acme". Empty leaves the system name alone.
@@ -62,15 +64,15 @@ func (d Deps) logger() *zap.Logger {
 	return d.Logger
 }
 
-func (d Deps) state() StateStore {
+func (d Deps) state() changes.StateStore {
 	if d.State == nil {
-		return NewMemoryState()
+		return changes.NewMemoryState()
 	}
 	return d.State
 }
 
 // StateStore returns Deps.State, or a new in-memory store when it is nil.
-func (d Deps) StateStore() StateStore { return d.state() }
+func (d Deps) StateStore() changes.StateStore { return d.state() }
 
 // ClockOrSystem returns Deps.Clock, or the system clock when it is nil.
 func (d Deps) ClockOrSystem() Clock { return d.clock() }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -128,7 +129,7 @@ func BenchmarkInvoicePage(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				found := make([]upstream.Found[invoice], 50)
+				found := make([]paging.Found[invoice], 50)
 				for i := range found {
 					found[i].Item = invs.Invoices[i]
 				}

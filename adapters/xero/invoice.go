@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -145,7 +146,7 @@ func (a *Adapter) invoiceJSON(ctx context.Context, t practice.Tenant, inv *invoi
 }
 
 // invoicesJSON translates a page's worth of invoices.
-func (a *Adapter) invoicesJSON(ctx context.Context, t practice.Tenant, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
+func (a *Adapter) invoicesJSON(ctx context.Context, t practice.Tenant, invs []paging.Found[invoice]) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(invs))
 	for i := range invs {
 		var err error

@@ -11,7 +11,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/webhooksig"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -46,7 +47,7 @@ type webhookPayload struct {
 // skipped. The work is bounded by
 // Config.WebhookTimeout; when Xero or the sink fails, or time runs out,
 // the answer is 503 and Xero delivers again.
-func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
+func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.Header().Set("Allow", http.MethodPost)
@@ -58,7 +59,7 @@ func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
 			w.WriteHeader(http.StatusRequestEntityTooLarge)
 			return
 		}
-		if !upstream.ValidHMAC([]byte(a.cfg.WebhookKey), body, r.Header.Get("x-xero-signature")) {
+		if !webhooksig.ValidHMAC([]byte(a.cfg.WebhookKey), body, r.Header.Get("x-xero-signature")) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
@@ -87,7 +88,7 @@ func (a *Adapter) Webhook(sink upstream.ChangeSink) http.Handler {
 	})
 }
 
-func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, invID, eventDate string, created bool) error {
+func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, invID, eventDate string, created bool) error {
 	if !isUUID(invID) {
 		return nil
 	}
@@ -104,7 +105,7 @@ func (a *Adapter) ingest(ctx context.Context, sink upstream.ChangeSink, invID, e
 		return err
 	}
 	at, _ := xeroTime(eventDate)
-	_, err = a.rec.Observe(ctx, sink, upstream.Observation{
+	_, err = a.rec.Observe(ctx, sink, changes.Observation{
 		Tenant: t, Kind: practice.Invoices, ResourceID: "inv_" + invID, After: after, Created: created,
 		Version: inv.UpdatedDateUTC, OccurredAt: at,
 	})

@@ -31,6 +31,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -95,7 +97,7 @@ type Adapter struct {
 	clock   upstream.Clock
 	rails   []rail
 	clients ClientResolver
-	rec     *upstream.Recorder
+	rec     *changes.Recorder
 }
 
 // New checks cfg and makes the adapter.
@@ -137,7 +139,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		log:   deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
 		clock: deps.ClockOrSystem(),
 		rails: rails,
-		rec:   &upstream.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
+		rec:   &changes.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
 	}
 	for _, o := range opts {
 		o(a)
@@ -165,7 +167,7 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 	if !a.serves(t) {
 		return practice.Page{}, fmt.Errorf("xero: no records for %s: %w", t, practice.ErrNotFound)
 	}
-	cur, err := upstream.DecodeCursor(q.Cursor)
+	cur, err := paging.DecodeCursor(q.Cursor)
 	if err != nil {
 		return practice.Page{}, err
 	}
@@ -181,8 +183,8 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 	// invoices, and one more says whether there are others. A listing
 	// keeps the page size it started with: Xero pages are numbered.
 	size := min(limit+1, a.cfg.PageSize)
-	w := upstream.Walk[invoice]{
-		Fetch: func(ctx context.Context, _, token string) (upstream.VendorPage[invoice], error) {
+	w := paging.Walk[invoice]{
+		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[invoice], error) {
 			return a.fetchInvoices(ctx, since, token, size)
 		},
 		ID: func(inv invoice) string { return inv.InvoiceID },
@@ -196,18 +198,18 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 			u, err := xeroTime(inv.UpdatedDateUTC)
 			return err == nil && !u.Before(since)
 		},
-		Convert: func(ctx context.Context, invs []upstream.Found[invoice]) ([]json.RawMessage, error) {
+		Convert: func(ctx context.Context, invs []paging.Found[invoice]) ([]json.RawMessage, error) {
 			return a.invoicesJSON(ctx, t, invs)
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}
-	return w.Collect(ctx, upstream.Frame{}, cur, limit)
+	return w.Collect(ctx, paging.Frame{}, cur, limit)
 }
 
 // fetchInvoices reads one Xero page. The token is "<page>:<pageSize>";
 // the first page is read with size.
-func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token string, size int) (upstream.VendorPage[invoice], error) {
-	var page upstream.VendorPage[invoice]
+func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token string, size int) (paging.VendorPage[invoice], error) {
+	var page paging.VendorPage[invoice]
 	n := 1
 	if token != "" {
 		p, s, ok := strings.Cut(token, ":")

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
@@ -104,8 +105,8 @@ type App struct {
 
 	metrics       prometheus.Registerer
 	budget        upstream.Budget
-	upstreamState upstream.StateStore
-	changes       upstream.ChangeSink
+	upstreamState changes.StateStore
+	changes       changes.ChangeSink
 
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
@@ -208,7 +209,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.redis != nil {
 		// Vendors' published limits hold across every gateway instance.
 		a.budget = upstream.NewRedisBudget(a.redis.client, "pgw:budget:")
-		a.upstreamState = a.state.(upstream.StateStore)
+		a.upstreamState = a.state.(changes.StateStore)
 	}
 	a.firms = map[string]*firmBackends{}
 	for i := range a.Firms {

@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/health"
@@ -27,7 +28,7 @@ type upstreamSystem struct {
 	role    string // records, documents, ledger
 	name    string // karbon, xero, sharepoint, ...
 	client  *upstream.Client
-	webhook func(upstream.ChangeSink) http.Handler
+	webhook func(changes.ChangeSink) http.Handler
 	prime   func(context.Context) error
 	// primed is set once the first look at the system's records is done;
 	// until then a vendor's first report of a change may lack its before.

@@ -1,4 +1,4 @@
-package upstream_test
+package paging_test
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -21,7 +22,7 @@ type vendor struct {
 	fetches int
 }
 
-func (v *vendor) fetch(_ context.Context, folder, token string) (upstream.VendorPage[string], error) {
+func (v *vendor) fetch(_ context.Context, folder, token string) (paging.VendorPage[string], error) {
 	v.fetches++
 	off := 0
 	if token != "" {
@@ -29,7 +30,7 @@ func (v *vendor) fetch(_ context.Context, folder, token string) (upstream.Vendor
 	}
 	all := v.lists[folder]
 	end := min(off+v.size, len(all))
-	p := upstream.VendorPage[string]{Items: all[off:end]}
+	p := paging.VendorPage[string]{Items: all[off:end]}
 	if end < len(all) {
 		p.Next = strconv.Itoa(end)
 	}
@@ -44,15 +45,15 @@ func flat(n int) map[string][]string {
 	return map[string][]string{"": items}
 }
 
-func walk(v *vendor, match func(string) bool, maxPages int) *upstream.Walk[string] {
-	return &upstream.Walk[string]{
+func walk(v *vendor, match func(string) bool, maxPages int) *paging.Walk[string] {
+	return &paging.Walk[string]{
 		Fetch: v.fetch,
 		ID:    func(s string) string { return s },
 		Descend: func(s string) (string, string, bool) {
 			return s, s, strings.HasPrefix(s, "d")
 		},
 		Match: match,
-		Convert: func(_ context.Context, fs []upstream.Found[string]) ([]json.RawMessage, error) {
+		Convert: func(_ context.Context, fs []paging.Found[string]) ([]json.RawMessage, error) {
 			out := make([]json.RawMessage, len(fs))
 			for i, f := range fs {
 				out[i], _ = json.Marshal(f.Path + "/" + f.Item)
@@ -65,17 +66,17 @@ func walk(v *vendor, match func(string) bool, maxPages int) *upstream.Walk[strin
 
 // all pages through w and returns every item, checking the cursor on the
 // way.
-func all(t *testing.T, w *upstream.Walk[string], limit int) ([]string, int) {
+func all(t *testing.T, w *paging.Walk[string], limit int) ([]string, int) {
 	t.Helper()
 	var got []string
 	cur := ""
 	pages := 0
 	for {
-		c, err := upstream.DecodeCursor(cur)
+		c, err := paging.DecodeCursor(cur)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := w.Collect(context.Background(), upstream.Frame{}, c, limit)
+		p, err := w.Collect(context.Background(), paging.Frame{}, c, limit)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestWalkFlatAcrossVendorPages(t *testing.T) {
 func TestWalkBoundedScanSaysSo(t *testing.T) {
 	v := &vendor{size: 10, lists: flat(100)}
 	w := walk(v, func(s string) bool { return s == "i095" }, 2)
-	p, err := w.Collect(context.Background(), upstream.Frame{}, upstream.Cursor{}, 10)
+	p, err := w.Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,11 +179,11 @@ func TestWalkTree(t *testing.T) {
 func TestWalkFindsItsPlaceAfterInserts(t *testing.T) {
 	v := &vendor{size: 10, lists: flat(30)}
 	w := walk(v, nil, 10)
-	p, _ := w.Collect(context.Background(), upstream.Frame{}, upstream.Cursor{}, 5)
-	cur, _ := upstream.DecodeCursor(p.Next)
+	p, _ := w.Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 5)
+	cur, _ := paging.DecodeCursor(p.Next)
 	// Two records appear before the cursor's place meanwhile.
 	v.lists[""] = append([]string{"a", "b"}, v.lists[""]...)
-	p, _ = w.Collect(context.Background(), upstream.Frame{}, cur, 3)
+	p, _ = w.Collect(context.Background(), paging.Frame{}, cur, 3)
 	var first string
 	json.Unmarshal(p.Items[0], &first)
 	if first != "/i005" {
@@ -192,26 +193,47 @@ func TestWalkFindsItsPlaceAfterInserts(t *testing.T) {
 
 func TestDecodeCursorRefusesGarbage(t *testing.T) {
 	for _, s := range []string{"x", "u1.", "u1.!!!", "u1." + "e30", "u1.eyJzIjpbeyJpIjotMX1dfQ"} {
-		_, err := upstream.DecodeCursor(s)
+		_, err := paging.DecodeCursor(s)
 		var inv *practice.InvalidError
 		if !errors.As(err, &inv) || inv.Code != "invalid_cursor" {
 			t.Errorf("%q: err = %v", s, err)
 		}
 	}
-	c := upstream.Cursor{Stack: []upstream.Frame{{Folder: "f", Path: "/a b", Page: "/drives/x?$skiptoken=1", Index: 3, Last: "id:1"}}}
-	got, err := upstream.DecodeCursor(c.Encode())
+	c := paging.Cursor{Stack: []paging.Frame{{Folder: "f", Path: "/a b", Page: "/drives/x?$skiptoken=1", Index: 3, Last: "id:1"}}}
+	got, err := paging.DecodeCursor(c.Encode())
 	if err != nil || got.Stack[0] != c.Stack[0] {
 		t.Fatalf("round trip: %+v, %v", got, err)
 	}
 }
 
 func FuzzDecodeCursor(f *testing.F) {
-	f.Add(upstream.Cursor{Stack: []upstream.Frame{{Page: "100", Index: 2, Last: "x"}}}.Encode())
+	f.Add(paging.Cursor{Stack: []paging.Frame{{Page: "100", Index: 2, Last: "x"}}}.Encode())
 	f.Add("u1.garbage")
 	f.Fuzz(func(t *testing.T, s string) {
-		c, err := upstream.DecodeCursor(s)
+		c, err := paging.DecodeCursor(s)
 		if err == nil && s != "" && len(c.Stack) == 0 {
 			t.Fatal("accepted a cursor with no position")
 		}
 	})
+}
+
+func TestParallel(t *testing.T) {
+	var n atomic.Int64
+	err := paging.Parallel(context.Background(), 3, 20, func(ctx context.Context, i int) error {
+		n.Add(1)
+		return nil
+	})
+	if err != nil || n.Load() != 20 {
+		t.Fatalf("ran %d, err %v", n.Load(), err)
+	}
+	boom := errors.New("boom")
+	err = paging.Parallel(context.Background(), 3, 20, func(ctx context.Context, i int) error {
+		if i == 4 {
+			return boom
+		}
+		return nil
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("err = %v", err)
+	}
 }

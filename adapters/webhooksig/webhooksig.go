@@ -1,4 +1,6 @@
-package upstream
+// Package webhooksig checks the HMAC-SHA256 signatures vendors put on the
+// webhooks they send (Xero, Karbon).
+package webhooksig
 
 import (
 	"crypto/hmac"
@@ -8,8 +10,8 @@ import (
 	"strings"
 )
 
-// HMACSHA256 is the HMAC-SHA256 of body under key.
-func HMACSHA256(key, body []byte) []byte {
+// hmacSHA256 is the HMAC-SHA256 of body under key.
+func hmacSHA256(key, body []byte) []byte {
 	m := hmac.New(sha256.New, key)
 	m.Write(body)
 	return m.Sum(nil)
@@ -24,7 +26,7 @@ func ValidHMAC(key, body []byte, sig string) bool {
 	if len(key) == 0 || sig == "" {
 		return false
 	}
-	want := HMACSHA256(key, body)
+	want := hmacSHA256(key, body)
 	for _, dec := range []func(string) ([]byte, error){
 		hex.DecodeString,
 		base64.StdEncoding.DecodeString,

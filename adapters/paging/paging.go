@@ -1,10 +1,14 @@
-package upstream
+// Package paging walks a vendor's own pages (flat lists and folder trees)
+// to fill one /v1 page, and keeps where it stopped in an opaque cursor.
+package paging
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"slices"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -250,4 +254,17 @@ func (w *Walk[T]) locate(items []T, f Frame) int {
 		}
 	}
 	return i
+}
+
+// Parallel runs fn for 0..n-1 with at most width at a time and returns the
+// first error, cancelling the rest. Its goroutines end before it returns.
+// Adapters use it in a Walk's Convert for detail reads that a vendor's
+// list does not inline.
+func Parallel(ctx context.Context, width, n int, fn func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(width, 1))
+	for i := range n {
+		g.Go(func() error { return fn(ctx, i) })
+	}
+	return g.Wait()
 }

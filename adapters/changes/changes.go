@@ -1,4 +1,7 @@
-package upstream
+// Package changes turns what adapters read of a vendor's records into
+// change records: it keeps the last state seen of each record and
+// publishes the difference to a ChangeSink.
+package changes
 
 import (
 	"bytes"
@@ -64,7 +67,7 @@ type Recorder struct {
 	State StateStore
 	// Clock stamps OccurredAt when the vendor gives no time; nil is the
 	// system clock.
-	Clock Clock
+	Clock interface{ Now() time.Time }
 
 	locks [64]sync.Mutex
 	seed  maphash.Seed
@@ -117,11 +120,10 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	}
 	at := o.OccurredAt
 	if at.IsZero() {
-		clock := r.Clock
-		if clock == nil {
-			clock = SystemClock{}
+		at = time.Now()
+		if r.Clock != nil {
+			at = r.Clock.Now()
 		}
-		at = clock.Now()
 	}
 	c := practice.Change{
 		ID:         ChangeID(o.Tenant, o.Kind, o.ResourceID, o.Version, o.After),
