@@ -24,6 +24,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -83,7 +84,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.MaxScanPages <= 0 {
 		cfg.MaxScanPages = 20
 	}
-	auth, err := upstream.NewOAuth2("dropbox", cfg.OAuth2, "https://api.dropboxapi.com/oauth2/token", "body", deps)
+	auth, err := oauthtoken.New("dropbox", cfg.OAuth2, "https://api.dropboxapi.com/oauth2/token", "body", deps)
 	if err != nil {
 		return nil, err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -91,7 +92,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = 6
 	}
-	auth, err := upstream.NewOAuth2("gdrive", cfg.OAuth2, "https://oauth2.googleapis.com/token", "body", deps)
+	auth, err := oauthtoken.New("gdrive", cfg.OAuth2, "https://oauth2.googleapis.com/token", "body", deps)
 	if err != nil {
 		return nil, err
 	}

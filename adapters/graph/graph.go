@@ -22,6 +22,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/docstore"
 	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -100,7 +101,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.TenantID != "" {
 		tokenURL = "https://login.microsoftonline.com/" + url.PathEscape(cfg.TenantID) + "/oauth2/v2.0/token"
 	}
-	auth, err := upstream.NewOAuth2("graph", cfg.OAuth2, tokenURL, "body", deps)
+	auth, err := oauthtoken.New("graph", cfg.OAuth2, tokenURL, "body", deps)
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,8 @@
 // is given), a circuit breaker per upstream and Prometheus metrics, and the
 // Deps an adapter's constructor takes. What adapters share beyond single
 // calls has its own package: paging (vendor page walks and cursors),
-// changes (change records from what was read), webhooksig (webhook
-// signatures).
+// changes (change records from what was read), oauthtoken (OAuth2 bearer
+// tokens), webhooksig (webhook signatures).
 //
 // Errors follow the practice package: an unreachable, failing, rate-limited
 // or breaker-guarded upstream is an *UnavailableError (errors.Is

@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -114,7 +115,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	if cfg.WebhookTimeout <= 0 {
 		cfg.WebhookTimeout = upstream.Duration(4 * time.Second)
 	}
-	auth, err := upstream.NewOAuth2("xero", cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
+	auth, err := oauthtoken.New("xero", cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
 	if err != nil {
 		return nil, err
 	}

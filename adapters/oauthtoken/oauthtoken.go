@@ -1,4 +1,7 @@
-package upstream
+// Package oauthtoken gets and renews the OAuth2 bearer tokens that vendor
+// APIs take (Xero, Microsoft Graph, Google Drive, Dropbox), keeping a
+// refresh token the vendor rotates where every gateway instance finds it.
+package oauthtoken
 
 import (
 	"context"
@@ -10,35 +13,12 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/upstream"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// OAuth2Config is how an adapter gets its bearer token. Set AccessToken for
-// a token that some other process keeps fresh; otherwise the adapter runs
-// the client-credentials grant (no RefreshToken: Microsoft Graph app-only,
-// Xero custom connections) or the refresh-token grant (Xero, Google,
-// Dropbox offline access) itself. Secrets may hold {env.X} placeholders,
-// which the Caddy wiring expands.
-type OAuth2Config struct {
-	AccessToken  string   `json:"access_token,omitempty"`
-	TokenURL     string   `json:"token_url,omitempty"`
-	ClientID     string   `json:"client_id,omitempty"`
-	ClientSecret string   `json:"client_secret,omitempty"`
-	RefreshToken string   `json:"refresh_token,omitempty"`
-	Scopes       []string `json:"scopes,omitempty"`
-	// AuthStyle is how the client authenticates to the token endpoint:
-	// "basic" (HTTP Basic, which Xero requires) or "body" (form fields)
-	// [the vendor's default].
-	AuthStyle string `json:"auth_style,omitempty"`
-}
-
-// Configured reports whether any way to a token is set.
-func (c OAuth2Config) Configured() bool {
-	return c.AccessToken != "" || c.TokenURL != "" && c.ClientID != ""
-}
-
-// OAuth2 is an Authorizer sending "Authorization: Bearer <token>" and
+// Source is an upstream.Authorizer sending "Authorization: Bearer <token>" and
 // renewing the token a minute before it expires. golang.org/x/oauth2 runs
 // the grants; OAuth2 adds what the library leaves to its caller: a refresh
 // token the vendor rotates (Xero, Microsoft and Dropbox do, and the old one
@@ -46,16 +26,16 @@ func (c OAuth2Config) Configured() bool {
 // gateway sharing the store, carries on with the newest.
 //
 // The token request goes through the http.Client that the caller's context
-// carries under oauth2.HTTPClient (Client puts its own there, so the
+// carries under oauth2.HTTPClient (upstream.Client puts its own there, so the
 // transport, the attempt's timeout and the breaker apply), and is canceled
 // with that context: the library's ReuseTokenSource would instead keep the
 // context of the first call for every later refresh.
-type OAuth2 struct {
-	cfg      OAuth2Config
+type Source struct {
+	cfg      upstream.OAuth2Config
 	style    oauth2.AuthStyle
 	state    changes.StateStore
 	stateKey string
-	clock    Clock
+	clock    upstream.Clock
 
 	// mu makes one caller fetch at a time while the others wait for its
 	// token, as oauth2.ReuseTokenSource does.
@@ -65,10 +45,10 @@ type OAuth2 struct {
 	refresh string    // the newest refresh token; empty until first loaded
 }
 
-// NewOAuth2 makes the token source for cfg; tokenURL and authStyle are the
+// New makes the token source for cfg; tokenURL and authStyle are the
 // vendor's defaults for fields cfg leaves empty. system names the vendor in
 // errors and in the state key.
-func NewOAuth2(system string, cfg OAuth2Config, tokenURL, authStyle string, d Deps) (*OAuth2, error) {
+func New(system string, cfg upstream.OAuth2Config, tokenURL, authStyle string, d upstream.Deps) (*Source, error) {
 	if cfg.TokenURL == "" {
 		cfg.TokenURL = tokenURL
 	}
@@ -83,17 +63,17 @@ func NewOAuth2(system string, cfg OAuth2Config, tokenURL, authStyle string, d De
 	if !ok {
 		return nil, fmt.Errorf("%s: auth_style %q must be basic or body", system, cfg.AuthStyle)
 	}
-	return &OAuth2{
+	return &Source{
 		cfg:      cfg,
 		style:    style,
-		state:    d.state(),
+		state:    d.StateStore(),
 		stateKey: "oauth2/" + system + "/" + cfg.ClientID + "/refresh_token",
-		clock:    d.clock(),
+		clock:    d.ClockOrSystem(),
 		token:    cfg.AccessToken,
 	}, nil
 }
 
-func (o *OAuth2) Authorize(ctx context.Context, h http.Header) error {
+func (o *Source) Authorize(ctx context.Context, h http.Header) error {
 	tok, err := o.Token(ctx)
 	if err != nil {
 		return err
@@ -103,7 +83,7 @@ func (o *OAuth2) Authorize(ctx context.Context, h http.Header) error {
 }
 
 // Token returns a current access token, fetching one when needed.
-func (o *OAuth2) Token(ctx context.Context) (string, error) {
+func (o *Source) Token(ctx context.Context) (string, error) {
 	if o.cfg.AccessToken != "" {
 		return o.cfg.AccessToken, nil
 	}
@@ -150,7 +130,7 @@ func (o *OAuth2) Token(ctx context.Context) (string, error) {
 // grant runs the client-credentials grant, or the refresh-token grant with
 // the newest refresh token (the one saved by any instance, else the
 // configured one).
-func (o *OAuth2) grant(ctx context.Context) (*oauth2.Token, error) {
+func (o *Source) grant(ctx context.Context) (*oauth2.Token, error) {
 	if o.cfg.RefreshToken == "" {
 		cc := clientcredentials.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret,
 			TokenURL: o.cfg.TokenURL, Scopes: o.cfg.Scopes, AuthStyle: o.style}
@@ -167,15 +147,15 @@ func (o *OAuth2) grant(ctx context.Context) (*oauth2.Token, error) {
 // the token endpoint refused or could not be reached (the upstream is
 // unavailable), or answered something that is not a token.
 func tokenError(tokenURL string, err error) error {
-	const upstream = "oauth2 token endpoint"
+	const endpoint = "oauth2 token endpoint"
 	var re *oauth2.RetrieveError
 	var ue *url.Error
 	switch {
 	case errors.As(err, &re):
-		return &UnavailableError{Upstream: upstream,
+		return &upstream.UnavailableError{Upstream: endpoint,
 			Err: fmt.Errorf("%s answered %d: %.200s", tokenURL, re.Response.StatusCode, re.Body)}
 	case errors.As(err, &ue):
-		return &UnavailableError{Upstream: upstream, Err: err}
+		return &upstream.UnavailableError{Upstream: endpoint, Err: err}
 	}
-	return Malformed(upstream, "token", err)
+	return upstream.Malformed(endpoint, "token", err)
 }

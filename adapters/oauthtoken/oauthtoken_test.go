@@ -1,4 +1,4 @@
-package upstream_test
+package oauthtoken_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 )
@@ -65,9 +66,9 @@ func (e *tokenEndpoint) grant(i int) string {
 	return e.grants[i]
 }
 
-func newXeroOAuth(t *testing.T, url string, d upstream.Deps) *upstream.OAuth2 {
+func newXeroOAuth(t *testing.T, url string, d upstream.Deps) *oauthtoken.Source {
 	t.Helper()
-	o, err := upstream.NewOAuth2("xero", upstream.OAuth2Config{ClientID: "app", ClientSecret: "s3cret", RefreshToken: "rt0"},
+	o, err := oauthtoken.New("xero", upstream.OAuth2Config{ClientID: "app", ClientSecret: "s3cret", RefreshToken: "rt0"},
 		url, "basic", d)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +123,7 @@ func TestOAuth2ClientCredentials(t *testing.T) {
 		fmt.Fprint(w, `{"access_token":"app-token","token_type":"Bearer","expires_in":3599}`)
 	}))
 	defer srv.Close()
-	o, err := upstream.NewOAuth2("graph", upstream.OAuth2Config{ClientID: "app", ClientSecret: "s3cret",
+	o, err := oauthtoken.New("graph", upstream.OAuth2Config{ClientID: "app", ClientSecret: "s3cret",
 		Scopes: []string{"https://graph.microsoft.com/.default"}}, srv.URL, "body", upstream.Deps{})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,25 @@
+package upstream
+
+// OAuth2Config is how an adapter gets its bearer token. Set AccessToken for
+// a token that some other process keeps fresh; otherwise the adapter runs
+// the client-credentials grant (no RefreshToken: Microsoft Graph app-only,
+// Xero custom connections) or the refresh-token grant (Xero, Google,
+// Dropbox offline access) itself, through package oauthtoken. Secrets may hold {env.X} placeholders,
+// which the Caddy wiring expands.
+type OAuth2Config struct {
+	AccessToken  string   `json:"access_token,omitempty"`
+	TokenURL     string   `json:"token_url,omitempty"`
+	ClientID     string   `json:"client_id,omitempty"`
+	ClientSecret string   `json:"client_secret,omitempty"`
+	RefreshToken string   `json:"refresh_token,omitempty"`
+	Scopes       []string `json:"scopes,omitempty"`
+	// AuthStyle is how the client authenticates to the token endpoint:
+	// "basic" (HTTP Basic, which Xero requires) or "body" (form fields)
+	// [the vendor's default].
+	AuthStyle string `json:"auth_style,omitempty"`
+}
+
+// Configured reports whether any way to a token is set.
+func (c OAuth2Config) Configured() bool {
+	return c.AccessToken != "" || c.TokenURL != "" && c.ClientID != ""
+}
