@@ -4,8 +4,8 @@ package upstream
 // a token that some other process keeps fresh; otherwise the adapter runs
 // the client-credentials grant (no RefreshToken: Microsoft Graph app-only,
 // Xero custom connections) or the refresh-token grant (Xero, Google,
-// Dropbox offline access) itself, through package oauthtoken. Secrets may hold {env.X} placeholders,
-// which the Caddy wiring expands.
+// Dropbox offline access) itself, through package oauthtoken. Secrets may
+// hold {env.X} placeholders, which the Caddy wiring expands.
 type OAuth2Config struct {
 	AccessToken  string   `json:"access_token,omitempty"`
 	TokenURL     string   `json:"token_url,omitempty"`
