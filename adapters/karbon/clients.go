@@ -78,9 +78,6 @@ type clientRow struct {
 	modified    time.Time
 }
 
-// segments are the Karbon collections a client list walks, in order.
-var segments = []byte{'c', 'o', 'g'}
-
 func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
 	w := paging.Walk[clientRow]{
 		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[clientRow], error) {

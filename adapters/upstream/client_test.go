@@ -221,7 +221,7 @@ func TestClientErrorsDoNotTrip(t *testing.T) {
 	c := newClient(t, srv.URL, upstream.Policy{BreakerFailures: 2, RateLimit: -1}, vendortest.NewClock(time.Now()), nil)
 	for range 10 {
 		_, err := c.Do(context.Background(), upstream.Request{Path: "/x"})
-		if upstream.StatusOf(err) != 400 {
+		if se := (*upstream.StatusError)(nil); !errors.As(err, &se) || se.Status != 400 {
 			t.Fatalf("err = %v, want the 400", err)
 		}
 	}

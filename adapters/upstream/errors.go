@@ -73,15 +73,6 @@ func (e *StatusError) Is(target error) bool {
 	return false
 }
 
-// StatusOf returns the upstream status code in err, or 0.
-func StatusOf(err error) int {
-	var s *StatusError
-	if errors.As(err, &s) {
-		return s.Status
-	}
-	return 0
-}
-
 // MalformedError is an upstream answer we could not read: not JSON, not
 // the shape the vendor publishes, or missing what it promises. It matches
 // practice.ErrBadUpstream.

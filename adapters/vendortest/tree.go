@@ -20,17 +20,15 @@ type tree struct {
 }
 
 type node struct {
-	id, name  string
-	parent    *node
-	folder    bool
-	size      int64
-	mime      string
-	created   time.Time
-	modified  time.Time
-	children  []*node // in name order
-	trashed   bool
-	driveID   string
-	reference string
+	id, name string
+	parent   *node
+	folder   bool
+	size     int64
+	mime     string
+	created  time.Time
+	modified time.Time
+	children []*node // in name order
+	trashed  bool
 }
 
 func newTree(prefix, rootID string) *tree {
