@@ -289,7 +289,7 @@ func (g *gen) document(c *practice.Client, kind, engagement string, created time
 		Engagement: engagement,
 		MimeType:   mime,
 		SizeBytes:  size,
-		Location:   g.location(dir, name, []string{clientFolder, strconv.Itoa(year), folder, name}),
+		Location:   g.location(dir, []string{clientFolder, strconv.Itoa(year), folder, name}),
 		FiledAt:    created,
 		CreatedAt:  created,
 		UpdatedAt:  created,
@@ -298,7 +298,7 @@ func (g *gen) document(c *practice.Client, kind, engagement string, created time
 
 // location points at a file in the firm's store, with ids shaped like the
 // store's own.
-func (g *gen) location(dir, name string, segments []string) practice.Location {
+func (g *gen) location(dir string, segments []string) practice.Location {
 	escaped := make([]string, len(segments))
 	for i, s := range segments {
 		escaped[i] = url.PathEscape(s)
