@@ -31,6 +31,15 @@ func TestCredentialsConformance(t *testing.T) {
 	})
 }
 
+// Only the shared store has a revocation feed: a gateway on its own hears
+// of its revocations directly.
+func TestRevocationsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Revocations(t, func(t *testing.T) (storetest.RevocationStore, storetest.RevocationStore) {
+		return open(t, srv), another(t, srv)
+	})
+}
+
 func TestIdempotencyConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Idempotency(t, func(t *testing.T, inFlight time.Duration) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
