@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/gcra"
 )
 
 // Budget spends a vendor's request allowance. Take books one request
@@ -16,21 +18,15 @@ type Budget interface {
 	Take(ctx context.Context, key string, limit int, per time.Duration) (wait time.Duration, err error)
 }
 
-// gcra is the generic cell rate algorithm over one stored time, the
-// theoretical arrival time (TAT): a request fits when booking one more
-// interval (per/limit) keeps TAT within per of now. It allows a burst of
-// limit requests and then one per interval, with no window edge at which
-// twice the limit gets through. RedisBudget runs the same step in Lua.
-func gcra(tat, now time.Time, limit int, per time.Duration) (next time.Time, wait time.Duration) {
-	interval := per / time.Duration(max(limit, 1))
-	if tat.Before(now) {
-		tat = now
-	}
-	next = tat.Add(interval)
-	if w := next.Sub(now) - per; w > 0 {
-		return tat, w
-	}
-	return next, 0
+// take books one request at now (Unix nanoseconds) against tat with GCRA
+// (internal/gcra): a burst of limit requests, then one per per/limit, with
+// no window edge at which twice the limit gets through. It returns the TAT
+// to store and, when the request does not fit, how long until one would.
+// RedisBudget runs the same step in Lua.
+func take(tat, now int64, limit int, per time.Duration) (next int64, wait time.Duration) {
+	c := gcra.Cell{Interval: int64(per / time.Duration(max(limit, 1))), Tolerance: int64(per)}
+	next, r := c.Step(tat, now)
+	return next, time.Duration(r.RetryAfter)
 }
 
 // LocalBudget keeps budgets in this process. It is what an adapter uses
@@ -38,7 +34,7 @@ func gcra(tat, now time.Time, limit int, per time.Duration) (next time.Time, wai
 type LocalBudget struct {
 	clock Clock
 	mu    sync.Mutex
-	tats  map[string]time.Time
+	tats  map[string]int64 // Unix nanoseconds
 }
 
 // NewLocalBudget makes an in-process budget on clock (nil: system clock).
@@ -46,20 +42,20 @@ func NewLocalBudget(clock Clock) *LocalBudget {
 	if clock == nil {
 		clock = SystemClock{}
 	}
-	return &LocalBudget{clock: clock, tats: map[string]time.Time{}}
+	return &LocalBudget{clock: clock, tats: map[string]int64{}}
 }
 
 func (b *LocalBudget) Take(_ context.Context, key string, limit int, per time.Duration) (time.Duration, error) {
-	now := b.clock.Now()
+	now := b.clock.Now().UnixNano()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	next, wait := gcra(b.tats[key], now, limit, per)
+	next, wait := take(b.tats[key], now, limit, per)
 	b.tats[key] = next
 	// Keys of idle accounts would otherwise stay forever; one sweep per
 	// thousand keys keeps the map to the accounts in use.
 	if len(b.tats) > 1000 {
 		for k, t := range b.tats {
-			if t.Before(now) {
+			if t < now {
 				delete(b.tats, k)
 			}
 		}

@@ -1,6 +1,10 @@
 package ratelimit
 
-import "time"
+import (
+	"time"
+
+	"github.com/practicegw/practicegw/internal/gcra"
+)
 
 // Decision is the limiter's answer for one request.
 type Decision struct {
@@ -19,46 +23,25 @@ type Decision struct {
 	Fallback bool
 }
 
-// GCRA, the generic cell rate algorithm, keeps one number per credential:
-// the theoretical arrival time (TAT) at which its bucket would be empty of
-// bookings if requests had arrived exactly one interval apart. A request is
-// admitted when booking one more interval keeps TAT within the tolerance
-// (burst × interval) of now. Unlike a fixed window it has no boundary at
-// which twice the quota gets through, and unlike a token bucket it needs no
-// refill: the state is a single timestamp.
-//
-// step is the whole algorithm for one request at now (microseconds). It
-// returns the TAT to store; a refusal returns tat unchanged, so refused
-// requests cost the client nothing. gcra.lua is the same function in Lua;
+// step is GCRA (internal/gcra) for one request at now (microseconds),
+// booking it when consume is set and only peeking otherwise. It returns the
+// TAT to store; a refusal returns tat unchanged, so refused requests cost
+// the client nothing. gcra.lua is the same function in Lua;
 // TestScriptMatchesStep keeps the two in step.
 func (c cell) step(tat, now int64, consume bool) (next int64, d Decision) {
-	tat = max(tat, now)
-	if !consume {
-		return tat, c.peek(tat, now)
-	}
-	next = tat + c.interval
-	allowAt := next - c.tolerance
-	if now < allowAt {
-		return tat, Decision{Reset: usec(tat - now), RetryAfter: usec(allowAt - now)}
+	g := gcra.Cell{Interval: c.interval, Tolerance: c.tolerance}
+	var r gcra.Result
+	if consume {
+		next, r = g.Step(tat, now)
+	} else {
+		next, r = max(tat, now), g.Peek(tat, now)
 	}
 	return next, Decision{
-		Allowed:   true,
-		Remaining: (c.tolerance - (next - now)) / c.interval,
-		Reset:     usec(next - now),
+		Allowed:    r.Allowed,
+		Remaining:  r.Remaining,
+		Reset:      usec(r.Reset),
+		RetryAfter: usec(r.RetryAfter),
 	}
-}
-
-// peek reports what one more request would meet, without booking it.
-func (c cell) peek(tat, now int64) Decision {
-	d := Decision{
-		Remaining: max(c.tolerance-(tat-now), 0) / c.interval,
-		Reset:     usec(tat - now),
-	}
-	d.Allowed = d.Remaining > 0
-	if !d.Allowed {
-		d.RetryAfter = usec(tat + c.interval - c.tolerance - now)
-	}
-	return d
 }
 
 func usec(n int64) time.Duration { return time.Duration(n) * time.Microsecond }
