@@ -22,7 +22,7 @@ type Budget interface {
 // (internal/gcra): a burst of limit requests, then one per per/limit, with
 // no window edge at which twice the limit gets through. It returns the TAT
 // to store and, when the request does not fit, how long until one would.
-// RedisBudget runs the same step in Lua.
+// internal/store/redis.Budget runs the same step in Lua.
 func take(tat, now int64, limit int, per time.Duration) (next int64, wait time.Duration) {
 	c := gcra.Cell{Interval: int64(per / time.Duration(max(limit, 1))), Tolerance: int64(per)}
 	next, r := c.Step(tat, now)

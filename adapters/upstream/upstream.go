@@ -33,7 +33,7 @@ type Deps struct {
 	// Logger receives warnings about upstreams; nil logs nothing.
 	Logger *zap.Logger
 	// Budget shares request budgets between instances; nil keeps them in
-	// this process (NewLocalBudget). Use NewRedisBudget when several
+	// this process (NewLocalBudget). Use internal/store/redis.NewBudget when several
 	// gateways call the same vendor account.
 	Budget Budget
 	// Clock tells time and sleeps for backoff and budget waits; nil is the

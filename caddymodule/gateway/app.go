@@ -208,7 +208,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.budget, a.upstreamState = upstream.NewLocalBudget(nil), a.shared.store
 	if a.redis != nil {
 		// Vendors' published limits hold across every gateway instance.
-		a.budget = upstream.NewRedisBudget(a.redis.client, "pgw:budget:")
+		a.budget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
 		a.upstreamState = a.state.(changes.StateStore)
 	}
 	a.firms = map[string]*firmBackends{}

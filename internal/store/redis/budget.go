@@ -1,35 +1,35 @@
-package upstream
+package redis
 
 import (
 	"context"
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	goredis "github.com/redis/go-redis/v9"
 )
 
-// RedisBudget keeps budgets in Redis so that every gateway instance calling
+// Budget keeps budgets in Redis so that every gateway instance calling
 // a vendor account draws from one allowance: ten instances each allowing
 // Karbon's 120 requests a minute would otherwise send 1,200. The step runs
 // in one Lua script on Redis's own clock, so instances with skewed clocks
 // agree.
-type RedisBudget struct {
-	rdb    redis.Scripter
+type Budget struct {
+	rdb    goredis.Scripter
 	prefix string
 }
 
-// NewRedisBudget keeps budgets under keys "<prefix><key>" (prefix default
+// NewBudget keeps budgets under keys "<prefix><key>" (prefix default
 // "practicegw:upstream:budget:").
-func NewRedisBudget(rdb redis.Scripter, prefix string) *RedisBudget {
+func NewBudget(rdb goredis.Scripter, prefix string) *Budget {
 	if prefix == "" {
 		prefix = "practicegw:upstream:budget:"
 	}
-	return &RedisBudget{rdb: rdb, prefix: prefix}
+	return &Budget{rdb: rdb, prefix: prefix}
 }
 
-// budgetScript is gcra in Lua, in microseconds. It returns the wait, 0 when
+// budgetScript is GCRA (internal/gcra) in Lua, in microseconds. It returns the wait, 0 when
 // the request was booked.
-var budgetScript = redis.NewScript(`
+var budgetScript = goredis.NewScript(`
 local interval = tonumber(ARGV[1])
 local per = tonumber(ARGV[2])
 local t = redis.call('TIME')
@@ -43,7 +43,7 @@ redis.call('SET', KEYS[1], nxt, 'PX', math.ceil((nxt - now) / 1000) + 1000)
 return 0
 `)
 
-func (b *RedisBudget) Take(ctx context.Context, key string, limit int, per time.Duration) (time.Duration, error) {
+func (b *Budget) Take(ctx context.Context, key string, limit int, per time.Duration) (time.Duration, error) {
 	interval := per / time.Duration(max(limit, 1))
 	wait, err := budgetScript.Run(ctx, b.rdb, []string{b.prefix + key},
 		interval.Microseconds(), per.Microseconds()).Int64()
