@@ -27,13 +27,17 @@ func NewBudget(rdb goredis.Scripter, prefix string) *Budget {
 	return &Budget{rdb: rdb, prefix: prefix}
 }
 
-// budgetScript is GCRA (internal/gcra) in Lua, in microseconds. It returns the wait, 0 when
-// the request was booked.
+// budgetScript is GCRA (internal/gcra) in Lua, in microseconds, at ARGV[3]
+// or, when that is 0, on Redis's clock. It returns the wait, 0 when the
+// request was booked. TestBudgetScriptMatchesGCRA keeps it in step with Go.
 var budgetScript = goredis.NewScript(`
 local interval = tonumber(ARGV[1])
 local per = tonumber(ARGV[2])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now = tonumber(ARGV[3])
+if now == 0 then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
 if tat < now then tat = now end
 local nxt = tat + interval
@@ -44,9 +48,15 @@ return 0
 `)
 
 func (b *Budget) Take(ctx context.Context, key string, limit int, per time.Duration) (time.Duration, error) {
+	return b.take(ctx, key, limit, per, 0)
+}
+
+// take runs the script at now (microseconds since the epoch), or on
+// Redis's clock when now is 0; tests pin it to compare with internal/gcra.
+func (b *Budget) take(ctx context.Context, key string, limit int, per time.Duration, now int64) (time.Duration, error) {
 	interval := per / time.Duration(max(limit, 1))
 	wait, err := budgetScript.Run(ctx, b.rdb, []string{b.prefix + key},
-		interval.Microseconds(), per.Microseconds()).Int64()
+		interval.Microseconds(), per.Microseconds(), now).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("redis budget %s: %w", key, err)
 	}
