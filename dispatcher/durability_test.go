@@ -18,69 +18,73 @@ import (
 // A dispatcher that dies holding a lease loses nothing: once the lease
 // expires another engine on the same database delivers.
 func TestCrashedDispatchersLeaseExpires(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{})
-	rc := newReceiver(t, nil)
-	ep, _ := h.endpoint(live, rc.URL())
-	// The harness engine stands for the dispatcher that is about to die:
-	// stop its loop, queue a delivery, and claim it as it would have.
-	h.eng.Close()
-	h.ingest(clientChange(live))
-	now := h.clock.Now()
-	claims, _, err := h.store.Claim(h.ctx, dispatcher.ClaimRequest{
-		Now: now, LeaseUntil: now.Add(time.Minute), Max: 10, PerEndpoint: 10,
-	})
-	if err != nil || len(claims) != 1 {
-		t.Fatalf("Claim = %v, %v", claims, err)
-	}
-	dead := claims[0].Lease
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{})
+		rc := newReceiver(t, nil)
+		ep, _ := h.endpoint(live, rc.URL())
+		// The harness engine stands for the dispatcher that is about to die:
+		// stop its loop, queue a delivery, and claim it as it would have.
+		h.eng.Close()
+		h.ingest(clientChange(live))
+		now := h.clock.Now()
+		claims, _, err := h.store.Claim(h.ctx, dispatcher.ClaimRequest{
+			Now: now, LeaseUntil: now.Add(time.Minute), Max: 10, PerEndpoint: 10,
+		})
+		if err != nil || len(claims) != 1 {
+			t.Fatalf("Claim = %v, %v", claims, err)
+		}
+		dead := claims[0].Lease
 
-	survivor, _ := h.engine(dispatcher.Config{})
-	h.run(survivor)
-	survivor.Kick()
-	time.Sleep(50 * time.Millisecond)
-	if rc.count() != 0 {
-		t.Fatal("a leased delivery was attempted before its lease expired")
-	}
-	h.clock.Set(dead.Until)
-	survivor.Kick()
-	d := h.waitAttempts(h.only(ep.ID).ID, 1)
-	if d.State != dispatcher.StateDelivered || rc.count() != 1 {
-		t.Fatalf("after the lease expired: %s, %d requests", d.State, rc.count())
-	}
-	// The dead dispatcher, were it to wake, cannot record over it.
-	_, err = h.store.RecordAttempt(h.ctx, dead, dispatcher.Outcome{State: dispatcher.StateFailed, At: h.clock.Now()})
-	if !errors.Is(err, dispatcher.ErrLeaseLost) {
-		t.Fatalf("late record with a stale lease: %v", err)
-	}
+		survivor, _ := h.engine(dispatcher.Config{})
+		h.run(survivor)
+		survivor.Kick()
+		time.Sleep(50 * time.Millisecond)
+		if rc.count() != 0 {
+			t.Fatal("a leased delivery was attempted before its lease expired")
+		}
+		h.clock.Set(dead.Until)
+		survivor.Kick()
+		d := h.waitAttempts(h.only(ep.ID).ID, 1)
+		if d.State != dispatcher.StateDelivered || rc.count() != 1 {
+			t.Fatalf("after the lease expired: %s, %d requests", d.State, rc.count())
+		}
+		// The dead dispatcher, were it to wake, cannot record over it.
+		_, err = h.store.RecordAttempt(h.ctx, dead, dispatcher.Outcome{State: dispatcher.StateFailed, At: h.clock.Now()})
+		if !errors.Is(err, dispatcher.ErrLeaseLost) {
+			t.Fatalf("late record with a stale lease: %v", err)
+		}
+	})
 }
 
 // On shutdown an attempt still in flight after the grace period is
 // aborted and handed back unrecorded, due at once for the next dispatcher.
 func TestShutdownHandsInFlightAttemptsBack(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{ShutdownGrace: 50 * time.Millisecond})
-	var hang atomic.Bool
-	hang.Store(true)
-	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		if hang.Load() {
-			<-r.Context().Done()
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{ShutdownGrace: 50 * time.Millisecond})
+		var hang atomic.Bool
+		hang.Store(true)
+		rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			if hang.Load() {
+				<-r.Context().Done()
+			}
+		})
+		ep, _ := h.endpoint(live, rc.URL())
+		h.ingest(clientChange(live))
+		eventually(t, "the attempt in flight", func() bool { return rc.count() == 1 })
+		h.eng.Close()
+
+		d := h.only(ep.ID)
+		if d.State != dispatcher.StatePending || len(d.Attempts) != 0 {
+			t.Fatalf("after shutdown: %s with %d attempts", d.State, len(d.Attempts))
+		}
+		hang.Store(false)
+		next, _ := h.engine(dispatcher.Config{})
+		h.run(next)
+		d = h.waitAttempts(d.ID, 1)
+		if d.State != dispatcher.StateDelivered {
+			t.Fatalf("the next dispatcher left it %s", d.State)
 		}
 	})
-	ep, _ := h.endpoint(live, rc.URL())
-	h.ingest(clientChange(live))
-	eventually(t, "the attempt in flight", func() bool { return rc.count() == 1 })
-	h.eng.Close()
-
-	d := h.only(ep.ID)
-	if d.State != dispatcher.StatePending || len(d.Attempts) != 0 {
-		t.Fatalf("after shutdown: %s with %d attempts", d.State, len(d.Attempts))
-	}
-	hang.Store(false)
-	next, _ := h.engine(dispatcher.Config{})
-	h.run(next)
-	d = h.waitAttempts(d.ID, 1)
-	if d.State != dispatcher.StateDelivered {
-		t.Fatalf("the next dispatcher left it %s", d.State)
-	}
 }
 
 // memOutbox is an in-memory outbox, as the embedded store presents it.
@@ -154,112 +158,118 @@ func (f *flakyLog) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, 
 }
 
 func TestOutboxDrainDeletesOnlyAfterIngest(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{})
-	rc := newReceiver(t, nil)
-	ep, _ := h.endpoint(live, rc.URL())
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{})
+		rc := newReceiver(t, nil)
+		ep, _ := h.endpoint(live, rc.URL())
 
-	flaky := &flakyLog{EventLog: h.store.Backends().Events}
-	flaky.failing.Store(true)
-	b := h.store.Backends()
-	b.Events = flaky
-	eng, err := dispatcher.New(dispatcher.Config{Clock: h.clock.Now, AllowCIDRs: loopbackOnly()}, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.run(eng)
-	ob := newOutbox()
-	ctx, cancel := context.WithCancel(context.Background())
-	drained := make(chan error, 1)
-	go func() { drained <- eng.DrainOutbox(ctx, ob) }()
-	defer func() {
-		cancel()
-		if err := <-drained; err != nil {
-			t.Errorf("DrainOutbox: %v", err)
+		flaky := &flakyLog{EventLog: h.store.Backends().Events}
+		flaky.failing.Store(true)
+		b := h.store.Backends()
+		b.Events = flaky
+		eng, err := dispatcher.New(dispatcher.Config{Clock: h.clock.Now, AllowCIDRs: loopbackOnly()}, b)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}()
+		h.run(eng)
+		ob := newOutbox()
+		ctx, cancel := context.WithCancel(context.Background())
+		drained := make(chan error, 1)
+		go func() { drained <- eng.DrainOutbox(ctx, ob) }()
+		defer func() {
+			cancel()
+			if err := <-drained; err != nil {
+				t.Errorf("DrainOutbox: %v", err)
+			}
+		}()
 
-	first := clientChange(live)
-	unreadable := practice.Change{ID: "chg_bad", Firm: live.Firm, Kind: practice.Clients, After: json.RawMessage(`{"id":`)}
-	second := clientChange(live)
-	ob.add(first)
-	ob.add(unreadable)
-	ob.add(second)
+		first := clientChange(live)
+		unreadable := practice.Change{ID: "chg_bad", Firm: live.Firm, Kind: practice.Clients, After: json.RawMessage(`{"id":`)}
+		second := clientChange(live)
+		ob.add(first)
+		ob.add(unreadable)
+		ob.add(second)
 
-	eventually(t, "an ingest attempt", func() bool { return flaky.calls.Load() >= 2 })
-	if ob.len() != 3 {
-		t.Fatalf("%d entries left while ingesting fails, want all 3", ob.len())
-	}
-	flaky.failing.Store(false)
-	eventually(t, "the outbox drained", func() bool { return ob.len() == 0 })
-	eventually(t, "two deliveries", func() bool { return rc.count() == 2 })
+		eventually(t, "an ingest attempt", func() bool { return flaky.calls.Load() >= 2 })
+		if ob.len() != 3 {
+			t.Fatalf("%d entries left while ingesting fails, want all 3", ob.len())
+		}
+		flaky.failing.Store(false)
+		eventually(t, "the outbox drained", func() bool { return ob.len() == 0 })
+		eventually(t, "two deliveries", func() bool { return rc.count() == 2 })
 
-	// A crash before the delete would read the same changes again: nothing
-	// is recorded or delivered twice.
-	ob.add(first)
-	ob.add(second)
-	eventually(t, "the re-read drained", func() bool { return ob.len() == 0 })
-	page, err := eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live})
-	if err != nil || len(page.Events) != 2 {
-		t.Fatalf("ListEvents = %d events, %v; want 2", len(page.Events), err)
-	}
-	if n := len(h.deliveries(ep.ID)); n != 2 {
-		t.Fatalf("%d deliveries, want 2", n)
-	}
-	time.Sleep(50 * time.Millisecond)
-	if rc.count() != 2 {
-		t.Fatalf("%d requests, want 2", rc.count())
-	}
+		// A crash before the delete would read the same changes again: nothing
+		// is recorded or delivered twice.
+		ob.add(first)
+		ob.add(second)
+		eventually(t, "the re-read drained", func() bool { return ob.len() == 0 })
+		page, err := eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live})
+		if err != nil || len(page.Events) != 2 {
+			t.Fatalf("ListEvents = %d events, %v; want 2", len(page.Events), err)
+		}
+		if n := len(h.deliveries(ep.ID)); n != 2 {
+			t.Fatalf("%d deliveries, want 2", n)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if rc.count() != 2 {
+			t.Fatalf("%d requests, want 2", rc.count())
+		}
+	})
 }
 
 func TestIngestIsIdempotentAndTenantScoped(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{})
-	liveRC := newReceiver(t, nil)
-	sandboxRC := newReceiver(t, nil)
-	otherRC := newReceiver(t, nil)
-	liveEP, _ := h.endpoint(live, liveRC.URL())
-	sandboxEP, _ := h.endpoint(sandbox, sandboxRC.URL())
-	h.endpoint(practice.Tenant{Firm: "frm_birch"}, otherRC.URL())
-	jobsOnly, _ := h.endpoint(live, liveRC.URL(), dispatcher.JobOpened)
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{})
+		liveRC := newReceiver(t, nil)
+		sandboxRC := newReceiver(t, nil)
+		otherRC := newReceiver(t, nil)
+		liveEP, _ := h.endpoint(live, liveRC.URL())
+		sandboxEP, _ := h.endpoint(sandbox, sandboxRC.URL())
+		h.endpoint(practice.Tenant{Firm: "frm_birch"}, otherRC.URL())
+		jobsOnly, _ := h.endpoint(live, liveRC.URL(), dispatcher.JobOpened)
 
-	c := clientChange(sandbox)
-	h.ingest(c)
-	h.ingest(c)
-	eventually(t, "the sandbox delivery", func() bool { return sandboxRC.count() == 1 })
-	time.Sleep(50 * time.Millisecond)
-	if sandboxRC.count() != 1 || liveRC.count() != 0 || otherRC.count() != 0 {
-		t.Fatalf("requests: sandbox %d, live %d, other firm %d", sandboxRC.count(), liveRC.count(), otherRC.count())
-	}
-	if env := decode(t, sandboxRC.requests()[0].body); !env.Sandbox {
-		t.Error(`a sandbox event without "sandbox": true`)
-	}
-	if len(h.deliveries(sandboxEP.ID)) != 1 || len(h.deliveries(liveEP.ID)) != 0 || len(h.deliveries(jobsOnly.ID)) != 0 {
-		t.Fatal("deliveries went to the wrong endpoints")
-	}
-	page, _ := h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: sandbox})
-	if len(page.Events) != 1 {
-		t.Fatalf("%d sandbox events, want 1", len(page.Events))
-	}
-	if _, err := h.eng.GetEvent(h.ctx, live, page.Events[0].ID); !errors.Is(err, dispatcher.ErrNotFound) {
-		t.Errorf("a sandbox event read as live: %v", err)
-	}
-	// Recorded whether or not anyone listens.
-	h.ingest(clientChange(practice.Tenant{Firm: "frm_nobody"}))
-	page, _ = h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: practice.Tenant{Firm: "frm_nobody"}})
-	if len(page.Events) != 1 {
-		t.Errorf("an unheard event was not recorded")
-	}
+		c := clientChange(sandbox)
+		h.ingest(c)
+		h.ingest(c)
+		eventually(t, "the sandbox delivery", func() bool { return sandboxRC.count() == 1 })
+		time.Sleep(50 * time.Millisecond)
+		if sandboxRC.count() != 1 || liveRC.count() != 0 || otherRC.count() != 0 {
+			t.Fatalf("requests: sandbox %d, live %d, other firm %d", sandboxRC.count(), liveRC.count(), otherRC.count())
+		}
+		if env := decode(t, sandboxRC.requests()[0].body); !env.Sandbox {
+			t.Error(`a sandbox event without "sandbox": true`)
+		}
+		if len(h.deliveries(sandboxEP.ID)) != 1 || len(h.deliveries(liveEP.ID)) != 0 || len(h.deliveries(jobsOnly.ID)) != 0 {
+			t.Fatal("deliveries went to the wrong endpoints")
+		}
+		page, _ := h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: sandbox})
+		if len(page.Events) != 1 {
+			t.Fatalf("%d sandbox events, want 1", len(page.Events))
+		}
+		if _, err := h.eng.GetEvent(h.ctx, live, page.Events[0].ID); !errors.Is(err, dispatcher.ErrNotFound) {
+			t.Errorf("a sandbox event read as live: %v", err)
+		}
+		// Recorded whether or not anyone listens.
+		h.ingest(clientChange(practice.Tenant{Firm: "frm_nobody"}))
+		page, _ = h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: practice.Tenant{Firm: "frm_nobody"}})
+		if len(page.Events) != 1 {
+			t.Errorf("an unheard event was not recorded")
+		}
+	})
 }
 
 func TestIngestRefusesOversizedEvents(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{})
-	c := clientChange(live)
-	c.After = json.RawMessage(`{"id":"cli_big","notes":"` + strings.Repeat("x", dispatcher.MaxPayload) + `"}`)
-	err := h.eng.Ingest(h.ctx, c)
-	if !errors.Is(err, dispatcher.ErrInvalidChange) {
-		t.Fatalf("Ingest = %v, want ErrInvalidChange", err)
-	}
-	page, _ := h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live})
-	if len(page.Events) != 0 {
-		t.Fatal("an oversized event was recorded")
-	}
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{})
+		c := clientChange(live)
+		c.After = json.RawMessage(`{"id":"cli_big","notes":"` + strings.Repeat("x", dispatcher.MaxPayload) + `"}`)
+		err := h.eng.Ingest(h.ctx, c)
+		if !errors.Is(err, dispatcher.ErrInvalidChange) {
+			t.Fatalf("Ingest = %v, want ErrInvalidChange", err)
+		}
+		page, _ := h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live})
+		if len(page.Events) != 0 {
+			t.Fatal("an oversized event was recorded")
+		}
+	})
 }

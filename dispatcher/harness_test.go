@@ -60,8 +60,8 @@ func (c *fakeClock) Set(t time.Time) {
 
 func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
 
-// harness is one engine over a real store, running: a bbolt file, or a
-// real redis-server when TestMain runs the suite over Redis.
+// harness is one engine over a real store, running: a bbolt file or a real
+// redis-server, so that the whole engine suite runs over either backend.
 type harness struct {
 	t     *testing.T
 	clock *fakeClock
@@ -81,24 +81,48 @@ type testStore interface {
 	Backends() dispatcher.Backends
 }
 
-// opener returns a function opening stores over one fresh state.
-func opener(t *testing.T) func() testStore {
+// backend opens stores over one fresh state of one store kind.
+type backend struct {
+	name string
+	// opener returns a function opening stores over one fresh state; every
+	// store it opens sees the same state, as processes sharing it would.
+	opener func(t *testing.T) func() testStore
+}
+
+// backends are the store kinds every engine test runs against.
+var backends = []backend{
+	{name: "bolt", opener: boltOpener},
+	{name: "redis", opener: redisOpener},
+}
+
+// eachBackend runs test once per store kind, as a subtest named after it.
+func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, b) })
+	}
+}
+
+// redisOpener uses a real redis-server; redistest skips without one
+// locally and fails under CI.
+func redisOpener(t *testing.T) func() testStore {
 	t.Helper()
-	if suiteBackend == "redis" {
-		srv := redistest.Start(t)
-		rdb, err := redisstore.NewClient(srv.URL(), 3*time.Second)
+	srv := redistest.Start(t)
+	rdb, err := redisstore.NewClient(srv.URL(), 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return func() testStore {
+		st, err := redisstore.New(rdb, redisstore.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { rdb.Close() })
-		return func() testStore {
-			st, err := redisstore.New(rdb, redisstore.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return st
-		}
+		return st
 	}
+}
+
+func boltOpener(t *testing.T) func() testStore {
+	t.Helper()
 	db := openDB(t)
 	return func() testStore {
 		st, err := boltstore.New(db, nil)
@@ -123,9 +147,9 @@ func openDB(t testing.TB) *bolt.DB {
 }
 
 // newHarness starts an engine; cfg's zero fields get test defaults.
-func newHarness(t *testing.T, cfg dispatcher.Config) *harness {
+func newHarness(t *testing.T, b backend, cfg dispatcher.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: newClock(), open: opener(t), ctx: context.Background()}
+	h := &harness{t: t, clock: newClock(), open: b.opener(t), ctx: context.Background()}
 	if cfg.Clock == nil {
 		cfg.Clock = h.clock.Now
 	}

@@ -15,56 +15,60 @@ import (
 // passed, a delivered delivery and its event go, while a delivery still
 // retrying stays with its event.
 func TestRunPrunesTheWebhookLog(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	h := newHarness(t, dispatcher.Config{PruneInterval: 20 * time.Millisecond, Registerer: reg})
-	ok := newReceiver(t, status(http.StatusOK))
-	down := newReceiver(t, status(http.StatusServiceUnavailable))
-	okEp, _ := h.endpoint(live, ok.URL())
-	h.ingest(clientChange(live))
-	delivered := h.waitAttempts(h.only(okEp.ID).ID, 1)
-	if delivered.State != dispatcher.StateDelivered {
-		t.Fatalf("delivery %s, want delivered", delivered.State)
-	}
-	downEp, _ := h.endpoint(live, down.URL())
-	if _, err := h.eng.UpdateEndpoint(h.ctx, live, okEp.ID, dispatcher.EndpointUpdate{Status: ptr(dispatcher.EndpointDisabled)}); err != nil {
-		t.Fatal(err)
-	}
-	h.ingest(clientChange(live))
-	retrying := h.waitAttempts(h.only(downEp.ID).ID, 1)
-	if retrying.State != dispatcher.StateRetrying {
-		t.Fatalf("delivery %s, want retrying", retrying.State)
-	}
+	eachBackend(t, func(t *testing.T, store backend) {
+		reg := prometheus.NewRegistry()
+		h := newHarness(t, store, dispatcher.Config{PruneInterval: 20 * time.Millisecond, Registerer: reg})
+		ok := newReceiver(t, status(http.StatusOK))
+		down := newReceiver(t, status(http.StatusServiceUnavailable))
+		okEp, _ := h.endpoint(live, ok.URL())
+		h.ingest(clientChange(live))
+		delivered := h.waitAttempts(h.only(okEp.ID).ID, 1)
+		if delivered.State != dispatcher.StateDelivered {
+			t.Fatalf("delivery %s, want delivered", delivered.State)
+		}
+		downEp, _ := h.endpoint(live, down.URL())
+		if _, err := h.eng.UpdateEndpoint(h.ctx, live, okEp.ID, dispatcher.EndpointUpdate{Status: ptr(dispatcher.EndpointDisabled)}); err != nil {
+			t.Fatal(err)
+		}
+		h.ingest(clientChange(live))
+		retrying := h.waitAttempts(h.only(downEp.ID).ID, 1)
+		if retrying.State != dispatcher.StateRetrying {
+			t.Fatalf("delivery %s, want retrying", retrying.State)
+		}
 
-	h.clock.Advance(dispatcher.DefaultRetention + time.Hour)
-	eventually(t, "the delivered delivery pruned", func() bool {
-		_, err := h.store.Delivery(h.ctx, delivered.ID)
-		return errors.Is(err, dispatcher.ErrNotFound)
+		h.clock.Advance(dispatcher.DefaultRetention + time.Hour)
+		eventually(t, "the delivered delivery pruned", func() bool {
+			_, err := h.store.Delivery(h.ctx, delivered.ID)
+			return errors.Is(err, dispatcher.ErrNotFound)
+		})
+		eventually(t, "its event pruned", func() bool {
+			_, err := h.eng.GetEvent(h.ctx, live, delivered.EventID)
+			return errors.Is(err, dispatcher.ErrNotFound)
+		})
+		if d := h.delivery(retrying.ID); d.State != dispatcher.StateRetrying {
+			t.Errorf("the retrying delivery is %s", d.State)
+		}
+		if _, err := h.eng.GetEvent(h.ctx, live, retrying.EventID); err != nil {
+			t.Errorf("the retrying delivery's event: %v", err)
+		}
+		eventually(t, "the pruned metric", func() bool { return pruned(t, reg, "delivery") == 1 && pruned(t, reg, "event") == 1 })
 	})
-	eventually(t, "its event pruned", func() bool {
-		_, err := h.eng.GetEvent(h.ctx, live, delivered.EventID)
-		return errors.Is(err, dispatcher.ErrNotFound)
-	})
-	if d := h.delivery(retrying.ID); d.State != dispatcher.StateRetrying {
-		t.Errorf("the retrying delivery is %s", d.State)
-	}
-	if _, err := h.eng.GetEvent(h.ctx, live, retrying.EventID); err != nil {
-		t.Errorf("the retrying delivery's event: %v", err)
-	}
-	eventually(t, "the pruned metric", func() bool { return pruned(t, reg, "delivery") == 1 && pruned(t, reg, "event") == 1 })
 }
 
 // Prune does nothing when retention is off.
 func TestPruneOff(t *testing.T) {
-	h := newHarness(t, dispatcher.Config{Retention: -1})
-	rc := newReceiver(t, status(http.StatusOK))
-	ep, _ := h.endpoint(live, rc.URL())
-	h.ingest(clientChange(live))
-	d := h.waitAttempts(h.only(ep.ID).ID, 1)
-	h.clock.Advance(10 * dispatcher.DefaultRetention)
-	if res, err := h.eng.Prune(h.ctx); err != nil || res.Events+res.Deliveries != 0 {
-		t.Fatalf("Prune = %+v, %v; want nothing removed", res, err)
-	}
-	h.delivery(d.ID)
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{Retention: -1})
+		rc := newReceiver(t, status(http.StatusOK))
+		ep, _ := h.endpoint(live, rc.URL())
+		h.ingest(clientChange(live))
+		d := h.waitAttempts(h.only(ep.ID).ID, 1)
+		h.clock.Advance(10 * dispatcher.DefaultRetention)
+		if res, err := h.eng.Prune(h.ctx); err != nil || res.Events+res.Deliveries != 0 {
+			t.Fatalf("Prune = %+v, %v; want nothing removed", res, err)
+		}
+		h.delivery(d.ID)
+	})
 }
 
 // pruned reads practicegw_webhook_log_pruned_total{kind}.
