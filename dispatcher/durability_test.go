@@ -35,19 +35,34 @@ func TestCrashedDispatchersLeaseExpires(t *testing.T) {
 		}
 		dead := claims[0].Lease
 
-		survivor, _ := h.engine(dispatcher.Config{})
+		// The survivor sends one request at a time to the endpoint, in the
+		// order deliveries fell due. A marker delivery, due after the leased
+		// one, proves a claim has passed the leased one over: had the lease
+		// not held, the leased one's request would have gone first.
+		survivor, _ := h.engine(dispatcher.Config{MaxInFlightPerEndpoint: 1})
 		h.run(survivor)
-		survivor.Kick()
-		time.Sleep(50 * time.Millisecond)
-		if rc.count() != 0 {
+		h.clock.Advance(time.Second)
+		marker := clientChange(live)
+		if err := survivor.Ingest(h.ctx, marker); err != nil {
+			t.Fatal(err)
+		}
+		var markerID string
+		for _, d := range h.deliveries(ep.ID) {
+			if d.ID != claims[0].Delivery.ID {
+				markerID = d.ID
+			}
+		}
+		h.waitAttempts(markerID, 1)
+		if rc.count() != 1 || rc.requests()[0].header.Get("webhook-id") != h.delivery(markerID).EventID {
 			t.Fatal("a leased delivery was attempted before its lease expired")
 		}
 		h.clock.Set(dead.Until)
 		survivor.Kick()
-		d := h.waitAttempts(h.only(ep.ID).ID, 1)
-		if d.State != dispatcher.StateDelivered || rc.count() != 1 {
+		d := h.waitAttempts(claims[0].Delivery.ID, 1)
+		if d.State != dispatcher.StateDelivered || rc.count() != 2 {
 			t.Fatalf("after the lease expired: %s, %d requests", d.State, rc.count())
 		}
+		h.settled(d.ID, markerID)
 		// The dead dispatcher, were it to wake, cannot record over it.
 		_, err = h.store.RecordAttempt(h.ctx, dead, dispatcher.Outcome{State: dispatcher.StateFailed, At: h.clock.Now()})
 		if !errors.Is(err, dispatcher.ErrLeaseLost) {
@@ -207,10 +222,14 @@ func TestOutboxDrainDeletesOnlyAfterIngest(t *testing.T) {
 		if err != nil || len(page.Events) != 2 {
 			t.Fatalf("ListEvents = %d events, %v; want 2", len(page.Events), err)
 		}
-		if n := len(h.deliveries(ep.ID)); n != 2 {
-			t.Fatalf("%d deliveries, want 2", n)
+		ds := h.deliveries(ep.ID)
+		if len(ds) != 2 {
+			t.Fatalf("%d deliveries, want 2", len(ds))
 		}
-		time.Sleep(50 * time.Millisecond)
+		for _, d := range ds {
+			h.waitAttempts(d.ID, 1)
+			h.settled(d.ID)
+		}
 		if rc.count() != 2 {
 			t.Fatalf("%d requests, want 2", rc.count())
 		}
@@ -232,7 +251,8 @@ func TestIngestIsIdempotentAndTenantScoped(t *testing.T) {
 		h.ingest(c)
 		h.ingest(c)
 		eventually(t, "the sandbox delivery", func() bool { return sandboxRC.count() == 1 })
-		time.Sleep(50 * time.Millisecond)
+		// The one delivery is final and nothing else was queued for anyone.
+		h.settled(h.waitAttempts(h.only(sandboxEP.ID).ID, 1).ID)
 		if sandboxRC.count() != 1 || liveRC.count() != 0 || otherRC.count() != 0 {
 			t.Fatalf("requests: sandbox %d, live %d, other firm %d", sandboxRC.count(), liveRC.count(), otherRC.count())
 		}

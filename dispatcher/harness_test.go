@@ -274,6 +274,23 @@ func (h *harness) due(d dispatcher.Delivery) {
 	h.eng.Kick()
 }
 
+// settled proves that no attempt is left to come, without waiting: the
+// deliveries named are final (no next attempt) and the queue holds nothing,
+// so no engine can claim anything, now or at any later clock time. A
+// delivery in flight is neither: its lease took it off the queue and it
+// stays scheduled until its attempt is recorded.
+func (h *harness) settled(ids ...string) {
+	h.t.Helper()
+	for _, id := range ids {
+		if d := h.delivery(id); !d.NextAttemptAt.IsZero() {
+			h.t.Fatalf("delivery %s (%s) still has an attempt due at %s", id, d.State, d.NextAttemptAt)
+		}
+	}
+	if n, err := h.store.Backlog(h.ctx); err != nil || n != 0 {
+		h.t.Fatalf("Backlog = %d, %v; want nothing waiting", n, err)
+	}
+}
+
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)

@@ -186,9 +186,7 @@ func TestSixFailuresThenReplay(t *testing.T) {
 			t.Fatalf("after six failures: state %s, next %s", d.State, d.NextAttemptAt)
 		}
 		// Nothing more is scheduled, however long we wait.
-		h.clock.Advance(7 * 24 * time.Hour)
-		h.eng.Kick()
-		time.Sleep(50 * time.Millisecond)
+		h.settled(d.ID)
 		if rc.count() != 6 {
 			t.Fatalf("%d requests after failing, want 6", rc.count())
 		}
@@ -237,9 +235,7 @@ func TestReplayOfAFailingDeliveryEndsItsSchedule(t *testing.T) {
 		if got.State != dispatcher.StateFailed || len(got.Attempts) != 2 || got.Attempts[1].Trigger != dispatcher.TriggerReplay {
 			t.Fatalf("after a failed replay: %s with %+v", got.State, got.Attempts)
 		}
-		h.clock.Advance(time.Hour)
-		h.eng.Kick()
-		time.Sleep(50 * time.Millisecond)
+		h.settled(d.ID)
 		if rc.count() != 2 {
 			t.Fatalf("%d requests, want 2: the schedule should have ended", rc.count())
 		}
