@@ -170,6 +170,19 @@ func defaultCaddyfile() string {
 	return "../Caddyfile"
 }
 
+// eventually polls cond until it holds, failing the test after within: a
+// generous bound, since a loaded machine only makes things slower.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return "…" + s[len(s)-n:]

@@ -42,6 +42,7 @@ func TestReloadKeepsServing(t *testing.T) {
 		stop             atomic.Bool
 		wg               sync.WaitGroup
 		writes, failures atomic.Int64
+		answered         atomic.Int64
 		mu               sync.Mutex
 		firstFailure     string
 	)
@@ -65,6 +66,7 @@ func TestReloadKeepsServing(t *testing.T) {
 				}
 				req.Header.Set("Authorization", "Bearer "+tok)
 				status, detail := send(req)
+				answered.Add(1)
 				if status == 201 {
 					writes.Add(1)
 				}
@@ -79,11 +81,16 @@ func TestReloadKeepsServing(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Traffic flows before the reload and goes on flowing after it: the
+	// old configuration's connections are drained under load and the new
+	// one takes over without a failed request.
+	const requestsEach = 200
+	eventually(t, 30*time.Second, "traffic before the reload", func() bool { return answered.Load() >= requestsEach })
 	if out, err := g.cli("reload", "--config", path, "--adapter", "caddyfile", "--address", g.admin); err != nil {
 		t.Fatalf("reload: %v %s", err, out)
 	}
-	time.Sleep(time.Second)
+	after := answered.Load() + requestsEach
+	eventually(t, 30*time.Second, "traffic after the reload", func() bool { return answered.Load() >= after })
 	stop.Store(true)
 	wg.Wait()
 	if failures.Load() > 0 {

@@ -176,7 +176,7 @@ func TestEveryEventKindThroughTheSandbox(t *testing.T) {
 	_, lsecret := register(t, g, sandbox, letters.url(), "engagement_letter.signed")
 	letters.setSecrets(lsecret)
 	liveRc := newReceiver(t)
-	register(t, g, live, liveRc.url(), "*")
+	liveID, _ := register(t, g, live, liveRc.url(), "*")
 
 	kinds := []string{"client.created", "client.updated", "engagement.created", "engagement.signed", "job.opened",
 		"job.stage_changed", "job.closed", "document.filed", "invoice.raised", "invoice.paid"}
@@ -246,8 +246,12 @@ func TestEveryEventKindThroughTheSandbox(t *testing.T) {
 	if got[0].id != signed || got[0].envelope["event"] != "engagement_letter.signed" {
 		t.Fatalf("alias delivery: %s %v (want %s)", got[0].id, got[0].envelope["event"], signed)
 	}
-	// Nothing reached the live endpoint.
-	time.Sleep(200 * time.Millisecond)
+	// Nothing reached the live endpoint, and nothing will: each event's
+	// deliveries are queued together when it is recorded, and the live
+	// endpoint has none.
+	if page := g.do(t, "GET", "/v1/webhook_endpoints/"+liveID+"/deliveries", live, nil).json(t)["data"].([]any); len(page) != 0 {
+		t.Fatalf("a live endpoint has %d deliveries of sandbox events", len(page))
+	}
 	liveRc.mu.Lock()
 	defer liveRc.mu.Unlock()
 	if len(liveRc.got) != 0 {
@@ -302,7 +306,11 @@ func TestRetriesFailureReplayAndExport(t *testing.T) {
 			t.Errorf("attempt %d: %v", i+1, a)
 		}
 	}
-	time.Sleep(300 * time.Millisecond)
+	// A failed delivery has no next attempt: the six requests are all
+	// there will be.
+	if next, ok := dlv["next_attempt_at"]; ok {
+		t.Fatalf("a failed delivery has its next attempt at %v", next)
+	}
 	if n := len(rc.wait(6, 0)); n != 6 {
 		t.Fatalf("%d attempts after failing, want no more than 6", n)
 	}
