@@ -222,3 +222,35 @@ func LinkOptions(linkClients string, d firmsystem.Deps) ([]Option, error) {
 	}
 	return []Option{WithClientResolver(r)}, nil
 }
+
+// An Adapter is a document store's adapter, as its module opens it.
+type Adapter interface {
+	practice.Reader
+	Upstream() *upstream.Client
+}
+
+// Open is a document store module's Open: the firm's records system as the
+// resolver of client folders when its block said `link_clients records`,
+// then the adapter that build makes with those options.
+func Open[A Adapter](linkClients string, d firmsystem.Deps, build func(opts ...Option) (A, error)) (firmsystem.Opened, error) {
+	opts, err := LinkOptions(linkClients, d)
+	if err != nil {
+		return firmsystem.Opened{}, err
+	}
+	a, err := build(opts...)
+	if err != nil {
+		return firmsystem.Opened{}, err
+	}
+	return firmsystem.Opened{Reader: a, Client: a.Upstream()}, nil
+}
+
+// Validate is a document store module's Validate: link_clients names the
+// records system or nothing, and build, given no dependencies, accepts
+// the configuration as New would use it.
+func Validate[A Adapter](linkClients string, build func() (A, error)) error {
+	if _, err := firmsystem.Linked(linkClients); err != nil {
+		return err
+	}
+	_, err := build()
+	return err
+}

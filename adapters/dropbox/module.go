@@ -38,11 +38,7 @@ func (m *Module) Provision(caddy.Context) error {
 
 // Validate checks the configuration as New would use it.
 func (m *Module) Validate() error {
-	if _, err := firmsystem.Linked(m.LinkClients); err != nil {
-		return err
-	}
-	_, err := New(m.Config, upstream.Deps{})
-	return err
+	return docstore.Validate(m.LinkClients, func() (*Adapter, error) { return New(m.Config, upstream.Deps{}) })
 }
 
 // UnmarshalCaddyfile reads the `documents dropbox { ... }` block.
@@ -54,15 +50,7 @@ func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	opts, err := docstore.LinkOptions(m.LinkClients, d)
-	if err != nil {
-		return firmsystem.Opened{}, err
-	}
-	a, err := New(cfg, d.Upstream, opts...)
-	if err != nil {
-		return firmsystem.Opened{}, err
-	}
-	return firmsystem.Opened{Reader: a, Client: a.Upstream()}, nil
+	return docstore.Open(m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
 }
 
 // Interface guards

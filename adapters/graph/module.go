@@ -58,11 +58,7 @@ func (m *module) Provision(caddy.Context) error {
 
 // Validate checks the configuration as New would use it.
 func (m *module) Validate() error {
-	if _, err := firmsystem.Linked(m.LinkClients); err != nil {
-		return err
-	}
-	_, err := New(m.Config, upstream.Deps{})
-	return err
+	return docstore.Validate(m.LinkClients, func() (*Adapter, error) { return New(m.Config, upstream.Deps{}) })
 }
 
 // UnmarshalCaddyfile reads the `documents sharepoint|onedrive { ... }`
@@ -75,15 +71,7 @@ func (m *module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	opts, err := docstore.LinkOptions(m.LinkClients, d)
-	if err != nil {
-		return firmsystem.Opened{}, err
-	}
-	g, err := New(cfg, d.Upstream, opts...)
-	if err != nil {
-		return firmsystem.Opened{}, err
-	}
-	return firmsystem.Opened{Reader: g, Client: g.Upstream()}, nil
+	return docstore.Open(m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
 }
 
 // Interface guards
