@@ -3,6 +3,8 @@ package e2e
 import (
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,5 +128,45 @@ func TestCursorsAreSealed(t *testing.T) {
 		if r.StatusCode != http.StatusBadRequest || r.errorCode(t) != "invalid_cursor" {
 			t.Errorf("%s: %d %s, want 400 invalid_cursor", name, r.StatusCode, r.body)
 		}
+	}
+}
+
+// Behind a load balancer that terminates TLS, a request the trusted proxy
+// forwarded as https gets HSTS and Secure console cookies; the same header
+// from a peer the Caddyfile does not trust changes nothing.
+func TestForwardedHTTPSOnlyFromTrustedProxies(t *testing.T) {
+	root, err := os.ReadFile("../Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusting := filepath.Join(t.TempDir(), "Caddyfile")
+	cfg := strings.Replace(string(root), "\tpracticegw {", "\tservers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t}\n\tpracticegw {", 1)
+	if err := os.WriteFile(trusting, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name, config string
+		https        bool
+	}{
+		{"trusted proxy", trusting, true},
+		{"untrusted peer", "", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := startGateway(t, gatewayOptions{config: tt.config})
+			r := g.do(t, "GET", "/v1/openapi.json", "", nil, "X-Forwarded-Proto", "https")
+			if got := r.Header.Get("Strict-Transport-Security") != ""; got != tt.https {
+				t.Errorf("HSTS on the API: %v, want %v (%v)", got, tt.https, r.Header)
+			}
+			page := g.do(t, "GET", "/console/sign-in", "", nil, "X-Forwarded-Proto", "https")
+			cookies := page.Header.Values("Set-Cookie")
+			if len(cookies) == 0 {
+				t.Fatalf("the sign-in page set no cookie: %d %v", page.StatusCode, page.Header)
+			}
+			for _, c := range cookies {
+				if got := strings.Contains(c, "; Secure"); got != tt.https {
+					t.Errorf("cookie %q: Secure %v, want %v", c, got, tt.https)
+				}
+			}
+		})
 	}
 }

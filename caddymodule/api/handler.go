@@ -15,6 +15,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/forwarded"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -119,6 +120,7 @@ type call struct {
 // add to what a refusal carries and still answer as the contract says.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.Handler) error {
 	apierror.RequestID(w)
+	forwarded.SetHSTS(w, r)
 	if e, ok := apierror.Handling(r); ok {
 		apierror.Write(w, r, e)
 		return nil

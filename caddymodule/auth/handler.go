@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/forwarded"
 )
 
 func init() {
@@ -66,6 +67,7 @@ var errStoreUnavailable = apierror.New(http.StatusServiceUnavailable, "upstream_
 // ServeHTTP authenticates the request and passes it on with its credential.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	apierror.RequestID(w)
+	forwarded.SetHSTS(w, r)
 	token, ok := bearer(r.Header.Get("Authorization"))
 	if !ok {
 		return apierror.Refuse(w, r, errUnauthenticated)

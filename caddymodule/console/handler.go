@@ -23,6 +23,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/forwarded"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -153,6 +154,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	if r.URL.Path != "/console" && !strings.HasPrefix(r.URL.Path, "/console/") {
 		return next.ServeHTTP(w, r)
 	}
+	forwarded.SetHSTS(w, r)
 	hd := w.Header()
 	// Pages show a firm's data: no cache may keep them, and nothing from
 	// elsewhere may load into them or frame them.

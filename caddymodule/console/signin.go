@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/internal/forwarded"
 )
 
 type signInView struct {
@@ -42,7 +44,7 @@ func (h *Handler) renderSignIn(w http.ResponseWriter, r *http.Request, status in
 	} else {
 		nonce = randomID()
 		http.SetCookie(w, &http.Cookie{Name: signinCookie, Value: nonce, Path: cookiePath, HttpOnly: true,
-			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: 3600})
+			Secure: forwarded.HTTPS(r), SameSite: http.SameSiteStrictMode, MaxAge: 3600})
 	}
 	view.Token = h.sessions.signinToken(nonce)
 	h.render(w, r, nil, status, "signin", "Sign in", view)
@@ -90,9 +92,9 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request, _ *visit) error
 	now := h.now()
 	sess := h.sessions.start(cred.ID, firm.ID, now.Add(time.Duration(h.SessionTTL)))
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: h.sessions.encode(sess), Path: cookiePath,
-		Expires: sess.Expires, HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Expires: sess.Expires, HttpOnly: true, Secure: forwarded.HTTPS(r), SameSite: http.SameSiteStrictMode})
 	http.SetCookie(w, &http.Cookie{Name: signinCookie, Path: cookiePath, MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: forwarded.HTTPS(r), SameSite: http.SameSiteStrictMode})
 	h.logger.Info("console sign-in", zap.String("credential_id", cred.ID), zap.String("firm", firm.ID))
 	h.tidy(r.Context(), firm.ID)
 	if next == "" {
@@ -109,7 +111,7 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request, v *visit) erro
 
 func (h *Handler) clearSession(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Path: cookiePath, MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: forwarded.HTTPS(r), SameSite: http.SameSiteStrictMode})
 }
 
 // toSignIn sends a visitor without a usable session to the sign-in page,
