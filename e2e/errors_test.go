@@ -170,3 +170,32 @@ func TestForwardedHTTPSOnlyFromTrustedProxies(t *testing.T) {
 		})
 	}
 }
+
+// Sandbox triggers are bounded per firm and minute: past the ceiling the
+// API answers 429 with Retry-After, and another firm is not held back.
+func TestSandboxTriggersAreBounded(t *testing.T) {
+	root, err := os.ReadFile("../Caddyfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "Caddyfile")
+	cfg := strings.Replace(string(root), "\tpracticegw {", "\tpracticegw {\n\t\tsandbox_triggers_per_minute 2", 1)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	g := startGateway(t, gatewayOptions{config: cfgPath})
+	acme := g.issue("frm_acme", true, "webhooks:write").Token
+	for i := range 2 {
+		if r := g.do(t, "POST", "/v1/sandbox/trigger", acme, map[string]any{"event": "job.opened"}); r.StatusCode != http.StatusCreated {
+			t.Fatalf("trigger %d: %d %s", i+1, r.StatusCode, r.body)
+		}
+	}
+	r := g.do(t, "POST", "/v1/sandbox/trigger", acme, map[string]any{"event": "job.opened"})
+	if r.StatusCode != http.StatusTooManyRequests || r.errorCode(t) != "rate_limited" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("third trigger in a minute: %d %s %v, want 429 rate_limited with Retry-After", r.StatusCode, r.body, r.Header)
+	}
+	birch := g.issue("frm_birch", true, "webhooks:write").Token
+	if r := g.do(t, "POST", "/v1/sandbox/trigger", birch, map[string]any{"event": "job.opened"}); r.StatusCode != http.StatusCreated {
+		t.Fatalf("another firm: %d %s", r.StatusCode, r.body)
+	}
+}

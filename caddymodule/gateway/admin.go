@@ -14,6 +14,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -197,6 +198,10 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 	var invalid *practice.InvalidError
 	if errors.As(err, &invalid) {
 		return badRequest(errors.New(invalid.Message))
+	}
+	var refused *apierror.Error
+	if errors.As(err, &refused) {
+		return caddy.APIError{HTTPStatus: refused.Status, Err: errors.New(refused.Message)}
 	}
 	if err != nil {
 		return err

@@ -67,6 +67,10 @@ type App struct {
 	KafkaEventsTopic  string `json:"kafka_events_topic,omitempty"`
 	KafkaGroup        string `json:"kafka_group,omitempty"`
 
+	// SandboxTriggersPerMinute bounds each firm's sandbox triggers. Default
+	// 60.
+	SandboxTriggersPerMinute int `json:"sandbox_triggers_per_minute,omitempty"`
+
 	// KafkaSecurity is how the brokers want to be reached: TLS and SASL.
 	// Each field not set here falls back to its variable
 	// (PRACTICEGW_KAFKA_TLS, _TLS_CA, _TLS_CERT, _TLS_KEY,

@@ -82,6 +82,15 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if d.NextArg() {
 				a.Dispatch = d.Val()
 			}
+		case "sandbox_triggers_per_minute":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			n, err := strconv.Atoi(d.Val())
+			if err != nil || n < 1 {
+				return d.Errf("sandbox_triggers_per_minute %q must be a positive whole number", d.Val())
+			}
+			a.SandboxTriggersPerMinute = n
 		case "webhooks":
 			if err := unmarshalWebhooks(d, &a.Webhooks); err != nil {
 				return err

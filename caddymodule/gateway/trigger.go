@@ -3,12 +3,21 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
 )
+
+// DefaultSandboxTriggersPerMinute is App.SandboxTriggersPerMinute's
+// default.
+const DefaultSandboxTriggersPerMinute = 60
 
 // Trigger makes a realistic change in a firm's sandbox records that raises
 // one event of the given kind through the whole pipeline, as `stripe
@@ -17,6 +26,23 @@ import (
 func (a *App) Trigger(ctx context.Context, firm, kind string) (api.Triggered, error) {
 	if _, ok := a.firms[firm]; !ok {
 		return api.Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
+	}
+	// Each trigger makes a change and signed webhooks to every sandbox
+	// endpoint: a firm's credentials get a bounded number a minute, shared
+	// by every instance when the budget lives in Redis.
+	limit := a.SandboxTriggersPerMinute
+	if limit <= 0 {
+		limit = DefaultSandboxTriggersPerMinute
+	}
+	wait, err := a.budget.Take(ctx, "sandbox_triggers/"+firm, limit, time.Minute)
+	if err != nil {
+		return api.Triggered{}, fmt.Errorf("sandbox trigger budget: %w", err)
+	}
+	if wait > 0 {
+		secs := int64(math.Ceil(wait.Seconds()))
+		return api.Triggered{}, apierror.New(http.StatusTooManyRequests, "rate_limited",
+			fmt.Sprintf("This firm may make %d sandbox triggers a minute; try again in %d s.", limit, secs)).
+			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	change, err := a.shared.demo.Trigger(ctx, firm, kind)
 	if err != nil {
