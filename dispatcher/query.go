@@ -24,9 +24,6 @@ func (e *Engine) ListEvents(ctx context.Context, q EventQuery) (EventPage, error
 		kinds = append(kinds, k)
 	}
 	q.Kinds = kinds
-	if q.Scan <= 0 {
-		q.Scan = DefaultEventScan
-	}
 	page, err := e.b.Events.Events(ctx, q)
 	if err != nil {
 		return EventPage{}, fmt.Errorf("list events: %w", err)

@@ -232,6 +232,14 @@ type EventQuery struct {
 // DefaultEventScan is EventQuery.Scan's default.
 const DefaultEventScan = 5000
 
+// ScanBound is how many index entries one filtered page may look at.
+func (q EventQuery) ScanBound() int {
+	if q.Scan <= 0 {
+		return DefaultEventScan
+	}
+	return q.Scan
+}
+
 // EventPage is one page of events.
 type EventPage struct {
 	Events  []Event

@@ -23,18 +23,9 @@ type operation struct {
 	Body string
 }
 
-// opParam is a path, query or header parameter.
-type opParam struct {
-	Name        string
-	In          string // path, query, header
-	Description string
-	Required    bool
-	Type        string
-	Format      string
-	Pattern     string
-	Default     string
-	Enum        []string
-}
+// opParam is a path, query or header parameter of the API's table, with
+// what the explorer's form needs of it.
+type opParam api.Param
 
 // Field is the form field that carries the parameter.
 func (p opParam) Field() string { return p.In + "." + p.Name }

@@ -107,7 +107,7 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	if !q.To.IsZero() {
 		end = concat(prefix, []byte(dispatcher.EventIDFloor(q.To)))
 	}
-	limit, scan := pageSize(q.Limit), scanBound(q)
+	limit, scan := pageSize(q.Limit), q.ScanBound()
 
 	var page dispatcher.EventPage
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
@@ -158,12 +158,4 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 		page.Next = page.Events[len(page.Events)-1].ID
 	}
 	return page, nil
-}
-
-// scanBound is how many index entries one filtered page may look at.
-func scanBound(q dispatcher.EventQuery) int {
-	if q.Scan <= 0 {
-		return dispatcher.DefaultEventScan
-	}
-	return q.Scan
 }

@@ -115,7 +115,7 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	index := s.key("evts:", tenantKey(q.Tenant))
 
 	var ids []string
-	hasMore, next, scanned, bound := false, "", 0, scanBound(q)
+	hasMore, next, scanned, bound := false, "", 0, q.ScanBound()
 scan:
 	for offset := int64(0); ; offset += eventScan {
 		cctx, cancel := s.ctx(ctx)
@@ -174,14 +174,6 @@ scan:
 		page.Next = page.Events[len(page.Events)-1].ID
 	}
 	return page, nil
-}
-
-// scanBound is how many index entries one filtered page may look at.
-func scanBound(q dispatcher.EventQuery) int {
-	if q.Scan <= 0 {
-		return dispatcher.DefaultEventScan
-	}
-	return q.Scan
 }
 
 // pageSize applies the default page size; the engine has already refused

@@ -67,15 +67,11 @@ func openWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *red
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rdb.Close() })
+	defer rdb.Close()
 	if err := rdb.FlushDB(context.Background()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	st, err := redisstore.New(rdb, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return anotherWith(t, srv, opts)
 }
 
 // another is a second store on srv, as another instance has, without
