@@ -24,6 +24,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"gopkg.in/yaml.v3"
 )
 
@@ -133,7 +134,7 @@ func TestJSONParses(t *testing.T) {
 
 func TestCaddyfilesParse(t *testing.T) {
 	for _, f := range []string{productionCaddyfile, kubernetesCaddyfile, "lb.Caddyfile", embeddedCaddyfile} {
-		if _, err := parseCaddyfile(string(read(t, f))); err != nil {
+		if _, err := parseCaddyfile(f, read(t, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
 	}
@@ -143,28 +144,49 @@ func TestCaddyfilesParse(t *testing.T) {
 // The production Caddyfile.
 
 func TestProductionCaddyfile(t *testing.T) {
-	prod := caddyfile(t, productionCaddyfile)
-
+	// With nothing set: the API and metrics ports every other file uses,
+	// the admin endpoint on the loopback only, state in ./data.
+	prod := readCaddyfile(t, productionCaddyfile)
 	if got, want := prod.listenPorts(), []int{apiPort, metricsPort}; !slices.Equal(got, want) {
 		t.Errorf("listens on %v, want %v (the API and metrics ports every other file uses)", got, want)
 	}
-
 	global := prod.global()
 	if global == nil {
 		t.Fatal("no global options block")
 	}
-	if got := global.args("admin"); !slices.Equal(got, []string{"{$PRACTICEGW_ADMIN:localhost:2019}"}) {
-		t.Errorf("admin %q, want {$PRACTICEGW_ADMIN:localhost:2019}", got)
+	if got := global.args("admin"); !slices.Equal(got, []string{"localhost:2019"}) {
+		t.Errorf("admin %q with PRACTICEGW_ADMIN unset, want localhost:2019", got)
+	}
+	if got := global.child("practicegw").args("data_dir"); !slices.Equal(got, []string{"./data"}) {
+		t.Errorf("data_dir %q with PRACTICEGW_DATA unset, want ./data", got)
+	}
+
+	// Each setting comes from its environment variable.
+	env := map[string]string{
+		"PRACTICEGW_ADMIN":    "0.0.0.0:2999",
+		"PRACTICEGW_DATA":     "/data",
+		"PRACTICEGW_REDIS":    "redis://redis:6379/0",
+		"PRACTICEGW_KAFKA":    "kafka-1:9092,kafka-2:9092",
+		"PRACTICEGW_DISPATCH": "kafka",
+	}
+	var kv []string
+	for k, v := range env {
+		kv = append(kv, k, v)
+	}
+	prod = readCaddyfile(t, productionCaddyfile, kv...)
+	global = prod.global()
+	if got := global.args("admin"); !slices.Equal(got, []string{env["PRACTICEGW_ADMIN"]}) {
+		t.Errorf("admin %q, want PRACTICEGW_ADMIN's %s", got, env["PRACTICEGW_ADMIN"])
 	}
 	opt := global.child("practicegw")
 	if opt == nil {
 		t.Fatal("no practicegw global option")
 	}
 	for name, want := range map[string][]string{
-		"data_dir":    {"{$PRACTICEGW_DATA:./data}"},
-		"redis":       {"{$PRACTICEGW_REDIS}"},
-		"kafka":       {"{$PRACTICEGW_KAFKA}"},
-		"dispatch":    {"{$PRACTICEGW_DISPATCH}"},
+		"data_dir":    {env["PRACTICEGW_DATA"]},
+		"redis":       {env["PRACTICEGW_REDIS"]},
+		"kafka":       {env["PRACTICEGW_KAFKA"]},
+		"dispatch":    {env["PRACTICEGW_DISPATCH"]},
 		"signing_key": {"primary", "{env.PRACTICEGW_SIGNING_KEY}"},
 	} {
 		if got := opt.args(name); !slices.Equal(got, want) {
@@ -199,8 +221,8 @@ func TestProductionCaddyfile(t *testing.T) {
 // The production Caddyfile is the embedded default plus more: every
 // directive, option and route of ../Caddyfile is in it too.
 func TestProductionMirrorsEmbeddedDefault(t *testing.T) {
-	prod := caddyfile(t, productionCaddyfile)
-	embedded := caddyfile(t, embeddedCaddyfile)
+	prod := readCaddyfile(t, productionCaddyfile)
+	embedded := readCaddyfile(t, embeddedCaddyfile)
 	have := map[string]bool{}
 	prod.walk(func(n *cfNode) { have[n.name()] = true })
 	embedded.walk(func(n *cfNode) {
@@ -424,7 +446,7 @@ func TestDockerfile(t *testing.T) {
 		exposed = append(exposed, atoi(t, strings.TrimSuffix(p, "/tcp")))
 	}
 	slices.Sort(exposed)
-	if want := caddyfile(t, productionCaddyfile).listenPorts(); !slices.Equal(exposed, want) {
+	if want := readCaddyfile(t, productionCaddyfile).listenPorts(); !slices.Equal(exposed, want) {
 		t.Errorf("EXPOSE %v, want the Caddyfile's ports %v", exposed, want)
 	}
 	if got := final.last("VOLUME"); got != "/data" {
@@ -576,7 +598,7 @@ func TestCompose(t *testing.T) {
 
 	// The load balancer sends to every gateway's API port and checks /readyz,
 	// in each of its reverse_proxy blocks (the console's sticky one too).
-	lb := caddyfile(t, "lb.Caddyfile")
+	lb := readCaddyfile(t, "lb.Caddyfile")
 	blocks := 0
 	lb.walk(func(n *cfNode) {
 		if n.name() != "reverse_proxy" {
@@ -801,7 +823,7 @@ func TestKubernetes(t *testing.T) {
 	secret := kubernetesSecret(t, "kubernetes/secret.example.yaml")
 	secretName := asString(asMap(asMap(yamlDocs(t, "kubernetes/secret.example.yaml")[0])["metadata"])["name"])
 
-	caddyPorts := caddyfile(t, productionCaddyfile).listenPorts()
+	caddyPorts := readCaddyfile(t, productionCaddyfile).listenPorts()
 	type workload struct {
 		labels map[string]string
 		ports  map[string]int // container port names and numbers (as strings) -> number
@@ -1051,7 +1073,7 @@ func TestSystemdUnits(t *testing.T) {
 			if got := one(t, f, svc, "Type"); got != "notify" {
 				t.Errorf("%s: Type=%s, want notify (Caddy reports readiness to systemd)", f, got)
 			}
-			ports = append(ports, caddyfile(t, productionCaddyfile).listenPorts()...)
+			ports = append(ports, readCaddyfile(t, productionCaddyfile).listenPorts()...)
 		case "dispatcher":
 			ports = append(ports, listenPort(t, start[1:]))
 		default:
@@ -1244,9 +1266,11 @@ func TestMetricNames(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// A small Caddyfile reader: enough to check structure, braces, sites and
-// directives without building the binary. `practicegw adapt` is the real
-// check; the e2e suite runs it.
+// Caddyfiles are read with Caddy's own parser (the one `practicegw adapt`
+// uses), into a tree of directives that the checks above walk. Parsing
+// expands {$VAR:default} from the environment as Caddy does at start, so
+// the checks see what a deployment with that environment runs; `practicegw
+// adapt` with our modules is the full check, and the e2e suite runs it.
 
 type cfNode struct {
 	Args []string // the line's tokens; Args[0] is the directive or site address
@@ -1385,8 +1409,7 @@ func (n *cfNode) site(port int) *cfNode {
 	return nil
 }
 
-// listenPorts are the ports of every site address, sorted, with
-// environment placeholders at their defaults.
+// listenPorts are the ports of every site address, sorted.
 func (n *cfNode) listenPorts() []int {
 	var ports []int
 	for _, s := range n.sites() {
@@ -1400,18 +1423,14 @@ func (n *cfNode) listenPorts() []int {
 	return ports
 }
 
-var envPlaceholder = regexp.MustCompile(`\{\$[A-Za-z0-9_]+(?::([^}]*))?\}`)
-
-// addressPort is the port a site address listens on, with {$VAR:default}
-// taken at its default.
+// addressPort is the port a site address listens on.
 func addressPort(addr string) (int, error) {
-	addr = envPlaceholder.ReplaceAllString(strings.TrimSuffix(addr, ","), "$1")
 	scheme, rest, ok := strings.Cut(addr, "://")
 	if !ok {
 		scheme, rest = "", addr
 	}
 	rest, _, _ = strings.Cut(rest, "/")
-	if i := strings.LastIndex(rest, ":"); i >= 0 {
+	if i := strings.LastIndex(rest, ":"); i >= 0 && !strings.HasSuffix(rest, "]") {
 		return strconv.Atoi(rest[i+1:])
 	}
 	switch scheme {
@@ -1423,120 +1442,58 @@ func addressPort(addr string) (int, error) {
 	return 0, fmt.Errorf("address %q: no port", addr)
 }
 
-type cfToken struct {
-	text          string
-	line, endLine int // a quoted token may span lines
-	quoted        bool
-}
-
-// lexCaddyfile splits a Caddyfile into tokens as Caddy does: whitespace
-// separates, "..." and `...` quote, # starts a comment at a token's start.
-func lexCaddyfile(src string) ([]cfToken, error) {
-	var tokens []cfToken
-	line := 1
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == '\n':
-			line++
-			i++
-		case c == ' ' || c == '\t' || c == '\r':
-			i++
-		case c == '#':
-			for i < len(src) && src[i] != '\n' {
-				i++
-			}
-		case c == '"' || c == '`':
-			start := line
-			var b strings.Builder
-			i++
-			for ; i < len(src) && src[i] != c; i++ {
-				if c == '"' && src[i] == '\\' && i+1 < len(src) {
-					i++
-				}
-				if src[i] == '\n' {
-					line++
-				}
-				b.WriteByte(src[i])
-			}
-			if i >= len(src) {
-				return nil, fmt.Errorf("line %d: unterminated quote", start)
-			}
-			i++
-			tokens = append(tokens, cfToken{b.String(), start, line, true})
-		default:
-			j := i
-			for j < len(src) && !strings.ContainsRune(" \t\r\n", rune(src[j])) {
-				j++
-			}
-			tokens = append(tokens, cfToken{src[i:j], line, line, false})
-			i = j
-		}
-	}
-	return tokens, nil
-}
-
-// parseCaddyfile reads src into a tree of lines and blocks, checking that
-// braces balance and that each block opens at a line's end.
-func parseCaddyfile(src string) (*cfNode, error) {
-	tokens, err := lexCaddyfile(src)
+// parseCaddyfile reads src with Caddy's parser into a tree: one node per
+// server block (the global options block has no address), one per
+// directive line inside it.
+func parseCaddyfile(name string, src []byte) (*cfNode, error) {
+	blocks, err := caddyfile.Parse(name, src)
 	if err != nil {
 		return nil, err
 	}
 	root := &cfNode{}
-	stack := []*cfNode{root}
-	for i := 0; i < len(tokens); {
-		// A line's tokens: those starting on the line where the previous
-		// one ended.
-		line := tokens[i].line
-		lt := []cfToken{tokens[i]}
-		for i++; i < len(tokens) && tokens[i].line == lt[len(lt)-1].endLine; i++ {
-			lt = append(lt, tokens[i])
+	for _, sb := range blocks {
+		block := &cfNode{Args: sb.GetKeysText(), Body: []*cfNode{}}
+		if len(sb.Keys) > 0 {
+			block.Line = sb.Keys[0].Line
 		}
-		top := stack[len(stack)-1]
-		for k, tok := range lt {
-			if tok.quoted {
-				continue
-			}
-			if tok.text == "}" && k != 0 {
-				return nil, fmt.Errorf("line %d: } must be alone on its line", line)
-			}
-			if tok.text == "{" && k != len(lt)-1 {
-				return nil, fmt.Errorf("line %d: { must end its line", line)
+		for _, seg := range sb.Segments {
+			d := caddyfile.NewDispenser(seg)
+			for d.Next() {
+				block.Body = append(block.Body, directiveNode(d))
 			}
 		}
-		if !lt[0].quoted && lt[0].text == "}" {
-			if len(lt) != 1 {
-				return nil, fmt.Errorf("line %d: } must be alone on its line", line)
-			}
-			if len(stack) == 1 {
-				return nil, fmt.Errorf("line %d: } closes nothing", line)
-			}
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		n := &cfNode{Line: line}
-		for _, tok := range lt {
-			n.Args = append(n.Args, tok.text)
-		}
-		if last := lt[len(lt)-1]; !last.quoted && last.text == "{" {
-			n.Args = n.Args[:len(n.Args)-1]
-			n.Body = []*cfNode{}
-			top.Body = append(top.Body, n)
-			stack = append(stack, n)
-			continue
-		}
-		top.Body = append(top.Body, n)
-	}
-	if len(stack) != 1 {
-		return nil, fmt.Errorf("%d block(s) opened at line %d never closed", len(stack)-1, stack[len(stack)-1].Line)
+		root.Body = append(root.Body, block)
 	}
 	return root, nil
 }
 
-func caddyfile(t *testing.T, f string) *cfNode {
+// directiveNode reads the directive at d's cursor, with its block.
+func directiveNode(d *caddyfile.Dispenser) *cfNode {
+	n := &cfNode{Args: append([]string{d.Val()}, d.RemainingArgs()...), Line: d.Line()}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if n.Body == nil {
+			n.Body = []*cfNode{}
+		}
+		n.Body = append(n.Body, directiveNode(d))
+	}
+	return n
+}
+
+// readCaddyfile parses f as Caddy does at start with env set: every
+// PRACTICEGW_ variable of the test's environment is unset first, so an
+// unset one takes its {$VAR:default}.
+func readCaddyfile(t *testing.T, f string, env ...string) *cfNode {
 	t.Helper()
-	n, err := parseCaddyfile(string(read(t, f)))
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); strings.HasPrefix(k, "PRACTICEGW_") {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	for i := 0; i+1 < len(env); i += 2 {
+		t.Setenv(env[i], env[i+1])
+	}
+	n, err := parseCaddyfile(f, read(t, f))
 	if err != nil {
 		t.Fatalf("%s: %v", f, err)
 	}
@@ -1544,12 +1501,12 @@ func caddyfile(t *testing.T, f string) *cfNode {
 }
 
 func TestCaddyfileReader(t *testing.T) {
-	for _, bad := range []string{"a {\n", "a {\n}\n}\n", "a { b }\n", "a \"x\n"} {
-		if _, err := parseCaddyfile(bad); err == nil {
-			t.Errorf("parseCaddyfile(%q) succeeded, want an error", bad)
-		}
+	if _, err := parseCaddyfile("bad", []byte("a {\n")); err == nil {
+		t.Error("an unclosed block parsed")
 	}
-	n, err := parseCaddyfile("{\n\tadmin off\n}\n# c {\nhttp://{$L::8080} {\n\trespond `{\n}` 200\n}\n:9180 {\n}\n")
+	t.Setenv("PRACTICEGW_TEST_LISTEN", "")
+	os.Unsetenv("PRACTICEGW_TEST_LISTEN")
+	n, err := parseCaddyfile("Caddyfile", []byte("{\n\tadmin off\n\tservers {\n\t\ttrusted_proxies static private_ranges\n\t}\n}\n# c {\nhttp://{$PRACTICEGW_TEST_LISTEN::8080} {\n\trespond `{\n}` 200\n}\n:9180 {\n}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1558,6 +1515,12 @@ func TestCaddyfileReader(t *testing.T) {
 	}
 	if got := n.global().args("admin"); !slices.Equal(got, []string{"off"}) {
 		t.Errorf("admin = %q, want off", got)
+	}
+	if got := n.global().args("trusted_proxies"); !slices.Equal(got, []string{"static", "private_ranges"}) {
+		t.Errorf("servers { trusted_proxies } = %q, want static private_ranges", got)
+	}
+	if got := n.site(8080).args("respond"); !slices.Equal(got, []string{"{\n}", "200"}) {
+		t.Errorf("respond = %q, want the quoted body and 200", got)
 	}
 }
 
