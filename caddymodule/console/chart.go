@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 // hourlyChart is a credential's requests per hour as stacked bars
@@ -18,7 +18,7 @@ type hourlyChart struct {
 	// Start is the first hour shown, UTC and on the hour.
 	Start time.Time
 	Hours int
-	Usage []ratelimit.HourUsage
+	Usage []usage.Hour
 	// Ceiling is the credential's limit in requests per hour; 0 for none.
 	Ceiling float64
 }
@@ -79,7 +79,7 @@ func (c hourlyChart) SVG() template.HTML {
 	top, ceilingOff := c.scale()
 	width := chartLeft + float64(c.Hours)*chartSlot + chartRight
 	height := chartTop + chartPlot + chartBottom
-	byHour := map[int64]ratelimit.HourUsage{}
+	byHour := map[int64]usage.Hour{}
 	var admitted, refused int64
 	for _, u := range c.Usage {
 		byHour[u.Hour.Unix()/3600] = u

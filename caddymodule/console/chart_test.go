@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 // rect is a bar of the chart.
@@ -53,7 +53,7 @@ func parseChart(t *testing.T, svg string) (bars []rect, ceilingY float64, hasCei
 
 func TestChartScalesToTheCeiling(t *testing.T) {
 	start := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
-	c := hourlyChart{Start: start, Hours: 168, Ceiling: 60, Usage: []ratelimit.HourUsage{
+	c := hourlyChart{Start: start, Hours: 168, Ceiling: 60, Usage: []usage.Hour{
 		{Hour: start.Add(10 * time.Hour), Admitted: 30},
 		{Hour: start.Add(167 * time.Hour), Admitted: 60, Refused: 6},
 	}}
@@ -88,7 +88,7 @@ func TestChartScalesToTheCeiling(t *testing.T) {
 
 func TestChartMarksACeilingFarAbove(t *testing.T) {
 	start := time.Date(2026, 11, 15, 12, 0, 0, 0, time.UTC)
-	c := hourlyChart{Start: start, Hours: 168, Ceiling: 7200, Usage: []ratelimit.HourUsage{
+	c := hourlyChart{Start: start, Hours: 168, Ceiling: 7200, Usage: []usage.Hour{
 		{Hour: start.Add(100 * time.Hour), Admitted: 8},
 	}}
 	bars, _, hasLine := parseChart(t, string(c.SVG()))

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/internal/gcra"
 )
 
 // Fallback names who decides while Redis cannot be reached in time.
@@ -34,7 +36,7 @@ func (f Fallback) check() error {
 }
 
 // fallBack decides a request Redis could not.
-func (l *Limiter) fallBack(id string, c cell, now int64, consume bool) Decision {
+func (l *Limiter) fallBack(id string, c gcra.Cell, now int64, consume bool) Decision {
 	var d Decision
 	switch l.fallback {
 	case FallbackDeny:

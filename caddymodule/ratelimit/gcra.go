@@ -26,17 +26,21 @@ type Decision struct {
 // step is GCRA (internal/gcra) for one request at now (microseconds),
 // booking it when consume is set and only peeking otherwise. It returns the
 // TAT to store; a refusal returns tat unchanged, so refused requests cost
-// the client nothing. gcra.lua is the same function in Lua;
+// the client nothing. internal/store/redis runs the same function in Lua;
 // TestScriptMatchesStep keeps the two in step.
-func (c cell) step(tat, now int64, consume bool) (next int64, d Decision) {
-	g := gcra.Cell{Interval: c.interval, Tolerance: c.tolerance}
+func step(g gcra.Cell, tat, now int64, consume bool) (next int64, d Decision) {
 	var r gcra.Result
 	if consume {
 		next, r = g.Step(tat, now)
 	} else {
 		next, r = max(tat, now), g.Peek(tat, now)
 	}
-	return next, Decision{
+	return next, decision(r)
+}
+
+// decision is r in time units.
+func decision(r gcra.Result) Decision {
+	return Decision{
 		Allowed:    r.Allowed,
 		Remaining:  r.Remaining,
 		Reset:      usec(r.Reset),

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/internal/gcra"
 )
 
 // Config sets up a Limiter. The zero value is an in-process limiter.
@@ -216,7 +218,7 @@ func (l *Limiter) decide(ctx context.Context, id string, rate Rate, consume bool
 	return d
 }
 
-func (l *Limiter) fromRedis(ctx context.Context, id string, c cell, consume bool) (Decision, bool) {
+func (l *Limiter) fromRedis(ctx context.Context, id string, c gcra.Cell, consume bool) (Decision, bool) {
 	if !l.redisUp.Load() {
 		return Decision{}, false
 	}

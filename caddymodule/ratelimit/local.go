@@ -1,6 +1,10 @@
 package ratelimit
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/practicegw/practicegw/internal/gcra"
+)
 
 // shardCount spreads credentials over locks so that concurrent requests of
 // different credentials rarely wait for each other.
@@ -30,11 +34,11 @@ type bucketShard struct {
 	tats map[string]int64 // microseconds since the epoch
 }
 
-func (b *buckets) decide(id string, c cell, now int64, consume bool) Decision {
+func (b *buckets) decide(id string, c gcra.Cell, now int64, consume bool) Decision {
 	s := &b.shards[shardOf(id)]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next, d := c.step(s.tats[id], now, consume)
+	next, d := step(c, s.tats[id], now, consume)
 	if consume && d.Allowed {
 		if s.tats == nil {
 			s.tats = map[string]int64{}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 // MemoryUsage is a UsageStore in memory: the default without a persistent
@@ -55,17 +57,17 @@ func (m *MemoryUsage) trim() {
 }
 
 // Usage implements UsageStore.
-func (m *MemoryUsage) Usage(_ context.Context, id string, since time.Time) ([]HourUsage, error) {
+func (m *MemoryUsage) Usage(_ context.Context, id string, since time.Time) ([]usage.Hour, error) {
 	from := since.Unix() / 3600
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []HourUsage
+	var out []usage.Hour
 	for _, h := range slices.Sorted(maps.Keys(m.hours[id])) {
 		if h < from {
 			continue
 		}
 		c := m.hours[id][h]
-		out = append(out, HourUsage{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
+		out = append(out, usage.Hour{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
 	}
 	return out, nil
 }

@@ -8,7 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/practicegw/practicegw/internal/gcra"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // scriptPipe runs the script for concurrent requests, deciding them in
@@ -33,7 +34,7 @@ import (
 // atomically and on its own clock: batching changes how requests travel,
 // not what decides them.
 type scriptPipe struct {
-	client   redis.Scripter
+	limits   *redisstore.RateLimits
 	timeout  time.Duration
 	interval time.Duration
 	calls    chan *scriptCall
@@ -45,7 +46,7 @@ type scriptPipe struct {
 
 	// Owned by the run goroutine.
 	batch   []*scriptCall
-	encoder *batch
+	encoder *redisstore.RateBatch
 
 	// batches counts script calls written and lastSize says how many
 	// requests the last one carried, so tests can see requests share them.
@@ -69,7 +70,7 @@ const (
 // channels, which orders their reads and writes of it.
 type scriptCall struct {
 	id      string
-	cell    cell
+	cell    gcra.Cell
 	consume bool
 	now     int64
 
@@ -94,10 +95,10 @@ var (
 	errClosed  = errors.New("rate limiter closed")
 )
 
-func newScriptPipe(client redis.Scripter, timeout, interval time.Duration) *scriptPipe {
+func newScriptPipe(limits *redisstore.RateLimits, timeout, interval time.Duration) *scriptPipe {
 	p := &scriptPipe{
-		client:   client,
-		encoder:  newBatch(),
+		limits:   limits,
+		encoder:  redisstore.NewRateBatch(),
 		timeout:  timeout,
 		interval: interval,
 		calls:    make(chan *scriptCall, queueSize),
@@ -126,7 +127,7 @@ func (p *scriptPipe) close() {
 // do runs the script for one request and waits for its answer until the
 // pipeline's timeout passes or ctx ends, whichever comes first. now is
 // zero outside tests, so that Redis's clock decides.
-func (p *scriptPipe) do(ctx context.Context, id string, c cell, consume bool, now int64) (Decision, error) {
+func (p *scriptPipe) do(ctx context.Context, id string, c gcra.Cell, consume bool, now int64) (Decision, error) {
 	call := p.free.Get().(*scriptCall)
 	call.id, call.cell, call.consume, call.now = id, c, consume, now
 	call.timer.Reset(p.timeout)
@@ -253,19 +254,18 @@ func (p *scriptPipe) flush(ctx context.Context, batch []*scriptCall) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
-	p.encoder.encode(live)
-	p.batches.Add(1)
-	reply, err := gcraScript.Run(ctx, p.client, p.encoder.keys, p.encoder.args...).Result()
-	var decisions []Decision
-	if err == nil {
-		decisions, err = p.encoder.decode(reply)
+	p.encoder.Reset()
+	for _, c := range live {
+		p.encoder.Add(c.id, c.cell, c.consume, c.now)
 	}
+	p.batches.Add(1)
+	results, err := p.limits.Decide(ctx, p.encoder)
 	if err != nil {
 		answerAll(live, err)
 		return
 	}
 	for i, c := range live {
-		answer(c, decisions[i], nil)
+		answer(c, decision(results[i]), nil)
 	}
 }
 

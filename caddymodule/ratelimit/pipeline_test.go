@@ -5,7 +5,6 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,103 +139,6 @@ func TestPipelineDeadlineInFlight(t *testing.T) {
 			t.Fatalf("request %d after recovery: %+v, want allowed %v with %d remaining from Redis",
 				i+1, d, want.Allowed, want.Remaining)
 		}
-	}
-}
-
-// encoded is a batch that has just encoded calls.
-func encoded(calls ...*scriptCall) *batch {
-	b := newBatch()
-	b.encode(calls)
-	return b
-}
-
-// TestDecodeBatch feeds the reply reader what the script may answer for a
-// batch of two requests of one credential, and what it should not.
-func TestDecodeBatch(t *testing.T) {
-	ten := tenPerSecond.cell() // T 100ms, B·T 1s
-	allowed := Decision{Allowed: true, Remaining: 0, Reset: time.Second}
-	refused := Decision{Reset: time.Second, RetryAfter: 100 * time.Millisecond}
-	for _, tt := range []struct {
-		name  string
-		reply any
-		want  []Decision
-		err   string // "" none; else a substring
-	}{
-		// Booked to 900ms ahead: room for one more.
-		{"one of two", []any{int64(900000), int64(1)}, []Decision{allowed, refused}, ""},
-		{"half a group", []any{int64(900000)}, nil, "answered"},
-		{"not an array", int64(1), nil, "answered"},
-		{"string element", []any{"9", int64(1)}, nil, "answered"},
-		{"more admitted than asked", []any{int64(0), int64(3)}, nil, "answered"},
-		{"TAT behind now", []any{int64(-1), int64(0)}, nil, "answered"},
-		// An empty bucket admits both; Redis says it admitted one.
-		{"disagreement", []any{int64(0), int64(1)}, nil, "disagree"},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			b := encoded(&scriptCall{id: "crd_a", cell: ten, consume: true}, &scriptCall{id: "crd_a", cell: ten, consume: true})
-			got, err := b.decode(tt.reply)
-			switch {
-			case tt.err == "" && err != nil:
-				t.Fatalf("error %v", err)
-			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
-				t.Fatalf("error %v, want one saying %q", err, tt.err)
-			}
-			if err != nil {
-				got = nil
-			}
-			if !slices.Equal(got, tt.want) {
-				t.Fatalf("decisions %+v, want %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-// FuzzDecodeBatch decodes arbitrary integer arrays as the reply for three
-// requests in two groups: no panic, and decisions only from an array of
-// four integers in range.
-func FuzzDecodeBatch(f *testing.F) {
-	f.Add(int64(900000), int64(1), int64(0), int64(0), uint8(4))
-	f.Add(int64(-1), int64(99), int64(0), int64(0), uint8(3))
-	ten := tenPerSecond.cell()
-	f.Fuzz(func(t *testing.T, a, b, c, d int64, n uint8) {
-		reply := []any{a, b, c, d}[:min(int(n), 4)]
-		enc := encoded(&scriptCall{id: "crd_a", cell: ten, consume: true},
-			&scriptCall{id: "crd_b", cell: ten}, &scriptCall{id: "crd_a", cell: ten, consume: true})
-		got, err := enc.decode(reply)
-		if err != nil && got != nil {
-			t.Fatalf("decisions %+v with error %v", got, err)
-		}
-		if err == nil && (len(got) != 3 || len(reply) != 4) {
-			t.Fatalf("decisions %+v from %v", got, reply)
-		}
-	})
-}
-
-// TestEncodeBatch checks the script call a batch becomes: each
-// credential's keys once, in order of first appearance, and six arguments
-// a group pointing at them, with the group's size.
-func TestEncodeBatch(t *testing.T) {
-	ten, two := tenPerSecond.cell(), Rate{Limit: 2, Window: time.Second}.cell()
-	b := encoded(
-		&scriptCall{id: "crd_b", cell: ten, consume: true},
-		&scriptCall{id: "crd_a", cell: two, consume: false, now: 1700000000000000},
-		&scriptCall{id: "crd_b", cell: ten, consume: true},
-		&scriptCall{id: "crd_b", cell: ten, consume: false},
-	)
-	wantKeys := []string{"pgw:rl:{crd_b}", "pgw:usage:{crd_b}", "pgw:rl:{crd_a}", "pgw:usage:{crd_a}"}
-	if !slices.Equal(b.keys, wantKeys) {
-		t.Fatalf("keys %q, want %q", b.keys, wantKeys)
-	}
-	wantArgs := []any{strconv.Itoa(retentionHours),
-		int64(1), int64(100000), int64(1000000), int64(1), int64(0), int64(2),
-		int64(2), int64(500000), int64(1000000), int64(0), int64(1700000000000000), int64(1),
-		int64(1), int64(100000), int64(1000000), int64(0), int64(0), int64(1),
-	}
-	if !slices.Equal(b.args, wantArgs) {
-		t.Fatalf("args\n%v\nwant\n%v", b.args, wantArgs)
-	}
-	if !slices.Equal(b.callGroup, []int{0, 1, 0, 2}) {
-		t.Fatalf("calls' groups %v, want [0 1 0 2]", b.callGroup)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/gcra"
 )
 
 // Rate is a ceiling: Limit requests per Window.
@@ -55,12 +57,7 @@ func (r Rate) String() string {
 
 // cell is r as GCRA sees it, in whole microseconds so that the in-process
 // limiter and the Redis script do the same integer arithmetic.
-type cell struct {
-	interval  int64 // T: one request's share of the window
-	tolerance int64 // B·T: how far ahead of now the bucket may be booked
-}
-
-func (r Rate) cell() cell {
+func (r Rate) cell() gcra.Cell {
 	// A Rate that did not come from ParseRate is clamped rather than
 	// trusted: a division by zero here would fail the request.
 	limit := max(r.Limit, 1)
@@ -70,5 +67,5 @@ func (r Rate) cell() cell {
 	}
 	// Rounding T up keeps the rate at or below the ceiling.
 	interval := max((r.Window.Microseconds()+limit-1)/limit, 1)
-	return cell{interval: interval, tolerance: burst * interval}
+	return gcra.Cell{Interval: interval, Tolerance: burst * interval}
 }

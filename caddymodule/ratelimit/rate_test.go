@@ -58,7 +58,7 @@ func FuzzParseRate(f *testing.F) {
 			t.Fatalf("ParseRate(%q) = %+v: out of range", s, r)
 		}
 		c := r.cell()
-		if c.interval < 1 || c.tolerance < c.interval {
+		if c.Interval < 1 || c.Tolerance < c.Interval {
 			t.Fatalf("ParseRate(%q) gives cell %+v", s, c)
 		}
 		back, err := ParseRate(r.String())
@@ -72,10 +72,10 @@ func TestCellRoundsIntervalUp(t *testing.T) {
 	// 7/s cannot be split into whole microseconds; rounding down would
 	// let an eighth request a second through over a long enough run.
 	c := Rate{Limit: 7, Window: time.Second}.cell()
-	if c.interval*7 < int64(time.Second/time.Microsecond) {
-		t.Fatalf("interval %dµs × 7 is shorter than the window", c.interval)
+	if c.Interval*7 < int64(time.Second/time.Microsecond) {
+		t.Fatalf("interval %dµs × 7 is shorter than the window", c.Interval)
 	}
-	if got := (Rate{Limit: 10, Window: time.Second, Burst: 50}).cell(); got.tolerance != 10*got.interval {
-		t.Fatalf("a burst above the limit must be capped at the limit, got tolerance %d", got.tolerance)
+	if got := (Rate{Limit: 10, Window: time.Second, Burst: 50}).cell(); got.Tolerance != 10*got.Interval {
+		t.Fatalf("a burst above the limit must be capped at the limit, got tolerance %d", got.Tolerance)
 	}
 }

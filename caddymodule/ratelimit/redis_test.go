@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 func newRedisLimiter(t testing.TB, cfg Config) *Limiter {
@@ -52,7 +52,7 @@ func TestScriptMatchesStep(t *testing.T) {
 		now := time.Now().UnixMicro()
 		for step := range 300 {
 			if rng.IntN(2) == 0 {
-				now += rng.Int64N(3 * c.interval)
+				now += rng.Int64N(3 * c.Interval)
 			}
 			consume := rng.IntN(5) != 0
 			want := local.decide(id, c, now, consume)
@@ -121,10 +121,10 @@ func TestRedisUsageForAWeek(t *testing.T) {
 	start := time.Date(2026, 3, 1, 0, 30, 0, 0, time.UTC)
 
 	// Nine days, one to four requests an hour, three of them allowed.
-	var want []HourUsage
+	var want []usage.Hour
 	now := start
 	for h := range 9 * 24 {
-		u := HourUsage{Hour: now.Truncate(time.Hour)}
+		u := usage.Hour{Hour: now.Truncate(time.Hour)}
 		for range h%5 + 1 {
 			d, err := l.redis.decide(ctx, "crd_a", c, true, now.UnixMicro())
 			if err != nil {
@@ -147,7 +147,7 @@ func TestRedisUsageForAWeek(t *testing.T) {
 	assertUsage(t, got, want[len(want)-7*24:])
 
 	// The hash holds eight days and the marker, not all nine.
-	fields, err := l.redis.client.HKeys(ctx, usageKey("crd_a")).Result()
+	fields, err := l.redis.client.HKeys(ctx, "pgw:usage:{crd_a}").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestRedisUsageForAWeek(t *testing.T) {
 			t.Fatalf("field %s is past retention", f)
 		}
 	}
-	if ttl := l.redis.client.PTTL(ctx, usageKey("crd_a")).Val(); ttl <= 7*24*time.Hour {
+	if ttl := l.redis.client.PTTL(ctx, "pgw:usage:{crd_a}").Val(); ttl <= 7*24*time.Hour {
 		t.Fatalf("usage key TTL %v, want about 8 days", ttl)
 	}
 }
@@ -419,76 +419,6 @@ func TestScriptSurvivesScriptFlush(t *testing.T) {
 	for _, k := range keys {
 		if !strings.HasSuffix(k, "{crd_a}") {
 			t.Fatalf("key %q does not carry the credential as its hash tag", k)
-		}
-	}
-}
-
-// TestBatchMatchesSteps sends random batches, mixing credentials, rates,
-// peeks and pinned clocks that sometimes run backwards, and batches of one
-// busy credential, as single script calls: each request's decision must be
-// the one the Go GCRA gives when the batch's requests are decided one by
-// one, group by group.
-func TestBatchMatchesSteps(t *testing.T) {
-	srv := redistest.Start(t)
-	ctx := context.Background()
-	opt, err := redis.ParseURL(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := redis.NewClient(opt)
-	defer client.Close()
-	b := newBatch()
-
-	cells := []cell{tenPerSecond.cell(), Rate{Limit: 3, Window: time.Second, Burst: 2}.cell(), Rate{Limit: 7, Window: time.Minute}.cell()}
-	rng := rand.New(rand.NewPCG(3, 5))
-	var local buckets
-	now := time.Now().UnixMicro()
-	for batch := range 200 {
-		calls := make([]*scriptCall, 1+rng.IntN(12))
-		for i := range calls {
-			if batch%4 == 0 {
-				// One group: a busy credential's requests, some refused.
-				calls[i] = &scriptCall{id: "crd_b0", cell: cells[1], consume: true, now: now}
-				continue
-			}
-			switch rng.IntN(4) {
-			case 0:
-				now += rng.Int64N(300_000)
-			case 1:
-				now -= rng.Int64N(50_000)
-			}
-			calls[i] = &scriptCall{id: fmt.Sprintf("crd_b%d", rng.IntN(3)), cell: cells[rng.IntN(len(cells))],
-				consume: rng.IntN(5) != 0, now: now}
-		}
-		if batch%4 == 0 {
-			now += rng.Int64N(1_000_000)
-		}
-		b.encode(calls)
-		// The script decides group by group, in order of each group's
-		// first request.
-		order := make([]int, len(calls))
-		for i := range order {
-			order[i] = i
-		}
-		slices.SortStableFunc(order, func(x, y int) int { return b.callGroup[x] - b.callGroup[y] })
-		want := make([]Decision, len(calls))
-		for _, i := range order {
-			c := calls[i]
-			want[i] = local.decide(c.id, c.cell, c.now, c.consume)
-		}
-		reply, err := gcraScript.Run(ctx, client, b.keys, b.args...).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := b.decode(reply)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range calls {
-			if got[i] != want[i] {
-				t.Fatalf("batch %d, request %d of %d (%s, consume %v): script %+v, Go %+v",
-					batch, i+1, len(calls), calls[i].id, calls[i].consume, got[i], want[i])
-			}
 		}
 	}
 }

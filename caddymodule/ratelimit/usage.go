@@ -7,19 +7,12 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
-// retentionHours is how much hourly usage is kept: the console shows a
-// week, and a day more covers time zones and a late look.
-const retentionHours = 8 * 24
-
-// HourUsage is one credential's requests in one hour (UTC), admitted and
-// refused.
-type HourUsage struct {
-	Hour     time.Time `json:"hour"`
-	Admitted int64     `json:"admitted"`
-	Refused  int64     `json:"refused"`
-}
+// retentionHours is how much hourly usage is kept (usage.Retention).
+const retentionHours = int64(usage.Retention / time.Hour)
 
 // UsageStore keeps hourly usage counts beyond this process's memory. The
 // limiter adds to it in batches, never once per request. The embedded store
@@ -30,7 +23,7 @@ type UsageStore interface {
 	AddUsage(ctx context.Context, credentialID string, hour time.Time, admitted, refused int64) error
 	// Usage returns the counts of credentialID for every hour since the
 	// hour holding since that has any, oldest first.
-	Usage(ctx context.Context, credentialID string, since time.Time) ([]HourUsage, error)
+	Usage(ctx context.Context, credentialID string, since time.Time) ([]usage.Hour, error)
 }
 
 type hourKey struct {
@@ -123,7 +116,7 @@ func (t *tally) of(id string, from int64) map[int64]counts {
 }
 
 // merge adds extra to a store's answer, keeping it ordered by hour.
-func merge(stored []HourUsage, extra map[int64]counts) []HourUsage {
+func merge(stored []usage.Hour, extra map[int64]counts) []usage.Hour {
 	if len(extra) == 0 {
 		return stored
 	}
@@ -138,10 +131,10 @@ func merge(stored []HourUsage, extra map[int64]counts) []HourUsage {
 		cur.add(c)
 		byHour[h] = cur
 	}
-	out := make([]HourUsage, 0, len(byHour))
+	out := make([]usage.Hour, 0, len(byHour))
 	for _, h := range slices.Sorted(maps.Keys(byHour)) {
 		c := byHour[h]
-		out = append(out, HourUsage{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
+		out = append(out, usage.Hour{Hour: time.Unix(h*3600, 0).UTC(), Admitted: c.admitted, Refused: c.refused})
 	}
 	return out
 }
@@ -149,7 +142,7 @@ func merge(stored []HourUsage, extra map[int64]counts) []HourUsage {
 // Usage returns credentialID's requests per hour since the given time,
 // oldest first, hours without requests left out. With Redis it covers
 // every instance; without, this process and the UsageStore.
-func (l *Limiter) Usage(ctx context.Context, credentialID string, since time.Time) ([]HourUsage, error) {
+func (l *Limiter) Usage(ctx context.Context, credentialID string, since time.Time) ([]usage.Hour, error) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	l.flushMu.Lock()
@@ -184,9 +177,9 @@ func (l *Limiter) flush(ctx context.Context) error {
 // Traffic is a credential's hourly usage against its ceiling, as the
 // console and the credential listings show it.
 type Traffic struct {
-	Ceiling  string      `json:"ceiling"`
-	Limit    int64       `json:"limit"`
-	Window   int64       `json:"window_seconds"`
-	Headroom int64       `json:"headroom"`
-	Hours    []HourUsage `json:"hours"`
+	Ceiling  string       `json:"ceiling"`
+	Limit    int64        `json:"limit"`
+	Window   int64        `json:"window_seconds"`
+	Headroom int64        `json:"headroom"`
+	Hours    []usage.Hour `json:"hours"`
 }

@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/store/storetest"
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 func TestLocalUsageForAWeek(t *testing.T) {
@@ -16,7 +19,7 @@ func TestLocalUsageForAWeek(t *testing.T) {
 	start := clock.Now()
 	rate := Rate{Limit: 3, Window: time.Hour}
 
-	var want []HourUsage
+	var want []usage.Hour
 	for h := range 7 * 24 {
 		got := weekOfTrafficHour(ctx, l, clock, rate, h)
 		want = append(want, got)
@@ -44,8 +47,8 @@ func TestLocalUsageForAWeek(t *testing.T) {
 
 // weekOfTrafficHour makes h%5+1 requests in the clock's current hour under
 // a rate of 3 per hour, then moves the clock on an hour.
-func weekOfTrafficHour(ctx context.Context, l *Limiter, clock *fakeClock, rate Rate, h int) HourUsage {
-	u := HourUsage{Hour: clock.Now().Truncate(time.Hour)}
+func weekOfTrafficHour(ctx context.Context, l *Limiter, clock *fakeClock, rate Rate, h int) usage.Hour {
+	u := usage.Hour{Hour: clock.Now().Truncate(time.Hour)}
 	for range h%5 + 1 {
 		if l.Allow(ctx, "crd_a", rate).Allowed {
 			u.Admitted++
@@ -57,9 +60,9 @@ func weekOfTrafficHour(ctx context.Context, l *Limiter, clock *fakeClock, rate R
 	return u
 }
 
-func assertUsage(t *testing.T, got, want []HourUsage) {
+func assertUsage(t *testing.T, got, want []usage.Hour) {
 	t.Helper()
-	var nonzero []HourUsage
+	var nonzero []usage.Hour
 	for _, u := range want {
 		if u.Admitted+u.Refused > 0 {
 			nonzero = append(nonzero, u)
@@ -158,4 +161,13 @@ func TestCloseFlushes(t *testing.T) {
 	if got, _ := store.Usage(context.Background(), "crd_a", time.Time{}); len(got) != 1 || got[0].Admitted != 1 {
 		t.Fatalf("stored after Close: %+v", got)
 	}
+}
+
+// The in-process usage store, the default without Redis or the embedded
+// store, meets the same suite as theirs.
+func TestMemoryUsageConformance(t *testing.T) {
+	storetest.Usage(t, func(t *testing.T) (storetest.UsageStore, storetest.UsageStore) {
+		m := NewMemoryUsage()
+		return m, m
+	})
 }

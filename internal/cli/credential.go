@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/practicegw/practicegw/caddymodule/gateway"
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 func init() {
@@ -162,7 +162,7 @@ func splitList(s string) []string {
 
 // usageSummary gives the current hour's and the busiest hour's requests,
 // with refusals (429s) in brackets.
-func usageSummary(hours []ratelimit.HourUsage, now time.Time) (current, peak string) {
+func usageSummary(hours []usage.Hour, now time.Time) (current, peak string) {
 	current, peak = "0", "0"
 	var max int64
 	for _, h := range hours {

@@ -67,6 +67,13 @@ func TestIdempotencyConformance(t *testing.T) {
 	})
 }
 
+func TestUsageConformance(t *testing.T) {
+	storetest.Usage(t, func(t *testing.T) (storetest.UsageStore, storetest.UsageStore) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
 func TestUpstreamStateConformance(t *testing.T) {
 	storetest.Upstream(t, func(t *testing.T) (storetest.UpstreamState, storetest.UpstreamState) {
 		st, db := open(t)

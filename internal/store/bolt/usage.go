@@ -8,7 +8,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/usage"
 )
 
 // usageKey orders a credential's hours together and in time order.
@@ -35,16 +35,9 @@ func (s *Store) AddUsage(_ context.Context, credentialID string, hour time.Time,
 	})
 }
 
-// HourUsage is one hour of one credential's traffic.
-type HourUsage = ratelimit.HourUsage
-
-// usageRetention is how much hourly usage is kept: the console shows 7
-// days.
-const usageRetention = 8 * 24 * time.Hour
-
 // Usage returns a credential's hourly counters since a time.
-func (s *Store) Usage(_ context.Context, credentialID string, since time.Time) ([]HourUsage, error) {
-	var out []HourUsage
+func (s *Store) Usage(_ context.Context, credentialID string, since time.Time) ([]usage.Hour, error) {
+	var out []usage.Hour
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket([]byte(bucketUsage)).Cursor()
 		prefix := append([]byte(credentialID), 0)
@@ -52,7 +45,7 @@ func (s *Store) Usage(_ context.Context, credentialID string, since time.Time) (
 			if len(v) != 16 {
 				return errors.New("corrupt usage counter")
 			}
-			out = append(out, HourUsage{
+			out = append(out, usage.Hour{
 				Hour:     time.Unix(int64(binary.BigEndian.Uint64(k[len(prefix):])), 0).UTC(),
 				Admitted: int64(binary.BigEndian.Uint64(v[:8])),
 				Refused:  int64(binary.BigEndian.Uint64(v[8:])),
@@ -65,7 +58,7 @@ func (s *Store) Usage(_ context.Context, credentialID string, since time.Time) (
 
 // ExpireUsage removes hourly counters older than the retention.
 func (s *Store) ExpireUsage(_ context.Context) (int, error) {
-	cutoff := uint64(s.now().Add(-usageRetention).Unix())
+	cutoff := uint64(s.now().Add(-usage.Retention).Unix())
 	n := 0
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		c := tx.Bucket([]byte(bucketUsage)).Cursor()
@@ -84,5 +77,3 @@ func (s *Store) ExpireUsage(_ context.Context) (int, error) {
 	})
 	return n, err
 }
-
-var _ ratelimit.UsageStore = (*Store)(nil)

@@ -48,6 +48,26 @@ func TestIdempotencyConformance(t *testing.T) {
 	})
 }
 
+// The rate limiter's hourly usage, which its Lua script also writes.
+func TestUsageConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Usage(t, func(t *testing.T) (storetest.UsageStore, storetest.UsageStore) {
+		open(t, srv) // empties srv
+		return redisstore.NewRateLimits(client(t, srv)), redisstore.NewRateLimits(client(t, srv))
+	})
+}
+
+// client is a client of srv, closed when t ends.
+func client(t *testing.T, srv *redistest.Server) *goredis.Client {
+	t.Helper()
+	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
 func TestUpstreamStateConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Upstream(t, func(t *testing.T) (storetest.UpstreamState, storetest.UpstreamState) {

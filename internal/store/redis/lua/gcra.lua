@@ -1,24 +1,28 @@
--- GCRA and hourly usage for a batch of requests, in one round trip.
--- The gateway sends a batch as groups: the requests of one credential
--- that share a rate, whether they book, and a clock. Groups are decided in
--- the order given, and a group's requests one after another, each as if
--- alone; the batch only shares the call's fixed costs. A group's requests
--- arrive at one instant, so those admitted are the first ones: the script
--- counts them, and the gateway replays cell.step (gcra.go) from the TAT
--- the group found to give each request its own answer. Keep the two in
--- step.
+-- GCRA (internal/gcra) and hourly usage for a batch of requests, in one
+-- round trip: the one Lua GCRA, run by the rate limiter for batches of
+-- requests and by the vendor budgets for one request at a time. The
+-- caller sends a batch as groups: the requests of one key that share a
+-- rate, a mode and a clock. Groups are decided in the order given, and a
+-- group's requests one after another, each as if alone; the batch only
+-- shares the call's fixed costs. A group's requests arrive at one
+-- instant, so those admitted are the first ones: the script counts them,
+-- and the caller replays gcra.Cell.Step from the TAT the group found to
+-- give each request its own answer (RateBatch.decode). Keep the two in
+-- step: TestBatchMatchesGCRA and TestBudgetScriptMatchesGCRA compare them.
 --
--- KEYS     two per credential in the batch, in pairs:
---          pgw:rl:{id}     the credential's TAT, microseconds since the epoch
---          pgw:usage:{id}  hash: "<unix hour>:a" admitted, "<unix hour>:r"
---                          refused, "trimmed" the hour old fields were last
---                          dropped
+-- KEYS     two per key in the batch, in pairs:
+--          the key's TAT, microseconds since the epoch (pgw:rl:{id} for a
+--          credential)
+--          its usage hash (pgw:usage:{id}): "<unix hour>:a" admitted,
+--          "<unix hour>:r" refused, "trimmed" the hour old fields were
+--          last dropped; untouched in mode 2
 -- ARGV[1]  hours of usage to keep
 -- ARGV[2..] six per group:
---          k          the group's credential: KEYS[2k-1] and KEYS[2k]
+--          k          the group's key: KEYS[2k-1] and KEYS[2k]
 --          interval   T, microseconds
 --          tolerance  B*T, microseconds
---          consume    1 books the requests and counts them; 0 only looks
+--          mode       0 only looks; 1 books the requests and counts them;
+--                     2 books them without counting (vendor budgets)
 --          now        microseconds since the epoch, or 0 for Redis's own
 --                     clock (tests pin it)
 --          n          how many requests
@@ -56,7 +60,8 @@ for a = 2, #ARGV, 6 do
   local k = tonumber(ARGV[a])
   local interval = tonumber(ARGV[a + 1])
   local tolerance = tonumber(ARGV[a + 2])
-  local consume = ARGV[a + 3] == '1'
+  local mode = ARGV[a + 3]
+  local consume, counted = mode ~= '0', mode == '1'
   local now = tonumber(ARGV[a + 4])
   if now == 0 then now = redis_now() end
   local n = tonumber(ARGV[a + 5])
@@ -81,10 +86,12 @@ for a = 2, #ARGV, 6 do
     if admitted > 0 then
       tats[k], booked[k], booked_at[k] = tat, true, now
     end
-    -- Lua's own number-to-string (%.14g) is exact for an hour number.
-    local hour = math.floor(now / 3600000000)
-    count(k, hour .. ':a', admitted)
-    count(k, hour .. ':r', n - admitted)
+    if counted then
+      -- Lua's own number-to-string (%.14g) is exact for an hour number.
+      local hour = math.floor(now / 3600000000)
+      count(k, hour .. ':a', admitted)
+      count(k, hour .. ':r', n - admitted)
+    end
   end
   out[o + 1], out[o + 2] = base, admitted
   o = o + 2
