@@ -36,23 +36,49 @@ type Store interface {
 	TouchCredentials(ctx context.Context, lastUsed map[string]time.Time) error
 }
 
-// RevocationFeed tells a registry about credentials revoked by another
-// gateway instance. Stores shared between instances provide one.
+// RevocationFeed tells a registry about credentials revoked by any gateway
+// instance. Stores shared between instances provide one: a feed whose
+// positions are the store's own (never an instance's clock), so that
+// following it from the last position applied cannot skip a revocation.
 type RevocationFeed interface {
-	Revoked(ctx context.Context, since time.Time) ([]string, error)
+	// Revocations returns every revoked credential id and the feed's
+	// position they include.
+	Revocations(ctx context.Context) (ids []string, pos string, err error)
+	// RevokedAfter returns the ids revoked after pos, in order, and the
+	// position after them. ErrFeedGap says the feed no longer holds pos:
+	// the registry then reads Revocations again.
+	RevokedAfter(ctx context.Context, pos string) (ids []string, next string, err error)
 }
 
-// Registry issues, verifies and revokes credentials. It keeps every
-// credential it has seen in memory, so verifying a request costs a
-// signature check (cached) and a map lookup.
+// ErrFeedGap is RevokedAfter's answer for a position the feed has dropped.
+var ErrFeedGap = errors.New("revocation feed no longer holds the position")
+
+// errNotSynced refuses credentials authorized from their tokens until the
+// registry has read which are revoked: it fails closed.
+var errNotSynced = errors.New("revocations not read yet")
+
+// Registry issues, verifies and revokes credentials. A token carries what
+// authorization needs (firm, scopes, sandbox, ceiling), so verifying a
+// request costs a signature check (cached) and a look at the set of
+// revoked credentials, which the registry keeps whole in memory and
+// current from the store's RevocationFeed: no store read on the request's
+// path, so an instance authorizes a credential it has never seen while the
+// shared store is away. Tokens issued before they carried scopes are
+// looked up in the store once.
 type Registry struct {
 	store  Store
 	keys   *Keyring
 	now    func() time.Time
 	logger *zap.Logger
 
-	mu      sync.RWMutex
+	mu sync.RWMutex
+	// entries are credentials seen, for last-used times and tokens that
+	// need the store; at most maxEntries, idle ones dropped past it.
 	entries map[string]*entry
+	// revoked is every revoked credential, and synced says it was read
+	// whole at least once.
+	revoked map[string]struct{}
+	synced  bool
 	// verified caches tokens whose signature has been checked, so the
 	// signature is checked once per token rather than once per request.
 	verified  sync.Map // token -> *entry
@@ -63,30 +89,48 @@ type Registry struct {
 }
 
 type entry struct {
-	cred     *Credential
-	lastUsed atomic.Int64 // unix nanoseconds, 0 = not used since last flush
+	cred *Credential
+	// fromToken says cred was read from a token's claims, not the store.
+	fromToken bool
+	lastUsed  atomic.Int64 // unix nanoseconds, 0 = not used since last flush
 }
 
 // RegistryConfig tunes a Registry.
 type RegistryConfig struct {
 	// FlushEvery is how often last-used times are written. Default 5s.
 	FlushEvery time.Duration
-	// SyncEvery is how often revocations made elsewhere are read, when
-	// the store offers a RevocationFeed. Default 250ms.
+	// SyncEvery is how often the RevocationFeed is followed, when the
+	// store offers one. Default 250ms, so that a revocation is seen
+	// everywhere within a second.
 	SyncEvery time.Duration
-	Now       func() time.Time
-	Logger    *zap.Logger
+	// ResyncEvery is how often the whole set of revocations is read
+	// again from the feed, in case anything went amiss. Default 5m.
+	ResyncEvery time.Duration
+	Now         func() time.Time
+	Logger      *zap.Logger
 }
 
-const maxVerifiedTokens = 100_000
+const (
+	maxVerifiedTokens = 100_000
+	maxEntries        = 100_000
+	// firstSyncTimeout bounds the first read of revocations at start;
+	// past it the registry keeps trying in the background.
+	firstSyncTimeout = 2 * time.Second
+)
 
-// NewRegistry starts a registry; Close stops its background work.
+// NewRegistry starts a registry; Close stops its background work. It reads
+// the revoked credentials before it returns, or keeps trying in the
+// background if the store does not answer, meanwhile refusing credentials
+// that would be authorized from their tokens.
 func NewRegistry(store Store, keys *Keyring, cfg RegistryConfig) *Registry {
 	if cfg.FlushEvery == 0 {
 		cfg.FlushEvery = 5 * time.Second
 	}
 	if cfg.SyncEvery == 0 {
 		cfg.SyncEvery = 250 * time.Millisecond
+	}
+	if cfg.ResyncEvery == 0 {
+		cfg.ResyncEvery = 5 * time.Minute
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -96,12 +140,19 @@ func NewRegistry(store Store, keys *Keyring, cfg RegistryConfig) *Registry {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{store: store, keys: keys, now: cfg.Now, logger: cfg.Logger,
-		entries: map[string]*entry{}, cancel: cancel}
+		entries: map[string]*entry{}, revoked: map[string]struct{}{}, cancel: cancel}
 	r.wg.Add(1)
 	go r.flushLoop(ctx, cfg.FlushEvery)
-	if feed, ok := store.(RevocationFeed); ok {
+	feed, _ := store.(RevocationFeed)
+	first, cancelFirst := context.WithTimeout(ctx, firstSyncTimeout)
+	pos, err := r.resync(first, feed)
+	cancelFirst()
+	if err != nil {
+		r.logger.Warn("reading revoked credentials", zap.Error(err))
+	}
+	if feed != nil || err != nil {
 		r.wg.Add(1)
-		go r.syncLoop(ctx, feed, cfg.SyncEvery)
+		go r.syncLoop(ctx, feed, pos, err == nil, cfg.SyncEvery, cfg.ResyncEvery)
 	}
 	return r
 }
@@ -163,27 +214,66 @@ func (r *Registry) Authenticate(ctx context.Context, token string) (*Credential,
 	if err != nil {
 		return nil, err
 	}
-	e, err := r.lookup(ctx, cl.Subject)
+	var e *entry
+	if cl.Scopes != nil {
+		e = r.fromToken(cl)
+	} else {
+		// Issued before tokens carried scopes: the store says.
+		if e, err = r.lookup(ctx, cl.Subject); err != nil {
+			return nil, err
+		}
+		if e.cred.Firm != cl.Firm || e.cred.Sandbox != cl.Sandbox {
+			return nil, fmt.Errorf("%w: token does not match credential %s", errBadToken, cl.Subject)
+		}
+	}
+	c, err := r.use(e)
 	if err != nil {
 		return nil, err
-	}
-	if e.cred.Firm != cl.Firm || e.cred.Sandbox != cl.Sandbox {
-		return nil, fmt.Errorf("%w: token does not match credential %s", errBadToken, cl.Subject)
 	}
 	if r.nVerified.Add(1) > maxVerifiedTokens {
 		r.verified.Clear()
 		r.nVerified.Store(0)
 	}
 	r.verified.Store(token, e)
-	return r.use(e)
+	return c, nil
+}
+
+// fromToken is the entry for a credential authorized by its token's
+// claims: the one already held, or a new one from the claims.
+func (r *Registry) fromToken(cl claims) *entry {
+	r.mu.RLock()
+	e, ok := r.entries[cl.Subject]
+	r.mu.RUnlock()
+	if ok {
+		return e
+	}
+	c := &Credential{ID: cl.Subject, Firm: cl.Firm, Scopes: cl.Scopes, Sandbox: cl.Sandbox, RateLimit: cl.RateLimit}
+	if cl.IssuedAt != nil {
+		c.CreatedAt = cl.IssuedAt.UTC()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[c.ID]; ok {
+		return e
+	}
+	e = &entry{cred: c, fromToken: true}
+	r.entries[c.ID] = e
+	return e
 }
 
 func (r *Registry) use(e *entry) (*Credential, error) {
 	r.mu.RLock()
 	c := e.cred
+	_, revoked := r.revoked[c.ID]
+	synced := r.synced
 	r.mu.RUnlock()
-	if c.RevokedAt != nil {
+	if revoked || c.RevokedAt != nil {
 		return nil, fmt.Errorf("%w: credential %s was revoked", errBadToken, c.ID)
+	}
+	if !synced && e.fromToken {
+		// Authorized from its token alone, before the registry knows
+		// what is revoked.
+		return nil, errNotSynced
 	}
 	e.lastUsed.Store(r.now().UnixNano())
 	return c, nil
@@ -206,8 +296,11 @@ func (r *Registry) lookup(ctx context.Context, id string) (*entry, error) {
 func (r *Registry) remember(c *Credential) *entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if c.RevokedAt != nil {
+		r.revoked[c.ID] = struct{}{}
+	}
 	if e, ok := r.entries[c.ID]; ok {
-		e.cred = c
+		e.cred, e.fromToken = c, false
 		return e
 	}
 	e := &entry{cred: c}
@@ -287,44 +380,123 @@ func (r *Registry) flushLoop(ctx context.Context, every time.Duration) {
 // flush writes last-used times gathered since the previous flush.
 func (r *Registry) flush(ctx context.Context) error {
 	used := map[string]time.Time{}
-	r.mu.RLock()
+	r.mu.Lock()
 	for id, e := range r.entries {
 		if ns := e.lastUsed.Swap(0); ns != 0 {
 			used[id] = time.Unix(0, ns).UTC()
+		} else if len(r.entries) > maxEntries {
+			// Idle since the last flush: read again from its token or
+			// the store when it returns.
+			delete(r.entries, id)
 		}
 	}
-	r.mu.RUnlock()
+	r.mu.Unlock()
 	if len(used) == 0 {
 		return nil
 	}
 	return r.store.TouchCredentials(ctx, used)
 }
 
-func (r *Registry) syncLoop(ctx context.Context, feed RevocationFeed, every time.Duration) {
+// resync reads the whole set of revoked credentials: from the feed, or
+// for a store only this instance writes, from its credentials. It returns
+// the feed's position the set includes.
+func (r *Registry) resync(ctx context.Context, feed RevocationFeed) (string, error) {
+	var (
+		ids []string
+		pos string
+	)
+	if feed != nil {
+		var err error
+		if ids, pos, err = feed.Revocations(ctx); err != nil {
+			return "", err
+		}
+	} else {
+		creds, err := r.store.Credentials(ctx, "")
+		if err != nil {
+			return "", err
+		}
+		for _, c := range creds {
+			if c.RevokedAt != nil {
+				ids = append(ids, c.ID)
+			}
+		}
+	}
+	revoked := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		revoked[id] = struct{}{}
+	}
+	r.mu.Lock()
+	// A revocation this instance made while the read was out stays.
+	for id, e := range r.entries {
+		if e.cred.RevokedAt != nil {
+			revoked[id] = struct{}{}
+		}
+	}
+	r.revoked, r.synced = revoked, true
+	r.mu.Unlock()
+	return pos, nil
+}
+
+// syncLoop follows the feed from pos every interval, and reads the whole
+// set again every resync, after a gap, and until a first read succeeds. A
+// failed read is retried from the same position: nothing is skipped.
+func (r *Registry) syncLoop(ctx context.Context, feed RevocationFeed, pos string, synced bool, every, resync time.Duration) {
 	defer r.wg.Done()
 	t := time.NewTicker(every)
 	defer t.Stop()
-	since := r.now().Add(-every)
+	lastResync := r.now()
+	failing := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		now := r.now()
-		ids, err := feed.Revoked(ctx, since.Add(-time.Second))
-		if err != nil {
-			r.logger.Warn("reading revocations", zap.Error(err))
-			continue
-		}
-		since = now
-		for _, id := range ids {
-			c, err := r.store.Credential(ctx, id)
-			if err == nil {
-				r.remember(c)
+		var err error
+		switch {
+		case !synced || feed != nil && r.now().Sub(lastResync) >= resync:
+			var p string
+			if p, err = r.resync(ctx, feed); err == nil {
+				pos, synced, lastResync = p, true, r.now()
 			}
+		case feed != nil:
+			var ids []string
+			ids, pos, err = r.follow(ctx, feed, pos)
+			if errors.Is(err, ErrFeedGap) {
+				synced = false // read the whole set next
+			}
+			r.markRevoked(ids)
+		}
+		if err != nil && !failing {
+			r.logger.Warn("reading revoked credentials", zap.Error(err))
+		} else if err == nil && failing {
+			r.logger.Info("reading revoked credentials again")
+		}
+		failing = err != nil
+		if synced && feed == nil {
+			return // a store only this instance writes: nothing to follow
 		}
 	}
+}
+
+// follow reads what the feed holds after pos, keeping pos on failure.
+func (r *Registry) follow(ctx context.Context, feed RevocationFeed, pos string) ([]string, string, error) {
+	ids, next, err := feed.RevokedAfter(ctx, pos)
+	if err != nil {
+		return nil, pos, err
+	}
+	return ids, next, nil
+}
+
+func (r *Registry) markRevoked(ids []string) {
+	if len(ids) == 0 {
+		return
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		r.revoked[id] = struct{}{}
+	}
+	r.mu.Unlock()
 }
 
 const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"

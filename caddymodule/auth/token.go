@@ -42,17 +42,24 @@ func NewKeyring(keys ...SigningKey) (*Keyring, error) {
 	return &Keyring{keys: keys}, nil
 }
 
+// claims are what a token says, and all that authorizing a request needs:
+// the firm, scopes, sandbox and ceiling of the credential it names. Tokens
+// issued before scopes were carried have none (Scopes nil).
 type claims struct {
-	Firm    string `json:"firm"`
-	Sandbox bool   `json:"sbx,omitempty"`
+	Firm      string   `json:"firm"`
+	Sandbox   bool     `json:"sbx,omitempty"`
+	Scopes    []string `json:"scp,omitempty"`
+	RateLimit string   `json:"rl,omitempty"`
 	jwt.RegisteredClaims
 }
 
 // sign makes the bearer token for a credential.
 func (k *Keyring) sign(c *Credential) (string, error) {
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
-		Firm:    c.Firm,
-		Sandbox: c.Sandbox,
+		Firm:      c.Firm,
+		Sandbox:   c.Sandbox,
+		Scopes:    c.Scopes,
+		RateLimit: c.RateLimit,
 		RegisteredClaims: jwt.RegisteredClaims{
 			Issuer:   issuer,
 			Subject:  c.ID,
@@ -101,6 +108,9 @@ func (k *Keyring) verify(token string) (claims, error) {
 	}
 	if c.Sandbox != sandbox || !strings.HasPrefix(c.Subject, "crd_") || c.Firm == "" {
 		return claims{}, fmt.Errorf("%w: claims do not match the token kind", errBadToken)
+	}
+	if c.Scopes != nil && len(c.Scopes) == 0 {
+		return claims{}, fmt.Errorf("%w: no scopes", errBadToken)
 	}
 	return c, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -19,9 +20,13 @@ const (
 	keyFirmCreds   = "pgw:creds:firm:" // + firm -> set of ids
 	keyAllCreds    = "pgw:creds"       // set of ids
 	keyLastUsed    = "pgw:cred:lastused"
-	keyRevocations = "pgw:cred:revoked" // zset id -> unix ms
-	keySigningKey  = "pgw:signing_key"
-	keyIdempotency = "pgw:idem:"
+	keyRevocations = "pgw:cred:revoked" // zset id -> unix ms: every revoked credential
+	// keyRevocationFeed is a stream with one entry per revocation, in the
+	// order Redis applied them: instances follow it by entry id, which
+	// Redis assigns, so no instance's clock decides what it reads.
+	keyRevocationFeed = "pgw:cred:revocations"
+	keySigningKey     = "pgw:signing_key"
+	keyIdempotency    = "pgw:idem:"
 )
 
 // SaveCredential implements auth.Store.
@@ -38,6 +43,10 @@ func (s *Store) SaveCredential(ctx context.Context, c *auth.Credential) error {
 		p.SAdd(ctx, keyAllCreds, c.ID)
 		if c.RevokedAt != nil {
 			p.ZAdd(ctx, keyRevocations, goredis.Z{Score: float64(c.RevokedAt.UnixMilli()), Member: c.ID})
+			// Trimmed roughly to the newest entries: an instance that
+			// falls further behind reads the set whole (ErrFeedGap).
+			p.XAdd(ctx, &goredis.XAddArgs{Stream: keyRevocationFeed, MaxLen: revocationFeedLen, Approx: true,
+				Values: []string{"id", c.ID}})
 		}
 		return nil
 	})
@@ -131,16 +140,104 @@ func (s *Store) TouchCredentials(ctx context.Context, lastUsed map[string]time.T
 	return nil
 }
 
-// Revoked implements auth.RevocationFeed.
-func (s *Store) Revoked(ctx context.Context, since time.Time) ([]string, error) {
+// revocationFeedLen is about how many revocations the feed keeps; an
+// instance follows it four times a second, so only one that was cut off
+// for a long while finds its position gone.
+const revocationFeedLen = 10_000
+
+// maxFollow bounds one read of the feed; the next read carries on.
+const maxFollow = 1000
+
+// A position in the revocation feed is "<entry id>/<entries added>": the
+// last entry read and how many entries the stream had ever been given up
+// to it. The count tells a follower whether trimming took entries it has
+// not read (Redis 7's XINFO STREAM reports entries-added).
+
+// feedInfo reads the stream's newest id and count, as a position; an
+// absent stream is the empty feed.
+func feedInfo(cmd *goredis.XInfoStreamCmd) (string, int64, error) {
+	if err := cmd.Err(); err != nil {
+		if strings.Contains(err.Error(), "no such key") {
+			return "0-0/0", 0, nil
+		}
+		return "", 0, err
+	}
+	info := cmd.Val()
+	return info.LastGeneratedID + "/" + strconv.FormatInt(info.EntriesAdded, 10), info.EntriesAdded - info.Length, nil
+}
+
+// Revocations implements auth.RevocationFeed: every revoked credential and
+// the feed's position, read in one transaction, so that every revocation
+// after the position is in the feed and every one before it in the set.
+func (s *Store) Revocations(ctx context.Context) ([]string, string, error) {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
-	ids, err := s.rdb.ZRangeByScore(ctx, keyRevocations, &goredis.ZRangeBy{
-		Min: strconv.FormatInt(since.UnixMilli(), 10), Max: "+inf"}).Result()
-	if err != nil {
-		return nil, fmt.Errorf("reading revocations from redis: %w", err)
+	var (
+		info *goredis.XInfoStreamCmd
+		set  *goredis.StringSliceCmd
+	)
+	s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		info = p.XInfoStream(ctx, keyRevocationFeed)
+		set = p.ZRange(ctx, keyRevocations, 0, -1)
+		return nil
+	})
+	pos, _, err := feedInfo(info)
+	if err == nil {
+		err = set.Err()
 	}
-	return ids, nil
+	if err != nil {
+		return nil, "", fmt.Errorf("reading revocations from redis: %w", err)
+	}
+	return set.Val(), pos, nil
+}
+
+// RevokedAfter implements auth.RevocationFeed: up to maxFollow revocations
+// after pos, read in one transaction with the stream's counts, which say
+// whether trimming took entries after pos.
+func (s *Store) RevokedAfter(ctx context.Context, pos string) ([]string, string, error) {
+	id, n, err := parseFeedPos(pos)
+	if err != nil {
+		return nil, pos, fmt.Errorf("%w: %v", auth.ErrFeedGap, err)
+	}
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	var (
+		info  *goredis.XInfoStreamCmd
+		after *goredis.XMessageSliceCmd
+	)
+	s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		info = p.XInfoStream(ctx, keyRevocationFeed)
+		after = p.XRangeN(ctx, keyRevocationFeed, "("+id, "+", maxFollow)
+		return nil
+	})
+	_, trimmed, err := feedInfo(info)
+	if err == nil {
+		err = after.Err()
+	}
+	if err != nil {
+		return nil, pos, fmt.Errorf("following the revocation feed in redis: %w", err)
+	}
+	if n < trimmed {
+		// Entries after pos were trimmed: only a whole read is safe.
+		return nil, pos, auth.ErrFeedGap
+	}
+	var ids []string
+	for _, m := range after.Val() {
+		if v, ok := m.Values["id"].(string); ok {
+			ids = append(ids, v)
+		}
+		id, n = m.ID, n+1
+	}
+	return ids, id + "/" + strconv.FormatInt(n, 10), nil
+}
+
+func parseFeedPos(pos string) (string, int64, error) {
+	id, count, ok := strings.Cut(pos, "/")
+	n, err := strconv.ParseInt(count, 10, 64)
+	if !ok || err != nil || n < 0 || id == "" {
+		return "", 0, fmt.Errorf("revocation feed position %q", pos)
+	}
+	return id, n, nil
 }
 
 // SigningKey returns the generated signing key every instance shares,

@@ -1,0 +1,222 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sharedStore is a memStore with a revocation feed, as Redis gives
+// instances: positions are a sequence the store assigns. fail makes the
+// next reads of the feed fail, and lookups can be refused, to stand for a
+// store that is away.
+type sharedStore struct {
+	*memStore
+	mu       sync.Mutex
+	feed     []string
+	fail     int  // feed reads still to fail
+	noLookup bool // Credential and Credentials fail
+	reads    int
+}
+
+var errAway = errors.New("store unreachable")
+
+func newSharedStore() *sharedStore {
+	return &sharedStore{memStore: &memStore{creds: map[string]*Credential{}}}
+}
+
+func (s *sharedStore) SaveCredential(ctx context.Context, c *Credential) error {
+	if err := s.memStore.SaveCredential(ctx, c); err != nil {
+		return err
+	}
+	if c.RevokedAt != nil {
+		s.mu.Lock()
+		s.feed = append(s.feed, c.ID)
+		s.mu.Unlock()
+	}
+	return nil
+}
+
+func (s *sharedStore) Credential(ctx context.Context, id string) (*Credential, error) {
+	s.mu.Lock()
+	away := s.noLookup
+	s.mu.Unlock()
+	if away {
+		return nil, errAway
+	}
+	return s.memStore.Credential(ctx, id)
+}
+
+func (s *sharedStore) Revocations(context.Context) ([]string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	if s.fail > 0 {
+		s.fail--
+		return nil, "", errAway
+	}
+	return append([]string(nil), s.feed...), strconv.Itoa(len(s.feed)), nil
+}
+
+func (s *sharedStore) RevokedAfter(_ context.Context, pos string) ([]string, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reads++
+	if s.fail > 0 {
+		s.fail--
+		return nil, pos, errAway
+	}
+	n, _ := strconv.Atoi(pos)
+	return append([]string(nil), s.feed[n:]...), strconv.Itoa(len(s.feed)), nil
+}
+
+func (s *sharedStore) set(f func(s *sharedStore)) {
+	s.mu.Lock()
+	f(s)
+	s.mu.Unlock()
+}
+
+func instance(t *testing.T, store Store, now func() time.Time) *Registry {
+	t.Helper()
+	ring, err := NewKeyring(key("k1", 'a'))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, SyncEvery: 10 * time.Millisecond, Now: now})
+	t.Cleanup(func() { r.Close() })
+	return r
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// An instance that has never seen a credential authorizes it from its
+// token alone, with its scopes and ceiling, while the store cannot be
+// asked for it.
+func TestTokenAloneAuthorizes(t *testing.T) {
+	store := newSharedStore()
+	issuer := instance(t, store, nil)
+	c, token, err := issuer.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "sync",
+		Scopes: []string{"jobs:read", "clients:write"}, Sandbox: true, RateLimit: "60/m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := instance(t, store, nil)
+	store.set(func(s *sharedStore) { s.noLookup = true })
+	got, err := other.Authenticate(context.Background(), token)
+	if err != nil {
+		t.Fatalf("a never-seen credential with the store away: %v", err)
+	}
+	if got.ID != c.ID || got.Firm != "frm_acme" || !got.Sandbox || got.RateLimit != "60/m" ||
+		!got.Allows("jobs:read") || !got.Allows("clients:write") || got.Allows("jobs:write") {
+		t.Fatalf("authorized as %+v, want %+v", got, c)
+	}
+}
+
+// A revocation made on one instance is refused on another within a
+// second, though the other's clock is far behind and a read of the feed
+// fails just after the revocation.
+func TestRevocationReachesEveryInstance(t *testing.T) {
+	store := newSharedStore()
+	a := instance(t, store, nil)
+	skewed := func() time.Time { return time.Now().Add(-10 * time.Minute) }
+	b := instance(t, store, skewed)
+	c, token, err := a.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"jobs:read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Authenticate(context.Background(), token); err != nil {
+		t.Fatal(err)
+	}
+	store.set(func(s *sharedStore) { s.fail = 3 })
+	if _, err := a.Revoke(context.Background(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Authenticate(context.Background(), token); !errors.Is(err, errBadToken) {
+		t.Fatalf("the revoking instance: %v, want refused at once", err)
+	}
+	eventually(t, time.Second, "revocation seen by the other instance", func() bool {
+		_, err := b.Authenticate(context.Background(), token)
+		return errors.Is(err, errBadToken)
+	})
+	store.set(func(s *sharedStore) {
+		if s.fail != 0 {
+			t.Errorf("%d injected failures left unread", s.fail)
+		}
+	})
+}
+
+// Until an instance has read which credentials are revoked, it refuses
+// credentials it would authorize from their tokens (the handler answers
+// 503), then serves them once the store answers.
+func TestRefusedUntilRevocationsRead(t *testing.T) {
+	store := newSharedStore()
+	a := instance(t, store, nil)
+	_, token, err := a.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"jobs:read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.set(func(s *sharedStore) { s.fail = 1 << 30 })
+	b := instance(t, store, nil)
+	if _, err := b.Authenticate(context.Background(), token); !errors.Is(err, errNotSynced) {
+		t.Fatalf("before revocations were read: %v, want errNotSynced", err)
+	}
+	store.set(func(s *sharedStore) { s.fail = 0 })
+	eventually(t, time.Second, "served once revocations are read", func() bool {
+		_, err := b.Authenticate(context.Background(), token)
+		return err == nil
+	})
+}
+
+// A feed that reports a gap is read whole again: a revocation that fell in
+// the gap is seen.
+type gappyStore struct {
+	*sharedStore
+	gap bool
+}
+
+func (g *gappyStore) RevokedAfter(ctx context.Context, pos string) ([]string, string, error) {
+	g.mu.Lock()
+	gap := g.gap
+	g.gap = false
+	g.mu.Unlock()
+	if gap {
+		return nil, pos, ErrFeedGap
+	}
+	// Past the gap the feed holds nothing of what was trimmed.
+	_, next, err := g.sharedStore.RevokedAfter(ctx, pos)
+	return nil, next, err
+}
+
+func TestFeedGapReadsTheWholeSet(t *testing.T) {
+	store := &gappyStore{sharedStore: newSharedStore()}
+	a := instance(t, store.sharedStore, nil)
+	b := instance(t, store, nil)
+	c, token, err := a.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"jobs:read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The feed never returns the revocation (trimmed), and says so once.
+	if _, err := a.Revoke(context.Background(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	store.mu.Lock()
+	store.gap = true
+	store.mu.Unlock()
+	eventually(t, time.Second, "revocation behind a gap seen", func() bool {
+		_, err := b.Authenticate(context.Background(), token)
+		return errors.Is(err, errBadToken)
+	})
+}
