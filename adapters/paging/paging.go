@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"slices"
 
 	"golang.org/x/sync/errgroup"
@@ -72,6 +73,19 @@ func DecodeCursor(s string) (Cursor, error) {
 var errInvalidCursor = &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 	Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 
+// CycleError is a vendor listing whose next page is one the walk has
+// already read: an answer we cannot use (practice.ErrBadUpstream, a 502),
+// not a reason to read on.
+type CycleError struct {
+	Folder, Token string
+}
+
+func (e *CycleError) Error() string {
+	return fmt.Sprintf("vendor paging repeats: the next page %q of folder %q was already read", e.Token, e.Folder)
+}
+
+func (e *CycleError) Is(target error) bool { return target == practice.ErrBadUpstream }
+
 // VendorPage is one page of a vendor listing; Next is the token of the
 // following page, empty on the last.
 type VendorPage[T any] struct {
@@ -132,6 +146,9 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 	var out []json.RawMessage
 
 	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return practice.Page{}, err
+		}
 		top := &stack[len(stack)-1]
 		page, ok := cache[pageKey{top.Folder, top.Page}]
 		if !ok {
@@ -203,6 +220,11 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 			return w.page(out, more, stack), nil
 		}
 		if page.Next != "" {
+			if _, seen := cache[pageKey{top.Folder, page.Next}]; seen {
+				// A next link that repeats or cycles would read the
+				// same pages for ever.
+				return practice.Page{}, &CycleError{Folder: top.Folder, Token: page.Next}
+			}
 			*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
 			continue
 		}

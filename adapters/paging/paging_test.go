@@ -237,3 +237,45 @@ func TestParallel(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A vendor whose next link repeats a page (itself, or one two pages back)
+// ends the walk with an error the API answers as 502, after reading each
+// page once, even when no item matches the filter; a cancelled request
+// stops the walk before it reads anything.
+func TestWalkEndsOnARepeatingNextLink(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		next map[string]string // page token -> its next link
+	}{
+		{"next link to itself", map[string]string{"": "p1", "p1": "p1"}},
+		{"cycle of two", map[string]string{"": "p1", "p1": "p2", "p2": "p1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fetches := 0
+			w := &paging.Walk[string]{
+				Fetch: func(_ context.Context, _, token string) (paging.VendorPage[string], error) {
+					fetches++
+					return paging.VendorPage[string]{Items: []string{"x" + token}, Next: tc.next[token]}, nil
+				},
+				ID:       func(s string) string { return s },
+				Match:    func(string) bool { return false },
+				Convert:  func(context.Context, []paging.Found[string]) ([]json.RawMessage, error) { return nil, nil },
+				MaxPages: 1000,
+			}
+			_, err := w.Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 10)
+			var cycle *paging.CycleError
+			if !errors.As(err, &cycle) || !errors.Is(err, practice.ErrBadUpstream) {
+				t.Fatalf("error %v, want a CycleError that is practice.ErrBadUpstream", err)
+			}
+			if fetches != len(tc.next) {
+				t.Fatalf("read %d vendor pages, want each of the %d once", fetches, len(tc.next))
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	v := &vendor{size: 10, lists: flat(100)}
+	if _, err := walk(v, nil, 10).Collect(ctx, paging.Frame{}, paging.Cursor{}, 10); !errors.Is(err, context.Canceled) || v.fetches != 0 {
+		t.Fatalf("a cancelled walk: %v after %d fetches, want context.Canceled before any", err, v.fetches)
+	}
+}
