@@ -58,7 +58,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	} else {
 		buf.WriteString("false,\"next_cursor\":null}\n")
 	}
-	writeBody(w, http.StatusOK, buf.Bytes())
+	writeRead(w, r, buf.Bytes())
 	return nil
 }
 
@@ -75,7 +75,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
-	writeBody(w, http.StatusOK, append(body, '\n'))
+	writeRead(w, r, append(body, '\n'))
 	return nil
 }
 

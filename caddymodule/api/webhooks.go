@@ -137,7 +137,7 @@ func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, c *call) er
 	if err != nil {
 		return err
 	}
-	return writePage(w, h, c, q, page.Events, page.HasMore, page.Next)
+	return writePage(w, r, h, c, q, page.Events, page.HasMore, page.Next)
 }
 
 func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -148,7 +148,7 @@ func (h *Handler) getEvent(w http.ResponseWriter, r *http.Request, c *call) erro
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
-	return writeJSON(w, http.StatusOK, ev)
+	return readJSON(w, r, ev)
 }
 
 func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -170,7 +170,7 @@ func (h *Handler) listEndpoints(w http.ResponseWriter, r *http.Request, c *call)
 	if end < len(all) {
 		next = all[end-1].ID
 	}
-	return writePage(w, h, c, q, all[start:end], end < len(all), next)
+	return writePage(w, r, h, c, q, all[start:end], end < len(all), next)
 }
 
 func (h *Handler) createEndpoint(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -202,7 +202,7 @@ func (h *Handler) getEndpoint(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
-	return writeJSON(w, http.StatusOK, ep)
+	return readJSON(w, r, ep)
 }
 
 func (h *Handler) updateEndpoint(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -269,7 +269,7 @@ func (h *Handler) listDeliveries(w http.ResponseWriter, r *http.Request, c *call
 	if err != nil {
 		return err
 	}
-	return writePage(w, h, c, q, page.Deliveries, page.HasMore, page.Next)
+	return writePage(w, r, h, c, q, page.Deliveries, page.HasMore, page.Next)
 }
 
 // stream runs an export. Once the first bytes are out an error can only
@@ -319,7 +319,7 @@ func (h *Handler) getDelivery(w http.ResponseWriter, r *http.Request, c *call) e
 	if err != nil {
 		return h.notFoundFor(c, err)
 	}
-	return writeJSON(w, http.StatusOK, d)
+	return readJSON(w, r, d)
 }
 
 func (h *Handler) replayDelivery(w http.ResponseWriter, r *http.Request, c *call) error {
@@ -395,7 +395,7 @@ func marshal(v any) (json.RawMessage, error) {
 }
 
 // writePage answers a collection of Go values in the list envelope.
-func writePage[T any](w http.ResponseWriter, h *Handler, c *call, q parsedQuery, items []T, hasMore bool, next string) error {
+func writePage[T any](w http.ResponseWriter, r *http.Request, h *Handler, c *call, q parsedQuery, items []T, hasMore bool, next string) error {
 	out := struct {
 		Data       []T     `json:"data"`
 		HasMore    bool    `json:"has_more"`
@@ -408,5 +408,5 @@ func writePage[T any](w http.ResponseWriter, h *Handler, c *call, q parsedQuery,
 		cur := h.nextCursor(c, q, next)
 		out.NextCursor = &cur
 	}
-	return writeJSON(w, http.StatusOK, out)
+	return readJSON(w, r, out)
 }

@@ -226,11 +226,67 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		return next.ServeHTTP(w, r)
 	}
 	p := h.policyFor(cred)
-	start := time.Now()
-	d := h.limiter.Allow(r.Context(), cred.ID, p.rate)
-	h.metrics.observe(d, time.Since(start))
+	if conditional(r) {
+		// Booked only if the answer is not 304 Not Modified: it needs
+		// headroom to be served, but an unchanged page costs nothing.
+		if d := h.decide(r, cred, p, false); d.Allowed {
+			bw := &bookOnAnswer{ResponseWriterWrapper: &caddyhttp.ResponseWriterWrapper{ResponseWriter: w},
+				h: h, r: r, cred: cred, p: p, peeked: d}
+			err := next.ServeHTTP(bw, r)
+			if !bw.answered {
+				// An error for Caddy's error routes to write: booked as
+				// any other answer.
+				h.book(w, r, cred, p)
+			}
+			return err
+		}
+	}
+	if !h.book(w, r, cred, p) {
+		return h.refuse(w, r, p)
+	}
+	return next.ServeHTTP(w, r)
+}
 
-	hdr := w.Header()
+// conditional reports whether r is a read that may be answered 304.
+func conditional(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("If-None-Match") != ""
+}
+
+// decide asks the limiter, booking the request when consume is set, and
+// observes the decision.
+func (h *Handler) decide(r *http.Request, cred *auth.Credential, p *policy, consume bool) Decision {
+	start := time.Now()
+	var d Decision
+	if consume {
+		d = h.limiter.Allow(r.Context(), cred.ID, p.rate)
+	} else {
+		d = h.limiter.Peek(r.Context(), cred.ID, p.rate)
+	}
+	h.metrics.observe(d, time.Since(start))
+	return d
+}
+
+// book books the request and advertises the headroom left, reporting
+// whether the request was admitted.
+func (h *Handler) book(w http.ResponseWriter, r *http.Request, cred *auth.Credential, p *policy) bool {
+	d := h.decide(r, cred, p, true)
+	advertise(w.Header(), p, d)
+	if !d.Allowed {
+		retry := max(ceilSeconds(d.RetryAfter), 1)
+		w.Header().Set("Retry-After", strconv.FormatInt(retry, 10))
+	}
+	return d.Allowed
+}
+
+// refuse answers 429 with the contract's body; book set Retry-After.
+func (h *Handler) refuse(w http.ResponseWriter, r *http.Request, p *policy) error {
+	retry, _ := strconv.ParseInt(w.Header().Get("Retry-After"), 10, 64)
+	return apierror.Refuse(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(p.rate, retry)).
+		WithHeader("Retry-After", strconv.FormatInt(retry, 10)))
+}
+
+// advertise sets the RateLimit headers for decision d.
+func advertise(hdr http.Header, p *policy, d Decision) {
 	hdr[headerPolicy] = []string{p.header}
 	var buf [64]byte
 	v := append(buf[:0], policyName+";r="...)
@@ -238,11 +294,60 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	v = append(v, ";t="...)
 	v = strconv.AppendInt(v, ceilSeconds(d.Reset), 10)
 	hdr[headerRateLimit] = []string{string(v)}
-	if d.Allowed {
-		return next.ServeHTTP(w, r)
+}
+
+// bookOnAnswer holds a conditional read's booking until its answer's
+// status is known: a 304 is not booked and carries the headroom peeked
+// before; any other answer is booked then, and if the credential ran out
+// of headroom meanwhile, the answer becomes the 429 it would have been.
+type bookOnAnswer struct {
+	*caddyhttp.ResponseWriterWrapper
+	h        *Handler
+	r        *http.Request
+	cred     *auth.Credential
+	p        *policy
+	peeked   Decision
+	answered bool // WriteHeader was called
+	refused  bool // the answer was replaced by a 429; drop its body
+}
+
+func (b *bookOnAnswer) WriteHeader(status int) {
+	if b.answered {
+		return
 	}
-	retry := max(ceilSeconds(d.RetryAfter), 1)
-	return apierror.Refuse(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(p.rate, retry)).
+	b.answered = true
+	if status == http.StatusNotModified {
+		advertise(b.Header(), b.p, b.peeked)
+		b.ResponseWriter.WriteHeader(status)
+		return
+	}
+	if b.h.book(b.ResponseWriter, b.r, b.cred, b.p) {
+		b.ResponseWriter.WriteHeader(status)
+		return
+	}
+	b.refused = true
+	hdr := b.Header()
+	for _, k := range []string{"Etag", "Content-Length", "Content-Type"} {
+		delete(hdr, k)
+	}
+	b.h.refuseDirect(b.ResponseWriter, b.r, b.p)
+}
+
+func (b *bookOnAnswer) Write(p []byte) (int, error) {
+	if !b.answered {
+		b.WriteHeader(http.StatusOK)
+	}
+	if b.refused {
+		return len(p), nil
+	}
+	return b.ResponseWriter.Write(p)
+}
+
+// refuseDirect writes the 429 body itself: the answer under way can no
+// longer go to Caddy's error routes.
+func (h *Handler) refuseDirect(w http.ResponseWriter, r *http.Request, p *policy) {
+	retry, _ := strconv.ParseInt(w.Header().Get("Retry-After"), 10, 64)
+	apierror.Write(w, r, apierror.New(http.StatusTooManyRequests, "rate_limited", refusal(p.rate, retry)).
 		WithHeader("Retry-After", strconv.FormatInt(retry, 10)))
 }
 
