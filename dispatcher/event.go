@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/practicegw/practicegw/internal/practice"
@@ -25,27 +26,73 @@ const (
 	AllEvents            = "*"
 )
 
+// KindSpec describes one event kind as receivers see it: the single table
+// the API's event catalog, the kind checks and subscriptions read.
+type KindSpec struct {
+	Name    string
+	Summary string // when it is raised, in one sentence
+	// Resource is the record carried in data.object, as it is after the
+	// change.
+	Resource practice.Kind
+	// Data is a zero value of the data payload Derive encodes for the kind.
+	Data any
+	// AliasOf, for a subscription-only alias, names the kind recorded: an
+	// endpoint subscribed to the alias receives that kind's event (same id)
+	// under the alias.
+	AliasOf string
+}
+
+var catalog = []KindSpec{
+	{Name: ClientCreated, Summary: "A client was created.", Resource: practice.Clients, Data: clientData{}},
+	{Name: ClientUpdated, Summary: "A client changed: any field of the record differs from before.",
+		Resource: practice.Clients, Data: clientData{}},
+	{Name: EngagementCreated, Summary: "An engagement was created by the proposal process.",
+		Resource: practice.Engagements, Data: engagementData{}},
+	{Name: EngagementSigned, Summary: "An engagement letter was signed (or an engagement was imported already signed), releasing the jobs in released_jobs.",
+		Resource: practice.Engagements, Data: signedData{}},
+	{Name: JobOpened, Summary: "A job was opened.", Resource: practice.Jobs, Data: jobData{}},
+	{Name: JobStageChanged, Summary: "A job moved from previous_stage to stage, with the note given for the move.",
+		Resource: practice.Jobs, Data: stageData{}},
+	{Name: JobClosed, Summary: "A job reached completed or cancelled; it follows that move's job.stage_changed.",
+		Resource: practice.Jobs, Data: jobData{}},
+	{Name: DocumentFiled, Summary: "A document was filed in the firm's document store.",
+		Resource: practice.Documents, Data: documentData{}},
+	{Name: InvoiceRaised, Summary: "An invoice was raised: it exists for the first time in a status past draft and approval, and not void.",
+		Resource: practice.Invoices, Data: invoiceData{}},
+	{Name: InvoicePaid, Summary: "An invoice was paid in full; settled_via says how.",
+		Resource: practice.Invoices, Data: paidData{}},
+	{Name: EngagementLetterSign, Summary: "An engagement letter was signed: engagement.signed, delivered under this name to endpoints subscribed to it.",
+		Resource: practice.Engagements, Data: signedData{}, AliasOf: EngagementSigned},
+}
+
+// Catalog lists every event kind, then the aliases, in a stable order.
+func Catalog() []KindSpec { return slices.Clone(catalog) }
+
+// EnvelopeShape is a zero value of the envelope every event is delivered
+// in, for describing it; its data is the kind's Data.
+func EnvelopeShape() any { return envelope{} }
+
 // Kinds lists the recorded event kinds in a stable order. Aliases are not
 // kinds: nothing is ever recorded under one.
 func Kinds() []string {
-	return []string{ClientCreated, ClientUpdated, EngagementCreated, EngagementSigned,
-		JobOpened, JobStageChanged, JobClosed, DocumentFiled, InvoiceRaised, InvoicePaid}
+	var out []string
+	for _, k := range catalog {
+		if k.AliasOf == "" {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }
 
 // IsKind reports whether k is a recorded event kind.
-func IsKind(k string) bool {
-	for _, v := range Kinds() {
-		if v == k {
-			return true
-		}
-	}
-	return false
-}
+func IsKind(k string) bool { return slices.Contains(Kinds(), k) }
 
 // canonicalKind maps a subscribable name to the kind recorded for it.
 func canonicalKind(name string) string {
-	if name == EngagementLetterSign {
-		return EngagementSigned
+	for _, k := range catalog {
+		if k.Name == name && k.AliasOf != "" {
+			return k.AliasOf
+		}
 	}
 	return name
 }

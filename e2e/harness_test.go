@@ -121,8 +121,11 @@ func (g *gateway) start(config string) {
 		}
 		resp, err := http.Get("http://" + g.addr + "/v1/openapi.json")
 		if err == nil {
+			doc, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == 200 {
+			if err == nil && resp.StatusCode == 200 {
+				// Webhook receivers check deliveries against its events.
+				loadCatalog(doc)
 				return
 			}
 		}

@@ -20,6 +20,7 @@ import (
 // signatures on its own, from the specification: the signed content is
 // "id.timestamp.body", the key is the base64 part of the whsec_ secret,
 // and webhook-signature holds space-separated "v1,<base64 HMAC-SHA256>".
+// It checks every delivery against the OpenAPI document's event catalog.
 type receiver struct {
 	t      *testing.T
 	srv    *httptest.Server
@@ -57,6 +58,10 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 		signatures: strings.Fields(r.Header.Get("webhook-signature")), at: time.Now()}
 	if err := json.Unmarshal(body, &d.envelope); err != nil {
 		rc.t.Errorf("webhook body is not JSON: %s", body)
+	}
+	// Every delivery is what the OpenAPI document's event catalog says.
+	if err := checkDelivery(r.Header, body); err != nil {
+		rc.t.Errorf("delivery %s does not match the event catalog: %v\n%s", d.id, err, body)
 	}
 	rc.mu.Lock()
 	secrets := rc.secret
@@ -233,6 +238,21 @@ func TestEveryEventKindThroughTheSandbox(t *testing.T) {
 			if data["invoice_id"] == nil || data["settled_via"] == "" || data["settled_via"] == nil {
 				t.Errorf("invoice.paid data: %v", data)
 			}
+		}
+	}
+	// Between them the two endpoints received every event name the catalog
+	// describes, each checked against its schema there.
+	cat, err := servedCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, d := range append(rc.wait(0, 0), letters.wait(1, 5*time.Second)...) {
+		names[d.envelope["event"].(string)] = true
+	}
+	for _, name := range cat.names() {
+		if !names[name] {
+			t.Errorf("no %s was delivered to check the catalog against", name)
 		}
 	}
 	// The letter-only endpoint gets the signing under its alias, same id.

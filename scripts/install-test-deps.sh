@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real redis-server and headless
-# Chromium, from Debian's packages. Fails (never skips) when they cannot be
-# had, so CI cannot go green without them.
+# Chromium, from Debian's packages, and the OpenAPI document's linter and
+# TypeScript client tools, from the npm packages pinned in
+# caddymodule/api/testdata/openapi-tools. Fails (never skips) when they
+# cannot be had, so CI cannot go green without them.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 need=()
 command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" != 0 ] && ! command -v sudo >/dev/null 2>&1; then
@@ -21,6 +26,17 @@ if [ ${#need[@]} -gt 0 ]; then
 	DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-for tool in redis-server chromium; do
+for tool in redis-server chromium node npm; do
 	command -v "$tool" >/dev/null 2>&1 || { echo "$tool is still missing after installing" >&2; exit 1; }
+done
+
+# npm ci installs exactly the locked versions; again only when the lock
+# changed since the last install.
+tools="$root/caddymodule/api/testdata/openapi-tools"
+if [ ! -f "$tools/node_modules/.package-lock.json" ] || [ "$tools/package-lock.json" -nt "$tools/node_modules/.package-lock.json" ]; then
+	echo "installing the OpenAPI test tools (npm ci in ${tools#"$root"/})" >&2
+	npm ci --prefix "$tools" --no-audit --no-fund --loglevel=error
+fi
+for tool in redocly openapi-typescript tsc; do
+	[ -x "$tools/node_modules/.bin/$tool" ] || { echo "$tool is still missing after npm ci in $tools" >&2; exit 1; }
 done

@@ -72,26 +72,12 @@ var errorCodes = map[int][]string{
 
 type schemaSet map[string]any
 
-// eventSchema describes the event envelope, which dispatcher.Event
-// writes with its own MarshalJSON.
-var eventSchema = map[string]any{
-	"type": "object", "required": []string{"id", "event", "occurred_at", "firm", "sandbox", "data"}, "additionalProperties": false,
-	"properties": map[string]any{
-		"id":          map[string]any{"type": "string", "pattern": "^evt_", "description": "The same on every delivery attempt and replay: de-duplicate on it."},
-		"event":       map[string]any{"type": "string", "enum": append(dispatcher.Kinds(), "engagement_letter.signed")},
-		"occurred_at": map[string]any{"type": "string", "format": "date-time", "description": "When the change happened; sort on it."},
-		"firm":        map[string]any{"type": "string", "pattern": "^frm_"},
-		"sandbox":     map[string]any{"type": "boolean"},
-		"data":        map[string]any{"type": "object", "description": "The ids the event names plus the full resource after the change as object."},
-	},
-}
-
 // schemaOf describes a Go type, registering named structs as components.
 func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 	switch {
 	case t == reflect.TypeOf(dispatcher.Event{}):
-		s["Event"] = eventSchema
-		return map[string]any{"$ref": "#/components/schemas/Event"}
+		// Registered with the event catalog.
+		return ref("Event")
 	case t == reflect.TypeOf(time.Time{}):
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == reflect.TypeOf(json.RawMessage{}):
@@ -203,6 +189,10 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 			},
 		}},
 	}
+	webhooks, err := schemas.eventCatalog()
+	if err != nil {
+		return nil, err
+	}
 	paths := map[string]map[string]any{}
 	for i := range routes {
 		rt := &routes[i]
@@ -256,10 +246,12 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 			"description": "One REST/JSON API over an accounting practice's clients, engagements, jobs, documents, invoices and people. " +
 				"Collections page on an opaque cursor; writes accept Idempotency-Key; every response carries Request-Id and rate-limit headers.",
 		},
-		"servers": []any{map[string]any{"url": "/"}},
-		"paths":   paths,
+		"servers":  []any{map[string]any{"url": "/"}},
+		"paths":    paths,
+		"webhooks": webhooks,
 		"components": map[string]any{
-			"schemas": schemas,
+			"schemas":    schemas,
+			"parameters": webhookParameters(),
 			"securitySchemes": map[string]any{"bearer": map[string]any{
 				"type": "http", "scheme": "bearer", "bearerFormat": "pgw_live_… or pgw_test_… token",
 				"description": "A credential's token. Scopes: " + strings.Join(auth.Scopes, ", ") + ".",
@@ -361,14 +353,17 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		success = schemas.schemaOf(reflect.TypeOf(rt.responseType()))
 	}
 	content := map[string]any{"application/json": map[string]any{"schema": success}}
+	description := "Success"
 	if rt.op == "list_webhook_deliveries" {
-		content["application/x-ndjson"] = map[string]any{"schema": map[string]any{"type": "string"},
-			"description": "Every delivery in the range with its attempts, one JSON object a line."}
-		content["text/csv"] = map[string]any{"schema": map[string]any{"type": "string"},
-			"description": "Every attempt in the range, one row each."}
+		// A media type has no description of its own: the response says
+		// what each one holds.
+		content["application/x-ndjson"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		content["text/csv"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		description = "Success: a page of deliveries as JSON, or with Accept: application/x-ndjson every delivery in the range " +
+			"with its attempts, one JSON object a line, or with Accept: text/csv every attempt in the range, one row each."
 	}
 	out := map[string]any{
-		fmt.Sprint(rt.status): map[string]any{"description": "Success", "headers": headers, "content": content},
+		fmt.Sprint(rt.status): map[string]any{"description": description, "headers": headers, "content": content},
 	}
 	statuses := []int{400, 404, 405, 429, 500}
 	if rt.scope != "" {
@@ -379,11 +374,15 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	}
 	sort.Ints(statuses)
 	for _, st := range statuses {
-		out[fmt.Sprint(st)] = map[string]any{
+		resp := map[string]any{
 			"description": strings.Join(errorCodes[st], ", "),
 			"content": map[string]any{"application/json": map[string]any{
 				"schema": map[string]any{"$ref": "#/components/schemas/Error"}}},
 		}
+		if st == http.StatusTooManyRequests {
+			resp["headers"] = map[string]any{"Retry-After": map[string]any{"$ref": "#/components/headers/Retry-After"}}
+		}
+		out[fmt.Sprint(st)] = resp
 	}
 	return out
 }

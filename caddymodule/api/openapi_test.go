@@ -1,0 +1,174 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// servedDocument is the document as a gateway serves it, with a route
+// marked deprecated as a Caddyfile may.
+func servedDocument(t *testing.T) []byte {
+	t.Helper()
+	notices, err := deprecationNotices([]Deprecation{{Method: "POST", Path: "/v1/jobs/{id}/stage"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := openAPIDocument(notices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func decodeJSON(t *testing.T, b []byte) any {
+	t.Helper()
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// oas31Schemas are the OpenAPI Initiative's published schemas, stored in
+// testdata/oas-3.1 (see its README for their addresses).
+var oas31Schemas = map[string]string{
+	"https://spec.openapis.org/oas/3.1/schema/2025-09-15":      "schema-2025-09-15.json",
+	"https://spec.openapis.org/oas/3.1/schema-base/2025-09-15": "schema-base-2025-09-15.json",
+	"https://spec.openapis.org/oas/3.1/dialect/2024-11-10":     "dialect-2024-11-10.json",
+	"https://spec.openapis.org/oas/3.1/meta/2024-11-10":        "meta-2024-11-10.json",
+}
+
+// TestOpenAPIDocumentIsValidOpenAPI31 validates the document against the
+// official OpenAPI 3.1 schema, Schema Objects included (schema-base).
+func TestOpenAPIDocumentIsValidOpenAPI31(t *testing.T) {
+	c := jsonschema.NewCompiler()
+	c.AssertFormat()
+	for url, file := range oas31Schemas {
+		b, err := os.ReadFile(filepath.Join("testdata", "oas-3.1", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddResource(url, decodeJSON(t, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	oas, err := c.Compile("https://spec.openapis.org/oas/3.1/schema-base/2025-09-15")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := oas.Validate(decodeJSON(t, servedDocument(t))); err != nil {
+		t.Fatalf("the document is not valid OpenAPI 3.1:\n%v", err)
+	}
+}
+
+// openAPITool finds a tool of testdata/openapi-tools, which
+// scripts/install-test-deps.sh installs with npm ci. Missing, it skips the
+// test, or fails it in CI.
+func openAPITool(t *testing.T, name string) string {
+	t.Helper()
+	bin, err := filepath.Abs(filepath.Join("testdata", "openapi-tools", "node_modules", ".bin", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = os.Stat(bin)
+	if err == nil {
+		_, err = exec.LookPath("node")
+	}
+	if err != nil {
+		msg := fmt.Sprintf("%s is not installed (%v); run scripts/install-test-deps.sh, which installs it with npm ci", name, err)
+		if os.Getenv("CI") != "" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return bin
+}
+
+// toolCommand is a tool's command, run in dir. Nothing leaves the machine: no usage
+// reports, no version checks.
+func toolCommand(dir, bin string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "REDOCLY_TELEMETRY=off", "REDOCLY_SUPPRESS_UPDATE_NOTICE=true", "NO_UPDATE_NOTIFIER=1")
+	return cmd
+}
+
+// runTool runs a tool in dir, failing the test with all it printed when it
+// fails.
+func runTool(t *testing.T, dir, bin string, args ...string) {
+	t.Helper()
+	if out, err := toolCommand(dir, bin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
+}
+
+// TestOpenAPIDocumentPassesRedoclyLint lints the document with Redocly's
+// recommended rules: no errors. Warnings are logged.
+func TestOpenAPIDocumentPassesRedoclyLint(t *testing.T) {
+	redocly := openAPITool(t, "redocly")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "openapi.json"), servedDocument(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := toolCommand(dir, redocly, "lint", "--extends", "recommended", "--format", "json", "openapi.json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// Problems exit non-zero; the report says what they are.
+	out, _ := cmd.Output()
+	var report struct {
+		Totals   struct{ Errors, Warnings int }
+		Problems []struct {
+			RuleID, Severity, Message string
+			Location                  []struct{ Pointer string }
+		}
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatalf("redocly lint printed no report (%v):\n%s%s", err, out, stderr.Bytes())
+	}
+	for _, p := range report.Problems {
+		at := ""
+		if len(p.Location) > 0 {
+			at = p.Location[0].Pointer
+		}
+		if p.Severity == "error" {
+			t.Errorf("%s: %s (%s)", at, p.Message, p.RuleID)
+		} else {
+			t.Logf("%s %s: %s (%s)", p.Severity, at, p.Message, p.RuleID)
+		}
+	}
+	if report.Totals.Errors != 0 {
+		t.Errorf("redocly lint: %d errors", report.Totals.Errors)
+	}
+}
+
+// TestOpenAPITypeScriptClientTypeChecks generates a TypeScript client from
+// the document with openapi-typescript and compiles it with tsc together
+// with testdata/openapi-tools/usage.ts, which reads a job and handles
+// events as an integration would.
+func TestOpenAPITypeScriptClientTypeChecks(t *testing.T) {
+	generate := openAPITool(t, "openapi-typescript")
+	tsc := openAPITool(t, "tsc")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "openapi.json"), servedDocument(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"usage.ts", "tsconfig.json"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "openapi-tools", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runTool(t, dir, generate, "openapi.json", "--output", "api.ts")
+	runTool(t, dir, tsc, "--project", "tsconfig.json")
+}
