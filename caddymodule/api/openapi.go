@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -67,6 +68,7 @@ var errorCodes = map[int][]string{
 	422: {"idempotency_key_reused", "invalid_stage"},
 	429: {"rate_limited"},
 	500: {"internal_error"},
+	502: {"upstream_unavailable"},
 	503: {"upstream_unavailable"},
 }
 
@@ -261,6 +263,8 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 				"RateLimit":        map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";r=7182;t=1`},
 				"RateLimit-Policy": map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";q=7200;w=3600`},
 				"Retry-After":      map[string]any{"schema": map[string]any{"type": "integer"}, "description": "Seconds to wait."},
+				"ETag": map[string]any{"schema": map[string]any{"type": "string"},
+					"description": "The answer's entity tag: send it back as If-None-Match to be answered 304 when nothing changed."},
 			},
 		},
 	}
@@ -295,6 +299,11 @@ func (rt *route) parameters() []parameter {
 	}
 	for _, p := range rt.query {
 		out = append(out, parameter{name: p.name, in: "query", desc: p.desc, schema: paramSchema(p)})
+	}
+	if rt.conditional() {
+		out = append(out, parameter{name: "If-None-Match", in: "header",
+			desc:   "The ETag of an earlier answer: answered 304 with no body, and not counted against the ceiling, when it is still current.",
+			schema: map[string]any{"type": "string"}})
 	}
 	if rt.body != nil {
 		out = append(out, parameter{name: "Idempotency-Key", in: "header",
@@ -365,14 +374,19 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	out := map[string]any{
 		fmt.Sprint(rt.status): map[string]any{"description": description, "headers": headers, "content": content},
 	}
-	statuses := []int{400, 404, 405, 429, 500}
-	if rt.scope != "" {
-		statuses = append(statuses, 401, 403, 503)
+	if rt.conditional() {
+		headers["ETag"] = map[string]any{"$ref": "#/components/headers/ETag"}
+		out["304"] = map[string]any{
+			"description": "Not Modified: If-None-Match holds the current ETag. Not counted against the credential's ceiling.",
+			"headers": map[string]any{
+				"ETag":             map[string]any{"$ref": "#/components/headers/ETag"},
+				"Request-Id":       map[string]any{"$ref": "#/components/headers/Request-Id"},
+				"RateLimit":        map[string]any{"$ref": "#/components/headers/RateLimit"},
+				"RateLimit-Policy": map[string]any{"$ref": "#/components/headers/RateLimit-Policy"},
+			},
+		}
 	}
-	if rt.body != nil {
-		statuses = append(statuses, 409, 413, 415, 422)
-	}
-	sort.Ints(statuses)
+	statuses := rt.errorStatuses()
 	for _, st := range statuses {
 		resp := map[string]any{
 			"description": strings.Join(errorCodes[st], ", "),
@@ -385,6 +399,32 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		out[fmt.Sprint(st)] = resp
 	}
 	return out
+}
+
+// conditional reports whether the route is a read answered with an ETag
+// and 304 for a matching If-None-Match (writeRead).
+func (rt *route) conditional() bool {
+	return rt.method == http.MethodGet && rt.scope != ""
+}
+
+// errorStatuses are the error statuses the route can answer, sorted.
+func (rt *route) errorStatuses() []int {
+	statuses := []int{400, 404, 405, 429, 500}
+	if rt.scope != "" {
+		statuses = append(statuses, 401, 403, 503)
+	}
+	if rt.body != nil {
+		statuses = append(statuses, 409, 413, 415, 422)
+	} else if rt.tag == "webhooks" && rt.method != http.MethodGet {
+		// A delivery being attempted, an endpoint disabled.
+		statuses = append(statuses, 409)
+	}
+	if rt.kind != "" {
+		// The firm's system answered with something unreadable.
+		statuses = append(statuses, 502)
+	}
+	sort.Ints(statuses)
+	return statuses
 }
 
 // responseType is the Go type of the route's success body (or of its
@@ -402,5 +442,5 @@ func allCodes() []string {
 		codes = append(codes, c...)
 	}
 	sort.Strings(codes)
-	return codes
+	return slices.Compact(codes)
 }
