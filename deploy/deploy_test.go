@@ -28,7 +28,7 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// contractEnv is CONTRACT.md section 1's configuration plus the credential
+// contractEnv is docs/CONTRACT.md section 1's configuration plus the credential
 // signing key: the only PRACTICEGW_ variables a deployment may set.
 var contractEnv = []string{
 	"PRACTICEGW_LISTEN",
@@ -309,7 +309,7 @@ func deployEnvRefs(t *testing.T) map[string][]string {
 func TestEnvVarsAreTheContracts(t *testing.T) {
 	for v, files := range deployEnvRefs(t) {
 		if !slices.Contains(contractEnv, v) {
-			t.Errorf("%s (in %s) is not a configuration variable of CONTRACT.md section 1", v, strings.Join(files, ", "))
+			t.Errorf("%s (in %s) is not a configuration variable of docs/CONTRACT.md section 1", v, strings.Join(files, ", "))
 		}
 	}
 }

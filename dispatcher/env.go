@@ -9,7 +9,7 @@ import (
 )
 
 // EnvConfig reads the engine settings every practicegw process shares
-// (CONTRACT.md section 1) through getenv, usually os.Getenv:
+// (docs/CONTRACT.md section 1) through getenv, usually os.Getenv:
 //
 //	PRACTICEGW_WEBHOOK_BACKOFF_BASE      delay before the first retry (30s)
 //	PRACTICEGW_WEBHOOK_BACKOFF_FACTOR    growth of each later delay (6)

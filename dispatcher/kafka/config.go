@@ -13,7 +13,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 )
 
-// Defaults, as CONTRACT.md and dispatcher/README.md document them.
+// Defaults, as docs/CONTRACT.md and dispatcher/README.md document them.
 const (
 	DefaultChangesTopic = "practicegw.changes"
 	DefaultEventsTopic  = "practicegw.events"
