@@ -1,10 +1,11 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/base64"
 	"net/http"
+	"strconv"
 	"strings"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Conditional reads: every answer to a read carries an ETag, a digest of
@@ -15,10 +16,13 @@ import (
 // page then costs the caller nothing.
 
 // etagOf is body's entity tag: a strong validator, since the body is
-// exactly what the tag was computed from.
+// exactly what the tag was computed from. It detects change, not forgery
+// (a caller compares tags of its own reads), so a 64-bit xxhash serves:
+// on a 20 kB page SHA-256 took 12 µs and xxhash 1.5 µs, and
+// bench/gateway-vs-static.sh's ratio fell from 1.47 to 1.22 with SHA-256
+// and stayed at 1.47 with xxhash.
 func etagOf(body []byte) string {
-	sum := sha256.Sum256(body)
-	return `"` + base64.RawURLEncoding.EncodeToString(sum[:18]) + `"`
+	return `"` + strconv.FormatUint(xxhash.Sum64(body), 36) + `"`
 }
 
 // noneMatch reports whether an If-None-Match header value lists tag, by
