@@ -36,6 +36,17 @@ func batchOf(reqs ...request) *RateBatch {
 	return b
 }
 
+// rateLimitsOn is RateLimits on a Redis of its own.
+func rateLimitsOn(t *testing.T) *RateLimits {
+	t.Helper()
+	rdb, err := NewClient(redistest.Start(t).URL(), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return NewRateLimits(rdb)
+}
+
 // TestEncodeBatch checks the script call a batch becomes: each
 // credential's keys once, in order of first appearance, and six arguments
 // a group pointing at them, with the group's size.
@@ -135,13 +146,7 @@ func FuzzDecodeBatch(f *testing.F) {
 // one, group by group, or instances with and without Redis would enforce
 // different limits.
 func TestBatchMatchesGCRA(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb, err := NewClient(srv.URL(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	limits := NewRateLimits(rdb)
+	limits := rateLimitsOn(t)
 	ctx := context.Background()
 	b := NewRateBatch()
 
@@ -209,13 +214,7 @@ func TestBatchMatchesGCRA(t *testing.T) {
 // TestBatchCountsUsage: booked requests are counted per hour, admitted and
 // refused; peeks are not.
 func TestBatchCountsUsage(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb, err := NewClient(srv.URL(), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rdb.Close()
-	limits := NewRateLimits(rdb)
+	limits := rateLimitsOn(t)
 	ctx := context.Background()
 	now := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
 	b := NewRateBatch()
