@@ -26,6 +26,8 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"gopkg.in/yaml.v3"
+
+	"github.com/practicegw/practicegw/internal/listen"
 )
 
 // contractEnv is docs/CONTRACT.md section 1's configuration plus the credential
@@ -43,6 +45,10 @@ var contractEnv = []string{
 	"PRACTICEGW_WEBHOOK_ALLOW_CIDRS",
 	"PRACTICEGW_SIGNING_KEY",
 }
+
+// derivedEnv are set by practicegw itself, from PRACTICEGW_LISTEN, before
+// it reads a Caddyfile: Caddyfiles read them, no deployment sets them.
+var derivedEnv = []string{listen.HostVar, listen.PortVar}
 
 // secretEnv are the variables that hold secrets: every example file that
 // names them must carry placeholders only, and all of them must name the
@@ -308,6 +314,14 @@ func deployEnvRefs(t *testing.T) map[string][]string {
 
 func TestEnvVarsAreTheContracts(t *testing.T) {
 	for v, files := range deployEnvRefs(t) {
+		if slices.Contains(derivedEnv, v) {
+			for _, f := range files {
+				if !strings.Contains(path.Base(f), "Caddyfile") {
+					t.Errorf("%s sets %s, which practicegw derives from %s", f, v, listen.Var)
+				}
+			}
+			continue
+		}
 		if !slices.Contains(contractEnv, v) {
 			t.Errorf("%s (in %s) is not a configuration variable of docs/CONTRACT.md section 1", v, strings.Join(files, ", "))
 		}
@@ -1492,6 +1506,12 @@ func readCaddyfile(t *testing.T, f string, env ...string) *cfNode {
 	}
 	for i := 0; i+1 < len(env); i += 2 {
 		t.Setenv(env[i], env[i+1])
+	}
+	for _, v := range derivedEnv {
+		t.Setenv(v, "")
+	}
+	if err := listen.Export(); err != nil {
+		t.Fatal(err)
 	}
 	n, err := parseCaddyfile(f, read(t, f))
 	if err != nil {

@@ -61,6 +61,7 @@ type gatewayOptions struct {
 	dataDir string
 	env     []string
 	config  string // Caddyfile path; default the repository's
+	addr    string // API listener the test talks to, host:port; default a free loopback port
 }
 
 func freePort(t testing.TB) string {
@@ -84,7 +85,10 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 	if opts.config == "" {
 		opts.config = defaultCaddyfile()
 	}
-	g := &gateway{t: t, addr: freePort(t), admin: freePort(t), dataDir: opts.dataDir}
+	if opts.addr == "" {
+		opts.addr = freePort(t)
+	}
+	g := &gateway{t: t, addr: opts.addr, admin: freePort(t), dataDir: opts.dataDir}
 	g.env = append(os.Environ(),
 		"PRACTICEGW_LISTEN="+g.addr,
 		"PRACTICEGW_ADMIN="+g.admin,

@@ -2,6 +2,9 @@
 package main
 
 import (
+	"fmt"
+	"os"
+
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
@@ -21,8 +24,15 @@ import (
 	_ "github.com/practicegw/practicegw/caddymodule/ingest"
 	_ "github.com/practicegw/practicegw/caddymodule/ratelimit"
 	_ "github.com/practicegw/practicegw/internal/cli"
+	"github.com/practicegw/practicegw/internal/listen"
 )
 
 func main() {
+	// Before any command reads a Caddyfile: the Caddyfiles bind the API's
+	// socket to PRACTICEGW_LISTEN's host through variables derived from it.
+	if err := listen.Export(); err != nil {
+		fmt.Fprintln(os.Stderr, "practicegw:", err)
+		os.Exit(1)
+	}
 	caddycmd.Main()
 }

@@ -1,0 +1,49 @@
+package listen
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestSplit(t *testing.T) {
+	for _, c := range []struct{ addr, bind, port string }{
+		{"", "", "8080"},
+		{" ", "", "8080"},
+		{":8080", "", "8080"},
+		{"8080", "", "8080"},
+		{"127.0.0.1:9000", "127.0.0.1", "9000"},
+		{"10.1.2.3:80", "10.1.2.3", "80"},
+		{"[::1]:8080", "::1", "8080"},
+		{"[fe80::1%eth0]:8080", "fe80::1%eth0", "8080"},
+		{"localhost:8080", "localhost", "8080"},
+		{"0.0.0.0:8080", "tcp4/0.0.0.0", "8080"},
+		{"[::]:8080", "tcp6/::", "8080"},
+	} {
+		bind, port, err := Split(c.addr)
+		if err != nil || bind != c.bind || port != c.port {
+			t.Errorf("Split(%q) = %q, %q, %v; want %q, %q", c.addr, bind, port, err, c.bind, c.port)
+		}
+	}
+	for _, bad := range []string{"127.0.0.1", "localhost", ":http", ":0", ":65536", "::1:8080", "unix//run/practicegw.sock", "tcp4/127.0.0.1:80", "a b:80", "http://127.0.0.1:8080"} {
+		if bind, port, err := Split(bad); err == nil || !strings.Contains(err.Error(), Var) {
+			t.Errorf("Split(%q) = %q, %q, %v; want an error naming %s", bad, bind, port, err, Var)
+		}
+	}
+}
+
+func TestExport(t *testing.T) {
+	t.Setenv(HostVar, "stale")
+	t.Setenv(PortVar, "1")
+	t.Setenv(Var, "127.0.0.1:9000")
+	if err := Export(); err != nil {
+		t.Fatal(err)
+	}
+	if h, p := os.Getenv(HostVar), os.Getenv(PortVar); h != "127.0.0.1" || p != "9000" {
+		t.Errorf("exported %s=%q %s=%q; want 127.0.0.1 and 9000", HostVar, h, PortVar, p)
+	}
+	t.Setenv(Var, "nonsense")
+	if err := Export(); err == nil {
+		t.Error("Export took a listen address without a port")
+	}
+}
