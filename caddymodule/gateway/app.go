@@ -43,7 +43,7 @@ type App struct {
 	// {env.PRACTICEGW_DATA}, else ./data.
 	DataDir string `json:"data_dir,omitempty"`
 
-	// Redis, when set (redis://host:port/db), moves credentials,
+	// Redis, when set (redis://host:port/db, rediss:// for TLS), moves credentials,
 	// idempotency keys, rate limits and delivery state to Redis so that
 	// any number of gateways share them. Default {env.PRACTICEGW_REDIS}.
 	Redis string `json:"redis,omitempty"`

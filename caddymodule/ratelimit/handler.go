@@ -60,8 +60,8 @@ type Handler struct {
 	// may be spent at once; a ceiling with a smaller N keeps its N.
 	Burst int64 `json:"burst,omitempty"`
 
-	// Redis is the redis:// URL whose buckets and usage counters every
-	// instance shares. Placeholders are expanded. Default:
+	// Redis is the redis:// (or rediss://, TLS) URL whose buckets and
+	// usage counters every instance shares. Placeholders are expanded. Default:
 	// {env.PRACTICEGW_REDIS}; empty keeps both in this process.
 	Redis string `json:"redis,omitempty"`
 

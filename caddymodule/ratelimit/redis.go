@@ -2,7 +2,6 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,9 +24,9 @@ type redisBackend struct {
 }
 
 func newRedisBackend(url string, timeout, batchInterval time.Duration) (*redisBackend, error) {
-	opt, err := redis.ParseURL(url)
+	opt, err := redisstore.ClientOptions(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: %w", err)
+		return nil, err
 	}
 	// The caller's deadline is the only budget: no retries, no dial
 	// back-off, no client-side wait that could outlast the request's

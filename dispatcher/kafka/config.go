@@ -47,8 +47,8 @@ type Config struct {
 	// Security is how the brokers want to be reached: TLS and SASL
 	// (PRACTICEGW_KAFKA_TLS*, PRACTICEGW_KAFKA_SASL_*).
 	Security Security
-	// Redis is the shared store's URL, redis://host:port/db
-	// (PRACTICEGW_REDIS). Required.
+	// Redis is the shared store's URL, redis://host:port/db or rediss://
+	// for TLS (PRACTICEGW_REDIS, with PRACTICEGW_REDIS_TLS_*). Required.
 	Redis string
 	// Topics name the topics (PRACTICEGW_KAFKA_CHANGES_TOPIC,
 	// PRACTICEGW_KAFKA_EVENTS_TOPIC).

@@ -26,7 +26,8 @@ delivery state in Redis. Start as many as you like: they share the topic's
 partitions and the deliveries.
 
 It reads the gateway's variables: PRACTICEGW_KAFKA and PRACTICEGW_REDIS
-(both required), PRACTICEGW_WEBHOOK_BACKOFF_BASE, _BACKOFF_FACTOR,
+(both required; rediss:// with PRACTICEGW_REDIS_TLS_CA, _CERT and _KEY for
+TLS), PRACTICEGW_WEBHOOK_BACKOFF_BASE, _BACKOFF_FACTOR,
 _ALLOW_CIDRS, _BREAKER_COOLDOWN and _RETENTION, and PRACTICEGW_KAFKA_CHANGES_TOPIC,
 PRACTICEGW_KAFKA_EVENTS_TOPIC, PRACTICEGW_KAFKA_GROUP and
 PRACTICEGW_KAFKA_PARTITIONS (see dispatcher/README.md). Missing topics are

@@ -2,7 +2,8 @@
 // Start, on a free loopback port, with its files in the test's temp dir and
 // gone when the test ends. Tests that need Redis to vanish and come back
 // use Kill, Stop and Restart; the port stays the same, so clients that hold
-// the URL reconnect on their own.
+// the URL reconnect on their own. WithTLS makes a server that speaks TLS
+// alone, with certificates made for it.
 //
 // Without redis-server on PATH a test is skipped locally and fails in CI
 // (env CI set), so a CI image that lost Redis cannot pass by skipping.
@@ -10,6 +11,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -31,6 +33,9 @@ type Server struct {
 	dir  string
 	port int
 	aof  bool
+	tls  bool
+	// files, with WithTLS, are the certificates made for this server.
+	files *TLSFiles
 
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -60,6 +65,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 		o(s)
 	}
 	t.Cleanup(func() { s.signal(syscall.SIGKILL) })
+	if s.tls {
+		files, err := makeTLSFiles(s.dir)
+		if err != nil {
+			t.Fatalf("redistest: making TLS certificates: %v", err)
+		}
+		s.files = files
+	}
 
 	// A free port can be taken between picking and binding; a few tries
 	// make that race harmless.
@@ -78,8 +90,13 @@ func Start(t testing.TB, opts ...Option) *Server {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
-// URL is the server's redis:// URL, database 0.
-func (s *Server) URL() string { return "redis://" + s.Addr() + "/0" }
+// URL is the server's redis:// URL, database 0; rediss:// WithTLS.
+func (s *Server) URL() string {
+	if s.files != nil {
+		return "rediss://" + s.Addr() + "/0"
+	}
+	return "redis://" + s.Addr() + "/0"
+}
 
 // Kill ends the server with SIGKILL, as a crash or a pulled cable would:
 // open connections break without a goodbye.
@@ -99,13 +116,18 @@ func (s *Server) Restart() {
 }
 
 func (s *Server) start() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	args := []string{"--port", strconv.Itoa(s.port)}
+	if s.files != nil {
+		args = []string{"--port", "0", "--tls-port", strconv.Itoa(s.port),
+			"--tls-cert-file", s.files.serverCert, "--tls-key-file", s.files.serverKey,
+			"--tls-ca-cert-file", s.files.CA}
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--dir", s.dir,
 		"--save", "",
 		"--appendonly", "no",
-	}
+	)
 	if s.aof {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
 	}
@@ -128,6 +150,14 @@ func (s *Server) start() error {
 	}()
 	s.cmd, s.done = cmd, done
 
+	var tlsCfg *tls.Config
+	if s.files != nil {
+		if tlsCfg, err = s.files.clientConfig(); err != nil {
+			s.signal(syscall.SIGKILL)
+			return err
+		}
+	}
+
 	deadline := time.Now().Add(startTimeout)
 	for time.Now().Before(deadline) {
 		select {
@@ -135,7 +165,7 @@ func (s *Server) start() error {
 			return fmt.Errorf("redis-server exited at start: %s", tail(logPath))
 		default:
 		}
-		if ping(s.Addr()) == nil {
+		if ping(s.Addr(), tlsCfg) == nil {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -159,9 +189,16 @@ func (s *Server) signal(sig syscall.Signal) {
 }
 
 // ping speaks just enough RESP to learn whether the server is ready, so the
-// harness needs no Redis client.
-func ping(addr string) error {
-	conn, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
+// harness needs no Redis client; over TLS when tlsCfg is set.
+func ping(addr string, tlsCfg *tls.Config) error {
+	dialer := &net.Dialer{Timeout: 100 * time.Millisecond}
+	var conn net.Conn
+	var err error
+	if tlsCfg != nil {
+		conn, err = tls.DialWithDialer(dialer, "tcp", addr, tlsCfg)
+	} else {
+		conn, err = dialer.Dial("tcp", addr)
+	}
 	if err != nil {
 		return err
 	}

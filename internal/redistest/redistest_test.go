@@ -18,13 +18,13 @@ func TestLifecycle(t *testing.T) {
 	}
 
 	s.Kill()
-	if ping(s.Addr()) == nil {
+	if ping(s.Addr(), nil) == nil {
 		t.Fatal("server still answers after Kill")
 	}
 
 	s.Restart()
 	addr := s.Addr()
-	if err := ping(addr); err != nil {
+	if err := ping(addr, nil); err != nil {
 		t.Fatalf("after Restart: %v", err)
 	}
 	// Stop (SIGTERM) flushes the AOF; the value must survive a second restart.
@@ -54,4 +54,30 @@ func do(t *testing.T, addr, cmd string) string {
 		t.Fatal(err)
 	}
 	return strings.TrimSpace(line)
+}
+
+func TestTLS(t *testing.T) {
+	s := Start(t, WithTLS())
+	if !strings.HasPrefix(s.URL(), "rediss://127.0.0.1:") {
+		t.Fatalf("URL() = %q", s.URL())
+	}
+	cfg, err := s.TLS().clientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(s.Addr(), cfg); err != nil {
+		t.Fatalf("PING over TLS: %v", err)
+	}
+	if ping(s.Addr(), nil) == nil {
+		t.Error("the server answers in plain text")
+	}
+	noCert := cfg.Clone()
+	noCert.Certificates = nil
+	if ping(s.Addr(), noCert) == nil {
+		t.Error("the server answers a client without a certificate")
+	}
+	s.Restart()
+	if err := ping(s.Addr(), cfg); err != nil {
+		t.Fatalf("PING over TLS after Restart: %v", err)
+	}
 }

@@ -1,25 +1,91 @@
 package redis
 
 import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"net/url"
+	"os"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 )
 
+// The files a rediss:// connection is made with, for a Redis whose
+// certificate a private authority signs or that asks clients for a
+// certificate of their own (tls-auth-clients). They are read where every
+// Redis client is made, so that no use of Redis (stores, budgets,
+// deliveries, the rate limiter, a dispatcher) can be left on other terms.
+const (
+	// TLSCAVar names a PEM bundle of the authorities that sign the
+	// server's certificate. Unset: the system's.
+	TLSCAVar = "PRACTICEGW_REDIS_TLS_CA"
+	// TLSCertVar and TLSKeyVar name a client certificate and its key, in
+	// PEM. Unset: none.
+	TLSCertVar = "PRACTICEGW_REDIS_TLS_CERT"
+	TLSKeyVar  = "PRACTICEGW_REDIS_TLS_KEY"
+)
+
 // NewClient connects to the Redis at url (redis://host:port/db, or
-// rediss:// for TLS). ioTimeout bounds each read and write on a
-// connection, so that a Redis that stops answering fails calls instead of
-// holding them: the gateway, whose requests wait on Redis, uses a short
-// one; a dispatcher, whose scripts move batches, a longer one. The caller
-// closes the client.
+// rediss:// for TLS, with the files of TLSCAVar, TLSCertVar and TLSKeyVar).
+// ioTimeout bounds each read and write on a connection, so that a Redis
+// that stops answering fails calls instead of holding them: the gateway,
+// whose requests wait on Redis, uses a short one; a dispatcher, whose
+// scripts move batches, a longer one. The caller closes the client.
 func NewClient(url string, ioTimeout time.Duration) (*goredis.Client, error) {
-	opts, err := goredis.ParseURL(url)
+	opts, err := ClientOptions(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis %q: %w", url, err)
+		return nil, err
 	}
 	opts.DialTimeout = max(time.Second, ioTimeout)
 	opts.ReadTimeout = ioTimeout
 	opts.WriteTimeout = ioTimeout
 	return goredis.NewClient(opts), nil
+}
+
+// ClientOptions are NewClient's options before its timeouts, for a client
+// that needs others (the rate limiter answers within a request's
+// deadline, with no retries).
+func ClientOptions(url string) (*goredis.Options, error) {
+	return clientOptions(url, os.Getenv)
+}
+
+func clientOptions(rawURL string, getenv func(string) string) (*goredis.Options, error) {
+	shown := rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		shown = u.Redacted() // the URL may carry a password
+	}
+	opts, err := goredis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis %s: %w", shown, err)
+	}
+	ca, cert, key := getenv(TLSCAVar), getenv(TLSCertVar), getenv(TLSKeyVar)
+	if ca == "" && cert == "" && key == "" {
+		return opts, nil
+	}
+	if opts.TLSConfig == nil {
+		return nil, fmt.Errorf("redis %s: %s, %s or %s is set, which needs a rediss:// URL", shown, TLSCAVar, TLSCertVar, TLSKeyVar)
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", TLSCAVar, err)
+		}
+		opts.TLSConfig.RootCAs = x509.NewCertPool()
+		if !opts.TLSConfig.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: %s holds no PEM certificate", TLSCAVar, ca)
+		}
+	}
+	if (cert == "") != (key == "") {
+		return nil, errors.New(TLSCertVar + " and " + TLSKeyVar + " go together: set both or neither")
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("redis client certificate (%s, %s): %w", TLSCertVar, TLSKeyVar, err)
+		}
+		opts.TLSConfig.Certificates = []tls.Certificate{pair}
+	}
+	return opts, nil
 }
