@@ -30,7 +30,7 @@ import (
 func main() {
 	// Before any command reads a Caddyfile: the Caddyfiles bind the API's
 	// socket to PRACTICEGW_LISTEN's host through variables derived from it.
-	if err := listen.Export(); err != nil {
+	if err := listen.Export(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "practicegw:", err)
 		os.Exit(1)
 	}

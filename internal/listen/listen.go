@@ -69,9 +69,18 @@ func Split(addr string) (bind, port string, err error) {
 }
 
 // Export sets HostVar and PortVar from Var in this process's environment,
-// always, so that they cannot disagree with Var.
-func Export() error {
-	bind, port, err := Split(os.Getenv(Var))
+// always, so that they cannot disagree with Var. Var comes from the
+// environment or, when unset there, from the first --envfile among args
+// that sets it, as Caddy will read those files after Export has run.
+func Export(args []string) error {
+	addr, ok := os.LookupEnv(Var)
+	if !ok {
+		var err error
+		if addr, err = fromEnvFiles(args); err != nil {
+			return err
+		}
+	}
+	bind, port, err := Split(addr)
 	if err != nil {
 		return err
 	}
@@ -79,4 +88,39 @@ func Export() error {
 		return err
 	}
 	return os.Setenv(PortVar, port)
+}
+
+// fromEnvFiles is Var as the first of args' --envfile files that sets it
+// has it ("" when none does), read as Caddy reads those files: KEY=VALUE
+// lines, an optional "export ", # comments, quotes around the value.
+func fromEnvFiles(args []string) (string, error) {
+	for i, a := range args {
+		var file string
+		switch {
+		case (a == "--envfile" || a == "-envfile") && i+1 < len(args):
+			file = args[i+1]
+		case strings.HasPrefix(a, "--envfile="), strings.HasPrefix(a, "-envfile="):
+			_, file, _ = strings.Cut(a, "=")
+		default:
+			continue
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("reading environment file: %w", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			key, val, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if !ok || strings.TrimPrefix(key, "export ") != Var {
+				continue
+			}
+			if before, _, found := strings.Cut(val, "#"); found {
+				val = strings.TrimRight(before, " \t")
+			}
+			if len(val) >= 2 && (val[0] == '"' || val[0] == '\'') && val[len(val)-1] == val[0] {
+				val = val[1 : len(val)-1]
+			}
+			return val, nil
+		}
+	}
+	return "", nil
 }

@@ -2,6 +2,7 @@ package listen
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -36,14 +37,43 @@ func TestExport(t *testing.T) {
 	t.Setenv(HostVar, "stale")
 	t.Setenv(PortVar, "1")
 	t.Setenv(Var, "127.0.0.1:9000")
-	if err := Export(); err != nil {
+	if err := Export(nil); err != nil {
 		t.Fatal(err)
 	}
 	if h, p := os.Getenv(HostVar), os.Getenv(PortVar); h != "127.0.0.1" || p != "9000" {
 		t.Errorf("exported %s=%q %s=%q; want 127.0.0.1 and 9000", HostVar, h, PortVar, p)
 	}
 	t.Setenv(Var, "nonsense")
-	if err := Export(); err == nil {
+	if err := Export(nil); err == nil {
 		t.Error("Export took a listen address without a port")
+	}
+}
+
+// Caddy reads --envfile after practicegw splits the address, so Export
+// reads PRACTICEGW_LISTEN from those files itself; the environment wins
+// over them, as in Caddy.
+func TestExportFromEnvFile(t *testing.T) {
+	dir := t.TempDir()
+	other := filepath.Join(dir, "other.env")
+	env := filepath.Join(dir, "practicegw.env")
+	os.WriteFile(other, []byte("# nothing about listening\nPRACTICEGW_DATA=/data\n"), 0o600)
+	os.WriteFile(env, []byte("export PRACTICEGW_LISTEN=\"127.0.0.1:9100\" # loopback only\n"), 0o600)
+	t.Setenv(Var, "")
+	os.Unsetenv(Var)
+	if err := Export([]string{"run", "--envfile", other, "--envfile=" + env}); err != nil {
+		t.Fatal(err)
+	}
+	if h, p := os.Getenv(HostVar), os.Getenv(PortVar); h != "127.0.0.1" || p != "9100" {
+		t.Errorf("from --envfile: %s=%q %s=%q; want 127.0.0.1 and 9100", HostVar, h, PortVar, p)
+	}
+	t.Setenv(Var, ":9200")
+	if err := Export([]string{"run", "--envfile", env}); err != nil {
+		t.Fatal(err)
+	}
+	if h, p := os.Getenv(HostVar), os.Getenv(PortVar); h != "" || p != "9200" {
+		t.Errorf("environment and --envfile: %s=%q %s=%q; want the environment's", HostVar, h, PortVar, p)
+	}
+	if err := Export([]string{"run", "--envfile", filepath.Join(dir, "missing.env")}); err != nil {
+		t.Errorf("the environment sets it, so a missing file is Caddy's to report: %v", err)
 	}
 }
