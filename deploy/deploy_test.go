@@ -47,6 +47,7 @@ var contractEnv = []string{
 	"PRACTICEGW_WEBHOOK_BACKOFF_FACTOR",
 	"PRACTICEGW_WEBHOOK_ALLOW_CIDRS",
 	"PRACTICEGW_SIGNING_KEY",
+	"PRACTICEGW_SECRETS_KEY",
 }
 
 // derivedEnv are set by practicegw itself, from PRACTICEGW_LISTEN, before
@@ -58,6 +59,7 @@ var derivedEnv = []string{listen.HostVar, listen.PortVar}
 // same set.
 var secretEnv = []string{
 	"PRACTICEGW_SIGNING_KEY",
+	"PRACTICEGW_SECRETS_KEY",
 	"KARBON_ACCESS_KEY",
 	"KARBON_BEARER",
 	"XERO_CLIENT_ID",
@@ -197,6 +199,7 @@ func TestProductionCaddyfile(t *testing.T) {
 		"kafka":       {env["PRACTICEGW_KAFKA"]},
 		"dispatch":    {env["PRACTICEGW_DISPATCH"]},
 		"signing_key": {"primary", "{env.PRACTICEGW_SIGNING_KEY}"},
+		"secrets_key": {"{env.PRACTICEGW_SECRETS_KEY}"},
 	} {
 		if got := opt.args(name); !slices.Equal(got, want) {
 			t.Errorf("practicegw option %s %q, want %q", name, got, want)
@@ -606,6 +609,24 @@ func TestCompose(t *testing.T) {
 				t.Errorf("%s: %s unset: every process shares Redis and Kafka", name, v)
 			}
 		}
+		// The secrets come from the env files.
+		fromFiles := map[string]bool{}
+		for _, ef := range envFiles(t, services[name].m["env_file"]) {
+			if ef.required {
+				for k := range envFile(t, ef.path) {
+					fromFiles[k] = true
+				}
+			}
+		}
+		want := []string{"PRACTICEGW_SECRETS_KEY"}
+		if services[name].isGateway() {
+			want = append(want, "PRACTICEGW_SIGNING_KEY")
+		}
+		for _, v := range want {
+			if !fromFiles[v] {
+				t.Errorf("%s: %s is not in its env files", name, v)
+			}
+		}
 	}
 	for _, name := range dispatchers {
 		if p := listenPort(t, services[name].command); p != metricsPort {
@@ -911,7 +932,13 @@ func TestKubernetes(t *testing.T) {
 
 			env := map[string]bool{}
 			for _, e := range asSlice(cm["env"]) {
-				env[asString(asMap(e)["name"])] = true
+				em := asMap(e)
+				env[asString(em["name"])] = true
+				if ref := asMap(asMap(em["valueFrom"])["secretKeyRef"]); len(ref) > 0 {
+					if _, ok := secret[asString(ref["key"])]; !ok || asString(ref["name"]) != secretName {
+						t.Errorf("%s: %s from Secret %v key %v, which secret.example.yaml does not have", cwhere, em["name"], ref["name"], ref["key"])
+					}
+				}
 			}
 			for _, ef := range asSlice(cm["envFrom"]) {
 				efm := asMap(ef)
@@ -933,7 +960,7 @@ func TestKubernetes(t *testing.T) {
 					}
 				}
 			}
-			for _, v := range []string{"PRACTICEGW_REDIS", "PRACTICEGW_KAFKA"} {
+			for _, v := range []string{"PRACTICEGW_REDIS", "PRACTICEGW_KAFKA", "PRACTICEGW_SECRETS_KEY"} {
 				if !env[v] {
 					t.Errorf("%s: %s is not set", cwhere, v)
 				}

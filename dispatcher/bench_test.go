@@ -11,6 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 )
 
@@ -29,7 +30,8 @@ func BenchmarkIngestToDelivery(b *testing.B) {
 
 func benchPipeline(b *testing.B, serial bool) {
 	db := openDB(b)
-	st, err := boltstore.New(db, nil)
+	secrets, _ := sealed.Random()
+	st, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
@@ -112,8 +113,9 @@ func redisOpener(t *testing.T) func() testStore {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
+	secrets, _ := sealed.Random()
 	return func() testStore {
-		st, err := redisstore.New(rdb, redisstore.Options{})
+		st, err := redisstore.New(rdb, redisstore.Options{Secrets: secrets})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,8 +126,9 @@ func redisOpener(t *testing.T) func() testStore {
 func boltOpener(t *testing.T) func() testStore {
 	t.Helper()
 	db := openDB(t)
+	secrets, _ := sealed.Random()
 	return func() testStore {
-		st, err := boltstore.New(db, nil)
+		st, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets))
 		if err != nil {
 			t.Fatal(err)
 		}

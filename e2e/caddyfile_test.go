@@ -55,7 +55,8 @@ func TestCaddyfileAdapt(t *testing.T) {
 }
 
 func TestDeprecatedRouteHeaders(t *testing.T) {
-	g := startGateway(t, gatewayOptions{config: "testdata/directives.Caddyfile"})
+	g := startGateway(t, gatewayOptions{config: "testdata/directives.Caddyfile",
+		env: []string{"PRACTICEGW_SIGNING_KEY=" + secretsKey(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}})
 	tok := g.issue("frm_acme", false, "jobs:read", "jobs:write").Token
 	job := g.do(t, "GET", "/v1/jobs?limit=1", tok, nil).json(t)["data"].([]any)[0].(map[string]any)["id"].(string)
 	r := g.do(t, "POST", "/v1/jobs/"+job+"/stage", tok, map[string]any{"stage": "in_review"})

@@ -95,6 +95,8 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 		"PRACTICEGW_DATA="+opts.dataDir,
 		"PRACTICEGW_REDIS=",
 		"PRACTICEGW_KAFKA=",
+		// Alone, a gateway generates its secrets key unless a test gives one.
+		"PRACTICEGW_SECRETS_KEY=",
 		// Test receivers listen on loopback, which webhook URLs may not
 		// name unless allow-listed.
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8",

@@ -36,6 +36,7 @@ func TestScaleOutOverRedisTLS(t *testing.T) {
 	}
 	shared := []string{
 		"PRACTICEGW_REDIS=" + redis.URL(),
+		"PRACTICEGW_SECRETS_KEY=" + secretsKey(),
 		"PRACTICEGW_REDIS_TLS_CA=" + files.CA,
 		"PRACTICEGW_REDIS_TLS_CERT=" + files.ClientCert,
 		"PRACTICEGW_REDIS_TLS_KEY=" + files.ClientKey,

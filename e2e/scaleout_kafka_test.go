@@ -92,6 +92,7 @@ func TestScaleOutLosesNothing(t *testing.T) {
 	redis := redistest.Start(t)
 	shared := []string{
 		"PRACTICEGW_REDIS=" + redis.URL(),
+		"PRACTICEGW_SECRETS_KEY=" + secretsKey(),
 		"PRACTICEGW_KAFKA=" + strings.Join(cluster.ListenAddrs(), ","),
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8",
 	}

@@ -17,7 +17,7 @@ import (
 func twoGateways(t *testing.T) (*redistest.Server, *gateway, *gateway) {
 	t.Helper()
 	redis := redistest.Start(t)
-	env := []string{"PRACTICEGW_REDIS=" + redis.URL()}
+	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
 	a := startGateway(t, gatewayOptions{env: env})
 	b := startGateway(t, gatewayOptions{env: env})
 	return redis, a, b

@@ -19,6 +19,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 )
 
@@ -107,7 +108,8 @@ func openEmbedded(ctx context.Context) (pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := boltstore.New(g.db, nil)
+	secrets, _ := sealed.Random()
+	st, err := boltstore.New(g.db, nil, boltstore.WithSecrets(secrets))
 	if err != nil {
 		g.close()
 		return nil, err

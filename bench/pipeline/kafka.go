@@ -18,6 +18,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/sealed"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
@@ -127,7 +128,8 @@ func (k *kafkaInfra) open(ctx context.Context) (pipeline, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := redisstore.New(k.rdb, redisstore.Options{})
+	secrets, _ := sealed.Random()
+	store, err := redisstore.New(k.rdb, redisstore.Options{Secrets: secrets})
 	if err != nil {
 		g.close()
 		return nil, err

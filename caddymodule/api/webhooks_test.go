@@ -18,6 +18,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/internal/store/bolt"
 )
 
@@ -30,7 +31,8 @@ func webhookHandler(t *testing.T) (*Handler, *dispatcher.Engine) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	st, err := bolt.New(db, nil)
+	secrets, _ := sealed.Random()
+	st, err := bolt.New(db, nil, bolt.WithSecrets(secrets))
 	if err != nil {
 		t.Fatal(err)
 	}

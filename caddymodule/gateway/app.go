@@ -30,6 +30,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/publishedkeys"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
@@ -54,8 +55,19 @@ type App struct {
 	Kafka string `json:"kafka,omitempty"`
 
 	// SigningKeys sign and verify credential tokens; the first signs.
-	// Without any, the gateway generates one and keeps it in its store.
+	// Without any, the gateway generates one and keeps it in its store,
+	// sealed under SecretsKey. A key published in practicegw's repository
+	// (the examples' placeholders) is refused.
 	SigningKeys []SigningKeyConfig `json:"signing_keys,omitempty"`
+
+	// SecretsKey seals the generated signing key and webhook endpoint
+	// secrets in the store: base64 of 32 random bytes, usually a
+	// placeholder such as {file./run/secrets/practicegw_secrets_key}.
+	// Default {env.PRACTICEGW_SECRETS_KEY}. Without either, a gateway
+	// alone generates one in data_dir/secrets.key (and says so in the log);
+	// one with Redis refuses to start, since every instance and dispatcher
+	// needs the same key.
+	SecretsKey string `json:"secrets_key,omitempty"`
 
 	// KafkaChangesTopic, KafkaEventsTopic and KafkaGroup name the topics
 	// and the dispatchers' consumer group. Defaults
@@ -169,17 +181,37 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("practicegw: data_dir: %w", err)
 	}
+	secrets, err := a.configuredSecretsKey(repl)
+	if err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+	if secrets == nil && a.Redis != "" {
+		return fmt.Errorf("practicegw: with redis, configure secrets_key (or PRACTICEGW_SECRETS_KEY): " +
+			"every gateway and dispatcher seals and opens webhook endpoint secrets with the same key; generate it with openssl rand -base64 32")
+	}
 	// One database and one set of demo records per data directory, shared
 	// by the configs a reload overlaps: a firm added by the new config is
 	// added to them.
 	a.poolKey = dir
-	val, _, err := pool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
-		return openShared(dir, ids)
+	val, reloaded, err := pool.LoadOrNew(a.poolKey, func() (caddy.Destructor, error) {
+		return openShared(dir, ids, secrets)
 	})
 	if err != nil {
 		return fmt.Errorf("practicegw: %w", err)
 	}
 	a.shared = val.(*shared)
+	if secrets != nil && secrets.ID() != a.shared.secrets.ID() {
+		return fmt.Errorf("practicegw: the secrets key differs from the one practicegw started with: restart it to change keys")
+	}
+	switch {
+	case reloaded:
+	case a.shared.generated:
+		a.logger.Warn("no secrets key configured: generated one to seal the stored secrets; keep it with the database, "+
+			"and in production configure secrets_key (PRACTICEGW_SECRETS_KEY) instead", zap.String("file", a.shared.keyFile))
+	case a.shared.keyFile != "":
+		a.logger.Info("no secrets key configured: stored secrets are sealed under the generated key in a file",
+			zap.String("file", a.shared.keyFile))
+	}
 	if err := a.shared.demo.AddFirms(ids); err != nil {
 		return fmt.Errorf("practicegw: %w", err)
 	}
@@ -189,9 +221,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if a.redis, err = openRedis(a.Redis); err != nil {
 			return fmt.Errorf("practicegw: %w", err)
 		}
-		store, err := redisstore.New(a.redis.client, redisstore.Options{})
+		store, err := redisstore.New(a.redis.client, redisstore.Options{Secrets: secrets})
 		if err != nil {
 			return fmt.Errorf("practicegw: %w", err)
+		}
+		if err := store.PrepareSecrets(ctx); err != nil {
+			return fmt.Errorf("practicegw: secrets_key: %w", err)
 		}
 		a.state = store
 	}
@@ -246,6 +281,9 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 		secret, err := base64.StdEncoding.DecodeString(strings.TrimSpace(repl.ReplaceAll(k.Secret, "")))
 		if err != nil {
 			return nil, fmt.Errorf("practicegw: signing key %q: secret is not base64: %w", k.ID, err)
+		}
+		if err := publishedkeys.Check(secret); err != nil {
+			return nil, fmt.Errorf("practicegw: signing key %q: %w", k.ID, err)
 		}
 		keys = append(keys, auth.SigningKey{ID: k.ID, Secret: secret})
 	}

@@ -35,6 +35,7 @@ func init() {
 //	        retention      <duration>|off
 //	    }
 //	    signing_key <id> <base64-secret>
+//	    secrets_key [<base64-key>]
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
 //	    firm <frm_id> {
 //	        name      <display name>
@@ -46,6 +47,8 @@ func init() {
 //
 // redis may be left without a value (as {$PRACTICEGW_REDIS} expands to
 // nothing when unset), which keeps everything in the embedded store.
+// secrets_key is usually a placeholder, {env.X} or {file.X}, read at
+// start; without a value it is PRACTICEGW_SECRETS_KEY.
 func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 	app := new(App)
 	if err := app.UnmarshalCaddyfile(d); err != nil {
@@ -94,6 +97,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "webhooks":
 			if err := unmarshalWebhooks(d, &a.Webhooks); err != nil {
 				return err
+			}
+		case "secrets_key":
+			if d.NextArg() {
+				a.SecretsKey = d.Val()
 			}
 		case "signing_key":
 			var k SigningKeyConfig

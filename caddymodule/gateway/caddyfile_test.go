@@ -129,3 +129,15 @@ func TestAdaptKafkaBlock(t *testing.T) {
 		}
 	}
 }
+
+// secrets_key (in the golden file with a placeholder) may be left without
+// a value, as an unset {$VAR} leaves it: the variable is the default.
+func TestAdaptSecretsKey(t *testing.T) {
+	out, err := adapt(t, "{\n\tpracticegw {\n\t\tsecrets_key\n\t\tfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n")
+	if err != nil || strings.Contains(string(out), "secrets_key") {
+		t.Errorf("secrets_key without a value: %s, %v", out, err)
+	}
+	if _, err := adapt(t, "{\n\tpracticegw {\n\t\tsecrets_key a b\n\t\tfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n"); err == nil {
+		t.Error("secrets_key with two values adapted")
+	}
+}

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/demo"
+	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
@@ -24,9 +26,18 @@ type shared struct {
 	db    *bolt.DB
 	store *boltstore.Store
 	demo  *demo.Records
+	// secrets is the key the store seals under; keyFile names the file it
+	// came from when none was configured, and generated says this start
+	// created it.
+	secrets   *sealed.Key
+	keyFile   string
+	generated bool
 }
 
-func openShared(dir string, firms []string) (*shared, error) {
+// openShared opens the database in dir with its secrets sealed under
+// secrets, or when that is nil under the key in dir's key file, which it
+// generates the first time.
+func openShared(dir string, firms []string, secrets *sealed.Key) (*shared, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating data directory: %w", err)
 	}
@@ -35,17 +46,45 @@ func openShared(dir string, firms []string) (*shared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening %s (is another practicegw using it?): %w", path, err)
 	}
-	store, err := boltstore.New(db, nil)
-	if err != nil {
-		db.Close()
-		return nil, err
+	sh := &shared{db: db, secrets: secrets}
+	if secrets == nil {
+		sh.keyFile = filepath.Join(dir, secretsKeyFile)
+		if sh.secrets, sh.generated, err = keyFile(dir); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("secrets key: %w", err)
+		}
 	}
-	records, err := demo.Open(db, firms)
-	if err != nil {
+	if sh.store, err = boltstore.New(db, nil, boltstore.WithSecrets(sh.secrets)); err != nil {
+		db.Close()
+		return nil, sh.explain(err)
+	}
+	if sh.demo, err = demo.Open(db, firms); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening demo records: %w", err)
 	}
-	return &shared{db: db, store: store, demo: records}, nil
+	return sh, nil
+}
+
+// explain adds to a store's refusal of the secrets key what the operator
+// can do about it.
+func (s *shared) explain(err error) error {
+	if !errors.Is(err, sealed.ErrWrongKey) {
+		return err
+	}
+	kept := filepath.Join(filepath.Dir(s.db.Path()), secretsKeyFile)
+	switch {
+	case s.generated:
+		// A key made now cannot be the one the store was sealed with:
+		// leave no file behind that a later start would take for it.
+		os.Remove(s.keyFile)
+		return fmt.Errorf("%w (no secrets key is configured and %s was missing: restore it, or configure the key the store was sealed with)", err, s.keyFile)
+	case s.keyFile != "":
+		return fmt.Errorf("%w (the key in %s)", err, s.keyFile)
+	}
+	if _, serr := os.Stat(kept); serr == nil {
+		return fmt.Errorf("%w (it may be the key generated in %s: configure secrets_key {file.%s})", err, kept, kept)
+	}
+	return err
 }
 
 func (s *shared) Destruct() error { return s.db.Close() }

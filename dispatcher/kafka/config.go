@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/sealed"
 )
 
 // Defaults, as docs/CONTRACT.md and dispatcher/README.md document them.
@@ -50,6 +51,9 @@ type Config struct {
 	// Redis is the shared store's URL, redis://host:port/db or rediss://
 	// for TLS (PRACTICEGW_REDIS, with PRACTICEGW_REDIS_TLS_*). Required.
 	Redis string
+	// Secrets is the key the gateways seal webhook endpoint secrets with
+	// in Redis (PRACTICEGW_SECRETS_KEY). Required.
+	Secrets *sealed.Key
 	// Topics name the topics (PRACTICEGW_KAFKA_CHANGES_TOPIC,
 	// PRACTICEGW_KAFKA_EVENTS_TOPIC).
 	Topics Topics
@@ -91,7 +95,14 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	var secrets *sealed.Key
+	if v := get("PRACTICEGW_SECRETS_KEY"); v != "" {
+		if secrets, err = sealed.Parse(v); err != nil {
+			return Config{}, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
+		}
+	}
 	cfg := Config{
+		Secrets:  secrets,
 		Brokers:  SplitBrokers(get("PRACTICEGW_KAFKA")),
 		Security: sec,
 		Redis:    get("PRACTICEGW_REDIS"),
@@ -126,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Redis == "" {
 		return c, errors.New("practicegw dispatcher needs Redis for delivery state shared with the gateways: set PRACTICEGW_REDIS to redis://host:port/db")
+	}
+	if c.Secrets == nil {
+		return c, errors.New("practicegw dispatcher needs the key the gateways seal webhook endpoint secrets with: set PRACTICEGW_SECRETS_KEY as the gateways have it")
 	}
 	c.Topics = c.Topics.withDefaults()
 	if c.Topics.Changes == c.Topics.Events {

@@ -32,6 +32,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/internal/sealed"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
@@ -89,6 +90,10 @@ type env struct {
 	rdb      *redis.Client
 	gateway  *dispatcher.Engine
 	pub      *kafka.Publisher
+	// secrets is the key the gateway and dispatchers share, and its
+	// base64 for PRACTICEGW_SECRETS_KEY.
+	secrets    *sealed.Key
+	secretsB64 string
 }
 
 func newEnv(t *testing.T, opts ...redistest.Option) *env {
@@ -113,7 +118,8 @@ func newSecuredEnv(t *testing.T, sec kafka.Security, kopts []kfake.Opt, opts ...
 	}
 	e.rdb = redis.NewClient(ropts)
 	t.Cleanup(func() { e.rdb.Close() })
-	store, err := redisstore.New(e.rdb, redisstore.Options{})
+	e.secrets, e.secretsB64 = sealed.Random()
+	store, err := redisstore.New(e.rdb, redisstore.Options{Secrets: e.secrets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +139,7 @@ func loopback() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("12
 // config is a dispatcher's configuration for this environment.
 func (e *env) config() kafka.Config {
 	cfg := kafka.Config{
-		Brokers: e.brokers, Security: e.security, Redis: e.redis.URL(), Topics: topics,
+		Brokers: e.brokers, Security: e.security, Redis: e.redis.URL(), Secrets: e.secrets, Topics: topics,
 		Engine:     dispatcher.Config{AllowCIDRs: loopback()},
 		Logger:     zaptest.NewLogger(e.t, zaptest.Level(zap.WarnLevel)),
 		Registerer: prometheus.NewRegistry(),
@@ -169,6 +175,7 @@ func (e *env) child() (kill func()) {
 	cmd.Env = append(os.Environ(), childEnv+"=1",
 		"PRACTICEGW_KAFKA="+strings.Join(e.brokers, ","),
 		"PRACTICEGW_REDIS="+e.redis.URL(),
+		"PRACTICEGW_SECRETS_KEY="+e.secretsB64,
 		"PRACTICEGW_KAFKA_CHANGES_TOPIC="+topics.Changes,
 		"PRACTICEGW_KAFKA_EVENTS_TOPIC="+topics.Events,
 		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8",

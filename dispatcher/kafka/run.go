@@ -38,9 +38,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := EnsureTopics(ctx, cfg.Brokers, cfg.Security, cfg.Topics, cfg.Partitions); err != nil {
 		return err
 	}
-	store, err := redisstore.New(rdb, redisstore.Options{})
+	store, err := redisstore.New(rdb, redisstore.Options{Secrets: cfg.Secrets})
 	if err != nil {
 		return err
+	}
+	if err := store.PrepareSecrets(ctx); err != nil {
+		return fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
 	}
 	eng, err := dispatcher.New(cfg.Engine, store.Backends())
 	if err != nil {

@@ -25,9 +25,10 @@ practicegw-dispatcher, turns them into events, and delivers them from the
 delivery state in Redis. Start as many as you like: they share the topic's
 partitions and the deliveries.
 
-It reads the gateway's variables: PRACTICEGW_KAFKA and PRACTICEGW_REDIS
-(both required; rediss:// with PRACTICEGW_REDIS_TLS_CA, _CERT and _KEY for
-TLS), PRACTICEGW_WEBHOOK_BACKOFF_BASE, _BACKOFF_FACTOR,
+It reads the gateway's variables: PRACTICEGW_KAFKA, PRACTICEGW_REDIS and
+PRACTICEGW_SECRETS_KEY (all required; rediss:// with PRACTICEGW_REDIS_TLS_CA,
+_CERT and _KEY for TLS; the key is the one the gateways seal endpoint
+secrets with), PRACTICEGW_WEBHOOK_BACKOFF_BASE, _BACKOFF_FACTOR,
 _ALLOW_CIDRS, _BREAKER_COOLDOWN and _RETENTION, and PRACTICEGW_KAFKA_CHANGES_TOPIC,
 PRACTICEGW_KAFKA_EVENTS_TOPIC, PRACTICEGW_KAFKA_GROUP and
 PRACTICEGW_KAFKA_PARTITIONS (see dispatcher/README.md). Missing topics are
@@ -38,7 +39,7 @@ webhook requests in flight finish for 5s, hands the rest back to the shared
 queue, and exits.
 
   PRACTICEGW_KAFKA=kafka:9092 PRACTICEGW_REDIS=redis://redis:6379/0 \
-    practicegw dispatcher --listen :9180
+    PRACTICEGW_SECRETS_KEY=... practicegw dispatcher --listen :9180
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Args = cobra.NoArgs

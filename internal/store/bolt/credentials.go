@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	bbolt "go.etcd.io/bbolt"
@@ -84,19 +85,24 @@ func (s *Store) TouchCredentials(_ context.Context, lastUsed map[string]time.Tim
 }
 
 // SigningKey returns the gateway's generated signing key, creating it the
-// first time. It is used when the configuration names no key.
+// first time. It is used when the configuration names no key. It is stored
+// sealed, bound to its id.
 func (s *Store) SigningKey(_ context.Context) (auth.SigningKey, error) {
 	var key auth.SigningKey
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketKeys))
 		if k, v := b.Cursor().First(); k != nil {
-			key = auth.SigningKey{ID: string(k), Secret: append([]byte(nil), v...)}
+			secret, err := s.secrets.Open(v, whatSigningKey(string(k)))
+			if err != nil {
+				return fmt.Errorf("signing key %s: %w", k, err)
+			}
+			key = auth.SigningKey{ID: string(k), Secret: secret}
 			return nil
 		}
 		secret := make([]byte, 32)
 		rand.Read(secret)
 		key = auth.SigningKey{ID: "generated-" + s.now().UTC().Format("20060102"), Secret: secret}
-		return b.Put([]byte(key.ID), secret)
+		return b.Put([]byte(key.ID), s.secrets.Seal(secret, whatSigningKey(key.ID)))
 	})
 	return key, err
 }

@@ -12,24 +12,7 @@ import (
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// endpointRecord stores what the endpoint's API form leaves out.
-type endpointRecord struct {
-	Endpoint dispatcher.Endpoint `json:"endpoint"`
-	Firm     string              `json:"firm"`
-	Secrets  []dispatcher.Secret `json:"secrets"`
-}
-
-func toEndpointRecord(ep dispatcher.Endpoint) endpointRecord {
-	return endpointRecord{Endpoint: ep, Firm: ep.Firm, Secrets: ep.Secrets}
-}
-
-func (r endpointRecord) endpoint() dispatcher.Endpoint {
-	ep := r.Endpoint
-	ep.Firm, ep.Secrets = r.Firm, r.Secrets
-	return ep
-}
-
-func loadEndpoint(tx *bbolt.Tx, id string) (dispatcher.Endpoint, error) {
+func (s *Store) loadEndpoint(tx *bbolt.Tx, id string) (dispatcher.Endpoint, error) {
 	var rec endpointRecord
 	ok, err := getJSON(tx.Bucket([]byte(bucketEndpoints)), id, &rec)
 	if err != nil {
@@ -38,7 +21,7 @@ func loadEndpoint(tx *bbolt.Tx, id string) (dispatcher.Endpoint, error) {
 	if !ok {
 		return dispatcher.Endpoint{}, dispatcher.ErrNotFound
 	}
-	return rec.endpoint(), nil
+	return rec.open(s.secrets, id)
 }
 
 // Endpoint returns the endpoint with id, secrets included.
@@ -46,7 +29,7 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 	var ep dispatcher.Endpoint
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		var err error
-		ep, err = loadEndpoint(tx, id)
+		ep, err = s.loadEndpoint(tx, id)
 		return err
 	})
 	if err != nil {
@@ -63,7 +46,7 @@ func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		c := tx.Bucket([]byte(bucketEndpointsByTenant)).Cursor()
 		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			ep, err := loadEndpoint(tx, string(k[len(prefix):]))
+			ep, err := s.loadEndpoint(tx, string(k[len(prefix):]))
 			if errors.Is(err, dispatcher.ErrNotFound) {
 				continue
 			}
@@ -87,7 +70,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) erro
 		if b.Get([]byte(ep.ID)) != nil {
 			return fmt.Errorf("%w: endpoint %s exists", practice.ErrConflict, ep.ID)
 		}
-		if err := putJSON(b, ep.ID, toEndpointRecord(ep)); err != nil {
+		if err := putJSON(b, ep.ID, sealEndpoint(s.secrets, ep)); err != nil {
 			return err
 		}
 		return tx.Bucket([]byte(bucketEndpointsByTenant)).Put(concat(tenantKey(ep.Tenant()), []byte(ep.ID)), nil)
@@ -103,7 +86,7 @@ func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) erro
 func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatcher.Endpoint) error) (dispatcher.Endpoint, error) {
 	var out dispatcher.Endpoint
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
-		ep, err := loadEndpoint(tx, id)
+		ep, err := s.loadEndpoint(tx, id)
 		if err != nil {
 			return err
 		}
@@ -113,7 +96,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 		}
 		ep.ID, ep.Firm, ep.Sandbox, ep.CreatedAt = orig.ID, orig.Firm, orig.Sandbox, orig.CreatedAt
 		out = ep
-		return putJSON(tx.Bucket([]byte(bucketEndpoints)), id, toEndpointRecord(ep))
+		return putJSON(tx.Bucket([]byte(bucketEndpoints)), id, sealEndpoint(s.secrets, ep))
 	})
 	if err != nil {
 		return dispatcher.Endpoint{}, fmt.Errorf("update endpoint %s: %w", id, err)
@@ -125,7 +108,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 // deliveries, so no index is left pointing at either.
 func (s *Store) DeleteEndpoint(ctx context.Context, id string) error {
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
-		ep, err := loadEndpoint(tx, id)
+		ep, err := s.loadEndpoint(tx, id)
 		if err != nil {
 			return err
 		}

@@ -4,8 +4,10 @@
 //
 // The gateway's own state lives in buckets prefixed "gw_": credentials
 // and signing keys (credentials.go), idempotency keys (idempotency.go),
-// hourly usage (usage.go) and what upstream adapters last saw
-// (upstream.go).
+// hourly usage (usage.go), what upstream adapters last saw (upstream.go)
+// and the check that secrets are sealed under the store's key
+// (secrets.go). The generated signing key and endpoint secrets are stored
+// sealed.
 //
 // The webhook pipeline's state (events, endpoints, deliveries, the
 // per-endpoint delivery queues and the indexes that keep every query from
@@ -51,6 +53,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/sealed"
 )
 
 const (
@@ -76,7 +79,7 @@ var (
 )
 
 func bucketNames() []string {
-	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream,
+	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketSecrets,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
 		bucketLeases, bucketMeta}
@@ -90,6 +93,8 @@ type Store struct {
 	now func() time.Time
 	// inFlight is how long an unanswered idempotency key stays reserved.
 	inFlight time.Duration
+	// secrets seals the generated signing key and endpoint secrets.
+	secrets *sealed.Key
 }
 
 // Option changes New's defaults.
@@ -99,12 +104,25 @@ type Option func(*Store)
 // (default idempotency.InFlight); tests shorten it.
 func WithInFlight(d time.Duration) Option { return func(s *Store) { s.inFlight = d } }
 
-// New creates the store's buckets in db if they are missing; now is the
-// clock that ages idempotency keys and usage (default time.Now). The
-// caller opened db and closes it.
+// WithSecrets is the key that seals the generated signing key and
+// endpoint secrets. Required.
+func WithSecrets(k *sealed.Key) Option { return func(s *Store) { s.secrets = k } }
+
+// New creates the store's buckets in db if they are missing, checks that
+// its secrets are sealed under the WithSecrets key and seals those a
+// version before sealing left in plain text; now is the clock that ages
+// idempotency keys and usage (default time.Now). The caller opened db and
+// closes it.
 func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 	if now == nil {
 		now = time.Now
+	}
+	s := &Store{db: db, c: &committer{db: db}, now: now, inFlight: idempotency.InFlight}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.secrets == nil {
+		return nil, fmt.Errorf("bolt store: no secrets key (WithSecrets)")
 	}
 	err := db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range bucketNames() {
@@ -112,14 +130,10 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
-		return nil
+		return prepareSecrets(tx, s.secrets)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("bolt store: %w", err)
-	}
-	s := &Store{db: db, c: &committer{db: db}, now: now, inFlight: idempotency.InFlight}
-	for _, o := range opts {
-		o(s)
 	}
 	return s, nil
 }

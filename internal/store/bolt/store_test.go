@@ -2,6 +2,7 @@ package bolt_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -11,7 +12,9 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 	"github.com/practicegw/practicegw/internal/store/storetest"
 )
@@ -33,15 +36,18 @@ func open(t *testing.T) (*boltstore.Store, *bbolt.DB) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	st, err := boltstore.New(db, nil)
+	st, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := boltstore.New(db, nil); err != nil {
+	if _, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets)); err != nil {
 		t.Fatalf("opening twice: %v", err)
 	}
 	return st, db
 }
+
+// secrets is the key the tests' stores seal under.
+var secrets, _ = sealed.Random()
 
 func TestConformance(t *testing.T) {
 	storetest.Deliveries(t, func(t *testing.T) dispatcher.Backends {
@@ -81,9 +87,67 @@ func TestUpstreamStateConformance(t *testing.T) {
 	})
 }
 
+// The generated signing key and endpoint secrets are sealed in the file.
+func TestSecretsConformance(t *testing.T) {
+	storetest.Secrets(t, func(t *testing.T) storetest.SecretsBackend {
+		db, err := bbolt.Open(filepath.Join(t.TempDir(), "secrets.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return storetest.SecretsBackend{
+			Open: func(key *sealed.Key) (storetest.SecretStore, error) {
+				return boltstore.New(db, nil, boltstore.WithSecrets(key))
+			},
+			Raw: func() []byte {
+				var raw []byte
+				db.View(func(tx *bbolt.Tx) error {
+					return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+						return b.ForEach(func(k, v []byte) error {
+							raw = append(append(raw, k...), v...)
+							return nil
+						})
+					})
+				})
+				return raw
+			},
+			WritePlain: func(key auth.SigningKey, ep dispatcher.Endpoint) {
+				// The buckets and records of the version before sealing.
+				rec, _ := json.Marshal(map[string]any{"endpoint": ep, "firm": ep.Firm, "secrets": ep.Secrets})
+				err := db.Update(func(tx *bbolt.Tx) error {
+					for bucket, kv := range map[string][2]string{
+						"gw_signing_keys":              {key.ID, string(key.Secret)},
+						"dispatch_endpoints":           {ep.ID, string(rec)},
+						"dispatch_endpoints_by_tenant": {ep.Firm + "\x00live\x00" + ep.ID, ""},
+					} {
+						b, err := tx.CreateBucketIfNotExists([]byte(bucket))
+						if err != nil {
+							return err
+						}
+						if err := b.Put([]byte(kv[0]), []byte(kv[1])); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+func TestNeedsASecretsKey(t *testing.T) {
+	_, db := open(t)
+	if _, err := boltstore.New(db, nil); err == nil {
+		t.Fatal("a store without a secrets key opened")
+	}
+}
+
 func reopen(t *testing.T, db *bbolt.DB, opts ...boltstore.Option) *boltstore.Store {
 	t.Helper()
-	st, err := boltstore.New(db, nil, opts...)
+	st, err := boltstore.New(db, nil, append(opts, boltstore.WithSecrets(secrets))...)
 	if err != nil {
 		t.Fatal(err)
 	}

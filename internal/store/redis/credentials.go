@@ -240,6 +240,16 @@ func parseFeedPos(pos string) (string, int64, error) {
 	return id, n, nil
 }
 
+// signingKeyRecord is how the generated signing key is kept: its id in
+// clear (tokens name it), its secret sealed and bound to the id.
+type signingKeyRecord struct {
+	ID     string `json:"id"`
+	Sealed string `json:"sealed,omitempty"`
+	// Secret is where versions before sealing kept it in plain text: read,
+	// never written.
+	Secret []byte `json:"secret,omitempty"`
+}
+
 // SigningKey returns the generated signing key every instance shares,
 // creating it the first time.
 func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
@@ -247,7 +257,8 @@ func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
 	defer cancel()
 	secret := make([]byte, 32)
 	rand.Read(secret)
-	fresh, _ := json.Marshal(map[string]any{"id": "generated-" + time.Now().UTC().Format("20060102"), "secret": secret})
+	id := "generated-" + time.Now().UTC().Format("20060102")
+	fresh, _ := json.Marshal(signingKeyRecord{ID: id, Sealed: string(s.secrets.Seal(secret, whatSigningKey(id)))})
 	if err := s.rdb.SetNX(ctx, keySigningKey, fresh, 0).Err(); err != nil {
 		return auth.SigningKey{}, fmt.Errorf("storing signing key in redis: %w", err)
 	}
@@ -255,14 +266,45 @@ func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
 	if err != nil {
 		return auth.SigningKey{}, fmt.Errorf("reading signing key from redis: %w", err)
 	}
-	var k struct {
-		ID     string `json:"id"`
-		Secret []byte `json:"secret"`
+	return s.openSigningKey(ctx, raw)
+}
+
+// sealSigningKey seals the generated signing key if an earlier version
+// stored it in plain text.
+func (s *Store) sealSigningKey(ctx context.Context) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	raw, err := s.rdb.Get(ctx, keySigningKey).Bytes()
+	if isNil(err) {
+		return nil
 	}
-	if err := json.Unmarshal(raw, &k); err != nil {
+	if err != nil {
+		return fmt.Errorf("reading signing key from redis: %w", err)
+	}
+	_, err = s.openSigningKey(ctx, raw)
+	return err
+}
+
+// openSigningKey reads the stored record raw, sealing it in place if an
+// earlier version left it in plain text.
+func (s *Store) openSigningKey(ctx context.Context, raw []byte) (auth.SigningKey, error) {
+	var rec signingKeyRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
 		return auth.SigningKey{}, fmt.Errorf("decoding signing key: %w", err)
 	}
-	return auth.SigningKey{ID: k.ID, Secret: k.Secret}, nil
+	if rec.Sealed == "" {
+		sealedRec, _ := json.Marshal(signingKeyRecord{ID: rec.ID, Sealed: string(s.secrets.Seal(rec.Secret, whatSigningKey(rec.ID)))})
+		// Changed meanwhile, it was sealed by another instance.
+		if err := replaceScript.Run(ctx, s.rdb, []string{keySigningKey}, raw, sealedRec).Err(); err != nil {
+			return auth.SigningKey{}, fmt.Errorf("sealing signing key in redis: %w", err)
+		}
+		return auth.SigningKey{ID: rec.ID, Secret: rec.Secret}, nil
+	}
+	secret, err := s.secrets.Open([]byte(rec.Sealed), whatSigningKey(rec.ID))
+	if err != nil {
+		return auth.SigningKey{}, fmt.Errorf("signing key %s: %w", rec.ID, err)
+	}
+	return auth.SigningKey{ID: rec.ID, Secret: secret}, nil
 }
 
 var (

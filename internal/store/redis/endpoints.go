@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -11,27 +10,6 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 )
-
-// endpointRecord stores what the endpoint's API form leaves out.
-type endpointRecord struct {
-	Endpoint dispatcher.Endpoint `json:"endpoint"`
-	Firm     string              `json:"firm"`
-	Secrets  []dispatcher.Secret `json:"secrets"`
-}
-
-func encodeEndpoint(ep dispatcher.Endpoint) ([]byte, error) {
-	return encode(endpointRecord{Endpoint: ep, Firm: ep.Firm, Secrets: ep.Secrets})
-}
-
-func decodeEndpoint(raw []byte) (dispatcher.Endpoint, error) {
-	var rec endpointRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return dispatcher.Endpoint{}, fmt.Errorf("decode endpoint: %w", err)
-	}
-	ep := rec.Endpoint
-	ep.Firm, ep.Secrets = rec.Firm, rec.Secrets
-	return ep, nil
-}
 
 // Endpoint returns the endpoint with id, secrets included.
 func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, error) {
@@ -44,7 +22,7 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 	if err != nil {
 		return dispatcher.Endpoint{}, fmt.Errorf("endpoint %s: %w", id, err)
 	}
-	return decodeEndpoint(raw)
+	return s.decodeEndpoint(id, raw)
 }
 
 // Endpoints returns a tenant's endpoints in id order, which is creation
@@ -68,12 +46,12 @@ func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.
 		return nil, fmt.Errorf("endpoints of %s: %w", t, err)
 	}
 	eps := make([]dispatcher.Endpoint, 0, len(raws))
-	for _, raw := range raws {
+	for i, raw := range raws {
 		str, ok := raw.(string)
 		if !ok {
 			continue // deleted between the two reads
 		}
-		ep, err := decodeEndpoint([]byte(str))
+		ep, err := s.decodeEndpoint(ids[i], []byte(str))
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +62,7 @@ func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.
 
 // CreateEndpoint stores a new endpoint.
 func (s *Store) CreateEndpoint(ctx context.Context, ep dispatcher.Endpoint) error {
-	rec, err := encodeEndpoint(ep)
+	rec, err := s.encodeEndpoint(ep)
 	if err != nil {
 		return fmt.Errorf("create endpoint %s: %w", ep.ID, err)
 	}
@@ -118,7 +96,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 		if err != nil {
 			return err
 		}
-		ep, err := decodeEndpoint(raw)
+		ep, err := s.decodeEndpoint(id, raw)
 		if err != nil {
 			return err
 		}
@@ -127,7 +105,7 @@ func (s *Store) UpdateEndpoint(ctx context.Context, id string, fn func(*dispatch
 			return err
 		}
 		ep.ID, ep.Firm, ep.Sandbox, ep.CreatedAt = orig.ID, orig.Firm, orig.Sandbox, orig.CreatedAt
-		rec, err := encodeEndpoint(ep)
+		rec, err := s.encodeEndpoint(ep)
 		if err != nil {
 			return err
 		}

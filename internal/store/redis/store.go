@@ -4,7 +4,8 @@
 //
 // The gateway's state: credentials, their revocations and last-used times,
 // the generated signing key (credentials.go, keys pgw:cred*, pgw:creds*,
-// pgw:signing_key), idempotency keys with their TTL (idempotency.go,
+// pgw:signing_key), the check that secrets are sealed under the
+// configured key (secrets.go, pgw:secrets_check), idempotency keys with their TTL (idempotency.go,
 // pgw:idem:*) and what upstream adapters last saw (upstream.go,
 // pgw:upstream:*). Those calls are single lookups bounded by
 // Options.LookupTimeout, so that a slow Redis cannot hold a request.
@@ -32,6 +33,10 @@
 //	log:evt                    zset, lexical: "<event id> <firm>:<mode> <kind>"
 //	horizon                    the retention horizon, an event id floor
 //	log:indexed                set once log:dlv and log:evt hold everything
+//	sealed                     set once no endpoint holds plain-text secrets
+//
+// The generated signing key and endpoint secrets are stored sealed under
+// Options.Secrets (internal/sealed).
 //
 // Every change that must be atomic (recording an attempt with its state,
 // claiming, releasing, queuing) is one Lua script (lua/), so a dispatcher
@@ -62,6 +67,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/idempotency"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/sealed"
 )
 
 // DefaultPrefix starts every key. The braces are a Redis Cluster hash tag.
@@ -81,6 +87,9 @@ type Options struct {
 	// InFlight is how long an unanswered idempotency key stays reserved.
 	// Default idempotency.InFlight; tests shorten it.
 	InFlight time.Duration
+	// Secrets seals the generated signing key and endpoint secrets; every
+	// process sharing the Redis needs the same key. Required.
+	Secrets *sealed.Key
 }
 
 // Store is the dispatcher's shared state in Redis. It implements every
@@ -91,6 +100,7 @@ type Store struct {
 	timeout       time.Duration
 	lookupTimeout time.Duration
 	inFlight      time.Duration
+	secrets       *sealed.Key
 	scripts       scripts
 	// indexed is set once this process knows log:dlv and log:evt are
 	// complete (retention.go).
@@ -111,11 +121,15 @@ func New(rdb goredis.UniversalClient, opts Options) (*Store, error) {
 	if opts.InFlight <= 0 {
 		opts.InFlight = idempotency.InFlight
 	}
+	if opts.Secrets == nil {
+		return nil, errors.New("redisstore: no secrets key (Options.Secrets)")
+	}
 	sc, err := loadScripts()
 	if err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, lookupTimeout: opts.LookupTimeout, inFlight: opts.InFlight, scripts: sc}, nil
+	return &Store{rdb: rdb, prefix: opts.Prefix, timeout: opts.Timeout, lookupTimeout: opts.LookupTimeout, inFlight: opts.InFlight,
+		secrets: opts.Secrets, scripts: sc}, nil
 }
 
 // Backends wires the store in as all of the engine's backends.

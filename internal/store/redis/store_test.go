@@ -2,15 +2,19 @@ package redis_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/internal/sealed"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 	"github.com/practicegw/practicegw/internal/store/storetest"
 )
@@ -75,6 +79,97 @@ func TestUpstreamStateConformance(t *testing.T) {
 	})
 }
 
+// The generated signing key and endpoint secrets are sealed in Redis.
+func TestSecretsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Secrets(t, func(t *testing.T) storetest.SecretsBackend {
+		rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		ctx := context.Background()
+		if err := rdb.FlushDB(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return storetest.SecretsBackend{
+			Open: func(key *sealed.Key) (storetest.SecretStore, error) {
+				st, err := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, Secrets: key})
+				if err != nil {
+					return nil, err
+				}
+				return st, st.PrepareSecrets(ctx)
+			},
+			Raw: func() []byte { return dumpRedis(t, rdb) },
+			WritePlain: func(key auth.SigningKey, ep dispatcher.Endpoint) {
+				// The keys and records of the version before sealing.
+				sk, _ := json.Marshal(map[string]any{"id": key.ID, "secret": key.Secret})
+				rec, _ := json.Marshal(map[string]any{"endpoint": ep, "firm": ep.Firm, "secrets": ep.Secrets})
+				p := redisstore.DefaultPrefix
+				_, err := rdb.TxPipelined(ctx, func(pipe goredis.Pipeliner) error {
+					pipe.Set(ctx, "pgw:signing_key", sk, 0)
+					pipe.Set(ctx, p+"ep:"+ep.ID, rec, 0)
+					pipe.ZAdd(ctx, p+"eps:"+ep.Firm+":live", goredis.Z{Member: ep.ID})
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+// dumpRedis is every key and value in the database, whatever its type.
+func dumpRedis(t *testing.T, rdb *goredis.Client) []byte {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	for _, k := range keys {
+		raw = append(raw, k...)
+		var vals []string
+		switch typ := rdb.Type(ctx, k).Val(); typ {
+		case "string":
+			vals = []string{rdb.Get(ctx, k).Val()}
+		case "hash":
+			for f, v := range rdb.HGetAll(ctx, k).Val() {
+				vals = append(vals, f, v)
+			}
+		case "list":
+			vals = rdb.LRange(ctx, k, 0, -1).Val()
+		case "set":
+			vals = rdb.SMembers(ctx, k).Val()
+		case "zset":
+			vals = rdb.ZRange(ctx, k, 0, -1).Val()
+		case "stream":
+			for _, m := range rdb.XRange(ctx, k, "-", "+").Val() {
+				for f, v := range m.Values {
+					vals = append(vals, f, fmt.Sprint(v))
+				}
+			}
+		default:
+			t.Fatalf("key %s is a %s", k, typ)
+		}
+		for _, v := range vals {
+			raw = append(raw, v...)
+		}
+	}
+	return raw
+}
+
+func TestNeedsASecretsKey(t *testing.T) {
+	if _, err := redisstore.New(goredis.NewClient(&goredis.Options{}), redisstore.Options{}); err == nil {
+		t.Fatal("a store without a secrets key opened")
+	}
+}
+
+// secrets is the key the tests' stores seal under.
+var secrets, _ = sealed.Random()
+
 // open connects to srv and empties it, so each test starts clean.
 func open(t *testing.T, srv *redistest.Server) *redisstore.Store {
 	t.Helper()
@@ -103,6 +198,7 @@ func another(t *testing.T, srv *redistest.Server) *redisstore.Store {
 
 func anotherWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
+	opts.Secrets = secrets
 	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +250,7 @@ func TestPruneLeavesNothingBehind(t *testing.T) {
 	if err := rdb.Del(ctx, p+"log:dlv", p+"log:evt", p+"log:indexed").Err(); err != nil {
 		t.Fatal(err)
 	}
-	fresh, err := redisstore.New(rdb, redisstore.Options{})
+	fresh, err := redisstore.New(rdb, redisstore.Options{Secrets: secrets})
 	if err != nil {
 		t.Fatal(err)
 	}
