@@ -1540,7 +1540,7 @@ func readCaddyfile(t *testing.T, f string, env ...string) *cfNode {
 	for _, v := range derivedEnv {
 		t.Setenv(v, "")
 	}
-	if err := listen.Export(); err != nil {
+	if err := listen.Export(nil); err != nil {
 		t.Fatal(err)
 	}
 	n, err := parseCaddyfile(f, read(t, f))
