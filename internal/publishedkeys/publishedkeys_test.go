@@ -60,7 +60,8 @@ func unlisted(t *testing.T, fsys fs.FS) []string {
 			return err
 		}
 		if d.IsDir() {
-			if d.Name() == ".git" {
+			// Installed npm packages are not the repository's examples.
+			if d.Name() == ".git" || d.Name() == "node_modules" {
 				return fs.SkipDir
 			}
 			return nil
