@@ -159,3 +159,39 @@ func TestListEndsOnARepeatingNextLink(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// Each kind of client is written back with Karbon's published PUT of its
+// kind (the double checks the body against the description).
+func TestUpdateEveryKindOfClient(t *testing.T) {
+	k := fixture(t)
+	a, _ := newAdapter(t, k)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		id string
+		in practice.ClientInput
+	}{
+		{"cli_c-C001", practice.ClientInput{Name: ptr("Ann Clientele"), Email: ptr("ann@clientele.example"), Status: ptr("prospect")}},
+		{"cli_o-O002", practice.ClientInput{Type: ptr("trust"), Phone: ptr("+44 20 7946 0111")}},
+		{"cli_g-G001", practice.ClientInput{Name: ptr("Smith Family Group"), Owner: ptr("usr_U2manager")}},
+	} {
+		raw, err := a.UpdateClient(ctx, live, tc.id, tc.in)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		var c practice.Client
+		json.Unmarshal(raw, &c)
+		if tc.in.Name != nil && c.Name != *tc.in.Name || tc.in.Email != nil && c.Email != *tc.in.Email ||
+			tc.in.Owner != nil && c.Owner != *tc.in.Owner || tc.in.Type != nil && c.Type != *tc.in.Type {
+			t.Errorf("%s after the update: %+v", tc.id, c)
+		}
+	}
+	var puts []string
+	for _, r := range k.Requests() {
+		if strings.HasPrefix(r, "PUT ") {
+			puts = append(puts, r)
+		}
+	}
+	if len(puts) != 3 {
+		t.Fatalf("writes: %v", puts)
+	}
+}
