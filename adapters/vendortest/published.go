@@ -183,6 +183,9 @@ func repairJSON(raw []byte) ([]byte, []string, error) {
 // handed out) is checked for its operation only: its parameters are the
 // vendor's, not the adapter's.
 func (p *published) check(r *http.Request, body []byte, vendorLink bool) error {
+	if p.router == nil {
+		return fmt.Errorf("%s publishes no paths, only webhooks", p.file)
+	}
 	u := *r.URL
 	u.Scheme, u.Host = p.server.Scheme, p.server.Host
 	req := r.Clone(context.Background())
