@@ -19,13 +19,20 @@ const (
 )
 
 // vendorFirm starts doubles of Karbon, Xero and Microsoft Graph that speak
-// the vendors' published APIs, and a gateway whose firm frm_hollis reads
-// and writes through them, configured by its Caddyfile alone.
+// the vendors' published APIs (failing t on any request those do not
+// allow), and a gateway whose firm frm_hollis reads and writes through
+// them, configured by its Caddyfile alone.
 func vendorFirm(t *testing.T) (*gateway, *vendortest.Karbon, *vendortest.Xero) {
 	t.Helper()
+	return vendorFirmWith(t, nil)
+}
+
+// vendorFirmWith is vendorFirm with setup run on the filled doubles before
+// the gateway starts.
+func vendorFirmWith(t *testing.T, setup func(*vendortest.Karbon, *vendortest.Xero)) (*gateway, *vendortest.Karbon, *vendortest.Xero) {
+	t.Helper()
 	epoch := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	k := vendortest.NewKarbon()
-	t.Cleanup(k.Close)
+	k := vendortest.StartKarbon(t)
 	k.AddUser(vendortest.KarbonUser{Id: "U1", Name: "Pat Partner", EmailAddress: "pat@hollis.example", Roles: []string{"Partner"}})
 	for i := range 130 {
 		k.AddContact(vendortest.KarbonContact{ContactKey: fmt.Sprintf("C%03d", i), FirstName: "Ann", LastName: fmt.Sprintf("Client%03d", i),
@@ -42,8 +49,7 @@ func vendorFirm(t *testing.T) (*gateway, *vendortest.Karbon, *vendortest.Xero) {
 			AssigneeKey: "U1", ClientKey: fmt.Sprintf("C%03d", i%130), ClientType: "Contact", StartDate: epoch.Format(time.RFC3339),
 			DeadlineDate: &deadline, WorkType: "Accounts", PrimaryStatus: primary, SecondaryStatus: secondary})
 	}
-	x := vendortest.NewXero()
-	t.Cleanup(x.Close)
+	x := vendortest.StartXero(t)
 	for i := range 30 {
 		x.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%04d", i),
 			Status: "AUTHORISED", ContactID: fmt.Sprintf("xc-%d", i), ContactName: fmt.Sprintf("Ann Client%03d", i),
@@ -115,6 +121,9 @@ http://{$PRACTICEGW_LISTEN} {
 	}
 }
 `, k.URL, karbonSigningKey, x.TenantID, x.Token, x.URL, xeroWebhookKey, g.DriveID, g.Token, g.URL)
+	if setup != nil {
+		setup(k, x)
+	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(path, []byte(caddyfile), 0o644); err != nil {
 		t.Fatal(err)
@@ -122,9 +131,9 @@ http://{$PRACTICEGW_LISTEN} {
 	gw := startGateway(t, gatewayOptions{config: path, env: []string{
 		"TEST_KARBON_ACCESS_KEY=" + k.AccessKey, "TEST_KARBON_BEARER=" + k.Bearer}})
 	// Vendor webhooks compare with what the gateway saw first: wait for
-	// its first look at Karbon and Xero, as readiness reports it.
+	// its first look at Karbon and Xero to end, as readiness reports it.
 	deadline := time.Now().Add(10 * time.Second)
-	for strings.Contains(string(gw.do(t, "GET", "/readyz", "", nil).body), "first look") {
+	for strings.Contains(string(gw.do(t, "GET", "/readyz", "", nil).body), "still taking a first look") {
 		if time.Now().After(deadline) {
 			t.Fatal("the gateway never finished its first look at the vendors' records")
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -125,39 +124,38 @@ func inTimes(f practice.Filter, t time.Time) bool {
 }
 
 // fetchClients reads one Karbon page of a client list. Tokens are
-// "<collection letter>:<$skip>"; "" is the first page of contacts.
+// "<collection letter>:<page token>" (see odataPage); "" is the first page
+// of contacts, then organizations, then client groups.
 func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.VendorPage[clientRow], error) {
 	var page paging.VendorPage[clientRow]
-	seg, skip := byte('c'), 0
+	seg, at := byte('c'), ""
 	if token != "" {
-		s, n, ok := strings.Cut(token, ":")
-		var err error
-		skip, err = strconv.Atoi(n)
-		if !ok || len(s) != 1 || strings.IndexByte("cog", s[0]) < 0 || err != nil || skip < 0 {
+		s, t, ok := strings.Cut(token, ":")
+		if !ok || len(s) != 1 || strings.IndexByte("cog", s[0]) < 0 {
 			return page, errBadCursor()
 		}
-		seg = s[0]
+		seg, at = s[0], t
 	}
 	path := "/v3/" + clientRef{kind: seg}.collection()
 	top := a.cfg.PageSize
-	var next int
+	var next string
 	var err error
 	switch seg {
 	case 'c':
 		var items []contactSummary
-		items, next, err = odataPage[contactSummary](ctx, a, path, "contacts", "", skip, top)
+		items, next, err = odataPage[contactSummary](ctx, a, path, "contacts", "", at, top)
 		for _, v := range items {
 			page.Items = append(page.Items, clientRow{ref: clientRef{'c', v.ContactKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
 		}
 	case 'o':
 		var items []organizationSummary
-		items, next, err = odataPage[organizationSummary](ctx, a, path, "organizations", "", skip, top)
+		items, next, err = odataPage[organizationSummary](ctx, a, path, "organizations", "", at, top)
 		for _, v := range items {
 			page.Items = append(page.Items, clientRow{ref: clientRef{'o', v.OrganizationKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
 		}
 	default:
 		var items []clientGroupSummary
-		items, next, err = odataPage[clientGroupSummary](ctx, a, path, "client groups", "", skip, top)
+		items, next, err = odataPage[clientGroupSummary](ctx, a, path, "client groups", "", at, top)
 		for _, v := range items {
 			page.Items = append(page.Items, clientRow{ref: clientRef{'g', v.ClientGroupKey}, version: v.LastModifiedDateTime})
 		}
@@ -177,12 +175,12 @@ func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.Vendor
 		r.modified = t
 	}
 	switch {
-	case next >= 0:
-		page.Next = string(seg) + ":" + strconv.Itoa(next)
+	case next != "":
+		page.Next = string(seg) + ":" + next
 	case seg == 'c':
-		page.Next = "o:0"
+		page.Next = "o:"
 	case seg == 'o':
-		page.Next = "g:0"
+		page.Next = "g:"
 	}
 	return page, nil
 }
@@ -211,7 +209,10 @@ func (a *Adapter) readClient(ctx context.Context, ref clientRef) (cached, bool, 
 	switch ref.kind {
 	case 'c':
 		var d contactDetail
-		if err = a.getJSON(ctx, path+"?$expand=BusinessCards,ClientTeam", "contact", &d); err == nil {
+		// Karbon publishes one expansion per read of a contact: its
+		// business cards. The owner comes from ClientOwner, which names
+		// the user without expanding the client team.
+		if err = a.getJSON(ctx, path+"?$expand=BusinessCards", "contact", &d); err == nil {
 			version = d.LastModifiedDateTime
 			c, ok, err = a.fromContact(ctx, d)
 		}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -125,14 +124,11 @@ func (a *Adapter) jobMatches(f practice.Filter, w workItem) bool {
 	return true
 }
 
-// fetchWork reads one page of top work items; the token is the $skip.
+// fetchWork reads one page of work items: the first (top of them) or
+// the one at Karbon's next link.
 func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) (paging.VendorPage[workItem], error) {
 	var page paging.VendorPage[workItem]
-	skip, err := skipToken(token)
-	if err != nil {
-		return page, err
-	}
-	items, next, err := odataPage[workItem](ctx, a, "/v3/WorkItems", "work items", filter, skip, top)
+	items, next, err := odataPage[workItem](ctx, a, "/v3/WorkItems", "work items", filter, token, top)
 	if err != nil {
 		return page, err
 	}
@@ -141,10 +137,7 @@ func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) 
 			return page, upstream.Malformed(a.c.Label(), "work items", fmt.Errorf("work item key %q", w.WorkItemKey))
 		}
 	}
-	page.Items = items
-	if next >= 0 {
-		page.Next = strconv.Itoa(next)
-	}
+	page.Items, page.Next = items, next
 	return page, nil
 }
 

@@ -25,16 +25,20 @@
 //   - person: id usr_<UserKey>, role from the user's first Karbon role.
 //     Karbon publishes no times for users; they read as the zero time.
 //
-// Paging walks Karbon's OData pages ($top at most 100, $skip,
-// @odata.nextLink): clients go through contacts, then organizations, then
-// client groups. Filters Karbon supports go into $filter (a job's client,
+// Paging walks Karbon's OData pages: the first asks for $top (at most
+// 100), each later one is read at the @odata.nextLink Karbon gave, as
+// given, and a cursor carries that link; clients go through contacts,
+// then organizations, then client groups. Filters Karbon supports go into $filter (a job's client,
 // owner and, where the stage has one primary status, its primary status;
 // a client status with exactly one contact type); the rest are applied
 // here, fetching further Karbon pages until a page of ours is full, at
 // most Config.MaxScanPages Karbon pages per call (then the page is short
 // and has_more is true, never silently cut). Karbon's list of clients
 // does not carry owners or contacts, so each client is read in full once
-// and kept until its LastModifiedDateTime changes.
+// and kept until its LastModifiedDateTime changes: a contact with its
+// business cards (the one $expand Karbon publishes per contact read; the
+// owner is its ClientOwner), an organization with its business cards,
+// client team and contacts, a client group with its card and team.
 package karbon
 
 import (

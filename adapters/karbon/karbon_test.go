@@ -51,8 +51,7 @@ var statuses = [][2]string{{"Planned", ""}, {"ReadyToStart", ""}, {"InProgress",
 // work items, so every list crosses Karbon's 100-item pages.
 func fixture(t *testing.T) *vendortest.Karbon {
 	t.Helper()
-	k := vendortest.NewKarbon()
-	t.Cleanup(k.Close)
+	k := vendortest.StartKarbon(t)
 	k.AddUser(vendortest.KarbonUser{Id: "U1partner", Name: "Pat Partner", EmailAddress: "pat@firm.example", Roles: []string{"Partner"}})
 	k.AddUser(vendortest.KarbonUser{Id: "U2manager", Name: "Mo Manager", EmailAddress: "mo@firm.example", Roles: []string{"Client Manager"}})
 	k.AddUser(vendortest.KarbonUser{Id: "U3staff", Name: "Sam Staff", EmailAddress: "sam@firm.example"})

@@ -5,24 +5,41 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// Our cursors over a Karbon collection carry the OData $skip of the next
-// page, so that a page is never cut short at Karbon's own page size.
+// Karbon pages its lists itself: a page that is not the last carries
+// @odata.nextLink, and the next page is read by following that link as
+// given, never by building a $skip of our own (Karbon's description bounds
+// $skip at 100, and a link is Karbon's to shape). Our page token over a
+// Karbon collection is therefore "" for its first page or the next link,
+// relative to the base URL ("/v3/WorkItems?$top=51&$skip=51"), so a cursor
+// cannot point our credentials anywhere else.
 
-// skipToken reads a page token that is a $skip; "" is the first page.
-func skipToken(token string) (int, error) {
-	if token == "" {
-		return 0, nil
+// pageLink is the request for the page at token of the collection at
+// path. Cursors issued before tokens were next links held a $skip; the
+// start ("0") still reads, a later one is refused, to be paged again from
+// the start, rather than shaping a request Karbon did not give.
+func pageLink(path, token string) (link string, first bool, err error) {
+	switch {
+	case token == "" || token == "0":
+		return "", true, nil
+	case strings.HasPrefix(token, path+"?"):
+		return token, false, nil
+	case isDigits(token):
+		return "", false, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
+			Message: "This cursor comes from before the gateway followed Karbon's own paging links; read the collection again from its first page."}
 	}
-	n, err := strconv.Atoi(token)
-	if err != nil || n < 0 {
-		return 0, errBadCursor()
-	}
-	return n, nil
+	return "", false, errBadCursor()
+}
+
+func isDigits(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
 }
 
 func errBadCursor() error {
@@ -30,27 +47,43 @@ func errBadCursor() error {
 		Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 }
 
-// odataPage reads top items of the collection at path from skip, filtered
-// when filter is set. next is the $skip of the page after, or -1 when
-// Karbon sent no nextLink. what names the collection in errors.
-func odataPage[T any](ctx context.Context, a *Adapter, path, what, filter string, skip, top int) (items []T, next int, err error) {
-	q := url.Values{"$top": {strconv.Itoa(top)}}
-	if skip > 0 {
-		q.Set("$skip", strconv.Itoa(skip))
+// odataPage reads the page at token of the collection at path: the first
+// page asks for top items, filtered when filter is set; a later one is the
+// next link as Karbon gave it. next is the link to the page after,
+// relative to the base URL, "" on the last. what names the collection in
+// errors.
+func odataPage[T any](ctx context.Context, a *Adapter, path, what, filter, token string, top int) (items []T, next string, err error) {
+	link, first, err := pageLink(path, token)
+	if err != nil {
+		return nil, "", err
 	}
-	if filter != "" {
-		q.Set("$filter", filter)
+	req := upstream.Request{Path: link}
+	if first {
+		q := url.Values{"$top": {strconv.Itoa(top)}}
+		if filter != "" {
+			q.Set("$filter", filter)
+		}
+		link = path + "?" + upstream.EncodeQuery(q)
+		req = upstream.Request{Path: link}
 	}
 	var l odataList[T]
-	if _, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, what, &l); err != nil {
-		return nil, 0, fmt.Errorf("karbon: list %s: %w", what, err)
+	if _, err := a.c.JSON(ctx, req, what, &l); err != nil {
+		return nil, "", fmt.Errorf("karbon: list %s: %w", what, err)
 	}
 	if l.NextLink == "" {
-		return l.Value, -1, nil
+		return l.Value, "", nil
 	}
-	next, err = skipOf(l.NextLink, skip+len(l.Value))
+	next, err = a.c.Relative(l.NextLink)
 	if err != nil {
-		return nil, 0, upstream.Malformed(a.c.Label(), "next link", err)
+		return nil, "", err
+	}
+	if _, first, err := pageLink(path, next); err != nil || first {
+		return nil, "", upstream.Malformed(a.c.Label(), what, fmt.Errorf("next link %q is not a page of %s", l.NextLink, path))
+	}
+	if next == link {
+		// The first page is asked for without a token, so a walk would
+		// not see this repeat until it had read the page twice.
+		return nil, "", &paging.CycleError{Token: next}
 	}
 	return l.Value, next, nil
 }

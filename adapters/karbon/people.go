@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -51,14 +50,11 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.
 	return w.Collect(ctx, paging.Frame{}, cur, limit)
 }
 
-// fetchUsers reads one page of users; the token is the $skip.
+// fetchUsers reads one page of users: the first or the one at Karbon's
+// next link.
 func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (paging.VendorPage[userSummary], error) {
 	var page paging.VendorPage[userSummary]
-	skip, err := skipToken(token)
-	if err != nil {
-		return page, err
-	}
-	items, next, err := odataPage[userSummary](ctx, a, "/v3/Users", "users", "", skip, a.cfg.PageSize)
+	items, next, err := odataPage[userSummary](ctx, a, "/v3/Users", "users", "", token, a.cfg.PageSize)
 	if err != nil {
 		return page, err
 	}
@@ -67,10 +63,7 @@ func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (paging.Vendo
 			return page, upstream.Malformed(a.c.Label(), "users", fmt.Errorf("user key %q", u.Id))
 		}
 	}
-	page.Items = items
-	if next >= 0 {
-		page.Next = strconv.Itoa(next)
-	}
+	page.Items, page.Next = items, next
 	return page, nil
 }
 
@@ -115,20 +108,15 @@ func (d *directory) email(key string) string { return d.emails[key] }
 func (a *Adapter) directory(ctx context.Context) (*directory, error) {
 	return a.users.get(a.clock.Now(), 10*time.Minute, func() (*directory, error) {
 		d := &directory{emails: map[string]string{}, keys: map[string]string{}}
-		token := ""
-		for range 100 {
-			page, err := a.fetchUsers(ctx, "", token)
-			if err != nil {
-				return nil, err
-			}
-			for _, u := range page.Items {
-				d.emails[u.Id] = u.EmailAddress
-				d.keys[strings.ToLower(u.EmailAddress)] = u.Id
-			}
-			if page.Next == "" {
-				return d, nil
-			}
-			token = page.Next
+		err := paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[userSummary], error) {
+			return a.fetchUsers(ctx, "", token)
+		}, func(_ context.Context, u userSummary) error {
+			d.emails[u.Id] = u.EmailAddress
+			d.keys[strings.ToLower(u.EmailAddress)] = u.Id
+			return nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		return d, nil
 	})

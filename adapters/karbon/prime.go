@@ -15,7 +15,8 @@ import (
 // job.stage_changed, not nothing. The wiring runs it once when a firm's
 // ingest route starts, in a goroutine it owns; it reads every work item
 // (a page per 100) and, for clients and people, each record in full, all
-// within the Karbon budget.
+// within the Karbon budget. A next link that repeats ends it with an error
+// (practice.ErrBadUpstream), as does ctx ending.
 func (a *Adapter) Prime(ctx context.Context, kinds ...practice.Kind) error {
 	if len(kinds) == 0 {
 		kinds = []practice.Kind{practice.Jobs}
@@ -31,7 +32,7 @@ func (a *Adapter) Prime(ctx context.Context, kinds ...practice.Kind) error {
 func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 	switch k {
 	case practice.Jobs:
-		return walkAll(ctx, func(ctx context.Context, token string) (paging.VendorPage[workItem], error) {
+		return paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[workItem], error) {
 			return a.fetchWork(ctx, "", token, a.cfg.PageSize)
 		}, func(ctx context.Context, w workItem) error {
 			raw, err := a.jobJSON(w)
@@ -41,7 +42,7 @@ func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 			return a.rec.Baseline(ctx, a.tenant(), practice.Jobs, "job_"+w.WorkItemKey, raw)
 		})
 	case practice.Clients:
-		return walkAll(ctx, a.fetchClients, func(ctx context.Context, r clientRow) error {
+		return paging.All(ctx, a.fetchClients, func(ctx context.Context, r clientRow) error {
 			c, ok, err := a.readClient(ctx, r.ref)
 			if err != nil || !ok {
 				return err
@@ -49,7 +50,7 @@ func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 			return a.rec.Baseline(ctx, a.tenant(), practice.Clients, r.ref.id(), c.raw)
 		})
 	case practice.People:
-		return walkAll(ctx, func(ctx context.Context, token string) (paging.VendorPage[userSummary], error) {
+		return paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[userSummary], error) {
 			return a.fetchUsers(ctx, "", token)
 		}, func(ctx context.Context, u userSummary) error {
 			raw, err := a.getPerson(ctx, u.Id)
@@ -60,23 +61,4 @@ func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 		})
 	}
 	return nil
-}
-
-func walkAll[T any](ctx context.Context, fetch func(context.Context, string) (paging.VendorPage[T], error), each func(context.Context, T) error) error {
-	token := ""
-	for {
-		page, err := fetch(ctx, token)
-		if err != nil {
-			return err
-		}
-		for _, it := range page.Items {
-			if err := each(ctx, it); err != nil {
-				return err
-			}
-		}
-		if page.Next == "" {
-			return nil
-		}
-		token = page.Next
-	}
 }

@@ -2,8 +2,6 @@ package karbon
 
 import (
 	"fmt"
-	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -172,24 +170,6 @@ func karbonDate(s string) (string, error) {
 		return "", err
 	}
 	return t.Format(time.DateOnly), nil
-}
-
-// skipOf reads $skip from a next link; Karbon pages by offset, and the
-// offset is all a cursor needs to ask for the same page again.
-func skipOf(next string, fallback int) (int, error) {
-	u, err := url.Parse(next)
-	if err != nil {
-		return 0, err
-	}
-	v := u.Query().Get("$skip")
-	if v == "" {
-		return fallback, nil
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0, fmt.Errorf("next link %q: bad $skip", next)
-	}
-	return n, nil
 }
 
 // odataString quotes a value for $filter, doubling single quotes.

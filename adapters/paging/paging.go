@@ -81,6 +81,9 @@ type CycleError struct {
 }
 
 func (e *CycleError) Error() string {
+	if e.Folder == "" {
+		return fmt.Sprintf("vendor paging repeats: the next page %q was already read", e.Token)
+	}
 	return fmt.Sprintf("vendor paging repeats: the next page %q of folder %q was already read", e.Token, e.Folder)
 }
 
@@ -276,6 +279,38 @@ func (w *Walk[T]) locate(items []T, f Frame) int {
 		}
 	}
 	return i
+}
+
+// All reads a whole vendor listing, page after page from the first,
+// handing each item to each in order: a look at every record, such as
+// the one an adapter takes at start-up. It ends with a *CycleError when
+// the vendor names as next a page the walk has already read (which would
+// read the same pages for ever), and with ctx's error once ctx is done.
+func All[T any](ctx context.Context, fetch func(ctx context.Context, token string) (VendorPage[T], error), each func(context.Context, T) error) error {
+	read := map[string]bool{}
+	token := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		read[token] = true
+		page, err := fetch(ctx, token)
+		if err != nil {
+			return err
+		}
+		for _, it := range page.Items {
+			if err := each(ctx, it); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		if read[page.Next] {
+			return &CycleError{Token: page.Next}
+		}
+		token = page.Next
+	}
 }
 
 // Parallel runs fn for 0..n-1 with at most width at a time and returns the

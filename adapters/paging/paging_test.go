@@ -279,3 +279,56 @@ func TestWalkEndsOnARepeatingNextLink(t *testing.T) {
 		t.Fatalf("a cancelled walk: %v after %d fetches, want context.Canceled before any", err, v.fetches)
 	}
 }
+
+// All, the walk over a whole listing (an adapter's look at every record
+// at start-up), reads every item once, ends with a 502's error when a
+// next link repeats, after reading each page once, and stops as soon as
+// its context does.
+func TestAllReadsEverythingOnceAndEndsOnARepeatingNextLink(t *testing.T) {
+	v := &vendor{size: 7, lists: flat(50)}
+	var got []string
+	err := paging.All(context.Background(), func(ctx context.Context, token string) (paging.VendorPage[string], error) {
+		return v.fetch(ctx, "", token)
+	}, func(_ context.Context, s string) error { got = append(got, s); return nil })
+	if err != nil || len(got) != 50 || got[49] != "i049" || v.fetches != 8 {
+		t.Fatalf("read %d items in %d pages, err %v", len(got), v.fetches, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		next map[string]string
+	}{
+		{"next link to itself", map[string]string{"": "p1", "p1": "p1"}},
+		{"cycle of two", map[string]string{"": "p1", "p1": "p2", "p2": "p1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fetches := 0
+			err := paging.All(context.Background(), func(_ context.Context, token string) (paging.VendorPage[string], error) {
+				fetches++
+				return paging.VendorPage[string]{Items: []string{"x" + token}, Next: tc.next[token]}, nil
+			}, func(context.Context, string) error { return nil })
+			var cycle *paging.CycleError
+			if !errors.As(err, &cycle) || !errors.Is(err, practice.ErrBadUpstream) {
+				t.Fatalf("error %v, want a CycleError that is practice.ErrBadUpstream", err)
+			}
+			if fetches != len(tc.next) {
+				t.Fatalf("read %d vendor pages, want each of the %d once", fetches, len(tc.next))
+			}
+		})
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	fetches := 0
+	err = paging.All(ctx, func(_ context.Context, token string) (paging.VendorPage[string], error) {
+		fetches++
+		return paging.VendorPage[string]{Items: []string{"x"}, Next: token + "x"}, nil // never ends by itself
+	}, func(context.Context, string) error {
+		if fetches == 3 {
+			cancel()
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) || fetches != 3 {
+		t.Fatalf("a cancelled walk: %v after %d pages, want context.Canceled after 3", err, fetches)
+	}
+}

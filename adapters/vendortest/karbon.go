@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -90,13 +91,16 @@ var DefaultKarbonStatuses = []KarbonStatus{
 // Karbon is a double of Karbon API v3 under /v3: contacts, organizations,
 // client groups, work items, users, tenant settings and notes, with OData
 // paging ($top at most 100, $skip, @odata.nextLink), the documented
-// $filter subset, Bearer plus AccessKey authentication, and Karbon's error
-// bodies.
+// $filter subset, $expand of a record's related parts, Bearer plus
+// AccessKey authentication, and Karbon's error bodies. Every request is
+// checked against Karbon's published description (Violations; Conforms
+// fails a test on any).
 type Karbon struct {
 	URL       string
 	Bearer    string
 	AccessKey string
 	Faults    Faults
+	*conformance
 
 	srv *httptest.Server
 
@@ -111,29 +115,50 @@ type Karbon struct {
 	statuses []KarbonStatus
 	notes    []map[string]any
 	requests []string
+	loop     bool
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and
 // "access-key". Close it when done.
 func NewKarbon() *Karbon {
 	k := &Karbon{
-		Bearer:    "bearer-token",
-		AccessKey: "access-key",
-		now:       func() time.Time { return time.Now().UTC().Truncate(time.Second) },
-		contacts:  map[string]*KarbonContact{},
-		orgs:      map[string]*KarbonOrganization{},
-		groups:    map[string]*KarbonClientGroup{},
-		users:     map[string]*KarbonUser{},
-		work:      map[string]*KarbonWorkItem{},
-		statuses:  DefaultKarbonStatuses,
+		Bearer:      "bearer-token",
+		AccessKey:   "access-key",
+		now:         func() time.Time { return time.Now().UTC().Truncate(time.Second) },
+		contacts:    map[string]*KarbonContact{},
+		orgs:        map[string]*KarbonOrganization{},
+		groups:      map[string]*KarbonClientGroup{},
+		users:       map[string]*KarbonUser{},
+		work:        map[string]*KarbonWorkItem{},
+		statuses:    DefaultKarbonStatuses,
+		conformance: newConformance(karbonDescription),
 	}
-	k.srv = httptest.NewServer(k.Faults.wrap(http.HandlerFunc(k.serve)))
+	k.srv = httptest.NewServer(k.conformance.wrap(k.Faults.wrap(http.HandlerFunc(k.serve))))
 	k.URL = k.srv.URL
+	return k
+}
+
+// StartKarbon starts the double for t: it is closed when t ends, and t
+// fails if any request it received broke Karbon's published description.
+func StartKarbon(t testing.TB) *Karbon {
+	t.Helper()
+	k := NewKarbon()
+	t.Cleanup(k.Close)
+	k.Conforms(t)
 	return k
 }
 
 // Close stops the server.
 func (k *Karbon) Close() { k.srv.Close() }
+
+// LoopNextLinks makes every list answer's @odata.nextLink point at the
+// page just served, as a vendor fault that would have a client read the
+// same page for ever.
+func (k *Karbon) LoopNextLinks(on bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.loop = on
+}
 
 // Requests lists "METHOD path?query" of every authenticated request.
 func (k *Karbon) Requests() []string {

@@ -28,7 +28,7 @@ func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && key == "":
 		k.list(w, r, coll)
 	case r.Method == http.MethodGet:
-		k.get(w, coll, key)
+		k.get(w, coll, key, expansions(r))
 	case r.Method == http.MethodPost && key == "":
 		k.create(w, r, coll)
 	case r.Method == http.MethodPut || r.Method == http.MethodPatch:
@@ -86,26 +86,46 @@ func (k *Karbon) list(w http.ResponseWriter, r *http.Request, coll string) {
 		karbonError(w, http.StatusNotFound, "4004", "No HTTP resource was found that matches the request URI.")
 		return
 	}
-	odataPage(w, r, k.URL, coll, rows, fields)
+	k.odataPage(w, r, coll, rows, fields)
 }
 
-func (k *Karbon) get(w http.ResponseWriter, coll, key string) {
+// expansions are the related parts a read asks for in $expand, a
+// comma-separated list.
+func expansions(r *http.Request) map[string]bool {
+	out := map[string]bool{}
+	for _, e := range strings.Split(r.URL.Query().Get("$expand"), ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out[e] = true
+		}
+	}
+	return out
+}
+
+// get answers a record. Its related parts (business cards, client team,
+// an organization's contacts) come only when expand names them.
+func (k *Karbon) get(w http.ResponseWriter, coll, key string, expand map[string]bool) {
 	var body map[string]any
 	switch coll {
 	case "Contacts":
 		if c := k.contacts[key]; c != nil {
-			body = k.contactDetail(c)
+			body = k.contactDetail(c, expand)
 		}
 	case "Organizations":
 		if o := k.orgs[key]; o != nil {
-			body = k.orgDetail(o)
+			body = k.orgDetail(o, expand)
 		}
 	case "ClientGroups":
 		if g := k.groups[key]; g != nil {
 			body = map[string]any{"@odata.type": "#KarbonService.ClientGroupDTO", "ClientGroupKey": g.ClientGroupKey,
 				"FullName": g.FullName, "ContactType": g.ContactType, "PrimaryContact": g.PrimaryContact,
 				"ClientOwner": k.userEmail(g.OwnerKey), "LastModifiedDateTime": g.LastModified.Format(time.RFC3339),
-				"Members": []any{}, "ClientTeam": k.team(g.OwnerKey), "BusinessCard": nil}
+				"Members": []any{}}
+			if expand["ClientTeam"] {
+				body["ClientTeam"] = k.team(g.OwnerKey)
+			}
+			if expand["BusinessCard"] {
+				body["BusinessCard"] = nil
+			}
 		}
 	case "WorkItems":
 		if wi := k.work[key]; wi != nil {
@@ -178,17 +198,22 @@ func card(entityType, key, email, phone, country, role, org string) map[string]a
 	return c
 }
 
-func (k *Karbon) contactDetail(c *KarbonContact) map[string]any {
-	return map[string]any{"@odata.type": "#KarbonService.ContactDTO", "ContactKey": c.ContactKey,
+func (k *Karbon) contactDetail(c *KarbonContact, expand map[string]bool) map[string]any {
+	m := map[string]any{"@odata.type": "#KarbonService.ContactDTO", "ContactKey": c.ContactKey,
 		"FirstName": c.FirstName, "LastName": c.LastName, "ContactType": c.ContactType,
 		"ClientOwner": k.userEmail(c.OwnerKey), "LastModifiedDateTime": c.LastModified.Format(time.RFC3339),
 		"RestrictionLevel": "Public",
-		"BusinessCards":    []any{card("Contact", c.ContactKey, c.Email, c.Phone, c.Country, c.Role, c.OrganizationKey)},
-		"ClientTeam":       k.team(c.OwnerKey),
 		"AccountingDetail": map[string]any{"ContactPermaKey": c.ContactKey, "EntityType": "Person"}}
+	if expand["BusinessCards"] {
+		m["BusinessCards"] = []any{card("Contact", c.ContactKey, c.Email, c.Phone, c.Country, c.Role, c.OrganizationKey)}
+	}
+	if expand["ClientTeam"] {
+		m["ClientTeam"] = k.team(c.OwnerKey)
+	}
+	return m
 }
 
-func (k *Karbon) orgDetail(o *KarbonOrganization) map[string]any {
+func (k *Karbon) orgDetail(o *KarbonOrganization, expand map[string]bool) map[string]any {
 	contacts := []map[string]any{}
 	for _, key := range sortedKeys(k.contacts) {
 		c := k.contacts[key]
@@ -202,13 +227,20 @@ func (k *Karbon) orgDetail(o *KarbonOrganization) map[string]any {
 	if o.EntityType != "" {
 		entity = o.EntityType
 	}
-	return map[string]any{"@odata.type": "#KarbonService.OrganizationDTO", "OrganizationKey": o.OrganizationKey,
+	m := map[string]any{"@odata.type": "#KarbonService.OrganizationDTO", "OrganizationKey": o.OrganizationKey,
 		"FullName": o.FullName, "ContactType": o.ContactType, "ClientOwner": k.userEmail(o.OwnerKey),
 		"LastModifiedDateTime": o.LastModified.Format(time.RFC3339), "RestrictionLevel": "Public",
-		"BusinessCards":    []any{card("Organization", o.OrganizationKey, o.Email, o.Phone, o.Country, "", "")},
-		"Contacts":         contacts,
-		"ClientTeam":       k.team(o.OwnerKey),
 		"AccountingDetail": map[string]any{"OrganizationPermaKey": o.OrganizationKey, "EntityType": entity}}
+	if expand["BusinessCards"] {
+		m["BusinessCards"] = []any{card("Organization", o.OrganizationKey, o.Email, o.Phone, o.Country, "", "")}
+	}
+	if expand["Contacts"] {
+		m["Contacts"] = contacts
+	}
+	if expand["ClientTeam"] {
+		m["ClientTeam"] = k.team(o.OwnerKey)
+	}
+	return m
 }
 
 func (k *Karbon) workJSON(wi *KarbonWorkItem, typ string) map[string]any {
@@ -343,7 +375,7 @@ func (k *Karbon) create(w http.ResponseWriter, r *http.Request, coll string) {
 		return
 	}
 	w.Header().Set("Location", fmt.Sprintf("%s/v3/%s('%s')", k.URL, coll, key))
-	k.get(statusWriter{w, http.StatusCreated}, coll, key)
+	k.get(statusWriter{w, http.StatusCreated}, coll, key, map[string]bool{"BusinessCards": true, "ClientTeam": true, "Contacts": true})
 }
 
 // statusWriter answers a GET's body with another status (201 Created).

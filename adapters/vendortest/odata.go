@@ -70,8 +70,11 @@ func (c odataClause) match(v string) bool {
 }
 
 // odataPage answers a Karbon list: $top at most 100, $skip, and an
-// @odata.nextLink that repeats the query with the next $skip.
-func odataPage(w http.ResponseWriter, r *http.Request, base, entity string, rows []map[string]any, fields map[string]func(map[string]any) string) {
+// @odata.nextLink that repeats the query with the next $skip (the page
+// itself with LoopNextLinks). The link is handed out: requests that follow
+// it are the vendor's, not the client's.
+func (k *Karbon) odataPage(w http.ResponseWriter, r *http.Request, entity string, rows []map[string]any, fields map[string]func(map[string]any) string) {
+	base := k.URL
 	q := r.URL.Query()
 	top, skip := 100, 0
 	if v := q.Get("$top"); v != "" {
@@ -125,17 +128,31 @@ func odataPage(w http.ResponseWriter, r *http.Request, base, entity string, rows
 		"@odata.count":   len(matched),
 		"value":          page,
 	}
-	if end < len(matched) {
-		nq := url.Values{}
-		nq.Set("$skip", strconv.Itoa(end))
-		nq.Set("$top", strconv.Itoa(top))
-		if f := q.Get("$filter"); f != "" {
-			nq.Set("$filter", f)
-		}
-		body["@odata.nextLink"] = base + r.URL.Path + "?" + nq.Encode()
+	switch {
+	case k.loop:
+		body["@odata.nextLink"] = base + r.URL.RequestURI()
+	case end < len(matched):
+		link := base + r.URL.EscapedPath() + "?" + nextQuery(r.URL.RawQuery, end)
+		k.handOut(link)
+		body["@odata.nextLink"] = link
 	}
 	b, _ := json.Marshal(body)
 	writeJSON(w, http.StatusOK, b)
+}
+
+// nextQuery is the query of the page from skip, as an OData server writes
+// it: the request's own query as sent, less its $skip, then
+// $skip=<skip> (Karbon's links read "...?$skip=100").
+func nextQuery(raw string, skip int) string {
+	var kept []string
+	for _, p := range strings.Split(raw, "&") {
+		name, _, _ := strings.Cut(p, "=")
+		if n, err := url.QueryUnescape(name); p == "" || err == nil && n == "$skip" {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(append(kept, "$skip="+strconv.Itoa(skip)), "&")
 }
 
 func karbonError(w http.ResponseWriter, status int, code, msg string) {

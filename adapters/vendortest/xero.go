@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -43,12 +44,15 @@ type XeroInvoice struct {
 // Xero is a double of the Xero Accounting API's invoices under
 // /api.xro/2.0: GET /Invoices with page, pageSize, where (Type only),
 // order and If-Modified-Since; GET /Invoices/{id}; a bearer token and the
-// xero-tenant-id header required; pagination in the answer.
+// xero-tenant-id header required; pagination in the answer. Every request
+// is checked against Xero's published Accounting API description
+// (Violations; Conforms fails a test on any).
 type Xero struct {
 	URL      string // the API base, .../api.xro/2.0
 	Token    string
 	TenantID string
 	Faults   Faults
+	*conformance
 
 	srv *httptest.Server
 
@@ -59,9 +63,20 @@ type Xero struct {
 
 // NewXero starts the double with token "xero-token" and a tenant id.
 func NewXero() *Xero {
-	x := &Xero{Token: "xero-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", invoices: map[string]*XeroInvoice{}}
-	x.srv = httptest.NewServer(x.Faults.wrap(http.HandlerFunc(x.serve)))
+	x := &Xero{Token: "xero-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", invoices: map[string]*XeroInvoice{},
+		conformance: newConformance(xeroDescription)}
+	x.srv = httptest.NewServer(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve))))
 	x.URL = x.srv.URL + "/api.xro/2.0"
+	return x
+}
+
+// StartXero starts the double for t: it is closed when t ends, and t fails
+// if any request it received broke Xero's published description.
+func StartXero(t testing.TB) *Xero {
+	t.Helper()
+	x := NewXero()
+	t.Cleanup(x.Close)
+	x.Conforms(t)
 	return x
 }
 

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/webhooksig"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -119,31 +120,24 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, invID, ev
 // publishing anything, so that the first webhook about an invoice after
 // the gateway starts watching this organisation knows what it was before.
 // The wiring runs it once when the firm's ingest route starts, in a
-// goroutine it owns; it reads a page per 100 invoices.
+// goroutine it owns; it reads a page per 100 invoices, and ends with ctx
+// or on a page Xero names twice.
 func (a *Adapter) Prime(ctx context.Context) error {
 	t := practice.Tenant{Firm: a.cfg.Firm}
-	token := ""
-	for {
-		page, err := a.fetchInvoices(ctx, time.Time{}, token, a.cfg.PageSize)
-		if err != nil {
-			return fmt.Errorf("xero: prime: %w", err)
-		}
-		for i := range page.Items {
-			inv := &page.Items[i]
-			if inv.Type != "ACCREC" {
-				continue
-			}
-			raw, err := a.invoiceJSON(ctx, t, inv)
-			if err != nil {
-				return fmt.Errorf("xero: prime: %w", err)
-			}
-			if err := a.rec.Baseline(ctx, t, practice.Invoices, "inv_"+inv.InvoiceID, raw); err != nil {
-				return fmt.Errorf("xero: prime: %w", err)
-			}
-		}
-		if page.Next == "" {
+	err := paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[invoice], error) {
+		return a.fetchInvoices(ctx, time.Time{}, token, a.cfg.PageSize)
+	}, func(ctx context.Context, inv invoice) error {
+		if inv.Type != "ACCREC" {
 			return nil
 		}
-		token = page.Next
+		raw, err := a.invoiceJSON(ctx, t, &inv)
+		if err != nil {
+			return err
+		}
+		return a.rec.Baseline(ctx, t, practice.Invoices, "inv_"+inv.InvoiceID, raw)
+	})
+	if err != nil {
+		return fmt.Errorf("xero: prime: %w", err)
 	}
+	return nil
 }

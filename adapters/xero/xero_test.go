@@ -42,8 +42,7 @@ func invID(i int) string { return fmt.Sprintf("d4956132-ed94-4dd7-9eaa-%012d", i
 // fixture holds 230 sales invoices and 20 bills.
 func fixture(t *testing.T) *vendortest.Xero {
 	t.Helper()
-	x := vendortest.NewXero()
-	t.Cleanup(x.Close)
+	x := vendortest.StartXero(t)
 	for i := range 250 {
 		inv := vendortest.XeroInvoice{InvoiceID: invID(i), InvoiceNumber: fmt.Sprintf("INV-%04d", i), Status: "AUTHORISED",
 			ContactID: fmt.Sprintf("a3675fc4-f8dd-4f03-ba5b-%012d", i%7), ContactName: "Barney Rubble",
@@ -127,8 +126,7 @@ func TestListAcrossXeroPages(t *testing.T) {
 }
 
 func TestStatuses(t *testing.T) {
-	x := vendortest.NewXero()
-	defer x.Close()
+	x := vendortest.StartXero(t)
 	a := newAdapter(t, x)
 	cases := []struct {
 		status, total, due, paid string

@@ -30,10 +30,14 @@ type upstreamSystem struct {
 	client  *upstream.Client
 	webhook func(changes.ChangeSink) http.Handler
 	prime   func(context.Context) error
-	// primed is set once the first look at the system's records is done;
-	// until then a vendor's first report of a change may lack its before.
-	primed *atomic.Bool
+	// looked is set once the first look at the system's records has
+	// ended, with why it failed if it did; until then a vendor's first
+	// report of a change may lack its before.
+	looked *atomic.Pointer[firstLook]
 }
+
+// firstLook is how a system's first look at its records ended.
+type firstLook struct{ err error }
 
 // backends builds a firm's backends: the systems its configuration names
 // for each role, loaded as guest modules, and demo records for the rest.
@@ -87,7 +91,7 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		}
 		u := upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook, prime: opened.Prime}
 		if u.prime != nil {
-			u.primed = new(atomic.Bool)
+			u.looked = new(atomic.Pointer[firstLook])
 		}
 		b.upstreams = append(b.upstreams, u)
 	}
@@ -123,12 +127,15 @@ func (a *App) prime(ctx context.Context) {
 			go func() {
 				defer a.wg.Done()
 				start := time.Now()
-				if err := u.prime(ctx); err != nil && ctx.Err() == nil {
-					a.logger.Warn("first look at upstream records failed; its first changes may be announced as new",
-						zap.String("firm", firm), zap.String("system", u.name), zap.Error(err))
+				if err := u.prime(ctx); err != nil {
+					if ctx.Err() == nil {
+						a.logger.Warn("first look at upstream records failed; its first changes may be announced as new",
+							zap.String("firm", firm), zap.String("system", u.name), zap.Error(err))
+						u.looked.Store(&firstLook{err: err})
+					}
 					return
 				}
-				u.primed.Store(true)
+				u.looked.Store(&firstLook{})
 				a.logger.Debug("primed upstream", zap.String("firm", firm), zap.String("system", u.name),
 					zap.Duration("took", time.Since(start)))
 			}()
@@ -144,8 +151,13 @@ func (a *App) upstreamChecks() []health.Check {
 		for _, u := range b.upstreams {
 			state := u.client.BreakerState()
 			detail := "circuit breaker " + state
-			if u.primed != nil && !u.primed.Load() {
-				detail += "; still taking a first look at its records"
+			if u.looked != nil {
+				switch look := u.looked.Load(); {
+				case look == nil:
+					detail += "; still taking a first look at its records"
+				case look.err != nil:
+					detail += "; its first look at its records failed, so its first changes may be announced as new: " + look.err.Error()
+				}
 			}
 			checks = append(checks, health.Check{Name: "upstream " + u.name + "/" + firm, OK: state != "open", Detail: detail})
 		}
