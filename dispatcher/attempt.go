@@ -58,7 +58,7 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 
 	startedAt := e.now()
 	header := http.Header{}
-	if err := signedHeaders(header, ep.SigningKeys(startedAt), ev.ID, startedAt, body); err != nil {
+	if err := SignHeaders(header, ep.SigningKeys(startedAt), ev.ID, startedAt, body); err != nil {
 		if reportToBreaker != nil {
 			reportToBreaker(errUncounted)
 		}

@@ -167,6 +167,8 @@ type Engine struct {
 	schedule Schedule
 	leaseFor time.Duration
 	wakeC    chan struct{}
+	// recorded fires when this engine records a new event (Recorded).
+	recorded signal
 	metrics  *metrics
 	epCache  endpointCache
 

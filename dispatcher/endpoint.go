@@ -63,20 +63,9 @@ func (ep Endpoint) SigningKeys(now time.Time) []string {
 }
 
 // DeliveryName is the name under which the endpoint receives an event of
-// kind, or false if it is not subscribed.
-//
-// An endpoint receives each event at most once: subscribed to both
-// engagement.signed (or "*") and its alias engagement_letter.signed, it gets
-// the canonical name. Receivers de-duplicate on the event id anyway, so a
-// second copy under the other name could only ever be discarded.
+// kind, or false if it is not subscribed (KindFilter.DeliveryName).
 func (ep Endpoint) DeliveryName(kind string) (string, bool) {
-	if slices.Contains(ep.Events, AllEvents) || slices.Contains(ep.Events, kind) {
-		return kind, true
-	}
-	if kind == EngagementSigned && slices.Contains(ep.Events, EngagementLetterSign) {
-		return EngagementLetterSign, true
-	}
-	return "", false
+	return KindFilter(ep.Events).DeliveryName(kind)
 }
 
 // rotateTo makes s the primary secret and lets the previous ones sign
@@ -105,6 +94,12 @@ func newSecret() (Secret, error) {
 		return Secret{}, fmt.Errorf("generate secret: %w", err)
 	}
 	return Secret{Key: secretPrefix + base64.StdEncoding.EncodeToString(b[:])}, nil
+}
+
+// NewSigningSecret draws a secret as an endpoint gets one, "whsec_<base64>".
+func NewSigningSecret() (string, error) {
+	s, err := newSecret()
+	return s.Key, err
 }
 
 // Limits on what an endpoint may hold.

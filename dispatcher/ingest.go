@@ -56,6 +56,7 @@ func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 	for i, ev := range events {
 		if i < len(created) && created[i] {
 			e.metrics.events.WithLabelValues(ev.Event).Inc()
+			e.recorded.fire()
 		}
 		// Fan out whether or not the event is new: if a crash came between
 		// recording it and queuing its deliveries, this is where they are

@@ -53,8 +53,10 @@ func decodeSecret(key string) ([]byte, error) {
 	return raw, nil
 }
 
-// signedHeaders sets the three Standard Webhooks headers on h.
-func signedHeaders(h http.Header, keys []string, id string, ts time.Time, body []byte) error {
+// SignHeaders sets the three Standard Webhooks headers on h, as every
+// delivery carries them: for anything else that signs as deliveries do
+// (practicegw listen).
+func SignHeaders(h http.Header, keys []string, id string, ts time.Time, body []byte) error {
 	sig, err := Sign(keys, id, ts, body)
 	if err != nil {
 		return err

@@ -132,6 +132,8 @@ type Backends struct {
 	Deliveries DeliveryReader
 	// Pruner, if set, lets the engine enforce Config.Retention.
 	Pruner Pruner
+	// Feed, if set, lets Follow read events in record order.
+	Feed EventFeed
 }
 
 // ClaimRequest asks for due deliveries. It is plain data, not a callback,

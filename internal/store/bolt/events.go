@@ -56,6 +56,9 @@ func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, err
 			if err := byTenant.Put(concat(tenantKey(ev.Tenant()), []byte(ev.ID)), []byte(ev.Event)); err != nil {
 				return err
 			}
+			if err := appendFeed(tx, ev); err != nil {
+				return err
+			}
 			created[i] = true
 		}
 		return nil

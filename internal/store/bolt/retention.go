@@ -54,7 +54,10 @@ func (s *Store) Prune(ctx context.Context, r dispatcher.PruneRequest) (dispatche
 		}
 		n, next, err := pruneEvents(tx, floor, cursor, &budget)
 		res.Events, res.Next = n, next
-		return err
+		if err != nil || n == 0 {
+			return err
+		}
+		return dropFeedHead(tx, max(r.Max, 1))
 	})
 	if err != nil {
 		return dispatcher.PruneResult{}, fmt.Errorf("prune webhook log: %w", err)

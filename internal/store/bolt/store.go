@@ -25,6 +25,7 @@
 //	dispatch_leases                 lease expiry delivery id -> endpoint id
 //	dispatch_meta                   "backlog" -> deliveries queued,
 //	                                "horizon" -> the retention horizon (retention.go)
+//	dispatch_event_feed             sequence -> firm NUL mode NUL event id (feed.go)
 //
 // Times in keys are 8-byte big-endian Unix nanoseconds, so byte order is
 // time order. A waiting delivery is in its endpoint's queue at its next
@@ -82,7 +83,7 @@ func bucketNames() []string {
 	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketSecrets,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
-		bucketLeases, bucketMeta}
+		bucketLeases, bucketMeta, bucketEventFeed}
 }
 
 // Store is the embedded state. It implements every interface in
@@ -140,7 +141,7 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 
 // Backends wires the store in as all of the engine's backends.
 func (s *Store) Backends() dispatcher.Backends {
-	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s, Pruner: s}
+	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s, Pruner: s, Feed: s}
 }
 
 // view and update check ctx first: bbolt transactions cannot be

@@ -31,6 +31,7 @@
 //	backlog                    integer: deliveries queued
 //	log:dlv                    zset, lexical: every delivery id, for pruning
 //	log:evt                    zset, lexical: "<event id> <firm>:<mode> <kind>"
+//	feed:<firm>:<mode>         stream: event ids in record order (feed.go)
 //	horizon                    the retention horizon, an event id floor
 //	log:indexed                set once log:dlv and log:evt hold everything
 //	sealed                     set once no endpoint holds plain-text secrets
@@ -134,7 +135,7 @@ func New(rdb goredis.UniversalClient, opts Options) (*Store, error) {
 
 // Backends wires the store in as all of the engine's backends.
 func (s *Store) Backends() dispatcher.Backends {
-	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s, Pruner: s}
+	return dispatcher.Backends{Events: s, Endpoints: s, Catalog: s, Queue: s, Attempts: s, Deliveries: s, Pruner: s, Feed: s}
 }
 
 func (s *Store) ctx(parent context.Context) (context.Context, context.CancelFunc) {

@@ -45,6 +45,8 @@ func Deliveries(t *testing.T, open OpenDeliveries) {
 		{"EventsAreRecordedOnce", testEventsOnce},
 		{"EventsPageAndFilter", testEventsPaging},
 		{"FilteredEventsScanABoundedStretch", testEventsScanBound},
+		{"FeedFollowsRecordOrder", testFeed},
+		{"FeedMissesNothingUnderConcurrentRecords", testFeedUnderConcurrentRecords},
 		{"DeliveriesPageAndFilter", testDeliveriesPaging},
 		{"Endpoints", testEndpoints},
 		{"PruneRemovesOnlyOldFinishedRecords", testPrune},

@@ -47,6 +47,7 @@ local lo = '-'
 if cursor ~= '' then lo = '(' .. cursor .. '\127' end
 local members = redis.call('ZRANGEBYLEX', P .. 'log:evt', lo, '(' .. floor, 'LIMIT', 0, budget)
 local last = ''
+local tenants = {}
 for _, m in ipairs(members) do
   local id, tenant, kind = string.match(m, '^(%S+) (.+) (%S+)$')
   last = id or ''
@@ -57,7 +58,18 @@ for _, m in ipairs(members) do
     redis.call('ZREM', P .. 'evts:' .. tenant, id .. ' ' .. kind)
     redis.call('ZREM', P .. 'log:evt', m)
     events = events + 1
+    tenants[tenant] = true
   end
+end
+-- A tenant's feed loses the positions at its head whose events are gone
+-- (the oldest recorded, pruned first), and goes when it is empty.
+for tenant in pairs(tenants) do
+  local feed = P .. 'feed:' .. tenant
+  for _, e in ipairs(redis.call('XRANGE', feed, '-', '+', 'COUNT', budget)) do
+    if redis.call('EXISTS', P .. 'evt:' .. e[2][2]) == 1 then break end
+    redis.call('XDEL', feed, e[1])
+  end
+  if redis.call('XLEN', feed) == 0 then redis.call('DEL', feed) end
 end
 if #members < budget then last = '' end
 return {deliveries, events, last}

@@ -8,6 +8,9 @@ for i = 2, #ARGV, 4 do
   if id >= horizon and redis.call('SET', P .. 'evt:' .. id, ARGV[i + 3], 'NX') then
     redis.call('ZADD', P .. 'evts:' .. ARGV[i + 1], 0, id .. ' ' .. ARGV[i + 2])
     redis.call('ZADD', P .. 'log:evt', 0, id .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2])
+    -- The feed's position, assigned here so that record order is script
+    -- order; ~ trims whole nodes, keeping at least FeedLength (10000).
+    redis.call('XADD', P .. 'feed:' .. ARGV[i + 1], 'MAXLEN', '~', 10000, '*', 'id', id)
     out[#out + 1] = 1
   else
     out[#out + 1] = 0

@@ -1,0 +1,69 @@
+package dispatcher
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/practicegw/practicegw/internal/practice"
+)
+
+// KindFilter is the event kinds a subscriber asked for, by name: "*" for
+// all, a kind, the engagement_letter.signed alias, or "<resource>.*" for
+// every kind of a resource ("job.*"). An endpoint's events are one (of
+// names only); a stream's events= parameter is another.
+type KindFilter []string
+
+// ParseKindFilter checks names and patterns and returns them without
+// duplicates, in the order given. Errors are *practice.InvalidError for
+// the events parameter.
+func ParseKindFilter(names []string) (KindFilter, error) {
+	if len(names) == 0 {
+		return nil, practice.Missing("events")
+	}
+	var out KindFilter
+	for _, n := range names {
+		if !validName(n) && !validPattern(n) {
+			return nil, practice.Invalid("events", "%q is not an event kind or pattern; use \"*\", any of %v, %q, or a resource's kinds such as \"job.*\".",
+				n, Kinds(), EngagementLetterSign)
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func validName(n string) bool { return n == AllEvents || n == EngagementLetterSign || IsKind(n) }
+
+// validPattern reports whether n is "<resource>.*" for a resource that
+// has events.
+func validPattern(n string) bool {
+	resource, ok := strings.CutSuffix(n, ".*")
+	if !ok {
+		return false
+	}
+	return slices.ContainsFunc(Kinds(), func(k string) bool { return strings.HasPrefix(k, resource+".") })
+}
+
+// DeliveryName is the name under which the subscriber receives an event of
+// kind, or false if it asked for none of it.
+//
+// A subscriber receives each event at most once: asking for both
+// engagement.signed (by name, "*" or "engagement.*") and its alias
+// engagement_letter.signed, it gets the canonical name. Receivers
+// de-duplicate on the event id anyway, so a second copy under the other
+// name could only ever be discarded.
+func (f KindFilter) DeliveryName(kind string) (string, bool) {
+	for _, n := range f {
+		if n == AllEvents || n == kind {
+			return kind, true
+		}
+		if resource, ok := strings.CutSuffix(n, ".*"); ok && strings.HasPrefix(kind, resource+".") {
+			return kind, true
+		}
+	}
+	if kind == EngagementSigned && slices.Contains(f, EngagementLetterSign) {
+		return EngagementLetterSign, true
+	}
+	return "", false
+}
