@@ -15,6 +15,7 @@ require (
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/sony/gobreaker/v2 v2.4.0
 	github.com/spf13/cobra v1.10.2
+	github.com/tmaxmax/go-sse v0.12.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.etcd.io/bbolt v1.5.0
 	go.uber.org/zap v1.28.0

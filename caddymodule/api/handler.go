@@ -39,6 +39,8 @@ type Handler struct {
 	deliveries  deliveryLog
 	exports     deliveryExporter
 	replays     replayer
+	feed        eventFeed
+	streams     *streams
 
 	cursors cursors
 
@@ -75,7 +77,24 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	h.openAPI, err = openAPIDocument(h.notices)
-	return err
+	if err != nil {
+		return err
+	}
+	h.streams = newStreams()
+	// Event streams last until the client goes: they end when the server
+	// starts to shut down, or a reload or exit would wait for them.
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok {
+		srv.RegisterOnShutdown(h.streams.close)
+	}
+	return nil
+}
+
+// Cleanup ends the event streams still open.
+func (h *Handler) Cleanup() error {
+	if h.streams != nil {
+		h.streams.close()
+	}
+	return nil
 }
 
 // wire takes what the API uses from the practicegw app.
@@ -92,7 +111,7 @@ func (h *Handler) wire(app any) error {
 	h.tenants, h.idempotency, h.sandbox = src, src.Idempotency(), src
 	h.cursors = cursors{key: src.CursorKey()}
 	h.events, h.endpoints, h.endpointsW, h.secrets = eng, eng, eng, eng
-	h.deliveries, h.exports, h.replays = eng, eng, eng
+	h.deliveries, h.exports, h.replays, h.feed = eng, eng, eng, eng
 	return nil
 }
 
@@ -235,6 +254,7 @@ func writeDeprecation(d Deprecation, h http.Header) {
 // Interface guards
 var (
 	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.CleanerUpper          = (*Handler)(nil)
 	_ caddy.Validator             = (*Handler)(nil)
 	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
 )

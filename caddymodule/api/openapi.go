@@ -206,7 +206,7 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 		op["tags"] = []string{rt.tagName()}
 		if rt.scope != "" {
 			op["security"] = []any{map[string]any{"bearer": []string{rt.scope}}}
-			op["description"] = "Requires the `" + rt.scope + "` scope."
+			op["description"] = strings.TrimSpace("Requires the `" + rt.scope + "` scope. " + rt.note)
 		} else {
 			op["security"] = []any{}
 		}
@@ -300,6 +300,11 @@ func (rt *route) parameters() []parameter {
 	for _, p := range rt.query {
 		out = append(out, parameter{name: p.name, in: "query", desc: p.desc, schema: paramSchema(p)})
 	}
+	if rt.stream {
+		out = append(out, parameter{name: "Last-Event-ID", in: "header",
+			desc:   "The id of the last message received: the stream resumes after it.",
+			schema: map[string]any{"type": "string"}})
+	}
 	if rt.conditional() {
 		out = append(out, parameter{name: "If-None-Match", in: "header",
 			desc:   "The ETag of an earlier answer: answered 304 with no body, and not counted against the ceiling, when it is still current.",
@@ -333,6 +338,8 @@ func paramSchema(p param) map[string]any {
 		return map[string]any{"type": "string", "format": "date-time"}
 	case "date":
 		return map[string]any{"type": "string", "format": "date"}
+	case "boolean":
+		return map[string]any{"type": "boolean"}
 	}
 	return map[string]any{"type": "string"}
 }
@@ -347,7 +354,7 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	switch {
 	case rt.op == "get_openapi":
 		success = map[string]any{"type": "object"}
-	case rt.serve == nil:
+	case rt.serve == nil, rt.stream:
 	case strings.HasPrefix(rt.op, "list_"):
 		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
 		success = map[string]any{
@@ -363,6 +370,10 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	}
 	content := map[string]any{"application/json": map[string]any{"schema": success}}
 	description := "Success"
+	if rt.stream {
+		content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}
+		description = "Success: a stream of messages, each an event envelope (see webhooks) as its data and a position as its id, and comments."
+	}
 	if rt.op == "list_webhook_deliveries" {
 		// A media type has no description of its own: the response says
 		// what each one holds.
@@ -404,7 +415,7 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 // conditional reports whether the route is a read answered with an ETag
 // and 304 for a matching If-None-Match (writeRead).
 func (rt *route) conditional() bool {
-	return rt.method == http.MethodGet && rt.scope != ""
+	return rt.method == http.MethodGet && rt.scope != "" && !rt.stream
 }
 
 // errorStatuses are the error statuses the route can answer, sorted.

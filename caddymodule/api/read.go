@@ -218,6 +218,10 @@ func validateParam(p *param, v string) error {
 		if _, err := time.Parse(time.RFC3339, v); err != nil {
 			return invalidParam(p.name, "%s must be an RFC 3339 time such as 2026-03-01T09:00:00Z.", p.name)
 		}
+	case "boolean":
+		if v != "true" && v != "false" {
+			return invalidParam(p.name, "%s must be true or false.", p.name)
+		}
 	}
 	return nil
 }

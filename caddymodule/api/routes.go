@@ -27,13 +27,17 @@ type route struct {
 	query  []param
 	body   any // request body type, for validation and the schema
 	status int // success status
-	serve  func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) error
+	// note adds to the operation's description in the document.
+	note string
+	// stream marks a route that answers text/event-stream.
+	stream bool
+	serve func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) error
 }
 
 // param is a query parameter.
 type param struct {
 	name   string
-	typ    string // string, enum, id, date-time, date, limit, cursor
+	typ    string // string, enum, id, date-time, date, boolean, limit, cursor
 	enum   []string
 	prefix string // for typ id
 	desc   string

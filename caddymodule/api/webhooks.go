@@ -82,6 +82,10 @@ var eventRoutes = []route{
 	{method: http.MethodGet, pattern: "/v1/events", scope: "events:read", op: "list_events", tag: "events",
 		summary: "List events, oldest first", query: eventFilters, schema: dispatcher.Event{}, status: http.StatusOK,
 		serve: (*Handler).listEvents},
+	// Before /v1/events/{id}, which its path would match too.
+	{method: http.MethodGet, pattern: "/v1/events/stream", scope: "events:read", op: "stream_events", tag: "events",
+		summary: "Stream new events as they are recorded (Server-Sent Events); nothing is registered", query: streamParams,
+		status: http.StatusOK, serve: (*Handler).streamEvents, note: streamNote, stream: true},
 	{method: http.MethodGet, pattern: "/v1/events/{id}", scope: "events:read", op: "get_event", tag: "events",
 		summary: "Retrieve an event", prefix: "evt_", schema: dispatcher.Event{}, status: http.StatusOK,
 		serve: (*Handler).getEvent},

@@ -1,0 +1,461 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sse "github.com/tmaxmax/go-sse"
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/practice"
+)
+
+// memFeed is an event feed in memory: positions are 1, 2, 3, ... over
+// every tenant, as the embedded store numbers them.
+type memFeed struct {
+	mu      sync.Mutex
+	entries []dispatcher.Event
+	fail    error
+	reads   int
+	signal  chan struct{}
+	// quiet records without signalling, as another process would.
+	quiet bool
+}
+
+func (f *memFeed) Follow(_ context.Context, q dispatcher.FeedQuery) (dispatcher.FeedPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reads++
+	if f.fail != nil {
+		return dispatcher.FeedPage{}, f.fail
+	}
+	if q.After == "" {
+		return dispatcher.FeedPage{Position: strconv.Itoa(len(f.entries))}, nil
+	}
+	after, err := strconv.Atoi(q.After)
+	if err != nil || after > len(f.entries) {
+		return dispatcher.FeedPage{}, dispatcher.ErrInvalidCursor
+	}
+	page := dispatcher.FeedPage{Position: q.After}
+	for i := after; i < len(f.entries) && len(page.Entries) < q.Max; i++ {
+		page.Position = strconv.Itoa(i + 1)
+		if f.entries[i].Tenant() == q.Tenant {
+			page.Entries = append(page.Entries, dispatcher.FeedEntry{Position: page.Position, Event: f.entries[i]})
+		}
+	}
+	return page, nil
+}
+
+func (f *memFeed) Recorded() <-chan struct{} {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.signal == nil {
+		f.signal = make(chan struct{})
+	}
+	return f.signal
+}
+
+func (f *memFeed) record(evs ...dispatcher.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = append(f.entries, evs...)
+	if f.signal != nil && !f.quiet {
+		close(f.signal)
+		f.signal = nil
+	}
+}
+
+func (f *memFeed) setFail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = err
+}
+
+var (
+	sandboxTenant = practice.Tenant{Firm: "frm_acme", Sandbox: true}
+	liveTenant    = practice.Tenant{Firm: "frm_acme"}
+	// credentials by token, as practicegw_auth would put them on the request.
+	streamCreds = map[string]*auth.Credential{
+		"sandbox":       {ID: "crd_sandbox", Firm: "frm_acme", Sandbox: true, Scopes: []string{"events:read"}},
+		"live":          {ID: "crd_live", Firm: "frm_acme", Scopes: []string{"events:read", "webhooks:read"}},
+		"live-events":   {ID: "crd_live_events", Firm: "frm_acme", Scopes: []string{"events:read"}},
+		"sandbox-hooks": {ID: "crd_hooks", Firm: "frm_acme", Sandbox: true, Scopes: []string{"webhooks:read"}},
+	}
+)
+
+var eventN int
+
+func newEvent(t practice.Tenant, kind string) dispatcher.Event {
+	eventN++
+	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC).Add(-time.Duration(eventN) * time.Minute)
+	return dispatcher.Event{ID: dispatcher.EventID(fmt.Sprint("chg_", eventN), kind, at), Event: kind, OccurredAt: at,
+		Firm: t.Firm, Sandbox: t.Sandbox, Data: json.RawMessage(`{"name":"A & B"}`)}
+}
+
+// streamServer serves the stream route over a real HTTP server.
+func streamServer(t *testing.T, feed *memFeed) (*Handler, *httptest.Server) {
+	t.Helper()
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{logger: zap.NewNop(), metrics: m, tenants: webhooksOnly{}, feed: feed, streams: newStreams(),
+		cursors: cursors{key: []byte("a key every instance shares")}}
+	h.streams.poll, h.streams.heartbeat = 10*time.Millisecond, time.Hour
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if c, ok := streamCreds[token]; ok {
+			r = r.WithContext(auth.WithCredential(r.Context(), c))
+		}
+		h.ServeHTTP(w, r, nil)
+	}))
+	t.Cleanup(func() {
+		h.streams.close()
+		srv.Close()
+	})
+	return h, srv
+}
+
+// client is one open stream, its messages read into a channel.
+type client struct {
+	resp   *http.Response
+	events chan sse.Event
+	cancel context.CancelFunc
+}
+
+func connect(t *testing.T, srv *httptest.Server, token, query, lastID string) *client {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/events/stream"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	c := &client{resp: resp, events: make(chan sse.Event, 100), cancel: cancel}
+	t.Cleanup(c.close)
+	if resp.StatusCode != http.StatusOK {
+		return c
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+	go func() {
+		defer close(c.events)
+		for ev, err := range sse.Read(resp.Body, &sse.ReadConfig{MaxEventSize: dispatcher.MaxPayload + 1024}) {
+			if err != nil {
+				return
+			}
+			c.events <- ev
+		}
+	}()
+	return c
+}
+
+func (c *client) close() {
+	c.cancel()
+	c.resp.Body.Close()
+}
+
+// next returns the next message with data; its LastEventID is its id.
+func (c *client) next(t *testing.T) sse.Event {
+	t.Helper()
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if ev.Data != "" {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no event within 5s")
+		}
+	}
+}
+
+// opening waits for the opening message and returns the id it sets.
+func (c *client) opening(t *testing.T) string {
+	t.Helper()
+	select {
+	case ev := <-c.events:
+		if ev.Data != "" || ev.LastEventID == "" {
+			t.Fatalf("opening message %+v, want an id and no data", ev)
+		}
+		return ev.LastEventID
+	case <-time.After(5 * time.Second):
+		t.Fatal("no opening message within 5s")
+	}
+	return ""
+}
+
+func envelope(t *testing.T, ev dispatcher.Event, name string) string {
+	t.Helper()
+	b, err := ev.Envelope(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestStreamSendsNewEventsOfTheTenantAsFiltered(t *testing.T) {
+	feed := &memFeed{}
+	_, srv := streamServer(t, feed)
+	before := newEvent(sandboxTenant, dispatcher.JobOpened)
+	feed.record(before)
+
+	c := connect(t, srv, "sandbox", "?events=job.*,engagement_letter.signed", "")
+	if c.resp.StatusCode != 200 {
+		t.Fatalf("status %d", c.resp.StatusCode)
+	}
+	c.opening(t)
+	opened := newEvent(sandboxTenant, dispatcher.JobOpened)
+	feed.record(
+		newEvent(liveTenant, dispatcher.JobOpened),        // another mode
+		newEvent(sandboxTenant, dispatcher.ClientCreated), // not asked for
+		opened, // job.*
+		newEvent(practice.Tenant{Firm: "frm_birch", Sandbox: true}, dispatcher.JobClosed), // another firm
+	)
+	signed := newEvent(sandboxTenant, dispatcher.EngagementSigned)
+	feed.record(signed)
+
+	first := c.next(t)
+	if first.Data != envelope(t, opened, opened.Event) {
+		t.Fatalf("first message %q, want the envelope of %s (and not %s, recorded before the stream opened)", first.Data, opened.ID, before.ID)
+	}
+	second := c.next(t)
+	// Asked for by its alias only, a signing arrives under that name.
+	if second.Data != envelope(t, signed, dispatcher.EngagementLetterSign) || second.LastEventID == first.LastEventID {
+		t.Fatalf("second message %q (id %q after %q), want %s as engagement_letter.signed with its own id",
+			second.Data, second.LastEventID, first.LastEventID, signed.ID)
+	}
+}
+
+func TestStreamResumesAfterLastEventIDWithoutLossOrRepeat(t *testing.T) {
+	feed := &memFeed{}
+	_, srv := streamServer(t, feed)
+	c := connect(t, srv, "sandbox", "", "")
+	start := c.opening(t)
+	a, b := newEvent(sandboxTenant, dispatcher.InvoicePaid), newEvent(sandboxTenant, dispatcher.JobClosed)
+	feed.record(a, b)
+	if got := c.next(t); !strings.Contains(got.Data, a.ID) {
+		t.Fatalf("got %q, want %s", got.Data, a.ID)
+	}
+	last := c.next(t)
+	c.close()
+
+	// Recorded while nobody listens.
+	missed := []dispatcher.Event{newEvent(sandboxTenant, dispatcher.ClientUpdated), newEvent(sandboxTenant, dispatcher.JobOpened)}
+	feed.record(missed...)
+	again := connect(t, srv, "sandbox", "", last.LastEventID)
+	for _, want := range missed {
+		if got := again.next(t); got.Data != envelope(t, want, want.Event) {
+			t.Fatalf("after resuming: %q, want %s", got.Data, want.ID)
+		}
+	}
+	// From the opening position, nothing was lost before the first event
+	// either.
+	fromStart := connect(t, srv, "sandbox", "", start)
+	for _, want := range append([]dispatcher.Event{a, b}, missed...) {
+		if got := fromStart.next(t); !strings.Contains(got.Data, want.ID) {
+			t.Fatalf("resuming from the opening id: %q, want %s", got.Data, want.ID)
+		}
+	}
+}
+
+func TestStreamPollsForEventsOtherProcessesRecord(t *testing.T) {
+	// Nothing signals this process: the events are recorded elsewhere.
+	feed := &memFeed{quiet: true}
+	h, srv := streamServer(t, feed)
+	h.streams.poll = 20 * time.Millisecond
+	c := connect(t, srv, "sandbox", "", "")
+	c.opening(t)
+	ev := newEvent(sandboxTenant, dispatcher.DocumentFiled)
+	feed.record(ev)
+	if got := c.next(t); !strings.Contains(got.Data, ev.ID) {
+		t.Fatalf("got %q", got.Data)
+	}
+}
+
+func TestStreamWakesWhenThisProcessRecords(t *testing.T) {
+	feed := &memFeed{}
+	h, srv := streamServer(t, feed)
+	h.streams.poll = time.Hour // only the signal can wake it
+	c := connect(t, srv, "sandbox", "", "")
+	c.opening(t)
+	ev := newEvent(sandboxTenant, dispatcher.InvoiceRaised)
+	feed.record(ev)
+	if got := c.next(t); !strings.Contains(got.Data, ev.ID) {
+		t.Fatalf("got %q", got.Data)
+	}
+}
+
+func TestStreamWaitsOutAnUnavailableStore(t *testing.T) {
+	feed := &memFeed{}
+	_, srv := streamServer(t, feed)
+	c := connect(t, srv, "sandbox", "", "")
+	c.opening(t)
+	feed.setFail(errors.New("redis: connection refused"))
+	ev := newEvent(sandboxTenant, dispatcher.JobStageChanged)
+	feed.record(ev)
+	// The stream keeps reading while the store fails...
+	reads := func() int { feed.mu.Lock(); defer feed.mu.Unlock(); return feed.reads }
+	n := reads()
+	deadline := time.Now().Add(5 * time.Second)
+	for reads() < n+3 {
+		if time.Now().After(deadline) {
+			t.Fatal("the stream stopped reading the feed while it failed")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// ...and delivers what was recorded meanwhile once it is back.
+	feed.setFail(nil)
+	if got := c.next(t); !strings.Contains(got.Data, ev.ID) {
+		t.Fatalf("got %q", got.Data)
+	}
+}
+
+func TestStreamHeartbeatsAndEndsOnShutdown(t *testing.T) {
+	feed := &memFeed{}
+	h, srv := streamServer(t, feed)
+	h.streams.heartbeat = 20 * time.Millisecond
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/v1/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer sandbox")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	beats := 0
+	timeout := time.After(5 * time.Second)
+	for beats < 2 {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			if l == ": keep-alive" {
+				beats++
+			}
+		case <-timeout:
+			t.Fatalf("%d heartbeats within 5s, want 2", beats)
+		}
+	}
+	h.streams.close()
+	timeout = time.After(5 * time.Second)
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return // ended
+			}
+		case <-timeout:
+			t.Fatal("the stream is still open 5s after the server began to shut down")
+		}
+	}
+}
+
+func TestStreamRefusals(t *testing.T) {
+	feed := &memFeed{}
+	_, srv := streamServer(t, feed)
+	for _, tc := range []struct {
+		name, token, query, lastID string
+		status                     int
+		code, param                string
+	}{
+		{"live credential without live=true", "live", "", "", 400, "parameter_missing", "live"},
+		{"live credential without webhooks:read", "live-events", "?live=true", "", 403, "insufficient_scope", ""},
+		{"sandbox credential asking for live", "sandbox", "?live=true", "", 403, "insufficient_scope", ""},
+		{"no events:read", "sandbox-hooks", "", "", 403, "insufficient_scope", ""},
+		{"no credential", "", "", "", 401, "unauthenticated", ""},
+		{"unknown kind", "sandbox", "?events=job.opened,job.deleted", "", 400, "parameter_invalid", "events"},
+		{"pattern of no resource", "sandbox", "?events=person.*", "", 400, "parameter_invalid", "events"},
+		{"empty events", "sandbox", "?events=", "", 400, "parameter_missing", "events"},
+		{"live not a boolean", "live", "?live=yes", "", 400, "parameter_invalid", "live"},
+		{"unknown parameter", "sandbox", "?since=now", "", 400, "parameter_unknown", "since"},
+		{"forged Last-Event-ID", "sandbox", "", "cur_AAAAAAAAAAAAAAAAAAAAAAAA", 400, "invalid_cursor", "Last-Event-ID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := connect(t, srv, tc.token, tc.query, tc.lastID)
+			var body struct{ Error struct{ Code, Param string } }
+			if err := json.NewDecoder(c.resp.Body).Decode(&body); err != nil || c.resp.StatusCode != tc.status ||
+				body.Error.Code != tc.code || body.Error.Param != tc.param {
+				t.Fatalf("%d %+v (%v), want %d %s param %q", c.resp.StatusCode, body, err, tc.status, tc.code, tc.param)
+			}
+		})
+	}
+	// A live credential with both scopes and live=true streams live events.
+	c := connect(t, srv, "live", "?live=true", "")
+	c.opening(t)
+	ev := newEvent(liveTenant, dispatcher.InvoicePaid)
+	feed.record(newEvent(sandboxTenant, dispatcher.InvoicePaid), ev)
+	got := c.next(t)
+	if got.Data != envelope(t, ev, ev.Event) {
+		t.Fatalf("live stream: %q, want %s", got.Data, ev.ID)
+	}
+	// Another tenant's position is refused rather than followed: a sealed
+	// position names its tenant.
+	if other := connect(t, srv, "sandbox", "", got.LastEventID); other.resp.StatusCode != 400 {
+		t.Fatalf("a live stream's id on a sandbox stream: %d", other.resp.StatusCode)
+	}
+}
+
+func TestStreamsPerCredentialAreBounded(t *testing.T) {
+	feed := &memFeed{}
+	_, srv := streamServer(t, feed)
+	var open []*client
+	for range streamsPerCredential {
+		c := connect(t, srv, "sandbox", "", "")
+		c.opening(t)
+		open = append(open, c)
+	}
+	extra := connect(t, srv, "sandbox", "", "")
+	if extra.resp.StatusCode != http.StatusTooManyRequests || extra.resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("stream %d: %d, want 429 with Retry-After", streamsPerCredential+1, extra.resp.StatusCode)
+	}
+	// Another credential is not held back by this one's streams.
+	if other := connect(t, srv, "live", "?live=true", ""); other.resp.StatusCode != http.StatusOK {
+		t.Fatalf("another credential: %d", other.resp.StatusCode)
+	}
+	// Closing one frees its slot.
+	open[0].close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c := connect(t, srv, "sandbox", "", "")
+		if c.resp.StatusCode == http.StatusOK {
+			return
+		}
+		c.close()
+		if time.Now().After(deadline) {
+			t.Fatalf("a closed stream's slot is still taken after 5s: %d", c.resp.StatusCode)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
