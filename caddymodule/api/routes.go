@@ -31,7 +31,7 @@ type route struct {
 	note string
 	// stream marks a route that answers text/event-stream.
 	stream bool
-	serve func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) error
+	serve  func(h *Handler, w http.ResponseWriter, r *http.Request, c *call) error
 }
 
 // param is a query parameter.
@@ -150,7 +150,10 @@ func match(method, path string) (rt *route, id string, allow []string) {
 		if r.method == method {
 			return r, v, nil
 		}
-		allow = append(allow, r.method)
+		// /v1/events/stream matches /v1/events/{id} too.
+		if !slices.Contains(allow, r.method) {
+			allow = append(allow, r.method)
+		}
 	}
 	return nil, "", allow
 }
