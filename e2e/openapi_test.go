@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -147,6 +150,11 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	documented := map[string]bool{}
 	for _, op := range documentedOperations(t, g) {
 		documented[op.pattern+" "+op.method] = true
+		if op.streams() {
+			// A stream lasts: its answer is checked as it starts.
+			checkStreamStarts(t, g, op.path, sandboxFull)
+			continue
+		}
 		r := g.do(t, op.method, op.path, tokenFor(op), op.body)
 		code := fmt.Sprint(r.StatusCode)
 		if _, ok := op.responses[code]; !ok {
@@ -179,5 +187,32 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 				t.Errorf("%s %s is not documented but answered %d", m, op.path, r.StatusCode)
 			}
 		}
+	}
+}
+
+// streams reports whether the operation answers with Server-Sent Events.
+func (op operation) streams() bool {
+	ok, _ := op.responses[op.success].(map[string]any)
+	content, _ := ok["content"].(map[string]any)
+	_, sse := content["text/event-stream"]
+	return sse
+}
+
+// checkStreamStarts opens an event stream and checks that it answers 200
+// with text/event-stream and its opening message, then closes it.
+func checkStreamStarts(t *testing.T, g *gateway, path, token string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://"+g.addr+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" || err != nil || !strings.HasPrefix(line, "id: ") {
+		t.Errorf("GET %s: %d %s, first line %q (%v)", path, resp.StatusCode, resp.Header.Get("Content-Type"), line, err)
 	}
 }

@@ -34,6 +34,7 @@ type delivered struct {
 	id, timestamp string
 	signatures    []string
 	envelope      map[string]any
+	body          []byte
 	at            time.Time
 }
 
@@ -55,7 +56,7 @@ func (rc *receiver) setSecrets(s ...string) {
 func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	d := delivered{id: r.Header.Get("webhook-id"), timestamp: r.Header.Get("webhook-timestamp"),
-		signatures: strings.Fields(r.Header.Get("webhook-signature")), at: time.Now()}
+		signatures: strings.Fields(r.Header.Get("webhook-signature")), body: body, at: time.Now()}
 	if err := json.Unmarshal(body, &d.envelope); err != nil {
 		rc.t.Errorf("webhook body is not JSON: %s", body)
 	}

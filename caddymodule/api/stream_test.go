@@ -106,7 +106,7 @@ func newEvent(t practice.Tenant, kind string) dispatcher.Event {
 }
 
 // streamServer serves the stream route over a real HTTP server.
-func streamServer(t *testing.T, feed *memFeed) (*Handler, *httptest.Server) {
+func streamServer(t *testing.T, feed eventFeed) (*Handler, *httptest.Server) {
 	t.Helper()
 	m, err := newMetrics(prometheus.NewRegistry())
 	if err != nil {
@@ -457,5 +457,65 @@ func TestStreamsPerCredentialAreBounded(t *testing.T) {
 			t.Fatalf("a closed stream's slot is still taken after 5s: %d", c.resp.StatusCode)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The stream follows the order events are recorded in, not their ids: an
+// event that occurred an hour ago and is recorded now (a vendor's late
+// webhook) still arrives, over a real engine and store.
+func TestStreamDeliversAnEventRecordedLate(t *testing.T) {
+	_, eng := webhookHandler(t)
+	_, srv := streamServer(t, eng)
+	c := connect(t, srv, "sandbox", "", "")
+	c.opening(t)
+	ctx := context.Background()
+	ingest := func(id string, at time.Time) {
+		t.Helper()
+		err := eng.Ingest(ctx, practice.Change{ID: id, Firm: "frm_acme", Sandbox: true, Kind: practice.Clients,
+			ResourceID: "cli_" + id, After: json.RawMessage(`{"id":"cli_` + id + `"}`), OccurredAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingest("now", time.Now())
+	if got := c.next(t); !strings.Contains(got.Data, `"cli_now"`) {
+		t.Fatalf("got %q", got.Data)
+	}
+	ingest("late", time.Now().Add(-time.Hour))
+	if got := c.next(t); !strings.Contains(got.Data, `"cli_late"`) {
+		t.Fatalf("got %q", got.Data)
+	}
+}
+
+// noFlush is a writer that cannot flush, as the console explorer's
+// capture of an answer is.
+type noFlush struct {
+	header http.Header
+	body   strings.Builder
+}
+
+func (w *noFlush) Header() http.Header         { return w.header }
+func (w *noFlush) WriteHeader(int)             {}
+func (w *noFlush) Write(p []byte) (int, error) { return w.body.Write(p) }
+
+// A writer that cannot stream gets the opening message and the end,
+// rather than a request that never returns.
+func TestStreamEndsOnAWriterThatCannotFlush(t *testing.T) {
+	h, _ := streamServer(t, &memFeed{})
+	r := httptest.NewRequest(http.MethodGet, "/v1/events/stream", nil)
+	r = r.WithContext(auth.WithCredential(r.Context(), streamCreds["sandbox"]))
+	w := &noFlush{header: http.Header{}}
+	done := make(chan struct{})
+	go func() {
+		h.ServeHTTP(w, r, nil)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream is still open on a writer that cannot flush")
+	}
+	if !strings.Contains(w.body.String(), ": practicegw events of frm_acme") {
+		t.Fatalf("body %q", w.body.String())
 	}
 }
