@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lines is output written from several goroutines.
+type lines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lines) waitFor(t *testing.T, s string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(l.String(), s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q within 5s:\n%s", s, l.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A receiver that does not answer holds one event; a bounded queue holds a
+// few more; the rest are dropped and said so, and the stream is read on
+// regardless.
+func TestListenDropsWhatASlowReceiverCannotTake(t *testing.T) {
+	const events = 10
+	arrived, release := make(chan struct{}, events), make(chan struct{})
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: 0\n: opening\n\n")
+		for i := 1; i <= events; i++ {
+			fmt.Fprintf(w, "id: %d\ndata: {\"id\":\"evt_%d\",\"event\":\"job.opened\"}\n\n", i, i)
+			w.(http.Flusher).Flush()
+			if i == 1 {
+				select { // the first is at the receiver before the rest come
+				case <-arrived:
+				case <-r.Context().Done():
+				}
+			}
+		}
+		<-r.Context().Done()
+	}))
+	defer gateway.Close()
+	var mu sync.Mutex
+	var got []string
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // so that the server notices a client gone
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		mu.Lock()
+		got = append(got, r.Header.Get("webhook-id"))
+		mu.Unlock()
+	}))
+	defer receiver.Close()
+
+	out := &lines{}
+	l := &listener{stream: gateway.URL, token: "pgw_test_x", forwardTo: receiver.URL, secret: "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2U=",
+		out: out, streamClient: http.DefaultClient, idle: time.Minute, forwardClient: http.DefaultClient, queue: 2}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before the servers close, on failure too
+	done := make(chan error, 1)
+	go func() { done <- l.run(ctx) }()
+
+	// One at the receiver, two queued, seven dropped.
+	out.waitFor(t, "evt_10  dropped: "+receiver.URL+" is not keeping up (7 dropped on this connection)")
+	close(release)
+	out.waitFor(t, "evt_3  200 OK")
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("listen did not stop within 5s of its context")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != "[evt_1 evt_2 evt_3]" {
+		t.Fatalf("forwarded %v, want evt_1 to evt_3 in order", got)
+	}
+	if !strings.Contains(out.String(), "nothing was registered") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
