@@ -170,8 +170,8 @@ func (l *listener) run(ctx context.Context) error {
 
 // refusal is the gateway's answer that retrying cannot change.
 type refusal struct {
-	status  int
-	message string
+	status        int
+	code, message string
 }
 
 func (r *refusal) Error() string {
@@ -189,7 +189,14 @@ func (l *listener) follow(ctx context.Context, queue chan<- []byte) error {
 			return nil
 		}
 		var refused *refusal
-		if errors.As(err, &refused) {
+		switch {
+		case errors.As(err, &refused) && refused.code == "invalid_cursor" && lastID != "":
+			// The gateway no longer knows where this session was (its
+			// store was replaced, say): go on from now, and say so.
+			l.printf("%s  %s; continuing from now, so events recorded meanwhile may be missing\n", now(), refused.message)
+			lastID = ""
+			continue
+		case errors.As(err, &refused):
 			return err
 		}
 		if ok {
@@ -286,7 +293,7 @@ func answerError(resp *http.Response) error {
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		return fmt.Errorf("%d: %s", resp.StatusCode, msg)
 	}
-	return &refusal{status: resp.StatusCode, message: msg}
+	return &refusal{status: resp.StatusCode, code: body.Error.Code, message: msg}
 }
 
 // activity calls seen whenever bytes arrive.

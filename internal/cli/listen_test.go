@@ -109,3 +109,54 @@ func TestListenDropsWhatASlowReceiverCannotTake(t *testing.T) {
 		t.Fatalf("output:\n%s", out.String())
 	}
 }
+
+// A position the gateway no longer knows (its store replaced, instances
+// that do not share a cursor key) is given up, said so, and the stream
+// goes on from now, rather than the command ending.
+func TestListenGoesOnFromNowWhenThePositionIsUnknown(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string // Last-Event-ID of each connection
+	gateway := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("Last-Event-ID"))
+		n := len(seen)
+		mu.Unlock()
+		switch n {
+		case 1:
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: p1\ndata: {\"id\":\"evt_1\",\"event\":\"job.opened\"}\n\n")
+		case 2:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			fmt.Fprint(w, `{"error":{"code":"invalid_cursor","message":"Last-Event-ID names a position this gateway's event log does not hold"}}`)
+		default:
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprint(w, "id: q1\ndata: {\"id\":\"evt_2\",\"event\":\"job.opened\"}\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+	}))
+	defer gateway.Close()
+	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer receiver.Close()
+	out := &lines{}
+	l := &listener{stream: gateway.URL, token: "pgw_test_x", forwardTo: receiver.URL, secret: "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2U=",
+		out: out, streamClient: http.DefaultClient, idle: time.Minute, forwardClient: http.DefaultClient, queue: 2}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- l.run(ctx) }()
+	out.waitFor(t, "evt_2  200 OK")
+	if !strings.Contains(out.String(), "continuing from now") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(seen[:3]) != "[ p1 ]" {
+		t.Fatalf("connections sent Last-Event-ID %q, want none, p1, none", seen)
+	}
+}
