@@ -153,6 +153,9 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 		return err
 	}
 	s := &stream{h: h, w: w, rc: http.NewResponseController(w), c: c, filter: filter, announced: pos}
+	// The connection may serve another request after the stream: it must
+	// not keep the stream's last deadline.
+	defer s.rc.SetWriteDeadline(time.Time{})
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-cache")
