@@ -14,7 +14,8 @@ import (
 // shared breaker (gobreaker's distributed variant over Redis) can replace
 // it when several dispatchers share the work.
 type endpointState struct {
-	inflight int // requests in flight; guarded by Engine.mu
+	firm     string // whose endpoint it is, from its first claim
+	inflight int    // requests in flight; guarded by Engine.mu
 	// ready are claims waiting for a slot, oldest first (plan.go).
 	// Guarded by Engine.mu.
 	ready []Claim
@@ -92,3 +93,30 @@ func (e *Engine) forgetLocked(id string, st *endpointState) {
 		delete(e.endpoints, id)
 	}
 }
+
+// firmLoad is what the engine holds of one firm's deliveries: requests in
+// flight, and claims waiting for a slot. Guarded by Engine.mu.
+type firmLoad struct {
+	inflight, ready int
+}
+
+// firmLocked returns the firm's load, creating it; e.mu is held.
+func (e *Engine) firmLocked(firm string) *firmLoad {
+	f, ok := e.firms[firm]
+	if !ok {
+		f = &firmLoad{}
+		e.firms[firm] = f
+	}
+	return f
+}
+
+// firmDoneLocked forgets a firm the engine holds nothing of; e.mu is held.
+func (e *Engine) firmDoneLocked(firm string) {
+	if f, ok := e.firms[firm]; ok && f.inflight == 0 && f.ready == 0 {
+		delete(e.firms, firm)
+	}
+}
+
+// firmWindow is how many of one firm's deliveries the engine holds at once,
+// in flight and ready, as window is for an endpoint.
+func (e *Engine) firmWindow() int { return 2 * e.cfg.MaxInFlightPerFirm }

@@ -49,6 +49,12 @@ type Config struct {
 	// attempt is recorded. Default 32: at 100 ms per request an endpoint
 	// still takes 320 events a second from each dispatcher.
 	MaxInFlightPerEndpoint int
+	// MaxInFlightPerFirm bounds concurrent requests to all of one firm's
+	// endpoints from this engine, so one firm's credentials can neither
+	// aim a flood of signed requests at one host through many endpoints
+	// nor take every worker from other firms. Its further due deliveries
+	// wait, unclaimed, until a request of the firm is answered. Default 64.
+	MaxInFlightPerFirm int
 	// Workers bounds concurrent attempts overall. Default 256.
 	Workers int
 	// BreakerFailures is how many consecutive unhealthy attempts (no
@@ -106,6 +112,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxInFlightPerEndpoint == 0 {
 		c.MaxInFlightPerEndpoint = 32
 	}
+	if c.MaxInFlightPerFirm == 0 {
+		c.MaxInFlightPerFirm = 64
+	}
 	if c.Workers == 0 {
 		c.Workers = 256
 	}
@@ -151,7 +160,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("timeouts must not be negative")
 	case c.LeaseDuration <= c.Timeout:
 		return c, fmt.Errorf("lease duration %s must exceed the attempt timeout %s", c.LeaseDuration, c.Timeout)
-	case c.MaxInFlightPerEndpoint < 0, c.Workers < 0, c.BreakerFailures < 0:
+	case c.MaxInFlightPerEndpoint < 0, c.MaxInFlightPerFirm < 0, c.Workers < 0, c.BreakerFailures < 0:
 		return c, errors.New("limits must not be negative")
 	}
 	return c, nil
@@ -182,6 +191,7 @@ type Engine struct {
 	inflight  int // attempts running
 	readyN    int // claims waiting for a slot, over every endpoint
 	endpoints map[string]*endpointState
+	firms     map[string]*firmLoad // firms with attempts running or waiting
 
 	runMu   sync.Mutex
 	stop    context.CancelFunc
@@ -213,6 +223,7 @@ func New(cfg Config, b Backends) (*Engine, error) {
 		wakeC:     make(chan struct{}, 1),
 		metrics:   newMetrics(cfg.Registerer),
 		endpoints: make(map[string]*endpointState),
+		firms:     make(map[string]*firmLoad),
 	}, nil
 }
 

@@ -58,6 +58,13 @@ func EnvConfig(getenv func(string) string) (Config, error) {
 		}
 		cfg.MaxEndpoints = n
 	}
+	if v := get("PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM %q must be a positive number", v)
+		}
+		cfg.MaxInFlightPerFirm = n
+	}
 	cidrs, err := ParseCIDRs(get("PRACTICEGW_WEBHOOK_ALLOW_CIDRS"))
 	if err != nil {
 		return cfg, fmt.Errorf("PRACTICEGW_WEBHOOK_ALLOW_CIDRS: %w", err)

@@ -3,6 +3,7 @@ package dispatcher_test
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 
 	"github.com/practicegw/practicegw/dispatcher"
@@ -60,6 +61,88 @@ func TestMaxEndpointsFromEnvironment(t *testing.T) {
 			return map[string]string{"PRACTICEGW_WEBHOOK_MAX_ENDPOINTS": bad}[k]
 		}); err == nil {
 			t.Errorf("PRACTICEGW_WEBHOOK_MAX_ENDPOINTS=%q accepted", bad)
+		}
+	}
+}
+
+// One firm's endpoints together have at most MaxInFlightPerFirm requests
+// in flight, however many endpoints it registers; while they hang, another
+// firm's delivery goes out at once; released, every one of the firm's
+// deliveries arrives exactly once and nothing is left to come.
+func TestInFlightBoundPerFirm(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{MaxInFlightPerFirm: 2, MaxInFlightPerEndpoint: 2})
+		release := make(chan struct{})
+		slow := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		})
+		quick := newReceiver(t, nil)
+		var eps []string
+		for i := range 3 {
+			ep, _ := h.endpoint(live, fmt.Sprintf("%s/%d", slow.URL(), i))
+			eps = append(eps, ep.ID)
+		}
+		birch := practice.Tenant{Firm: "frm_birch"}
+		other, _ := h.endpoint(birch, quick.URL())
+		for range 4 {
+			h.ingest(clientChange(live))
+		}
+		eventually(t, "the firm's bound reached", func() bool { return slow.active.Load() == 2 })
+
+		h.ingest(clientChange(birch))
+		eventually(t, "the other firm's delivery", func() bool { return quick.count() == 1 })
+		if got := slow.peak.Load(); got > 2 {
+			t.Fatalf("%d of one firm's requests in flight at once, bound 2", got)
+		}
+
+		close(release)
+		eventually(t, "every delivery of the firm", func() bool { return slow.count() == 12 })
+		// Each of the 4 events once at each of the 3 endpoints.
+		seen := map[string]int{}
+		for _, r := range slow.requests() {
+			seen[r.header.Get("webhook-id")]++
+		}
+		for id, n := range seen {
+			if n != 3 {
+				t.Fatalf("event %s arrived %d times, want once at each of 3 endpoints", id, n)
+			}
+		}
+		if got := slow.peak.Load(); got > 2 {
+			t.Fatalf("%d of one firm's requests in flight at once, bound 2", got)
+		}
+		var ids []string
+		for _, ep := range append(eps, other.ID) {
+			for _, d := range h.deliveries(ep) {
+				ids = append(ids, d.ID)
+			}
+		}
+		eventually(t, "all recorded", func() bool {
+			for _, id := range ids {
+				if h.delivery(id).State != dispatcher.StateDelivered {
+					return false
+				}
+			}
+			return true
+		})
+		h.settled(ids...)
+	})
+}
+
+func TestMaxInFlightPerFirmFromEnvironment(t *testing.T) {
+	cfg, err := dispatcher.EnvConfig(func(k string) string {
+		return map[string]string{"PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM": "9"}[k]
+	})
+	if err != nil || cfg.MaxInFlightPerFirm != 9 {
+		t.Fatalf("MaxInFlightPerFirm %d, %v", cfg.MaxInFlightPerFirm, err)
+	}
+	for _, bad := range []string{"0", "-1", "lots"} {
+		if _, err := dispatcher.EnvConfig(func(k string) string {
+			return map[string]string{"PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM": bad}[k]
+		}); err == nil {
+			t.Errorf("PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM=%q accepted", bad)
 		}
 	}
 }

@@ -100,7 +100,7 @@ func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time
 	}
 	claims, next, err := e.b.Queue.Claim(ctx, ClaimRequest{
 		Now: now, LeaseUntil: now.Add(e.leaseFor), Max: min(p.max, claimBatch),
-		PerEndpoint: e.window(), Room: p.room,
+		PerEndpoint: e.window(), Room: p.room, PerFirm: e.firmWindow(), FirmRoom: p.firmRoom,
 	})
 	if err != nil {
 		return time.Time{}, err
@@ -113,7 +113,7 @@ func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time
 // endpoint (taken by plan or admit) until its request is answered.
 func (e *Engine) start(ctx context.Context, workers *sync.WaitGroup, claims []Claim) {
 	for _, c := range claims {
-		slot := e.newSlot(c.Delivery.EndpointID)
+		slot := e.newSlot(c.Delivery)
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
@@ -133,6 +133,8 @@ func (e *Engine) releaseReady(ctx context.Context) {
 			leases = append(leases, c.Lease)
 		}
 		e.readyN -= len(st.ready)
+		e.firmLocked(st.firm).ready -= len(st.ready)
+		e.firmDoneLocked(st.firm)
 		st.ready = nil
 		e.forgetLocked(id, st)
 	}
@@ -162,12 +164,14 @@ func earliest(a, b time.Time) time.Time {
 // load, and holding it through a store commit would cap an endpoint at
 // slots per commit time.
 type slot struct {
-	e          *Engine
-	endpointID string
-	once       sync.Once
+	e                *Engine
+	endpointID, firm string
+	once             sync.Once
 }
 
-func (e *Engine) newSlot(endpointID string) *slot { return &slot{e: e, endpointID: endpointID} }
+func (e *Engine) newSlot(d Delivery) *slot {
+	return &slot{e: e, endpointID: d.EndpointID, firm: d.Firm}
+}
 
 func (s *slot) release() {
 	s.once.Do(func() {
@@ -176,6 +180,8 @@ func (s *slot) release() {
 		st := e.endpointLocked(s.endpointID)
 		st.inflight--
 		e.forgetLocked(s.endpointID, st)
+		e.firmLocked(s.firm).inflight--
+		e.firmDoneLocked(s.firm)
 		e.mu.Unlock()
 		// A delivery held back by the endpoint's limit may start now.
 		e.wake()

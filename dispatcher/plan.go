@@ -28,6 +28,9 @@ type plan struct {
 	// room is how many more deliveries to claim of the endpoints it names
 	// (others: a whole window).
 	room map[string]int
+	// firmRoom is the same for the firms it names (others: a whole firm
+	// window).
+	firmRoom map[string]int
 	// max is how many more deliveries to claim in all.
 	max int
 	// snoozes are open breakers the store does not know of yet.
@@ -49,8 +52,9 @@ type snooze struct {
 func (e *Engine) plan(now time.Time) plan {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := plan{room: make(map[string]int), drop: make(map[time.Time][]Lease)}
+	p := plan{room: make(map[string]int), firmRoom: make(map[string]int), drop: make(map[time.Time][]Lease)}
 	for id, st := range e.endpoints {
+		fl := e.firmLocked(st.firm)
 		slots, limit := e.cfg.MaxInFlightPerEndpoint, e.window()
 		switch st.breaker.State() {
 		case gobreaker.StateOpen:
@@ -65,15 +69,18 @@ func (e *Engine) plan(now time.Time) plan {
 				p.drop[until] = append(p.drop[until], c.Lease)
 			}
 			e.readyN -= len(st.ready)
+			fl.ready -= len(st.ready)
 			st.ready = nil
 		case gobreaker.StateHalfOpen:
 			// One probe at a time decides whether the endpoint is back.
 			slots, limit = 1, 1
 		}
-		for len(st.ready) > 0 && st.inflight < slots && e.inflight < e.cfg.Workers {
+		for len(st.ready) > 0 && st.inflight < slots && fl.inflight < e.cfg.MaxInFlightPerFirm && e.inflight < e.cfg.Workers {
 			p.start = append(p.start, st.ready[0])
 			st.ready = st.ready[1:]
 			st.inflight++
+			fl.inflight++
+			fl.ready--
 			e.inflight++
 			e.readyN--
 		}
@@ -85,6 +92,15 @@ func (e *Engine) plan(now time.Time) plan {
 			p.room[id] = want
 		}
 		e.forgetLocked(id, st)
+	}
+	for firm, fl := range e.firms {
+		// A firm at its bound is claimed no more than it can start soon:
+		// its other due deliveries stay in the store, unleased, and other
+		// firms' are claimed instead.
+		if want := max(e.firmWindow()-fl.inflight-fl.ready, 0); want != e.firmWindow() {
+			p.firmRoom[firm] = want
+		}
+		e.firmDoneLocked(firm)
 	}
 	p.max = 2*e.cfg.Workers - e.inflight - e.readyN
 	return p
@@ -98,6 +114,8 @@ func (e *Engine) admit(claims []Claim) []Claim {
 	var start []Claim
 	for _, c := range claims {
 		st := e.endpointLocked(c.Delivery.EndpointID)
+		st.firm = c.Delivery.Firm
+		fl := e.firmLocked(st.firm)
 		slots := e.cfg.MaxInFlightPerEndpoint
 		switch st.breaker.State() {
 		case gobreaker.StateOpen:
@@ -105,13 +123,15 @@ func (e *Engine) admit(claims []Claim) []Claim {
 		case gobreaker.StateHalfOpen:
 			slots = 1
 		}
-		if len(st.ready) == 0 && st.inflight < slots && e.inflight < e.cfg.Workers {
+		if len(st.ready) == 0 && st.inflight < slots && fl.inflight < e.cfg.MaxInFlightPerFirm && e.inflight < e.cfg.Workers {
 			st.inflight++
+			fl.inflight++
 			e.inflight++
 			start = append(start, c)
 			continue
 		}
 		st.ready = append(st.ready, c)
+		fl.ready++
 		e.readyN++
 	}
 	return start

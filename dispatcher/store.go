@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/practicegw/practicegw/internal/practice"
@@ -150,6 +151,13 @@ type ClaimRequest struct {
 	// has some of their deliveries in flight already, or a half-open
 	// circuit breaker allows one probe. Zero or less passes one over.
 	Room map[string]int
+	// PerFirm bounds the deliveries of one firm claimed, all its
+	// endpoints together; zero is no bound.
+	PerFirm int
+	// FirmRoom overrides PerFirm for the firms it names: the claimer
+	// holds some of their deliveries already. Zero or less passes the
+	// firm's endpoints over.
+	FirmRoom map[string]int
 }
 
 // RoomFor is how many of an endpoint's deliveries r lets a store claim.
@@ -158,6 +166,17 @@ func (r ClaimRequest) RoomFor(endpointID string) int {
 		return n
 	}
 	return r.PerEndpoint
+}
+
+// RoomForFirm is how many of a firm's deliveries r lets a store claim.
+func (r ClaimRequest) RoomForFirm(firm string) int {
+	if n, ok := r.FirmRoom[firm]; ok {
+		return n
+	}
+	if r.PerFirm <= 0 {
+		return math.MaxInt
+	}
+	return r.PerFirm
 }
 
 // Lease is a claim on a delivery until Until. Only the holder of Token may

@@ -351,6 +351,7 @@ func (q *queues) claim(r dispatcher.ClaimRequest) ([]dispatcher.Claim, error) {
 		}
 	}
 	var claims []dispatcher.Claim
+	firmLeft := map[string]int{} // room left per firm, once met
 	for _, p := range picks {
 		want := min(p.room, r.Max-len(claims))
 		if want <= 0 {
@@ -370,6 +371,16 @@ func (q *queues) claim(r dispatcher.ClaimRequest) ([]dispatcher.Claim, error) {
 			if err != nil {
 				return nil, fmt.Errorf("queued delivery %s: %w", id, err)
 			}
+			// An endpoint is one firm's, so its deliveries all count
+			// against that firm's room.
+			left, ok := firmLeft[rec.Firm]
+			if !ok {
+				left = r.RoomForFirm(rec.Firm)
+			}
+			if left <= 0 {
+				break
+			}
+			firmLeft[rec.Firm] = left - 1
 			if err := q.lease(&rec, r.LeaseUntil); err != nil {
 				return nil, err
 			}

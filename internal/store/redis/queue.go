@@ -15,8 +15,15 @@ func (s *Store) Claim(ctx context.Context, r dispatcher.ClaimRequest) ([]dispatc
 	if r.Max <= 0 {
 		return nil, time.Time{}, nil
 	}
-	args := make([]any, 0, 5+2*len(r.Room))
-	args = append(args, micros(r.Now), micros(r.LeaseUntil), r.Max, r.PerEndpoint, newToken()+":")
+	perFirm := r.PerFirm
+	if perFirm <= 0 {
+		perFirm = -1 // no bound
+	}
+	args := make([]any, 0, 7+2*len(r.FirmRoom)+2*len(r.Room))
+	args = append(args, micros(r.Now), micros(r.LeaseUntil), r.Max, r.PerEndpoint, newToken()+":", perFirm, len(r.FirmRoom))
+	for firm, room := range r.FirmRoom {
+		args = append(args, firm, room)
+	}
 	for id, room := range r.Room {
 		args = append(args, id, room)
 	}

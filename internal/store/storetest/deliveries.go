@@ -36,6 +36,7 @@ func Deliveries(t *testing.T, open OpenDeliveries) {
 		{"ClaimLeaseAndExpiry", testClaimLeaseAndExpiry},
 		{"ClaimVisitsEndpointsByHeadWithinRoom", testClaimRoom},
 		{"ClaimStopsAtMax", testClaimStopsAtMax},
+		{"ClaimKeepsEachFirmWithinItsRoom", testClaimFirmRoom},
 		{"ExpiredLeaseIsDueAgain", testExpiredLease},
 		{"SnoozeHoldsAnEndpointBack", testSnooze},
 		{"ReplayLeaseAndRequeue", testReplay},
@@ -280,6 +281,61 @@ func testClaimRoom(t *testing.T, b dispatcher.Backends) {
 	}
 	if n := backlog(t, b); n != 47 {
 		t.Errorf("backlog %d, want 47", n)
+	}
+}
+
+// A firm's endpoints together get at most the firm's room, however many
+// they are; other firms' deliveries are claimed meanwhile.
+func testClaimFirmRoom(t *testing.T, b dispatcher.Backends) {
+	other := practice.Tenant{Firm: "frm_birch"}
+	for _, id := range []string{"we_a1", "we_a2", "we_a3"} {
+		endpoint(t, b, id)
+	}
+	ep := dispatcher.Endpoint{ID: "we_b", Firm: other.Firm, URL: "https://example.com/we_b", Events: []string{"*"},
+		Status: dispatcher.EndpointEnabled, Secrets: []dispatcher.Secret{{Key: "whsec_AAAA"}}, CreatedAt: t0, UpdatedAt: t0}
+	if err := b.Catalog.CreateEndpoint(ctx, ep); err != nil {
+		t.Fatal(err)
+	}
+	var ds []dispatcher.Delivery
+	for i := range 4 {
+		for _, e := range []string{"we_a1", "we_a2", "we_a3"} {
+			ds = append(ds, delivery(fmt.Sprintf("dlv_%s_%d", e, i), e, t0.Add(time.Duration(i)*time.Millisecond)))
+		}
+	}
+	late := delivery("dlv_b", "we_b", t0.Add(time.Second))
+	late.Firm = other.Firm
+	ds = append(ds, late)
+	enqueue(t, b, len(ds), ds...)
+
+	firmOf := func(ids []string) (a, birch int) {
+		for _, id := range ids {
+			if id == "dlv_b" {
+				birch++
+			} else {
+				a++
+			}
+		}
+		return a, birch
+	}
+	ids, _, _ := claim(t, b, dispatcher.ClaimRequest{Now: t0.Add(time.Minute), LeaseUntil: t0.Add(time.Hour), PerEndpoint: 10, PerFirm: 5})
+	if a, birch := firmOf(ids); a != 5 || birch != 1 {
+		t.Fatalf("claimed %v: %d of frm_acme's and %d of frm_birch's, want 5 and 1", ids, a, birch)
+	}
+	// A firm at its room is passed over; one with room left gets that.
+	ids, _, _ = claim(t, b, dispatcher.ClaimRequest{Now: t0.Add(time.Minute), LeaseUntil: t0.Add(time.Hour), PerEndpoint: 10, PerFirm: 5,
+		FirmRoom: map[string]int{tenant.Firm: 0}})
+	if len(ids) != 0 {
+		t.Fatalf("claimed %v of a firm with no room", ids)
+	}
+	ids, _, _ = claim(t, b, dispatcher.ClaimRequest{Now: t0.Add(time.Minute), LeaseUntil: t0.Add(time.Hour), PerEndpoint: 10, PerFirm: 5,
+		FirmRoom: map[string]int{tenant.Firm: 2}})
+	if a, _ := firmOf(ids); a != 2 || len(ids) != 2 {
+		t.Fatalf("claimed %v with room for two", ids)
+	}
+	// No bound: the rest.
+	ids, _, _ = claim(t, b, dispatcher.ClaimRequest{Now: t0.Add(time.Minute), LeaseUntil: t0.Add(time.Hour), PerEndpoint: 10})
+	if len(ids) != 5 {
+		t.Fatalf("claimed %v without a firm bound, want the other 5", ids)
 	}
 }
 

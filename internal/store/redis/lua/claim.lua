@@ -1,11 +1,28 @@
 -- ARGV: 2 now (us), 3 lease until (us), 4 max, 5 per endpoint, 6 token
--- prefix, 7.. endpoint/room pairs. Returns {next, claims}, each claim
--- {token, fetch(id), its event's record or false}; next is '' for none.
+-- prefix, 7 per firm (-1: no bound), 8 the number F of firm/room pairs,
+-- 9..8+2F those pairs, then endpoint/room pairs. Returns {next, claims},
+-- each claim {token, fetch(id), its event's record or false}; next is ''
+-- for none.
 local now, untilUs = ARGV[2], ARGV[3]
 local nowN = tonumber(now)
 local max, per, tokenPrefix = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local perFirm, nFirms = tonumber(ARGV[7]), tonumber(ARGV[8])
+local firmRoom = {}
+for i = 9, 8 + 2 * nFirms, 2 do firmRoom[ARGV[i]] = tonumber(ARGV[i + 1]) end
 local room = {}
-for i = 7, #ARGV, 2 do room[ARGV[i]] = tonumber(ARGV[i + 1]) end
+for i = 9 + 2 * nFirms, #ARGV, 2 do room[ARGV[i]] = tonumber(ARGV[i + 1]) end
+
+-- firmLeft is how many more of a firm's deliveries this claim may take;
+-- an endpoint is one firm's, so its first due delivery says whose.
+local function firmLeft(firm)
+  local r = firmRoom[firm]
+  if r == nil then
+    if perFirm < 0 then return max end
+    r = perFirm
+    firmRoom[firm] = r
+  end
+  return r
+end
 local touched = {}
 
 -- Deliveries whose lease ran out (their dispatcher died holding them) are
@@ -31,8 +48,17 @@ while n < max do
   offset = offset + #heads
   for _, ep in ipairs(heads) do
     local r = room[ep] or per
+    local firm = nil
+    if r > 0 and n < max then
+      local first = redis.call('ZRANGEBYSCORE', P .. 'q:' .. ep, '-inf', now, 'LIMIT', 0, 1)
+      if #first > 0 then
+        firm = redis.call('HGET', dkey(first[1]), 'firm') or ''
+        r = math.min(r, firmLeft(firm))
+      end
+    end
     if r > 0 and n < max then
       local ids = redis.call('ZRANGEBYSCORE', P .. 'q:' .. ep, '-inf', now, 'LIMIT', 0, math.min(r, max - n))
+      if firmRoom[firm] ~= nil then firmRoom[firm] = firmRoom[firm] - #ids end
       for _, id in ipairs(ids) do
         pull(id, ep)
         n = n + 1
