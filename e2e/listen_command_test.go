@@ -139,31 +139,39 @@ func ids(ds []delivered) []string {
 	return out
 }
 
-// received waits until every one of want has arrived, then a little
-// longer for anything that should not, and returns every delivery. It
-// fails on an event that arrived twice.
-func received(t *testing.T, rc *receiver, want []string) []delivered {
+// received waits until every one of want has arrived, then raises one
+// more event with barrier and waits for it: the stream and the listener
+// keep record order, so a repeat or a stray event raised before it would
+// have arrived before it. It returns every delivery before the barrier's
+// and fails on an event that arrived twice.
+func received(t *testing.T, rc *receiver, want []string, barrier func() string) []delivered {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		got := rc.wait(0, 0)
-		have := map[string]bool{}
-		for _, d := range got {
-			have[d.id] = true
+	waitIDs := func(want []string) []delivered {
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			got := rc.wait(0, 0)
+			have := map[string]bool{}
+			for _, d := range got {
+				have[d.id] = true
+			}
+			missing := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return have[id] })
+			if len(missing) == 0 {
+				return got
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v never arrived; got %v", missing, ids(got))
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
-		missing := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return have[id] })
-		if len(missing) == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%v never arrived; got %v", missing, ids(got))
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(300 * time.Millisecond) // room for a repeat or a stray event to show
-	got := rc.wait(0, 0)
+	waitIDs(want)
+	last := barrier()
+	got := waitIDs([]string{last})
 	seen := map[string]bool{}
-	for _, d := range got {
+	for i, d := range got {
+		if d.id == last {
+			return got[:i]
+		}
 		if seen[d.id] {
 			t.Fatalf("%s arrived twice: %v", d.id, ids(got))
 		}
@@ -190,7 +198,7 @@ func TestListenForwardsSandboxEventsSignedAndRegistersNothing(t *testing.T) {
 	want := []string{trigger(t, g, tok, "job.stage_changed")}
 	skipped := trigger(t, g, tok, "client.created")
 	want = append(want, trigger(t, g, tok, "invoice.paid"), trigger(t, g, tok, "job.opened"))
-	got := received(t, rc, want)
+	got := received(t, rc, want, func() string { return trigger(t, g, tok, "job.opened") })
 	var order []string
 	for _, d := range got {
 		kind, _ := d.envelope["event"].(string)
@@ -392,7 +400,8 @@ func TestListenThroughTwoInstancesResumesWithoutLossOrRepeat(t *testing.T) {
 	l.waitFor("reconnected", 30*time.Second)
 	last := trigger(t, b, tok, "job.opened")
 	// Each once (received checks), the first not again.
-	if got := received(t, rc, append(append([]string{first}, missed...), last)); got[0].id != first {
+	if got := received(t, rc, append(append([]string{first}, missed...), last),
+		func() string { return trigger(t, b, tok, "job.opened") }); got[0].id != first {
 		t.Fatalf("forwarded %v", ids(got))
 	}
 	if n := endpointCount(t, a, tok); n != 0 {

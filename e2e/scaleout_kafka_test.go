@@ -145,13 +145,22 @@ func TestScaleOutLosesNothing(t *testing.T) {
 		}()
 	}
 
-	time.Sleep(1500 * time.Millisecond)
+	// Phases end on what the writers achieved, not on time: some jobs
+	// created through both gateways; requests meeting the killed gateway;
+	// more jobs created through the restarted one.
+	createdNow := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(created)
+	}
+	eventually(t, time.Minute, "jobs created through both gateways", func() bool { return createdNow() >= 100 })
 	a.kill()
 	d1.kill()
-	time.Sleep(time.Second)
+	eventually(t, time.Minute, "requests meeting the killed gateway", func() bool { return refused.Load() >= 10 })
 	a.start(defaultCaddyfile())
 	d1.start()
-	time.Sleep(1500 * time.Millisecond)
+	before := createdNow()
+	eventually(t, time.Minute, "jobs created after the restart", func() bool { return createdNow() >= before+100 })
 	stop.Store(true)
 	wg.Wait()
 

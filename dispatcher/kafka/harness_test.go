@@ -89,6 +89,7 @@ type env struct {
 	redis    *redistest.Server
 	rdb      *redis.Client
 	gateway  *dispatcher.Engine
+	store    *redisstore.Store // the gateway's, shared with every dispatcher
 	pub      *kafka.Publisher
 	// secrets is the key the gateway and dispatchers share, and its
 	// base64 for PRACTICEGW_SECRETS_KEY.
@@ -123,6 +124,7 @@ func newSecuredEnv(t *testing.T, sec kafka.Security, kopts []kfake.Opt, opts ...
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.store = store
 	e.gateway, err = dispatcher.New(dispatcher.Config{AllowCIDRs: loopback(), Registerer: prometheus.NewRegistry(),
 		Logger: zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel))}, store.Backends())
 	if err != nil {
@@ -304,6 +306,50 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (rc *receiver) URL() string { return rc.srv.URL + "/hooks" }
+
+// settled waits until the shared store says no request is left to come to
+// endpointID: every delivery final, each with as many attempts recorded as
+// the receiver has answered for its event, and nothing queued. Only then
+// does counting what arrived say what arrived in the end.
+func (e *env) settled(rc *receiver, endpointID string, within time.Duration) {
+	e.t.Helper()
+	ctx := context.Background()
+	deadline := time.Now().Add(within)
+	for {
+		done, why := true, ""
+		counts := rc.counts()
+		q := dispatcher.DeliveryQuery{EndpointID: endpointID, Limit: 200}
+		for done {
+			page, err := e.gateway.ListDeliveries(ctx, live, q)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			for _, d := range page.Deliveries {
+				if !d.NextAttemptAt.IsZero() || len(d.Attempts) != counts[d.EventID] {
+					done, why = false, fmt.Sprintf("delivery %s is %s with %d attempts recorded and %d requests received",
+						d.ID, d.State, len(d.Attempts), counts[d.EventID])
+					break
+				}
+			}
+			if !page.HasMore {
+				break
+			}
+			q.Cursor = page.Next
+		}
+		if done {
+			if n, err := e.store.Backlog(ctx); err != nil || n != 0 {
+				done, why = false, fmt.Sprintf("backlog %d (%v)", n, err)
+			}
+		}
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the deliveries did not settle within %s: %s", within, why)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
 
 // register makes rc an endpoint of e's firm.
 func (rc *receiver) register(e *env) dispatcher.Endpoint {

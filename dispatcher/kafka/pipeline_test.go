@@ -95,7 +95,7 @@ func TestChangeToWebhook(t *testing.T) {
 func TestTwoDispatchersShareTheWork(t *testing.T) {
 	e := newEnv(t)
 	rc := newReceiver(t, nil)
-	rc.register(e)
+	ep := rc.register(e)
 	one, two := e.config(), e.config()
 	e.dispatcher(one)
 	e.waitMembers(kafka.DefaultGroup, 1)
@@ -123,7 +123,7 @@ func TestTwoDispatchersShareTheWork(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	rc.waitAll(ids, 30*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	e.settled(rc, ep.ID, 30*time.Second)
 	for id, got := range rc.counts() {
 		if got != 1 {
 			t.Errorf("event %s delivered %d times", id, got)
