@@ -146,6 +146,7 @@ func (k *kafkaInfra) open(ctx context.Context) (pipeline, error) {
 		cfg: kafka.Config{
 			Brokers: k.brokers, Redis: k.redisURL, Topics: topics, Group: fmt.Sprintf("bench%d", k.runs),
 			Engine: engineConfig(), Logger: zap.NewNop(), Registerer: reg, Gatherer: reg,
+			Secrets: secrets,
 		},
 		pub:     kafka.NewPublisher(kafka.PublisherConfig{Brokers: k.brokers, Topic: topics.Changes}),
 		gateway: gateway,
