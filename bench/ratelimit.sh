@@ -43,6 +43,9 @@ pids+=($!)
 pid_redis=$!
 for _ in $(seq 1 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
 export PRACTICEGW_REDIS="redis://127.0.0.1:$redis_port/0"
+# Gateways sharing Redis share the key their secrets are sealed under.
+PRACTICEGW_SECRETS_KEY=$(head -c 32 /dev/urandom | base64)
+export PRACTICEGW_SECRETS_KEY
 
 # The same Caddyfile, without the limiter's directive and its block.
 awk '/^[ \t]*practicegw_ratelimit/ { skip = /\{[ \t]*$/; next } skip && /^[ \t]*\}/ { skip = 0; next } !skip' \
