@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -161,14 +162,14 @@ func stats(ds []time.Duration) (p50, p99, mean time.Duration) {
 
 // fixed serves one recorded answer whatever the query, after checking the
 // credentials the vendor checks: the upstream's own time is a constant.
-func fixed(body []byte, check func(*http.Request) bool) *httptest.Server {
+func fixed(body *[]byte, check func(*http.Request) bool) *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !check(r) {
 			w.WriteHeader(http.StatusUnauthorized)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.Write(body)
+		w.Write(*body)
 	}))
 }
 
@@ -205,9 +206,12 @@ func karbonTarget() (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	stub := fixed(body, func(r *http.Request) bool {
+	var served []byte
+	stub := fixed(&served, func(r *http.Request) bool {
 		return r.Header.Get("AccessKey") == "access-key" && r.Header.Get("Authorization") == "Bearer bearer-token"
 	})
+	// Karbon's next link names Karbon's own host: the stub's, here.
+	served = bytes.ReplaceAll(body, []byte(k.URL), []byte(stub.URL))
 	a, err := karbon.New(karbon.Config{AccessKey: "access-key", Bearer: "bearer-token", BaseURL: stub.URL, Upstream: policy}, upstream.Deps{})
 	if err != nil {
 		return target{}, err
@@ -235,7 +239,7 @@ func xeroTarget() (target, error) {
 		return target{}, err
 	}
 	tenant := x.TenantID
-	stub := fixed(body, func(r *http.Request) bool {
+	stub := fixed(&body, func(r *http.Request) bool {
 		return r.Header.Get("xero-tenant-id") == tenant && r.Header.Get("Authorization") == "Bearer xero-token"
 	})
 	a, err := xero.New(xero.Config{TenantID: tenant, BaseURL: stub.URL + "/api.xro/2.0",
