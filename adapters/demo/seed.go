@@ -377,7 +377,8 @@ func (s *seeder) encode() ([numKinds][]record, error) {
 			return
 		}
 		var raw json.RawMessage
-		if raw, err = encode(v); err == nil {
+		// Seeded records are each one's first version.
+		if raw, err = encode(withVersion(v, 1)); err == nil {
 			ki, _ := kindIndex(k)
 			set[ki] = append(set[ki], record{id, raw})
 		}

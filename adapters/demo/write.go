@@ -306,7 +306,11 @@ func (w *write) load(k practice.Kind, id string, v any) (json.RawMessage, error)
 
 // put adds a record's new state to the write and returns its encoding.
 func (w *write) put(k practice.Kind, before json.RawMessage, rec any, note string) (json.RawMessage, error) {
-	raw, err := encode(rec)
+	v, err := nextVersion(before)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %s: %w", k.Singular(), err)
+	}
+	raw, err := encode(withVersion(rec, v))
 	if err != nil {
 		return nil, fmt.Errorf("demo: encode %s: %w", k.Singular(), err)
 	}
@@ -406,6 +410,47 @@ func notFound(k practice.Kind, id string) error {
 
 // encode is a record's wire encoding. HTML escaping is off so that
 // "Smith & Jones Ltd" reads as written.
+// nextVersion is the version a record written over before takes: one more
+// than before's, 1 for a new record. The write and its outbox entry commit
+// together, so the event's object carries the version the API answers.
+func nextVersion(before json.RawMessage) (int64, error) {
+	if before == nil {
+		return 1, nil
+	}
+	var prior struct {
+		Version int64 `json:"version"`
+	}
+	if err := json.Unmarshal(before, &prior); err != nil {
+		return 0, fmt.Errorf("reading the version written before: %w", err)
+	}
+	return prior.Version + 1, nil
+}
+
+// withVersion is rec with version v.
+func withVersion(rec any, v int64) any {
+	switch r := rec.(type) {
+	case practice.Client:
+		r.Version = v
+		return r
+	case practice.Engagement:
+		r.Version = v
+		return r
+	case practice.Job:
+		r.Version = v
+		return r
+	case practice.Document:
+		r.Version = v
+		return r
+	case practice.Invoice:
+		r.Version = v
+		return r
+	case practice.Person:
+		r.Version = v
+		return r
+	}
+	panic(fmt.Sprintf("demo: a record of type %T has no version", rec))
+}
+
 func encode(v any) (json.RawMessage, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)

@@ -72,6 +72,7 @@ func TestCreateClient(t *testing.T) {
 			want := tc.want
 			want.ID, want.Object = got.ID, "client"
 			want.CreatedAt, want.UpdatedAt, want.LastActivityAt = now, now, now
+			want.Version = 1
 			wantRaw, _ := encode(want)
 			if !bytes.Equal(raw, wantRaw) {
 				t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
@@ -97,6 +98,10 @@ func TestUpdateClient(t *testing.T) {
 	want := first
 	want.Phone, want.Country = "+44 20 7946 0123", "IE"
 	want.UpdatedAt, want.LastActivityAt = clock.last(), clock.last()
+	if first.Version != 1 {
+		t.Errorf("a seeded client's version is %d, want 1", first.Version)
+	}
+	want.Version = 2 // one change after the seed
 	wantRaw, _ := encode(want)
 	if !bytes.Equal(raw, wantRaw) {
 		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
@@ -120,7 +125,8 @@ func TestJobWrites(t *testing.T) {
 	var job practice.Job
 	json.Unmarshal(raw, &job)
 	want := practice.Job{ID: job.ID, Object: "job", Title: "Year-end accounts 2026", Type: "Year-end accounts", Client: client.ID,
-		Engagement: eng.ID, Owner: client.Owner, Stage: "planned", Deadline: "2026-12-31", CreatedAt: created, UpdatedAt: created}
+		Engagement: eng.ID, Owner: client.Owner, Stage: "planned", Deadline: "2026-12-31", CreatedAt: created, UpdatedAt: created,
+		Version: 1}
 	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
 		t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
 	}
@@ -135,6 +141,7 @@ func TestJobWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.Engagement, want.Owner, want.Deadline, want.UpdatedAt = "", owner, "2027-01-31", clock.last()
+	want.Version++
 	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
 		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
 	}
@@ -160,6 +167,7 @@ func TestJobWrites(t *testing.T) {
 		}
 		now := clock.last()
 		want.Stage, want.UpdatedAt, want.ClosedAt = step.stage, now, step.closed(now)
+		want.Version++ // every move is a change
 		if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
 			t.Errorf("moved to %s\n%s\nwant\n%s", step.stage, raw, wantRaw)
 		}

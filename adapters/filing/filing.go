@@ -234,6 +234,7 @@ func (c *Classifier) Document(ctx context.Context, t practice.Tenant, provider s
 		MimeType: mt, SizeBytes: it.Size,
 		Location: practice.Location{Provider: provider, Path: folder, ItemID: it.ID, DriveID: it.DriveID, WebURL: it.WebURL},
 		FiledAt:  it.Created.UTC(), CreatedAt: it.Created.UTC(), UpdatedAt: it.Modified.UTC(),
+		Version: practice.VersionAt(it.Modified),
 	}, nil
 }
 

@@ -332,7 +332,7 @@ func (a *Adapter) baseClient(ctx context.Context, ref clientRef, name, status, m
 	}
 	return practice.Client{
 		ID: ref.id(), Object: "client", Name: name, Status: status, Owner: userID(owner),
-		Contacts: []practice.Contact{}, LastActivityAt: t, CreatedAt: t, UpdatedAt: t,
+		Contacts: []practice.Contact{}, LastActivityAt: t, CreatedAt: t, UpdatedAt: t, Version: practice.VersionAt(t),
 	}, nil
 }
 

@@ -175,7 +175,7 @@ func (a *Adapter) job(w workItem) (practice.Job, error) {
 		Owner:     userID(w.AssigneeKey),
 		Stage:     a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
 		Deadline:  d,
-		CreatedAt: created, UpdatedAt: updated,
+		CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated),
 	}
 	if ref, ok := refFromClientType(w.ClientType, w.ClientKey); ok {
 		j.Client = ref.id()

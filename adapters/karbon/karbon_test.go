@@ -232,7 +232,8 @@ func TestJobShape(t *testing.T) {
 	}
 	closed := epoch.Add(48 * time.Hour)
 	want := practice.Job{ID: "job_W0006", Object: "job", Title: "Accounts 6", Type: "Accounts", Client: "cli_c-C006",
-		Owner: "usr_U1partner", Stage: "filed", Deadline: "2026-03-08", CreatedAt: epoch, UpdatedAt: closed}
+		Owner: "usr_U1partner", Stage: "filed", Deadline: "2026-03-08", CreatedAt: epoch, UpdatedAt: closed,
+		Version: closed.UnixMilli()} // Karbon's last modification, in milliseconds
 	if j.ClosedAt != nil || !j.CreatedAt.Equal(want.CreatedAt) || !j.UpdatedAt.Equal(want.UpdatedAt) {
 		t.Fatalf("times: %+v", j)
 	}

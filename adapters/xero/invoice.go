@@ -199,7 +199,7 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 		ID: "inv_" + inv.InvoiceID, Object: "invoice", Number: inv.InvoiceNumber, Status: st,
 		Total:     practice.Money{Amount: total, Currency: inv.CurrencyCode},
 		AmountDue: practice.Money{Amount: due, Currency: inv.CurrencyCode},
-		DueOn:     dueOn, CreatedAt: created, UpdatedAt: updated,
+		DueOn:     dueOn, CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated),
 	}
 	if st != "draft" && st != "awaiting_approval" && !dated.IsZero() {
 		out.IssuedOn = dated.Format(time.DateOnly)

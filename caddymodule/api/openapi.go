@@ -159,6 +159,11 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		if name == "object" && f.Type.Kind() == reflect.String {
 			schema["const"] = strings.ToLower(owner)
 		}
+		if name == "version" && !isInput(owner) {
+			schema["minimum"] = 1
+			schema["description"] = "Increases with each change of the record, the same on every instance. " +
+				"Drop an event whose data.object.version is not greater than the last you applied for the record."
+		}
 		props[name] = schema
 		// Inputs have every field optional; outputs always carry fields
 		// that are not omitted when empty.

@@ -9,6 +9,11 @@ import (
 // The /v1 resource shapes. Ids of linked records use the linked resource's
 // name as the field ("client", "owner"), as payment APIs do; event payloads
 // use *_id names because the specification fixes them.
+//
+// Every record carries a version: an integer that increases with each
+// change of the record, the same on every gateway instance, so that a
+// webhook receiver can drop a retried event about an older state that
+// arrives after a newer one.
 
 // Client is a practice's client: a person, a company, a partnership or a
 // trust, with its contacts nested.
@@ -26,6 +31,7 @@ type Client struct {
 	LastActivityAt time.Time `json:"last_activity_at"`
 	CreatedAt      time.Time `json:"created_at"`
 	UpdatedAt      time.Time `json:"updated_at"`
+	Version        int64     `json:"version"`
 }
 
 // Contact is a person at a client.
@@ -52,6 +58,7 @@ type Engagement struct {
 	SignedAt       *time.Time `json:"signed_at"`
 	CreatedAt      time.Time  `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
+	Version        int64      `json:"version"`
 }
 
 // Job is work in progress for a client, moving through stages.
@@ -68,6 +75,7 @@ type Job struct {
 	ClosedAt   *time.Time `json:"closed_at"`
 	CreatedAt  time.Time  `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
+	Version    int64      `json:"version"`
 }
 
 // Document is a document's metadata and a pointer into the firm's own
@@ -85,6 +93,7 @@ type Document struct {
 	FiledAt    time.Time `json:"filed_at"`
 	CreatedAt  time.Time `json:"created_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	Version    int64     `json:"version"`
 }
 
 // Location points into a document store.
@@ -112,6 +121,7 @@ type Invoice struct {
 	SettledVia string     `json:"settled_via,omitempty"`
 	CreatedAt  time.Time  `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
+	Version    int64      `json:"version"`
 }
 
 // Person is someone at the firm; clients and jobs name one as owner.
@@ -124,6 +134,7 @@ type Person struct {
 	Active    bool      `json:"active"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
+	Version   int64     `json:"version"`
 }
 
 // Money is a decimal amount in an ISO 4217 currency. The amount is a string
@@ -289,4 +300,12 @@ type Change struct {
 type OutboxEntry struct {
 	Seq    uint64
 	Change Change
+}
+
+// VersionAt is the version of a vendor record whose system publishes when
+// it last changed and no change counter: its modification time in
+// milliseconds since the epoch, which increases with each change; at
+// least 1.
+func VersionAt(updated time.Time) int64 {
+	return max(updated.UnixMilli(), 1)
 }
