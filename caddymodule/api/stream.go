@@ -144,6 +144,9 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 	defer release()
 	// The first read comes before the answer, so that a bad position or an
 	// unavailable store is an error status rather than a stream that ends.
+	// The wake-up is asked for before it, so that an event recorded while
+	// it is out wakes the stream.
+	wake := h.feed.Recorded()
 	page, err := h.feed.Follow(r.Context(), dispatcher.FeedQuery{Tenant: c.tenant, After: pos, Max: streamBatch})
 	if err != nil {
 		if errors.Is(err, dispatcher.ErrInvalidCursor) {
@@ -173,7 +176,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := s.send(open, pos); err != nil {
 		return nil
 	}
-	s.follow(r.Context(), page, pos)
+	s.follow(r.Context(), page, pos, wake)
 	return nil
 }
 
@@ -190,13 +193,12 @@ type stream struct {
 
 // follow sends the feed from page on until the client goes, the request
 // is cancelled or the server shuts down.
-func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos string) {
+func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos string, wake <-chan struct{}) {
 	poll := time.NewTicker(s.h.streams.poll)
 	defer poll.Stop()
 	beat := time.NewTicker(s.h.streams.heartbeat)
 	defer beat.Stop()
 	failing := false
-	wake := s.h.feed.Recorded()
 	for {
 		if err := s.deliver(page.Entries); err != nil {
 			return
