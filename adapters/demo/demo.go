@@ -25,7 +25,12 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/recordindex"
 )
+
+// entry is one record in memory: its wire bytes and the fields the filters
+// compare, so that listing never touches JSON.
+type entry = recordindex.Entry
 
 const (
 	demoBucket   = "demo"
@@ -220,44 +225,7 @@ type tenant struct {
 	// cols change only with both wmu and mu held, so holding either is
 	// enough to read them.
 	mu   sync.RWMutex
-	cols [numKinds][]entry // each sorted by id
-}
-
-// entry is one record in memory: its wire bytes and the fields the filters
-// compare, so that listing never touches JSON.
-type entry struct {
-	id       string
-	raw      json.RawMessage
-	updated  int64 // updated_at, Unix nanoseconds
-	activity int64 // clients' last_activity_at, Unix nanoseconds
-	owner    string
-	status   string
-	stage    string
-	client   string
-	deadline string
-}
-
-// indexFields are the fields of any kind that an entry keeps.
-type indexFields struct {
-	ID             string    `json:"id"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	LastActivityAt time.Time `json:"last_activity_at"`
-	Owner          string    `json:"owner"`
-	Status         string    `json:"status"`
-	Stage          string    `json:"stage"`
-	Client         string    `json:"client"`
-	Deadline       string    `json:"deadline"`
-}
-
-func newEntry(raw json.RawMessage) (entry, error) {
-	var f indexFields
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return entry{}, fmt.Errorf("index record: %w", err)
-	}
-	return entry{
-		id: f.ID, raw: raw, updated: nanos(f.UpdatedAt), activity: nanos(f.LastActivityAt),
-		owner: f.Owner, status: f.Status, stage: f.Stage, client: f.Client, deadline: f.Deadline,
-	}, nil
+	cols [numKinds]recordindex.Collection
 }
 
 const numKinds = 6
@@ -287,9 +255,9 @@ func (ts *tenant) load(tb *bbolt.Bucket) error {
 		if kb == nil {
 			return fmt.Errorf("no %s bucket", k)
 		}
-		var col []entry
+		var col recordindex.Collection
 		err := kb.ForEach(func(_, v []byte) error {
-			e, err := newEntry(bytes.Clone(v))
+			e, err := recordindex.NewEntry(bytes.Clone(v))
 			if err != nil {
 				return err
 			}
@@ -309,8 +277,8 @@ func (ts *tenant) load(tb *bbolt.Bucket) error {
 func (ts *tenant) loadPeopleAndNumbers() error {
 	for _, e := range ts.col(practice.People) {
 		var p practice.Person
-		if err := json.Unmarshal(e.raw, &p); err != nil {
-			return fmt.Errorf("person %s: %w", e.id, err)
+		if err := json.Unmarshal(e.Raw, &p); err != nil {
+			return fmt.Errorf("person %s: %w", e.ID, err)
 		}
 		if !p.Active || (p.Role != "partner" && p.Role != "manager") {
 			continue
@@ -330,8 +298,8 @@ func (ts *tenant) loadPeopleAndNumbers() error {
 		var inv struct {
 			Number string `json:"number"`
 		}
-		if err := json.Unmarshal(e.raw, &inv); err != nil {
-			return fmt.Errorf("invoice %s: %w", e.id, err)
+		if err := json.Unmarshal(e.Raw, &inv); err != nil {
+			return fmt.Errorf("invoice %s: %w", e.ID, err)
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(inv.Number, "INV-"))
 		if err == nil && n > ts.lastInvoice {
@@ -342,7 +310,7 @@ func (ts *tenant) loadPeopleAndNumbers() error {
 }
 
 // col returns a kind's entries; the caller holds mu or wmu.
-func (ts *tenant) col(k practice.Kind) []entry {
+func (ts *tenant) col(k practice.Kind) recordindex.Collection {
 	i, _ := kindIndex(k)
 	return ts.cols[i]
 }
@@ -350,41 +318,14 @@ func (ts *tenant) col(k practice.Kind) []entry {
 // find returns the entry with id, or nil; the caller holds mu or wmu and
 // must not keep the pointer past it.
 func (ts *tenant) find(k practice.Kind, id string) *entry {
-	col := ts.col(k)
-	if i := search(col, id); i < len(col) && col[i].id == id {
-		return &col[i]
-	}
-	return nil
+	return ts.col(k).Find(id)
 }
 
 // upsert puts e into its kind's collection, keeping it sorted by id; the
 // caller holds mu for writing.
 func (ts *tenant) upsert(k practice.Kind, e entry) {
 	ki, _ := kindIndex(k)
-	col := ts.cols[ki]
-	i := search(col, e.id)
-	if i < len(col) && col[i].id == e.id {
-		col[i] = e
-		return
-	}
-	col = append(col, entry{})
-	copy(col[i+1:], col[i:])
-	col[i] = e
-	ts.cols[ki] = col
-}
-
-// search returns the index of the first entry whose id is >= id.
-func search(col []entry, id string) int {
-	lo, hi := 0, len(col)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if col[m].id < id {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo
+	ts.cols[ki].Upsert(e)
 }
 
 // lookup returns the tenant's records, or ErrNotFound for a firm this

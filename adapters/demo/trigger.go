@@ -92,7 +92,7 @@ func (tr *trigger) pick(k practice.Kind, ok func(*entry) bool, v any) (json.RawM
 	if len(fit) == 0 {
 		return nil, false, nil
 	}
-	before, err := tr.load(k, col[pick(tr.g.rng, fit)].id, v)
+	before, err := tr.load(k, col[pick(tr.g.rng, fit)].ID, v)
 	return before, err == nil, err
 }
 
@@ -100,7 +100,7 @@ func (tr *trigger) pick(k practice.Kind, ok func(*entry) bool, v any) (json.RawM
 func (tr *trigger) client() (practice.Client, json.RawMessage, error) {
 	var c practice.Client
 	for _, ok := range []func(*entry) bool{
-		func(e *entry) bool { return e.status == "active" },
+		func(e *entry) bool { return e.Status == "active" },
 		func(*entry) bool { return true },
 	} {
 		if raw, found, err := tr.pick(practice.Clients, ok, &c); found || err != nil {
@@ -160,7 +160,7 @@ func (tr *trigger) signEngagement() error {
 	var e practice.Engagement
 	var c practice.Client
 	before, found, err := tr.pick(practice.Engagements, func(x *entry) bool {
-		return x.status == "proposed" || x.status == "sent"
+		return x.Status == "proposed" || x.Status == "sent"
 	}, &e)
 	switch {
 	case err != nil:
@@ -169,7 +169,7 @@ func (tr *trigger) signEngagement() error {
 		_, err = tr.load(practice.Clients, e.Client, &c)
 	default:
 		e, c, err = tr.proposeEngagement()
-		before = tr.pending[len(tr.pending)-1].entry.raw
+		before = tr.pending[len(tr.pending)-1].entry.Raw
 	}
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ func (tr *trigger) newJob() (practice.Job, json.RawMessage, error) {
 // jobFor picks a job in one of stages, or opens one when none is.
 func (tr *trigger) jobFor(stages []string) (practice.Job, json.RawMessage, error) {
 	var j practice.Job
-	before, found, err := tr.pick(practice.Jobs, func(e *entry) bool { return slices.Contains(stages, e.stage) }, &j)
+	before, found, err := tr.pick(practice.Jobs, func(e *entry) bool { return slices.Contains(stages, e.Stage) }, &j)
 	if err != nil || found {
 		return j, before, err
 	}
@@ -285,7 +285,7 @@ func (tr *trigger) raiseInvoice() (practice.Invoice, error) {
 // is outstanding.
 func (tr *trigger) payInvoice() error {
 	var inv practice.Invoice
-	before, found, err := tr.pick(practice.Invoices, func(e *entry) bool { return e.status == "issued" }, &inv)
+	before, found, err := tr.pick(practice.Invoices, func(e *entry) bool { return e.Status == "issued" }, &inv)
 	switch {
 	case err != nil:
 		return err
@@ -293,7 +293,7 @@ func (tr *trigger) payInvoice() error {
 		if inv, err = tr.raiseInvoice(); err != nil {
 			return err
 		}
-		before = tr.pending[len(tr.pending)-1].entry.raw
+		before = tr.pending[len(tr.pending)-1].entry.Raw
 	}
 	tr.g.pay(&inv, tr.now)
 	_, err = tr.put(practice.Invoices, before, inv, "")

@@ -167,7 +167,7 @@ func TestTriggerWhenNothingIsOpen(t *testing.T) {
 		ts.mu.RLock()
 		defer ts.mu.RUnlock()
 		for _, e := range ts.col(k) {
-			if slices.Contains(statuses, e.status) {
+			if slices.Contains(statuses, e.Status) {
 				n++
 			}
 		}

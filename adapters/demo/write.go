@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/recordindex"
 )
 
 // CreateClient creates a client. Unset fields default to an active company
@@ -99,7 +100,7 @@ func (r *Records) CreateJob(ctx context.Context, t practice.Tenant, in practice.
 	j := practice.Job{Object: practice.Jobs.Singular(), Stage: "planned"}
 	if in.Owner == nil {
 		if c, ok := w.entry(practice.Clients, *in.Client); ok {
-			j.Owner = c.owner
+			j.Owner = c.Owner
 		}
 	}
 	if err := w.applyJob(&j, in); err != nil {
@@ -166,7 +167,7 @@ func (w *write) applyJob(j *practice.Job, in practice.JobInput) error {
 		if !ok {
 			return practice.Invalid("engagement", "There is no engagement %s at this firm.", j.Engagement)
 		}
-		if e.client != j.Client {
+		if e.Client != j.Client {
 			return practice.Invalid("engagement", "Engagement %s is for another client than %s.", j.Engagement, j.Client)
 		}
 	}
@@ -281,7 +282,7 @@ func (r *Records) begin(t practice.Tenant) (w *write, done func(), err error) {
 // entry returns the current state of a record.
 func (w *write) entry(k practice.Kind, id string) (entry, bool) {
 	for i := len(w.pending) - 1; i >= 0; i-- {
-		if p := &w.pending[i]; p.kind == k && p.entry.id == id {
+		if p := &w.pending[i]; p.kind == k && p.entry.ID == id {
 			return p.entry, true
 		}
 	}
@@ -298,10 +299,10 @@ func (w *write) load(k practice.Kind, id string, v any) (json.RawMessage, error)
 	if !ok {
 		return nil, notFound(k, id)
 	}
-	if err := json.Unmarshal(e.raw, v); err != nil {
+	if err := json.Unmarshal(e.Raw, v); err != nil {
 		return nil, fmt.Errorf("demo: decode %s %s: %w", k.Singular(), id, err)
 	}
-	return e.raw, nil
+	return e.Raw, nil
 }
 
 // put adds a record's new state to the write and returns its encoding.
@@ -314,7 +315,7 @@ func (w *write) put(k practice.Kind, before json.RawMessage, rec any, note strin
 	if err != nil {
 		return nil, fmt.Errorf("demo: encode %s: %w", k.Singular(), err)
 	}
-	e, err := newEntry(raw)
+	e, err := recordindex.NewEntry(raw)
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
@@ -335,7 +336,7 @@ func (r *Records) commitFirst(ctx context.Context, w *write) (json.RawMessage, e
 	if _, err := r.commit(ctx, w); err != nil {
 		return nil, err
 	}
-	return w.pending[0].entry.raw, nil
+	return w.pending[0].entry.Raw, nil
 }
 
 // commit stores every record of w and appends one change per record to the
@@ -357,8 +358,8 @@ func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, erro
 			if kb == nil {
 				return fmt.Errorf("no %s bucket", p.kind)
 			}
-			if err := kb.Put([]byte(p.entry.id), p.entry.raw); err != nil {
-				return fmt.Errorf("store %s: %w", p.entry.id, err)
+			if err := kb.Put([]byte(p.entry.ID), p.entry.Raw); err != nil {
+				return fmt.Errorf("store %s: %w", p.entry.ID, err)
 			}
 			seq, err := ob.NextSequence()
 			if err != nil {
@@ -369,9 +370,9 @@ func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, erro
 				Firm:       ts.Firm,
 				Sandbox:    ts.Sandbox,
 				Kind:       p.kind,
-				ResourceID: p.entry.id,
+				ResourceID: p.entry.ID,
 				Before:     p.before,
-				After:      p.entry.raw,
+				After:      p.entry.Raw,
 				Note:       p.note,
 				OccurredAt: w.now,
 			}
