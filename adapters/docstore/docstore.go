@@ -2,9 +2,11 @@
 // gdrive, dropbox) share: which tenants a firm's store serves, the walk of
 // its folders into pages of documents with updated_since applied, reading
 // one document by its doc_ id, and turning a store's item into the /v1
-// document by the firm's filing conventions. A store's own package keeps
-// what is the store's: its configuration, auth and wire shapes, how it
-// lists a folder and reads one item, and where an item sits.
+// document by the firm's filing conventions; and turning a page of a
+// store's change feed into the documents changed and gone (feed.go). A
+// store's own package keeps what is the store's: its configuration, auth
+// and wire shapes, how it lists a folder, reads one item and reads its
+// change feed, and where an item sits.
 package docstore
 
 import (
@@ -60,6 +62,10 @@ type Source[T any] struct {
 	// root; an item that is not a document under the root is
 	// practice.ErrNotFound.
 	Read func(ctx context.Context, itemID string) (it T, rel string, err error)
+	// Folder says where a folder the change feed named sits: its path
+	// below the root, ok false when it is not below the root. Nil for a
+	// store whose feed names every item below a changed folder itself.
+	Folder func(ctx context.Context, folderID string) (rel string, ok bool, err error)
 
 	// MaxPages bounds the store's pages one List reads, MaxDepth how deep
 	// below the root it walks (paging.Walk's).
@@ -164,19 +170,25 @@ func (s *Store[T]) Get(ctx context.Context, t practice.Tenant, k practice.Kind, 
 
 // document is the /v1 document of a store item in folder rel.
 func (s *Store[T]) document(ctx context.Context, t practice.Tenant, it T, rel string) (json.RawMessage, error) {
+	_, raw, err := s.documentID(ctx, t, it, rel)
+	return raw, err
+}
+
+// documentID is document with the document's id.
+func (s *Store[T]) documentID(ctx context.Context, t practice.Tenant, it T, rel string) (string, json.RawMessage, error) {
 	fi, err := s.item(it, rel)
 	if err != nil {
-		return nil, upstream.Malformed(s.src.Label, s.src.Name(it), err)
+		return "", nil, upstream.Malformed(s.src.Label, s.src.Name(it), err)
 	}
 	d, err := s.filing.Document(ctx, t, s.src.Provider, fi)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", s.src.System, err)
+		return "", nil, fmt.Errorf("%s: %w", s.src.System, err)
 	}
 	raw, err := json.Marshal(d)
 	if err != nil {
-		return nil, fmt.Errorf("%s: encode document: %w", s.src.System, err)
+		return "", nil, fmt.Errorf("%s: encode document: %w", s.src.System, err)
 	}
-	return raw, nil
+	return d.ID, raw, nil
 }
 
 func (s *Store[T]) item(it T, rel string) (filing.Item, error) {

@@ -14,6 +14,7 @@ package gdrive
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -117,6 +118,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 		Times:      func(f file) (string, string) { return f.CreatedTime, f.ModifiedTime },
 		Item:       a.item,
 		Read:       a.read,
+		Folder:     a.pathOf,
 		MaxPages:   cfg.MaxScanPages,
 		MaxDepth:   cfg.MaxDepth,
 	}, cfg.Filing, opts...)
@@ -236,6 +238,10 @@ func (a *Adapter) pathOf(ctx context.Context, folder string) (string, bool, erro
 		info, ok := a.folders.get(folder)
 		if !ok {
 			f, err := a.readFile(ctx, folder)
+			if errors.Is(err, practice.ErrNotFound) {
+				// Deleted on the way: nothing below it is a document.
+				return "", false, nil
+			}
 			if err != nil {
 				return "", false, err
 			}

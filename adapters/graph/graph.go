@@ -13,6 +13,7 @@ package graph
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"path"
@@ -128,6 +129,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 		},
 		Item:     a.item,
 		Read:     a.read,
+		Folder:   a.folder,
 		MaxPages: cfg.MaxScanPages,
 		MaxDepth: cfg.MaxDepth,
 	}, cfg.Filing, opts...)
@@ -151,6 +153,10 @@ type driveItem struct {
 	Folder *struct {
 		ChildCount int `json:"childCount"`
 	} `json:"folder"`
+	// Root and Deleted are facets: the drive's root folder, and an item
+	// the delta feed reports deleted.
+	Root            *struct{} `json:"root"`
+	Deleted         *struct{} `json:"deleted"`
 	ParentReference struct {
 		DriveID string `json:"driveId"`
 		ID      string `json:"id"`
@@ -237,6 +243,25 @@ func (a *Adapter) relative(parent string) (string, bool) {
 	}
 	rel, ok := strings.CutPrefix(p, a.cfg.Root+"/")
 	return "/" + rel, ok
+}
+
+// folder says where a folder sits below the filing root.
+func (a *Adapter) folder(ctx context.Context, id string) (string, bool, error) {
+	var it driveItem
+	req := upstream.Request{
+		Path:  "/drives/" + url.PathEscape(a.cfg.DriveID) + "/items/" + url.PathEscape(id),
+		Query: url.Values{"$select": {selectFields}},
+	}
+	if _, err := a.c.JSON(ctx, req, "drive item", &it); errors.Is(err, practice.ErrNotFound) {
+		return "", false, nil
+	} else if err != nil {
+		return "", false, fmt.Errorf("graph: read folder: %w", err)
+	}
+	parent, ok := a.relative(it.ParentReference.Path)
+	if it.Folder == nil || it.Root != nil || !ok {
+		return "", false, nil
+	}
+	return path.Join(parent, it.Name), true, nil
 }
 
 // item is what the filing conventions read of a drive item in folder rel.

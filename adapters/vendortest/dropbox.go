@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -14,7 +15,13 @@ import (
 // Dropbox is a double of the Dropbox API v2 files endpoints:
 // POST /2/files/list_folder (recursive, limit), /2/files/list_folder/continue
 // and /2/files/get_metadata, with a bearer token required and Dropbox's
-// 409 endpoint errors ("path/not_found/..").
+// 409 endpoint errors ("path/not_found/.."). Changes come as Dropbox
+// publishes them: /2/files/list_folder/get_latest_cursor, then
+// list_folder/continue with the entries changed since, in order (a
+// deleted file or folder as one DeletedMetadata at its path, a moved one
+// as that and the entries at its new path, everything below a moved
+// folder included), 409 reset for a cursor that has expired; and
+// /2/files/list_revisions, which names the file last at a path.
 type Dropbox struct {
 	URL    string
 	Token  string
@@ -39,6 +46,22 @@ func (d *Dropbox) Close() { d.srv.Close() }
 func (d *Dropbox) AddFile(p string, size int64, at time.Time) string {
 	return d.tree.addFile(p, size, "", at)
 }
+
+// Touch changes a file's server_modified.
+func (d *Dropbox) Touch(id string, at time.Time) { d.tree.touch(id, at) }
+
+// Delete deletes a file, or a folder with everything below it.
+func (d *Dropbox) Delete(id string) { d.tree.remove(id) }
+
+// Move moves a file or folder into the folder at a path.
+func (d *Dropbox) Move(id, dir string, at time.Time) { d.tree.move(id, dir, at) }
+
+// Lookup returns the id of the file or folder at a path, "" for none.
+func (d *Dropbox) Lookup(p string) string { return d.tree.lookup(p) }
+
+// ExpireCursors makes every cursor of changes handed out so far answer
+// reset.
+func (d *Dropbox) ExpireCursors() { d.tree.expire() }
 
 func dropboxError(w http.ResponseWriter, status int, summary string) {
 	tag, _, _ := strings.Cut(summary, "/")
@@ -78,6 +101,7 @@ func (d *Dropbox) serve(w http.ResponseWriter, r *http.Request) {
 		Recursive bool   `json:"recursive"`
 		Limit     int    `json:"limit"`
 		Cursor    string `json:"cursor"`
+		Mode      string `json:"mode"`
 	}
 	if err := json.Unmarshal(body, &arg); err != nil {
 		writeJSON(w, http.StatusBadRequest, []byte(`Error in call to API function "files/list_folder": request body: could not decode input as JSON`))
@@ -118,10 +142,31 @@ func (d *Dropbox) serve(w http.ResponseWriter, r *http.Request) {
 			all = append(all, e.id)
 		}
 		d.page(w, strings.Join(all, ","), 0, limit)
+	case "/2/files/list_folder/get_latest_cursor":
+		n := d.find(arg.Path)
+		if arg.Path == "" {
+			n = d.tree.root
+		}
+		if n == nil || !n.folder {
+			dropboxError(w, http.StatusConflict, "path/not_found/..")
+			return
+		}
+		limit := arg.Limit
+		if limit <= 0 || limit > 2000 {
+			limit = 2000
+		}
+		b, _ := json.Marshal(map[string]string{"cursor": feedCursor(arg.Path, d.tree.rev, limit)})
+		writeJSON(w, http.StatusOK, b)
+	case "/2/files/list_revisions":
+		d.revisions(w, arg.Path, arg.Mode)
 	case "/2/files/list_folder/continue":
 		raw, err := base64.RawURLEncoding.DecodeString(arg.Cursor)
 		if err != nil {
 			dropboxError(w, http.StatusConflict, "reset/..")
+			return
+		}
+		if f, ok := strings.CutPrefix(string(raw), "feed|"); ok {
+			d.changes(w, f)
 			return
 		}
 		ids, pos, _ := strings.Cut(string(raw), "|")
@@ -166,4 +211,87 @@ func (d *Dropbox) find(p string) *node {
 		}
 	})
 	return found
+}
+
+// feedCursor is a cursor of the changes below dir after position rev.
+func feedCursor(dir string, rev, limit int) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("feed|" + strconv.Itoa(rev) + "|" + strconv.Itoa(limit) + "|" + dir))
+}
+
+// changes answers list_folder/continue on a cursor of changes: the
+// entries of the changes after its position, up to its limit.
+func (d *Dropbox) changes(w http.ResponseWriter, cursor string) {
+	parts := strings.SplitN(cursor, "|", 3)
+	if len(parts) != 3 {
+		dropboxError(w, http.StatusConflict, "reset/..")
+		return
+	}
+	rev, _ := strconv.Atoi(parts[0])
+	limit, _ := strconv.Atoi(parts[1])
+	dir := strings.ToLower(parts[2])
+	cs, ok := d.tree.since(rev, d.tree.rev)
+	if !ok {
+		dropboxError(w, http.StatusConflict, "reset/..")
+		return
+	}
+	under := func(p string) bool { return dir == "" || strings.HasPrefix(strings.ToLower(p), dir+"/") }
+	entries := []any{}
+	deleted := func(p string) {
+		if under(p) {
+			entries = append(entries, map[string]any{".tag": "deleted", "name": path.Base(p), "path_display": p, "path_lower": strings.ToLower(p)})
+		}
+	}
+	done := 0
+	for _, c := range cs {
+		if len(entries) >= limit {
+			break
+		}
+		n := c.node
+		switch {
+		case c.gone:
+			if c.top {
+				deleted(c.from)
+			}
+		case c.moved:
+			deleted(c.from)
+			if d.tree.present(n) && under(d.tree.path(n)) {
+				entries = append(entries, d.meta(n))
+				walkTree(n, func(c *node) { entries = append(entries, d.meta(c)) })
+			}
+		case d.tree.present(n) && under(d.tree.path(n)):
+			entries = append(entries, d.meta(n))
+		}
+		rev = c.rev
+		done++
+	}
+	b, _ := json.Marshal(map[string]any{"entries": entries, "cursor": feedCursor(parts[2], rev, limit), "has_more": done < len(cs)})
+	writeJSON(w, http.StatusOK, b)
+}
+
+// revisions answers list_revisions in path mode: the file at p, or the
+// one that last left it.
+func (d *Dropbox) revisions(w http.ResponseWriter, p, mode string) {
+	if mode != "" && mode != "path" {
+		dropboxError(w, http.StatusBadRequest, "bad_request/")
+		return
+	}
+	n := d.find(p)
+	deleted := n == nil
+	if deleted {
+		n = d.tree.left[strings.ToLower(p)]
+	}
+	switch {
+	case n == nil:
+		dropboxError(w, http.StatusConflict, "path/not_found/..")
+		return
+	case n.folder:
+		dropboxError(w, http.StatusConflict, "path/not_file/..")
+		return
+	}
+	body := map[string]any{"is_deleted": deleted, "entries": []any{d.meta(n)}}
+	if deleted {
+		body["server_deleted"] = n.modified.UTC().Format(time.RFC3339)
+	}
+	b, _ := json.Marshal(body)
+	writeJSON(w, http.StatusOK, b)
 }

@@ -15,12 +15,18 @@
 // any adapters.Reader and checks the paging contract on the way; and
 // PracticeFiles, a practice's filing layout for the document stores, with
 // FilePractice to file it in a store double and CheckDocuments to check
-// what an adapter lists of it; and Fill, which fills a /v1 record for
-// testing a hand-written encoder against encoding/json.
+// what an adapter lists of it; FollowChanges, which reads a document
+// store's change feed and checks each changed document against Get; and
+// Fill, which fills a /v1 record for testing a hand-written encoder
+// against encoding/json. The document store doubles log every change a
+// test makes to their files and serve it through their vendor's change
+// feed.
 package vendortest
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -97,8 +103,14 @@ func (f *Faults) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		if fault.Delay > 0 && !sleep(r.Context(), fault.Delay) {
-			return
+		if fault.Delay > 0 {
+			// Read first: the server notices a client that gave up only
+			// once the request's body is read.
+			b, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(b))
+			if !sleep(r.Context(), fault.Delay) {
+				return
+			}
 		}
 		if fault.Status == 0 {
 			h.ServeHTTP(w, r)
