@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/maphash"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,4 +190,26 @@ func ChangeID(t practice.Tenant, k practice.Kind, id, version string, after []by
 	}
 	h.Write(after)
 	return "chg_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// ParseStateKey reads a key StateKey made; ok is false for any other key
+// the store keeps (a vendor's refresh token).
+func ParseStateKey(key string) (t practice.Tenant, k practice.Kind, id string, ok bool) {
+	parts := strings.SplitN(key, "/", 4)
+	if len(parts) != 4 || parts[0] == "" || parts[3] == "" {
+		return t, k, "", false
+	}
+	switch parts[1] {
+	case "live":
+	case "sandbox":
+		t.Sandbox = true
+	default:
+		return t, k, "", false
+	}
+	k = practice.Kind(parts[2])
+	if k.IDPrefix() == "" {
+		return practice.Tenant{}, "", "", false
+	}
+	t.Firm = parts[0]
+	return t, k, parts[3], true
 }

@@ -13,7 +13,6 @@
 package firmsystem
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -54,6 +53,9 @@ type Deps struct {
 type Opened struct {
 	// Reader serves the kinds of the system's role.
 	Reader practice.Reader
+	// Ledger is invoices, when the records system keeps them too; served
+	// when the firm configures no ledger.
+	Ledger practice.Reader
 	// Clients and Jobs take writes; records systems only.
 	Clients practice.ClientWriter
 	Jobs    practice.JobWriter
@@ -63,9 +65,6 @@ type Opened struct {
 	// Webhook is the receiver of the vendor's change notifications, or nil
 	// if the vendor sends none.
 	Webhook func(changes.ChangeSink) http.Handler
-	// Prime takes a first look at the system's records, so that the first
-	// change a vendor reports has a "before"; nil if it needs none.
-	Prime func(context.Context) error
 }
 
 // Linked reports whether a ledger's or document store's Caddyfile said

@@ -12,6 +12,7 @@ import (
 	_ "github.com/practicegw/practicegw/adapters/graph"
 	_ "github.com/practicegw/practicegw/adapters/karbon"
 	_ "github.com/practicegw/practicegw/adapters/xero"
+	_ "github.com/practicegw/practicegw/adapters/xpm"
 )
 
 // Each system module refuses, at validation, a block that adapts but
@@ -26,6 +27,10 @@ func TestModulesValidate(t *testing.T) {
 		{"ledger.xero", "tenant_id t\nclient_id c\nclient_secret s\nlink_clients records", ""},
 		{"ledger.xero", "client_id c\nclient_secret s", "tenant_id is required"},
 		{"ledger.xero", "tenant_id t\nclient_id c\nclient_secret s\nlink_clients ledger", `link_clients "ledger"`},
+		{"records.xpm", "tenant_id t\nclient_id c\nclient_secret s\nstage_map \"Awaiting info\" awaiting_client", ""},
+		{"records.xpm", "client_id c\nclient_secret s", "tenant_id is required"},
+		{"records.xpm", "tenant_id t\nclient_id c\nclient_secret s\nstage_map \"Awaiting info\" waiting", `"waiting" is not one of`},
+		{"records.xpm", "tenant_id t\naccess_token a\ntime_zone Mars/Olympus", `time_zone "Mars/Olympus"`},
 		{"documents.sharepoint", "tenant_id t\nclient_id c\nclient_secret s\ndrive_id b!d\nlink_clients documents", `link_clients "documents"`},
 	} {
 		info, err := caddy.GetModule("practicegw.systems." + tc.id)

@@ -191,7 +191,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		clock:    deps.ClockOrSystem(),
 		stages:   stages,
 		statuses: statuses,
-		rec:      &changes.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
+		rec:      deps.ChangeRecorder(),
 		changes:  deps.Changes,
 		details:  newDetailCache(10000),
 	}, nil
@@ -311,3 +311,11 @@ var (
 
 // Upstream is the adapter's resilient client, for readiness reports.
 func (a *Adapter) Upstream() *upstream.Client { return a.c }
+
+// Incremental tells the read model's sync which kinds Karbon can list by
+// modification time: clients (contacts, organizations and client groups
+// carry LastModifiedDateTime, so a poll reads their lists but each
+// record in full only when it changed). Work items and users carry no
+// modification time; Karbon's webhooks and the reconciliation keep them
+// current, and polling them would read every page to find nothing.
+func (a *Adapter) Incremental(k practice.Kind) bool { return k == practice.Clients }

@@ -1,8 +1,6 @@
 package karbon
 
 import (
-	"context"
-
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
@@ -61,8 +59,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook,
-		Prime: func(ctx context.Context) error { return k.Prime(ctx) }}, nil
+	return firmsystem.Opened{Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook}, nil
 }
 
 // Interface guards

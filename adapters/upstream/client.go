@@ -55,8 +55,24 @@ type Options struct {
 	// example the access key; it is hashed, never stored. Empty shares
 	// one budget per base URL.
 	Account string
+	// BudgetSystem names the system whose account allowance the calls
+	// spend when it is not System's own: Xero Practice Manager's calls
+	// count against their Xero organisation's limits, so an XPM client
+	// and a Xero client on one organisation draw from one budget. Empty
+	// is System.
+	BudgetSystem string
+	// Allowances are the account's further published limits, kept in
+	// the same budget beside Policy's rate (Xero's 5,000 calls a day per
+	// organisation). A configured negative RateLimit turns them off too.
+	Allowances []Allowance
 	// Transport replaces the HTTP transport (tests, benchmarks).
 	Transport http.RoundTripper
+}
+
+// Allowance is Limit calls per Per against a vendor account.
+type Allowance struct {
+	Limit int
+	Per   time.Duration
 }
 
 // Client calls one upstream with the resilience of its Policy. It is safe
@@ -70,11 +86,15 @@ type Client struct {
 	auth      Authorizer
 	budget    Budget
 	budgetKey string
-	clock     Clock
-	log       *zap.Logger
-	m         *metrics
-	cb        *gobreaker.CircuitBreaker[*Response]
-	openedAt  atomic.Int64 // Unix nanoseconds the breaker last opened
+	// allowances are the further limits, each under its own key.
+	allowances []keyedAllowance
+	clock      Clock
+	log        *zap.Logger
+	m          *metrics
+	cb         *gobreaker.CircuitBreaker[*Response]
+	openedAt   atomic.Int64 // Unix nanoseconds the breaker last opened
+	// sent counts requests sent to the vendor, every attempt.
+	sent atomic.Uint64
 	// outcomes are this upstream's request counters, looked up once
 	// rather than per call.
 	outcomes map[string]prometheus.Counter
@@ -99,16 +119,25 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		tr = t
 	}
 	account := sha256.Sum256([]byte(base.Host + "\x00" + o.Account))
+	budgetSystem := o.BudgetSystem
+	if budgetSystem == "" {
+		budgetSystem = o.System
+	}
 	c := &Client{
 		label:     d.Label(o.System),
 		base:      base,
 		p:         p,
 		auth:      o.Auth,
 		budget:    d.Budget,
-		budgetKey: o.System + ":" + hex.EncodeToString(account[:8]),
+		budgetKey: budgetSystem + ":" + hex.EncodeToString(account[:8]),
 		clock:     d.clock(),
 		log:       d.logger().With(zap.String("upstream", d.Label(o.System))),
 		m:         m,
+	}
+	for _, a := range o.Allowances {
+		if a.Limit > 0 && a.Per > 0 {
+			c.allowances = append(c.allowances, keyedAllowance{a, c.budgetKey + "/" + a.Per.String()})
+		}
 	}
 	if c.auth == nil {
 		c.auth = Headers(nil)
@@ -244,9 +273,31 @@ func (c *Client) admit(ctx context.Context) error {
 	if c.p.RateLimit < 0 {
 		return nil
 	}
+	if err := c.take(ctx, keyedAllowance{Allowance{c.p.RateLimit, time.Duration(c.p.RatePeriod)}, c.budgetKey}); err != nil {
+		return err
+	}
+	// A call the rate allows but a longer allowance refuses has booked
+	// one call of the rate it never makes: a little early caution, never
+	// more calls than published.
+	for _, a := range c.allowances {
+		if err := c.take(ctx, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type keyedAllowance struct {
+	Allowance
+	key string
+}
+
+// take books one call against an allowance, waiting for it when the wait
+// is short.
+func (c *Client) take(ctx context.Context, a keyedAllowance) error {
 	var waited time.Duration
 	for {
-		wait, err := c.budget.Take(ctx, c.budgetKey, c.p.RateLimit, time.Duration(c.p.RatePeriod))
+		wait, err := c.budget.Take(ctx, a.key, a.Limit, a.Per)
 		if err != nil {
 			// A budget store that is down must not take the vendor
 			// down with it: the vendor's own 429s still guard.
@@ -259,7 +310,7 @@ func (c *Client) admit(ctx context.Context) error {
 		if waited+wait > time.Duration(c.p.MaxRetryWait) {
 			c.outcomes[outcomeBudget].Inc()
 			return &UnavailableError{Upstream: c.label, RetryAfter: wait,
-				Err: fmt.Errorf("request budget of %d per %s spent", c.p.RateLimit, time.Duration(c.p.RatePeriod))}
+				Err: fmt.Errorf("request budget of %d per %s spent", a.Limit, a.Per)}
 		}
 		if err := c.clock.Sleep(ctx, wait); err != nil {
 			return err
@@ -287,6 +338,7 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: build request: %w", c.label, err)
 	}
+	c.sent.Add(1)
 	for k, v := range r.Header {
 		req.Header[k] = v
 	}
@@ -527,6 +579,24 @@ func (c *Client) sameOriginRedirect(req *http.Request, via []*http.Request) erro
 		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// Sent counts the requests this client has sent to the vendor's API,
+// every attempt.
+func (c *Client) Sent() uint64 { return c.sent.Load() }
+
+// BudgetPerHour is the vendor's published limit this client keeps to,
+// as calls an hour (the tightest of its rate and allowances); 0 when it
+// keeps to none.
+func (c *Client) BudgetPerHour() int {
+	if c.p.RateLimit <= 0 || c.p.RatePeriod <= 0 {
+		return 0
+	}
+	perHour := int(float64(c.p.RateLimit) * float64(time.Hour) / float64(c.p.RatePeriod))
+	for _, a := range c.allowances {
+		perHour = min(perHour, int(float64(a.Limit)*float64(time.Hour)/float64(a.Per)))
+	}
+	return perHour
 }
 
 // BreakerState names the state of the upstream's circuit breaker:

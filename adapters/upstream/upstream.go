@@ -51,6 +51,11 @@ type Deps struct {
 	// write's note; the vendor's webhook for the same change then finds
 	// nothing new. Nil leaves change records to the webhooks alone.
 	Changes changes.ChangeSink
+	// Recorder turns what the adapter reads and writes into change
+	// records; one per firm, shared by its systems and its read model's
+	// sync, so that a change noticed twice (a webhook and a poll) is
+	// compared with one state under one lock. Nil builds one on State.
+	Recorder *changes.Recorder
 	// Instance tells apart two adapters of the same system in metric
 	// labels, for example the firm id: the upstream label becomes
 	// "karbon/frm_acme". Empty leaves the system name alone.
@@ -73,6 +78,14 @@ func (d Deps) state() changes.StateStore {
 
 // StateStore returns Deps.State, or a new in-memory store when it is nil.
 func (d Deps) StateStore() changes.StateStore { return d.state() }
+
+// ChangeRecorder returns Deps.Recorder, or a new one on StateStore().
+func (d Deps) ChangeRecorder() *changes.Recorder {
+	if d.Recorder != nil {
+		return d.Recorder
+	}
+	return &changes.Recorder{State: d.state(), Clock: d.clock()}
+}
 
 // ClockOrSystem returns Deps.Clock, or the system clock when it is nil.
 func (d Deps) ClockOrSystem() Clock { return d.clock() }

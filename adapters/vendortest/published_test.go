@@ -202,6 +202,7 @@ func TestDescriptionsLoad(t *testing.T) {
 		},
 		xeroDescription:         nil,
 		xeroWebhooksDescription: nil,
+		xpmDescription:          nil,
 	}
 	for file, repairs := range want {
 		p, err := loadPublished(file)
@@ -221,8 +222,10 @@ type tb struct {
 	cleanups []func()
 }
 
-func (r *tb) Errorf(format string, args ...any) { r.errors = append(r.errors, fmt.Sprintf(format, args...)) }
-func (r *tb) Cleanup(f func())                  { r.cleanups = append(r.cleanups, f) }
+func (r *tb) Errorf(format string, args ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, args...))
+}
+func (r *tb) Cleanup(f func()) { r.cleanups = append(r.cleanups, f) }
 
 // A test that makes an adapter send what the vendor does not publish fails
 // when it ends, naming the request and why.

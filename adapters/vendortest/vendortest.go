@@ -1,7 +1,8 @@
 // Package vendortest runs test doubles of the vendor APIs the adapters
 // call, built from the vendors' published descriptions
 // (shared/vendor-apis and the vendors' developer documentation): Karbon
-// API v3, Xero Accounting and webhooks, Microsoft Graph drive items,
+// API v3, Xero Accounting and webhooks, Xero Practice Manager API v3.1,
+// Microsoft Graph drive items,
 // Google Drive files and Dropbox files. Each is an httptest server that
 // checks the vendor's authentication headers, pages the way the vendor
 // pages, answers the vendor's error shapes and signs webhooks the way the

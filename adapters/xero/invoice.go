@@ -32,6 +32,25 @@ var defaultRails = map[string]string{
 	"transfer":       "bank_transfer",
 }
 
+// Rails names the collection rail of a payment by the words of its
+// reference and account, for every ledger that reads them (Xero's, Xero
+// Practice Manager's invoices).
+type Rails []rail
+
+// NewRails is the default words with cfg's over them.
+func NewRails(cfg map[string]string) (Rails, error) { return newRails(cfg) }
+
+// Of is the rail named in text, bank_transfer when none is.
+func (r Rails) Of(text string) string {
+	text = strings.ToLower(text)
+	for _, w := range r {
+		if containsWord(text, w.word) {
+			return w.name
+		}
+	}
+	return "bank_transfer"
+}
+
 // newRails orders the words longest first, so "direct debit card" is not
 // taken for "card".
 func newRails(cfg map[string]string) ([]rail, error) {
@@ -106,16 +125,11 @@ func (a *Adapter) settledVia(inv *invoice) string {
 		}
 		return "bank_transfer"
 	}
-	text := strings.ToLower(last.Reference)
+	text := last.Reference
 	if last.Account != nil {
-		text += " " + strings.ToLower(last.Account.Name+" "+last.Account.Code)
+		text += " " + last.Account.Name + " " + last.Account.Code
 	}
-	for _, r := range a.rails {
-		if containsWord(text, r.word) {
-			return r.name
-		}
-	}
-	return "bank_transfer"
+	return Rails(a.rails).Of(text)
 }
 
 // containsWord finds word in text at word boundaries, so "ach" is not

@@ -130,6 +130,9 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		Defaults: upstream.Policy{RateLimit: 60, RatePeriod: upstream.Duration(time.Minute)},
 		Auth:     tenantAuth{auth, cfg.TenantID},
 		Account:  cfg.TenantID,
+		// Xero's limits are per organisation, whichever Xero API spends
+		// them: Xero Practice Manager's adapter names the same account.
+		Allowances: []upstream.Allowance{DailyAllowance},
 	}, deps)
 	if err != nil {
 		return nil, fmt.Errorf("xero: %w", err)
@@ -140,13 +143,17 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		log:   deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
 		clock: deps.ClockOrSystem(),
 		rails: rails,
-		rec:   &changes.Recorder{State: deps.StateStore(), Clock: deps.ClockOrSystem()},
+		rec:   deps.ChangeRecorder(),
 	}
 	for _, o := range opts {
 		o(a)
 	}
 	return a, nil
 }
+
+// DailyAllowance is Xero's published 5,000 calls a day per organisation,
+// beside its 60 a minute (the budget's default rate).
+var DailyAllowance = upstream.Allowance{Limit: 5000, Per: 24 * time.Hour}
 
 // tenantAuth adds the organisation header to the bearer token.
 type tenantAuth struct {

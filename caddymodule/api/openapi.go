@@ -270,6 +270,10 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 				"Retry-After":      map[string]any{"schema": map[string]any{"type": "integer"}, "description": "Seconds to wait."},
 				"ETag": map[string]any{"schema": map[string]any{"type": "string"},
 					"description": "The answer's entity tag: send it back as If-None-Match to be answered 304 when nothing changed."},
+				"Data-Confirmed-At": map[string]any{"schema": map[string]any{"type": "string", "format": "date-time"},
+					"description": "On records of a firm's real system: when the gateway's copy was last confirmed against the vendor. Absent while the first copy is still being made, and on sandbox records."},
+				"Data-State": map[string]any{"schema": map[string]any{"type": "string", "enum": []string{"backfilling", "live", "lagging", "failing"}},
+					"description": "On records of a firm's real system: the state of the gateway's copy. lagging or failing: the answer may be stale (the vendor cannot be reached), Data-Confirmed-At says how stale."},
 			},
 		},
 	}
@@ -392,6 +396,10 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	}
 	if rt.conditional() {
 		headers["ETag"] = map[string]any{"$ref": "#/components/headers/ETag"}
+		if rt.kind != "" {
+			headers["Data-Confirmed-At"] = map[string]any{"$ref": "#/components/headers/Data-Confirmed-At"}
+			headers["Data-State"] = map[string]any{"$ref": "#/components/headers/Data-State"}
+		}
 		out["304"] = map[string]any{
 			"description": "Not Modified: If-None-Match holds the current ETag. Not counted against the credential's ceiling.",
 			"headers": map[string]any{

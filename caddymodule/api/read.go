@@ -40,6 +40,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
+	writeFreshness(w, reader, c.route.kind)
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer bufPool.Put(buf)
 	buf.Reset()
@@ -68,13 +69,15 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, c *call) error {
 			return err
 		}
 	}
-	body, err := c.backends.Reader(c.route.kind).Get(r.Context(), c.tenant, c.route.kind, c.id)
+	reader := c.backends.Reader(c.route.kind)
+	body, err := reader.Get(r.Context(), c.tenant, c.route.kind, c.id)
 	if errors.Is(err, practice.ErrNotFound) {
 		return notFound(c.route.kind, c.id)
 	}
 	if err != nil {
 		return err
 	}
+	writeFreshness(w, reader, c.route.kind)
 	writeRead(w, r, append(body, '\n'))
 	return nil
 }
@@ -313,4 +316,31 @@ func (h *Handler) query(c *call, raw string) (parsedQuery, error) {
 // nextCursor seals the cursor of the page after this one.
 func (h *Handler) nextCursor(c *call, q parsedQuery, token string) string {
 	return h.cursors.seal(c.tenant.String(), c.route.pattern, q.fingerprint, token)
+}
+
+// freshnessReader is a reader of copies kept in sync with a vendor (the
+// read model), which says how fresh they are.
+type freshnessReader interface {
+	Freshness(k practice.Kind) (practice.Freshness, bool)
+}
+
+// writeFreshness tells the caller how fresh an answer from a read model
+// is: Data-Confirmed-At, when its data was last confirmed against the
+// vendor, and Data-State, the sync's state (live, backfilling, lagging,
+// failing), so that a caller sees an answer is stale while a vendor is
+// down. Answers from the demo records, which are their own system of
+// record, carry neither.
+func writeFreshness(w http.ResponseWriter, reader practice.Reader, k practice.Kind) {
+	fr, ok := reader.(freshnessReader)
+	if !ok {
+		return
+	}
+	f, ok := fr.Freshness(k)
+	if !ok {
+		return
+	}
+	if !f.ConfirmedAt.IsZero() {
+		w.Header().Set("Data-Confirmed-At", f.ConfirmedAt.UTC().Format(time.RFC3339))
+	}
+	w.Header().Set("Data-State", f.State)
 }

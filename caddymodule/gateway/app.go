@@ -31,6 +31,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/publishedkeys"
+	"github.com/practicegw/practicegw/internal/readmodel"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
@@ -99,6 +100,10 @@ type App struct {
 	// Webhooks tunes delivery.
 	Webhooks WebhookConfig `json:"webhooks,omitzero"`
 
+	// Sync sets how often the read model of firms' real systems is
+	// brought up to date.
+	Sync SyncConfig `json:"sync,omitzero"`
+
 	// Firms are the firms this gateway serves.
 	Firms []Firm `json:"firms,omitempty"`
 
@@ -123,6 +128,16 @@ type App struct {
 	budget        upstream.Budget
 	upstreamState changes.StateStore
 	changes       changes.ChangeSink
+
+	// holder names this app in the read model's sync leases.
+	holder string
+	// readStore keeps firms' read models; readFeed, when several
+	// instances share it, orders their updates.
+	readStore readStore
+	readFeed  readmodel.Feed
+	// syncMetrics exports the syncs' status; the app that starts last
+	// is the one it reads.
+	syncMetrics *syncCollector
 
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
@@ -161,8 +176,13 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.limiter = &limiterRef{}
+	a.holder = holderID()
 	a.wg = new(sync.WaitGroup)
 	a.metrics = ctx.GetMetricsRegistry()
+	var err error
+	if a.syncMetrics, err = registerSyncCollector(a.metrics); err != nil {
+		return fmt.Errorf("practicegw: sync metrics: %w", err)
+	}
 	repl := caddy.NewReplacer()
 	a.DataDir = setting(repl, a.DataDir, "PRACTICEGW_DATA", "./data")
 	a.Redis = repl.ReplaceAll(a.Redis, "")
@@ -250,6 +270,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.budget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
 		a.upstreamState = a.state.(changes.StateStore)
 	}
+	a.openReadStore()
 	a.firms = map[string]*firmBackends{}
 	for i := range a.Firms {
 		f := &a.Firms[i]
@@ -352,12 +373,16 @@ func (a *App) Start() error {
 		a.expire(ctx)
 	}()
 	a.dispatch.start(a.shared.demo, a.logger)
-	a.prime(ctx)
+	a.runSyncs(ctx)
+	a.syncMetrics.serve(a)
 	return nil
 }
 
 // Stop ends background work and waits for it.
 func (a *App) Stop() error {
+	if a.syncMetrics != nil {
+		a.syncMetrics.retire(a)
+	}
 	if a.cancel != nil {
 		a.cancel()
 		a.wg.Wait()
@@ -442,12 +467,18 @@ type firmBackends struct {
 	clients                    practice.ClientWriter
 	jobs                       practice.JobWriter
 
-	// upstreams are the firm's real systems, for readiness, ingest and
-	// priming.
+	// upstreams are the firm's real systems, for readiness and ingest.
 	upstreams []upstreamSystem
+	// model is the read model of the firm's real systems, which serves
+	// the kinds they own; syncs keep it current, one per system.
+	model *readmodel.Model
+	syncs []*readmodel.Syncer
 }
 
 func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
+	if b.model != nil && b.model.Owns(k) {
+		return b.model
+	}
 	switch k {
 	case practice.Documents:
 		return b.documents

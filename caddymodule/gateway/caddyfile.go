@@ -34,6 +34,10 @@ func init() {
 //	        breaker_cooldown <duration>
 //	        retention      <duration>|off
 //	    }
+//	    sync {
+//	        poll      <duration>
+//	        reconcile <duration>
+//	    }
 //	    signing_key <id> <base64-secret>
 //	    secrets_key [<base64-key>]
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
@@ -96,6 +100,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			a.SandboxTriggersPerMinute = n
 		case "webhooks":
 			if err := unmarshalWebhooks(d, &a.Webhooks); err != nil {
+				return err
+			}
+		case "sync":
+			if err := unmarshalSync(d, &a.Sync); err != nil {
 				return err
 			}
 		case "secrets_key":
@@ -207,6 +215,30 @@ func unmarshalWebhooks(d *caddyfile.Dispenser, w *WebhookConfig) error {
 			w.Timeout = caddy.Duration(t)
 		default:
 			return d.Errf("unknown webhooks option %q", opt)
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+// unmarshalSync reads the read model's sync intervals; a value left empty
+// (an unset {$VAR}) keeps the default.
+func unmarshalSync(d *caddyfile.Dispenser, s *SyncConfig) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		val := ""
+		if d.NextArg() {
+			val = d.Val()
+		}
+		switch opt {
+		case "poll":
+			s.Poll = val
+		case "reconcile":
+			s.Reconcile = val
+		default:
+			return d.Errf("unknown sync option %q", opt)
 		}
 		if d.NextArg() {
 			return d.ArgErr()

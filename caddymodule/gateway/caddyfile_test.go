@@ -17,6 +17,7 @@ import (
 	_ "github.com/practicegw/practicegw/adapters/graph"
 	_ "github.com/practicegw/practicegw/adapters/karbon"
 	_ "github.com/practicegw/practicegw/adapters/xero"
+	_ "github.com/practicegw/practicegw/adapters/xpm"
 	_ "github.com/practicegw/practicegw/caddymodule/gateway"
 )
 

@@ -32,5 +32,5 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 		}
 		checks = append(checks, c)
 	}
-	return append(checks, a.upstreamChecks()...)
+	return append(append(checks, a.upstreamChecks()...), a.syncChecks()...)
 }

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync/atomic"
-	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -21,23 +19,14 @@ import (
 )
 
 // upstreamSystem is one of a firm's real systems, as the app needs it
-// beyond reading records: its breaker for readiness, its webhook for
-// ingest, and a first look at its records so that the first change it
-// reports has a "before".
+// beyond reading records: its breaker for readiness and its webhook for
+// ingest.
 type upstreamSystem struct {
 	role    string // records, documents, ledger
 	name    string // karbon, xero, sharepoint, ...
 	client  *upstream.Client
 	webhook func(changes.ChangeSink) http.Handler
-	prime   func(context.Context) error
-	// looked is set once the first look at the system's records has
-	// ended, with why it failed if it did; until then a vendor's first
-	// report of a change may lack its before.
-	looked *atomic.Pointer[firstLook]
 }
-
-// firstLook is how a system's first look at its records ended.
-type firstLook struct{ err error }
 
 // backends builds a firm's backends: the systems its configuration names
 // for each role, loaded as guest modules, and demo records for the rest.
@@ -46,7 +35,16 @@ type firstLook struct{ err error }
 func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	d := a.shared.demo
 	b := &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
+	cfg, err := a.Sync.config()
+	if err != nil {
+		return nil, err
+	}
+	// The firm's real systems compare their changes with, and serve their
+	// reads from, the firm's read model.
+	model := a.newModel(f.ID)
+	rec := &changes.Recorder{State: model}
 	deps := firmsystem.Deps{Firm: f.ID}
+	ledgerless := f.LedgerRaw == nil
 	for _, role := range []struct {
 		name  string
 		field string
@@ -72,7 +70,8 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 			Logger:     a.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", system)),
 			Budget:     a.budget,
 			Registerer: ctx.GetMetricsRegistry(),
-			State:      a.upstreamState,
+			State:      model,
+			Recorder:   rec,
 			Changes:    a.changes,
 			Instance:   system + "/" + f.ID,
 		}
@@ -82,18 +81,24 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		}
 		switch role.name {
 		case "records":
-			b.records, b.clients, b.jobs = opened.Reader, opened.Clients, opened.Jobs
+			b.clients, b.jobs = opened.Clients, opened.Jobs
 			deps.Records = opened.Reader
-		case "ledger":
-			b.ledger = opened.Reader
-		case "documents":
-			b.documents = opened.Reader
+			if opened.Ledger != nil && ledgerless {
+				// The records system keeps invoices too (XPM), and the
+				// firm names no ledger of its own.
+				b.syncs = append(b.syncs, a.syncFor(f, "ledger", system, model, opened.Ledger, opened.Client, rec, cfg))
+			}
 		}
-		u := upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook, prime: opened.Prime}
-		if u.prime != nil {
-			u.looked = new(atomic.Pointer[firstLook])
+		b.syncs = append(b.syncs, a.syncFor(f, role.name, system, model, opened.Reader, opened.Client, rec, cfg))
+		// The sync's backfill is the first look at the records: no
+		// separate priming.
+		b.upstreams = append(b.upstreams, upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook})
+	}
+	if len(b.syncs) > 0 {
+		if err := model.Load(ctx); err != nil {
+			return nil, err
 		}
-		b.upstreams = append(b.upstreams, u)
+		b.model = model
 	}
 	return b, nil
 }
@@ -114,35 +119,6 @@ func (a *App) IngestHandler(firm, role string) (http.Handler, error) {
 	return nil, fmt.Errorf("firm %s has no %s system that sends webhooks", firm, role)
 }
 
-// prime gives each real system a first look at its records in the
-// background, so the first change a vendor reports is compared with what
-// was there rather than announced as new.
-func (a *App) prime(ctx context.Context) {
-	for firm, b := range a.firms {
-		for _, u := range b.upstreams {
-			if u.prime == nil {
-				continue
-			}
-			a.wg.Add(1)
-			go func() {
-				defer a.wg.Done()
-				start := time.Now()
-				if err := u.prime(ctx); err != nil {
-					if ctx.Err() == nil {
-						a.logger.Warn("first look at upstream records failed; its first changes may be announced as new",
-							zap.String("firm", firm), zap.String("system", u.name), zap.Error(err))
-						u.looked.Store(&firstLook{err: err})
-					}
-					return
-				}
-				u.looked.Store(&firstLook{})
-				a.logger.Debug("primed upstream", zap.String("firm", firm), zap.String("system", u.name),
-					zap.Duration("took", time.Since(start)))
-			}()
-		}
-	}
-}
-
 // upstreamChecks reports each real system's circuit breaker. An open
 // breaker affects one firm's role, so it is reported but not critical.
 func (a *App) upstreamChecks() []health.Check {
@@ -151,14 +127,6 @@ func (a *App) upstreamChecks() []health.Check {
 		for _, u := range b.upstreams {
 			state := u.client.BreakerState()
 			detail := "circuit breaker " + state
-			if u.looked != nil {
-				switch look := u.looked.Load(); {
-				case look == nil:
-					detail += "; still taking a first look at its records"
-				case look.err != nil:
-					detail += "; its first look at its records failed, so its first changes may be announced as new: " + look.err.Error()
-				}
-			}
 			checks = append(checks, health.Check{Name: "upstream " + u.name + "/" + firm, OK: state != "open", Detail: detail})
 		}
 	}

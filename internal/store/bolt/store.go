@@ -4,9 +4,9 @@
 //
 // The gateway's own state lives in buckets prefixed "gw_": credentials
 // and signing keys (credentials.go), idempotency keys (idempotency.go),
-// hourly usage (usage.go), what upstream adapters last saw (upstream.go)
-// and the check that secrets are sealed under the store's key
-// (secrets.go). The generated signing key and endpoint secrets are stored
+// hourly usage (usage.go), what upstream adapters last saw (upstream.go),
+// the read model's records, checkpoints and leases (readmodel.go) and the
+// check that secrets are sealed under the store's key (secrets.go). The generated signing key and endpoint secrets are stored
 // sealed.
 //
 // The webhook pipeline's state (events, endpoints, deliveries, the
@@ -81,6 +81,7 @@ var (
 
 func bucketNames() []string {
 	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketSecrets,
+		bucketReadModel, bucketCheckpoints, bucketRMLeases,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
 		bucketLeases, bucketMeta, bucketEventFeed}

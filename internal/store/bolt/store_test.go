@@ -14,6 +14,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/readmodel"
 	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 	"github.com/practicegw/practicegw/internal/store/storetest"
@@ -209,4 +210,26 @@ func TestGroupCommit(t *testing.T) {
 	if got, _ := st.Backlog(ctx); got != n-n/50 {
 		t.Fatalf("backlog %d, want %d", got, n-n/50)
 	}
+}
+
+func TestReadModelConformance(t *testing.T) {
+	storetest.ReadModel(t, func(t *testing.T) (readmodel.Store, readmodel.Store) {
+		st, db := open(t)
+		t.Cleanup(func() { checkTidy(t, db) })
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
+func TestCheckpointsConformance(t *testing.T) {
+	storetest.Checkpoints(t, func(t *testing.T) (readmodel.Checkpoints, readmodel.Checkpoints) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
+func TestLeasesConformance(t *testing.T) {
+	storetest.Leases(t, func(t *testing.T) (readmodel.Leases, readmodel.Leases) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
 }

@@ -6,8 +6,9 @@
 // the generated signing key (credentials.go, keys pgw:cred*, pgw:creds*,
 // pgw:signing_key), the check that secrets are sealed under the
 // configured key (secrets.go, pgw:secrets_check), idempotency keys with their TTL (idempotency.go,
-// pgw:idem:*) and what upstream adapters last saw (upstream.go,
-// pgw:upstream:*). Those calls are single lookups bounded by
+// pgw:idem:*), what upstream adapters last saw (upstream.go,
+// pgw:upstream:*) and the read model's records, feed, checkpoints and
+// leases (readmodel.go, pgw:rm:*). Those calls are single lookups bounded by
 // Options.LookupTimeout, so that a slow Redis cannot hold a request.
 //
 // The webhook pipeline's state (events, endpoints, deliveries): what one

@@ -13,6 +13,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/readmodel"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
@@ -267,4 +268,43 @@ func TestPruneLeavesNothingBehind(t *testing.T) {
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys after pruning everything:\n%v\nwant\n%v", keys, want)
 	}
+}
+
+func TestReadModelConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.ReadModel(t, func(t *testing.T) (readmodel.Store, readmodel.Store) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}
+
+// Only the shared store has a feed: a gateway on its own applies its
+// updates to its model directly.
+func TestReadModelFeedConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.ReadModelFeed(t, func(t *testing.T) storetest.ReadModelFeedBackend {
+		rdb := client(t, srv)
+		return storetest.ReadModelFeedBackend{
+			Store: open(t, srv).ReadModel(),
+			Feed:  another(t, srv).ReadModel(),
+			Trim: func(firm string, keep int) {
+				if err := rdb.XTrimMaxLen(context.Background(), "pgw:rm:{"+firm+"}:feed", int64(keep)).Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+func TestCheckpointsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Checkpoints(t, func(t *testing.T) (readmodel.Checkpoints, readmodel.Checkpoints) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}
+
+func TestLeasesConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Leases(t, func(t *testing.T) (readmodel.Leases, readmodel.Leases) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
 }

@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/practicegw/practicegw/internal/readmodel"
+)
+
+// syncStates are the values of practicegw_sync_state's state label, each
+// exported for every system so that a state's series does not vanish when
+// a sync leaves it.
+var syncStates = []string{readmodel.StateBackfilling, readmodel.StateLive, readmodel.StateLagging, readmodel.StateFailing}
+
+// syncSource is what the sync metrics read at scrape time.
+type syncSource interface {
+	allSyncStatus() []readmodel.Status
+}
+
+// syncCollector exports each firm system's sync as the scrape finds it,
+// from the app that serves now: the statuses change on their own (a
+// backfill's progress, the data's age), so they are read when asked for
+// rather than copied into gauges that would need a loop to keep current.
+type syncCollector struct {
+	state, age, records, seen, about, calls, budget *prometheus.Desc
+
+	now func() time.Time
+	mu  sync.Mutex
+	src syncSource
+}
+
+func newSyncCollector(now func() time.Time) *syncCollector {
+	system := []string{"firm", "system"}
+	kind := []string{"firm", "system", "kind"}
+	return &syncCollector{
+		now: now,
+		state: prometheus.NewDesc("practicegw_sync_state",
+			"Sync of each firm system with the read model: 1 for its current state, 0 for the others.",
+			[]string{"firm", "system", "state"}, nil),
+		age: prometheus.NewDesc("practicegw_sync_data_age_seconds",
+			"Age of the oldest kind's data in each firm system's read model; absent until every kind is backfilled.",
+			system, nil),
+		records: prometheus.NewDesc("practicegw_sync_records",
+			"Records of each kind in this instance's read model of each firm system.", kind, nil),
+		seen: prometheus.NewDesc("practicegw_sync_backfill_seen",
+			"Records the current full pass over each kind of each firm system has read.", kind, nil),
+		about: prometheus.NewDesc("practicegw_sync_backfill_about",
+			"Records the last full pass over each kind found, what the current one is measured against; absent before the first ends.",
+			kind, nil),
+		calls: prometheus.NewDesc("practicegw_sync_vendor_calls_last_hour",
+			"Calls to each firm system's vendor in the last hour by the instance that runs its sync.", system, nil),
+		budget: prometheus.NewDesc("practicegw_sync_vendor_budget_per_hour",
+			"The vendor's published hourly limit for each firm system; absent when unknown.", system, nil),
+	}
+}
+
+// registerSyncCollector registers the sync metrics with reg, or returns
+// the collector registered there before (an app provisioned earlier on
+// the same registry), so that the newest app can take it over.
+func registerSyncCollector(reg prometheus.Registerer) (*syncCollector, error) {
+	c := newSyncCollector(time.Now)
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*syncCollector); ok {
+				return existing, nil
+			}
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+// serve makes src the source of the metrics: the app that starts last.
+func (c *syncCollector) serve(src syncSource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.src = src
+}
+
+// retire stops reading src, unless a newer app has taken over.
+func (c *syncCollector) retire(src syncSource) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.src == src {
+		c.src = nil
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *syncCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.state, c.age, c.records, c.seen, c.about, c.calls, c.budget} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	if src == nil {
+		return
+	}
+	now := c.now()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, st := range src.allSyncStatus() {
+		for _, s := range syncStates {
+			v := 0.0
+			if st.State == s {
+				v = 1
+			}
+			gauge(c.state, v, st.Firm, st.System, s)
+		}
+		if !st.ConfirmedAt.IsZero() {
+			gauge(c.age, st.Age(now).Seconds(), st.Firm, st.System)
+		}
+		gauge(c.calls, float64(st.CallsLastHour), st.Firm, st.System)
+		if st.BudgetPerHour > 0 {
+			gauge(c.budget, float64(st.BudgetPerHour), st.Firm, st.System)
+		}
+		for _, k := range st.Kinds {
+			gauge(c.records, float64(k.Records), st.Firm, st.System, string(k.Kind))
+			gauge(c.seen, float64(k.Seen), st.Firm, st.System, string(k.Kind))
+			if k.About > 0 {
+				gauge(c.about, float64(k.About), st.Firm, st.System, string(k.Kind))
+			}
+		}
+	}
+}
+
+// allSyncStatus is every firm system's sync, for the metrics.
+func (a *App) allSyncStatus() []readmodel.Status {
+	firms := make([]string, 0, len(a.firms))
+	for id := range a.firms {
+		firms = append(firms, id)
+	}
+	slices.SortFunc(firms, strings.Compare)
+	var out []readmodel.Status
+	for _, id := range firms {
+		out = append(out, a.SyncStatus(id)...)
+	}
+	return out
+}
+
+var _ prometheus.Collector = (*syncCollector)(nil)
