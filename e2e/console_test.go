@@ -103,6 +103,10 @@ func TestConsoleInBrowser(t *testing.T) {
 	// ceiling.
 	b.waitText("main", "Webhook endpoints that need attention")
 	b.expect("main", bad.URL, "Failing", "500 Internal Server Error", "Practice sync")
+	// The firm's records are demo records: there is no sync to show.
+	if strings.Contains(b.html(), `id="sync"`) {
+		t.Error("the overview of a firm on demo records shows a sync section")
+	}
 	b.shot("02-overview")
 
 	b.open("/console/webhooks", "table.endpoints")

@@ -10,6 +10,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/readmodel"
 )
 
 // What the console needs of the practicegw app, found with
@@ -50,6 +51,12 @@ type (
 	deprecations interface {
 		Deprecations() []api.Deprecation
 	}
+	// syncs are the firm's real systems' syncs with the copy /v1 reads
+	// are served from; system is a sync's Status.System.
+	syncs interface {
+		SyncStatus(firm string) []readmodel.Status
+		Resync(ctx context.Context, firm, system string) error
+	}
 )
 
 // App is all the console asks of the practicegw app; the app's package
@@ -61,6 +68,7 @@ type App interface {
 	sandbox
 	trafficSource
 	deprecations
+	syncs
 }
 
 // Firm is a firm as the console shows it.

@@ -40,6 +40,7 @@ type Handler struct {
 	firms      firms
 	sandbox    sandbox
 	usage      trafficSource
+	syncs      syncs
 	endpoints  endpointPages
 	deliveries deliveryPages
 	replays    replayer
@@ -138,6 +139,8 @@ func (h *Handler) routes() *http.ServeMux {
 
 	m.HandleFunc("GET /console/traffic", h.authed(h.traffic))
 
+	m.HandleFunc("POST /console/sync/{system}/resync", h.authed(h.resync))
+
 	m.HandleFunc("GET /console/access", h.authed(h.access))
 	m.HandleFunc("POST /console/access/issue", h.authed(h.issue))
 	m.HandleFunc("GET /console/access/{id}", h.authed(h.credentialPage))
@@ -177,7 +180,7 @@ func (h *Handler) wire(app any) (deprecations, error) {
 		return nil, fmt.Errorf("practicegw_console: the practicegw app (%T) does not serve the console", app)
 	}
 	eng := src.WebhookEngine()
-	h.firms, h.registry, h.sandbox, h.usage = src, src.Credentials(), src, src
+	h.firms, h.registry, h.sandbox, h.usage, h.syncs = src, src.Credentials(), src, src, src
 	h.endpoints, h.deliveries, h.replays, h.exports = eng, eng, eng, eng
 	return src, nil
 }

@@ -17,6 +17,8 @@ type overviewView struct {
 	Limited     bool
 	Credentials int
 	Stale       []accessRow
+	// Syncs are the firm's real systems; none for a firm on demo records.
+	Syncs []syncRow
 }
 
 // SuccessRate is the share of all endpoints' attempts that succeeded in
@@ -34,7 +36,7 @@ func (h *Handler) overview(w http.ResponseWriter, r *http.Request, v *visit) err
 	if err != nil {
 		return err
 	}
-	view := overviewView{Endpoints: len(eps)}
+	view := overviewView{Endpoints: len(eps), Syncs: h.syncRows(v)}
 	for _, row := range eps {
 		view.Deliveries += row.Stats.Deliveries
 		view.Attempts += row.Stats.Attempts

@@ -133,6 +133,7 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"iso":      func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
 		"num":      func(n int64) string { return thousands(n) },
 		"int":      func(n int) int64 { return int64(n) },
+		"int64u":   func(n uint64) int64 { return int64(min(n, math.MaxInt64)) },
 		"pct":      percent,
 		"ms":       millis,
 		"pretty":   prettyJSON,

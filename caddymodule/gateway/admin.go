@@ -16,6 +16,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/readmodel"
 )
 
 func init() {
@@ -53,6 +54,7 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/practicegw/credentials/", Handler: caddy.AdminHandlerFunc(a.credential)},
 		{Pattern: "/practicegw/trigger", Handler: caddy.AdminHandlerFunc(a.trigger)},
 		{Pattern: "/practicegw/readiness", Handler: caddy.AdminHandlerFunc(a.readiness)},
+		{Pattern: "/practicegw/sync/", Handler: caddy.AdminHandlerFunc(a.sync)},
 	}
 }
 
@@ -207,6 +209,106 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return writeJSON(w, http.StatusCreated, t)
+}
+
+// SyncView is a firm system's sync with its read model as the admin
+// routes show it.
+type SyncView struct {
+	Firm string `json:"firm"`
+	// System is the role ("records", "ledger", "documents"); Vendor is
+	// the system that fills it ("karbon").
+	System string `json:"system"`
+	Vendor string `json:"vendor"`
+	// State is backfilling, live, lagging or failing; Why says why it
+	// lags or fails.
+	State  string `json:"state"`
+	Why    string `json:"why,omitempty"`
+	Holder string `json:"holder,omitempty"`
+	// ConfirmedAt and AgeSeconds say how fresh the data is; absent until
+	// every kind is backfilled.
+	ConfirmedAt   time.Time      `json:"confirmed_at,omitzero"`
+	AgeSeconds    *int64         `json:"age_seconds,omitempty"`
+	Progress      string         `json:"progress,omitempty"`
+	CallsLastHour uint64         `json:"calls_last_hour"`
+	BudgetPerHour int            `json:"budget_per_hour,omitempty"`
+	Kinds         []SyncKindView `json:"kinds"`
+}
+
+// SyncKindView is one kind's part of a sync.
+type SyncKindView struct {
+	Kind       practice.Kind `json:"kind"`
+	Backfilled bool          `json:"backfilled"`
+	// Seen is how many records the current full pass has read; About is
+	// how many the last one found.
+	Seen        int       `json:"seen"`
+	About       int       `json:"about,omitempty"`
+	Records     int       `json:"records"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+}
+
+func syncViewOf(st readmodel.Status, now time.Time) SyncView {
+	v := SyncView{Firm: st.Firm, System: st.System, Vendor: st.Label, State: st.State, Why: st.Why,
+		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
+		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []SyncKindView{}}
+	if !st.ConfirmedAt.IsZero() {
+		age := int64(st.Age(now) / time.Second)
+		v.AgeSeconds = &age
+	}
+	for _, k := range st.Kinds {
+		v.Kinds = append(v.Kinds, SyncKindView{Kind: k.Kind, Backfilled: k.Backfilled, Seen: k.Seen, About: k.About,
+			Records: k.Records, ConfirmedAt: k.ConfirmedAt})
+	}
+	return v
+}
+
+// sync answers GET /practicegw/sync/{firm}, each of the firm's real
+// systems' sync, and POST /practicegw/sync/{firm}/{system}/resync, which
+// asks one to compare every record with its vendor now.
+func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
+	if a.app == nil {
+		return notConfigured()
+	}
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/practicegw/sync/"), "/")
+	firm := parts[0]
+	switch {
+	case len(parts) == 1 && firm != "":
+		if r.Method != http.MethodGet {
+			return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+		}
+	case len(parts) == 3 && firm != "" && parts[1] != "" && parts[2] == "resync":
+		if r.Method != http.MethodPost {
+			return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+		}
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
+	}
+	if _, ok := a.app.firms[firm]; !ok {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown firm %q", firm)}
+	}
+	now := time.Now()
+	if len(parts) == 1 {
+		views := []SyncView{}
+		for _, st := range a.app.SyncStatus(firm) {
+			views = append(views, syncViewOf(st, now))
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
+	}
+	system := parts[1]
+	err := a.app.Resync(r.Context(), firm, system)
+	if errors.Is(err, practice.ErrNotFound) {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: err}
+	}
+	if err != nil {
+		return err
+	}
+	for _, st := range a.app.SyncStatus(firm) {
+		if st.System == system || st.Label == system {
+			// Accepted: the instance that runs the sync takes the request
+			// up at its next step.
+			return writeJSON(w, http.StatusAccepted, syncViewOf(st, now))
+		}
+	}
+	return writeJSON(w, http.StatusAccepted, SyncView{Firm: firm, System: system, Kinds: []SyncKindView{}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

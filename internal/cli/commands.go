@@ -1,6 +1,6 @@
 // Package cli adds practicegw's own subcommands to the binary:
-// credential management and sandbox triggers, which talk to a running
-// gateway through its admin endpoint.
+// credential management, sandbox triggers and the sync of firms' real
+// systems, which talk to a running gateway through its admin endpoint.
 package cli
 
 import (

@@ -1,0 +1,117 @@
+package gateway
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/readmodel"
+)
+
+// fixedSyncs is an app whose syncs report what the test says.
+type fixedSyncs struct{ statuses []readmodel.Status }
+
+func (f *fixedSyncs) allSyncStatus() []readmodel.Status { return f.statuses }
+
+func TestSyncMetricsReportEachSystemAtScrapeTime(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	reg := prometheus.NewPedanticRegistry()
+	c, err := registerSyncCollector(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.now = func() time.Time { return now }
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("before any app serves: %d series, %v", n, err)
+	}
+	c.serve(&fixedSyncs{[]readmodel.Status{
+		{Firm: "frm_acme", System: "records", Label: "karbon", State: readmodel.StateBackfilling,
+			CallsLastHour: 1234, BudgetPerHour: 3600, Kinds: []readmodel.KindStatus{
+				{Kind: practice.Clients, Backfilled: true, Seen: 120, About: 120, Records: 120},
+				{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200},
+			}},
+		{Firm: "frm_acme", System: "ledger", Label: "xero", State: readmodel.StateFailing, Why: "401",
+			ConfirmedAt: now.Add(-90 * time.Second), CallsLastHour: 12,
+			Kinds: []readmodel.KindStatus{{Kind: practice.Invoices, Backfilled: true, Seen: 7, Records: 7}}},
+	}})
+	want := `
+# HELP practicegw_sync_backfill_about Records the last full pass over each kind found, what the current one is measured against; absent before the first ends.
+# TYPE practicegw_sync_backfill_about gauge
+practicegw_sync_backfill_about{firm="frm_acme",kind="clients",system="records"} 120
+practicegw_sync_backfill_about{firm="frm_acme",kind="jobs",system="records"} 5000
+# HELP practicegw_sync_backfill_seen Records the current full pass over each kind of each firm system has read.
+# TYPE practicegw_sync_backfill_seen gauge
+practicegw_sync_backfill_seen{firm="frm_acme",kind="clients",system="records"} 120
+practicegw_sync_backfill_seen{firm="frm_acme",kind="invoices",system="ledger"} 7
+practicegw_sync_backfill_seen{firm="frm_acme",kind="jobs",system="records"} 3200
+# HELP practicegw_sync_data_age_seconds Age of the oldest kind's data in each firm system's read model; absent until every kind is backfilled.
+# TYPE practicegw_sync_data_age_seconds gauge
+practicegw_sync_data_age_seconds{firm="frm_acme",system="ledger"} 90
+# HELP practicegw_sync_records Records of each kind in this instance's read model of each firm system.
+# TYPE practicegw_sync_records gauge
+practicegw_sync_records{firm="frm_acme",kind="clients",system="records"} 120
+practicegw_sync_records{firm="frm_acme",kind="invoices",system="ledger"} 7
+practicegw_sync_records{firm="frm_acme",kind="jobs",system="records"} 3200
+# HELP practicegw_sync_state Sync of each firm system with the read model: 1 for its current state, 0 for the others.
+# TYPE practicegw_sync_state gauge
+practicegw_sync_state{firm="frm_acme",state="backfilling",system="ledger"} 0
+practicegw_sync_state{firm="frm_acme",state="backfilling",system="records"} 1
+practicegw_sync_state{firm="frm_acme",state="failing",system="ledger"} 1
+practicegw_sync_state{firm="frm_acme",state="failing",system="records"} 0
+practicegw_sync_state{firm="frm_acme",state="lagging",system="ledger"} 0
+practicegw_sync_state{firm="frm_acme",state="lagging",system="records"} 0
+practicegw_sync_state{firm="frm_acme",state="live",system="ledger"} 0
+practicegw_sync_state{firm="frm_acme",state="live",system="records"} 0
+# HELP practicegw_sync_vendor_budget_per_hour The vendor's published hourly limit for each firm system; absent when unknown.
+# TYPE practicegw_sync_vendor_budget_per_hour gauge
+practicegw_sync_vendor_budget_per_hour{firm="frm_acme",system="records"} 3600
+# HELP practicegw_sync_vendor_calls_last_hour Calls to each firm system's vendor in the last hour by the instance that runs its sync.
+# TYPE practicegw_sync_vendor_calls_last_hour gauge
+practicegw_sync_vendor_calls_last_hour{firm="frm_acme",system="ledger"} 12
+practicegw_sync_vendor_calls_last_hour{firm="frm_acme",system="records"} 1234
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A reload provisions a new app before the old one stops: the new one
+// takes the collector over, and the old one stopping leaves it be.
+func TestSyncMetricsFollowTheNewestApp(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	first, err := registerSyncCollector(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := registerSyncCollector(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first != second {
+		t.Fatal("a second app on the same registry made a second collector")
+	}
+	old := &fixedSyncs{[]readmodel.Status{{Firm: "frm_old", System: "records", State: readmodel.StateLive}}}
+	current := &fixedSyncs{[]readmodel.Status{{Firm: "frm_new", System: "records", State: readmodel.StateLagging}}}
+	first.serve(old)
+	second.serve(current)
+	first.retire(old)
+	const q = "practicegw_sync_state"
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP practicegw_sync_state Sync of each firm system with the read model: 1 for its current state, 0 for the others.
+# TYPE practicegw_sync_state gauge
+practicegw_sync_state{firm="frm_new",state="backfilling",system="records"} 0
+practicegw_sync_state{firm="frm_new",state="failing",system="records"} 0
+practicegw_sync_state{firm="frm_new",state="lagging",system="records"} 1
+practicegw_sync_state{firm="frm_new",state="live",system="records"} 0
+`), q); err != nil {
+		t.Fatal(err)
+	}
+	second.retire(current)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Fatalf("after the last app stopped: %d series, %v", n, err)
+	}
+}

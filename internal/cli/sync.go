@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/practicegw/practicegw/caddymodule/gateway"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "sync",
+		Usage: "status|resync ...",
+		Short: "Shows and restarts the sync of a firm's real systems on a running gateway",
+		Long: `
+Live reads are served from a copy of each firm's real systems (its
+practice-management system, ledger and document store) that the gateway keeps
+in sync with the vendor. status shows each system's sync: backfilling, live,
+lagging or failing and why, how old the data is, the vendor calls of the last
+hour against the vendor's budget, and how far a backfill has come. resync asks
+a system's sync to compare every record with the vendor now. The command talks
+to the running gateway's admin endpoint.
+
+  practicegw sync status --firm frm_acme
+  practicegw sync resync --firm frm_acme --system records
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			cmd.AddCommand(syncStatusCommand(), resyncCommand())
+		},
+	})
+}
+
+func syncStatusCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status --firm FIRM [--json]",
+		Short: "Shows the sync of each of a firm's real systems",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, _ := cmd.Flags().GetString("firm")
+			asJSON, _ := cmd.Flags().GetBool("json")
+			if firm == "" {
+				return fmt.Errorf("--firm is required")
+			}
+			var list struct {
+				Data []gateway.SyncView `json:"data"`
+			}
+			if err := adminCall(cmd, "GET", "/practicegw/sync/"+url.PathEscape(firm), nil, &list); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), list.Data)
+			}
+			if len(list.Data) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s has no real systems: its records are demo records.\n", firm)
+				return nil
+			}
+			return printSyncs(cmd.OutOrStdout(), list.Data)
+		},
+	}
+	cmd.Flags().String("firm", "", "the firm, such as frm_acme")
+	cmd.Flags().Bool("json", false, "print as JSON")
+	addAdminFlag(cmd)
+	return cmd
+}
+
+// printSyncs writes one line per system, then what needs saying about
+// those that are backfilling, lagging or failing.
+func printSyncs(w io.Writer, syncs []gateway.SyncView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SYSTEM\tVENDOR\tSTATE\tDATA AGE\tVENDOR CALLS (LAST HOUR)\tRECORDS")
+	for _, s := range syncs {
+		age := "-"
+		if s.AgeSeconds != nil {
+			age = (time.Duration(*s.AgeSeconds) * time.Second).String()
+		}
+		calls := fmt.Sprintf("%d", s.CallsLastHour)
+		if s.BudgetPerHour > 0 {
+			calls = fmt.Sprintf("%d of %d", s.CallsLastHour, s.BudgetPerHour)
+		}
+		var records []string
+		for _, k := range s.Kinds {
+			records = append(records, fmt.Sprintf("%s %d", k.Kind, k.Records))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.System, s.Vendor, s.State, age, calls, strings.Join(records, ", "))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range syncs {
+		if s.Why != "" {
+			fmt.Fprintf(w, "\n%s (%s) is %s: %s\n", s.System, s.Vendor, s.State, s.Why)
+		}
+		if s.Progress != "" {
+			fmt.Fprintf(w, "\n%s (%s) backfill: %s\n", s.System, s.Vendor, s.Progress)
+		}
+	}
+	return nil
+}
+
+func resyncCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "resync --firm FIRM --system SYSTEM",
+		Short: "Asks a firm system's sync to compare every record with the vendor now",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, _ := cmd.Flags().GetString("firm")
+			system, _ := cmd.Flags().GetString("system")
+			if firm == "" || system == "" {
+				return fmt.Errorf("--firm and --system are required")
+			}
+			var v gateway.SyncView
+			path := "/practicegw/sync/" + url.PathEscape(firm) + "/" + url.PathEscape(system) + "/resync"
+			if err := adminCall(cmd, "POST", path, nil, &v); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Asked %s's %s (%s) to resync; the instance that runs its sync starts at its next step. It is %s now.\n",
+				v.Firm, v.System, v.Vendor, v.State)
+			return nil
+		},
+	}
+	cmd.Flags().String("firm", "", "the firm, such as frm_acme")
+	cmd.Flags().String("system", "", "records, ledger or documents, or the vendor's name, such as karbon")
+	addAdminFlag(cmd)
+	return cmd
+}

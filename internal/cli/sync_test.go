@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/practice"
+)
+
+// syncAdmin answers the sync routes of a gateway's admin endpoint as the
+// gateway does for a firm on Karbon and Xero, and notes what it was asked.
+type syncAdmin struct {
+	mu    sync.Mutex
+	asked []string
+}
+
+func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a.mu.Lock()
+	a.asked = append(a.asked, r.Method+" "+r.URL.Path)
+	a.mu.Unlock()
+	age := int64(95)
+	karbon := gateway.SyncView{Firm: "frm_acme", System: "records", Vendor: "karbon", State: "backfilling",
+		Progress: "karbon jobs: 3,200 of about 5,000", CallsLastHour: 1234, BudgetPerHour: 3600,
+		Kinds: []gateway.SyncKindView{{Kind: practice.Clients, Backfilled: true, Records: 120},
+			{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200}}}
+	xero := gateway.SyncView{Firm: "frm_acme", System: "ledger", Vendor: "xero", State: "failing",
+		Why: "xero answered 401 Unauthorized", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
+		CallsLastHour: 12, Kinds: []gateway.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}}}
+	w.Header().Set("Content-Type", "application/json")
+	switch r.Method + " " + r.URL.Path {
+	case "GET /practicegw/sync/frm_acme":
+		json.NewEncoder(w).Encode(map[string]any{"data": []gateway.SyncView{karbon, xero}})
+	case "GET /practicegw/sync/frm_demo":
+		json.NewEncoder(w).Encode(map[string]any{"data": []gateway.SyncView{}})
+	case "POST /practicegw/sync/frm_acme/records/resync":
+		w.WriteHeader(http.StatusAccepted)
+		json.NewEncoder(w).Encode(karbon)
+	default:
+		http.Error(w, `{"error":"firm frm_acme has no real documents system: not found"}`, http.StatusNotFound)
+	}
+}
+
+func runCommand(t *testing.T, cmd *cobra.Command, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestSyncStatusCommand(t *testing.T) {
+	admin := &syncAdmin{}
+	srv := httptest.NewServer(admin)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	out, err := runCommand(t, syncStatusCommand(), "--firm", "frm_acme", "--admin", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"SYSTEM", "records", "karbon", "backfilling", "1234 of 3600", "clients 120, jobs 3200",
+		"ledger", "xero", "failing", "1m35s",
+		"records (karbon) backfill: karbon jobs: 3,200 of about 5,000",
+		"ledger (xero) is failing: xero answered 401 Unauthorized",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_acme", "--json", "--admin", addr)
+	var views []gateway.SyncView
+	if err != nil || json.Unmarshal([]byte(out), &views) != nil || len(views) != 2 || views[1].Why == "" {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+
+	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_demo", "--admin", addr)
+	if err != nil || !strings.Contains(out, "frm_demo has no real systems") {
+		t.Errorf("a firm on demo records: %v\n%s", err, out)
+	}
+	if _, err := runCommand(t, syncStatusCommand(), "--admin", addr); err == nil {
+		t.Error("status without --firm ran")
+	}
+}
+
+func TestSyncResyncCommand(t *testing.T) {
+	admin := &syncAdmin{}
+	srv := httptest.NewServer(admin)
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+
+	out, err := runCommand(t, resyncCommand(), "--firm", "frm_acme", "--system", "records", "--admin", addr)
+	if err != nil || !strings.Contains(out, "Asked frm_acme's records (karbon) to resync") {
+		t.Fatalf("resync: %v\n%s", err, out)
+	}
+	if _, err := runCommand(t, resyncCommand(), "--firm", "frm_acme", "--system", "documents", "--admin", addr); err == nil ||
+		!strings.Contains(err.Error(), "404") {
+		t.Errorf("resync of a system the firm lacks: %v", err)
+	}
+	if _, err := runCommand(t, resyncCommand(), "--firm", "frm_acme", "--admin", addr); err == nil {
+		t.Error("resync without --system ran")
+	}
+	admin.mu.Lock()
+	defer admin.mu.Unlock()
+	want := []string{"POST /practicegw/sync/frm_acme/records/resync", "POST /practicegw/sync/frm_acme/documents/resync"}
+	if strings.Join(admin.asked, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("the gateway was asked %q, want %q", admin.asked, want)
+	}
+}
