@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -28,39 +29,76 @@ func vendorFirm(t *testing.T) (*gateway, *vendortest.Karbon, *vendortest.Xero) {
 }
 
 // vendorFirmWith is vendorFirm with setup run on the filled doubles before
-// the gateway starts.
+// the gateway starts. It returns once every sync is live: vendor webhooks
+// compare with the read model's copy.
 func vendorFirmWith(t *testing.T, setup func(*vendortest.Karbon, *vendortest.Xero)) (*gateway, *vendortest.Karbon, *vendortest.Xero) {
 	t.Helper()
+	v := startVendors(t, vendorOptions{setup: setup})
+	gw := v.gateway(t)
+	waitSyncs(t, gw, 10*time.Second, "every sync to be live", allLive)
+	return gw, v.k, v.x
+}
+
+// vendorOptions sizes the doubles of a vendor firm.
+type vendorOptions struct {
+	// setup runs on the filled doubles before any gateway starts.
+	setup func(*vendortest.Karbon, *vendortest.Xero)
+	// contacts and workItems are how many Karbon holds; default 130 and
+	// 240.
+	contacts, workItems int
+}
+
+// vendors are a firm's real systems as doubles, and the Caddyfile of a
+// gateway serving frm_hollis from them.
+type vendors struct {
+	k      *vendortest.Karbon
+	x      *vendortest.Xero
+	g      *vendortest.Graph
+	config string
+	env    []string
+}
+
+// startVendors fills the doubles: Karbon contacts (Ann Client000, ...)
+// and work items (W0000, ...; every fourth in review), an invoice in Xero
+// for each of the first 30 contacts, a tax return in SharePoint for each
+// of the first 12.
+func startVendors(t *testing.T, o vendorOptions) *vendors {
+	t.Helper()
+	if o.contacts == 0 {
+		o.contacts = 130
+	}
+	if o.workItems == 0 {
+		o.workItems = 240
+	}
 	epoch := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	k := vendortest.StartKarbon(t)
 	k.AddUser(vendortest.KarbonUser{Id: "U1", Name: "Pat Partner", EmailAddress: "pat@hollis.example", Roles: []string{"Partner"}})
-	for i := range 130 {
+	for i := range o.contacts {
 		k.AddContact(vendortest.KarbonContact{ContactKey: fmt.Sprintf("C%03d", i), FirstName: "Ann", LastName: fmt.Sprintf("Client%03d", i),
 			ContactType: "Client", Email: fmt.Sprintf("ann%d@example.com", i), Country: "GB", OwnerKey: "U1",
 			LastModified: epoch, ExternalKey: fmt.Sprintf("xc-%d", i)})
 	}
-	for i := range 240 {
+	for i := range o.workItems {
 		deadline := epoch.AddDate(0, 0, i).Format(time.RFC3339)
 		primary, secondary := "InProgress", ""
 		if i%4 == 0 {
 			primary, secondary = "InProgress", "In Review"
 		}
 		k.AddWorkItem(vendortest.KarbonWorkItem{WorkItemKey: fmt.Sprintf("W%04d", i), Title: fmt.Sprintf("Accounts %d", i),
-			AssigneeKey: "U1", ClientKey: fmt.Sprintf("C%03d", i%130), ClientType: "Contact", StartDate: epoch.Format(time.RFC3339),
+			AssigneeKey: "U1", ClientKey: fmt.Sprintf("C%03d", i%o.contacts), ClientType: "Contact", StartDate: epoch.Format(time.RFC3339),
 			DeadlineDate: &deadline, WorkType: "Accounts", PrimaryStatus: primary, SecondaryStatus: secondary})
 	}
 	x := vendortest.StartXero(t)
-	for i := range 30 {
+	for i := range min(30, o.contacts) {
 		x.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%04d", i),
 			Status: "AUTHORISED", ContactID: fmt.Sprintf("xc-%d", i), ContactName: fmt.Sprintf("Ann Client%03d", i),
 			Date: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "1200.00", AmountDue: "1200.00", CurrencyCode: "GBP", Updated: epoch})
 	}
 	g := vendortest.NewGraph()
 	t.Cleanup(g.Close)
-	for i := range 12 {
+	for i := range min(12, o.contacts) {
 		g.AddFile(fmt.Sprintf("/Clients/Ann Client%03d/2025/Tax return/Tax return 2025.pdf", i), 120_000, "application/pdf", epoch)
 	}
-
 	caddyfile := fmt.Sprintf(`{
 	admin {$PRACTICEGW_ADMIN}
 	practicegw {
@@ -121,25 +159,73 @@ http://{$PRACTICEGW_LISTEN} {
 	}
 }
 `, k.URL, karbonSigningKey, x.TenantID, x.Token, x.URL, xeroWebhookKey, g.DriveID, g.Token, g.URL)
-	if setup != nil {
-		setup(k, x)
+	if o.setup != nil {
+		o.setup(k, x)
 	}
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(path, []byte(caddyfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gw := startGateway(t, gatewayOptions{config: path, env: []string{
-		"TEST_KARBON_ACCESS_KEY=" + k.AccessKey, "TEST_KARBON_BEARER=" + k.Bearer}})
-	// Vendor webhooks compare with what the gateway saw first: wait for
-	// its first look at Karbon and Xero to end, as readiness reports it.
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Contains(string(gw.do(t, "GET", "/readyz", "", nil).body), "still taking a first look") {
+	return &vendors{k: k, x: x, g: g, config: path,
+		env: []string{"TEST_KARBON_ACCESS_KEY=" + k.AccessKey, "TEST_KARBON_BEARER=" + k.Bearer}}
+}
+
+// gateway starts a gateway serving the firm from the doubles, with env
+// added to its environment.
+func (v *vendors) gateway(t *testing.T, env ...string) *gateway {
+	t.Helper()
+	return startGateway(t, gatewayOptions{config: v.config, env: append(append([]string(nil), v.env...), env...)})
+}
+
+// syncStates reads /readyz: the detail of each sync check by system
+// ("karbon": "live; data confirmed 3s ago").
+func syncStates(t testing.TB, g *gateway) map[string]string {
+	t.Helper()
+	var ready struct {
+		Checks []struct {
+			Name   string `json:"name"`
+			Detail string `json:"detail"`
+		} `json:"checks"`
+	}
+	r := g.do(t, "GET", "/readyz", "", nil)
+	if err := json.Unmarshal(r.body, &ready); err != nil {
+		t.Fatalf("/readyz: %v: %s", err, r.body)
+	}
+	out := map[string]string{}
+	for _, c := range ready.Checks {
+		if name, ok := strings.CutPrefix(c.Name, "sync "); ok {
+			system, _, _ := strings.Cut(name, "/")
+			out[system] = c.Detail
+		}
+	}
+	return out
+}
+
+// waitSyncs polls /readyz until cond holds of the syncs' details.
+func waitSyncs(t testing.TB, g *gateway, within time.Duration, what string, cond func(map[string]string) bool) map[string]string {
+	t.Helper()
+	var last map[string]string
+	deadline := time.Now().Add(within)
+	for {
+		last = syncStates(t, g)
+		if len(last) > 0 && cond(last) {
+			return last
+		}
 		if time.Now().After(deadline) {
-			t.Fatal("the gateway never finished its first look at the vendors' records")
+			t.Fatalf("timed out after %s waiting for %s; syncs: %v", within, what, last)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return gw, k, x
+}
+
+// allLive is a waitSyncs condition: every sync is live.
+func allLive(s map[string]string) bool {
+	for _, detail := range s {
+		if !strings.HasPrefix(detail, "live") {
+			return false
+		}
+	}
+	return true
 }
 
 // TestFirmOnItsOwnSystems is issue 6's "done": with a Caddyfile naming a

@@ -10,63 +10,85 @@ import (
 )
 
 // TestVendorAnswersTheGatewayCannotUse is issue 16's fidelity item through
-// the whole API: a vendor's refusal of a read the gateway made is the
-// contract's 503, never a 500; an answer the gateway cannot use (a next
-// link that repeats, a body that is not the vendor's shape) is the
-// contract's 502 at once, never a hang; and the first look at the records
-// at start-up ends on a repeating next link, says so in readiness, and
-// leaves the gateway serving.
+// the whole API, with reads served from the read model: a vendor answer
+// the sync cannot use (a next link that repeats, a refusal) shows in
+// readiness as the sync failing and why, while /v1 keeps answering from
+// the copy; a read that does reach the vendor (a record the backfill has
+// not copied yet) answers a refusal with the contract's 503 and an answer
+// it cannot use with its 502, at once, never a 500 or a hang.
 func TestVendorAnswersTheGatewayCannotUse(t *testing.T) {
-	g, k, x := vendorFirmWith(t, func(k *vendortest.Karbon, _ *vendortest.Xero) { k.LoopNextLinks(true) })
+	v := startVendors(t, vendorOptions{setup: func(k *vendortest.Karbon, _ *vendortest.Xero) { k.LoopNextLinks(true) }})
+	g := v.gateway(t, "PRACTICEGW_SYNC_POLL=1s")
+	k, x := v.k, v.x
 	tok := g.issue("frm_hollis", false, allReadWrite...).Token
 
-	t.Run("the first look at start-up ends and says why", func(t *testing.T) {
-		ready := string(g.do(t, "GET", "/readyz", "", nil).body)
-		if !strings.Contains(ready, "first look at its records failed") || !strings.Contains(ready, "paging repeats") {
-			t.Fatalf("readiness after a first look at a Karbon whose next link repeats: %s", ready)
+	t.Run("a backfill on a repeating next link fails and says why", func(t *testing.T) {
+		waitSyncs(t, g, 10*time.Second, "Karbon's sync to fail on paging and the others to be live", func(s map[string]string) bool {
+			return strings.HasPrefix(s["karbon"], "failing: ") && strings.Contains(s["karbon"], "paging repeats") &&
+				strings.HasPrefix(s["xero"], "live") && strings.HasPrefix(s["sharepoint"], "live")
+		})
+	})
+
+	t.Run("reads keep answering from the copy", func(t *testing.T) {
+		r := g.do(t, "GET", "/v1/jobs?stage=in_review", tok, nil)
+		if r.StatusCode != http.StatusOK || r.Header.Get("Data-State") != "failing" {
+			t.Fatalf("%d (Data-State %q) %s", r.StatusCode, r.Header.Get("Data-State"), r.body)
+		}
+		r = g.do(t, "GET", "/v1/invoices?limit=5", tok, nil)
+		if r.StatusCode != http.StatusOK || r.Header.Get("Data-State") != "live" || len(r.json(t)["data"].([]any)) != 5 {
+			t.Fatalf("invoices while Karbon fails: %d (Data-State %q) %s", r.StatusCode, r.Header.Get("Data-State"), r.body)
 		}
 	})
 
-	t.Run("a repeating next link is a 502", func(t *testing.T) {
+	// Jobs are never backfilled while Karbon's contacts page in a loop:
+	// reading one goes to Karbon.
+	t.Run("a record not copied yet is read from the vendor", func(t *testing.T) {
+		r := g.do(t, "GET", "/v1/jobs/job_W0002", tok, nil)
+		if r.StatusCode != http.StatusOK || r.json(t)["id"] != "job_W0002" {
+			t.Fatalf("%d %s", r.StatusCode, r.body)
+		}
+		if r := g.do(t, "GET", "/v1/jobs/job_W9999", tok, nil); r.StatusCode != http.StatusNotFound {
+			t.Fatalf("a job Karbon does not have: %d %s", r.StatusCode, r.body)
+		}
+	})
+
+	t.Run("Karbon refuses a read of one record with a 4xx: 503, not 500", func(t *testing.T) {
+		k.FaultOn("/v3/WorkItems/W0001", vendortest.Fault{Status: http.StatusBadRequest,
+			Body: `{"error":{"code":"4002","message":"The query specified in the URI is not valid."}}`})
+		r := g.do(t, "GET", "/v1/jobs/job_W0001", tok, nil)
+		if r.StatusCode != http.StatusServiceUnavailable || r.errorCode(t) != "upstream_unavailable" || r.Header.Get("Retry-After") == "" {
+			t.Fatalf("%d %s (Retry-After %q)", r.StatusCode, r.body, r.Header.Get("Retry-After"))
+		}
+	})
+
+	t.Run("an answer not in the vendor's shape is a 502", func(t *testing.T) {
+		k.FaultOn("/v3/WorkItems/W0001", vendortest.Fault{Status: http.StatusOK, Body: `<html>maintenance</html>`})
 		start := time.Now()
-		r := g.do(t, "GET", "/v1/jobs?stage=in_review", tok, nil)
+		r := g.do(t, "GET", "/v1/jobs/job_W0001", tok, nil)
 		if r.StatusCode != http.StatusBadGateway || r.errorCode(t) != "upstream_unavailable" || time.Since(start) > 10*time.Second {
 			t.Fatalf("%d %s after %s", r.StatusCode, r.body, time.Since(start))
 		}
 	})
-	k.LoopNextLinks(false)
-	if r := g.do(t, "GET", "/v1/jobs?stage=in_review", tok, nil); r.StatusCode != http.StatusOK {
-		t.Fatalf("once Karbon pages properly again: %d %s", r.StatusCode, r.body)
-	}
 
-	refused := []struct {
-		name   string
-		faults *vendortest.Faults
-		body   string
-		path   string
-	}{
-		{"Karbon refuses a read of one record", &k.Faults,
-			`{"error":{"code":"4002","message":"The query specified in the URI is not valid."}}`, "/v1/jobs/job_W0001"},
-		{"Karbon refuses a list", &k.Faults,
-			`{"error":{"code":"4002","message":"The query specified in the URI is not valid."}}`, "/v1/jobs?limit=10"},
-		{"Xero refuses a list", &x.Faults,
-			`{"ErrorNumber":10,"Type":"ValidationException","Message":"A validation exception occurred"}`, "/v1/invoices?limit=10"},
-	}
-	for _, c := range refused {
-		t.Run(c.name+" with a 4xx: 503, not 500", func(t *testing.T) {
-			c.faults.Queue(vendortest.Fault{Status: http.StatusBadRequest, Body: c.body})
-			r := g.do(t, "GET", c.path, tok, nil)
-			if r.StatusCode != http.StatusServiceUnavailable || r.errorCode(t) != "upstream_unavailable" || r.Header.Get("Retry-After") == "" {
-				t.Fatalf("%d %s (Retry-After %q)", r.StatusCode, r.body, r.Header.Get("Retry-After"))
-			}
-		})
-	}
-
-	t.Run("an answer not in the vendor's shape is a 502", func(t *testing.T) {
-		k.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `<html>maintenance</html>`})
-		r := g.do(t, "GET", "/v1/jobs/job_W0001", tok, nil)
-		if r.StatusCode != http.StatusBadGateway || r.errorCode(t) != "upstream_unavailable" {
-			t.Fatalf("%d %s", r.StatusCode, r.body)
+	t.Run("once Karbon pages properly again the backfill ends", func(t *testing.T) {
+		k.LoopNextLinks(false)
+		waitSyncs(t, g, 15*time.Second, "Karbon's sync to be live", allLive)
+		if n := len(pageAll(t, g, tok, "/v1/jobs?stage=in_review", 50)); n != 60 {
+			t.Fatalf("%d jobs in review, want 60", n)
 		}
+	})
+
+	t.Run("Xero refuses the sync's reads with a 4xx: failing and why, reads from the copy", func(t *testing.T) {
+		x.Faults.Down(vendortest.Fault{Status: http.StatusBadRequest,
+			Body: `{"ErrorNumber":10,"Type":"ValidationException","Message":"A validation exception occurred"}`})
+		waitSyncs(t, g, 15*time.Second, "Xero's sync to fail", func(s map[string]string) bool {
+			return strings.HasPrefix(s["xero"], "failing: ")
+		})
+		r := g.do(t, "GET", "/v1/invoices?limit=10", tok, nil)
+		if r.StatusCode != http.StatusOK || r.Header.Get("Data-State") != "failing" || len(r.json(t)["data"].([]any)) != 10 {
+			t.Fatalf("%d (Data-State %q) %s", r.StatusCode, r.Header.Get("Data-State"), r.body)
+		}
+		x.Faults.Up()
+		waitSyncs(t, g, 15*time.Second, "Xero's sync to be live again", allLive)
 	})
 }
