@@ -116,6 +116,12 @@ type Karbon struct {
 	notes    []map[string]any
 	requests []string
 	loop     bool
+	// pathFaults are faults scripted for requests to one path alone.
+	pathFaults map[string][]Fault
+	// rows are list answers' rows by collection, kept until a record
+	// changes when KeepListRows is on (karbon_rows.go).
+	rows     map[string][]map[string]any
+	keepRows bool
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and
@@ -160,6 +166,40 @@ func (k *Karbon) LoopNextLinks(on bool) {
 	k.loop = on
 }
 
+// FaultOn scripts the next requests to path (such as
+// "/v3/WorkItems/W0001"), one fault each, leaving requests to other paths
+// alone: a test can fail one read while a background sync keeps reading.
+// A fault's Status and Body answer instead of serving (Delay is not
+// applied).
+func (k *Karbon) FaultOn(path string, fs ...Fault) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.pathFaults == nil {
+		k.pathFaults = map[string][]Fault{}
+	}
+	k.pathFaults[path] = append(k.pathFaults[path], fs...)
+}
+
+// pathFault takes the next fault scripted for path, if any.
+func (k *Karbon) pathFault(path string) (Fault, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	fs := k.pathFaults[path]
+	if len(fs) == 0 {
+		return Fault{}, false
+	}
+	k.pathFaults[path] = fs[1:]
+	return fs[0], true
+}
+
+// RemoveWorkItem deletes a work item, as a user would in Karbon.
+func (k *Karbon) RemoveWorkItem(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.changed()
+	delete(k.work, key)
+}
+
 // Requests lists "METHOD path?query" of every authenticated request.
 func (k *Karbon) Requests() []string {
 	k.mu.Lock()
@@ -176,11 +216,17 @@ func (k *Karbon) Notes() []map[string]any {
 
 // AddUser, AddContact, AddOrganization, AddClientGroup and AddWorkItem put
 // records in the double.
-func (k *Karbon) AddUser(u KarbonUser) { k.mu.Lock(); defer k.mu.Unlock(); k.users[u.Id] = &u }
+func (k *Karbon) AddUser(u KarbonUser) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.changed()
+	k.users[u.Id] = &u
+}
 
 func (k *Karbon) AddContact(c KarbonContact) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.changed()
 	if c.LastModified.IsZero() {
 		c.LastModified = k.now()
 	}
@@ -190,6 +236,7 @@ func (k *Karbon) AddContact(c KarbonContact) {
 func (k *Karbon) AddOrganization(o KarbonOrganization) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.changed()
 	if o.LastModified.IsZero() {
 		o.LastModified = k.now()
 	}
@@ -199,6 +246,7 @@ func (k *Karbon) AddOrganization(o KarbonOrganization) {
 func (k *Karbon) AddClientGroup(g KarbonClientGroup) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.changed()
 	if g.LastModified.IsZero() {
 		g.LastModified = k.now()
 	}
@@ -208,6 +256,7 @@ func (k *Karbon) AddClientGroup(g KarbonClientGroup) {
 func (k *Karbon) AddWorkItem(w KarbonWorkItem) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.changed()
 	k.fillWork(&w)
 	k.work[w.WorkItemKey] = &w
 }
@@ -227,6 +276,7 @@ func (k *Karbon) WorkItem(key string) (KarbonWorkItem, bool) {
 func (k *Karbon) MoveWorkItem(key, primary, secondary string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.changed()
 	w := k.work[key]
 	w.PrimaryStatus, w.SecondaryStatus = primary, secondary
 	w.WorkStatus = ""

@@ -14,6 +14,13 @@ import (
 // Karbon's published shapes.
 
 func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
+	if f, ok := k.pathFault(r.URL.Path); ok {
+		if f.RetryAfter != "" {
+			w.Header().Set("Retry-After", f.RetryAfter)
+		}
+		writeJSON(w, f.Status, []byte(f.Body))
+		return
+	}
 	if r.Header.Get("Authorization") != "Bearer "+k.Bearer || r.Header.Get("AccessKey") != k.AccessKey {
 		b, _ := json.Marshal(map[string]any{"error": map[string]string{"statusCode": "401", "message": "JWT not present."}})
 		writeJSON(w, http.StatusUnauthorized, b)
@@ -22,6 +29,9 @@ func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.requests = append(k.requests, r.Method+" "+r.URL.RequestURI())
+	if r.Method != http.MethodGet {
+		k.changed()
+	}
 	path := strings.TrimPrefix(r.URL.Path, "/v3/")
 	coll, key, _ := strings.Cut(path, "/")
 	switch {
@@ -39,44 +49,54 @@ func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (k *Karbon) list(w http.ResponseWriter, r *http.Request, coll string) {
-	var rows []map[string]any
 	var fields map[string]func(map[string]any) string
 	str := func(name string) func(map[string]any) string {
 		return func(m map[string]any) string { s, _ := m[name].(string); return s }
 	}
+	rows, kept := k.rows[coll]
 	switch coll {
 	case "Contacts":
-		for _, key := range sortedKeys(k.contacts) {
-			rows = append(rows, k.contactSummary(k.contacts[key]))
+		if !kept {
+			for _, key := range sortedKeys(k.contacts) {
+				rows = append(rows, k.contactSummary(k.contacts[key]))
+			}
 		}
 		fields = map[string]func(map[string]any) string{"FullName": str("FullName"), "EmailAddress": str("EmailAddress"),
 			"PhoneNumber": str("PhoneNumber"), "ContactType": str("ContactType"), "ExternalKey": str("ExternalKey")}
 	case "Organizations":
-		for _, key := range sortedKeys(k.orgs) {
-			rows = append(rows, k.orgSummary(k.orgs[key]))
+		if !kept {
+			for _, key := range sortedKeys(k.orgs) {
+				rows = append(rows, k.orgSummary(k.orgs[key]))
+			}
 		}
 		fields = map[string]func(map[string]any) string{"FullName": str("FullName"), "EmailAddress": str("EmailAddress"),
 			"ContactType": str("ContactType"), "ExternalKey": str("ExternalKey")}
 	case "ClientGroups":
-		for _, key := range sortedKeys(k.groups) {
-			g := k.groups[key]
-			rows = append(rows, map[string]any{"@odata.type": "#KarbonService.ClientGroupSummaryDTO",
-				"ClientGroupKey": g.ClientGroupKey, "FullName": g.FullName, "PhoneNumber": nil, "Website": nil,
-				"LastModifiedDateTime": g.LastModified.Format(time.RFC3339)})
+		if !kept {
+			for _, key := range sortedKeys(k.groups) {
+				g := k.groups[key]
+				rows = append(rows, map[string]any{"@odata.type": "#KarbonService.ClientGroupSummaryDTO",
+					"ClientGroupKey": g.ClientGroupKey, "FullName": g.FullName, "PhoneNumber": nil, "Website": nil,
+					"LastModifiedDateTime": g.LastModified.Format(time.RFC3339)})
+			}
 		}
 		fields = map[string]func(map[string]any) string{"FullName": str("FullName")}
 	case "WorkItems":
-		for _, key := range sortedKeys(k.work) {
-			rows = append(rows, k.workJSON(k.work[key], "#KarbonService.WorkItemSummaryDTO"))
+		if !kept {
+			for _, key := range sortedKeys(k.work) {
+				rows = append(rows, k.workJSON(k.work[key], "#KarbonService.WorkItemSummaryDTO"))
+			}
 		}
 		fields = map[string]func(map[string]any) string{"AssigneeEmailAddress": str("AssigneeEmailAddress"),
 			"ClientKey": str("ClientKey"), "PrimaryStatus": str("PrimaryStatus"), "StartDate": str("StartDate"),
 			"Title": str("Title"), "WorkScheduleKey": str("WorkScheduleKey"), "WorkStatus": str("WorkStatus"),
 			"WorkTemplateKey": str("WorkTemplateKey"), "WorkType": str("WorkType")}
 	case "Users":
-		for _, key := range sortedKeys(k.users) {
-			u := k.users[key]
-			rows = append(rows, map[string]any{"Id": u.Id, "Name": u.Name, "EmailAddress": u.EmailAddress})
+		if !kept {
+			for _, key := range sortedKeys(k.users) {
+				u := k.users[key]
+				rows = append(rows, map[string]any{"Id": u.Id, "Name": u.Name, "EmailAddress": u.EmailAddress})
+			}
 		}
 		fields = map[string]func(map[string]any) string{"Name": str("Name"), "EmailAddress": str("EmailAddress")}
 	case "TenantSettings":
@@ -86,6 +106,7 @@ func (k *Karbon) list(w http.ResponseWriter, r *http.Request, coll string) {
 		karbonError(w, http.StatusNotFound, "4004", "No HTTP resource was found that matches the request URI.")
 		return
 	}
+	k.keepList(coll, rows)
 	k.odataPage(w, r, coll, rows, fields)
 }
 

@@ -174,6 +174,29 @@ func (x *XPM) Job(id string) XPMJob {
 	return *x.jobs[id]
 }
 
+// MoveJob changes a job's state as a user would in XPM's job screen: a
+// Completed or Cancelled job gets a completed date (and leaves
+// job.api/current), any other state clears it. XPM keeps no modification
+// time on jobs, so nothing else changes.
+func (x *XPM) MoveJob(id, state string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	j := x.jobs[id]
+	j.State, j.Completed = state, time.Time{}
+	if state == "Completed" || state == "Cancelled" {
+		j.Completed = x.now()
+	}
+}
+
+// Client returns a copy of a client.
+func (x *XPM) Client(uuid string) XPMClient {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	c := *x.clients[uuid]
+	c.Contacts = append([]XPMContact(nil), c.Contacts...)
+	return c
+}
+
 // AddStaff stores a staff member.
 func (x *XPM) AddStaff(s XPMStaff) {
 	x.mu.Lock()
