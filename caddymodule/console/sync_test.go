@@ -137,13 +137,13 @@ func (f *fakeSyncs) asked() []string {
 
 func acmeSyncs() []readmodel.Status {
 	return []readmodel.Status{
-		{Firm: "frm_acme", System: "records", Label: "karbon", State: readmodel.StateBackfilling,
+		{Firm: "frm_acme", System: "records", Vendor: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
 			CallsLastHour: 1234, BudgetPerHour: 3600,
 			Kinds: []readmodel.KindStatus{
 				{Kind: practice.Clients, Backfilled: true, Seen: 120, About: 120, Records: 120, ConfirmedAt: rigNow.Add(-time.Minute)},
 				{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200},
 			}},
-		{Firm: "frm_acme", System: "ledger", Label: "xero", State: readmodel.StateFailing,
+		{Firm: "frm_acme", System: "ledger", Vendor: "xero", Label: "Xero", State: readmodel.StateFailing,
 			Why: "xero answered 401 Unauthorized: the connection was revoked", ConfirmedAt: rigNow.Add(-3 * time.Hour),
 			CallsLastHour: 12, Kinds: []readmodel.KindStatus{{Kind: practice.Invoices, Backfilled: true, Records: 7,
 				ConfirmedAt: rigNow.Add(-3 * time.Hour)}}},
@@ -172,7 +172,7 @@ func TestOverviewShowsEachRealSystemsSync(t *testing.T) {
 	}
 	for _, want := range []string{
 		`data-system="records"`, `data-state="backfilling"`,
-		"karbon jobs: 3,200 of about 5,000",
+		"Karbon jobs: 3,200 of about 5,000",
 		"<strong>1,234</strong> of 3,600",
 		`data-kind="jobs">jobs: 3,200 <span class="muted">(backfilling)</span>`,
 		`data-kind="clients">clients: 120</li>`,
@@ -213,7 +213,7 @@ func TestResyncNowAsksTheSystemsSync(t *testing.T) {
 		t.Fatalf("resyncs asked: %v", got)
 	}
 	page := rg.do(t, "GET", "/console", nil).Body.String()
-	if !strings.Contains(page, "Resync of karbon (records) asked for") {
+	if !strings.Contains(page, "Resync of Karbon (records) asked for") {
 		t.Error("the overview after a resync does not say it was asked for")
 	}
 }

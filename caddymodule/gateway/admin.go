@@ -247,7 +247,7 @@ type SyncKindView struct {
 }
 
 func syncViewOf(st readmodel.Status, now time.Time) SyncView {
-	v := SyncView{Firm: st.Firm, System: st.System, Vendor: st.Label, State: st.State, Why: st.Why,
+	v := SyncView{Firm: st.Firm, System: st.System, Vendor: st.Vendor, State: st.State, Why: st.Why,
 		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
 		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []SyncKindView{}}
 	if !st.ConfirmedAt.IsZero() {
@@ -302,7 +302,7 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, st := range a.app.SyncStatus(firm) {
-		if st.System == system || st.Label == system {
+		if st.System == system || st.Vendor == system {
 			// Accepted: the instance that runs the sync takes the request
 			// up at its next step.
 			return writeJSON(w, http.StatusAccepted, syncViewOf(st, now))

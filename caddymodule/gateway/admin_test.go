@@ -105,7 +105,7 @@ func TestAdminSyncStatus(t *testing.T) {
 		v.AgeSeconds != nil || len(v.Kinds) != len(roleKinds["records"]) {
 		t.Errorf("karbon's sync before its backfill: %+v", v)
 	}
-	if !strings.HasPrefix(v.Progress, "karbon clients: 0") {
+	if !strings.HasPrefix(v.Progress, "Karbon clients: 0") {
 		t.Errorf("progress %q", v.Progress)
 	}
 

@@ -97,7 +97,7 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 		model.Serve(k, reader)
 	}
 	s := &readmodel.Syncer{
-		System: role, Label: system, Kinds: kinds, Reader: reader,
+		System: role, Vendor: system, Label: systemLabel(system), Kinds: kinds, Reader: reader,
 		Model: model, Recorder: rec, Sink: a.changes,
 		Checkpoints: store, Leases: store, Holder: a.holder,
 		Config: cfg,
@@ -111,6 +111,18 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 		s.BudgetPerHour = client.BudgetPerHour()
 	}
 	return s
+}
+
+// systemLabel is how people name a system, for readiness and the console
+// ("Karbon jobs: 3,200 of about 5,000").
+func systemLabel(system string) string {
+	if l, ok := map[string]string{
+		"karbon": "Karbon", "xero": "Xero", "xpm": "Xero Practice Manager", "sharepoint": "SharePoint",
+		"onedrive": "OneDrive", "google_drive": "Google Drive", "dropbox": "Dropbox",
+	}[system]; ok {
+		return l
+	}
+	return system
 }
 
 // holderID names this process in sync leases: the host and a random part,
@@ -157,7 +169,7 @@ func (a *App) Resync(ctx context.Context, firm, system string) error {
 		return fmt.Errorf("no firm %q: %w", firm, practice.ErrNotFound)
 	}
 	for _, s := range b.syncs {
-		if s.System == system || s.Label == system {
+		if s.System == system || s.Vendor == system {
 			return s.Resync(ctx)
 		}
 	}
@@ -185,7 +197,7 @@ func (a *App) syncChecks() []health.Check {
 			if !st.ConfirmedAt.IsZero() {
 				detail += fmt.Sprintf("; data confirmed %s ago", st.Age(now).Round(time.Second))
 			}
-			checks = append(checks, health.Check{Name: "sync " + st.Label + "/" + firm, OK: st.State != readmodel.StateFailing, Detail: detail})
+			checks = append(checks, health.Check{Name: "sync " + st.Vendor + "/" + firm, OK: st.State != readmodel.StateFailing, Detail: detail})
 		}
 	}
 	slices.SortFunc(checks, func(x, y health.Check) int { return strings.Compare(x.Name, y.Name) })

@@ -29,12 +29,12 @@ func TestSyncMetricsReportEachSystemAtScrapeTime(t *testing.T) {
 		t.Fatalf("before any app serves: %d series, %v", n, err)
 	}
 	c.serve(&fixedSyncs{[]readmodel.Status{
-		{Firm: "frm_acme", System: "records", Label: "karbon", State: readmodel.StateBackfilling,
+		{Firm: "frm_acme", System: "records", Vendor: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
 			CallsLastHour: 1234, BudgetPerHour: 3600, Kinds: []readmodel.KindStatus{
 				{Kind: practice.Clients, Backfilled: true, Seen: 120, About: 120, Records: 120},
 				{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200},
 			}},
-		{Firm: "frm_acme", System: "ledger", Label: "xero", State: readmodel.StateFailing, Why: "401",
+		{Firm: "frm_acme", System: "ledger", Vendor: "xero", Label: "Xero", State: readmodel.StateFailing, Why: "401",
 			ConfirmedAt: now.Add(-90 * time.Second), CallsLastHour: 12,
 			Kinds: []readmodel.KindStatus{{Kind: practice.Invoices, Backfilled: true, Seen: 7, Records: 7}}},
 	}})

@@ -12,8 +12,9 @@ import (
 // show it.
 type Status struct {
 	Firm   string
-	System string
-	Label  string
+	System string // the role: records, ledger, documents
+	Vendor string // the system: karbon, xero, ...
+	Label  string // the system, for people
 	// State is backfilling, live, lagging or failing; Why says why a
 	// failing sync fails.
 	State string
@@ -80,12 +81,17 @@ func thousands(n int) string {
 // holds the lease, else the holder's last checkpoint.
 func (s *Syncer) Status() Status {
 	s.init()
-	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+// statusLocked is Status; the caller holds mu.
+func (s *Syncer) statusLocked() Status {
+	now := s.now()
 	p := s.progress
 	st := Status{
-		Firm: s.Model.Firm(), System: s.System, Label: s.Label, Holder: p.Holder,
+		Firm: s.Model.Firm(), System: s.System, Vendor: s.Vendor, Label: s.Label, Holder: p.Holder,
 		CallsLastHour: p.CallsLastHour, BudgetPerHour: s.BudgetPerHour,
 	}
 	backfilled := true

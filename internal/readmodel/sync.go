@@ -71,10 +71,11 @@ func (c SyncConfig) withDefaults() SyncConfig {
 // runs one per firm system; the one holding the lease syncs, the others
 // read its checkpoint, so that every instance tells the same freshness.
 type Syncer struct {
-	// System names the firm's system ("karbon"); Label names it for
-	// people ("Karbon").
-	System, Label string
-	Kinds         []practice.Kind
+	// System is the role the system plays for the firm (records, ledger,
+	// documents); Vendor names the system ("karbon") and Label names it
+	// for people ("Karbon").
+	System, Vendor, Label string
+	Kinds                 []practice.Kind
 	// Reader is the system's adapter: the vendor, not the model.
 	Reader practice.Reader
 	// Feed is the vendor's change feed, when it has one; it replaces
@@ -211,8 +212,10 @@ func (s *Syncer) Run(ctx context.Context) {
 		s.holding = held
 		s.mu.Unlock()
 		if !held {
+			// Following is a read of one checkpoint: often enough that
+			// this instance reports what the holder does within a second.
 			s.follow(ctx)
-			s.sleep(ctx, s.Config.LeaseTTL/3)
+			s.sleep(ctx, time.Second)
 			continue
 		}
 		if took {
@@ -403,8 +406,10 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 		s.setKind(k, kp)
 		return nil
 	}
+	// The first poll comes at once: it confirms what changed while the
+	// backfill read, which may have taken hours.
 	kp.Backfilled, kp.Cursor, kp.About = true, "", kp.Seen
-	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, s.now(), s.now()
+	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, time.Time{}, s.now()
 	s.setKind(k, kp)
 	s.Logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
 	return nil
@@ -656,6 +661,9 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	}
 	s.progress.Holder, s.progress.SavedAt = s.Holder, now
 	b, err := json.Marshal(s.progress)
+	// Reads are told of the step's outcome in the same critical section
+	// as Status is, so the two never disagree.
+	s.publishLocked()
 	s.mu.Unlock()
 	if stepErr != nil {
 		s.Logger.Warn("sync step failed", zap.String("sync", s.name()), zap.Error(stepErr))
@@ -666,7 +674,6 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	if err != nil && ctx.Err() == nil {
 		s.Logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
 	}
-	s.publish()
 	if stepErr != nil {
 		// A failing vendor is not asked again at once.
 		s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
@@ -675,7 +682,14 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 
 // publish tells the model how fresh each kind is.
 func (s *Syncer) publish() {
-	st := s.Status()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publishLocked()
+}
+
+// publishLocked is publish; the caller holds mu.
+func (s *Syncer) publishLocked() {
+	st := s.statusLocked()
 	for _, ks := range st.Kinds {
 		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: st.State})
 	}

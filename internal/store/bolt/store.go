@@ -132,6 +132,15 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 				return fmt.Errorf("create bucket %s: %w", name, err)
 			}
 		}
+		// bbolt locks its file to one process, so a sync lease found here
+		// was taken by a process that is gone (killed, say): waiting for
+		// it to expire would only hold the restarted syncs back.
+		if err := tx.DeleteBucket([]byte(bucketRMLeases)); err != nil {
+			return err
+		}
+		if _, err := tx.CreateBucket([]byte(bucketRMLeases)); err != nil {
+			return err
+		}
 		return prepareSecrets(tx, s.secrets)
 	})
 	if err != nil {
