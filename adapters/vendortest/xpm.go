@@ -81,8 +81,11 @@ type XPM struct {
 
 	srv *httptest.Server
 
-	mu         sync.Mutex
-	now        func() time.Time
+	mu  sync.Mutex
+	now func() time.Time
+	// loc is the practice's zone, in which XPM reads and writes times
+	// without a zone (modifiedSince); UTC unless SetZone.
+	loc        *time.Location
 	clients    map[string]*XPMClient
 	jobs       map[string]*XPMJob
 	staff      map[string]*XPMStaff
@@ -97,7 +100,7 @@ type XPM struct {
 // states Planned, In Progress, Awaiting info, Completed and Cancelled,
 // and the categories Accounts and Tax.
 func NewXPM() *XPM {
-	x := &XPM{Token: "xpm-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", now: time.Now,
+	x := &XPM{Token: "xpm-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", now: time.Now, loc: time.UTC,
 		clients: map[string]*XPMClient{}, jobs: map[string]*XPMJob{}, staff: map[string]*XPMStaff{},
 		invoices: map[string]*XPMInvoice{}, states: []string{"Planned", "In Progress", "Awaiting info", "Completed", "Cancelled"},
 		categories:  map[string]string{"5b5e8c54-5a2e-4b1c-9f1a-000000000001": "Accounts", "5b5e8c54-5a2e-4b1c-9f1a-000000000002": "Tax"},
@@ -119,6 +122,14 @@ func StartXPM(t testing.TB) *XPM {
 
 // Close stops the server.
 func (x *XPM) Close() { x.srv.Close() }
+
+// SetZone sets the practice's time zone, in which the double reads the
+// times XPM takes without a zone, as XPM does.
+func (x *XPM) SetZone(loc *time.Location) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.loc = loc
+}
 
 // SetClock makes the double stamp modifications with now.
 func (x *XPM) SetClock(now func() time.Time) {
@@ -320,7 +331,7 @@ func (x *XPM) serve(w http.ResponseWriter, r *http.Request) {
 	case op == "client.api/list" && r.Method == http.MethodGet:
 		var since time.Time
 		if v := q.Get("modifiedSince"); v != "" {
-			t, err := time.Parse("2006-01-02T15:04:05", v)
+			t, err := time.ParseInLocation("2006-01-02T15:04:05", v, x.loc)
 			if err != nil {
 				refuse(w, http.StatusBadRequest, "modifiedSince must be yyyy-MM-ddTHH:mm:ss")
 				return

@@ -520,3 +520,25 @@ func TestClientsByName(t *testing.T) {
 		t.Errorf("%d XPM calls for four look-ups", n)
 	}
 }
+
+// XPM reads modifiedSince in the practice's zone: in British Summer Time a
+// client edited an hour after the last poll is still found.
+func TestPollingInThePracticesZone(t *testing.T) {
+	london, err := time.LoadLocation("Europe/London")
+	if err != nil {
+		t.Skip("no time zone database")
+	}
+	e := newEnv(t, func(c *xpm.Config) { c.TimeZone = "Europe/London" })
+	e.x.SetZone(london)
+	summer := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	e.clock.Advance(summer.Sub(e.clock.Now()))
+	e.x.SetClock(e.clock.Now)
+	vendortest.ListAll(t, e.a, live, practice.Clients, practice.Filter{}, 200)
+	since := e.clock.Now()
+	e.clock.Advance(10 * time.Minute)
+	e.x.EditClient(clientID(3), func(c *vendortest.XPMClient) { c.Phone = "+44 20 7946 0001" })
+	p, err := e.a.List(context.Background(), live, practice.Clients, practice.Query{Filter: practice.Filter{UpdatedSince: since}, Limit: 200})
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("poll in BST: %d items, %v; calls %v", len(p.Items), err, e.x.Requests())
+	}
+}
