@@ -177,9 +177,7 @@ func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q 
 		return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 	}
-	if err := m.Sync(ctx); err != nil {
-		return practice.Page{}, err
-	}
+	m.syncForRead(ctx)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
@@ -197,9 +195,7 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 	if err != nil {
 		return nil, err
 	}
-	if err := m.Sync(ctx); err != nil {
-		return nil, err
-	}
+	m.syncForRead(ctx)
 	if raw := m.find(km, id); raw != nil {
 		return raw, nil
 	}
@@ -280,6 +276,20 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 	}
 	km.col.Upsert(*e)
 }
+
+// syncForRead catches up before a read. When the shared store cannot be
+// reached the read is answered from what this instance holds: a copy a
+// little behind beats no answer, and the sync's state says how fresh it
+// is.
+func (m *Model) syncForRead(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
+	defer cancel()
+	_ = m.Sync(ctx)
+}
+
+// readSyncTimeout bounds the catch-up before a read, so that a shared store
+// that stopped answering delays a read by no more than this.
+const readSyncTimeout = 500 * time.Millisecond
 
 // Sync applies what other instances wrote since this one last looked:
 // one round trip to the shared store when nothing is new, so that a
