@@ -29,23 +29,10 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging
 		Match: func(c client) bool {
 			return (f.Owner == "" || a.clientOwner(&c) == f.Owner) && (f.Status == "" || clientStatus(&c) == f.Status)
 		},
-		Convert: func(ctx context.Context, cs []paging.Found[client]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(cs))
-			for i := range cs {
-				rec, err := a.clientRecord(ctx, &cs[i].Item)
-				if err != nil {
-					return nil, err
-				}
-				if !after(rec.UpdatedAt, f.UpdatedSince) || !after(rec.LastActivityAt, f.LastActivityAfter) ||
-					!f.LastActivityBefore.IsZero() && rec.LastActivityAt.After(f.LastActivityBefore) {
-					continue
-				}
-				if out[i], err = json.Marshal(&rec); err != nil {
-					return nil, err
-				}
-			}
-			return out, nil
-		},
+		Convert: records(a.clientRecord, func(rec *practice.Client) bool {
+			return after(rec.UpdatedAt, f.UpdatedSince) && after(rec.LastActivityAt, f.LastActivityAfter) &&
+				(f.LastActivityBefore.IsZero() || !rec.LastActivityAt.After(f.LastActivityBefore))
+		}),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)
@@ -53,6 +40,28 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging
 
 // after reports whether t is at or after since; a zero since is no bound.
 func after(t, since time.Time) bool { return since.IsZero() || !t.Before(since) }
+
+// records converts a page of XPM's items to /v1 records, leaving out those
+// keep refuses: filters on the times the adapter keeps itself, which XPM
+// cannot apply.
+func records[T, R any](record func(context.Context, *T) (R, error), keep func(*R) bool) func(context.Context, []paging.Found[T]) ([]json.RawMessage, error) {
+	return func(ctx context.Context, items []paging.Found[T]) ([]json.RawMessage, error) {
+		out := make([]json.RawMessage, len(items))
+		for i := range items {
+			rec, err := record(ctx, &items[i].Item)
+			if err != nil {
+				return nil, err
+			}
+			if !keep(&rec) {
+				continue
+			}
+			if out[i], err = json.Marshal(&rec); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+}
 
 // fetchClients reads every client, or those XPM says were modified since
 // a time, in uuid order; deleted clients are left out.

@@ -71,23 +71,8 @@ func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur pagin
 			page.Next, err = a.nextWindow(token, first)
 			return page, err
 		},
-		ID: func(inv invoice) string { return inv.ID },
-		Convert: func(ctx context.Context, invs []paging.Found[invoice]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(invs))
-			for i := range invs {
-				rec, err := a.invoiceRecord(ctx, &invs[i].Item)
-				if err != nil {
-					return nil, err
-				}
-				if !after(rec.UpdatedAt, f.UpdatedSince) {
-					continue
-				}
-				if out[i], err = json.Marshal(&rec); err != nil {
-					return nil, err
-				}
-			}
-			return out, nil
-		},
+		ID:       func(inv invoice) string { return inv.ID },
+		Convert:  records(a.invoiceRecord, func(rec *practice.Invoice) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)

@@ -146,22 +146,7 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cu
 			}
 			return true
 		},
-		Convert: func(ctx context.Context, js []paging.Found[job]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(js))
-			for i := range js {
-				rec, err := a.jobRecord(ctx, &js[i].Item)
-				if err != nil {
-					return nil, err
-				}
-				if !after(rec.UpdatedAt, f.UpdatedSince) {
-					continue
-				}
-				if out[i], err = json.Marshal(&rec); err != nil {
-					return nil, err
-				}
-			}
-			return out, nil
-		},
+		Convert:  records(a.jobRecord, func(rec *practice.Job) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)

@@ -54,23 +54,8 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.
 			slices.SortFunc(l.StaffList, func(x, y staff) int { return strings.Compare(x.UUID, y.UUID) })
 			return paging.VendorPage[staff]{Items: l.StaffList}, nil
 		},
-		ID: func(s staff) string { return s.UUID },
-		Convert: func(ctx context.Context, ss []paging.Found[staff]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(ss))
-			for i := range ss {
-				p, err := a.person(ctx, &ss[i].Item)
-				if err != nil {
-					return nil, err
-				}
-				if !after(p.UpdatedAt, f.UpdatedSince) {
-					continue
-				}
-				if out[i], err = json.Marshal(&p); err != nil {
-					return nil, err
-				}
-			}
-			return out, nil
-		},
+		ID:       func(s staff) string { return s.UUID },
+		Convert:  records(a.person, func(p *practice.Person) bool { return after(p.UpdatedAt, f.UpdatedSince) }),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)
