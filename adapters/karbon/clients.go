@@ -72,15 +72,22 @@ func (a *Adapter) statusFor(status string) string {
 // lists.
 type clientRow struct {
 	ref         clientRef
+	name        string // FullName, by which other systems name the client
 	contactType string // empty for client groups, whose list has none
 	version     string // LastModifiedDateTime as Karbon wrote it
 	modified    time.Time
 }
 
 func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
+	// Both filters compare LastModifiedDateTime, so the later of the two
+	// is where a read newest first may stop.
+	since := f.UpdatedSince
+	if f.LastActivityAfter.After(since) {
+		since = f.LastActivityAfter
+	}
 	w := paging.Walk[clientRow]{
 		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[clientRow], error) {
-			return a.fetchClients(ctx, token)
+			return a.fetchClients(ctx, since, token)
 		},
 		ID: func(r clientRow) string { return r.ref.id() },
 		Match: func(r clientRow) bool {
@@ -123,10 +130,20 @@ func inTimes(f practice.Filter, t time.Time) bool {
 		(f.LastActivityBefore.IsZero() || !t.After(f.LastActivityBefore))
 }
 
+// newestFirst is the order Karbon publishes for contacts and organizations
+// (not client groups, whose $orderby names FullName alone) that lets a
+// read of what changed since a time end at the first row modified before
+// it: a poll that finds nothing changed costs one page of each.
+const newestFirst = "LastModifiedDateTime desc"
+
 // fetchClients reads one Karbon page of a client list. Tokens are
 // "<collection letter>:<page token>" (see odataPage); "" is the first page
-// of contacts, then organizations, then client groups.
-func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.VendorPage[clientRow], error) {
+// of contacts, then organizations, then client groups. With since set,
+// contacts and organizations are read newest first and each ends at its
+// first row modified before since; rows of client groups all come, to be
+// filtered by the caller. Whether a page is newest first is read from its
+// link, so a cursor issued in either order resumes in it.
+func (a *Adapter) fetchClients(ctx context.Context, since time.Time, token string) (paging.VendorPage[clientRow], error) {
 	var page paging.VendorPage[clientRow]
 	seg, at := byte('c'), ""
 	if token != "" {
@@ -137,27 +154,39 @@ func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.Vendor
 		seg, at = s[0], t
 	}
 	path := "/v3/" + clientRef{kind: seg}.collection()
+	var q url.Values
+	newest := false
+	if seg != 'g' && !since.IsZero() {
+		_, first, err := pageLink(path, at)
+		if err != nil {
+			return page, err
+		}
+		if first {
+			q = url.Values{"$orderby": {newestFirst}}
+		}
+		newest = first || linkOrder(at) == newestFirst
+	}
 	top := a.cfg.PageSize
 	var next string
 	var err error
 	switch seg {
 	case 'c':
 		var items []contactSummary
-		items, next, err = odataPage[contactSummary](ctx, a, path, "contacts", "", at, top)
+		items, next, err = odataPage[contactSummary](ctx, a, path, "contacts", q, at, top)
 		for _, v := range items {
-			page.Items = append(page.Items, clientRow{ref: clientRef{'c', v.ContactKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
+			page.Items = append(page.Items, clientRow{ref: clientRef{'c', v.ContactKey}, name: v.FullName, contactType: v.ContactType, version: v.LastModifiedDateTime})
 		}
 	case 'o':
 		var items []organizationSummary
-		items, next, err = odataPage[organizationSummary](ctx, a, path, "organizations", "", at, top)
+		items, next, err = odataPage[organizationSummary](ctx, a, path, "organizations", q, at, top)
 		for _, v := range items {
-			page.Items = append(page.Items, clientRow{ref: clientRef{'o', v.OrganizationKey}, contactType: v.ContactType, version: v.LastModifiedDateTime})
+			page.Items = append(page.Items, clientRow{ref: clientRef{'o', v.OrganizationKey}, name: v.FullName, contactType: v.ContactType, version: v.LastModifiedDateTime})
 		}
 	default:
 		var items []clientGroupSummary
-		items, next, err = odataPage[clientGroupSummary](ctx, a, path, "client groups", "", at, top)
+		items, next, err = odataPage[clientGroupSummary](ctx, a, path, "client groups", q, at, top)
 		for _, v := range items {
-			page.Items = append(page.Items, clientRow{ref: clientRef{'g', v.ClientGroupKey}, version: v.LastModifiedDateTime})
+			page.Items = append(page.Items, clientRow{ref: clientRef{'g', v.ClientGroupKey}, name: v.FullName, version: v.LastModifiedDateTime})
 		}
 	}
 	if err != nil {
@@ -174,6 +203,15 @@ func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.Vendor
 		}
 		r.modified = t
 	}
+	if newest {
+		for i, r := range page.Items {
+			if r.modified.Before(since) {
+				// Every row after this one is older still.
+				page.Items, next = page.Items[:i], ""
+				break
+			}
+		}
+	}
 	switch {
 	case next != "":
 		page.Next = string(seg) + ":" + next
@@ -183,6 +221,16 @@ func (a *Adapter) fetchClients(ctx context.Context, token string) (paging.Vendor
 		page.Next = "g:"
 	}
 	return page, nil
+}
+
+// linkOrder is the $orderby of a page link, "" for none.
+func linkOrder(link string) string {
+	_, raw, _ := strings.Cut(link, "?")
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return ""
+	}
+	return q.Get("$orderby")
 }
 
 func (a *Adapter) getClient(ctx context.Context, ref clientRef) (json.RawMessage, error) {

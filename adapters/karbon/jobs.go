@@ -128,7 +128,11 @@ func (a *Adapter) jobMatches(f practice.Filter, w workItem) bool {
 // the one at Karbon's next link.
 func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) (paging.VendorPage[workItem], error) {
 	var page paging.VendorPage[workItem]
-	items, next, err := odataPage[workItem](ctx, a, "/v3/WorkItems", "work items", filter, token, top)
+	var q url.Values
+	if filter != "" {
+		q = url.Values{"$filter": {filter}}
+	}
+	items, next, err := odataPage[workItem](ctx, a, "/v3/WorkItems", "work items", q, token, top)
 	if err != nil {
 		return page, err
 	}

@@ -28,9 +28,12 @@
 // Paging walks Karbon's OData pages: the first asks for $top (at most
 // 100), each later one is read at the @odata.nextLink Karbon gave, as
 // given, and a cursor carries that link; clients go through contacts,
-// then organizations, then client groups. Filters Karbon supports go into $filter (a job's client,
-// owner and, where the stage has one primary status, its primary status;
-// a client status with exactly one contact type); the rest are applied
+// then organizations, then client groups; with updated_since or
+// last_activity_after, contacts and organizations are read newest first
+// ($orderby=LastModifiedDateTime desc) and each ends at its first row
+// modified before it. Filters Karbon supports go into $filter (a job's
+// client, owner and, where the stage has one primary status, its primary
+// status; a client status with exactly one contact type); the rest are applied
 // here, fetching further Karbon pages until a page of ours is full, at
 // most Config.MaxScanPages Karbon pages per call (then the page is short
 // and has_more is true, never silently cut). Karbon's list of clients
@@ -136,7 +139,10 @@ type Adapter struct {
 	details  *detailCache
 	settings ttlValue[[]workStatus]
 	users    ttlValue[*directory]
-	resolved resolutions
+	// dir and looked find clients for the firm's other systems
+	// (resolve.go).
+	dir    clientDirectory
+	looked resolutions
 }
 
 // New checks cfg and makes the adapter.
@@ -314,8 +320,10 @@ func (a *Adapter) Upstream() *upstream.Client { return a.c }
 
 // Incremental tells the read model's sync which kinds Karbon can list by
 // modification time: clients (contacts, organizations and client groups
-// carry LastModifiedDateTime, so a poll reads their lists but each
-// record in full only when it changed). Work items and users carry no
-// modification time; Karbon's webhooks and the reconciliation keep them
-// current, and polling them would read every page to find nothing.
+// carry LastModifiedDateTime; a poll reads contacts and organizations
+// newest first, a page of each when nothing changed, and the client
+// groups' list, and each record in full only when it changed). Work
+// items and users carry no modification time; Karbon's webhooks and the
+// reconciliation keep them current, and polling them would read every
+// page to find nothing.
 func (a *Adapter) Incremental(k practice.Kind) bool { return k == practice.Clients }

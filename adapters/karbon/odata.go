@@ -48,22 +48,22 @@ func errBadCursor() error {
 }
 
 // odataPage reads the page at token of the collection at path: the first
-// page asks for top items, filtered when filter is set; a later one is the
-// next link as Karbon gave it. next is the link to the page after,
-// relative to the base URL, "" on the last. what names the collection in
-// errors.
-func odataPage[T any](ctx context.Context, a *Adapter, path, what, filter, token string, top int) (items []T, next string, err error) {
+// page asks for top items with the options in q ($filter, $orderby; nil
+// for none); a later one is the next link as Karbon gave it, which carries
+// them on. next is the link to the page after, relative to the base URL,
+// "" on the last. what names the collection in errors.
+func odataPage[T any](ctx context.Context, a *Adapter, path, what string, q url.Values, token string, top int) (items []T, next string, err error) {
 	link, first, err := pageLink(path, token)
 	if err != nil {
 		return nil, "", err
 	}
 	req := upstream.Request{Path: link}
 	if first {
-		q := url.Values{"$top": {strconv.Itoa(top)}}
-		if filter != "" {
-			q.Set("$filter", filter)
+		params := url.Values{"$top": {strconv.Itoa(top)}}
+		for k, v := range q {
+			params[k] = v
 		}
-		link = path + "?" + upstream.EncodeQuery(q)
+		link = path + "?" + upstream.EncodeQuery(params)
 		req = upstream.Request{Path: link}
 	}
 	var l odataList[T]

@@ -54,7 +54,7 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.
 // next link.
 func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (paging.VendorPage[userSummary], error) {
 	var page paging.VendorPage[userSummary]
-	items, next, err := odataPage[userSummary](ctx, a, "/v3/Users", "users", "", token, a.cfg.PageSize)
+	items, next, err := odataPage[userSummary](ctx, a, "/v3/Users", "users", nil, token, a.cfg.PageSize)
 	if err != nil {
 		return page, err
 	}

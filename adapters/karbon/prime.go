@@ -3,6 +3,7 @@ package karbon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -42,7 +43,9 @@ func (a *Adapter) prime(ctx context.Context, k practice.Kind) error {
 			return a.rec.Baseline(ctx, a.tenant(), practice.Jobs, "job_"+w.WorkItemKey, raw)
 		})
 	case practice.Clients:
-		return paging.All(ctx, a.fetchClients, func(ctx context.Context, r clientRow) error {
+		return paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[clientRow], error) {
+			return a.fetchClients(ctx, time.Time{}, token)
+		}, func(ctx context.Context, r clientRow) error {
 			c, ok, err := a.readClient(ctx, r.ref)
 			if err != nil || !ok {
 				return err

@@ -1,10 +1,12 @@
 package vendortest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,11 +17,17 @@ import (
 
 func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 	if f, ok := k.pathFault(r.URL.Path); ok {
-		if f.RetryAfter != "" {
-			w.Header().Set("Retry-After", f.RetryAfter)
+		if f.Delay > 0 && !sleep(r.Context(), f.Delay) {
+			return
 		}
-		writeJSON(w, f.Status, []byte(f.Body))
-		return
+		// A fault with no status only stalls, then serves.
+		if f.Status != 0 {
+			if f.RetryAfter != "" {
+				w.Header().Set("Retry-After", f.RetryAfter)
+			}
+			writeJSON(w, f.Status, []byte(f.Body))
+			return
+		}
 	}
 	if r.Header.Get("Authorization") != "Bearer "+k.Bearer || r.Header.Get("AccessKey") != k.AccessKey {
 		b, _ := json.Marshal(map[string]any{"error": map[string]string{"statusCode": "401", "message": "JWT not present."}})
@@ -107,7 +115,77 @@ func (k *Karbon) list(w http.ResponseWriter, r *http.Request, coll string) {
 		return
 	}
 	k.keepList(coll, rows)
+	rows, ok := orderRows(w, r, coll, rows)
+	if !ok {
+		return
+	}
 	k.odataPage(w, r, coll, rows, fields)
+}
+
+// karbonOrderable are the properties each list publishes for $orderby.
+var karbonOrderable = map[string][]string{
+	"Contacts":      {"FullName", "LastModifiedDateTime"},
+	"Organizations": {"FullName", "LastModifiedDateTime"},
+	"ClientGroups":  {"FullName"},
+	"WorkItems":     {"StartDate", "DeadlineDate"},
+}
+
+// orderRows sorts a list's rows by $orderby, "Prop" or "Prop desc" with
+// Prop one the collection publishes; rows that tie keep Karbon's default
+// order, by key. The kept rows are not reordered in place. Any other
+// $orderby is answered as OData answers an unknown property.
+func orderRows(w http.ResponseWriter, r *http.Request, coll string, rows []map[string]any) ([]map[string]any, bool) {
+	v := strings.TrimSpace(r.URL.Query().Get("$orderby"))
+	if v == "" {
+		return rows, true
+	}
+	prop, dir, _ := strings.Cut(v, " ")
+	desc := false
+	switch strings.TrimSpace(dir) {
+	case "", "asc":
+	case "desc":
+		desc = true
+	default:
+		karbonError(w, http.StatusBadRequest, "4002", fmt.Sprintf("The query specified in the URI is not valid: $orderby %q.", v))
+		return nil, false
+	}
+	if !slices.Contains(karbonOrderable[coll], prop) {
+		karbonError(w, http.StatusBadRequest, "4002",
+			fmt.Sprintf("The query specified in the URI is not valid. Could not find a property named '%s' on type 'KarbonService.SummaryDTO'.", prop))
+		return nil, false
+	}
+	sorted := slices.Clone(rows)
+	slices.SortStableFunc(sorted, func(a, b map[string]any) int {
+		c := compareKarbonValues(a[prop], b[prop])
+		if desc {
+			c = -c
+		}
+		return c
+	})
+	return sorted, true
+}
+
+// compareKarbonValues orders two values of a row: null first, date-times
+// as instants, other strings as text.
+func compareKarbonValues(a, b any) int {
+	as, aok := a.(string)
+	bs, bok := b.(string)
+	if !aok || !bok {
+		return cmp.Compare(boolInt(aok), boolInt(bok))
+	}
+	at, aerr := time.Parse(time.RFC3339Nano, as)
+	bt, berr := time.Parse(time.RFC3339Nano, bs)
+	if aerr == nil && berr == nil {
+		return at.Compare(bt)
+	}
+	return strings.Compare(as, bs)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // expansions are the related parts a read asks for in $expand, a
