@@ -94,6 +94,9 @@ func (e *CycleError) Is(target error) bool { return target == practice.ErrBadUps
 type VendorPage[T any] struct {
 	Items []T
 	Next  string
+	// Total is how many items the whole listing holds, when the vendor
+	// says (Xero's pagination.itemCount); 0 when it does not.
+	Total int
 }
 
 // Found is a leaf item the walk kept, with the path of its folder.
@@ -146,6 +149,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 	type pageKey struct{ folder, token string }
 	cache := map[pageKey]VendorPage[T]{}
 	fetched := 0
+	total := 0
 	var out []json.RawMessage
 
 	for len(stack) > 0 {
@@ -156,13 +160,14 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 		page, ok := cache[pageKey{top.Folder, top.Page}]
 		if !ok {
 			if fetched == maxPages {
-				return w.page(out, true, stack), nil
+				return w.page(out, true, stack, total), nil
 			}
 			var err error
 			if page, err = w.Fetch(ctx, top.Folder, top.Page); err != nil {
 				return practice.Page{}, err
 			}
 			fetched++
+			total = max(total, page.Total)
 			cache[pageKey{top.Folder, top.Page}] = page
 			top.Index = w.locate(page.Items, *top)
 		}
@@ -220,7 +225,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 				stack = stack[:len(stack)-1]
 				more = len(stack) > 0
 			}
-			return w.page(out, more, stack), nil
+			return w.page(out, more, stack, total), nil
 		}
 		if page.Next != "" {
 			if _, seen := cache[pageKey{top.Folder, page.Next}]; seen {
@@ -233,11 +238,11 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 		}
 		stack = stack[:len(stack)-1]
 	}
-	return w.page(out, false, nil), nil
+	return w.page(out, false, nil, total), nil
 }
 
-func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame) practice.Page {
-	p := practice.Page{Items: items, HasMore: more}
+func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame, total int) practice.Page {
+	p := practice.Page{Items: items, HasMore: more, Total: total}
 	if p.Items == nil {
 		p.Items = []json.RawMessage{}
 	}

@@ -332,3 +332,23 @@ func TestAllReadsEverythingOnceAndEndsOnARepeatingNextLink(t *testing.T) {
 		t.Fatalf("a cancelled walk: %v after %d pages, want context.Canceled after 3", err, fetches)
 	}
 }
+
+// A page of ours says how many items the vendor's listing holds in all,
+// when the vendor says.
+func TestWalkCarriesTheVendorsTotal(t *testing.T) {
+	v := &vendor{size: 100, lists: flat(250)}
+	w := walk(v, nil, 10)
+	fetch := w.Fetch
+	w.Fetch = func(ctx context.Context, folder, token string) (paging.VendorPage[string], error) {
+		p, err := fetch(ctx, folder, token)
+		p.Total = 250
+		return p, err
+	}
+	p, err := w.Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 30)
+	if err != nil || p.Total != 250 || !p.HasMore {
+		t.Fatalf("first page: total %d, has more %v, %v", p.Total, p.HasMore, err)
+	}
+	if p, _ := walk(&vendor{size: 100, lists: flat(250)}, nil, 10).Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 30); p.Total != 0 {
+		t.Fatalf("a vendor that gives no total: %d", p.Total)
+	}
+}

@@ -24,6 +24,7 @@ type invoices struct {
 
 type pagination struct {
 	PageCount int `json:"pageCount"`
+	ItemCount int `json:"itemCount"`
 }
 
 type invoice struct {

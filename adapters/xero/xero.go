@@ -248,6 +248,9 @@ func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token stri
 	if body.Pagination != nil && body.Pagination.PageCount > 0 {
 		more = n < body.Pagination.PageCount
 	}
+	if body.Pagination != nil {
+		page.Total = body.Pagination.ItemCount
+	}
 	if more {
 		page.Next = strconv.Itoa(n+1) + ":" + strconv.Itoa(size)
 	}

@@ -105,6 +105,10 @@ type Page struct {
 	HasMore bool
 	// Next continues after the last item when HasMore is true.
 	Next string
+	// Total is about how many records the whole collection holds, when
+	// the vendor says (an unfiltered listing of Xero's); 0 when unknown.
+	// The sync shows it as a backfill's progress ("3,200 of about 5,000").
+	Total int
 }
 
 // Reader serves collections and single records of the kinds an adapter owns.

@@ -431,6 +431,9 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 		return err
 	}
 	kp.Seen += len(page.Items)
+	if page.Total > 0 {
+		kp.About = page.Total
+	}
 	if page.HasMore {
 		if page.Next == "" || page.Next == kp.Cursor {
 			return fmt.Errorf("backfill %s %s: the adapter's next cursor does not move: %w", s.Label, k, practice.ErrBadUpstream)

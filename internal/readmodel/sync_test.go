@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -382,7 +383,11 @@ func (r *stallingReader) List(ctx context.Context, t practice.Tenant, k practice
 		<-ctx.Done()
 		return practice.Page{}, ctx.Err()
 	}
-	return r.Reader.List(ctx, t, k, q)
+	p, err := r.Reader.List(ctx, t, k, q)
+	if k == practice.Jobs {
+		p.Total = 250
+	}
+	return p, err
 }
 
 // cursorReader records the cursors the jobs pages are asked with.
@@ -410,6 +415,11 @@ func TestBackfillResumesFromItsCheckpoint(t *testing.T) {
 	s1 := first.syncer("first", stall)
 	stop := run(t, s1)
 	<-stall.stalled
+	// A vendor that says how many records a listing holds (Xero) gives
+	// the backfill's progress its "about".
+	if p := s1.Status().Progress(); !strings.Contains(p, "karbon jobs: 200 of about 250") {
+		t.Errorf("progress during the backfill: %q", p)
+	}
 	stop()
 	if got := first.model.Count(practice.Jobs); got != 200 {
 		t.Fatalf("%d jobs kept before the stop, want the first page's 200", got)
