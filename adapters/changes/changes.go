@@ -148,27 +148,6 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	return true, nil
 }
 
-// Baseline remembers a record's state when none is saved yet, without
-// publishing anything. Adapters' Prime walks use it so that the first
-// webhook after the gateway starts watching a firm has a "before".
-func (r *Recorder) Baseline(ctx context.Context, t practice.Tenant, k practice.Kind, id string, state json.RawMessage) error {
-	key := StateKey(t, k, id)
-	mu := r.lock(key)
-	mu.Lock()
-	defer mu.Unlock()
-	last, err := r.State.Last(ctx, key)
-	if err != nil {
-		return fmt.Errorf("last state of %s: %w", key, err)
-	}
-	if last != nil {
-		return nil
-	}
-	if err := r.State.Save(ctx, key, state); err != nil {
-		return fmt.Errorf("save state of %s: %w", key, err)
-	}
-	return nil
-}
-
 func (r *Recorder) lock(key string) *sync.Mutex {
 	r.once.Do(func() { r.seed = maphash.MakeSeed() })
 	return &r.locks[maphash.String(r.seed, key)%uint64(len(r.locks))]

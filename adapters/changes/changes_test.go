@@ -68,9 +68,4 @@ func TestRecorder(t *testing.T) {
 	if got, _ := rec.Observe(ctx, s, known); !got || string(s.changes[3].Before) != string(known.Before) {
 		t.Fatal("a known before was not used")
 	}
-	// Baseline never overwrites what was seen.
-	rec.Baseline(ctx, tenant, practice.Jobs, "job_3", json.RawMessage(`{}`))
-	if last, _ := rec.State.Last(ctx, changes.StateKey(tenant, practice.Jobs, "job_3")); string(last) != string(known.After) {
-		t.Fatalf("baseline overwrote %s", last)
-	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -110,21 +111,24 @@ func TestContactReadExpandsOnlyItsBusinessCards(t *testing.T) {
 	}
 }
 
-// The first look at every record, which the gateway takes at start-up,
-// ends with a bad-upstream error when Karbon's next link repeats, after
-// reading a listing's page twice at most, and stops when its context does.
-func TestPrimeEndsOnARepeatingNextLink(t *testing.T) {
-	for _, kind := range []practice.Kind{practice.Jobs, practice.Clients, practice.People} {
+// The first look at every record is the read model's backfill, which
+// pages each kind through List (200 a page, following Page.Next). When
+// Karbon's next link repeats, that walk ends with a bad-upstream error
+// after reading a listing's page twice at most; a List whose context has
+// ended sends nothing.
+func TestListWalkEndsOnARepeatingNextLink(t *testing.T) {
+	kinds := []practice.Kind{practice.Jobs, practice.Clients, practice.People}
+	for _, kind := range kinds {
 		t.Run(string(kind), func(t *testing.T) {
 			k := fixture(t)
 			a, _ := newAdapter(t, k)
 			k.LoopNextLinks(true)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			err := a.Prime(ctx, kind)
+			err := walkList(ctx, a, kind)
 			var cycle *paging.CycleError
 			if !errors.As(err, &cycle) || !errors.Is(err, practice.ErrBadUpstream) {
-				t.Fatalf("prime %s: %v, want a repeating next link", kind, err)
+				t.Fatalf("list %s: %v, want a repeating next link", kind, err)
 			}
 			pages := map[string]int{}
 			for _, r := range k.Requests() {
@@ -134,7 +138,7 @@ func TestPrimeEndsOnARepeatingNextLink(t *testing.T) {
 			}
 			for path, n := range pages {
 				if n > 2 {
-					t.Fatalf("prime %s read %d pages of %s, a listing that repeats its first", kind, n, path)
+					t.Fatalf("list %s read %d pages of %s, a listing that repeats its first", kind, n, path)
 				}
 			}
 		})
@@ -143,9 +147,28 @@ func TestPrimeEndsOnARepeatingNextLink(t *testing.T) {
 	a, _ := newAdapter(t, k)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := a.Prime(ctx); !errors.Is(err, context.Canceled) || k.Faults.Hits() != 0 {
-		t.Fatalf("a cancelled prime: %v after %d requests", err, k.Faults.Hits())
+	for _, kind := range kinds {
+		if _, err := a.List(ctx, live, kind, practice.Query{Limit: 200}); !errors.Is(err, context.Canceled) || k.Faults.Hits() != 0 {
+			t.Fatalf("a cancelled list of %s: %v after %d requests", kind, err, k.Faults.Hits())
+		}
 	}
+}
+
+// walkList pages a's List of kind to the end as the read model's backfill
+// does, returning the error that ended it (nil at the end of the listing).
+func walkList(ctx context.Context, a *karbon.Adapter, kind practice.Kind) error {
+	cursor := ""
+	for range 100 {
+		p, err := a.List(ctx, live, kind, practice.Query{Limit: 200, Cursor: cursor})
+		if err != nil {
+			return err
+		}
+		if !p.HasMore {
+			return nil
+		}
+		cursor = p.Next
+	}
+	return errors.New("the walk never ended")
 }
 
 // A list whose next link repeats is a bad upstream (the API's 502), not a

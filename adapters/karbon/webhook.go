@@ -32,7 +32,8 @@ type notification struct {
 // reads the record that changed, compares it with the last state seen and
 // publishes a change record to sink when it differs: a work item moved in
 // Karbon becomes job.stage_changed downstream. A record Karbon reports as
-// Updated that was never seen before is only remembered (see Prime).
+// Updated that was never seen before is only remembered (the read model's
+// backfill has normally seen it first).
 //
 // It answers 200 once every record is published, 401 to a missing or
 // forged signature (and to every request when no signing key is set),

@@ -27,7 +27,7 @@ func TestDecodeInvoices(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := invoices{Pagination: &pagination{PageCount: 4}, Invoices: []invoice{{
+	want := invoices{Pagination: &pagination{PageCount: 4, ItemCount: 11}, Invoices: []invoice{{
 		InvoiceID: "243216c5-369e-4056-ac67-05388f86dc81", InvoiceNumber: "INV-0546", Type: "ACCREC", Status: "PAID",
 		Contact: contact{ContactID: "025867f1-d741-4d6b-b1af-9ac774b59ba7", Name: "City Agency & Sons"},
 		Date:    "/Date(1772409600000+0000)/", DueDate: "/Date(1774992000000+0000)/",

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
-	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/webhooksig"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -43,7 +42,8 @@ type webhookPayload struct {
 // from Xero (never from the event's resourceUrl), compared with the last
 // state seen and published to sink when it differs, so an invoice paid in
 // Xero becomes invoice.paid downstream. An UPDATE of an invoice never
-// seen is only remembered (see Prime); a CREATE is published as new.
+// seen is only remembered (the read model's backfill has normally seen
+// it first); a CREATE is published as new.
 // Events of other organisations and categories are acknowledged and
 // skipped. The work is bounded by
 // Config.WebhookTimeout; when Xero or the sink fails, or time runs out,
@@ -112,32 +112,6 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, invID, ev
 	})
 	if err != nil {
 		return fmt.Errorf("xero: record invoice %s: %w", invID, err)
-	}
-	return nil
-}
-
-// Prime remembers the current state of every sales invoice without
-// publishing anything, so that the first webhook about an invoice after
-// the gateway starts watching this organisation knows what it was before.
-// The wiring runs it once when the firm's ingest route starts, in a
-// goroutine it owns; it reads a page per 100 invoices, and ends with ctx
-// or on a page Xero names twice.
-func (a *Adapter) Prime(ctx context.Context) error {
-	t := practice.Tenant{Firm: a.cfg.Firm}
-	err := paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[invoice], error) {
-		return a.fetchInvoices(ctx, time.Time{}, token, a.cfg.PageSize)
-	}, func(ctx context.Context, inv invoice) error {
-		if inv.Type != "ACCREC" {
-			return nil
-		}
-		raw, err := a.invoiceJSON(ctx, t, &inv)
-		if err != nil {
-			return err
-		}
-		return a.rec.Baseline(ctx, t, practice.Invoices, "inv_"+inv.InvoiceID, raw)
-	})
-	if err != nil {
-		return fmt.Errorf("xero: prime: %w", err)
 	}
 	return nil
 }
