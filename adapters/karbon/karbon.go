@@ -50,7 +50,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -137,8 +136,8 @@ type Adapter struct {
 	rec      *changes.Recorder
 	changes  changes.ChangeSink
 	details  *detailCache
-	settings ttlValue[[]workStatus]
-	users    ttlValue[*directory]
+	settings upstream.Cached[[]workStatus]
+	users    upstream.Cached[*directory]
 	// dir and looked find clients for the firm's other systems
 	// (resolve.go).
 	dir    clientDirectory
@@ -285,28 +284,6 @@ func contains(list []string, s string) bool {
 // norm makes a status or type name comparable: lower case, single spaces.
 func norm(s string) string {
 	return strings.Join(strings.Fields(strings.ToLower(s)), " ")
-}
-
-// ttlValue is a value read from Karbon and kept for ttl, such as the
-// tenant's work statuses.
-type ttlValue[T any] struct {
-	mu      sync.Mutex
-	v       T
-	fetched time.Time
-}
-
-func (c *ttlValue[T]) get(now time.Time, ttl time.Duration, fetch func() (T, error)) (T, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.fetched.IsZero() && now.Sub(c.fetched) < ttl {
-		return c.v, nil
-	}
-	v, err := fetch()
-	if err != nil {
-		return v, err
-	}
-	c.v, c.fetched = v, now
-	return v, nil
 }
 
 var (

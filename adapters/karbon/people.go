@@ -108,7 +108,7 @@ func (d *directory) email(key string) string { return d.emails[key] }
 
 // directory reads every user, at most every ten minutes.
 func (a *Adapter) directory(ctx context.Context) (*directory, error) {
-	return a.users.get(a.clock.Now(), 10*time.Minute, func() (*directory, error) {
+	return a.users.Get(a.clock.Now(), 10*time.Minute, func() (*directory, error) {
 		d := &directory{emails: map[string]string{}, keys: map[string]string{}}
 		err := paging.All(ctx, func(ctx context.Context, token string) (paging.VendorPage[userSummary], error) {
 			return a.fetchUsers(ctx, "", token)

@@ -151,7 +151,7 @@ func (m *stageMap) primariesFor(statuses []workStatus, stage string) []string {
 // workStatuses returns the tenant's work statuses, read at most every ten
 // minutes.
 func (a *Adapter) workStatuses(ctx context.Context) ([]workStatus, error) {
-	return a.settings.get(a.clock.Now(), 10*time.Minute, func() ([]workStatus, error) {
+	return a.settings.Get(a.clock.Now(), 10*time.Minute, func() ([]workStatus, error) {
 		var s tenantSettings
 		if err := a.getJSON(ctx, "/v3/TenantSettings", "tenant settings", &s); err != nil {
 			return nil, fmt.Errorf("karbon: tenant settings: %w", err)

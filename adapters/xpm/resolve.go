@@ -18,7 +18,7 @@ func (a *Adapter) ClientForFolder(ctx context.Context, t practice.Tenant, name s
 	if !a.serves(t) || name == "" {
 		return "", nil
 	}
-	names, err := a.names.get(a.clock.Now(), 10*time.Minute, func() (map[string]string, error) {
+	names, err := a.names.Get(a.clock.Now(), 10*time.Minute, func() (map[string]string, error) {
 		cs, err := a.fetchClients(ctx, time.Time{})
 		if err != nil {
 			return nil, err

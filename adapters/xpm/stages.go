@@ -77,7 +77,7 @@ func (m *stageMap) target(states []party, stage string) (string, bool) {
 // jobStates returns the practice's job states, read at most every ten
 // minutes.
 func (a *Adapter) jobStates(ctx context.Context) ([]party, error) {
-	return a.states.get(a.clock.Now(), 10*time.Minute, func() ([]party, error) {
+	return a.states.Get(a.clock.Now(), 10*time.Minute, func() ([]party, error) {
 		var l named
 		if err := a.read(ctx, "/v3.1/jobstate.api/list", nil, "job states", &l); err != nil {
 			return nil, err
@@ -89,7 +89,7 @@ func (a *Adapter) jobStates(ctx context.Context) ([]party, error) {
 // categories returns the practice's job categories, read at most every
 // ten minutes.
 func (a *Adapter) categories(ctx context.Context) ([]party, error) {
-	return a.cats.get(a.clock.Now(), 10*time.Minute, func() ([]party, error) {
+	return a.cats.Get(a.clock.Now(), 10*time.Minute, func() ([]party, error) {
 		var l named
 		if err := a.read(ctx, "/v3.1/category.api/list", nil, "categories", &l); err != nil {
 			return nil, err

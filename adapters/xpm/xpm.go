@@ -59,7 +59,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -144,9 +143,9 @@ type Adapter struct {
 	state   changes.StateStore
 	rec     *changes.Recorder
 	changes changes.ChangeSink
-	states  ttlValue[[]party]
-	cats    ttlValue[[]party]
-	names   ttlValue[map[string]string]
+	states  upstream.Cached[[]party]
+	cats    upstream.Cached[[]party]
+	names   upstream.Cached[map[string]string]
 }
 
 // New checks cfg and makes the adapter.
@@ -336,28 +335,6 @@ func (a *Adapter) refused(st *answer, what string, write bool) error {
 			Message: "Xero Practice Manager refused the " + what + ": " + desc}
 	}
 	return &upstream.UnavailableError{Upstream: a.c.Label(), Err: fmt.Errorf("%s: %s", what, desc)}
-}
-
-// ttlValue is a value read from XPM and kept for ttl, such as the job
-// states.
-type ttlValue[T any] struct {
-	mu      sync.Mutex
-	v       T
-	fetched time.Time
-}
-
-func (c *ttlValue[T]) get(now time.Time, ttl time.Duration, fetch func() (T, error)) (T, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.fetched.IsZero() && now.Sub(c.fetched) < ttl {
-		return c.v, nil
-	}
-	v, err := fetch()
-	if err != nil {
-		return v, err
-	}
-	c.v, c.fetched = v, now
-	return v, nil
 }
 
 var (
