@@ -44,7 +44,7 @@ type Model struct {
 
 // kindModel is one kind's records and what the sync says of them.
 type kindModel struct {
-	col recordindex.Collection
+	col *recordindex.Index
 	// vendor reads a record the backfill has not reached yet.
 	vendor    practice.Reader
 	freshness atomic.Pointer[practice.Freshness]
@@ -83,7 +83,7 @@ func New(cfg Config) *Model {
 // the backfill has read them. It is called before Load and before the
 // model serves anything.
 func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
-	km := &kindModel{vendor: vendor}
+	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil)}
 	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
 	m.kinds[k] = km
 }
@@ -123,7 +123,7 @@ func (m *Model) load(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	for k, km := range m.kinds {
-		km.col = recordindex.Sorted(cols[k])
+		km.col = recordindex.NewIndex(recordindex.Sorted(cols[k]))
 	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
@@ -147,7 +147,7 @@ func (m *Model) Count(k practice.Kind) int {
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	return len(km.col)
+	return km.col.Len()
 }
 
 // Freshness is what the sync last said of k's records.
@@ -398,11 +398,11 @@ func (m *Model) idsBefore(k practice.Kind, t time.Time) []string {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	var ids []string
-	for i := range km.col {
-		if km.col[i].Updated < limit {
-			ids = append(ids, km.col[i].ID)
+	km.col.Each(func(e *recordindex.Entry) {
+		if e.Updated < limit {
+			ids = append(ids, e.ID)
 		}
-	}
+	})
 	return ids
 }
 
