@@ -57,7 +57,17 @@ func TestScaleOutOverRedisTLS(t *testing.T) {
 	b := startGateway(t, gatewayOptions{config: config, env: gwEnv})
 	startDispatcher(t, append(append(os.Environ(), shared...), "PRACTICEGW_KAFKA_PARTITIONS=2"))
 
-	// Rate limits: 5 a minute between both instances.
+	// Rate limits: 5 a minute between both instances. Each instance's
+	// limiter first opens its TLS connection to Redis with a request of
+	// another credential: a handshake slower than the limiter's timeout
+	// (50 ms, on a loaded machine) would hand the first decisions to the
+	// in-process fallback, which is a different test.
+	warm := a.issue("frm_acme", false, "jobs:read").Token
+	for _, g := range []*gateway{a, b} {
+		if r := g.do(t, "GET", "/v1/jobs?limit=1", warm, nil); r.StatusCode != http.StatusOK {
+			t.Fatalf("warm-up: %d %s", r.StatusCode, r.body)
+		}
+	}
 	limited := a.issueWith("frm_acme", false, "5/m", "jobs:read")
 	admitted := 0
 	for i := range 8 {
