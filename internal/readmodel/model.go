@@ -308,7 +308,9 @@ func (m *Model) Sync(ctx context.Context) error {
 	}
 	m.catchUp.Lock()
 	defer m.catchUp.Unlock()
-	for pos := *m.applied.Load(); pos != head && !newer(pos, head); {
+	// Another caller may have caught up while this one waited; a batch
+	// short of full is the end of the feed as it was.
+	for pos := *m.applied.Load(); pos != head; {
 		us, next, err := m.feed.Since(ctx, m.tenant.Firm, pos, feedBatch)
 		if errors.Is(err, ErrGap) {
 			return m.load(ctx)
@@ -322,6 +324,9 @@ func (m *Model) Sync(ctx context.Context) error {
 		m.applyFeed(us)
 		pos = next
 		m.applied.Store(&next)
+		if len(us) < feedBatch {
+			break
+		}
 	}
 	return nil
 }
@@ -347,21 +352,6 @@ func (m *Model) applyFeed(us []Update) {
 			m.applyLocked(u, entries[i])
 		}
 	}
-}
-
-// newer reports whether feed position a is past b. Positions are Redis
-// stream ids ("ms-seq"); a catch-up that reached past the head it was
-// given (more was written meanwhile) is done.
-func newer(a, b string) bool {
-	am, as := splitPos(a)
-	bm, bs := splitPos(b)
-	return am > bm || am == bm && as > bs
-}
-
-func splitPos(p string) (uint64, uint64) {
-	var ms, seq uint64
-	fmt.Sscanf(p, "%d-%d", &ms, &seq)
-	return ms, seq
 }
 
 // Last is the state store's read: a record of the model from memory,

@@ -351,15 +351,15 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 			return true, s.backfillPage(ctx, k, kp)
 		}
 	}
-	if from, err := s.resyncAsked(ctx); err != nil {
+	from, err := s.resyncAsked(ctx)
+	if err != nil {
 		return false, err
-	} else {
-		s.mu.Lock()
-		if from.After(s.progress.ReconcileFrom) {
-			s.progress.ReconcileFrom = from
-		}
-		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	if from.After(s.progress.ReconcileFrom) {
+		s.progress.ReconcileFrom = from
+	}
+	s.mu.Unlock()
 	now := s.now()
 	for _, k := range s.Kinds {
 		s.mu.Lock()
