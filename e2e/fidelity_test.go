@@ -12,8 +12,8 @@ import (
 // TestVendorAnswersTheGatewayCannotUse is issue 16's fidelity item through
 // the whole API, with reads served from the read model: a vendor answer
 // the sync cannot use (a next link that repeats, a refusal) shows in
-// readiness as the sync failing and why, while /v1 keeps answering from
-// the copy; a read that does reach the vendor (a record the backfill has
+// readiness as the sync failing (why it fails only at the admin endpoint,
+// never on the public probe), while /v1 keeps answering from the copy; a read that does reach the vendor (a record the backfill has
 // not copied yet) answers a refusal with the contract's 503 and an answer
 // it cannot use with its 502, at once, never a 500 or a hang.
 func TestVendorAnswersTheGatewayCannotUse(t *testing.T) {
@@ -22,11 +22,21 @@ func TestVendorAnswersTheGatewayCannotUse(t *testing.T) {
 	k, x := v.k, v.x
 	tok := g.issue("frm_hollis", false, allReadWrite...).Token
 
-	t.Run("a backfill on a repeating next link fails and says why", func(t *testing.T) {
+	t.Run("a backfill on a repeating next link fails; why shows to the admin, not on the public probe", func(t *testing.T) {
 		waitSyncs(t, g, 10*time.Second, "Karbon's sync to fail on paging and the others to be live", func(s map[string]string) bool {
-			return strings.HasPrefix(s["karbon"], "failing: ") && strings.Contains(s["karbon"], "paging repeats") &&
+			return strings.HasPrefix(s["karbon"], "failing") &&
 				strings.HasPrefix(s["xero"], "live") && strings.HasPrefix(s["sharepoint"], "live")
 		})
+		ready := string(g.do(t, "GET", "/readyz", "", nil).body)
+		for _, leak := range []string{"paging repeats", "/v3/", "$skip", "http"} {
+			if strings.Contains(ready, leak) {
+				t.Errorf("/readyz shows the vendor's words (%q): %s", leak, ready)
+			}
+		}
+		status, err := g.cli("sync", "status", "--firm", "frm_hollis", "--json")
+		if err != nil || !strings.Contains(status, "paging repeats") {
+			t.Fatalf("the admin endpoint does not say why the sync fails: %v %s", err, status)
+		}
 	})
 
 	t.Run("reads keep answering from the copy", func(t *testing.T) {
@@ -82,7 +92,7 @@ func TestVendorAnswersTheGatewayCannotUse(t *testing.T) {
 		x.Faults.Down(vendortest.Fault{Status: http.StatusBadRequest,
 			Body: `{"ErrorNumber":10,"Type":"ValidationException","Message":"A validation exception occurred"}`})
 		waitSyncs(t, g, 15*time.Second, "Xero's sync to fail", func(s map[string]string) bool {
-			return strings.HasPrefix(s["xero"], "failing: ")
+			return strings.HasPrefix(s["xero"], "failing")
 		})
 		r := g.do(t, "GET", "/v1/invoices?limit=10", tok, nil)
 		if r.StatusCode != http.StatusOK || r.Header.Get("Data-State") != "failing" || len(r.json(t)["data"].([]any)) != 10 {

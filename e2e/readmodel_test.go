@@ -290,7 +290,7 @@ func TestReadModelOutageServesTheCopy(t *testing.T) {
 	if err != nil || at.After(down) {
 		t.Fatalf("Data-Confirmed-At %q during an outage that began at %s", confirmed, down.Format(time.RFC3339Nano))
 	}
-	if s := syncStates(t, g)["karbon"]; !strings.HasPrefix(s, "failing: ") {
+	if s := syncStates(t, g)["karbon"]; !strings.HasPrefix(s, "failing") {
 		t.Fatalf("readiness during the outage: %q", s)
 	}
 	// More failed polls change nothing of what is served.

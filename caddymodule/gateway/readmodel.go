@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -176,30 +177,36 @@ func (a *App) Resync(ctx context.Context, firm, system string) error {
 	return fmt.Errorf("firm %s has no real %s system: %w", firm, system, practice.ErrNotFound)
 }
 
-// syncChecks reports each firm system's sync in /readyz: its state, the
-// backfill's progress and the age of its data. A firm's sync affects that
-// firm's records, so it is reported but not critical.
+// syncChecks reports each firm system's sync in /readyz. A firm's sync
+// affects that firm's records, so it is reported but not critical.
 func (a *App) syncChecks() []health.Check {
 	var checks []health.Check
 	now := time.Now()
-	for firm, b := range a.firms {
-		for _, s := range b.syncs {
-			st := s.Status()
-			detail := st.State
-			switch st.State {
-			case readmodel.StateBackfilling:
-				if p := st.Progress(); p != "" {
-					detail += ": " + p
-				}
-			case readmodel.StateFailing, readmodel.StateLagging:
-				detail += ": " + st.Why
-			}
-			if !st.ConfirmedAt.IsZero() {
-				detail += fmt.Sprintf("; data confirmed %s ago", st.Age(now).Round(time.Second))
-			}
-			checks = append(checks, health.Check{Name: "sync " + st.Vendor + "/" + firm, OK: st.State != readmodel.StateFailing, Detail: detail})
-		}
+	for _, st := range a.allSyncStatus() {
+		checks = append(checks, syncCheck(st, now))
 	}
 	slices.SortFunc(checks, func(x, y health.Check) int { return strings.Compare(x.Name, y.Name) })
 	return checks
+}
+
+// syncCheck is one sync as the public probe shows it: its state, the
+// backfill's figures and the age of its data, never why it lags or fails.
+// The why is the vendor's own words (request paths, paging tokens, a piece
+// of its answer), so it goes only to the log (as the check's Err), the
+// admin endpoint and the firm's console.
+func syncCheck(st readmodel.Status, now time.Time) health.Check {
+	detail := st.State
+	if st.State == readmodel.StateBackfilling {
+		if p := st.Progress(); p != "" {
+			detail += ": " + p
+		}
+	}
+	if !st.ConfirmedAt.IsZero() {
+		detail += fmt.Sprintf("; data confirmed %s ago", st.Age(now).Round(time.Second))
+	}
+	c := health.Check{Name: "sync " + st.Vendor + "/" + st.Firm, OK: st.State != readmodel.StateFailing, Detail: detail}
+	if st.Why != "" {
+		c.Err = errors.New(st.Why)
+	}
+	return c
 }

@@ -115,3 +115,32 @@ practicegw_sync_state{firm="frm_new",state="live",system="records"} 0
 		t.Fatalf("after the last app stopped: %d series, %v", n, err)
 	}
 }
+
+// TestReadinessShowsSyncStatesNotTheVendorsWords: /readyz is public, so a
+// sync shows its state and figures only; why it fails (the vendor's words,
+// with paths, paging tokens and token URLs) reaches the log alone.
+func TestReadinessShowsSyncStatesNotTheVendorsWords(t *testing.T) {
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	why := `GET /v3/Contacts?$skiptoken=c2VjcmV0: 400 {"error":"invalid_grant","token_url":"https://login.example/oauth2/token"}`
+	cases := []struct {
+		st   readmodel.Status
+		want string
+	}{
+		{readmodel.Status{Firm: "frm_x", Vendor: "karbon", State: readmodel.StateFailing, Why: why,
+			ConfirmedAt: now.Add(-90 * time.Second)}, "failing; data confirmed 1m30s ago"},
+		{readmodel.Status{Firm: "frm_x", Vendor: "karbon", State: readmodel.StateFailing, Why: why}, "failing"},
+		{readmodel.Status{Firm: "frm_x", Vendor: "xero", State: readmodel.StateLagging, Why: "invoices not confirmed since 2026-03-02T09:00:00Z",
+			ConfirmedAt: now.Add(-time.Hour)}, "lagging; data confirmed 1h0m0s ago"},
+		{readmodel.Status{Firm: "frm_x", Vendor: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
+			Kinds: []readmodel.KindStatus{{Kind: practice.Jobs, Seen: 3200, About: 5000}}}, "backfilling: Karbon jobs: 3,200 of about 5,000"},
+	}
+	for _, c := range cases {
+		got := syncCheck(c.st, now)
+		if got.Detail != c.want || got.Name != "sync "+c.st.Vendor+"/frm_x" {
+			t.Errorf("%s %s: %q %q, want %q", c.st.Vendor, c.st.State, got.Name, got.Detail, c.want)
+		}
+		if c.st.Why != "" && (got.Err == nil || got.Err.Error() != c.st.Why) {
+			t.Errorf("%s: the reason is not kept for the log: %v", c.st.State, got.Err)
+		}
+	}
+}
