@@ -11,8 +11,9 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 )
 
-// Secrets (the generated signing key, endpoint secrets) are stored sealed
-// under the store's key (internal/sealed). gw_secrets holds a value sealed
+// Secrets (the generated signing key, endpoint secrets, upstream state
+// such as vendors' refresh tokens) are stored sealed under the store's key
+// (internal/sealed). gw_secrets holds a value sealed
 // the first time, by which a store opened with another key fails at once
 // rather than at the first secret it reads.
 const (
@@ -74,7 +75,7 @@ func prepareSecrets(tx *bbolt.Tx, key *sealed.Key) error {
 			return err
 		}
 	}
-	return nil
+	return sealUpstreamState(tx, key)
 }
 
 // endpointRecord stores what the endpoint's API form leaves out.

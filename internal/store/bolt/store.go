@@ -6,7 +6,7 @@
 // and signing keys (credentials.go), idempotency keys (idempotency.go),
 // hourly usage (usage.go), what upstream adapters last saw (upstream.go),
 // the read model's records, checkpoints and leases (readmodel.go) and the
-// check that secrets are sealed under the store's key (secrets.go). The generated signing key and endpoint secrets are stored
+// check that secrets are sealed under the store's key (secrets.go). The generated signing key, endpoint secrets and upstream state are stored
 // sealed.
 //
 // The webhook pipeline's state (events, endpoints, deliveries, the
@@ -95,7 +95,8 @@ type Store struct {
 	now func() time.Time
 	// inFlight is how long an unanswered idempotency key stays reserved.
 	inFlight time.Duration
-	// secrets seals the generated signing key and endpoint secrets.
+	// secrets seals the generated signing key, endpoint secrets and
+	// upstream state.
 	secrets *sealed.Key
 }
 

@@ -1,6 +1,7 @@
 package bolt_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -130,6 +131,26 @@ func TestSecretsConformance(t *testing.T) {
 						}
 					}
 					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+			UpstreamRaw: func(key string) []byte {
+				var v []byte
+				db.View(func(tx *bbolt.Tx) error {
+					v = bytes.Clone(tx.Bucket([]byte("gw_upstream_state")).Get([]byte(key)))
+					return nil
+				})
+				return v
+			},
+			WriteUpstreamRaw: func(key string, value []byte) {
+				err := db.Update(func(tx *bbolt.Tx) error {
+					b, err := tx.CreateBucketIfNotExists([]byte("gw_upstream_state"))
+					if err != nil {
+						return err
+					}
+					return b.Put([]byte(key), value)
 				})
 				if err != nil {
 					t.Fatal(err)

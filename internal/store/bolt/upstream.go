@@ -1,25 +1,65 @@
 package bolt
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 
 	bbolt "go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/internal/sealed"
 )
+
+// Every upstream state value is sealed, bound to the key it is kept
+// under: the bucket holds vendors' rotated refresh tokens (which grant
+// access to a firm's systems) beside states that grant nothing (XPM's
+// first-seen stamps, records' last states). Sealing them all costs one
+// AES-GCM step per read or write and spares every adapter from having to
+// say which of its values are secret, so none can be forgotten.
+func whatUpstream(key string) string { return "upstream-state:" + key }
 
 // Last returns the last state an upstream adapter saw of a record (nil if
 // never seen), so a vendor's change notification can be compared with it.
 func (s *Store) Last(_ context.Context, key string) ([]byte, error) {
-	var out []byte
+	var v []byte
 	err := s.db.View(func(tx *bbolt.Tx) error {
-		if v := tx.Bucket([]byte(bucketUpstream)).Get([]byte(key)); v != nil {
-			out = append([]byte(nil), v...)
-		}
+		v = bytes.Clone(tx.Bucket([]byte(bucketUpstream)).Get([]byte(key)))
 		return nil
 	})
-	return out, err
+	if err != nil || v == nil {
+		return nil, err
+	}
+	state, err := s.secrets.Open(v, whatUpstream(key))
+	if err != nil {
+		return nil, fmt.Errorf("upstream state %s: %w", key, err)
+	}
+	return state, nil
 }
 
 // Save records the state an upstream adapter has now seen of a record.
 func (s *Store) Save(_ context.Context, key string, state []byte) error {
-	return s.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketUpstream)).Put([]byte(key), state) })
+	v := s.secrets.Seal(state, whatUpstream(key))
+	return s.db.Update(func(tx *bbolt.Tx) error { return tx.Bucket([]byte(bucketUpstream)).Put([]byte(key), v) })
+}
+
+// sealUpstreamState seals the upstream state an earlier version stored in
+// plain text. It runs when the file is opened, before any read: bbolt
+// locks the file to one process, so nothing plain is written after it.
+func sealUpstreamState(tx *bbolt.Tx, key *sealed.Key) error {
+	b := tx.Bucket([]byte(bucketUpstream))
+	var plain [][2][]byte
+	if err := b.ForEach(func(k, v []byte) error {
+		if !sealed.IsSealed(v) {
+			plain = append(plain, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, kv := range plain {
+		if err := b.Put(kv[0], key.Seal(kv[1], whatUpstream(string(kv[0])))); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 )
 
-// Secrets (the generated signing key, endpoint secrets) are stored sealed
-// under the store's key (internal/sealed). pgw:secrets_check holds a value
-// sealed the first time, by which a process configured with another key
-// fails at start rather than at the first secret it reads; <prefix>sealed
-// is set once PrepareSecrets has sealed everything an earlier version left
-// in plain text.
+// Secrets (the generated signing key, endpoint secrets, upstream state
+// such as vendors' refresh tokens) are stored sealed under the store's key
+// (internal/sealed). pgw:secrets_check holds a value sealed the first
+// time, by which a process configured with another key fails at start
+// rather than at the first secret it reads; <prefix>sealed and
+// <prefix>sealed_upstream are set once PrepareSecrets has sealed what an
+// earlier version left in plain text.
 const (
 	keySecretsCheck = "pgw:secrets_check"
 	whatCheck       = "secrets-key-check"
@@ -37,7 +38,18 @@ func (s *Store) PrepareSecrets(ctx context.Context) error {
 	if err := s.checkSecretsKey(ctx); err != nil {
 		return err
 	}
-	done := s.key("sealed")
+	// Each pass has its own mark, so that a store the endpoints' pass
+	// already went over still gets the upstream state's.
+	if err := s.sealOnce(ctx, "sealed", s.sealEndpoints); err != nil {
+		return err
+	}
+	return s.sealOnce(ctx, "sealed_upstream", s.sealUpstreamState)
+}
+
+// sealOnce runs seal unless its mark says it ran to the end before, and
+// sets the mark when it has.
+func (s *Store) sealOnce(ctx context.Context, mark string, seal func(context.Context) error) error {
+	done := s.key(mark)
 	cctx, cancel := s.ctx(ctx)
 	n, err := s.rdb.Exists(cctx, done).Result()
 	cancel()
@@ -47,6 +59,17 @@ func (s *Store) PrepareSecrets(ctx context.Context) error {
 	if n == 1 {
 		return nil
 	}
+	if err := seal(ctx); err != nil {
+		return err
+	}
+	cctx, cancel = s.ctx(ctx)
+	defer cancel()
+	return s.rdb.Set(cctx, done, "1", 0).Err()
+}
+
+// sealEndpoints seals the generated signing key and every endpoint's
+// secrets that an earlier version stored in plain text.
+func (s *Store) sealEndpoints(ctx context.Context) error {
 	if err := s.sealSigningKey(ctx); err != nil {
 		return err
 	}
@@ -63,12 +86,9 @@ func (s *Store) PrepareSecrets(ctx context.Context) error {
 			}
 		}
 		if cursor = next; cursor == 0 {
-			break
+			return nil
 		}
 	}
-	cctx, cancel = s.ctx(ctx)
-	defer cancel()
-	return s.rdb.Set(cctx, done, "1", 0).Err()
 }
 
 func (s *Store) checkSecretsKey(ctx context.Context) error {

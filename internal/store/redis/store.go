@@ -6,8 +6,8 @@
 // the generated signing key (credentials.go, keys pgw:cred*, pgw:creds*,
 // pgw:signing_key), the check that secrets are sealed under the
 // configured key (secrets.go, pgw:secrets_check), idempotency keys with their TTL (idempotency.go,
-// pgw:idem:*), what upstream adapters last saw (upstream.go,
-// pgw:upstream:*) and the read model's records, feed, checkpoints and
+// pgw:idem:*), what upstream adapters keep (upstream.go, pgw:upstream:*,
+// sealed) and the read model's records, feed, checkpoints and
 // leases (readmodel.go, pgw:rm:*). Those calls are single lookups bounded by
 // Options.LookupTimeout, so that a slow Redis cannot hold a request.
 //
@@ -36,8 +36,10 @@
 //	horizon                    the retention horizon, an event id floor
 //	log:indexed                set once log:dlv and log:evt hold everything
 //	sealed                     set once no endpoint holds plain-text secrets
+//	sealed_upstream            set once no upstream state value is plain text
 //
-// The generated signing key and endpoint secrets are stored sealed under
+// The generated signing key, endpoint secrets and every upstream state
+// value (vendors' refresh tokens among them) are stored sealed under
 // Options.Secrets (internal/sealed).
 //
 // Every change that must be atomic (recording an attempt with its state,

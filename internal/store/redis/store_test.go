@@ -117,6 +117,15 @@ func TestSecretsConformance(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
+			UpstreamRaw: func(key string) []byte {
+				v, _ := rdb.Get(ctx, "pgw:upstream:"+key).Bytes()
+				return v
+			},
+			WriteUpstreamRaw: func(key string, value []byte) {
+				if err := rdb.Set(ctx, "pgw:upstream:"+key, value, 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
 		}
 	})
 }
@@ -307,4 +316,42 @@ func TestLeasesConformance(t *testing.T) {
 	storetest.Leases(t, func(t *testing.T) (readmodel.Leases, readmodel.Leases) {
 		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
 	})
+}
+
+// A Redis the version that sealed endpoint secrets already went over
+// (its mark set) still has its upstream state sealed at start; and a value
+// an instance of that version writes in plain text during a rolling
+// upgrade is read, and sealed in place by the first read.
+func TestUpstreamStateSealedAfterAnEarlierSealingVersion(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	rdb := client(t, srv)
+	if err := rdb.FlushDB(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := sealed.Random()
+	rdb.Set(ctx, redisstore.DefaultPrefix+"sealed", "1", 0)
+	rdb.Set(ctx, "pgw:upstream:oauth2/xero/c/refresh_token", "refresh-before", 0)
+	st, err := redisstore.New(rdb, redisstore.Options{Timeout: 5 * time.Second, Secrets: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PrepareSecrets(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v := rdb.Get(ctx, "pgw:upstream:oauth2/xero/c/refresh_token").Val(); !sealed.IsSealed([]byte(v)) {
+		t.Fatalf("left in plain text: %q", v)
+	}
+
+	rdb.Set(ctx, "pgw:upstream:oauth2/xero/c/refresh_token", "refresh-rotated-by-an-old-instance", 0)
+	got, err := st.Last(ctx, "oauth2/xero/c/refresh_token")
+	if err != nil || string(got) != "refresh-rotated-by-an-old-instance" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+	if v := rdb.Get(ctx, "pgw:upstream:oauth2/xero/c/refresh_token").Val(); !sealed.IsSealed([]byte(v)) {
+		t.Fatalf("read but left in plain text: %q", v)
+	}
+	if got, err := st.Last(ctx, "oauth2/xero/c/refresh_token"); err != nil || string(got) != "refresh-rotated-by-an-old-instance" {
+		t.Fatalf("read again %q, %v", got, err)
+	}
 }

@@ -3,11 +3,23 @@ package redis
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/practicegw/practicegw/internal/sealed"
 )
 
 const keyUpstream = "pgw:upstream:"
+
+// Every upstream state value is sealed, bound to the key it is kept
+// under: the store holds vendors' rotated refresh tokens (which grant
+// access to a firm's systems) beside states that grant nothing (XPM's
+// first-seen stamps, records' last states). Sealing them all costs one
+// AES-GCM step per read or write and spares every adapter from having to
+// say which of its values are secret, so none can be forgotten.
+func whatUpstream(key string) string { return "upstream-state:" + key }
 
 // Last returns the last state an upstream adapter saw of a record (nil if
 // never seen), shared by every instance so that a vendor notification
@@ -19,12 +31,72 @@ func (s *Store) Last(ctx context.Context, key string) ([]byte, error) {
 	if errors.Is(err, goredis.Nil) {
 		return nil, nil
 	}
-	return v, err
+	if err != nil {
+		return nil, err
+	}
+	if !sealed.IsSealed(v) {
+		// An earlier version's plain text (one still running during a
+		// rolling upgrade may write it): sealed in place, unless it
+		// changed meanwhile.
+		return v, s.sealUpstream(ctx, keyUpstream+key, v)
+	}
+	state, err := s.secrets.Open(v, whatUpstream(key))
+	if err != nil {
+		return nil, fmt.Errorf("upstream state %s: %w", key, err)
+	}
+	return state, nil
 }
 
 // Save records the state an upstream adapter has now seen of a record.
 func (s *Store) Save(ctx context.Context, key string, state []byte) error {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
-	return s.rdb.Set(ctx, keyUpstream+key, state, 0).Err()
+	return s.rdb.Set(ctx, keyUpstream+key, s.secrets.Seal(state, whatUpstream(key)), 0).Err()
+}
+
+// sealUpstream replaces the plain value at redisKey with it sealed, if
+// the key still holds plain.
+func (s *Store) sealUpstream(ctx context.Context, redisKey string, plain []byte) error {
+	sealedValue := s.secrets.Seal(plain, whatUpstream(strings.TrimPrefix(redisKey, keyUpstream)))
+	if err := replaceScript.Run(ctx, s.rdb, []string{redisKey}, plain, sealedValue).Err(); err != nil {
+		return fmt.Errorf("sealing upstream state in redis: %w", err)
+	}
+	return nil
+}
+
+// sealUpstreamState seals every upstream state value an earlier version
+// stored in plain text.
+func (s *Store) sealUpstreamState(ctx context.Context) error {
+	for cursor := uint64(0); ; {
+		cctx, cancel := s.ctx(ctx)
+		keys, next, err := s.rdb.Scan(cctx, cursor, keyUpstream+"*", 500).Result()
+		cancel()
+		if err != nil {
+			return fmt.Errorf("listing upstream state to seal: %w", err)
+		}
+		for _, k := range keys {
+			if err := s.sealUpstreamKey(ctx, k); err != nil {
+				return err
+			}
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+func (s *Store) sealUpstreamKey(ctx context.Context, redisKey string) error {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	v, err := s.rdb.Get(ctx, redisKey).Bytes()
+	if isNil(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading %s to seal it: %w", redisKey, err)
+	}
+	if sealed.IsSealed(v) {
+		return nil
+	}
+	return s.sealUpstream(ctx, redisKey, v)
 }

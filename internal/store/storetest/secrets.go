@@ -20,6 +20,7 @@ type SecretStore interface {
 	SigningKey(ctx context.Context) (auth.SigningKey, error)
 	dispatcher.EndpointRegistry
 	dispatcher.EndpointCatalog
+	UpstreamState
 }
 
 // SecretsBackend is one backend's state, empty at first, as the Secrets
@@ -34,6 +35,11 @@ type SecretsBackend struct {
 	// WritePlain stores a generated signing key and an endpoint as the
 	// version before sealing did: in plain text.
 	WritePlain func(key auth.SigningKey, ep dispatcher.Endpoint)
+	// UpstreamRaw is the value the backend holds for an upstream state
+	// key, as stored; WriteUpstreamRaw stores one so, as the version
+	// before sealing did or as someone moving values around would.
+	UpstreamRaw      func(key string) []byte
+	WriteUpstreamRaw func(key string, value []byte)
 }
 
 // Secrets checks that a backend keeps the generated signing key and
@@ -129,6 +135,8 @@ func Secrets(t *testing.T, fresh func(t *testing.T) SecretsBackend) {
 		}
 	})
 
+	upstreamSecrets(t, fresh, key)
+
 	t.Run("plain text from an earlier version is read and sealed", func(t *testing.T) {
 		b := fresh(t)
 		plainKey := auth.SigningKey{ID: "generated-20250101", Secret: []byte("a signing key of thirty-two bytes, in plain text")}
@@ -143,6 +151,83 @@ func Secrets(t *testing.T, fresh func(t *testing.T) SecretsBackend) {
 		e, err := st.Endpoint(ctx, want.ID)
 		if err != nil || !sameSecrets(e.Secrets, want.Secrets) || e.URL != want.URL || e.Firm != want.Firm {
 			t.Fatalf("endpoint %+v (%v)", e, err)
+		}
+	})
+}
+
+// upstreamSecrets checks that upstream state (a vendor's rotated refresh
+// token, an XPM first-seen stamp) is sealed at rest, bound to the key it
+// is kept under, and that plain text from an earlier version is sealed at
+// start.
+func upstreamSecrets(t *testing.T, fresh func(t *testing.T) SecretsBackend, key *sealed.Key) {
+	const (
+		tokenKey = "oauth2/xero/client-1/refresh_token"
+		stampKey = "xpm/frm_acme/first_seen/inv_1"
+	)
+	token := []byte("xero-refresh-7f3a9c2e5b1d4e8f")
+	stamp := []byte(`"2026-03-02T10:00:00Z"`)
+	notIn := func(t *testing.T, raw []byte, values ...[]byte) {
+		t.Helper()
+		for _, v := range values {
+			if bytes.Contains(raw, v) {
+				t.Errorf("the backend holds %q in plain text", v)
+			}
+		}
+	}
+
+	t.Run("upstream state is sealed at rest and read back", func(t *testing.T) {
+		b := fresh(t)
+		st, err := b.Open(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string][]byte{tokenKey: token, stampKey: stamp} {
+			if err := st.Save(ctx, k, v); err != nil {
+				t.Fatal(err)
+			}
+			if raw := b.UpstreamRaw(k); !sealed.IsSealed(raw) {
+				t.Errorf("%s stored as %q, not sealed", k, raw)
+			}
+		}
+		notIn(t, b.Raw(), token, stamp)
+		again, err := b.Open(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := again.Last(ctx, tokenKey); err != nil || !bytes.Equal(got, token) {
+			t.Fatalf("refresh token read back %q, %v", got, err)
+		}
+	})
+
+	t.Run("an upstream value moved to another key does not open there", func(t *testing.T) {
+		b := fresh(t)
+		st, err := b.Open(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Save(ctx, tokenKey, token); err != nil {
+			t.Fatal(err)
+		}
+		moved := "oauth2/xero/client-2/refresh_token"
+		b.WriteUpstreamRaw(moved, b.UpstreamRaw(tokenKey))
+		if got, err := st.Last(ctx, moved); !errors.Is(err, sealed.ErrDamaged) || got != nil {
+			t.Fatalf("a value moved to another key read %q, %v; want sealed.ErrDamaged", got, err)
+		}
+	})
+
+	t.Run("plain upstream state from an earlier version is sealed at start", func(t *testing.T) {
+		b := fresh(t)
+		b.WriteUpstreamRaw(tokenKey, token)
+		b.WriteUpstreamRaw(stampKey, stamp)
+		st, err := b.Open(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		notIn(t, b.Raw(), token, stamp)
+		for k, v := range map[string][]byte{tokenKey: token, stampKey: stamp} {
+			if got, err := st.Last(ctx, k); err != nil || !bytes.Equal(got, v) {
+				t.Fatalf("%s read back %q, %v; want %q", k, got, err, v)
+			}
 		}
 	})
 }
