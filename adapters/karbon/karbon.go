@@ -55,6 +55,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -112,6 +113,13 @@ type Config struct {
 	// key every webhook is refused.
 	WebhookSigningKey      string `json:"webhook_signing_key,omitempty"`
 	WebhookSignatureHeader string `json:"webhook_signature_header,omitempty"`
+	// WebhookTimeout bounds the work one webhook delivery causes [10s];
+	// past it the answer is 503 and Karbon sends the body again.
+	WebhookTimeout upstream.Duration `json:"webhook_timeout,omitempty"`
+	// WebhookMaxRecords bounds the records one delivery makes the
+	// gateway read from Karbon [100]; records past it are acknowledged
+	// and left to the sync (polling and the reconciliation).
+	WebhookMaxRecords int `json:"webhook_max_records,omitempty"`
 
 	// PageSize is the $top of each Karbon page [100, Karbon's maximum].
 	PageSize int `json:"page_size,omitempty"`
@@ -135,6 +143,7 @@ type Adapter struct {
 	statuses map[string]string
 	rec      *changes.Recorder
 	changes  changes.ChangeSink
+	notices  notifications.Guard
 	details  *detailCache
 	settings upstream.Cached[[]workStatus]
 	users    upstream.Cached[*directory]
@@ -170,6 +179,12 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 	if cfg.WebhookSignatureHeader == "" {
 		cfg.WebhookSignatureHeader = "Signature"
 	}
+	if cfg.WebhookTimeout <= 0 {
+		cfg.WebhookTimeout = upstream.Duration(10 * time.Second)
+	}
+	if cfg.WebhookMaxRecords <= 0 {
+		cfg.WebhookMaxRecords = 100
+	}
 	stages, err := newStageMap(cfg.StageMap)
 	if err != nil {
 		return nil, err
@@ -198,6 +213,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		statuses: statuses,
 		rec:      deps.ChangeRecorder(),
 		changes:  deps.Changes,
+		notices:  deps.NotificationGuard(),
 		details:  newDetailCache(10000),
 	}, nil
 }

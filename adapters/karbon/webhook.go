@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/webhooksig"
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -35,11 +36,18 @@ type notification struct {
 // Updated that was never seen before is only remembered (the read model's
 // backfill has normally seen it first).
 //
+// A body is handled once an hour: Karbon's signature has no timestamp, so
+// a captured notification posted again verifies, and is acknowledged with
+// 200 without reading Karbon again. One delivery reads each record it
+// names once, at most Config.WebhookMaxRecords of them, within
+// Config.WebhookTimeout.
+//
 // It answers 200 once every record is published, 401 to a missing or
 // forged signature (and to every request when no signing key is set),
-// and 503 when Karbon or the sink failed, so that Karbon delivers again
-// (it retries ten times, then ends the subscription). Deletions are
-// acknowledged and not published: the event vocabulary has no deletions.
+// and 503 when Karbon or the sink failed or time ran out, so that Karbon
+// delivers again (it retries ten times, then ends the subscription).
+// Deletions are acknowledged and not published: the event vocabulary has
+// no deletions.
 func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -62,16 +70,41 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 			http.Error(w, "not a Karbon webhook payload", http.StatusBadRequest)
 			return
 		}
-		for _, n := range notes {
-			if err := a.ingest(r.Context(), sink, n); err != nil {
-				a.log.Error("karbon webhook not processed; Karbon will send it again",
-					zap.String("type", n.ResourceType), zap.String("key", n.ResourcePermaKey), zap.Error(err))
-				w.WriteHeader(http.StatusServiceUnavailable)
-				return
-			}
+		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(a.cfg.WebhookTimeout))
+		defer cancel()
+		repeat, err := a.notices.Once(ctx, "karbon/"+a.cfg.Firm, body, func(ctx context.Context) error {
+			return a.ingestAll(ctx, sink, notes)
+		})
+		switch {
+		case err != nil:
+			a.log.Error("karbon webhook not processed; Karbon will send it again", zap.Error(err))
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case repeat:
+			a.log.Info("karbon webhook acknowledged unread: the same body was handled within the hour",
+				zap.String("remote", r.RemoteAddr))
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(http.StatusOK)
 		}
-		w.WriteHeader(http.StatusOK)
 	})
+}
+
+// ingestAll reads each record the notifications name once, up to the
+// bound.
+func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, notes []notification) error {
+	notes, over := notifications.Limit(notes, func(n notification) [2]string {
+		return [2]string{n.ResourceType, n.ResourcePermaKey}
+	}, a.cfg.WebhookMaxRecords)
+	if over > 0 {
+		a.log.Warn("karbon webhook names more records than one delivery may read; the sync will find the rest",
+			zap.Int("read", len(notes)), zap.Int("left", over))
+	}
+	for _, n := range notes {
+		if err := a.ingest(ctx, sink, n); err != nil {
+			return fmt.Errorf("%s %s: %w", n.ResourceType, n.ResourcePermaKey, err)
+		}
+	}
+	return nil
 }
 
 // parseNotifications reads one notification or a list of them.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -275,6 +277,103 @@ func TestResilience(t *testing.T) {
 		slept := clock.Slept()
 		if len(slept) != 10 || slept[0] != 500*time.Millisecond {
 			t.Fatalf("slept %v", slept)
+		}
+	})
+}
+
+// TestWebhookReplayedBodyIsNotReadAgain is issue 24's finding 6: Karbon's
+// signature has no timestamp, so a captured notification verifies for
+// ever. Posted again, to this instance or to another sharing its log, it
+// is acknowledged without reading Karbon again; a new notification of the
+// same record is read.
+func TestWebhookReplayedBodyIsNotReadAgain(t *testing.T) {
+	k := fixture(t)
+	shared := notifications.NewMemory(nil)
+	one, _ := newAdapter(t, k, func(_ *karbonConfig, d *upstream.Deps) { d.Notifications = shared })
+	two, _ := newAdapter(t, k, func(_ *karbonConfig, d *upstream.Deps) { d.Notifications = shared })
+	key := "karbon-signing-key-0001"
+	body := vendortest.KarbonWebhook("Work", "W0002", "Updated", epoch)
+	if code := deliver(one.Webhook(&sink{}), body, vendortest.SignKarbon(key, body)); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	read := len(k.Requests())
+	if read == 0 {
+		t.Fatal("the first delivery read nothing from Karbon")
+	}
+	for i := range 20 {
+		h := one.Webhook(&sink{})
+		if i%2 == 1 {
+			h = two.Webhook(&sink{})
+		}
+		if code := deliver(h, body, vendortest.SignKarbon(key, body)); code != http.StatusOK {
+			t.Fatalf("replay %d: status %d, want 200 (acknowledged)", i, code)
+		}
+	}
+	if n := len(k.Requests()); n != read {
+		t.Fatalf("20 replays of one body made %d more Karbon requests, want none", n-read)
+	}
+	// Still refused when forged, replayed or not.
+	if code := deliver(one.Webhook(&sink{}), body, vendortest.SignKarbon("wrong", body)); code != http.StatusUnauthorized {
+		t.Fatalf("a replayed body with a forged signature: %d", code)
+	}
+	later := vendortest.KarbonWebhook("Work", "W0002", "Updated", epoch.Add(time.Minute))
+	if code := deliver(two.Webhook(&sink{}), later, vendortest.SignKarbon(key, later)); code != http.StatusOK || len(k.Requests()) == read {
+		t.Fatalf("a new notification of the record: status %d, %d requests", code, len(k.Requests())-read)
+	}
+}
+
+// TestWebhookWorkIsBounded: a body of many notifications reads each
+// record once and at most webhook_max_records of them, and a delivery
+// Karbon cannot answer in time is a 503 within webhook_timeout, which
+// gives the body back for Karbon's redelivery.
+func TestWebhookWorkIsBounded(t *testing.T) {
+	key := "karbon-signing-key-0001"
+	var list []json.RawMessage
+	for range 500 {
+		list = append(list, vendortest.KarbonWebhook("Work", "W0001", "Updated", epoch))
+	}
+	for i := range 40 {
+		list = append(list, vendortest.KarbonWebhook("Work", fmt.Sprintf("W%04d", i+2), "Updated", epoch))
+	}
+	body, _ := json.Marshal(list)
+
+	t.Run("records read", func(t *testing.T) {
+		k := fixture(t)
+		a, _ := newAdapter(t, k, func(c *karbonConfig, _ *upstream.Deps) { c.WebhookMaxRecords = 5 })
+		if code := deliver(a.Webhook(&sink{}), body, vendortest.SignKarbon(key, body)); code != http.StatusOK {
+			t.Fatalf("status %d", code)
+		}
+		items := map[string]int{}
+		for _, r := range k.Requests() {
+			if _, rest, ok := strings.Cut(r, "/v3/WorkItems/"); ok {
+				id, _, _ := strings.Cut(rest, "?")
+				items[id]++
+			}
+		}
+		if len(items) != 5 || items["W0001"] != 1 {
+			t.Fatalf("work items read: %v; want 5, W0001 once", items)
+		}
+	})
+
+	t.Run("time", func(t *testing.T) {
+		k := fixture(t)
+		a, _ := newAdapter(t, k, func(c *karbonConfig, _ *upstream.Deps) {
+			c.WebhookTimeout, c.Upstream.MaxAttempts = upstream.Duration(300*time.Millisecond), 1
+		})
+		// Each read answers within the upstream timeout; 41 of them do not
+		// within the delivery's.
+		k.Faults.Down(vendortest.Fault{Delay: time.Second})
+		start := time.Now()
+		if code := deliver(a.Webhook(&sink{}), body, vendortest.SignKarbon(key, body)); code != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", code)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("a delivery bounded at 300ms took %s", took)
+		}
+		k.Faults.Up()
+		read := len(k.Requests())
+		if code := deliver(a.Webhook(&sink{}), body, vendortest.SignKarbon(key, body)); code != http.StatusOK || len(k.Requests()) == read {
+			t.Fatalf("Karbon's redelivery after a timeout: status %d, %d requests", code, len(k.Requests())-read)
 		}
 	})
 }

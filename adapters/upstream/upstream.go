@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 )
@@ -46,6 +47,11 @@ type Deps struct {
 	// change records from webhooks, and OAuth2 refresh tokens that a
 	// vendor rotates; nil keeps both in memory (changes.NewMemoryState).
 	State changes.StateStore
+	// Notifications remembers the vendor notification bodies handled in
+	// the last hour, so that one posted again is not read again
+	// (shared through Redis when configured); nil keeps them in this
+	// adapter's memory.
+	Notifications notifications.Log
 	// Changes receives the change records of writes made through an
 	// adapter (a job moved with POST /v1/jobs/{id}/stage), with the
 	// write's note; the vendor's webhook for the same change then finds
@@ -78,6 +84,18 @@ func (d Deps) state() changes.StateStore {
 
 // StateStore returns Deps.State, or a new in-memory store when it is nil.
 func (d Deps) StateStore() changes.StateStore { return d.state() }
+
+// NotificationGuard is the guard of the adapter's webhook receiver, on
+// Deps.Notifications or, when it is nil, a log in this process's memory.
+func (d Deps) NotificationGuard() notifications.Guard {
+	log := d.Notifications
+	if log == nil {
+		log = notifications.NewMemory(nil)
+	}
+	return notifications.Guard{Log: log, OnLogDown: func(err error) {
+		d.logger().Warn("vendor notification handled without checking it is new: its log does not answer", zap.Error(err))
+	}}
+}
 
 // ChangeRecorder returns Deps.Recorder, or a new one on StateStore().
 func (d Deps) ChangeRecorder() *changes.Recorder {

@@ -12,24 +12,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/webhooksig"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
 // webhookPayload is Xero's WebhookEvent (xero-webhooks.openapi.yaml).
 type webhookPayload struct {
-	Events []struct {
-		ResourceURL   string `json:"resourceUrl"`
-		ResourceID    string `json:"resourceId"`
-		EventDateUTC  string `json:"eventDateUtc"`
-		EventType     string `json:"eventType"`
-		EventCategory string `json:"eventCategory"`
-		TenantID      string `json:"tenantId"`
-		TenantType    string `json:"tenantType"`
-	} `json:"events"`
-	FirstEventSequence int    `json:"firstEventSequence"`
-	LastEventSequence  int    `json:"lastEventSequence"`
-	Entropy            string `json:"entropy"`
+	Events             []webhookEvent `json:"events"`
+	FirstEventSequence int            `json:"firstEventSequence"`
+	LastEventSequence  int            `json:"lastEventSequence"`
+	Entropy            string         `json:"entropy"`
 }
 
 // Webhook is the ingest route for the Xero app's webhooks. Every request
@@ -45,9 +38,11 @@ type webhookPayload struct {
 // seen is only remembered (the read model's backfill has normally seen
 // it first); a CREATE is published as new.
 // Events of other organisations and categories are acknowledged and
-// skipped. The work is bounded by
-// Config.WebhookTimeout; when Xero or the sink fails, or time runs out,
-// the answer is 503 and Xero delivers again.
+// skipped. A body handled within the hour (a redelivery, or a capture
+// posted again) is acknowledged without reading Xero again; one delivery
+// reads each invoice it names once, at most Config.WebhookMaxRecords of
+// them, within Config.WebhookTimeout. When Xero or the sink fails, or time
+// runs out, the answer is 503 and Xero delivers again.
 func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -72,21 +67,62 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 			w.WriteHeader(http.StatusOK)
 			return
 		}
+		events := a.invoiceEvents(p)
+		if len(events) == 0 {
+			// Nothing to read (Xero's intent-to-receive check among
+			// them): nothing to remember either.
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(a.cfg.WebhookTimeout))
 		defer cancel()
-		for _, e := range p.Events {
-			if e.EventCategory != "INVOICE" || e.TenantID != a.cfg.TenantID {
-				continue
+		repeat, err := a.notices.Once(ctx, "xero/"+a.cfg.Firm, body, func(ctx context.Context) error {
+			for _, e := range events {
+				if err := a.ingest(ctx, sink, e.ResourceID, e.EventDateUTC, e.EventType == "CREATE"); err != nil {
+					return fmt.Errorf("invoice %s: %w", e.ResourceID, err)
+				}
 			}
-			if err := a.ingest(ctx, sink, e.ResourceID, e.EventDateUTC, e.EventType == "CREATE"); err != nil {
-				a.log.Error("xero webhook not processed; Xero will send it again",
-					zap.String("invoice", e.ResourceID), zap.Error(err))
-				w.WriteHeader(http.StatusServiceUnavailable)
-				return
-			}
+			return nil
+		})
+		switch {
+		case err != nil:
+			a.log.Error("xero webhook not processed; Xero will send it again", zap.Error(err))
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case repeat:
+			a.log.Info("xero webhook acknowledged unread: the same body was handled within the hour")
+			w.WriteHeader(http.StatusOK)
+		default:
+			w.WriteHeader(http.StatusOK)
 		}
-		w.WriteHeader(http.StatusOK)
 	})
+}
+
+// webhookEvent is one event of a Xero webhook body.
+type webhookEvent struct {
+	ResourceURL   string `json:"resourceUrl"`
+	ResourceID    string `json:"resourceId"`
+	EventDateUTC  string `json:"eventDateUtc"`
+	EventType     string `json:"eventType"`
+	EventCategory string `json:"eventCategory"`
+	TenantID      string `json:"tenantId"`
+	TenantType    string `json:"tenantType"`
+}
+
+// invoiceEvents are the body's events about this organisation's invoices,
+// one per invoice, up to the bound.
+func (a *Adapter) invoiceEvents(p webhookPayload) []webhookEvent {
+	var mine []webhookEvent
+	for _, e := range p.Events {
+		if e.EventCategory == "INVOICE" && e.TenantID == a.cfg.TenantID {
+			mine = append(mine, e)
+		}
+	}
+	kept, over := notifications.Limit(mine, func(e webhookEvent) string { return e.ResourceID }, a.cfg.WebhookMaxRecords)
+	if over > 0 {
+		a.log.Warn("xero webhook names more invoices than one delivery may read; the sync will find the rest",
+			zap.Int("read", len(kept)), zap.Int("left", over))
+	}
+	return kept
 }
 
 func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, invID, eventDate string, created bool) error {

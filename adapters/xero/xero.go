@@ -32,6 +32,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/paging"
 	"github.com/practicegw/practicegw/adapters/upstream"
@@ -62,6 +63,10 @@ type Config struct {
 	// WebhookTimeout bounds the work on one webhook delivery; Xero wants
 	// an answer within 5 s and sends again when it gets none [4s].
 	WebhookTimeout upstream.Duration `json:"webhook_timeout,omitempty"`
+	// WebhookMaxRecords bounds the invoices one delivery makes the
+	// gateway read from Xero [100]; invoices past it are acknowledged and
+	// left to the sync's polling.
+	WebhookMaxRecords int `json:"webhook_max_records,omitempty"`
 	// SettlementRails maps words in a payment's reference or bank
 	// account name to the settled_via rail, over the defaults (stripe,
 	// gocardless, direct debit, card, paypal, ach, cheque/check, bacs,
@@ -99,6 +104,7 @@ type Adapter struct {
 	rails   []rail
 	clients ClientResolver
 	rec     *changes.Recorder
+	notices notifications.Guard
 }
 
 // New checks cfg and makes the adapter.
@@ -114,6 +120,9 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	}
 	if cfg.WebhookTimeout <= 0 {
 		cfg.WebhookTimeout = upstream.Duration(4 * time.Second)
+	}
+	if cfg.WebhookMaxRecords <= 0 {
+		cfg.WebhookMaxRecords = 100
 	}
 	auth, err := oauthtoken.New("xero", cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
 	if err != nil {
@@ -138,12 +147,13 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("xero: %w", err)
 	}
 	a := &Adapter{
-		cfg:   cfg,
-		c:     c,
-		log:   deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
-		clock: deps.ClockOrSystem(),
-		rails: rails,
-		rec:   deps.ChangeRecorder(),
+		cfg:     cfg,
+		c:       c,
+		log:     deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
+		clock:   deps.ClockOrSystem(),
+		rails:   rails,
+		rec:     deps.ChangeRecorder(),
+		notices: deps.NotificationGuard(),
 	}
 	for _, o := range opts {
 		o(a)

@@ -301,17 +301,17 @@ func TestInvoicePaidInXero(t *testing.T) {
 	a := backfilled(t, x)
 	s := &sink{}
 	h := a.Webhook(s)
-	send := func(ids ...string) {
+	send := func(at time.Time, ids ...string) {
 		t.Helper()
-		body := vendortest.XeroWebhook(x.TenantID, epoch.Add(time.Hour), ids...)
+		body := vendortest.XeroWebhook(x.TenantID, at, ids...)
 		if w := post(h, body, vendortest.SignXero(webhookKey, body)); w.Code != http.StatusOK {
 			t.Fatalf("status %d", w.Code)
 		}
 	}
-	send(invID(5)) // an update that changed nothing
+	send(epoch.Add(time.Hour), invID(5)) // an update that changed nothing
 	x.Pay(invID(5), "Stripe payout po_123", epoch.Add(time.Hour))
-	send(invID(5))
-	send(invID(5)) // Xero retries
+	send(epoch.Add(2*time.Hour), invID(5))
+	send(epoch.Add(2*time.Hour), invID(5)) // Xero retries
 	other := vendortest.XeroWebhook("11111111-2222-3333-4444-555555555555", epoch, invID(6))
 	post(h, other, vendortest.SignXero(webhookKey, other))
 	if len(s.changes) != 1 {
@@ -349,5 +349,29 @@ func TestWebhookXeroDown(t *testing.T) {
 	body := vendortest.XeroWebhook(x.TenantID, epoch, invID(5))
 	if w := post(a.Webhook(&sink{}), body, vendortest.SignXero(webhookKey, body)); w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503 so that Xero sends it again", w.Code)
+	}
+}
+
+// A body handled within the hour is acknowledged without reading Xero:
+// with Xero down, its replay still answers 200, while a new notification
+// (which must be read) answers 503.
+func TestWebhookReplayNotReadAgain(t *testing.T) {
+	x := fixture(t)
+	a := backfilled(t, x)
+	h := a.Webhook(&sink{})
+	body := vendortest.XeroWebhook(x.TenantID, epoch.Add(time.Hour), invID(5))
+	if w := post(h, body, vendortest.SignXero(webhookKey, body)); w.Code != http.StatusOK {
+		t.Fatalf("status %d", w.Code)
+	}
+	x.Faults.Down(vendortest.Fault{Status: http.StatusInternalServerError})
+	if w := post(h, body, vendortest.SignXero(webhookKey, body)); w.Code != http.StatusOK {
+		t.Fatalf("a replay read Xero again: status %d", w.Code)
+	}
+	if w := post(h, body, vendortest.SignXero("not the key", body)); w.Code != http.StatusUnauthorized {
+		t.Fatalf("a replay with a forged signature: status %d", w.Code)
+	}
+	later := vendortest.XeroWebhook(x.TenantID, epoch.Add(2*time.Hour), invID(5))
+	if w := post(h, later, vendortest.SignXero(webhookKey, later)); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("a new notification with Xero down: status %d, want 503", w.Code)
 	}
 }

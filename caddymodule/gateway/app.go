@@ -26,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/changes"
+	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
@@ -127,6 +128,7 @@ type App struct {
 	metrics       prometheus.Registerer
 	budget        upstream.Budget
 	upstreamState changes.StateStore
+	notices       notifications.Log
 	changes       changes.ChangeSink
 
 	// holder names this app in the read model's sync leases.
@@ -264,11 +266,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 
 	a.changes = changeSink{app: a}
-	a.budget, a.upstreamState = upstream.NewLocalBudget(nil), a.shared.store
+	a.budget, a.upstreamState, a.notices = upstream.NewLocalBudget(nil), a.shared.store, a.shared.store
 	if a.redis != nil {
-		// Vendors' published limits hold across every gateway instance.
+		// Vendors' published limits hold across every gateway instance,
+		// and a vendor notification replayed to any of them is caught.
 		a.budget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
 		a.upstreamState = a.state.(changes.StateStore)
+		a.notices = a.state.(notifications.Log)
 	}
 	a.openReadStore()
 	a.firms = map[string]*firmBackends{}
@@ -408,7 +412,8 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
-// expire drops idempotency keys and hourly usage past their retention
+// expire drops idempotency keys, vendor notifications handled and hourly
+// usage past their retention
 // from the embedded store; Redis expires its own.
 func (a *App) expire(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
@@ -417,6 +422,9 @@ func (a *App) expire(ctx context.Context) {
 		if a.redis == nil {
 			if _, err := a.shared.store.ExpireIdempotency(ctx); err != nil {
 				a.logger.Warn("expiring idempotency keys", zap.Error(err))
+			}
+			if _, err := a.shared.store.ExpireNotifications(ctx); err != nil {
+				a.logger.Warn("expiring vendor notifications handled", zap.Error(err))
 			}
 		}
 		if _, err := a.shared.store.ExpireUsage(ctx); err != nil {

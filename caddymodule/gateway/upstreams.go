@@ -67,13 +67,14 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		}
 		system := mod.CaddyModule().ID.Name()
 		deps.Upstream = upstream.Deps{
-			Logger:     a.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", system)),
-			Budget:     a.budget,
-			Registerer: ctx.GetMetricsRegistry(),
-			State:      model,
-			Recorder:   rec,
-			Changes:    a.changes,
-			Instance:   system + "/" + f.ID,
+			Logger:        a.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", system)),
+			Budget:        a.budget,
+			Registerer:    ctx.GetMetricsRegistry(),
+			State:         model,
+			Recorder:      rec,
+			Changes:       a.changes,
+			Instance:      system + "/" + f.ID,
+			Notifications: a.notices,
 		}
 		opened, err := mod.Open(deps)
 		if err != nil {

@@ -5,6 +5,7 @@
 // The gateway's own state lives in buckets prefixed "gw_": credentials
 // and signing keys (credentials.go), idempotency keys (idempotency.go),
 // hourly usage (usage.go), what upstream adapters last saw (upstream.go),
+// the vendor notifications handled in the last hour (notifications.go),
 // the read model's records, checkpoints and leases (readmodel.go) and the
 // check that secrets are sealed under the store's key (secrets.go). The generated signing key, endpoint secrets and upstream state are stored
 // sealed.
@@ -77,10 +78,11 @@ var (
 	bucketIdempotency = "gw_idempotency"
 	bucketUsage       = "gw_usage"
 	bucketUpstream    = "gw_upstream_state"
+	bucketNotices     = "gw_notifications"
 )
 
 func bucketNames() []string {
-	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketSecrets,
+	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketNotices, bucketSecrets,
 		bucketReadModel, bucketCheckpoints, bucketRMLeases,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,

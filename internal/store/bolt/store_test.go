@@ -254,3 +254,10 @@ func TestLeasesConformance(t *testing.T) {
 		return st.ReadModel(), reopen(t, db).ReadModel()
 	})
 }
+
+func TestNotificationsConformance(t *testing.T) {
+	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationLog, storetest.NotificationLog) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}

@@ -355,3 +355,10 @@ func TestUpstreamStateSealedAfterAnEarlierSealingVersion(t *testing.T) {
 		t.Fatalf("read again %q, %v", got, err)
 	}
 }
+
+func TestNotificationsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationLog, storetest.NotificationLog) {
+		return open(t, srv), another(t, srv)
+	})
+}
