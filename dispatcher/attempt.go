@@ -14,11 +14,13 @@ import (
 // attempt (breaker open, shutdown, a store hiccup); it is not a failure.
 var errHandedBack = errors.New("delivery handed back unattempted")
 
-// attempt makes one attempt on a leased delivery and records it. Attempts
-// from the queue pass the endpoint's circuit breaker; a single replay asked
-// for by a person does not (viaBreaker false). sent, if set, is called once
-// the endpoint has answered (or failed to), before the attempt is recorded.
-func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreaker bool, sent func()) (Delivery, error) {
+// attempt makes one attempt on a leased delivery and records it. allow
+// asks the endpoint's circuit breaker for the attempt and returns what to
+// tell it of the answer: the delivery loop asks here, a single replay has
+// asked before leasing and passes its answer on. sent, if set, is called
+// once the endpoint has answered (or failed to), before the attempt is
+// recorded.
+func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, allow func() (func(error), error), sent func()) (Delivery, error) {
 	d := c.Delivery
 	// Whatever happens to ctx, a finished attempt is recorded.
 	storeCtx := context.WithoutCancel(ctx)
@@ -46,14 +48,11 @@ func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, viaBreak
 		return d, err
 	}
 
-	var reportToBreaker func(error)
-	if viaBreaker {
-		reportToBreaker, err = e.endpointState(ep.ID).breaker.Allow()
-		if err != nil {
-			// The breaker opened or its probe started since the claim.
-			e.handBack(storeCtx, c.Lease, e.now().Add(e.probeWait()))
-			return d, errHandedBack
-		}
+	reportToBreaker, err := allow()
+	if err != nil {
+		// The breaker opened or its probe started since the claim.
+		e.handBack(storeCtx, c.Lease, e.now().Add(e.probeWait()))
+		return d, errHandedBack
 	}
 
 	startedAt := e.now()

@@ -88,6 +88,12 @@ type Config struct {
 	// each mode (live, sandbox), so that one firm's credentials cannot
 	// multiply the signed requests every change sends. Default 50.
 	MaxEndpoints int
+	// BulkReplaysPerMinute bounds how often one firm may replay an
+	// endpoint's failed deliveries in bulk. Default 10.
+	BulkReplaysPerMinute int
+	// ReplayBudget counts each firm's bulk replays; give the Redis one
+	// when several gateways serve the API. Default: in this process.
+	ReplayBudget ReplayBudget
 	// Registerer receives the engine's Prometheus metrics. Default
 	// prometheus.DefaultRegisterer; collectors registered already (a
 	// second engine, a config reload) are reused.
@@ -148,6 +154,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	if c.BulkReplaysPerMinute == 0 {
+		c.BulkReplaysPerMinute = 10
+	}
+	if c.ReplayBudget == nil {
+		c.ReplayBudget = &localBudget{now: c.Clock, tats: map[string]int64{}}
+	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -160,7 +172,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("timeouts must not be negative")
 	case c.LeaseDuration <= c.Timeout:
 		return c, fmt.Errorf("lease duration %s must exceed the attempt timeout %s", c.LeaseDuration, c.Timeout)
-	case c.MaxInFlightPerEndpoint < 0, c.MaxInFlightPerFirm < 0, c.Workers < 0, c.BreakerFailures < 0:
+	case c.MaxInFlightPerEndpoint < 0, c.MaxInFlightPerFirm < 0, c.Workers < 0, c.BreakerFailures < 0, c.BulkReplaysPerMinute < 0:
 		return c, errors.New("limits must not be negative")
 	}
 	return c, nil

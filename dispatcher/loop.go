@@ -205,7 +205,7 @@ func (e *Engine) work(ctx context.Context, c Claim, sent func()) {
 	if c.Replay {
 		trigger = TriggerReplay
 	}
-	_, err := e.attempt(ctx, c, trigger, true, sent)
+	_, err := e.attempt(ctx, c, trigger, e.endpointState(c.Delivery.EndpointID).breaker.Allow, sent)
 	switch {
 	case err == nil, errors.Is(err, errHandedBack):
 	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotFound):

@@ -288,6 +288,25 @@ func TestFirmOnItsOwnSystems(t *testing.T) {
 	if code := postSigned(t, g, "/ingest/frm_hollis/karbon", body, "Signature", vendortest.SignKarbon(karbonSigningKey, body)); code != 200 {
 		t.Fatalf("Karbon webhook answered %d", code)
 	}
+	// The same signed body, captured and posted again, is acknowledged
+	// without reading Karbon again.
+	reads := func() (n int) {
+		for _, r := range k.Requests() {
+			if strings.HasPrefix(r, "GET /v3/WorkItems/W0003") {
+				n++
+			}
+		}
+		return n
+	}
+	before := reads()
+	for range 10 {
+		if code := postSigned(t, g, "/ingest/frm_hollis/karbon", body, "Signature", vendortest.SignKarbon(karbonSigningKey, body)); code != 200 {
+			t.Fatalf("a replayed Karbon webhook answered %d", code)
+		}
+	}
+	if n := reads() - before; n != 0 {
+		t.Fatalf("10 replays of one Karbon webhook read the work item %d more times", n)
+	}
 	// An invoice paid in Xero.
 	paid := "00000000-0000-0000-0000-000000000004"
 	x.Pay(paid, "GoCardless payout", time.Now())

@@ -14,6 +14,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/practice"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // WebhookConfig tunes webhook delivery. An absent field is its
@@ -96,6 +97,8 @@ func (a *App) provisionDispatch() error {
 		// Other processes queue work here too (a bulk replay made through
 		// another gateway): look for it often, not only when woken.
 		cfg.PollInterval = time.Second
+		// A firm's bulk replays are counted across every gateway.
+		cfg.ReplayBudget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
 	}
 	engine, err := dispatcher.New(cfg, a.state.Backends())
 	if err != nil {

@@ -21,6 +21,7 @@ func From(err error) (e *Error, ok bool) {
 	var apiErr *Error
 	var invalid *practice.InvalidError
 	var refused *upstream.StatusError
+	var held *dispatcher.HeldBackError
 	switch {
 	case err == nil:
 		return nil, false
@@ -42,6 +43,15 @@ func From(err error) (e *Error, ok bool) {
 	case errors.Is(err, dispatcher.ErrEndpointDisabled):
 		return New(http.StatusConflict, "conflict",
 			"The webhook endpoint is disabled; enable it, then replay."), true
+	case errors.As(err, &held):
+		// A replay waits for the bounds every delivery keeps (the
+		// endpoint's breaker and concurrency, the firm's in-flight
+		// bound, bulk replays per minute): the caller may ask again then.
+		status, code := http.StatusConflict, "conflict"
+		if held.RateLimited {
+			status, code = http.StatusTooManyRequests, "rate_limited"
+		}
+		return New(status, code, held.Reason).WithHeader("Retry-After", seconds(held.RetryAfter)), true
 	case errors.Is(err, dispatcher.ErrBusy), errors.Is(err, dispatcher.ErrLeaseLost):
 		return New(http.StatusConflict, "conflict",
 			"An attempt on this delivery is in progress; try again when it has finished.").WithHeader("Retry-After", "1"), true
@@ -79,7 +89,12 @@ func unavailable(retry time.Duration, message string) *Error {
 		retry = 30 * time.Second
 	}
 	return New(http.StatusServiceUnavailable, "upstream_unavailable", message).
-		WithHeader("Retry-After", strconv.Itoa(int(math.Ceil(max(retry, time.Second).Seconds()))))
+		WithHeader("Retry-After", seconds(retry))
+}
+
+// seconds is a Retry-After value: whole seconds, rounded up, at least one.
+func seconds(d time.Duration) string {
+	return strconv.Itoa(int(math.Ceil(max(d, time.Second).Seconds())))
 }
 
 // InvalidCursor answers a paging cursor that the API did not give out, or

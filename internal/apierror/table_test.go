@@ -33,6 +33,8 @@ func TestOneTable(t *testing.T) {
 		{wrap(dispatcher.ErrEndpointDisabled), 409, "conflict", ""},
 		{wrap(dispatcher.ErrBusy), 409, "conflict", "Retry-After"},
 		{wrap(dispatcher.ErrLeaseLost), 409, "conflict", "Retry-After"},
+		{wrap(&dispatcher.HeldBackError{Reason: "The endpoint's breaker is open.", RetryAfter: 40 * time.Second}), 409, "conflict", "Retry-After"},
+		{wrap(&dispatcher.HeldBackError{Reason: "Too many bulk replays.", RetryAfter: 6 * time.Second, RateLimited: true}), 429, "rate_limited", "Retry-After"},
 		{wrap(dispatcher.ErrTooManyEndpoints), 409, "conflict", ""},
 		{idempotency.ErrKeyReused, 422, "idempotency_key_reused", ""},
 		{idempotency.ErrInProgress, 409, "conflict", ""},
