@@ -339,10 +339,19 @@ func TestRetriesFailureReplayAndExport(t *testing.T) {
 	mu.Lock()
 	failing = false
 	mu.Unlock()
-	r := g.do(t, "POST", "/v1/deliveries/"+dlv["id"].(string)+"/replay", tok, nil)
-	if r.StatusCode != 200 || r.json(t)["state"] != "delivered" {
-		t.Fatalf("replay: %d %s", r.StatusCode, r.body)
-	}
+	// The six failures may have left the endpoint's breaker open: the
+	// replay is then held back with Retry-After until it cools down.
+	var r response
+	eventually(t, 10*time.Second, "the replay to be made", func() bool {
+		r = g.do(t, "POST", "/v1/deliveries/"+dlv["id"].(string)+"/replay", tok, nil)
+		if r.StatusCode == http.StatusConflict && r.Header.Get("Retry-After") != "" {
+			return false
+		}
+		if r.StatusCode != 200 || r.json(t)["state"] != "delivered" {
+			t.Fatalf("replay: %d %s", r.StatusCode, r.body)
+		}
+		return true
+	})
 	last := r.json(t)["attempts"].([]any)[6].(map[string]any)
 	if last["trigger"] != "replay" || last["response_code"].(float64) != 204 {
 		t.Fatalf("replay attempt: %v", last)
