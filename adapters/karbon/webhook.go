@@ -90,16 +90,29 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 }
 
 // ingestAll reads each record the notifications name once, up to the
-// bound.
+// bound. Deletions are dropped first (nothing is read for them), and a
+// record named as inserted anywhere in the body is read as inserted.
 func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, notes []notification) error {
-	notes, over := notifications.Limit(notes, func(n notification) [2]string {
-		return [2]string{n.ResourceType, n.ResourcePermaKey}
-	}, a.cfg.WebhookMaxRecords)
+	type ref [2]string
+	key := func(n notification) ref { return ref{n.ResourceType, n.ResourcePermaKey} }
+	inserted := map[ref]bool{}
+	kept := notes[:0:0]
+	for _, n := range notes {
+		if n.ActionType == "Deleted" || !validKey(n.ResourcePermaKey) {
+			continue
+		}
+		inserted[key(n)] = inserted[key(n)] || n.ActionType == "Inserted"
+		kept = append(kept, n)
+	}
+	notes, over := notifications.Limit(kept, key, a.cfg.WebhookMaxRecords)
 	if over > 0 {
 		a.log.Warn("karbon webhook names more records than one delivery may read; the sync will find the rest",
 			zap.Int("read", len(notes)), zap.Int("left", over))
 	}
 	for _, n := range notes {
+		if inserted[key(n)] {
+			n.ActionType = "Inserted"
+		}
 		if err := a.ingest(ctx, sink, n); err != nil {
 			return fmt.Errorf("%s %s: %w", n.ResourceType, n.ResourcePermaKey, err)
 		}

@@ -377,3 +377,23 @@ func TestWebhookWorkIsBounded(t *testing.T) {
 		}
 	})
 }
+
+// A body naming a record twice reads it once; named as inserted anywhere
+// in the body, it is announced as new.
+func TestWebhookRecordNamedTwiceInOneBody(t *testing.T) {
+	k := fixture(t)
+	a, _ := newAdapter(t, k)
+	s := &sink{}
+	k.AddWorkItem(vendortest.KarbonWorkItem{WorkItemKey: "W9999", Title: "New", AssigneeKey: "U1partner", ClientKey: "C001",
+		ClientType: "Contact", StartDate: epoch.Format(time.RFC3339), PrimaryStatus: "Planned"})
+	body, _ := json.Marshal([]json.RawMessage{
+		vendortest.KarbonWebhook("Work", "W9999", "Updated", epoch),
+		vendortest.KarbonWebhook("Work", "W9999", "Inserted", epoch),
+	})
+	if code := deliver(a.Webhook(s), body, vendortest.SignKarbon("karbon-signing-key-0001", body)); code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if got := s.all(); len(got) != 1 || got[0].Before != nil || got[0].ResourceID != "job_W9999" {
+		t.Fatalf("changes %+v, want job_W9999 announced as new", got)
+	}
+}
