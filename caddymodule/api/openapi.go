@@ -440,7 +440,8 @@ func (rt *route) errorStatuses() []int {
 	if rt.body != nil {
 		statuses = append(statuses, 409, 413, 415, 422)
 	} else if rt.tag == "webhooks" && rt.method != http.MethodGet {
-		// A delivery being attempted, an endpoint disabled.
+		// A delivery being attempted, an endpoint disabled, a replay held
+		// back by its endpoint's breaker or a bound on requests in flight.
 		statuses = append(statuses, 409)
 	}
 	if rt.kind != "" {
