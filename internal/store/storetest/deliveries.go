@@ -48,6 +48,8 @@ func Deliveries(t *testing.T, open OpenDeliveries) {
 		{"FilteredEventsScanABoundedStretch", testEventsScanBound},
 		{"FeedFollowsRecordOrder", testFeed},
 		{"FeedMissesNothingUnderConcurrentRecords", testFeedUnderConcurrentRecords},
+		{"FeedPositionsArePerTenant", testFeedPositionsPerTenant},
+		{"FeedSaysWhatWasTrimmedPast", testFeedTrimmedPastIsMissed},
 		{"DeliveriesPageAndFilter", testDeliveriesPaging},
 		{"Endpoints", testEndpoints},
 		{"PruneRemovesOnlyOldFinishedRecords", testPrune},
