@@ -49,6 +49,7 @@ func Deliveries(t *testing.T, open OpenDeliveries) {
 		{"FeedFollowsRecordOrder", testFeed},
 		{"FeedMissesNothingUnderConcurrentRecords", testFeedUnderConcurrentRecords},
 		{"FeedPositionsArePerTenant", testFeedPositionsPerTenant},
+		{"FeedTenantsMissNothingUnderConcurrentRecords", testFeedTenantsUnderConcurrentRecords},
 		{"FeedSaysWhatWasTrimmedPast", testFeedTrimmedPastIsMissed},
 		{"DeliveriesPageAndFilter", testDeliveriesPaging},
 		{"Endpoints", testEndpoints},

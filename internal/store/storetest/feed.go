@@ -250,3 +250,72 @@ func testFeedTrimmedPastIsMissed(t *testing.T, b dispatcher.Backends) {
 		t.Fatalf("the quiet tenant's feed after another's flood = %v, want %s", ids, kept.ID)
 	}
 }
+
+// testFeedTenantsUnderConcurrentRecords follows three tenants' feeds while
+// writers record into all of them at once: each follower sees exactly its
+// own tenant's events, once each, and is never told it missed one.
+func testFeedTenantsUnderConcurrentRecords(t *testing.T, b dispatcher.Backends) {
+	tenants := []practice.Tenant{tenant, {Firm: tenant.Firm, Sandbox: true}, {Firm: "frm_birch"}}
+	const writers, each = 4, 15
+	starts := make([]string, len(tenants))
+	for i, tn := range tenants {
+		page, err := b.Feed.Feed(ctx, dispatcher.FeedQuery{Tenant: tn})
+		if err != nil {
+			t.Fatal(err)
+		}
+		starts[i] = page.Position
+	}
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				var batch []dispatcher.Event
+				// Each batch mixes tenants in a different order.
+				for j := range tenants {
+					tn := tenants[(w+i+j)%len(tenants)]
+					batch = append(batch, event(fmt.Sprintf("chg_%s_%d_%d", tn, w, i), dispatcher.ClientUpdated, t0.Add(time.Duration(i)*time.Second), tn))
+				}
+				if _, err := b.Events.Record(ctx, batch); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	var followers sync.WaitGroup
+	for i, tn := range tenants {
+		followers.Add(1)
+		go func() {
+			defer followers.Done()
+			seen := map[string]bool{}
+			pos := starts[i]
+			deadline := time.Now().Add(20 * time.Second)
+			for len(seen) < writers*each && time.Now().Before(deadline) {
+				page, err := b.Feed.Feed(ctx, dispatcher.FeedQuery{Tenant: tn, After: pos, Max: 5})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if page.Missed {
+					t.Errorf("the follower of %s was told it missed events after %q", tn, pos)
+					return
+				}
+				for _, e := range page.Entries {
+					if e.Event.Tenant() != tn || seen[e.Event.ID] {
+						t.Errorf("the follower of %s got %s of %s (seen before: %v)", tn, e.Event.ID, e.Event.Tenant(), seen[e.Event.ID])
+						return
+					}
+					seen[e.Event.ID] = true
+				}
+				pos = page.Position
+			}
+			if len(seen) != writers*each {
+				t.Errorf("the follower of %s saw %d of %d events", tn, len(seen), writers*each)
+			}
+		}()
+	}
+	wg.Wait()
+	followers.Wait()
+}
