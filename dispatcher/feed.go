@@ -28,8 +28,11 @@ type EventFeed interface {
 	// that following from there yields only events recorded later. An
 	// After this store did not issue is ErrInvalidCursor.
 	//
-	// A store keeps the positions of its most recent events only
-	// (FeedLength); events pruned by retention are passed over.
+	// Positions are the tenant's own: one tenant's events neither move
+	// another's positions nor push them out. A store keeps the positions
+	// of each tenant's most recent events only (FeedLength); a read from
+	// an After it no longer holds, or past events pruned by retention,
+	// says so (FeedPage.Missed) and goes on from the oldest it keeps.
 	Feed(ctx context.Context, q FeedQuery) (FeedPage, error)
 }
 
@@ -47,9 +50,16 @@ type FeedQuery struct {
 type FeedPage struct {
 	Entries []FeedEntry
 	// Position continues after this stretch. It may be past the last
-	// entry: a store may look at other tenants' positions, and says so, so
-	// that a reader does not look at them again.
+	// entry: positions of events pruned by retention are passed over.
 	Position string
+	// Missed says that events recorded after the query's After are gone
+	// from the feed (trimmed past FeedLength, or pruned by retention)
+	// before Entries: the reader cannot have them all, and should be told.
+	Missed bool
+	// Resume, when Missed, is the position the page goes on from: just
+	// before its first entry (or Position when it has none). Reading
+	// after it misses nothing more, unless the feed is trimmed again.
+	Resume string
 }
 
 // FeedEntry is an event at its position in the feed.
@@ -58,9 +68,9 @@ type FeedEntry struct {
 	Event    Event
 }
 
-// FeedLength is how many recent positions a store keeps: of each tenant
-// on Redis, of all tenants on the embedded store, whose firms are few. A
-// reader resuming from an older position continues from the oldest kept.
+// FeedLength is how many recent positions a store keeps of each tenant,
+// on every store. A reader resuming from an older position continues from
+// the oldest kept, told that it missed some (FeedPage.Missed).
 const FeedLength = 10000
 
 // Follow reads the tenant's events recorded after a feed position (see

@@ -43,6 +43,10 @@ type Handler struct {
 	streams     *streams
 
 	cursors cursors
+	// positions seals the event stream's ids; standing says whether a
+	// stream's credential still stands.
+	positions positions
+	standing  credentialStanding
 
 	logger  *zap.Logger
 	metrics *metrics
@@ -110,6 +114,14 @@ func (h *Handler) wire(app any) error {
 	eng := src.WebhookEngine()
 	h.tenants, h.idempotency, h.sandbox = src, src.Idempotency(), src
 	h.cursors = cursors{key: src.CursorKey()}
+	if h.positions, err = newPositions(src.CursorKey()); err != nil {
+		return err
+	}
+	// Streams ask the registry whether their credential still stands;
+	// without one (the app offers none) they hold what they opened with.
+	if reg, ok := app.(auth.RegistryProvider); ok && reg.Credentials() != nil {
+		h.standing = reg.Credentials()
+	}
 	h.events, h.endpoints, h.endpointsW, h.secrets = eng, eng, eng, eng
 	h.deliveries, h.exports, h.replays, h.feed = eng, eng, eng, eng
 	return nil

@@ -58,7 +58,7 @@ var dates = map[string]bool{
 // errorCodes lists every error code by status, as the contract fixes them.
 var errorCodes = map[int][]string{
 	400: {"parameter_invalid", "parameter_missing", "parameter_unknown", "invalid_cursor", "invalid_json"},
-	401: {"unauthenticated"},
+	401: {"unauthenticated", "credential_revoked"}, // credential_revoked: an event stream's last message
 	403: {"insufficient_scope"},
 	404: {"resource_not_found", "unknown_api_version"},
 	405: {"method_not_allowed"},

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
 )
@@ -23,11 +25,21 @@ import (
 //
 // It follows the event feed (dispatcher.EventFeed), which every instance
 // shares, so events recorded by any gateway or dispatcher arrive, and each
-// event's SSE id is its feed position, sealed like a paging cursor: a
-// client that reconnects with Last-Event-ID, through any instance,
-// resumes after it without loss or repeat. The feed is polled every
-// streamPoll, and read at once when this process's engine records an
-// event.
+// event's SSE id is its feed position, encrypted (positions): a client
+// that reconnects with Last-Event-ID, through any instance, resumes after
+// it without loss or repeat, and learns nothing from it. The feed is
+// polled every streamPoll, and read at once when this process's engine
+// records an event.
+//
+// A stream holds its credential for as long as it lasts, so it asks the
+// credential registry again at every poll and whenever the registry learns
+// of a revocation (on any instance, through the store's revocation feed):
+// a revoked credential, or one that no longer holds the scopes the stream
+// needs, ends it within a second, with a last `event: error` saying why.
+//
+// A position older than the feed keeps (dispatcher.FeedLength of the
+// firm's events) is never skipped over in silence: the stream first sends
+// `event: events_missed`, whose id is the position it goes on from.
 
 var streamParams = []param{
 	{name: "events", typ: "string",
@@ -41,7 +53,20 @@ const streamNote = "A live credential also needs `webhooks:read` and `live=true`
 	"Each event is one Server-Sent Events message whose data is the event envelope exactly as a webhook delivers it; " +
 	"its id is an opaque position: reconnect with Last-Event-ID, through any gateway instance, to resume after it without loss or repeat. " +
 	"The stream starts at the time of connecting, sends a comment every 15 seconds while idle, and registers nothing. " +
+	"A Last-Event-ID older than the 10,000 most recent events of the firm, which are kept, gets a first `event: events_missed` message whose id is the position the stream goes on from; " +
+	"a Last-Event-ID this gateway did not send (or that an earlier version sent) is a 400 invalid_cursor. " +
+	"If the credential is revoked, or no longer holds the scopes the stream needs, the stream ends within a second with an `event: error` message whose data is the error body (credential_revoked or insufficient_scope). " +
 	"A credential may hold 5 streams open on each gateway instance; past that it is answered 429."
+
+// credentialStanding is the credential registry, as a stream asks it
+// whether its credential still stands.
+type credentialStanding interface {
+	// Standing returns the credential as it stands now, or an error once
+	// it is revoked.
+	Standing(c *auth.Credential) (*auth.Credential, error)
+	// Changed is closed when the registry next learns of a revocation.
+	Changed() <-chan struct{}
+}
 
 // eventFeed is the engine's event feed, as the stream reads it.
 type eventFeed interface {
@@ -130,7 +155,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 	}
 	pos := ""
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
-		if pos, err = h.cursors.open(c.tenant.String(), c.route.pattern, noFilters, last); err != nil {
+		if pos, err = h.positions.open(c.tenant, last); err != nil {
 			return apierror.New(http.StatusBadRequest, "invalid_cursor",
 				"Last-Event-ID is not an id this stream sent; reconnect without it to start from now.").WithParam("Last-Event-ID")
 		}
@@ -144,9 +169,9 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 	defer release()
 	// The first read comes before the answer, so that a bad position or an
 	// unavailable store is an error status rather than a stream that ends.
-	// The wake-up is asked for before it, so that an event recorded while
-	// it is out wakes the stream.
-	wake := h.feed.Recorded()
+	// The wake-ups are asked for before it, so that an event recorded, or
+	// a revocation learnt, while it is out wakes the stream.
+	wake, changed := h.feed.Recorded(), h.credentialsChanged()
 	page, err := h.feed.Follow(r.Context(), dispatcher.FeedQuery{Tenant: c.tenant, After: pos, Max: streamBatch})
 	if err != nil {
 		if errors.Is(err, dispatcher.ErrInvalidCursor) {
@@ -176,8 +201,17 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 	if err := s.send(open, pos); err != nil {
 		return nil
 	}
-	s.follow(r.Context(), page, pos, wake)
+	s.follow(r.Context(), page, pos, wake, changed)
 	return nil
+}
+
+// credentialsChanged is closed when the registry next learns of a
+// revocation; nil (never) without a registry.
+func (h *Handler) credentialsChanged() <-chan struct{} {
+	if h.standing == nil {
+		return nil
+	}
+	return h.standing.Changed()
 }
 
 // stream is one open event stream.
@@ -192,18 +226,24 @@ type stream struct {
 }
 
 // follow sends the feed from page on until the client goes, the request
-// is cancelled or the server shuts down.
-func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos string, wake <-chan struct{}) {
+// is cancelled, the server shuts down or the credential no longer stands.
+func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos string, wake, changed <-chan struct{}) {
 	poll := time.NewTicker(s.h.streams.poll)
 	defer poll.Stop()
 	beat := time.NewTicker(s.h.streams.heartbeat)
 	defer beat.Stop()
 	failing := false
 	for {
-		if err := s.deliver(page.Entries); err != nil {
+		// Asked before anything is sent: nothing reaches the client once
+		// the registry knows the credential no longer stands.
+		if err := s.stands(); err != nil {
+			s.end(err)
 			return
 		}
-		if len(page.Entries) > 0 {
+		if err := s.deliver(page); err != nil {
+			return
+		}
+		if len(page.Entries) > 0 || page.Missed {
 			if err := s.rc.Flush(); err != nil {
 				return
 			}
@@ -217,6 +257,7 @@ func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos strin
 			case <-s.h.streams.closing:
 				return
 			case <-wake:
+			case <-changed:
 			case <-poll.C:
 			case <-beat.C:
 				// A comment keeps proxies from closing an idle connection;
@@ -228,9 +269,9 @@ func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos strin
 				}
 			}
 		}
-		// Asked before the read, so that an event recorded during it
-		// wakes the next one.
-		wake = s.h.feed.Recorded()
+		// Asked before the read, so that an event recorded (or a
+		// revocation learnt) during it wakes the next one.
+		wake, changed = s.h.feed.Recorded(), s.h.credentialsChanged()
 		next, err := s.h.feed.Follow(ctx, dispatcher.FeedQuery{Tenant: s.c.tenant, After: pos, Max: streamBatch})
 		switch {
 		case ctx.Err() != nil:
@@ -249,10 +290,52 @@ func (s *stream) follow(ctx context.Context, page dispatcher.FeedPage, pos strin
 	}
 }
 
-// deliver sends the entries the filter keeps, each under its delivery name
-// with its position as its id.
-func (s *stream) deliver(entries []dispatcher.FeedEntry) error {
-	for _, e := range entries {
+// stands asks the registry whether the stream's credential still stands
+// and still holds what the stream needs.
+func (s *stream) stands() *apierror.Error {
+	if s.h.standing == nil {
+		return nil
+	}
+	c, err := s.h.standing.Standing(s.c.cred)
+	switch {
+	case err != nil:
+		// Standing reads no store: an error is a credential the registry
+		// no longer vouches for (auth.ErrRevoked).
+		return errStreamRevoked
+	case !c.Allows("events:read"), !s.c.tenant.Sandbox && !c.Allows("webhooks:read"):
+		return errStreamScope
+	}
+	return nil
+}
+
+var (
+	errStreamRevoked = apierror.New(http.StatusUnauthorized, "credential_revoked",
+		"This credential was revoked, so its event stream ends; stream with a credential that stands.")
+	errStreamScope = apierror.New(http.StatusForbidden, "insufficient_scope",
+		"This credential no longer holds the scopes the stream needs (events:read, and webhooks:read for live events), so its event stream ends.")
+)
+
+// end sends why the stream ends as its last message: an error event whose
+// data is the contract's error body.
+func (s *stream) end(e *apierror.Error) {
+	s.h.logger.Info("event stream ended: its credential no longer stands",
+		zap.String("credential", s.c.cred.ID), zap.String("code", e.Code))
+	m := &sse.Message{Type: sse.Type("error")}
+	m.AppendData(strings.TrimSpace(string(apierror.Marshal(s.w, e))))
+	_ = s.send(m, s.announced)
+}
+
+// deliver sends the page: first, if events were missed before it, a
+// message saying so whose id is the position it goes on from, then the
+// entries the filter keeps, each under its delivery name with its
+// position as its id.
+func (s *stream) deliver(page dispatcher.FeedPage) error {
+	if page.Missed {
+		if err := s.missed(page.Resume); err != nil {
+			return err
+		}
+	}
+	for _, e := range page.Entries {
 		name, ok := s.filter.DeliveryName(e.Event.Event)
 		if !ok {
 			continue
@@ -271,6 +354,32 @@ func (s *stream) deliver(entries []dispatcher.FeedEntry) error {
 	return nil
 }
 
+// missed tells the client that events after its position are gone from
+// the feed, and that the stream goes on from resume.
+func (s *stream) missed(resume string) error {
+	id := s.h.positions.seal(s.c.tenant, resume)
+	body, err := json.Marshal(eventsMissed{
+		Code: "events_expired",
+		Message: fmt.Sprintf("Events recorded after the position this stream resumed from are no longer kept (the feed keeps the firm's last %d), "+
+			"so the stream goes on from the oldest kept; list GET /v1/events to fill the gap.", dispatcher.FeedLength),
+		ResumeFrom: id,
+	})
+	if err != nil {
+		return err
+	}
+	m := &sse.Message{Type: sse.Type("events_missed"), ID: sse.ID(id)}
+	m.AppendData(string(body))
+	s.announced = resume
+	return s.write(m, resume)
+}
+
+// eventsMissed is the data of an events_missed message.
+type eventsMissed struct {
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	ResumeFrom string `json:"resume_from"`
+}
+
 // send writes m, with pos as its id if the client has not been sent it,
 // and flushes.
 func (s *stream) send(m *sse.Message, pos string) error {
@@ -282,7 +391,7 @@ func (s *stream) send(m *sse.Message, pos string) error {
 
 func (s *stream) write(m *sse.Message, pos string) error {
 	if pos != s.announced {
-		m.ID = sse.ID(s.h.cursors.seal(s.c.tenant.String(), s.c.route.pattern, noFilters, pos))
+		m.ID = sse.ID(s.h.positions.seal(s.c.tenant, pos))
 		s.announced = pos
 	}
 	// Not every writer can time out (a test recorder); those that cannot

@@ -33,6 +33,9 @@ type memFeed struct {
 	signal  chan struct{}
 	// quiet records without signalling, as another process would.
 	quiet bool
+	// trimmed is how many of the oldest positions the feed no longer
+	// keeps.
+	trimmed int
 }
 
 func (f *memFeed) Follow(_ context.Context, q dispatcher.FeedQuery) (dispatcher.FeedPage, error) {
@@ -50,6 +53,10 @@ func (f *memFeed) Follow(_ context.Context, q dispatcher.FeedQuery) (dispatcher.
 		return dispatcher.FeedPage{}, dispatcher.ErrInvalidCursor
 	}
 	page := dispatcher.FeedPage{Position: q.After}
+	if after < f.trimmed {
+		page.Missed, page.Resume, page.Position = true, strconv.Itoa(f.trimmed), strconv.Itoa(f.trimmed)
+		after = f.trimmed
+	}
 	for i := after; i < len(f.entries) && len(page.Entries) < q.Max; i++ {
 		page.Position = strconv.Itoa(i + 1)
 		if f.entries[i].Tenant() == q.Tenant {
@@ -112,8 +119,13 @@ func streamServer(t *testing.T, feed eventFeed) (*Handler, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	key := []byte("a key every instance shares")
+	pos, err := newPositions(key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h := &Handler{logger: zap.NewNop(), metrics: m, tenants: webhooksOnly{}, feed: feed, streams: newStreams(),
-		cursors: cursors{key: []byte("a key every instance shares")}}
+		cursors: cursors{key: key}, positions: pos}
 	h.streams.poll, h.streams.heartbeat = 10*time.Millisecond, time.Hour
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
@@ -517,5 +529,200 @@ func TestStreamEndsOnAWriterThatCannotFlush(t *testing.T) {
 	}
 	if !strings.Contains(w.body.String(), ": practicegw events of frm_acme") {
 		t.Fatalf("body %q", w.body.String())
+	}
+}
+
+// registryDouble stands in for the credential registry: a credential can
+// be revoked or lose scopes under an open stream. quiet leaves Changed
+// unsignalled, as a registry that learns nothing would, so that only the
+// stream's own poll finds the change.
+type registryDouble struct {
+	mu      sync.Mutex
+	revoked map[string]bool
+	scopes  map[string][]string
+	changed chan struct{}
+	quiet   bool
+}
+
+func newRegistryDouble() *registryDouble {
+	return &registryDouble{revoked: map[string]bool{}, scopes: map[string][]string{}, changed: make(chan struct{})}
+}
+
+func (r *registryDouble) Standing(c *auth.Credential) (*auth.Credential, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.revoked[c.ID] {
+		return nil, auth.ErrRevoked
+	}
+	if s, ok := r.scopes[c.ID]; ok {
+		cp := *c
+		cp.Scopes = s
+		return &cp, nil
+	}
+	return c, nil
+}
+
+func (r *registryDouble) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+func (r *registryDouble) change(fn func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn()
+	if !r.quiet {
+		close(r.changed)
+		r.changed = make(chan struct{})
+	}
+}
+
+// ended waits for the stream's last message, an error event, and for the
+// stream to end after it; it returns the error's code.
+func (c *client) ended(t *testing.T, within time.Duration) string {
+	t.Helper()
+	timeout := time.After(within)
+	code := ""
+	for {
+		select {
+		case ev, ok := <-c.events:
+			if !ok {
+				if code == "" {
+					t.Fatal("the stream ended without an error event")
+				}
+				return code
+			}
+			if ev.Type == "error" {
+				var body struct {
+					Error struct{ Code, Message, RequestID string }
+				}
+				if err := json.Unmarshal([]byte(ev.Data), &body); err != nil || body.Error.Message == "" {
+					t.Fatalf("error event data %q is not the contract's error body: %v", ev.Data, err)
+				}
+				code = body.Error.Code
+			} else if ev.Data != "" {
+				t.Fatalf("after the credential stopped standing the stream sent %q", ev.Data)
+			}
+		case <-timeout:
+			t.Fatalf("the stream is still open %s after its credential stopped standing (error %q)", within, code)
+		}
+	}
+}
+
+func TestStreamEndsWhenItsCredentialNoLongerStands(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		quiet  bool // the registry does not signal: the poll must find it
+		change func(r *registryDouble)
+		code   string
+	}{
+		{"revoked, signalled", false, func(r *registryDouble) { r.revoked["crd_live"] = true }, "credential_revoked"},
+		{"revoked, found by the poll", true, func(r *registryDouble) { r.revoked["crd_live"] = true }, "credential_revoked"},
+		{"loses webhooks:read", false, func(r *registryDouble) { r.scopes["crd_live"] = []string{"events:read"} }, "insufficient_scope"},
+		{"loses events:read", true, func(r *registryDouble) { r.scopes["crd_live"] = []string{"webhooks:read"} }, "insufficient_scope"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			feed := &memFeed{}
+			h, srv := streamServer(t, feed)
+			reg := newRegistryDouble()
+			reg.quiet = tc.quiet
+			h.standing = reg
+			// Only the registry's signal wakes a stream that is not
+			// polled; the poll alone finds a change it does not signal.
+			h.streams.poll = time.Hour
+			if tc.quiet {
+				h.streams.poll = 250 * time.Millisecond
+			}
+			c := connect(t, srv, "live", "?live=true", "")
+			c.opening(t)
+			before := newEvent(liveTenant, dispatcher.ClientCreated)
+			feed.record(before)
+			if got := c.next(t); !strings.Contains(got.Data, before.ID) {
+				t.Fatalf("got %q", got.Data)
+			}
+			reg.change(func() { tc.change(reg) })
+			// An event recorded at the same moment never reaches it.
+			feed.record(newEvent(liveTenant, dispatcher.ClientCreated))
+			if code := c.ended(t, time.Second); code != tc.code {
+				t.Fatalf("the stream ended with %q, want %q", code, tc.code)
+			}
+		})
+	}
+}
+
+// Ids reveal nothing: an id is encrypted, different each time it is
+// given, opens for its own tenant only, and an earlier version's id (a
+// position MAC'd in the clear) is refused as a clear 400.
+func TestStreamPositionsAreSealed(t *testing.T) {
+	feed := &memFeed{}
+	h, srv := streamServer(t, feed)
+	a := connect(t, srv, "sandbox", "", "")
+	first := a.opening(t)
+	b := connect(t, srv, "sandbox", "", "")
+	if second := b.opening(t); second == first {
+		t.Fatalf("two ids of one position are equal (%q): they can be compared", first)
+	}
+	raw := first[strings.LastIndex(first, ":")+1:]
+	if strings.Contains(first, "0") && !strings.HasPrefix(first, "pgws1:") || strings.Contains(raw, "MA") {
+		t.Fatalf("id %q looks like a readable position", first)
+	}
+	if _, err := h.positions.open(sandboxTenant, first); err != nil {
+		t.Fatalf("the gateway cannot read its own id: %v", err)
+	}
+	if pos, err := h.positions.open(liveTenant, first); err == nil {
+		t.Fatalf("a sandbox id opened for the live tenant as %q", pos)
+	}
+	earlier := h.cursors.seal(sandboxTenant.String(), "/v1/events/stream", noFilters, "0")
+	c := connect(t, srv, "sandbox", "", earlier)
+	var body struct{ Error struct{ Code, Param string } }
+	if err := json.NewDecoder(c.resp.Body).Decode(&body); err != nil || c.resp.StatusCode != 400 ||
+		body.Error.Code != "invalid_cursor" || body.Error.Param != "Last-Event-ID" {
+		t.Fatalf("an earlier version's id: %d %+v (%v), want 400 invalid_cursor", c.resp.StatusCode, body, err)
+	}
+}
+
+// A Last-Event-ID older than the feed keeps is answered with an
+// events_missed message first, whose id is where the stream goes on;
+// resuming from that id misses nothing more.
+func TestStreamSaysWhenEventsWereMissed(t *testing.T) {
+	feed := &memFeed{}
+	_, srv := streamServer(t, feed)
+	c := connect(t, srv, "sandbox", "", "")
+	start := c.opening(t)
+	c.close()
+	var evs []dispatcher.Event
+	for range 5 {
+		evs = append(evs, newEvent(sandboxTenant, dispatcher.JobOpened))
+	}
+	feed.record(evs...)
+	feed.mu.Lock()
+	feed.trimmed = 3
+	feed.mu.Unlock()
+
+	// Resuming, the opening message repeats the id resumed from, so the
+	// client sees no message for it.
+	again := connect(t, srv, "sandbox", "", start)
+	missed := again.next(t)
+	if missed.Type != "events_missed" || missed.LastEventID == "" || missed.LastEventID == start {
+		t.Fatalf("first message %+v, want events_missed with a new id", missed)
+	}
+	var body struct {
+		Code, Message string
+		ResumeFrom    string `json:"resume_from"`
+	}
+	if err := json.Unmarshal([]byte(missed.Data), &body); err != nil || body.Code != "events_expired" || body.ResumeFrom == "" || body.Message == "" {
+		t.Fatalf("events_missed data %q: %+v, %v", missed.Data, body, err)
+	}
+	for _, want := range evs[3:] {
+		if got := again.next(t); got.Type != "" || got.Data != envelope(t, want, want.Event) {
+			t.Fatalf("after the notice: %+v, want %s", got, want.ID)
+		}
+	}
+	for _, from := range []string{missed.LastEventID, body.ResumeFrom} {
+		resumed := connect(t, srv, "sandbox", "", from)
+		if got := resumed.next(t); got.Type != "" || !strings.Contains(got.Data, evs[3].ID) {
+			t.Fatalf("resuming from the notice's position: %+v, want %s and no second notice", got, evs[3].ID)
+		}
 	}
 }

@@ -50,6 +50,9 @@ type RevocationFeed interface {
 	RevokedAfter(ctx context.Context, pos string) (ids []string, next string, err error)
 }
 
+// ErrRevoked is Standing's answer for a credential that was revoked.
+var ErrRevoked = errors.New("credential revoked")
+
 // ErrFeedGap is RevokedAfter's answer for a position the feed has dropped.
 var ErrFeedGap = errors.New("revocation feed no longer holds the position")
 
@@ -83,6 +86,10 @@ type Registry struct {
 	// signature is checked once per token rather than once per request.
 	verified  sync.Map // token -> *entry
 	nVerified atomic.Int64
+	// changed is closed, and replaced, whenever the registry learns of a
+	// revocation, so that what holds a credential for long (an event
+	// stream) can look again at once.
+	changed chan struct{}
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -140,7 +147,7 @@ func NewRegistry(store Store, keys *Keyring, cfg RegistryConfig) *Registry {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Registry{store: store, keys: keys, now: cfg.Now, logger: cfg.Logger,
-		entries: map[string]*entry{}, revoked: map[string]struct{}{}, cancel: cancel}
+		entries: map[string]*entry{}, revoked: map[string]struct{}{}, changed: make(chan struct{}), cancel: cancel}
 	r.wg.Add(1)
 	go r.flushLoop(ctx, cfg.FlushEvery)
 	feed, _ := store.(RevocationFeed)
@@ -298,6 +305,7 @@ func (r *Registry) remember(c *Credential) *entry {
 	defer r.mu.Unlock()
 	if c.RevokedAt != nil {
 		r.revoked[c.ID] = struct{}{}
+		r.signalLocked()
 	}
 	if e, ok := r.entries[c.ID]; ok {
 		e.cred, e.fromToken = c, false
@@ -433,6 +441,7 @@ func (r *Registry) resync(ctx context.Context, feed RevocationFeed) (string, err
 		}
 	}
 	r.revoked, r.synced = revoked, true
+	r.signalLocked()
 	r.mu.Unlock()
 	return pos, nil
 }
@@ -496,7 +505,39 @@ func (r *Registry) markRevoked(ids []string) {
 	for _, id := range ids {
 		r.revoked[id] = struct{}{}
 	}
+	r.signalLocked()
 	r.mu.Unlock()
+}
+
+// Standing returns the credential c as the registry knows it now: its
+// current scopes, or ErrRevoked once it was revoked on any instance (as
+// soon as the revocation feed says so). It reads no store: what holds a
+// credential for long (an event stream) asks it often.
+func (r *Registry) Standing(c *Credential) (*Credential, error) {
+	r.mu.RLock()
+	_, revoked := r.revoked[c.ID]
+	if e, ok := r.entries[c.ID]; ok {
+		c = e.cred
+	}
+	r.mu.RUnlock()
+	if revoked || c.RevokedAt != nil {
+		return nil, fmt.Errorf("%w: %s", ErrRevoked, c.ID)
+	}
+	return c, nil
+}
+
+// Changed returns a channel that is closed when the registry next learns
+// of a revocation.
+func (r *Registry) Changed() <-chan struct{} {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.changed
+}
+
+// signalLocked wakes every Changed waiter; r.mu is held for writing.
+func (r *Registry) signalLocked() {
+	close(r.changed)
+	r.changed = make(chan struct{})
 }
 
 const idAlphabet = "0123456789abcdefghjkmnpqrstvwxyz"

@@ -220,3 +220,38 @@ func TestFeedGapReadsTheWholeSet(t *testing.T) {
 		return errors.Is(err, errBadToken)
 	})
 }
+
+// What holds a credential for long (an event stream) learns of a
+// revocation made on another instance: Changed wakes it within a second
+// and Standing then refuses the credential.
+func TestStandingFollowsARevocationOnAnotherInstance(t *testing.T) {
+	store := newSharedStore()
+	a := instance(t, store, nil)
+	b := instance(t, store, nil)
+	c, token, err := a.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"events:read", "webhooks:read"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := b.Authenticate(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Standing(held); err != nil || !got.Allows("webhooks:read") {
+		t.Fatalf("a standing credential: %+v, %v", got, err)
+	}
+	changed := b.Changed()
+	if _, err := a.Revoke(context.Background(), c.ID); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-changed:
+	case <-time.After(time.Second):
+		t.Fatal("the other instance did not signal a change within a second of the revocation")
+	}
+	if _, err := b.Standing(held); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("Standing after the revocation: %v, want ErrRevoked", err)
+	}
+	if _, err := a.Standing(held); !errors.Is(err, ErrRevoked) {
+		t.Fatalf("Standing on the revoking instance: %v, want ErrRevoked", err)
+	}
+}

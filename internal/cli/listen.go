@@ -40,9 +40,13 @@ first. One line per delivery tells the time, the event, its id and the local
 answer's status and duration.
 
 It reconnects on its own, through whichever gateway instance answers, and
-resumes after the last event it received. A receiver that is slow or down
-does not hold the stream back: events beyond a queue of 100 are dropped, and
-said so. Nothing is registered with the gateway; Ctrl-C stops it.
+resumes after the last event it received; if the gateway no longer keeps
+events that far back, it says that events may be missing and goes on. A
+receiver that is slow or down does not hold the stream back: events beyond
+a queue of 100 are dropped, and said so. Nothing is registered with the
+gateway; Ctrl-C stops it. If the credential is revoked, or loses a scope
+the stream needs, the gateway ends the stream and listen stops with an
+error instead of reconnecting.
 
   PRACTICEGW_TOKEN=pgw_test_... practicegw listen --forward-to http://localhost:3000/hooks
   practicegw listen --forward-to http://localhost:3000/hooks --events 'job.*,invoice.paid'
@@ -168,13 +172,18 @@ func (l *listener) run(ctx context.Context) error {
 	return nil
 }
 
-// refusal is the gateway's answer that retrying cannot change.
+// refusal is the gateway's answer that retrying cannot change: a refused
+// connection (status), or an open stream ended with an error event
+// (status 0).
 type refusal struct {
 	status        int
 	code, message string
 }
 
 func (r *refusal) Error() string {
+	if r.status == 0 {
+		return fmt.Sprintf("the gateway ended the stream (%s): %s", r.code, r.message)
+	}
 	return fmt.Sprintf("the gateway refused the stream (%d): %s", r.status, r.message)
 }
 
@@ -260,6 +269,16 @@ func (l *listener) connect(ctx context.Context, lastID *string, queue chan<- []b
 		if ev.LastEventID != "" {
 			*lastID = ev.LastEventID
 		}
+		switch ev.Type {
+		case "error":
+			// The credential no longer stands: reconnecting would be
+			// refused too.
+			return true, streamError(ev.Data)
+		case "events_missed":
+			l.printf("%s  the gateway no longer keeps every event since the last one received; continuing from the oldest it keeps, "+
+				"so events recorded meanwhile may be missing (GET /v1/events lists them)\n", now())
+			continue
+		}
 		if ev.Data == "" {
 			continue
 		}
@@ -294,6 +313,18 @@ func answerError(resp *http.Response) error {
 		return fmt.Errorf("%d: %s", resp.StatusCode, msg)
 	}
 	return &refusal{status: resp.StatusCode, code: body.Error.Code, message: msg}
+}
+
+// streamError reads the error event that ends a stream, whose data is the
+// contract's error body.
+func streamError(data string) error {
+	var body struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if json.Unmarshal([]byte(data), &body) != nil || body.Error.Message == "" {
+		return &refusal{code: "unknown", message: strings.TrimSpace(data)}
+	}
+	return &refusal{code: body.Error.Code, message: body.Error.Message}
 }
 
 // activity calls seen whenever bytes arrive.

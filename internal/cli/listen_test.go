@@ -3,12 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -158,5 +160,68 @@ func TestListenGoesOnFromNowWhenThePositionIsUnknown(t *testing.T) {
 	defer mu.Unlock()
 	if fmt.Sprint(seen[:3]) != "[ p1 ]" {
 		t.Fatalf("connections sent Last-Event-ID %q, want none, p1, none", seen)
+	}
+}
+
+// listenTo runs listen against a gateway double until it returns.
+func listenTo(t *testing.T, gateway http.Handler) (*lines, error) {
+	t.Helper()
+	gw := httptest.NewServer(gateway)
+	defer gw.Close()
+	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer receiver.Close()
+	out := &lines{}
+	l := &listener{stream: gw.URL, token: "pgw_live_x", forwardTo: receiver.URL, secret: "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2U=",
+		out: out, streamClient: http.DefaultClient, idle: time.Minute, forwardClient: http.DefaultClient, queue: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := l.run(ctx)
+	if ctx.Err() != nil {
+		t.Fatalf("listen was still running after 5s:\n%s", out.String())
+	}
+	return out, err
+}
+
+// A stream the gateway ends because the credential no longer stands stops
+// listen with the gateway's reason and an error (a non-zero exit), rather
+// than a reconnection.
+func TestListenStopsWhenTheGatewayEndsTheStream(t *testing.T) {
+	var connections atomic.Int32
+	out, err := listenTo(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		connections.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "id: p1\ndata: {\"id\":\"evt_1\",\"event\":\"client.created\"}\n\n")
+		fmt.Fprint(w, "event: error\ndata: {\"error\":{\"code\":\"credential_revoked\",\"message\":\"This credential was revoked, so its event stream ends.\",\"request_id\":\"req_1\"}}\n\n")
+	}))
+	var refused *refusal
+	if !errors.As(err, &refused) || refused.code != "credential_revoked" || !strings.Contains(err.Error(), "This credential was revoked") {
+		t.Fatalf("listen returned %v, want the gateway's reason\n%s", err, out.String())
+	}
+	if n := connections.Load(); n != 1 {
+		t.Fatalf("listen connected %d times, want once: it must not reconnect", n)
+	}
+	if strings.Contains(out.String(), "reconnecting") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+}
+
+// A stream that begins by saying events were missed makes listen say that
+// events may be missing, and the stream goes on.
+func TestListenSaysWhenEventsWereMissed(t *testing.T) {
+	out, err := listenTo(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, "event: events_missed\nid: r1\ndata: {\"code\":\"events_expired\",\"message\":\"gone\",\"resume_from\":\"r1\"}\n\n")
+		fmt.Fprint(w, "id: p2\ndata: {\"id\":\"evt_2\",\"event\":\"job.opened\"}\n\n")
+		// Ended, so that listen returns: what it queued is forwarded first.
+		fmt.Fprint(w, "event: error\ndata: {\"error\":{\"code\":\"credential_revoked\",\"message\":\"revoked\"}}\n\n")
+	}))
+	if err == nil {
+		t.Fatal("listen ended without the gateway's error")
+	}
+	if !strings.Contains(out.String(), "may be missing") || !strings.Contains(out.String(), "job.opened") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	if strings.Contains(out.String(), "not an event") {
+		t.Fatalf("the notice was forwarded as an event:\n%s", out.String())
 	}
 }

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -12,28 +11,42 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 )
 
-// The event feed (dispatcher.EventFeed) is one bucket for every tenant,
-// keyed by the bucket's own sequence, which Record advances inside the
-// transaction that records the event: position order is commit order.
-// Record trims it to the last dispatcher.FeedLength positions, so it
-// stays small however long the event log is kept.
+// The event feed (dispatcher.EventFeed) is a bucket per tenant, keyed by
+// that bucket's own sequence, which Record advances inside the transaction
+// that records the event: position order is commit order, and a tenant's
+// positions count its own events only, so they say nothing of other
+// firms' traffic. Record trims each tenant's bucket to its last
+// dispatcher.FeedLength positions, so one firm's traffic cannot push
+// another's out. A tenant's positions are consecutive: a gap before the
+// first kept one is what was trimmed.
 //
-//	dispatch_event_feed   8-byte sequence -> firm NUL mode NUL event id
+//	dispatch_event_feeds / firm NUL mode NUL / 8-byte sequence -> event id
+//
+// The previous version numbered every tenant's events in one bucket
+// (dispatch_event_feed); New drops it, and the positions it gave out are
+// refused as unknown.
 
-const bucketEventFeed = "dispatch_event_feed"
+const (
+	bucketEventFeeds  = "dispatch_event_feeds"
+	bucketOldFeedName = "dispatch_event_feed"
+)
 
-// feedScan bounds the positions one Feed call looks at, other tenants'
-// included, so that a follower of a quiet tenant costs a bounded read.
+// feedScan bounds the positions one Feed call looks at, those of pruned
+// events included, so that one read stays small.
 const feedScan = 2000
 
-// appendFeed gives a newly recorded event the next position.
+// appendFeed gives a newly recorded event the next position of its
+// tenant.
 func appendFeed(tx *bbolt.Tx, ev dispatcher.Event) error {
-	feed := tx.Bucket([]byte(bucketEventFeed))
+	feed, err := tx.Bucket([]byte(bucketEventFeeds)).CreateBucketIfNotExists(tenantKey(ev.Tenant()))
+	if err != nil {
+		return err
+	}
 	seq, err := feed.NextSequence()
 	if err != nil {
 		return err
 	}
-	if err := feed.Put(binary.BigEndian.AppendUint64(nil, seq), concat(tenantKey(ev.Tenant()), []byte(ev.ID))); err != nil {
+	if err := feed.Put(binary.BigEndian.AppendUint64(nil, seq), []byte(ev.ID)); err != nil {
 		return err
 	}
 	if seq <= dispatcher.FeedLength {
@@ -49,21 +62,28 @@ func appendFeed(tx *bbolt.Tx, ev dispatcher.Event) error {
 	return nil
 }
 
-// dropFeedHead removes, up to max, the positions at the feed's head whose
-// events were pruned: the oldest recorded, which retention takes first.
+// dropFeedHead removes, up to max, the positions at the tenants' feed
+// heads whose events were pruned: the oldest recorded, which retention
+// takes first.
 func dropFeedHead(tx *bbolt.Tx, max int) error {
-	events := tx.Bucket([]byte(bucketEvents))
-	c := tx.Bucket([]byte(bucketEventFeed)).Cursor()
-	for k, v := c.First(); k != nil && max > 0; k, v = c.First() {
-		// The value is the tenant key, two NUL-terminated parts, then the id.
-		parts := bytes.SplitN(v, []byte{0}, 3)
-		if len(parts) == 3 && events.Get(parts[2]) != nil {
-			return nil
+	events, feeds := tx.Bucket([]byte(bucketEvents)), tx.Bucket([]byte(bucketEventFeeds))
+	// Named first, then trimmed: a bucket is not changed while it is
+	// walked.
+	var tenants [][]byte
+	if err := feeds.ForEachBucket(func(name []byte) error {
+		tenants = append(tenants, name)
+		return nil
+	}); err != nil {
+		return err
+	}
+	for _, name := range tenants {
+		c := feeds.Bucket(name).Cursor()
+		for k, v := c.First(); k != nil && max > 0 && events.Get(v) == nil; k, v = c.First() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			max--
 		}
-		if err := c.Delete(); err != nil {
-			return err
-		}
-		max--
 	}
 	return nil
 }
@@ -73,37 +93,65 @@ func dropFeedHead(tx *bbolt.Tx, max int) error {
 func (s *Store) Feed(ctx context.Context, q dispatcher.FeedQuery) (dispatcher.FeedPage, error) {
 	var page dispatcher.FeedPage
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		feed := tx.Bucket([]byte(bucketEventFeed))
+		feed := tx.Bucket([]byte(bucketEventFeeds)).Bucket(tenantKey(q.Tenant))
+		var seq uint64
+		if feed != nil {
+			seq = feed.Sequence()
+		}
 		if q.After == "" {
-			page.Position = strconv.FormatUint(feed.Sequence(), 10)
+			page.Position = strconv.FormatUint(seq, 10)
 			return nil
 		}
 		after, err := strconv.ParseUint(q.After, 10, 64)
-		if err != nil || after > feed.Sequence() {
+		if err != nil || after > seq {
 			return dispatcher.ErrInvalidCursor
 		}
-		prefix, events := tenantKey(q.Tenant), tx.Bucket([]byte(bucketEvents))
-		last, c := after, feed.Cursor()
-		k, v := c.Seek(binary.BigEndian.AppendUint64(nil, after+1))
-		for n := 0; k != nil && n < feedScan && len(page.Entries) < pageSize(q.Max); n++ {
-			last = binary.BigEndian.Uint64(k)
-			if id, ok := bytes.CutPrefix(v, prefix); ok {
-				var rec eventRecord
-				found, err := getJSON(events, string(id), &rec)
-				if err != nil {
-					return err
-				}
-				if found { // else pruned
-					ev, err := rec.decode()
-					if err != nil {
-						return err
-					}
-					page.Entries = append(page.Entries, dispatcher.FeedEntry{Position: strconv.FormatUint(last, 10), Event: ev})
-				}
-			}
-			k, v = c.Next()
+		page.Position = q.After
+		if feed == nil {
+			return nil // nothing recorded yet: After is the start
 		}
-		page.Position = strconv.FormatUint(last, 10)
+		events := tx.Bucket([]byte(bucketEvents))
+		c := feed.Cursor()
+		// A tenant's positions are consecutive, so one missing before an
+		// event was trimmed, or its event pruned. A page begins at such a
+		// gap, saying so, or ends before one.
+		prev, last := after, after
+		k, v := c.Seek(binary.BigEndian.AppendUint64(nil, after+1))
+		for n := 0; k != nil && n < feedScan && len(page.Entries) < pageSize(q.Max); k, v = c.Next() {
+			n++
+			at := binary.BigEndian.Uint64(k)
+			var rec eventRecord
+			found, err := getJSON(events, string(v), &rec)
+			if err != nil {
+				return err
+			}
+			if !found { // pruned by retention
+				last = at
+				continue
+			}
+			if at != prev+1 {
+				if len(page.Entries) > 0 {
+					break
+				}
+				page.Missed, page.Resume = true, strconv.FormatUint(at-1, 10)
+			}
+			ev, err := rec.decode()
+			if err != nil {
+				return err
+			}
+			page.Entries = append(page.Entries, dispatcher.FeedEntry{Position: strconv.FormatUint(at, 10), Event: ev})
+			prev, last = at, at
+		}
+		switch {
+		case len(page.Entries) > 0:
+			page.Position = strconv.FormatUint(prev, 10)
+		case k == nil && seq > after:
+			// Everything after After is gone.
+			page.Missed, page.Position, page.Resume = true, strconv.FormatUint(seq, 10), strconv.FormatUint(seq, 10)
+		case last > after:
+			// A scan of pruned positions only.
+			page.Missed, page.Position, page.Resume = true, strconv.FormatUint(last, 10), strconv.FormatUint(last, 10)
+		}
 		return nil
 	})
 	if err != nil {

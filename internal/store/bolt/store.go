@@ -26,7 +26,7 @@
 //	dispatch_leases                 lease expiry delivery id -> endpoint id
 //	dispatch_meta                   "backlog" -> deliveries queued,
 //	                                "horizon" -> the retention horizon (retention.go)
-//	dispatch_event_feed             sequence -> firm NUL mode NUL event id (feed.go)
+//	dispatch_event_feeds            firm NUL mode NUL / sequence -> event id (feed.go)
 //
 // Times in keys are 8-byte big-endian Unix nanoseconds, so byte order is
 // time order. A waiting delivery is in its endpoint's queue at its next
@@ -86,7 +86,7 @@ func bucketNames() []string {
 		bucketReadModel, bucketCheckpoints, bucketRMLeases,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
-		bucketLeases, bucketMeta, bucketEventFeed}
+		bucketLeases, bucketMeta, bucketEventFeeds}
 }
 
 // Store is the embedded state. It implements every interface in
@@ -143,6 +143,13 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 		}
 		if _, err := tx.CreateBucket([]byte(bucketRMLeases)); err != nil {
 			return err
+		}
+		// The previous version's feed numbered every tenant's events
+		// together; its positions are refused now, so it goes.
+		if tx.Bucket([]byte(bucketOldFeedName)) != nil {
+			if err := tx.DeleteBucket([]byte(bucketOldFeedName)); err != nil {
+				return err
+			}
 		}
 		return prepareSecrets(tx, s.secrets)
 	})

@@ -62,14 +62,16 @@ for _, m in ipairs(members) do
   end
 end
 -- A tenant's feed loses the positions at its head whose events are gone
--- (the oldest recorded, pruned first), and goes when it is empty.
+-- (the oldest recorded, pruned first). An empty feed stays: it keeps the
+-- last position given out, which the next event's must follow. The
+-- previous version's feed of the tenant (feed:) goes.
 for tenant in pairs(tenants) do
-  local feed = P .. 'feed:' .. tenant
+  local feed = P .. 'eventfeed:' .. tenant
   for _, e in ipairs(redis.call('XRANGE', feed, '-', '+', 'COUNT', budget)) do
     if redis.call('EXISTS', P .. 'evt:' .. e[2][2]) == 1 then break end
     redis.call('XDEL', feed, e[1])
   end
-  if redis.call('XLEN', feed) == 0 then redis.call('DEL', feed) end
+  redis.call('DEL', P .. 'feed:' .. tenant)
 end
 if #members < budget then last = '' end
 return {deliveries, events, last}

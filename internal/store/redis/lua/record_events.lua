@@ -9,8 +9,15 @@ for i = 2, #ARGV, 4 do
     redis.call('ZADD', P .. 'evts:' .. ARGV[i + 1], 0, id .. ' ' .. ARGV[i + 2])
     redis.call('ZADD', P .. 'log:evt', 0, id .. ' ' .. ARGV[i + 1] .. ' ' .. ARGV[i + 2])
     -- The feed's position, assigned here so that record order is script
-    -- order; ~ trims whole nodes, keeping at least FeedLength (10000).
-    redis.call('XADD', P .. 'feed:' .. ARGV[i + 1], 'MAXLEN', '~', 10000, '*', 'id', id)
+    -- order: 0-<n>, n counting the tenant's own events from 1 with no
+    -- gap, so that a reader can tell what was trimmed; ~ trims whole
+    -- nodes, keeping at least FeedLength (10000). The previous version's
+    -- stream of the tenant, with positions numbered by time, goes with
+    -- the first event of this one.
+    local pos = redis.call('XADD', P .. 'eventfeed:' .. ARGV[i + 1], 'MAXLEN', '~', 10000, '0-*', 'id', id)
+    if pos == '0-1' then
+      redis.call('DEL', P .. 'feed:' .. ARGV[i + 1])
+    end
     out[#out + 1] = 1
   else
     out[#out + 1] = 0
