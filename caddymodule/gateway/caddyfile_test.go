@@ -19,6 +19,7 @@ import (
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	_ "github.com/practicegw/practicegw/adapters/xpm"
 	_ "github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/envconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -36,6 +37,7 @@ func adapt(t *testing.T, caddyfile string) ([]byte, error) {
 // The practicegw global option, every firm system and its Caddyfile forms,
 // adapted to the app's JSON and compared with a golden file.
 func TestAdaptSystems(t *testing.T) {
+	unsetEnvironment(t)
 	src, err := os.ReadFile("testdata/systems.caddyfile")
 	if err != nil {
 		t.Fatal(err)
@@ -140,5 +142,14 @@ func TestAdaptSecretsKey(t *testing.T) {
 	}
 	if _, err := adapt(t, "{\n\tpracticegw {\n\t\tsecrets_key a b\n\t\tfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n"); err == nil {
 		t.Error("secrets_key with two values adapted")
+	}
+}
+
+// unsetEnvironment empties every variable of the environment's table for
+// the test, so that what a Caddyfile adapts to is its own and the
+// defaults, whatever the machine running the test has set.
+func unsetEnvironment(t *testing.T) {
+	for _, v := range envconfig.Vars {
+		t.Setenv(v.Name, "")
 	}
 }
