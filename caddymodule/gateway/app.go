@@ -215,6 +215,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("practicegw: data_dir expands to nothing")
 	}
 	a.Redis = expand(repl, a.Redis)
+	a.RedisTLS = expandTLS(repl, a.RedisTLS)
 	a.RateLimit = expand(repl, a.RateLimit)
 	if len(a.Firms) == 0 {
 		return fmt.Errorf("practicegw: configure at least one firm")

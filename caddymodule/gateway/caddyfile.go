@@ -13,6 +13,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/caddymodule/api"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 func init() {
@@ -25,6 +26,12 @@ func init() {
 //	practicegw {
 //	    data_dir    <path>
 //	    redis       [<redis://host:port/db>]
+//	    redis_tls {
+//	        ca   <pem file>
+//	        cert <pem file>
+//	        key  <pem file>
+//	    }
+//	    rate_limit  <N/s|N/m|N/h>
 //	    kafka       [<broker>[,<broker>...]]
 //	    dispatch    embedded|off
 //	    webhooks {
@@ -89,6 +96,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "redis":
 			if d.NextArg() {
 				a.Redis = d.Val()
+			}
+		case "redis_tls":
+			if err := unmarshalRedisTLS(d, &a.RedisTLS); err != nil {
+				return err
+			}
+		case "rate_limit":
+			if d.NextArg() {
+				a.RateLimit = d.Val()
 			}
 		case "kafka":
 			if d.NextArg() {
@@ -295,6 +310,32 @@ func unmarshalSync(d *caddyfile.Dispenser, s *SyncConfig) error {
 	return nil
 }
 
+// unmarshalRedisTLS reads the files a rediss:// connection is made with;
+// a value left empty (an unset {$VAR}) leaves its file out.
+func unmarshalRedisTLS(d *caddyfile.Dispenser, files *redisstore.TLSFiles) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		val := ""
+		if d.NextArg() {
+			val = d.Val()
+		}
+		switch opt {
+		case "ca":
+			files.CA = val
+		case "cert":
+			files.Cert = val
+		case "key":
+			files.Key = val
+		default:
+			return d.Errf("unknown redis_tls option %q", opt)
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
 // unmarshalSystem reads a firm's `records|ledger|documents <system> {...}`
 // line: demo (no block) leaves the role to the demo records; any other
 // system is the guest module of that name in the role's namespace, which
@@ -339,6 +380,7 @@ func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
 //	    changes_topic   <name>
 //	    events_topic    <name>
 //	    group           <name>
+//	    partitions      <n>
 //	    tls             [true|false]
 //	    tls_ca          <pem file>
 //	    tls_cert        <pem file>
@@ -373,6 +415,11 @@ func unmarshalKafka(d *caddyfile.Dispenser, a *App) error {
 			err = one(&a.KafkaEventsTopic)
 		case "group":
 			err = one(&a.KafkaGroup)
+		case "partitions":
+			if len(args) != 1 {
+				return d.Errf("kafka partitions takes one value")
+			}
+			err = countOption(d, args[0], &a.KafkaPartitions)
 		case "tls":
 			sec.TLS = true
 			if len(args) == 1 {

@@ -17,6 +17,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/internal/practice"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // WebhookConfig tunes webhook delivery. A field left out takes its
@@ -286,7 +287,7 @@ func DispatcherConfig(lookup envconfig.Lookup) (kafka.Config, error) {
 		Brokers:    kafka.SplitBrokers(expand(repl, a.Kafka)),
 		Security:   sec,
 		Redis:      expand(repl, a.Redis),
-		RedisTLS:   a.RedisTLS,
+		RedisTLS:   expandTLS(repl, a.RedisTLS),
 		Topics:     a.kafkaTopics(repl),
 		Group:      expand(repl, a.KafkaGroup),
 		Partitions: a.KafkaPartitions,
@@ -301,4 +302,9 @@ func DispatcherConfig(lookup envconfig.Lookup) (kafka.Config, error) {
 // expand is a configured value with its placeholders expanded.
 func expand(repl *caddy.Replacer, value string) string {
 	return strings.TrimSpace(repl.ReplaceAll(value, ""))
+}
+
+// expandTLS is the Redis TLS files, placeholders expanded.
+func expandTLS(repl *caddy.Replacer, f redisstore.TLSFiles) redisstore.TLSFiles {
+	return redisstore.TLSFiles{CA: expand(repl, f.CA), Cert: expand(repl, f.Cert), Key: expand(repl, f.Key)}
 }
