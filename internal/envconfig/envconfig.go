@@ -211,13 +211,13 @@ func set(cfg map[string]any, path string, val any) {
 
 // walk finds the object holding path's last name, making the objects on
 // the way when asked to.
-func walk(cfg map[string]any, path string, make bool) (map[string]any, string) {
+func walk(cfg map[string]any, path string, create bool) (map[string]any, string) {
 	names := strings.Split(path, ".")
 	obj := cfg
 	for _, name := range names[:len(names)-1] {
 		next, ok := obj[name].(map[string]any)
 		if !ok {
-			if !make {
+			if !create {
 				return nil, ""
 			}
 			next = map[string]any{}
