@@ -108,7 +108,7 @@ func eachBackend(t *testing.T, test func(t *testing.T, b backend)) {
 func redisOpener(t *testing.T) func() testStore {
 	t.Helper()
 	srv := redistest.Start(t)
-	rdb, err := redisstore.NewClient(srv.URL(), 3*time.Second)
+	rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 3*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,22 +49,6 @@ func TestEndpointCeilingPerFirmAndMode(t *testing.T) {
 	})
 }
 
-func TestMaxEndpointsFromEnvironment(t *testing.T) {
-	cfg, err := dispatcher.EnvConfig(func(k string) string {
-		return map[string]string{"PRACTICEGW_WEBHOOK_MAX_ENDPOINTS": "7"}[k]
-	})
-	if err != nil || cfg.MaxEndpoints != 7 {
-		t.Fatalf("MaxEndpoints %d, %v", cfg.MaxEndpoints, err)
-	}
-	for _, bad := range []string{"0", "-1", "many"} {
-		if _, err := dispatcher.EnvConfig(func(k string) string {
-			return map[string]string{"PRACTICEGW_WEBHOOK_MAX_ENDPOINTS": bad}[k]
-		}); err == nil {
-			t.Errorf("PRACTICEGW_WEBHOOK_MAX_ENDPOINTS=%q accepted", bad)
-		}
-	}
-}
-
 // One firm's endpoints together have at most MaxInFlightPerFirm requests
 // in flight, however many endpoints it registers; while they hang, another
 // firm's delivery goes out at once; released, every one of the firm's
@@ -129,20 +113,4 @@ func TestInFlightBoundPerFirm(t *testing.T) {
 		})
 		h.settled(ids...)
 	})
-}
-
-func TestMaxInFlightPerFirmFromEnvironment(t *testing.T) {
-	cfg, err := dispatcher.EnvConfig(func(k string) string {
-		return map[string]string{"PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM": "9"}[k]
-	})
-	if err != nil || cfg.MaxInFlightPerFirm != 9 {
-		t.Fatalf("MaxInFlightPerFirm %d, %v", cfg.MaxInFlightPerFirm, err)
-	}
-	for _, bad := range []string{"0", "-1", "lots"} {
-		if _, err := dispatcher.EnvConfig(func(k string) string {
-			return map[string]string{"PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM": bad}[k]
-		}); err == nil {
-			t.Errorf("PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM=%q accepted", bad)
-		}
-	}
 }

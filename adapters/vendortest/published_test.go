@@ -2,9 +2,13 @@ package vendortest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,12 +39,19 @@ func send(t *testing.T, method, url string, header map[string]string, body strin
 	resp.Body.Close()
 }
 
-// requireDescription fails t when a description cannot be read.
-func requireDescription(t *testing.T, file string) {
+// requireDescription is the description a test checks against: without
+// any descriptions at hand the test is skipped, saying how to run it;
+// a description that cannot be read where they are fails it.
+func requireDescription(t *testing.T, file string) *published {
 	t.Helper()
-	if _, err := loadPublished(file); err != nil {
+	p, err := loadPublished(file)
+	if errors.Is(err, errNoDescriptions) {
+		t.Skip(uncheckedLine(err))
+	}
+	if err != nil {
 		t.Fatalf("load %s: %v", file, err)
 	}
+	return p
 }
 
 func TestKarbonRequestsAreCheckedAgainstThePublishedDescription(t *testing.T) {
@@ -152,14 +163,8 @@ func TestXeroRequestsAreCheckedAgainstThePublishedDescription(t *testing.T) {
 
 // The webhooks the doubles build are the ones the vendors publish.
 func TestWebhookBodiesArePublished(t *testing.T) {
-	karbon, err := loadPublished(karbonDescription)
-	if err != nil {
-		t.Fatal(err)
-	}
-	xero, err := loadPublished(xeroWebhooksDescription)
-	if err != nil {
-		t.Fatal(err)
-	}
+	karbon := requireDescription(t, karbonDescription)
+	xero := requireDescription(t, xeroWebhooksDescription)
 	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	for _, c := range []struct{ hook, typ, action string }{
 		{"work", "Work", "Updated"}, {"work", "Work", "Inserted"}, {"contact", "Contact", "Updated"},
@@ -205,10 +210,7 @@ func TestDescriptionsLoad(t *testing.T) {
 		xpmDescription:          nil,
 	}
 	for file, repairs := range want {
-		p, err := loadPublished(file)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
+		p := requireDescription(t, file)
 		if !slices.Equal(p.repairs, repairs) {
 			t.Errorf("%s repaired %q, want %q", file, p.repairs, repairs)
 		}
@@ -243,5 +245,53 @@ func TestConformsFailsTheTestThatSentIt(t *testing.T) {
 	if len(r.errors) != 1 || !strings.Contains(r.errors[0], "GET /v3/Contacts/C1?$expand=BusinessCards,ClientTeam") ||
 		!strings.Contains(r.errors[0], "karbon-api-v3.openapi.json") {
 		t.Fatalf("reported %q", r.errors)
+	}
+}
+
+// A clone with nothing beside it has no descriptions: that is said, not
+// failed, and the doubles serve; a folder PRACTICEGW_VENDOR_APIS names is
+// where they must be.
+func TestWithoutDescriptionsRequestsGoUnchecked(t *testing.T) {
+	clone := filepath.Join(t.TempDir(), "practicegw")
+	if err := os.MkdirAll(filepath.Join(clone, "adapters"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(clone, "go.mod"), []byte("module example.com/clone\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(filepath.Join(clone, "adapters"))
+	t.Setenv(VendorAPIsEnv, "")
+	_, err := vendorAPIsDir()
+	if !errors.Is(err, errNoDescriptions) {
+		t.Fatalf("no descriptions beside the clone: %v, want errNoDescriptions", err)
+	}
+	if line := uncheckedLine(err); !strings.Contains(line, VendorAPIsEnv) || strings.Contains(line, "\n") {
+		t.Errorf("the line does not say in one line how to check requests: %q", line)
+	}
+
+	c := &conformance{loadErr: err, links: map[string]bool{}}
+	r := &tb{TB: t}
+	c.Conforms(r)
+	srv := httptest.NewServer(c.wrap(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	defer srv.Close()
+	send(t, "GET", srv.URL+"/v3/NotPublished", nil, "")
+	for _, f := range r.cleanups {
+		f()
+	}
+	if len(r.errors) > 0 {
+		t.Errorf("requests failed the test without descriptions to check them against: %v", r.errors)
+	}
+
+	// Named, the folder must hold them: a missing one is not "unchecked".
+	named := filepath.Join(t.TempDir(), "vendor-apis")
+	t.Setenv(VendorAPIsEnv, named)
+	dir, err := vendorAPIsDir()
+	if err != nil || dir != named {
+		t.Fatalf("named folder: %q, %v", dir, err)
+	}
+	if _, err := readPublished(filepath.Join(dir, karbonDescription)); err == nil || errors.Is(err, errNoDescriptions) {
+		t.Errorf("a description missing from the named folder: %v, want an error that fails the test", err)
 	}
 }

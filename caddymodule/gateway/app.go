@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -29,7 +30,9 @@ import (
 	"github.com/practicegw/practicegw/adapters/notifications"
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/publishedkeys"
 	"github.com/practicegw/practicegw/internal/readmodel"
@@ -41,20 +44,39 @@ func init() {
 }
 
 // App is the practicegw app module.
+//
+// A field the configuration leaves out takes its environment variable's
+// value, else its default, from the one table of them
+// (internal/envconfig), applied when the Caddyfile is adapted and again
+// before the app is provisioned (for a JSON configuration); what the
+// variables and defaults are is said below with each field. The app then
+// only expands the placeholders its configuration holds.
 type App struct {
-	// DataDir holds the embedded database. Default
-	// {env.PRACTICEGW_DATA}, else ./data.
+	// DataDir holds the embedded database. Default ./data
+	// (PRACTICEGW_DATA).
 	DataDir string `json:"data_dir,omitempty"`
 
-	// Redis, when set (redis://host:port/db, rediss:// for TLS), moves credentials,
-	// idempotency keys, rate limits and delivery state to Redis so that
-	// any number of gateways share them. Default {env.PRACTICEGW_REDIS}.
+	// Redis, when set (redis://host:port/db, rediss:// for TLS), moves
+	// credentials, idempotency keys, rate limits and delivery state to
+	// Redis so that any number of gateways share them
+	// (PRACTICEGW_REDIS, as its placeholder: the URL may hold a password).
 	Redis string `json:"redis,omitempty"`
+
+	// RedisTLS are the files a rediss:// connection is made with: the
+	// authorities that sign Redis's certificate, and a client certificate
+	// and key (PRACTICEGW_REDIS_TLS_CA, _CERT, _KEY). Every Redis client
+	// of the process uses them, the rate limiter's included.
+	RedisTLS redisstore.TLSFiles `json:"redis_tls,omitzero"`
 
 	// Kafka, when set (comma-separated brokers), sends change records
 	// through the changes topic to the processes that deliver webhooks.
-	// Needs Redis. Default {env.PRACTICEGW_KAFKA}.
+	// Needs Redis (PRACTICEGW_KAFKA).
 	Kafka string `json:"kafka,omitempty"`
+
+	// RateLimit is the ceiling of credentials without their own, for
+	// every practicegw_ratelimit handler that names none: N/s, N/m or
+	// N/h. Default 7200/h (PRACTICEGW_RATE_LIMIT).
+	RateLimit string `json:"rate_limit,omitempty"`
 
 	// SigningKeys sign and verify credential tokens; the first signs.
 	// Without any, the gateway generates one and keeps it in its store,
@@ -65,37 +87,39 @@ type App struct {
 	// SecretsKey seals the generated signing key and webhook endpoint
 	// secrets in the store: base64 of 32 random bytes, usually a
 	// placeholder such as {file./run/secrets/practicegw_secrets_key}.
-	// Default {env.PRACTICEGW_SECRETS_KEY}. Without either, a gateway
+	// Default {env.PRACTICEGW_SECRETS_KEY} when that is set. Without either, a gateway
 	// alone generates one in data_dir/secrets.key (and says so in the log);
 	// one with Redis refuses to start, since every instance and dispatcher
 	// needs the same key.
 	SecretsKey string `json:"secrets_key,omitempty"`
 
 	// KafkaChangesTopic, KafkaEventsTopic and KafkaGroup name the topics
-	// and the dispatchers' consumer group. Defaults
-	// {env.PRACTICEGW_KAFKA_CHANGES_TOPIC}, {env.PRACTICEGW_KAFKA_EVENTS_TOPIC}
-	// and {env.PRACTICEGW_KAFKA_GROUP}, else practicegw.changes,
-	// practicegw.events and practicegw-dispatcher: the variables the
-	// standalone practicegw dispatcher reads.
+	// and the dispatchers' consumer group. Defaults practicegw.changes,
+	// practicegw.events and practicegw-dispatcher
+	// (PRACTICEGW_KAFKA_CHANGES_TOPIC, _EVENTS_TOPIC, _GROUP), as
+	// practicegw dispatcher reads them.
 	KafkaChangesTopic string `json:"kafka_changes_topic,omitempty"`
 	KafkaEventsTopic  string `json:"kafka_events_topic,omitempty"`
 	KafkaGroup        string `json:"kafka_group,omitempty"`
+	// KafkaPartitions is how many partitions practicegw dispatcher gives
+	// a topic it creates. Default 6 (PRACTICEGW_KAFKA_PARTITIONS).
+	KafkaPartitions int `json:"kafka_partitions,omitempty"`
 
 	// SandboxTriggersPerMinute bounds each firm's sandbox triggers. Default
 	// 60.
 	SandboxTriggersPerMinute int `json:"sandbox_triggers_per_minute,omitempty"`
 
 	// KafkaSecurity is how the brokers want to be reached: TLS and SASL.
-	// Each field not set here falls back to its variable
-	// (PRACTICEGW_KAFKA_TLS, _TLS_CA, _TLS_CERT, _TLS_KEY,
-	// _TLS_SERVER_NAME, _SASL_MECHANISM, _SASL_USERNAME, _SASL_PASSWORD),
-	// as `practicegw dispatcher` reads them. Secrets may be placeholders
-	// such as {file./run/secrets/kafka_password}.
+	// Each field not set here takes its variable (PRACTICEGW_KAFKA_TLS,
+	// _TLS_CA, _TLS_CERT, _TLS_KEY, _TLS_SERVER_NAME, _SASL_MECHANISM,
+	// _SASL_USERNAME, and _SASL_PASSWORD as its placeholder), as
+	// `practicegw dispatcher` does. Secrets may be placeholders such as
+	// {file./run/secrets/kafka_password}.
 	KafkaSecurity kafka.SecurityConfig `json:"kafka_security,omitzero"`
 
 	// Dispatch is "embedded" (this process delivers webhooks) or "off" (a
-	// separate practicegw dispatcher does). Default
-	// {env.PRACTICEGW_DISPATCH}, else embedded.
+	// separate practicegw dispatcher does). Default embedded
+	// (PRACTICEGW_DISPATCH).
 	Dispatch string `json:"dispatch,omitempty"`
 
 	// Webhooks tunes delivery.
@@ -185,9 +209,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.syncMetrics, err = registerSyncCollector(a.metrics); err != nil {
 		return fmt.Errorf("practicegw: sync metrics: %w", err)
 	}
+	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
 	repl := caddy.NewReplacer()
-	a.DataDir = setting(repl, a.DataDir, "PRACTICEGW_DATA", "./data")
-	a.Redis = repl.ReplaceAll(a.Redis, "")
+	if a.DataDir = expand(repl, a.DataDir); a.DataDir == "" {
+		return fmt.Errorf("practicegw: data_dir expands to nothing")
+	}
+	a.Redis = expand(repl, a.Redis)
+	a.RedisTLS = expandTLS(repl, a.RedisTLS)
+	a.RateLimit = expand(repl, a.RateLimit)
 	if len(a.Firms) == 0 {
 		return fmt.Errorf("practicegw: configure at least one firm")
 	}
@@ -240,7 +271,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 
 	a.state = a.shared.store
 	if a.Redis != "" {
-		if a.redis, err = openRedis(a.Redis); err != nil {
+		if a.redis, err = openRedis(a.Redis, a.RedisTLS); err != nil {
 			return fmt.Errorf("practicegw: %w", err)
 		}
 		store, err := redisstore.New(a.redis.client, redisstore.Options{Secrets: secrets})
@@ -287,17 +318,25 @@ func (a *App) Provision(ctx caddy.Context) error {
 	return nil
 }
 
-// setting expands a configured value; when it is absent or expands to
-// nothing, the {env.<variable>} placeholder that is its documented default,
-// so that a JSON config and a Caddyfile without the line read the variable
-// the contract names; def applies when that is empty too.
-func setting(repl *caddy.Replacer, value, variable, def string) string {
-	for _, v := range []string{value, "{env." + variable + "}"} {
-		if v = strings.TrimSpace(repl.ReplaceAll(v, "")); v != "" {
-			return v
-		}
+// applyEnvironment fills the fields the configuration leaves out from the
+// environment's table, as the Caddyfile adapter already did for a
+// Caddyfile: a JSON configuration gets the same defaults.
+func (a *App) applyEnvironment(lookup envconfig.Lookup) error {
+	raw, err := json.Marshal(a)
+	if err != nil {
+		return err
 	}
-	return def
+	if raw, err = envconfig.Apply(raw, lookup); err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, a)
+}
+
+// LimiterSettings are what a practicegw_ratelimit handler that names no
+// ceiling or Redis of its own takes: the app's, so that rate limits live
+// where the rest of the shared state does.
+func (a *App) LimiterSettings() ratelimit.AppSettings {
+	return ratelimit.AppSettings{Rate: a.RateLimit, Redis: a.Redis, RedisTLS: a.RedisTLS}
 }
 
 func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring, error) {
@@ -518,6 +557,7 @@ func (a *App) Firm(id string) (console.Firm, bool) {
 var (
 	_ api.App            = (*App)(nil)
 	_ console.App        = (*App)(nil)
+	_ ratelimit.Host     = (*App)(nil)
 	_ caddy.App          = (*App)(nil)
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.Validator    = (*App)(nil)

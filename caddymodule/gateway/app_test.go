@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -8,23 +10,6 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 )
-
-func TestSettingFallsBackToItsVariableThenTheDefault(t *testing.T) {
-	t.Setenv("PRACTICEGW_TEST_SETTING", "from-env")
-	t.Setenv("PRACTICEGW_TEST_EMPTY", "")
-	repl := caddy.NewReplacer()
-	for _, tc := range []struct{ value, variable, want string }{
-		{"configured", "PRACTICEGW_TEST_SETTING", "configured"},
-		{"", "PRACTICEGW_TEST_SETTING", "from-env"},
-		{"{env.PRACTICEGW_TEST_EMPTY}", "PRACTICEGW_TEST_SETTING", "from-env"},
-		{"{env.PRACTICEGW_TEST_SETTING}", "PRACTICEGW_TEST_EMPTY", "from-env"},
-		{"", "PRACTICEGW_TEST_EMPTY", "default"},
-	} {
-		if got := setting(repl, tc.value, tc.variable, "default"); got != tc.want {
-			t.Errorf("setting(%q, %s) = %q, want %q", tc.value, tc.variable, got, tc.want)
-		}
-	}
-}
 
 func TestValidateRefusesWhatCannotWork(t *testing.T) {
 	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -48,8 +33,9 @@ func TestValidateRefusesWhatCannotWork(t *testing.T) {
 }
 
 // The gateway reaches secured brokers as the standalone dispatcher does:
-// each Kafka security setting from the Caddyfile, else its variable; and
-// settings that cannot work stop it at start.
+// each Kafka security setting from the configuration, else its variable
+// through the environment's table; and settings that cannot work stop it
+// at start.
 func TestKafkaSecurity(t *testing.T) {
 	repl := caddy.NewReplacer()
 	t.Setenv("PRACTICEGW_KAFKA_SASL_MECHANISM", "SCRAM-SHA-512")
@@ -57,6 +43,9 @@ func TestKafkaSecurity(t *testing.T) {
 	t.Setenv("PRACTICEGW_KAFKA_SASL_PASSWORD", "from-env")
 	t.Setenv("PRACTICEGW_KAFKA_TLS", "true")
 	a := &App{}
+	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
 	sec, err := a.kafkaSecurity(repl)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +53,11 @@ func TestKafkaSecurity(t *testing.T) {
 	if sec.TLS == nil || sec.SASL == nil || sec.SASL.Name() != "SCRAM-SHA-512" {
 		t.Fatalf("from the environment: TLS %v, SASL %v", sec.TLS, sec.SASL)
 	}
+	a = &App{}
 	a.KafkaSecurity.SASLMechanism, a.KafkaSecurity.Username, a.KafkaSecurity.Password = "PLAIN", "configured", "{env.PRACTICEGW_KAFKA_SASL_PASSWORD}"
+	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
 	if sec, err = a.kafkaSecurity(repl); err != nil || sec.SASL.Name() != "PLAIN" {
 		t.Fatalf("configured: %v, %v", sec.SASL, err)
 	}
@@ -73,7 +66,26 @@ func TestKafkaSecurity(t *testing.T) {
 		t.Fatal("an unknown SASL mechanism was accepted")
 	}
 	t.Setenv("PRACTICEGW_KAFKA_TLS", "perhaps")
-	if _, err := (&App{}).kafkaSecurity(repl); err == nil {
-		t.Fatal("PRACTICEGW_KAFKA_TLS=perhaps was accepted")
+	if err := (&App{}).applyEnvironment(os.LookupEnv); err == nil || !strings.Contains(err.Error(), "PRACTICEGW_KAFKA_TLS") {
+		t.Fatalf("PRACTICEGW_KAFKA_TLS=perhaps: %v, want an error naming it", err)
+	}
+}
+
+// A practicegw_ratelimit that names no ceiling or Redis takes the app's,
+// which the environment's table filled: rate limits and the rest of the
+// shared state cannot part.
+func TestLimiterTakesTheAppsSettings(t *testing.T) {
+	t.Setenv("PRACTICEGW_RATE_LIMIT", "5/m")
+	t.Setenv("PRACTICEGW_REDIS", "redis://r:6379/3")
+	t.Setenv("PRACTICEGW_REDIS_TLS_CA", "/etc/redis-ca.pem")
+	a := &App{}
+	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
+	repl := caddy.NewReplacer()
+	a.Redis, a.RateLimit = expand(repl, a.Redis), expand(repl, a.RateLimit)
+	got := a.LimiterSettings()
+	if got.Rate != "5/m" || got.Redis != "redis://r:6379/3" || got.RedisTLS.CA != "/etc/redis-ca.pem" {
+		t.Fatalf("limiter settings %+v", got)
 	}
 }

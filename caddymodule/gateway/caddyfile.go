@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/caddymodule/api"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 func init() {
@@ -24,6 +26,12 @@ func init() {
 //	practicegw {
 //	    data_dir    <path>
 //	    redis       [<redis://host:port/db>]
+//	    redis_tls {
+//	        ca   <pem file>
+//	        cert <pem file>
+//	        key  <pem file>
+//	    }
+//	    rate_limit  <N/s|N/m|N/h>
 //	    kafka       [<broker>[,<broker>...]]
 //	    dispatch    embedded|off
 //	    webhooks {
@@ -33,6 +41,8 @@ func init() {
 //	        timeout        <duration>
 //	        breaker_cooldown <duration>
 //	        retention      <duration>|off
+//	        max_endpoints  <n>
+//	        max_in_flight_per_firm <n>
 //	    }
 //	    sync {
 //	        poll      <duration>
@@ -53,10 +63,19 @@ func init() {
 // nothing when unset), which keeps everything in the embedded store.
 // secrets_key is usually a placeholder, {env.X} or {file.X}, read at
 // start; without a value it is PRACTICEGW_SECRETS_KEY.
+//
+// The adapted app is the effective configuration: every option left out
+// takes its environment variable's value, else its default, from the one
+// table of them (internal/envconfig), secrets as their {env.X}
+// placeholders, so that `practicegw adapt` shows what a gateway runs with
+// and never a secret.
 func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 	app := new(App)
 	if err := app.UnmarshalCaddyfile(d); err != nil {
 		return nil, err
+	}
+	if err := app.applyEnvironment(os.LookupEnv); err != nil {
+		return nil, d.Errf("practicegw: %v", err)
 	}
 	return httpcaddyfile.App{Name: "practicegw", Value: caddyconfig.JSON(app, nil)}, nil
 }
@@ -77,6 +96,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "redis":
 			if d.NextArg() {
 				a.Redis = d.Val()
+			}
+		case "redis_tls":
+			if err := unmarshalRedisTLS(d, &a.RedisTLS); err != nil {
+				return err
+			}
+		case "rate_limit":
+			if d.NextArg() {
+				a.RateLimit = d.Val()
 			}
 		case "kafka":
 			if d.NextArg() {
@@ -188,38 +215,70 @@ func unmarshalDeprecation(d *caddyfile.Dispenser) (api.Deprecation, error) {
 func unmarshalWebhooks(d *caddyfile.Dispenser, w *WebhookConfig) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
-		// Values may be empty where an unset {$VAR} expanded to nothing.
+		// Values may be empty where an unset {$VAR} expanded to nothing:
+		// the option is then left out, and takes its default.
 		val := ""
 		if d.NextArg() {
 			val = d.Val()
 		}
+		var err error
 		switch opt {
 		case "backoff_base":
-			w.BackoffBase = val
+			err = durationOption(d, val, &w.BackoffBase)
 		case "backoff_factor":
 			w.BackoffFactor = val
 		case "allow_cidrs":
 			w.AllowCIDRs = val
 		case "breaker_cooldown":
-			w.BreakerCooldown = val
+			err = durationOption(d, val, &w.BreakerCooldown)
 		case "retention":
 			w.Retention = val
+		case "max_endpoints":
+			err = countOption(d, val, &w.MaxEndpoints)
+		case "max_in_flight_per_firm":
+			err = countOption(d, val, &w.MaxInFlightPerFirm)
 		case "timeout":
 			if val == "" {
 				return d.ArgErr()
 			}
-			t, err := caddy.ParseDuration(val)
-			if err != nil {
-				return d.Errf("webhooks timeout: %v", err)
-			}
-			w.Timeout = caddy.Duration(t)
+			err = durationOption(d, val, &w.Timeout)
 		default:
 			return d.Errf("unknown webhooks option %q", opt)
+		}
+		if err != nil {
+			return err
 		}
 		if d.NextArg() {
 			return d.ArgErr()
 		}
 	}
+	return nil
+}
+
+// durationOption reads a positive duration ("90s", "1d12h"); empty
+// leaves the option out.
+func durationOption(d *caddyfile.Dispenser, val string, dst *caddy.Duration) error {
+	if val == "" {
+		return nil
+	}
+	t, err := caddy.ParseDuration(val)
+	if err != nil || t <= 0 {
+		return d.Errf("%s %q is not a positive duration", d.Val(), val)
+	}
+	*dst = caddy.Duration(t)
+	return nil
+}
+
+// countOption reads a positive whole number; empty leaves the option out.
+func countOption(d *caddyfile.Dispenser, val string, dst *int) error {
+	if val == "" {
+		return nil
+	}
+	n, err := strconv.Atoi(val)
+	if err != nil || n < 1 {
+		return d.Errf("%s %q must be a positive whole number", d.Val(), val)
+	}
+	*dst = n
 	return nil
 }
 
@@ -232,13 +291,43 @@ func unmarshalSync(d *caddyfile.Dispenser, s *SyncConfig) error {
 		if d.NextArg() {
 			val = d.Val()
 		}
+		var err error
 		switch opt {
 		case "poll":
-			s.Poll = val
+			err = durationOption(d, val, &s.Poll)
 		case "reconcile":
-			s.Reconcile = val
+			err = durationOption(d, val, &s.Reconcile)
 		default:
 			return d.Errf("unknown sync option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+// unmarshalRedisTLS reads the files a rediss:// connection is made with;
+// a value left empty (an unset {$VAR}) leaves its file out.
+func unmarshalRedisTLS(d *caddyfile.Dispenser, files *redisstore.TLSFiles) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		val := ""
+		if d.NextArg() {
+			val = d.Val()
+		}
+		switch opt {
+		case "ca":
+			files.CA = val
+		case "cert":
+			files.Cert = val
+		case "key":
+			files.Key = val
+		default:
+			return d.Errf("unknown redis_tls option %q", opt)
 		}
 		if d.NextArg() {
 			return d.ArgErr()
@@ -291,6 +380,7 @@ func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
 //	    changes_topic   <name>
 //	    events_topic    <name>
 //	    group           <name>
+//	    partitions      <n>
 //	    tls             [true|false]
 //	    tls_ca          <pem file>
 //	    tls_cert        <pem file>
@@ -325,6 +415,11 @@ func unmarshalKafka(d *caddyfile.Dispenser, a *App) error {
 			err = one(&a.KafkaEventsTopic)
 		case "group":
 			err = one(&a.KafkaGroup)
+		case "partitions":
+			if len(args) != 1 {
+				return d.Errf("kafka partitions takes one value")
+			}
+			err = countOption(d, args[0], &a.KafkaPartitions)
 		case "tls":
 			sec.TLS = true
 			if len(args) == 1 {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	_ "github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
@@ -19,6 +20,7 @@ import (
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	_ "github.com/practicegw/practicegw/adapters/xpm"
 	_ "github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/envconfig"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -36,6 +38,7 @@ func adapt(t *testing.T, caddyfile string) ([]byte, error) {
 // The practicegw global option, every firm system and its Caddyfile forms,
 // adapted to the app's JSON and compared with a golden file.
 func TestAdaptSystems(t *testing.T) {
+	unsetEnvironment(t)
 	src, err := os.ReadFile("testdata/systems.caddyfile")
 	if err != nil {
 		t.Fatal(err)
@@ -140,5 +143,72 @@ func TestAdaptSecretsKey(t *testing.T) {
 	}
 	if _, err := adapt(t, "{\n\tpracticegw {\n\t\tsecrets_key a b\n\t\tfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n"); err == nil {
 		t.Error("secrets_key with two values adapted")
+	}
+}
+
+// unsetEnvironment empties every variable of the environment's table for
+// the test, so that what a Caddyfile adapts to is its own and the
+// defaults, whatever the machine running the test has set.
+func unsetEnvironment(t *testing.T) {
+	for _, v := range envconfig.Vars {
+		t.Setenv(v.Name, "")
+	}
+}
+
+// What practicegw adapt prints is what the gateway runs with: each option
+// the Caddyfile leaves out from its variable, else its default, and
+// secrets as placeholders, never their values.
+func TestAdaptShowsTheEffectiveConfiguration(t *testing.T) {
+	unsetEnvironment(t)
+	secrets := map[string]string{
+		"PRACTICEGW_REDIS":               "rediss://:hunter2@redis.internal:6380/0",
+		"PRACTICEGW_SECRETS_KEY":         "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI=",
+		"PRACTICEGW_KAFKA_SASL_PASSWORD": "correct horse",
+	}
+	for name, value := range secrets {
+		t.Setenv(name, value)
+	}
+	t.Setenv("PRACTICEGW_SYNC_POLL", "15s")
+	t.Setenv("PRACTICEGW_DISPATCH", "off")
+	out, err := adapt(t, "{\n\tpracticegw {\n\t\tdispatch embedded\n\t\tfirm frm_acme {\n\t\t\trecords demo\n\t\t}\n\t}\n}\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, value := range secrets {
+		if strings.Contains(string(out), value) {
+			t.Errorf("the adapted configuration shows a secret: %s", out)
+		}
+	}
+	var cfg struct {
+		Apps struct {
+			App struct {
+				DataDir       string `json:"data_dir"`
+				Redis         string `json:"redis"`
+				SecretsKey    string `json:"secrets_key"`
+				Dispatch      string `json:"dispatch"`
+				KafkaSecurity struct {
+					Password string `json:"sasl_password"`
+				} `json:"kafka_security"`
+				Sync struct {
+					Poll int64 `json:"poll"`
+				} `json:"sync"`
+			} `json:"practicegw"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(out, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	app := cfg.Apps.App
+	for what, c := range map[string]struct{ got, want any }{
+		"a default":            {app.DataDir, "./data"},
+		"a variable":           {app.Sync.Poll, int64(15 * time.Second)},
+		"the Caddyfile's word": {app.Dispatch, "embedded"},
+		"the Redis URL":        {app.Redis, "{env.PRACTICEGW_REDIS}"},
+		"the secrets key":      {app.SecretsKey, "{env.PRACTICEGW_SECRETS_KEY}"},
+		"the SASL password":    {app.KafkaSecurity.Password, "{env.PRACTICEGW_KAFKA_SASL_PASSWORD}"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", what, c.got, c.want)
+		}
 	}
 }

@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,51 +15,85 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
+	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/internal/practice"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
-// WebhookConfig tunes webhook delivery. An absent field is its
-// {env.PRACTICEGW_WEBHOOK_*} placeholder, then the default.
+// WebhookConfig tunes webhook delivery. A field left out takes its
+// variable's value, else its default, from the environment's table
+// (internal/envconfig) before the app is provisioned; the defaults below
+// are the table's.
 type WebhookConfig struct {
-	// BackoffBase is the delay before the first retry. Default
-	// {env.PRACTICEGW_WEBHOOK_BACKOFF_BASE}, else 30s.
-	BackoffBase string `json:"backoff_base,omitempty"`
-	// BackoffFactor multiplies each later delay. Default
-	// {env.PRACTICEGW_WEBHOOK_BACKOFF_FACTOR}, else 6 (six attempts span
-	// about 13 hours).
+	// BackoffBase is the delay before the first retry. Default 30s
+	// (PRACTICEGW_WEBHOOK_BACKOFF_BASE).
+	BackoffBase caddy.Duration `json:"backoff_base,omitempty"`
+	// BackoffFactor multiplies each later delay, a number of at least 1.
+	// Default 6, so six attempts span about 13 hours
+	// (PRACTICEGW_WEBHOOK_BACKOFF_FACTOR).
 	BackoffFactor string `json:"backoff_factor,omitempty"`
 	// AllowCIDRs are exempt from the private-address block on webhook
-	// URLs, comma-separated. Default {env.PRACTICEGW_WEBHOOK_ALLOW_CIDRS}.
+	// URLs, comma-separated (PRACTICEGW_WEBHOOK_ALLOW_CIDRS).
 	AllowCIDRs string `json:"allow_cidrs,omitempty"`
 	// Timeout bounds one attempt. Default 15s.
 	Timeout caddy.Duration `json:"timeout,omitempty"`
 	// BreakerCooldown is how long an endpoint's open circuit breaker
 	// defers its deliveries (without spending attempts) before a probe.
-	// Default {env.PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN}, else 1m.
-	BreakerCooldown string `json:"breaker_cooldown,omitempty"`
+	// Default 1m (PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN).
+	BreakerCooldown caddy.Duration `json:"breaker_cooldown,omitempty"`
 	// Retention is how long events and finished deliveries stay in the
 	// webhook log before they are pruned (hourly), or "off" to keep them
-	// for ever. Default {env.PRACTICEGW_WEBHOOK_RETENTION}, else 720h (30
-	// days).
+	// for ever. Default 720h, 30 days (PRACTICEGW_WEBHOOK_RETENTION).
 	Retention string `json:"retention,omitempty"`
+	// MaxEndpoints is how many webhook endpoints one firm may register in
+	// each mode. Default 50 (PRACTICEGW_WEBHOOK_MAX_ENDPOINTS).
+	MaxEndpoints int `json:"max_endpoints,omitempty"`
+	// MaxInFlightPerFirm bounds the webhook requests one firm's endpoints
+	// have in flight at once, per delivering process. Default 64
+	// (PRACTICEGW_WEBHOOK_MAX_IN_FLIGHT_PER_FIRM).
+	MaxInFlightPerFirm int `json:"max_in_flight_per_firm,omitempty"`
 }
 
-// engineConfig is the delivery configuration: each field as configured,
-// else its {env.PRACTICEGW_WEBHOOK_*} placeholder, parsed by the same code
-// as the standalone dispatcher's environment so the two cannot disagree.
+// engineConfig is the delivery configuration, placeholders expanded; the
+// standalone dispatcher's comes from the same code (DispatcherConfig).
 func (w WebhookConfig) engineConfig(logger *zap.Logger) (dispatcher.Config, error) {
 	repl := caddy.NewReplacer()
-	set := map[string]string{
-		"PRACTICEGW_WEBHOOK_BACKOFF_BASE":     w.BackoffBase,
-		"PRACTICEGW_WEBHOOK_BACKOFF_FACTOR":   w.BackoffFactor,
-		"PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN": w.BreakerCooldown,
-		"PRACTICEGW_WEBHOOK_ALLOW_CIDRS":      w.AllowCIDRs,
-		"PRACTICEGW_WEBHOOK_RETENTION":        w.Retention,
+	cfg := dispatcher.Config{
+		BackoffBase:        time.Duration(w.BackoffBase),
+		BreakerCooldown:    time.Duration(w.BreakerCooldown),
+		Timeout:            time.Duration(w.Timeout),
+		MaxEndpoints:       w.MaxEndpoints,
+		MaxInFlightPerFirm: w.MaxInFlightPerFirm,
+		Logger:             logger,
 	}
-	cfg, err := dispatcher.EnvConfig(func(name string) string { return setting(repl, set[name], name, "") })
-	cfg.Timeout, cfg.Logger = time.Duration(w.Timeout), logger
-	return cfg, err
+	for name, d := range map[string]time.Duration{"backoff_base": cfg.BackoffBase, "breaker_cooldown": cfg.BreakerCooldown, "timeout": cfg.Timeout} {
+		if d < 0 {
+			return cfg, fmt.Errorf("webhooks %s %s is negative", name, d)
+		}
+	}
+	if cfg.MaxEndpoints < 0 || cfg.MaxInFlightPerFirm < 0 {
+		return cfg, fmt.Errorf("webhooks max_endpoints and max_in_flight_per_firm must be positive")
+	}
+	if f := strings.TrimSpace(repl.ReplaceAll(w.BackoffFactor, "")); f != "" {
+		n, err := strconv.ParseFloat(f, 64)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("webhooks backoff_factor %q must be a number of at least 1", f)
+		}
+		cfg.BackoffFactor = n
+	}
+	if r := strings.TrimSpace(repl.ReplaceAll(w.Retention, "")); r != "" {
+		d, err := dispatcher.ParseRetention(r)
+		if err != nil {
+			return cfg, fmt.Errorf("webhooks retention: %w", err)
+		}
+		cfg.Retention = d
+	}
+	cidrs, err := dispatcher.ParseCIDRs(repl.ReplaceAll(w.AllowCIDRs, ""))
+	if err != nil {
+		return cfg, fmt.Errorf("webhooks allow_cidrs: %w", err)
+	}
+	cfg.AllowCIDRs = cidrs
+	return cfg, nil
 }
 
 // dispatch owns the webhook engine of one app instance and, when this
@@ -80,7 +116,7 @@ type dispatch struct {
 
 func (a *App) provisionDispatch() error {
 	repl := caddy.NewReplacer()
-	mode := setting(repl, a.Dispatch, "PRACTICEGW_DISPATCH", "embedded")
+	mode := expand(repl, a.Dispatch)
 	switch mode {
 	case "embedded", "off":
 	default:
@@ -106,13 +142,12 @@ func (a *App) provisionDispatch() error {
 	}
 	d := &dispatch{engine: engine, deliver: mode == "embedded"}
 
-	brokers := kafka.SplitBrokers(setting(repl, a.Kafka, "PRACTICEGW_KAFKA", ""))
+	brokers := kafka.SplitBrokers(expand(repl, a.Kafka))
 	if len(brokers) > 0 {
 		if a.redis == nil {
 			return fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
 		}
-		topics := kafka.Topics{Changes: setting(repl, a.KafkaChangesTopic, "PRACTICEGW_KAFKA_CHANGES_TOPIC", ""),
-			Events: setting(repl, a.KafkaEventsTopic, "PRACTICEGW_KAFKA_EVENTS_TOPIC", "")}
+		topics := a.kafkaTopics(repl)
 		sec, err := a.kafkaSecurity(repl)
 		if err != nil {
 			return err
@@ -122,7 +157,7 @@ func (a *App) provisionDispatch() error {
 			Logger: a.logger.Named("kafka")})
 		if d.deliver {
 			d.consumer, err = kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, Security: sec, Topics: topics,
-				Group: setting(repl, a.KafkaGroup, "PRACTICEGW_KAFKA_GROUP", ""), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
+				Group: expand(repl, a.KafkaGroup), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
 			if err != nil {
 				return fmt.Errorf("kafka consumer: %w", err)
 			}
@@ -201,30 +236,77 @@ func (d *dispatch) stop() error {
 // the console's webhook pages use.
 func (a *App) WebhookEngine() *dispatcher.Engine { return a.dispatch.engine }
 
-// kafkaSecurity is the configured TLS and SASL, each setting falling back
-// to its PRACTICEGW_KAFKA_* variable, ready to dial with.
+// kafkaTopics are the configured topics, placeholders expanded.
+func (a *App) kafkaTopics(repl *caddy.Replacer) kafka.Topics {
+	return kafka.Topics{Changes: expand(repl, a.KafkaChangesTopic), Events: expand(repl, a.KafkaEventsTopic)}
+}
+
+// kafkaSecurity is the configured TLS and SASL, placeholders expanded,
+// ready to dial with.
 func (a *App) kafkaSecurity(repl *caddy.Replacer) (kafka.Security, error) {
 	c := a.KafkaSecurity
 	sc := kafka.SecurityConfig{
-		CAFile:        setting(repl, c.CAFile, "PRACTICEGW_KAFKA_TLS_CA", ""),
-		CertFile:      setting(repl, c.CertFile, "PRACTICEGW_KAFKA_TLS_CERT", ""),
-		KeyFile:       setting(repl, c.KeyFile, "PRACTICEGW_KAFKA_TLS_KEY", ""),
-		ServerName:    setting(repl, c.ServerName, "PRACTICEGW_KAFKA_TLS_SERVER_NAME", ""),
-		SASLMechanism: setting(repl, c.SASLMechanism, "PRACTICEGW_KAFKA_SASL_MECHANISM", ""),
-		Username:      setting(repl, c.Username, "PRACTICEGW_KAFKA_SASL_USERNAME", ""),
-		Password:      setting(repl, c.Password, "PRACTICEGW_KAFKA_SASL_PASSWORD", ""),
 		TLS:           c.TLS,
-	}
-	if v := setting(repl, "", "PRACTICEGW_KAFKA_TLS", ""); v != "" && !sc.TLS {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return kafka.Security{}, fmt.Errorf("PRACTICEGW_KAFKA_TLS %q must be true or false", v)
-		}
-		sc.TLS = on
+		CAFile:        expand(repl, c.CAFile),
+		CertFile:      expand(repl, c.CertFile),
+		KeyFile:       expand(repl, c.KeyFile),
+		ServerName:    expand(repl, c.ServerName),
+		SASLMechanism: expand(repl, c.SASLMechanism),
+		Username:      expand(repl, c.Username),
+		// A password may end in spaces; take it as it is.
+		Password: repl.ReplaceAll(c.Password, ""),
 	}
 	sec, err := sc.Build()
 	if err != nil {
 		return kafka.Security{}, fmt.Errorf("practicegw: %w", err)
 	}
 	return sec, nil
+}
+
+// DispatcherConfig is what practicegw dispatcher runs with: the settings
+// it shares with the gateways, each from its variable or default through
+// the same table (internal/envconfig) and turned into delivery and Kafka
+// settings by the same code as a gateway's, so the two cannot disagree.
+func DispatcherConfig(lookup envconfig.Lookup) (kafka.Config, error) {
+	raw, err := envconfig.Apply(nil, lookup)
+	if err != nil {
+		return kafka.Config{}, err
+	}
+	var a App
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return kafka.Config{}, err
+	}
+	repl := caddy.NewReplacer()
+	eng, err := a.Webhooks.engineConfig(nil)
+	if err != nil {
+		return kafka.Config{}, err
+	}
+	sec, err := a.kafkaSecurity(repl)
+	if err != nil {
+		return kafka.Config{}, err
+	}
+	cfg := kafka.Config{
+		Brokers:    kafka.SplitBrokers(expand(repl, a.Kafka)),
+		Security:   sec,
+		Redis:      expand(repl, a.Redis),
+		RedisTLS:   expandTLS(repl, a.RedisTLS),
+		Topics:     a.kafkaTopics(repl),
+		Group:      expand(repl, a.KafkaGroup),
+		Partitions: a.KafkaPartitions,
+		Engine:     eng,
+	}
+	if cfg.Secrets, err = a.configuredSecretsKey(repl); err != nil {
+		return kafka.Config{}, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
+	}
+	return cfg, nil
+}
+
+// expand is a configured value with its placeholders expanded.
+func expand(repl *caddy.Replacer, value string) string {
+	return strings.TrimSpace(repl.ReplaceAll(value, ""))
+}
+
+// expandTLS is the Redis TLS files, placeholders expanded.
+func expandTLS(repl *caddy.Replacer, f redisstore.TLSFiles) redisstore.TLSFiles {
+	return redisstore.TLSFiles{CA: expand(repl, f.CA), Cert: expand(repl, f.Cert), Key: expand(repl, f.Key)}
 }

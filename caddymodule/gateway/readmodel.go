@@ -26,33 +26,17 @@ import (
 // brought up to date.
 type SyncConfig struct {
 	// Poll is the interval of incremental polling and of reading the
-	// document stores' change feeds. Default {env.PRACTICEGW_SYNC_POLL},
-	// else 1m.
-	Poll string `json:"poll,omitempty"`
+	// document stores' change feeds. Default 1m (PRACTICEGW_SYNC_POLL).
+	Poll caddy.Duration `json:"poll,omitempty"`
 	// Reconcile is the interval of the full comparison that finds
-	// deletions. Default {env.PRACTICEGW_SYNC_RECONCILE}, else 24h.
-	Reconcile string `json:"reconcile,omitempty"`
+	// deletions. Default 24h (PRACTICEGW_SYNC_RECONCILE).
+	Reconcile caddy.Duration `json:"reconcile,omitempty"`
 }
 
 func (c SyncConfig) config() (readmodel.SyncConfig, error) {
-	repl := caddy.NewReplacer()
-	var out readmodel.SyncConfig
-	for _, s := range []struct {
-		value, variable string
-		into            *time.Duration
-	}{
-		{c.Poll, "PRACTICEGW_SYNC_POLL", &out.Poll},
-		{c.Reconcile, "PRACTICEGW_SYNC_RECONCILE", &out.Reconcile},
-	} {
-		v := setting(repl, s.value, s.variable, "")
-		if v == "" {
-			continue
-		}
-		d, err := caddy.ParseDuration(v)
-		if err != nil || d <= 0 {
-			return out, fmt.Errorf("sync: %s %q is not a positive duration", strings.ToLower(strings.TrimPrefix(s.variable, "PRACTICEGW_SYNC_")), v)
-		}
-		*s.into = d
+	out := readmodel.SyncConfig{Poll: time.Duration(c.Poll), Reconcile: time.Duration(c.Reconcile)}
+	if out.Poll < 0 || out.Reconcile < 0 {
+		return out, fmt.Errorf("sync: poll %s and reconcile %s must be positive", out.Poll, out.Reconcile)
 	}
 	return out, nil
 }

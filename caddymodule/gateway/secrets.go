@@ -17,17 +17,15 @@ import (
 // generated, beside its database but not in it.
 const secretsKeyFile = "secrets.key"
 
-// configuredSecretsKey is the key secrets_key names, else
-// PRACTICEGW_SECRETS_KEY's, or nil when neither is set. A secrets_key that
-// is configured but expands to nothing (a missing file, an unset variable)
-// is an error, not a reason to fall back.
+// configuredSecretsKey is the key secrets_key names (its default,
+// PRACTICEGW_SECRETS_KEY's placeholder, is filled in from the
+// environment's table), or nil when it names none. A secrets_key that is
+// configured but expands to nothing (a missing file, an unset variable) is
+// an error, not a reason to fall back.
 func (a *App) configuredSecretsKey(repl *caddy.Replacer) (*sealed.Key, error) {
 	value := strings.TrimSpace(repl.ReplaceAll(a.SecretsKey, ""))
 	if a.SecretsKey != "" && value == "" {
 		return nil, fmt.Errorf("secrets_key %s expands to nothing", a.SecretsKey)
-	}
-	if value == "" {
-		value = strings.TrimSpace(repl.ReplaceAll("{env.PRACTICEGW_SECRETS_KEY}", ""))
 	}
 	if value == "" {
 		return nil, nil

@@ -35,7 +35,14 @@ func TestConfiguredSecretsKey(t *testing.T) {
 		t.Fatalf("from a file: %v, %v", k, err)
 	}
 	t.Setenv("PRACTICEGW_SECRETS_KEY", text)
-	if k, err := (&App{}).configuredSecretsKey(repl); err != nil || k.ID() != want.ID() {
+	fromEnv := &App{}
+	if err := fromEnv.applyEnvironment(os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
+	if fromEnv.SecretsKey != "{env.PRACTICEGW_SECRETS_KEY}" {
+		t.Errorf("secrets_key from the environment is %q, want its placeholder", fromEnv.SecretsKey)
+	}
+	if k, err := fromEnv.configuredSecretsKey(repl); err != nil || k.ID() != want.ID() {
 		t.Fatalf("from PRACTICEGW_SECRETS_KEY: %v, %v", k, err)
 	}
 	for value, wantErr := range map[string]string{

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -89,25 +90,27 @@ func (s *shared) explain(err error) error {
 
 func (s *shared) Destruct() error { return s.db.Close() }
 
-// redisPool shares one Redis client per URL across config reloads.
+// redisPool shares one Redis client per URL and TLS files across config
+// reloads.
 var redisPool = caddy.NewUsagePool()
 
 type redisClient struct {
-	url    string
+	key    string
 	client *redis.Client
 }
 
 func (r *redisClient) Destruct() error { return r.client.Close() }
 
-func (r *redisClient) release() { redisPool.Delete(r.url) }
+func (r *redisClient) release() { redisPool.Delete(r.key) }
 
-func openRedis(url string) (*redisClient, error) {
-	val, _, err := redisPool.LoadOrNew(url, func() (caddy.Destructor, error) {
-		client, err := redisstore.NewClient(url, 500*time.Millisecond)
+func openRedis(url string, files redisstore.TLSFiles) (*redisClient, error) {
+	key := strings.Join([]string{url, files.CA, files.Cert, files.Key}, "\x00")
+	val, _, err := redisPool.LoadOrNew(key, func() (caddy.Destructor, error) {
+		client, err := redisstore.NewClient(url, files, 500*time.Millisecond)
 		if err != nil {
 			return nil, err
 		}
-		return &redisClient{url: url, client: client}, nil
+		return &redisClient{key: key, client: client}, nil
 	})
 	if err != nil {
 		return nil, err

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,16 +30,13 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/internal/envconfig"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 func init() {
 	caddy.RegisterModule(Handler{})
 }
-
-// defaultRate is the ceiling when neither the config nor
-// PRACTICEGW_RATE_LIMIT names one: two requests a second on average, with
-// an hour's quota available at once.
-const defaultRate = "7200/h"
 
 // policyName names the one policy in RateLimit-Policy and RateLimit.
 const policyName = `"default"`
@@ -51,8 +49,9 @@ const policyName = `"default"`
 // credential, and a Caddy reload keeps it.
 type Handler struct {
 	// Default is the ceiling of credentials without their own: "N/s",
-	// "N/m" or "N/h". Placeholders are expanded. Default:
-	// {env.PRACTICEGW_RATE_LIMIT}, or 7200/h when that is empty.
+	// "N/m" or "N/h". Placeholders are expanded. Default: the practicegw
+	// app's rate_limit (PRACTICEGW_RATE_LIMIT, else 7200/h: two requests
+	// a second on average, with an hour's quota available at once).
 	Default string `json:"default,omitempty"`
 
 	// Burst is how many requests a credential may make at once after a
@@ -61,8 +60,11 @@ type Handler struct {
 	Burst int64 `json:"burst,omitempty"`
 
 	// Redis is the redis:// (or rediss://, TLS) URL whose buckets and
-	// usage counters every instance shares. Placeholders are expanded. Default:
-	// {env.PRACTICEGW_REDIS}; empty keeps both in this process.
+	// usage counters every instance shares. Placeholders are expanded.
+	// Default: the practicegw app's redis (PRACTICEGW_REDIS), so that rate
+	// limits live where the rest of the shared state does; empty keeps
+	// both in this process. A rediss:// connection uses the app's
+	// redis_tls files.
 	Redis string `json:"redis,omitempty"`
 
 	// Timeout bounds each Redis call on a request's path. Default: 50ms.
@@ -116,9 +118,15 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger(h)
 	repl := caddy.NewReplacer()
 
-	def := repl.ReplaceAll(orEnv(h.Default, "PRACTICEGW_RATE_LIMIT"), "")
+	host, _ := ctx.AppIfConfigured("practicegw")
+	app, _ := host.(Host)
+	shared := AppSettings{Rate: envconfig.Default("PRACTICEGW_RATE_LIMIT")}
+	if app != nil {
+		shared = app.LimiterSettings()
+	}
+	def := strings.TrimSpace(repl.ReplaceAll(h.Default, ""))
 	if def == "" {
-		def = defaultRate
+		def = shared.Rate
 	}
 	rate, err := ParseRate(def)
 	if err != nil {
@@ -131,8 +139,13 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	h.def = newPolicy(rate)
 	h.policies = new(sync.Map)
 
+	redis := strings.TrimSpace(repl.ReplaceAll(h.Redis, ""))
+	if redis == "" {
+		redis = shared.Redis
+	}
 	h.cfg = Config{
-		Redis:         repl.ReplaceAll(orEnv(h.Redis, "PRACTICEGW_REDIS"), ""),
+		Redis:         redis,
+		RedisTLS:      shared.RedisTLS,
 		Timeout:       time.Duration(h.Timeout),
 		BatchInterval: time.Duration(h.BatchInterval),
 		Fallback:      Fallback(h.Fallback),
@@ -149,32 +162,39 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.metrics, err = newMetrics(ctx.GetMetricsRegistry(), h.cfg.Fallback); err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
-	host, _ := ctx.AppIfConfigured("practicegw")
-	if host, ok := host.(limiterHost); ok {
-		h.cfg.Usage = host.UsageStore()
+	if app != nil {
+		h.cfg.Usage = app.UsageStore()
 	}
 	if h.limiter, err = Acquire(h.cfg); err != nil {
 		return err
 	}
-	if host, ok := host.(limiterHost); ok {
-		host.AttachLimiter(h.limiter, h.RateFor)
+	if app != nil {
+		app.AttachLimiter(h.limiter, h.RateFor)
 	}
 	return nil
 }
 
-// limiterHost is what the practicegw app offers and wants: somewhere to
-// keep hourly usage, and the limiter itself so that credential listings
-// and the console can show usage and headroom.
-type limiterHost interface {
+// Host is what the practicegw app offers and wants: the settings a
+// handler that names none takes, somewhere to keep hourly usage, and the
+// limiter itself so that credential listings and the console can show
+// usage and headroom.
+type Host interface {
+	LimiterSettings() AppSettings
 	UsageStore() UsageStore
 	AttachLimiter(l *Limiter, rateFor func(*auth.Credential) Rate)
 }
 
-func orEnv(v, env string) string {
-	if v == "" {
-		return "{env." + env + "}"
-	}
-	return v
+// AppSettings are the practicegw app's settings, placeholders expanded,
+// that a handler which names none of its own takes: the app's
+// configuration is the one place they come from, the environment's
+// defaults included (internal/envconfig).
+type AppSettings struct {
+	// Rate is the ceiling of credentials without their own.
+	Rate string
+	// Redis is the URL of the Redis the app keeps shared state in, empty
+	// for none; RedisTLS the files a rediss:// connection is made with.
+	Redis    string
+	RedisTLS redisstore.TLSFiles
 }
 
 // Cleanup releases the Limiter; it closes when no config holds it.

@@ -156,25 +156,32 @@ func TestCredentialOwnRateAndBurst(t *testing.T) {
 	}
 }
 
-func TestDefaultFromEnvironment(t *testing.T) {
-	t.Setenv("PRACTICEGW_REDIS", "")
+// A handler reads nothing from the environment itself: what it names
+// none of comes from the practicegw app's configuration, which is where
+// the environment's defaults are applied (tested with the app, in
+// caddymodule/gateway); without the app, the table's default ceiling and
+// no Redis, whatever PRACTICEGW_RATE_LIMIT and PRACTICEGW_REDIS say. A
+// placeholder written in its configuration is expanded.
+func TestDefaultIsNotReadFromTheEnvironment(t *testing.T) {
+	t.Setenv("PRACTICEGW_REDIS", "redis://127.0.0.1:1/0")
 	t.Setenv("PRACTICEGW_RATE_LIMIT", "5/m")
 	h, _ := provision(t, &Handler{})
-	if w := serve(t, h, &auth.Credential{ID: "crd_env"}); w.Header().Get("RateLimit-Policy") != `"default";q=5;w=60` {
-		t.Fatalf("with PRACTICEGW_RATE_LIMIT=5/m: %v", w.Header())
+	if w := serve(t, h, &auth.Credential{ID: "crd_env"}); w.Header().Get("RateLimit-Policy") != `"default";q=7200;w=3600` {
+		t.Fatalf("without the app: %v, want the table's default", w.Header())
+	}
+	if h.cfg.Redis != "" {
+		t.Fatalf("without the app the handler took Redis %q from the environment", h.cfg.Redis)
 	}
 
-	t.Setenv("PRACTICEGW_RATE_LIMIT", "")
-	h, _ = provision(t, &Handler{})
-	if w := serve(t, h, &auth.Credential{ID: "crd_env2"}); w.Header().Get("RateLimit-Policy") != `"default";q=7200;w=3600` {
-		t.Fatalf("without PRACTICEGW_RATE_LIMIT: %v", w.Header())
+	h, _ = provision(t, &Handler{Default: "{env.PRACTICEGW_RATE_LIMIT}"})
+	if w := serve(t, h, &auth.Credential{ID: "crd_env2"}); w.Header().Get("RateLimit-Policy") != `"default";q=5;w=60` {
+		t.Fatalf("default {env.PRACTICEGW_RATE_LIMIT}: %v", w.Header())
 	}
 
-	t.Setenv("PRACTICEGW_RATE_LIMIT", "often")
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
-	if err := (&Handler{}).Provision(ctx); err == nil {
-		t.Fatal("Provision accepted PRACTICEGW_RATE_LIMIT=often")
+	if err := (&Handler{Default: "often"}).Provision(ctx); err == nil {
+		t.Fatal("Provision accepted default often")
 	}
 }
 

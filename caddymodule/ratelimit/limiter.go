@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +20,8 @@ type Config struct {
 	// it shares buckets and usage counters; empty, state stays in this
 	// process.
 	Redis string
+	// RedisTLS are the files a rediss:// connection is made with.
+	RedisTLS redisstore.TLSFiles
 	// Timeout bounds each Redis call on a request's path. Default 50ms.
 	Timeout time.Duration
 	// BatchInterval, when set, spaces the starts of round trips to Redis
@@ -122,7 +125,7 @@ func New(cfg Config) (*Limiter, error) {
 	probeEvery := orDefault(cfg.ProbeInterval, DefaultProbeInterval)
 
 	if cfg.Redis != "" {
-		rb, err := newRedisBackend(cfg.Redis, l.timeout, max(cfg.BatchInterval, 0))
+		rb, err := newRedisBackend(cfg.Redis, cfg.RedisTLS, l.timeout, max(cfg.BatchInterval, 0))
 		if err != nil {
 			return nil, err
 		}

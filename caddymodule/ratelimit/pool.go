@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 	"reflect"
 	"time"
 
@@ -16,6 +17,7 @@ var limiters = caddy.NewUsagePool()
 // poolKey is what makes two Configs share a Limiter.
 type poolKey struct {
 	redis        string
+	redisTLS     redisstore.TLSFiles
 	timeout      time.Duration
 	batch        time.Duration
 	fallback     Fallback
@@ -35,6 +37,7 @@ func keyOf(cfg Config) (poolKey, error) {
 	// share a Limiter.
 	return poolKey{
 		redis:    cfg.Redis,
+		redisTLS: cfg.RedisTLS,
 		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
 		batch:    max(cfg.BatchInterval, 0),
 		fallback: fallback,

@@ -23,8 +23,8 @@ type redisBackend struct {
 	script *scriptPipe
 }
 
-func newRedisBackend(url string, timeout, batchInterval time.Duration) (*redisBackend, error) {
-	opt, err := redisstore.ClientOptions(url)
+func newRedisBackend(url string, files redisstore.TLSFiles, timeout, batchInterval time.Duration) (*redisBackend, error) {
+	opt, err := redisstore.ClientOptions(url, files)
 	if err != nil {
 		return nil, err
 	}

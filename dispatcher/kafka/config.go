@@ -3,7 +3,6 @@ package kafka
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/sealed"
+	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // Defaults, as docs/CONTRACT.md and dispatcher/README.md document them.
@@ -41,7 +41,9 @@ func (t Topics) withDefaults() Topics {
 	return t
 }
 
-// Config is what `practicegw dispatcher` runs with.
+// Config is what `practicegw dispatcher` runs with: the practicegw app's
+// settings it shares with the gateways, which the gateway package reads
+// from the environment's table (internal/envconfig) for it.
 type Config struct {
 	// Brokers are Kafka bootstrap addresses (PRACTICEGW_KAFKA). Required.
 	Brokers []string
@@ -49,8 +51,11 @@ type Config struct {
 	// (PRACTICEGW_KAFKA_TLS*, PRACTICEGW_KAFKA_SASL_*).
 	Security Security
 	// Redis is the shared store's URL, redis://host:port/db or rediss://
-	// for TLS (PRACTICEGW_REDIS, with PRACTICEGW_REDIS_TLS_*). Required.
+	// for TLS (PRACTICEGW_REDIS). Required.
 	Redis string
+	// RedisTLS are the files a rediss:// connection is made with
+	// (PRACTICEGW_REDIS_TLS_*).
+	RedisTLS redisstore.TLSFiles
 	// Secrets is the key the gateways seal webhook endpoint secrets with
 	// in Redis (PRACTICEGW_SECRETS_KEY). Required.
 	Secrets *sealed.Key
@@ -78,46 +83,6 @@ type Config struct {
 	// Prometheus's default registry.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
-}
-
-// ConfigFromEnv reads a Config through getenv, usually os.Getenv.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
-	eng, err := dispatcher.EnvConfig(getenv)
-	if err != nil {
-		return Config{}, err
-	}
-	secCfg, err := securityFromEnv(getenv)
-	if err != nil {
-		return Config{}, err
-	}
-	sec, err := secCfg.Build()
-	if err != nil {
-		return Config{}, err
-	}
-	var secrets *sealed.Key
-	if v := get("PRACTICEGW_SECRETS_KEY"); v != "" {
-		if secrets, err = sealed.Parse(v); err != nil {
-			return Config{}, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
-		}
-	}
-	cfg := Config{
-		Secrets:  secrets,
-		Brokers:  SplitBrokers(get("PRACTICEGW_KAFKA")),
-		Security: sec,
-		Redis:    get("PRACTICEGW_REDIS"),
-		Topics:   Topics{Changes: get("PRACTICEGW_KAFKA_CHANGES_TOPIC"), Events: get("PRACTICEGW_KAFKA_EVENTS_TOPIC")},
-		Group:    get("PRACTICEGW_KAFKA_GROUP"),
-		Engine:   eng,
-	}
-	if v := get("PRACTICEGW_KAFKA_PARTITIONS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return Config{}, fmt.Errorf("PRACTICEGW_KAFKA_PARTITIONS %q must be a positive number", v)
-		}
-		cfg.Partitions = n
-	}
-	return cfg, nil
 }
 
 // SplitBrokers reads PRACTICEGW_KAFKA's comma-separated brokers.

@@ -28,6 +28,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/practice"
@@ -47,9 +48,10 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// runChild is `practicegw dispatcher` with the test's short timeouts.
+// runChild is `practicegw dispatcher` with the test's short timeouts,
+// configured from the environment as the command is.
 func runChild() int {
-	cfg, err := kafka.ConfigFromEnv(os.Getenv)
+	cfg, err := gateway.DispatcherConfig(os.LookupEnv)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -30,7 +30,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log := cfg.Logger
 
-	rdb, err := openRedis(ctx, cfg.Redis)
+	rdb, err := openRedis(ctx, cfg.Redis, cfg.RedisTLS)
 	if err != nil {
 		return err
 	}
@@ -113,8 +113,8 @@ func Run(ctx context.Context, cfg Config) error {
 	return errors.Join(all...)
 }
 
-func openRedis(ctx context.Context, url string) (*redis.Client, error) {
-	rdb, err := redisstore.NewClient(url, 3*time.Second)
+func openRedis(ctx context.Context, url string, files redisstore.TLSFiles) (*redis.Client, error) {
+	rdb, err := redisstore.NewClient(url, files, 3*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("PRACTICEGW_REDIS: %w", err)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -42,29 +41,6 @@ type SecurityConfig struct {
 	// (PRACTICEGW_KAFKA_SASL_USERNAME, PRACTICEGW_KAFKA_SASL_PASSWORD).
 	Username string `json:"sasl_username,omitempty"`
 	Password string `json:"sasl_password,omitempty"`
-}
-
-// securityFromEnv reads a SecurityConfig through getenv.
-func securityFromEnv(getenv func(string) string) (SecurityConfig, error) {
-	get := func(name string) string { return strings.TrimSpace(getenv(name)) }
-	c := SecurityConfig{
-		CAFile:        get("PRACTICEGW_KAFKA_TLS_CA"),
-		CertFile:      get("PRACTICEGW_KAFKA_TLS_CERT"),
-		KeyFile:       get("PRACTICEGW_KAFKA_TLS_KEY"),
-		ServerName:    get("PRACTICEGW_KAFKA_TLS_SERVER_NAME"),
-		SASLMechanism: get("PRACTICEGW_KAFKA_SASL_MECHANISM"),
-		Username:      get("PRACTICEGW_KAFKA_SASL_USERNAME"),
-		// A password may end in spaces; take it as it is.
-		Password: getenv("PRACTICEGW_KAFKA_SASL_PASSWORD"),
-	}
-	if v := get("PRACTICEGW_KAFKA_TLS"); v != "" {
-		on, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("PRACTICEGW_KAFKA_TLS %q must be true or false", v)
-		}
-		c.TLS = on
-	}
-	return c, nil
 }
 
 // Security is a SecurityConfig made ready to dial with: the TLS

@@ -13,18 +13,17 @@ import (
 
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
+
+	"github.com/practicegw/practicegw/internal/envconfig"
 )
 
 // adminAddr is the admin endpoint the CLI talks to: --admin, else
-// PRACTICEGW_ADMIN, else Caddy's default.
+// PRACTICEGW_ADMIN or its default, from the environment's table.
 func adminAddr(cmd *cobra.Command) string {
 	if v, _ := cmd.Flags().GetString("admin"); v != "" {
 		return v
 	}
-	if v := os.Getenv("PRACTICEGW_ADMIN"); v != "" {
-		return v
-	}
-	return "localhost:2019"
+	return envconfig.AdminAddress(os.LookupEnv)
 }
 
 func addAdminFlag(cmd *cobra.Command) {

@@ -10,6 +10,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 )
 
@@ -25,11 +26,13 @@ practicegw-dispatcher, turns them into events, and delivers them from the
 delivery state in Redis. Start as many as you like: they share the topic's
 partitions and the deliveries.
 
-It reads the gateway's variables: PRACTICEGW_KAFKA, PRACTICEGW_REDIS and
+It reads the gateway's variables, with the gateway's defaults (one table,
+internal/envconfig): PRACTICEGW_KAFKA, PRACTICEGW_REDIS and
 PRACTICEGW_SECRETS_KEY (all required; rediss:// with PRACTICEGW_REDIS_TLS_CA,
 _CERT and _KEY for TLS; the key is the one the gateways seal endpoint
 secrets with), PRACTICEGW_WEBHOOK_BACKOFF_BASE, _BACKOFF_FACTOR,
-_ALLOW_CIDRS, _BREAKER_COOLDOWN and _RETENTION, and PRACTICEGW_KAFKA_CHANGES_TOPIC,
+_ALLOW_CIDRS, _BREAKER_COOLDOWN, _RETENTION, _MAX_ENDPOINTS and
+_MAX_IN_FLIGHT_PER_FIRM, PRACTICEGW_KAFKA_TLS* and _SASL_*, and PRACTICEGW_KAFKA_CHANGES_TOPIC,
 PRACTICEGW_KAFKA_EVENTS_TOPIC, PRACTICEGW_KAFKA_GROUP and
 PRACTICEGW_KAFKA_PARTITIONS (see dispatcher/README.md). Missing topics are
 created.
@@ -45,7 +48,7 @@ queue, and exits.
 			cmd.Args = cobra.NoArgs
 			cmd.Flags().String("listen", "", "serve /metrics, /healthz and /readyz on this address, such as :9180")
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-				cfg, err := kafka.ConfigFromEnv(os.Getenv)
+				cfg, err := gateway.DispatcherConfig(os.LookupEnv)
 				if err != nil {
 					return err
 				}

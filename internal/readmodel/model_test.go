@@ -20,7 +20,7 @@ func job(id, stage string) json.RawMessage {
 // instance is one gateway's model of the firm over a shared Redis.
 func instance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
-	rdb, err := redisstore.NewClient(url, time.Second)
+	rdb, err := redisstore.NewClient(url, redisstore.TLSFiles{}, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 // on every wait, or a vendor allowance would depend on the backend.
 func TestBudgetScriptMatchesGCRA(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb, err := NewClient(srv.URL(), 5*time.Second)
+	rdb, err := NewClient(srv.URL(), TLSFiles{}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestBudgetConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Budget(t, func(t *testing.T) (upstream.Budget, upstream.Budget, func(time.Duration)) {
 		budget := func() *redisstore.Budget {
-			rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+			rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,29 +12,38 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 )
 
-// The files a rediss:// connection is made with, for a Redis whose
-// certificate a private authority signs or that asks clients for a
-// certificate of their own (tls-auth-clients). They are read where every
-// Redis client is made, so that no use of Redis (stores, budgets,
-// deliveries, the rate limiter, a dispatcher) can be left on other terms.
+// TLSFiles are the files a rediss:// connection is made with, for a Redis
+// whose certificate a private authority signs or that asks clients for a
+// certificate of their own (tls-auth-clients). Every Redis client is made
+// here with them, so that no use of Redis (stores, budgets, deliveries, the
+// rate limiter, a dispatcher) can be left on other terms. They are the
+// practicegw app's redis_tls setting, which PRACTICEGW_REDIS_TLS_CA,
+// _CERT and _KEY fill when the configuration leaves it out.
+type TLSFiles struct {
+	// CA is a PEM bundle of the authorities that sign the server's
+	// certificate. Empty: the system's.
+	CA string `json:"ca,omitempty"`
+	// Cert and Key are a client certificate and its key, in PEM. Empty:
+	// none.
+	Cert string `json:"cert,omitempty"`
+	Key  string `json:"key,omitempty"`
+}
+
+// The variables the files usually come from, which errors name.
 const (
-	// TLSCAVar names a PEM bundle of the authorities that sign the
-	// server's certificate. Unset: the system's.
-	TLSCAVar = "PRACTICEGW_REDIS_TLS_CA"
-	// TLSCertVar and TLSKeyVar name a client certificate and its key, in
-	// PEM. Unset: none.
+	TLSCAVar   = "PRACTICEGW_REDIS_TLS_CA"
 	TLSCertVar = "PRACTICEGW_REDIS_TLS_CERT"
 	TLSKeyVar  = "PRACTICEGW_REDIS_TLS_KEY"
 )
 
 // NewClient connects to the Redis at url (redis://host:port/db, or
-// rediss:// for TLS, with the files of TLSCAVar, TLSCertVar and TLSKeyVar).
-// ioTimeout bounds each read and write on a connection, so that a Redis
-// that stops answering fails calls instead of holding them: the gateway,
-// whose requests wait on Redis, uses a short one; a dispatcher, whose
-// scripts move batches, a longer one. The caller closes the client.
-func NewClient(url string, ioTimeout time.Duration) (*goredis.Client, error) {
-	opts, err := ClientOptions(url)
+// rediss:// for TLS, with files). ioTimeout bounds each read and write on
+// a connection, so that a Redis that stops answering fails calls instead
+// of holding them: the gateway, whose requests wait on Redis, uses a short
+// one; a dispatcher, whose scripts move batches, a longer one. The caller
+// closes the client.
+func NewClient(url string, files TLSFiles, ioTimeout time.Duration) (*goredis.Client, error) {
+	opts, err := ClientOptions(url, files)
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +56,11 @@ func NewClient(url string, ioTimeout time.Duration) (*goredis.Client, error) {
 // ClientOptions are NewClient's options before its timeouts, for a client
 // that needs others (the rate limiter answers within a request's
 // deadline, with no retries).
-func ClientOptions(url string) (*goredis.Options, error) {
-	return clientOptions(url, os.Getenv)
+func ClientOptions(url string, files TLSFiles) (*goredis.Options, error) {
+	return clientOptions(url, files)
 }
 
-func clientOptions(rawURL string, getenv func(string) string) (*goredis.Options, error) {
+func clientOptions(rawURL string, files TLSFiles) (*goredis.Options, error) {
 	shown := rawURL
 	if u, err := url.Parse(rawURL); err == nil {
 		shown = u.Redacted() // the URL may carry a password
@@ -60,7 +69,7 @@ func clientOptions(rawURL string, getenv func(string) string) (*goredis.Options,
 	if err != nil {
 		return nil, fmt.Errorf("redis %s: %w", shown, err)
 	}
-	ca, cert, key := getenv(TLSCAVar), getenv(TLSCertVar), getenv(TLSKeyVar)
+	ca, cert, key := files.CA, files.Cert, files.Key
 	if ca == "" && cert == "" && key == "" {
 		return opts, nil
 	}

@@ -23,7 +23,7 @@ func TestClientOverTLS(t *testing.T) {
 
 	ping := func(env map[string]string) error {
 		t.Helper()
-		opts, err := clientOptions(srv.URL(), func(k string) string { return env[k] })
+		opts, err := clientOptions(srv.URL(), TLSFiles{CA: env[TLSCAVar], Cert: env[TLSCertVar], Key: env[TLSKeyVar]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,16 +47,13 @@ func TestClientOverTLS(t *testing.T) {
 		t.Errorf("without a client certificate the server answered")
 	}
 
-	t.Setenv(TLSCAVar, files.CA)
-	t.Setenv(TLSCertVar, files.ClientCert)
-	t.Setenv(TLSKeyVar, files.ClientKey)
-	rdb, err := NewClient(srv.URL(), 5*time.Second)
+	rdb, err := NewClient(srv.URL(), TLSFiles{CA: files.CA, Cert: files.ClientCert, Key: files.ClientKey}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rdb.Close()
 	if err := rdb.Ping(context.Background()).Err(); err != nil {
-		t.Fatalf("NewClient does not read the variables: %v", err)
+		t.Fatalf("NewClient does not use the files: %v", err)
 	}
 }
 
@@ -75,7 +72,7 @@ func TestClientOptionsRefuse(t *testing.T) {
 		{srv.URL(), map[string]string{TLSCertVar: files.ClientCert, TLSKeyVar: files.CA}, "redis client certificate"},
 		{"rediss://:s3cret@127.0.0.1:6379/0?nonsense=1", nil, "unexpected option"},
 	} {
-		_, err := clientOptions(c.url, func(k string) string { return c.env[k] })
+		_, err := clientOptions(c.url, TLSFiles{CA: c.env[TLSCAVar], Cert: c.env[TLSCertVar], Key: c.env[TLSKeyVar]})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s with %v: %v, want an error saying %q", c.url, c.env, err, c.want)
 		}

@@ -39,7 +39,7 @@ func batchOf(reqs ...request) *RateBatch {
 // rateLimitsOn is RateLimits on a Redis of its own.
 func rateLimitsOn(t *testing.T) *RateLimits {
 	t.Helper()
-	rdb, err := NewClient(redistest.Start(t).URL(), 5*time.Second)
+	rdb, err := NewClient(redistest.Start(t).URL(), TLSFiles{}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestUsageConformance(t *testing.T) {
 // client is a client of srv, closed when t ends.
 func client(t *testing.T, srv *redistest.Server) *goredis.Client {
 	t.Helper()
-	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+	rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestUpstreamStateConformance(t *testing.T) {
 func TestSecretsConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Secrets(t, func(t *testing.T) storetest.SecretsBackend {
-		rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+		rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func open(t *testing.T, srv *redistest.Server) *redisstore.Store {
 
 func openWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
-	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+	rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func another(t *testing.T, srv *redistest.Server) *redisstore.Store {
 func anotherWith(t *testing.T, srv *redistest.Server, opts redisstore.Options) *redisstore.Store {
 	t.Helper()
 	opts.Secrets = secrets
-	rdb, err := redisstore.NewClient(srv.URL(), 5*time.Second)
+	rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
