@@ -40,6 +40,23 @@ type Model struct {
 	// one goroutine at a time.
 	catchUp sync.Mutex
 	applied atomic.Pointer[string]
+	// write orders this instance's writes: what is there is compared
+	// with an update and the update stored in one turn, so an older
+	// observation never lands after a newer one.
+	write sync.Mutex
+
+	// behind is set while this instance serves a copy older than the
+	// shared feed (trimmed past its position, or a catch-up longer than
+	// a read may wait): reads say lagging until the background catch-up
+	// reaches the feed's head.
+	behind   atomic.Bool
+	catching atomic.Bool
+	// goBackground runs the catch-up; the model's own goroutine unless a
+	// test schedules it.
+	goBackground func(func(context.Context))
+	quit         chan struct{}
+	closeOnce    sync.Once
+	wg           sync.WaitGroup
 }
 
 // kindModel is one kind's records and what the sync says of them.
@@ -48,6 +65,9 @@ type kindModel struct {
 	// vendor reads a record the backfill has not reached yet.
 	vendor    practice.Reader
 	freshness atomic.Pointer[practice.Freshness]
+	// served is what the sync said of k when this instance last had
+	// everything the feed held: what it serves while it is behind.
+	served atomic.Pointer[practice.Freshness]
 }
 
 // Config builds a Model.
@@ -58,6 +78,10 @@ type Config struct {
 	Feed Feed
 	// Other keeps every state key that is not a record of the model.
 	Other changes.StateStore
+	// Background runs the catch-up of an instance behind the feed; nil
+	// is a goroutine the model owns (Close waits for it). A simulation
+	// sets it to run the catch-up when its scheduler chooses.
+	Background func(run func(context.Context))
 }
 
 // New makes a firm's model with no kinds. The firm's systems are opened
@@ -70,6 +94,11 @@ func New(cfg Config) *Model {
 		feed:   cfg.Feed,
 		other:  cfg.Other,
 		kinds:  map[practice.Kind]*kindModel{},
+		quit:   make(chan struct{}),
+	}
+	m.goBackground = cfg.Background
+	if m.goBackground == nil {
+		m.goBackground = m.goOwned
 	}
 	if m.other == nil {
 		m.other = changes.NewMemoryState()
@@ -85,6 +114,7 @@ func New(cfg Config) *Model {
 func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
 	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil)}
 	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
+	km.served.Store(km.freshness.Load())
 	m.kinds[k] = km
 }
 
@@ -150,11 +180,18 @@ func (m *Model) Count(k practice.Kind) int {
 	return km.col.Len()
 }
 
-// Freshness is what the sync last said of k's records.
+// Freshness is what this instance serves of k: what the sync last said
+// of k's records, or, while this instance is behind the shared feed,
+// lagging and confirmed no later than when it last caught up.
 func (m *Model) Freshness(k practice.Kind) (practice.Freshness, bool) {
 	km, ok := m.kinds[k]
 	if !ok {
 		return practice.Freshness{}, false
+	}
+	if m.behind.Load() {
+		f := *km.served.Load()
+		f.State = StateLagging
+		return f, true
 	}
 	return *km.freshness.Load(), true
 }
@@ -163,7 +200,20 @@ func (m *Model) Freshness(k practice.Kind) (practice.Freshness, bool) {
 func (m *Model) SetFreshness(k practice.Kind, f practice.Freshness) {
 	if km, ok := m.kinds[k]; ok {
 		km.freshness.Store(&f)
+		if !m.behind.Load() {
+			km.served.Store(&f)
+		}
 	}
+}
+
+// Lagging reports whether this instance serves a copy behind the shared
+// feed, while it catches up in the background.
+func (m *Model) Lagging() bool { return m.behind.Load() }
+
+// Close stops the background catch-up and waits for it.
+func (m *Model) Close() {
+	m.closeOnce.Do(func() { close(m.quit) })
+	m.wg.Wait()
 }
 
 // List serves a page of k from memory, after applying what other
@@ -234,13 +284,26 @@ func (m *Model) find(km *kindModel, id string) json.RawMessage {
 }
 
 // Apply writes updates to the store, then to memory, so that this
-// instance reads them at once and others when they next catch up.
+// instance reads them at once and others when they next catch up. An
+// update older than the record's state here, by the version or
+// updated_at the vendor publishes, is left out: whichever order
+// observations arrive in, the newest one stays.
 func (m *Model) Apply(ctx context.Context, us []Update) error {
-	entries := make([]*recordindex.Entry, len(us))
-	for i, u := range us {
+	for _, u := range us {
 		if _, ok := m.kinds[u.Kind]; !ok {
 			return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, u.Kind)
 		}
+	}
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.feed != nil && !m.catching.Load() {
+		// Compared with what every instance wrote, as far as the feed
+		// can tell in the time the write may take.
+		_ = m.follow(ctx)
+	}
+	us = m.newer(us)
+	entries := make([]*recordindex.Entry, len(us))
+	for i, u := range us {
 		if u.Raw == nil {
 			continue
 		}
@@ -253,6 +316,9 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 		}
 		entries[i] = &e
 	}
+	if len(us) == 0 {
+		return nil
+	}
 	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
 		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
 	}
@@ -262,6 +328,23 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 		m.applyLocked(u, entries[i])
 	}
 	return nil
+}
+
+// newer leaves out the updates older than the state held; the caller
+// holds write.
+func (m *Model) newer(us []Update) []Update {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := us[:0:0]
+	for _, u := range us {
+		if u.Raw != nil {
+			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil && changes.Older(u.Raw, e.Raw) {
+				continue
+			}
+		}
+		out = append(out, u)
+	}
+	return out
 }
 
 // applyLocked puts one update in memory; the caller holds mu.
@@ -277,31 +360,59 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 	km.col.Upsert(*e)
 }
 
-// syncForRead catches up before a read. When the shared store cannot be
-// reached the read is answered from what this instance holds: a copy a
-// little behind beats no answer, and the sync's state says how fresh it
-// is.
+// syncForRead catches up before a read, within readSyncTimeout. A
+// catch-up longer than that (a follower trimmed past, a large backfill
+// on another instance) goes on in the background, and the read is
+// answered from what this instance holds, marked lagging until it is
+// done; so is a read while the shared store cannot be reached.
 func (m *Model) syncForRead(ctx context.Context) {
+	if m.feed == nil || m.catching.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
 	defer cancel()
-	_ = m.Sync(ctx)
+	if err := m.Sync(ctx); err != nil {
+		m.catchUpLater()
+	}
 }
 
 // readSyncTimeout bounds the catch-up before a read, so that a shared store
 // that stopped answering delays a read by no more than this.
 const readSyncTimeout = 500 * time.Millisecond
 
+// errBehind is Sync's answer while the copy is behind the feed and the
+// background catch-up has it in hand.
+var errBehind = errors.New("behind the shared feed; catching up")
+
 // Sync applies what other instances wrote since this one last looked:
 // one round trip to the shared store when nothing is new, so that a
-// caller reads its own write from any instance. Without a feed it does
-// nothing.
+// caller reads its own write from any instance. A position the feed no
+// longer keeps is not reloaded here, inside a caller's deadline, but in
+// the background: Sync reports the model unavailable meanwhile. Without
+// a feed it does nothing.
 func (m *Model) Sync(ctx context.Context) error {
 	if m.feed == nil {
 		return nil
 	}
-	head, err := m.feed.Head(ctx, m.tenant.Firm)
+	if m.catching.Load() {
+		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, errBehind)
+	}
+	err := m.follow(ctx)
+	if errors.Is(err, ErrGap) {
+		m.catchUpLater()
+	}
 	if err != nil {
 		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// follow applies the feed from this instance's position to its head; a
+// position the feed no longer keeps is ErrGap.
+func (m *Model) follow(ctx context.Context) error {
+	head, err := m.feed.Head(ctx, m.tenant.Firm)
+	if err != nil {
+		return err
 	}
 	if head == *m.applied.Load() {
 		return nil
@@ -312,11 +423,8 @@ func (m *Model) Sync(ctx context.Context) error {
 	// short of full is the end of the feed as it was.
 	for pos := *m.applied.Load(); pos != head; {
 		us, next, err := m.feed.Since(ctx, m.tenant.Firm, pos, feedBatch)
-		if errors.Is(err, ErrGap) {
-			return m.load(ctx)
-		}
 		if err != nil {
-			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+			return err
 		}
 		if len(us) == 0 || next == pos {
 			break
@@ -329,6 +437,65 @@ func (m *Model) Sync(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// catchUpLater marks the copy lagging and starts the background
+// catch-up, unless it runs already.
+func (m *Model) catchUpLater() {
+	if !m.catching.CompareAndSwap(false, true) {
+		return
+	}
+	m.behind.Store(true)
+	m.goBackground(m.catchUpNow)
+}
+
+// catchUpNow follows the feed, loading the whole model again when its
+// position was trimmed, until it reaches the head; then reads are live
+// again. A failure is retried after a pause until the model closes.
+func (m *Model) catchUpNow(ctx context.Context) {
+	defer m.catching.Store(false)
+	for attempt := 0; ; attempt++ {
+		err := m.follow(ctx)
+		if errors.Is(err, ErrGap) {
+			err = m.load(ctx)
+		}
+		if err == nil {
+			m.caughtUp()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 5*time.Second)):
+		}
+	}
+}
+
+// caughtUp clears lagging: what the sync says is what this instance
+// serves again.
+func (m *Model) caughtUp() {
+	m.behind.Store(false)
+	for _, km := range m.kinds {
+		km.served.Store(km.freshness.Load())
+	}
+}
+
+// goOwned runs fn on a goroutine the model owns, until Close.
+func (m *Model) goOwned(fn func(context.Context)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-m.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		fn(ctx)
+	}()
 }
 
 func (m *Model) applyFeed(us []Update) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,13 +34,31 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	}); err != nil {
 		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
 	}
+	var unconfirmed int
 	for _, id := range s.Model.idsBefore(k, start) {
 		if seen[id] {
+			continue
+		}
+		gone, err := s.confirmGone(ctx, k, id)
+		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return err
+		}
+		if err != nil {
+			// Kept: a record is removed only on the vendor's word.
+			unconfirmed++
+			s.Logger.Warn("removal not confirmed; the record stays", zap.String("sync", s.name()),
+				zap.String("kind", string(k)), zap.String("id", id), zap.Error(err))
+			continue
+		}
+		if !gone {
 			continue
 		}
 		if err := s.forget(ctx, k, id, start); err != nil {
 			return err
 		}
+	}
+	if unconfirmed > 0 {
+		return fmt.Errorf("reconcile %s %s: %d removals could not be confirmed with the vendor", s.Label, k, unconfirmed)
 	}
 	s.mu.Lock()
 	kp := s.kindProgress(k)
@@ -48,6 +67,24 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	s.mu.Unlock()
 	s.Logger.Info("reconciled", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", len(seen)))
 	return nil
+}
+
+// confirmGone asks the vendor for a record a listing did not show: a
+// listing paged by offset (Karbon's $skip) skips a record whenever one
+// before it is deleted during the walk, so only the vendor's not found
+// removes it. A record the vendor still has is kept as it now is.
+func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string) (bool, error) {
+	if err := s.renew(ctx); err != nil {
+		return false, err
+	}
+	raw, err := s.Reader.Get(ctx, s.tenant(), k, id)
+	if errors.Is(err, practice.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, s.keep(ctx, k, []json.RawMessage{raw}, true)
 }
 
 // forget removes a record the vendor no longer has, raising one change

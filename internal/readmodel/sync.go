@@ -134,6 +134,11 @@ type kindProgress struct {
 	ConfirmedAt  time.Time `json:"confirmed_at,omitzero"`
 	ReconciledAt time.Time `json:"reconciled_at,omitzero"`
 	PolledAt     time.Time `json:"polled_at,omitzero"`
+	// Error is this kind's last failure, since ErrorSince; the kind is
+	// tried again at RetryAt while the others go on.
+	Error      string    `json:"error,omitempty"`
+	ErrorSince time.Time `json:"error_since,omitzero"`
+	RetryAt    time.Time `json:"retry_at,omitzero"`
 }
 
 func (s *Syncer) now() time.Time {
@@ -200,31 +205,55 @@ func (s *Syncer) Run(ctx context.Context) {
 	}()
 	s.follow(ctx)
 	for ctx.Err() == nil {
-		held, err := s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
-		if err != nil && ctx.Err() == nil {
-			s.Logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
-		}
-		s.mu.Lock()
-		took := held && !s.holding
-		s.holding = held
-		s.mu.Unlock()
-		if !held {
+		held, more, stepErr := s.round(ctx, s.whileHeld)
+		switch {
+		case !held:
 			// Following is a read of one checkpoint: often enough that
 			// this instance reports what the holder does within a second.
-			s.follow(ctx)
 			s.sleep(ctx, time.Second)
-			continue
-		}
-		if took {
-			// Resume from the last holder's checkpoint.
-			s.follow(ctx)
-		}
-		more, err := s.whileHeld(ctx, s.step)
-		s.record(ctx, err)
-		if !more {
+		case stepErr != nil && !errors.Is(stepErr, errLeaseLost):
+			// A failing vendor is not asked again at once.
+			s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
+		case !more:
 			s.sleep(ctx, s.untilDue())
 		}
 	}
+}
+
+// Tick is one round of Run without its waits and without renewing the
+// lease in the background: it takes or renews the lease, then runs one
+// step and saves its checkpoint, or follows the holder's. A simulation
+// drives syncs with it on its own clock and schedule; held says this
+// instance holds the lease, more that more work is due at once.
+func (s *Syncer) Tick(ctx context.Context) (held, more bool) {
+	s.init()
+	held, more, _ = s.round(ctx, func(ctx context.Context, step func(context.Context) (bool, error)) (bool, error) {
+		return step(ctx)
+	})
+	return held, more
+}
+
+// round is one turn of the sync: the lease, then a step run by run (with
+// the lease renewed alongside, or not) and its checkpoint.
+func (s *Syncer) round(ctx context.Context, run func(context.Context, func(context.Context) (bool, error)) (bool, error)) (held, more bool, err error) {
+	held, err = s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
+	if err != nil && ctx.Err() == nil {
+		s.Logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
+	}
+	s.mu.Lock()
+	took := held && !s.holding
+	s.holding = held
+	s.mu.Unlock()
+	if !held || took {
+		// Follow the holder, or resume from the last holder's checkpoint.
+		s.follow(ctx)
+	}
+	if !held {
+		return false, false, nil
+	}
+	more, err = run(ctx, s.step)
+	s.record(ctx, err)
+	return true, more, err
 }
 
 // Resync asks the holder, wherever it runs, to reconcile every kind now.
@@ -297,6 +326,9 @@ func (s *Syncer) untilDue() time.Duration {
 	for _, k := range s.Kinds {
 		kp := s.kindProgress(k)
 		next = min(next, kp.ReconciledAt.Add(s.Config.Reconcile).Sub(now))
+		if !kp.RetryAt.IsZero() {
+			next = min(next, kp.RetryAt.Sub(now))
+		}
 		if s.polled(k) {
 			next = min(next, kp.PolledAt.Add(s.Config.Poll).Sub(now))
 		}
@@ -305,16 +337,11 @@ func (s *Syncer) untilDue() time.Duration {
 }
 
 // step does the next piece of work: a page of a backfill, a poll round or
-// a reconciliation of one kind. more says there is more to do at once.
+// a reconciliation of one kind. more says there is more to do at once. A
+// kind whose work fails is retried after a pause while the others go on:
+// one kind's failure (a contacts listing whose next link repeats) keeps
+// no other from being backfilled, polled and live.
 func (s *Syncer) step(ctx context.Context) (more bool, err error) {
-	for _, k := range s.Kinds {
-		s.mu.Lock()
-		kp := *s.kindProgress(k)
-		s.mu.Unlock()
-		if !kp.Backfilled {
-			return true, s.backfillPage(ctx, k, kp)
-		}
-	}
 	from, err := s.resyncAsked(ctx)
 	if err != nil {
 		return false, err
@@ -330,22 +357,58 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 		kp := *s.kindProgress(k)
 		asked := s.progress.ReconcileFrom.After(kp.ReconciledAt)
 		s.mu.Unlock()
-		if asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile {
-			return true, s.reconcile(ctx, k)
+		if now.Before(kp.RetryAt) {
+			continue
 		}
-	}
-	for _, k := range s.Kinds {
-		s.mu.Lock()
-		kp := *s.kindProgress(k)
-		s.mu.Unlock()
-		if s.polled(k) && now.Sub(kp.PolledAt) >= s.Config.Poll {
+		var work func(context.Context) error
+		switch {
+		case !kp.Backfilled:
+			work = func(ctx context.Context) error { return s.backfillPage(ctx, k, kp) }
+		case asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile:
+			work = func(ctx context.Context) error { return s.reconcile(ctx, k) }
+		case s.polled(k) && now.Sub(kp.PolledAt) >= s.Config.Poll:
 			if s.Feed != nil {
+				// The feed covers every kind: its failure is the
+				// system's.
 				return true, s.readFeed(ctx)
 			}
-			return true, s.poll(ctx, k, kp)
+			work = func(ctx context.Context) error { return s.poll(ctx, k, kp) }
+		default:
+			continue
 		}
+		err := work(ctx)
+		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return false, err
+		}
+		s.kindOutcome(k, err)
+		if errors.Is(err, practice.ErrUnavailable) {
+			// The vendor itself is down or refusing (an outage, its
+			// budget spent): every kind is, as far as reads can tell.
+			return true, err
+		}
+		return true, nil
 	}
 	return false, nil
+}
+
+// kindOutcome records how k's last piece of work ended: a failure is
+// k's alone, retried after a pause that grows while it keeps failing.
+func (s *Syncer) kindOutcome(k practice.Kind, err error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kp := s.kindProgress(k)
+	if err == nil {
+		kp.Error, kp.ErrorSince, kp.RetryAt = "", time.Time{}, time.Time{}
+		return
+	}
+	if kp.Error == "" {
+		kp.ErrorSince = now
+	}
+	kp.Error = err.Error()
+	pause := min(max(now.Sub(kp.ErrorSince), 5*time.Second), s.Config.Poll)
+	kp.RetryAt = now.Add(pause)
+	s.Logger.Warn("sync of a kind failed", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Error(err))
 }
 
 func (s *Syncer) resyncAsked(ctx context.Context) (time.Time, error) {
@@ -359,6 +422,9 @@ func (s *Syncer) resyncAsked(ctx context.Context) (time.Time, error) {
 }
 
 // record saves the checkpoint after a step and publishes the freshness.
+// The save is fenced by the lease: a step that ended after the lease was
+// lost (a pause longer than its time to live) saves nothing over the new
+// holder's progress.
 func (s *Syncer) record(ctx context.Context, stepErr error) {
 	if errors.Is(stepErr, errLeaseLost) || ctx.Err() != nil {
 		return
@@ -388,15 +454,18 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	if stepErr != nil {
 		s.Logger.Warn("sync step failed", zap.String("sync", s.name()), zap.Error(stepErr))
 	}
+	saved := false
 	if err == nil {
-		err = s.Checkpoints.SaveCheckpoint(ctx, s.name(), b)
+		saved, err = s.Checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.Holder)
 	}
 	if err != nil && ctx.Err() == nil {
 		s.Logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
 	}
-	if stepErr != nil {
-		// A failing vendor is not asked again at once.
-		s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
+	if err == nil && !saved {
+		s.Logger.Warn("sync lease lost before the checkpoint was saved; the new holder's progress stands", zap.String("sync", s.name()))
+		s.mu.Lock()
+		s.holding = false
+		s.mu.Unlock()
 	}
 }
 
@@ -411,7 +480,7 @@ func (s *Syncer) publish() {
 func (s *Syncer) publishLocked() {
 	st := s.statusLocked()
 	for _, ks := range st.Kinds {
-		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: st.State})
+		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State})
 	}
 }
 

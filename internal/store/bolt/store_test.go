@@ -233,3 +233,10 @@ func TestLeasesConformance(t *testing.T) {
 		return st.ReadModel(), reopen(t, db).ReadModel()
 	})
 }
+
+func TestFencedCheckpointsConformance(t *testing.T) {
+	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}

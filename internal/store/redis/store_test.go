@@ -308,3 +308,10 @@ func TestLeasesConformance(t *testing.T) {
 		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
 	})
 }
+
+func TestFencedCheckpointsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}
