@@ -96,7 +96,12 @@ type Observation struct {
 	Version string
 	// OccurredAt is when the vendor says the change happened.
 	OccurredAt time.Time
-	Note       string
+	// ReadAt is when the read of After began, when the caller knows it:
+	// a record removed since (its removal confirmed with the vendor after
+	// the read began) is not brought back by it. Zero is "unknown", and
+	// brings back no removed record.
+	ReadAt time.Time
+	Note   string
 }
 
 // Observe records o and reports whether it published a change. The same
@@ -113,6 +118,13 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return false, fmt.Errorf("last state of %s: %w", key, err)
 	}
 	if before == nil {
+		if removedAt, gone, err := r.removed(ctx, key); err != nil {
+			return false, err
+		} else if gone && !o.ReadAt.After(removedAt) {
+			// Read before the record's removal was confirmed: the
+			// vendor has deleted it since.
+			return false, nil
+		}
 		before = o.Before
 	}
 	if before != nil && Older(o.After, before) {
@@ -153,6 +165,26 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return true, fmt.Errorf("save state of %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// removedState is a StateStore that remembers records removed (the read
+// model), so that a state read before the removal is not taken for new.
+type removedState interface {
+	// Removed reports whether the record was removed and when its
+	// removal was confirmed.
+	Removed(ctx context.Context, key string) (at time.Time, removed bool, err error)
+}
+
+func (r *Recorder) removed(ctx context.Context, key string) (time.Time, bool, error) {
+	rs, ok := r.State.(removedState)
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	at, gone, err := rs.Removed(ctx, key)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("removed state of %s: %w", key, err)
+	}
+	return at, gone, nil
 }
 
 func (r *Recorder) lock(key string) *sync.Mutex {

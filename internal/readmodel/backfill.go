@@ -34,6 +34,7 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 			s.mu.Unlock()
 		}
 	}
+	readAt := s.now()
 	page, err := s.Reader.List(ctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
 	var inv *practice.InvalidError
 	if errors.As(err, &inv) && kp.Cursor != "" {
@@ -48,7 +49,7 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	if err != nil {
 		return fmt.Errorf("backfill %s %s: %w", s.Label, k, err)
 	}
-	if err := s.keep(ctx, k, page.Items, false); err != nil {
+	if err := s.keep(ctx, k, page.Items, readAt, false); err != nil {
 		return err
 	}
 	kp.Seen += len(page.Items)
@@ -82,7 +83,10 @@ func (s *Syncer) setKind(k practice.Kind, kp kindProgress) {
 // records of a backfill are written in one batch with no change record;
 // every other difference goes through the Recorder, which raises exactly
 // one change record for it and saves it in the model.
-func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMessage, announceNew bool) error {
+//
+// readAt is when the read began: a record removed since is not brought
+// back by it.
+func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
 	var batch []Update
 	for _, raw := range items {
 		e, err := recordindex.NewEntry(raw)
@@ -93,13 +97,13 @@ func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMess
 		switch {
 		case before != nil && bytes.Equal(before, raw):
 			continue
-		case before == nil && !announceNew:
+		case before == nil && !announceNew && !s.Model.removed(k, e.ID):
 			batch = append(batch, Update{Kind: k, ID: e.ID, Raw: bytes.Clone(raw)})
 			continue
 		}
 		o := changes.Observation{
 			Tenant: s.tenant(), Kind: k, ResourceID: e.ID, After: bytes.Clone(raw),
-			Created: before == nil, Version: version(raw), OccurredAt: time.Unix(0, e.Updated),
+			Created: before == nil, Version: version(raw), OccurredAt: time.Unix(0, e.Updated), ReadAt: readAt,
 		}
 		if e.Updated <= 0 {
 			o.OccurredAt = time.Time{}

@@ -21,6 +21,7 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 		if i == maxFeedPages {
 			break
 		}
+		readAt := s.now()
 		page, err := s.Feed.Changes(ctx, s.tenant(), cursor)
 		if errors.Is(err, practice.ErrFeedExpired) {
 			s.Logger.Warn("change feed expired; reconciling", zap.String("sync", s.name()), zap.Error(err))
@@ -37,7 +38,7 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s change feed: %w", s.Label, err)
 		}
-		if err := s.keep(ctx, k, page.Changed, true); err != nil {
+		if err := s.keep(ctx, k, page.Changed, readAt, true); err != nil {
 			return err
 		}
 		for _, id := range page.Gone {

@@ -65,6 +65,10 @@ type kindModel struct {
 	// vendor reads a record the backfill has not reached yet.
 	vendor    practice.Reader
 	freshness atomic.Pointer[practice.Freshness]
+	// gone holds the last state of each record removed, so that an
+	// observation read before the removal (a late webhook's re-read)
+	// does not bring it back: only a newer state of it does.
+	gone map[string]json.RawMessage
 	// served is what the sync said of k when this instance last had
 	// everything the feed held: what it serves while it is behind.
 	served atomic.Pointer[practice.Freshness]
@@ -112,7 +116,7 @@ func New(cfg Config) *Model {
 // the backfill has read them. It is called before Load and before the
 // model serves anything.
 func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
-	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil)}
+	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{}}
 	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
 	km.served.Store(km.freshness.Load())
 	m.kinds[k] = km
@@ -137,8 +141,16 @@ func (m *Model) load(ctx context.Context) error {
 		}
 	}
 	cols := map[practice.Kind][]recordindex.Entry{}
+	gone := map[practice.Kind]map[string]json.RawMessage{}
 	err := m.store.Load(ctx, m.tenant.Firm, func(u Update) error {
 		if _, ok := m.kinds[u.Kind]; !ok || u.Raw == nil {
+			return nil
+		}
+		if isTombstone(u.Raw) {
+			if gone[u.Kind] == nil {
+				gone[u.Kind] = map[string]json.RawMessage{}
+			}
+			gone[u.Kind][u.ID] = bytes.Clone(u.Raw)
 			return nil
 		}
 		e, err := recordindex.NewEntry(bytes.Clone(u.Raw))
@@ -154,6 +166,9 @@ func (m *Model) load(ctx context.Context) error {
 	m.mu.Lock()
 	for k, km := range m.kinds {
 		km.col = recordindex.NewIndex(recordindex.Sorted(cols[k]))
+		for id, t := range gone[k] {
+			km.gone[id] = t
+		}
 	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
@@ -304,7 +319,7 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	us = m.newer(us)
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
-		if u.Raw == nil {
+		if u.Raw == nil || isTombstone(u.Raw) {
 			continue
 		}
 		e, err := recordindex.NewEntry(u.Raw)
@@ -330,34 +345,108 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	return nil
 }
 
-// newer leaves out the updates older than the state held; the caller
-// holds write.
+// newer leaves out the updates older than the state held, and turns a
+// removal into the record's tombstone; the caller holds write.
 func (m *Model) newer(us []Update) []Update {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := us[:0:0]
 	for _, u := range us {
-		if u.Raw != nil {
-			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil && changes.Older(u.Raw, e.Raw) {
-				continue
+		if u.Raw == nil {
+			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil {
+				u.Raw = tombstone(u.ID, e.Raw, time.Time{})
 			}
+			out = append(out, u)
+			continue
+		}
+		if u.Raw != nil && !m.newerLocked(m.kinds[u.Kind], u.ID, u.Raw) {
+			continue
 		}
 		out = append(out, u)
 	}
 	return out
 }
 
-// applyLocked puts one update in memory; the caller holds mu.
+// newerLocked reports whether raw may replace what the model holds of
+// id: it is not older than the record's state, nor, for a record removed,
+// as old as its last state. The caller holds mu.
+func (m *Model) newerLocked(km *kindModel, id string, raw json.RawMessage) bool {
+	if e := km.col.Find(id); e != nil {
+		return !changes.Older(raw, e.Raw)
+	}
+	if last, ok := km.gone[id]; ok {
+		return changes.Older(last, raw)
+	}
+	return true
+}
+
+// applyLocked puts one update in memory; the caller holds mu. It is the
+// one place a removal is applied, whichever way it came (this instance's
+// reconciliation or change feed, or another's through the shared feed).
 func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 	km, ok := m.kinds[u.Kind]
 	if !ok {
 		return
 	}
 	if e == nil {
+		switch cur := km.col.Find(u.ID); {
+		case u.Raw != nil:
+			km.gone[u.ID] = u.Raw
+		case cur != nil:
+			km.gone[u.ID] = tombstone(u.ID, cur.Raw, time.Time{})
+		}
 		km.col.Remove(u.ID)
 		return
 	}
+	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
+}
+
+// Removed reports whether a record of the model was removed, and when
+// its removal was confirmed with the vendor: the Recorder brings back no
+// record from a read that began before.
+func (m *Model) Removed(ctx context.Context, key string) (time.Time, bool, error) {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return time.Time{}, false, nil
+	}
+	if err := m.Sync(ctx); err != nil {
+		return time.Time{}, false, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.kinds[k].col.Find(id) != nil {
+		return time.Time{}, false, nil
+	}
+	last, ok := m.kinds[k].gone[id]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	var ts tombstoneRecord
+	_ = json.Unmarshal(last, &ts)
+	return ts.RemovedAt, true, nil
+}
+
+// removed reports whether k's record id was removed.
+func (m *Model) removed(k practice.Kind, id string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.kinds[k].gone[id]
+	return ok
+}
+
+// Remove removes a record the vendor confirmed it no longer has, at
+// when that was confirmed: its tombstone keeps the time, so that no read
+// begun before brings it back.
+func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.Time) error {
+	if _, ok := m.kinds[k]; !ok {
+		return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, k)
+	}
+	before := m.find(m.kinds[k], id)
+	if before == nil {
+		return nil
+	}
+	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
 }
 
 // syncForRead catches up before a read, within readSyncTimeout. A
@@ -501,7 +590,7 @@ func (m *Model) goOwned(fn func(context.Context)) {
 func (m *Model) applyFeed(us []Update) {
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
-		if u.Raw == nil {
+		if u.Raw == nil || isTombstone(u.Raw) {
 			continue
 		}
 		// An update this version cannot index is left out rather than
@@ -561,6 +650,35 @@ func (m *Model) idsBefore(k practice.Kind, t time.Time) []string {
 		}
 	})
 	return ids
+}
+
+// A removal is kept in the store as the record's tombstone: its id and
+// the version and updated time of its last state. Every instance, and
+// this one after a restart, then knows that a state read before the
+// removal (a late webhook's re-read, a page read during it) is old.
+type tombstoneRecord struct {
+	ID        string          `json:"id"`
+	Deleted   bool            `json:"deleted"`
+	Version   json.RawMessage `json:"version,omitempty"`
+	UpdatedAt json.RawMessage `json:"updated_at,omitempty"`
+	// RemovedAt is when the vendor was asked and said the record is gone.
+	RemovedAt time.Time `json:"removed_at,omitzero"`
+}
+
+func tombstone(id string, last []byte, at time.Time) json.RawMessage {
+	t := tombstoneRecord{ID: id, Deleted: true}
+	_ = json.Unmarshal(last, &t)
+	t.ID, t.Deleted, t.RemovedAt = id, true, at.UTC()
+	b, _ := json.Marshal(t)
+	return b
+}
+
+func isTombstone(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`"deleted":true`)) {
+		return false
+	}
+	var t tombstoneRecord
+	return json.Unmarshal(raw, &t) == nil && t.Deleted
 }
 
 var (

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/practicegw/practicegw/internal/practice"
 )
@@ -13,8 +14,8 @@ import (
 func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) error {
 	start := s.now()
 	q := practice.Query{Limit: pageLimit, Filter: practice.Filter{UpdatedSince: kp.Watermark.Add(-pollOverlap)}}
-	if err := s.walk(ctx, k, q, func(items []json.RawMessage) error {
-		return s.keep(ctx, k, items, true)
+	if err := s.walk(ctx, k, q, func(items []json.RawMessage, readAt time.Time) error {
+		return s.keep(ctx, k, items, readAt, true)
 	}); err != nil {
 		return fmt.Errorf("poll %s %s: %w", s.Label, k, err)
 	}
@@ -25,13 +26,14 @@ func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) err
 
 // walk pages through a query of the vendor, renewing the lease between
 // pages; it stops at a cursor that does not move.
-func (s *Syncer) walk(ctx context.Context, k practice.Kind, q practice.Query, fn func([]json.RawMessage) error) error {
+func (s *Syncer) walk(ctx context.Context, k practice.Kind, q practice.Query, fn func(items []json.RawMessage, readAt time.Time) error) error {
 	for {
+		readAt := s.now()
 		page, err := s.Reader.List(ctx, s.tenant(), k, q)
 		if err != nil {
 			return err
 		}
-		if err := fn(page.Items); err != nil {
+		if err := fn(page.Items, readAt); err != nil {
 			return err
 		}
 		if !page.HasMore {

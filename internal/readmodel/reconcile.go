@@ -21,7 +21,7 @@ import (
 func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	start := s.now()
 	seen := map[string]bool{}
-	if err := s.walk(ctx, k, practice.Query{Limit: pageLimit}, func(items []json.RawMessage) error {
+	if err := s.walk(ctx, k, practice.Query{Limit: pageLimit}, func(items []json.RawMessage, readAt time.Time) error {
 		for _, raw := range items {
 			var v struct {
 				ID string `json:"id"`
@@ -30,7 +30,7 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 				seen[v.ID] = true
 			}
 		}
-		return s.keep(ctx, k, items, true)
+		return s.keep(ctx, k, items, readAt, true)
 	}); err != nil {
 		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
 	}
@@ -39,7 +39,8 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 		if seen[id] {
 			continue
 		}
-		gone, err := s.confirmGone(ctx, k, id)
+		confirmedAt := s.now()
+		gone, err := s.confirmGone(ctx, k, id, confirmedAt)
 		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
 			return err
 		}
@@ -53,7 +54,7 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 		if !gone {
 			continue
 		}
-		if err := s.forget(ctx, k, id, start); err != nil {
+		if err := s.forget(ctx, k, id, confirmedAt); err != nil {
 			return err
 		}
 	}
@@ -73,7 +74,7 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 // listing paged by offset (Karbon's $skip) skips a record whenever one
 // before it is deleted during the walk, so only the vendor's not found
 // removes it. A record the vendor still has is kept as it now is.
-func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string) (bool, error) {
+func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, readAt time.Time) (bool, error) {
 	if err := s.renew(ctx); err != nil {
 		return false, err
 	}
@@ -84,7 +85,7 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string) (b
 	if err != nil {
 		return false, err
 	}
-	return false, s.keep(ctx, k, []json.RawMessage{raw}, true)
+	return false, s.keep(ctx, k, []json.RawMessage{raw}, readAt, true)
 }
 
 // forget removes a record the vendor no longer has, raising one change
@@ -102,5 +103,5 @@ func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time
 	if err := s.Sink.Publish(ctx, c); err != nil {
 		return fmt.Errorf("publish removal of %s: %w", id, err)
 	}
-	return s.Model.Apply(ctx, []Update{{Kind: k, ID: id}})
+	return s.Model.Remove(ctx, k, id, at)
 }
