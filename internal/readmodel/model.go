@@ -316,6 +316,11 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 		// can tell in the time the write may take.
 		_ = m.follow(ctx)
 	}
+	return m.applyHeld(ctx, us)
+}
+
+// applyHeld is Apply; the caller holds write and has caught up.
+func (m *Model) applyHeld(ctx context.Context, us []Update) error {
 	us = m.newer(us)
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
@@ -437,16 +442,29 @@ func (m *Model) removed(k practice.Kind, id string) bool {
 
 // Remove removes a record the vendor confirmed it no longer has, at
 // when that was confirmed: its tombstone keeps the time, so that no read
-// begun before brings it back.
-func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.Time) error {
-	if _, ok := m.kinds[k]; !ok {
+// begun before brings it back. announce is called first with the
+// record's last state, once this instance has caught up with the others
+// and still holds the record, so that a removal is announced once.
+func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.Time, announce func(before json.RawMessage) error) error {
+	km, ok := m.kinds[k]
+	if !ok {
 		return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, k)
 	}
-	before := m.find(m.kinds[k], id)
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.feed != nil {
+		if err := m.follow(ctx); err != nil {
+			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+		}
+	}
+	before := m.find(km, id)
 	if before == nil {
 		return nil
 	}
-	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
+	if err := announce(before); err != nil {
+		return err
+	}
+	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
 }
 
 // syncForRead catches up before a read, within readSyncTimeout. A

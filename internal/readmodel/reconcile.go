@@ -90,18 +90,19 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, re
 
 // forget removes a record the vendor no longer has, raising one change
 // record whose after is null.
+//
+// Its id is the record's removal, whatever state it had: two instances
+// removing it raise one change.
 func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time.Time) error {
-	before := s.Model.find(s.Model.kinds[k], id)
-	if before == nil {
+	return s.Model.Remove(ctx, k, id, at, func(before json.RawMessage) error {
+		c := practice.Change{
+			ID:   changes.ChangeID(s.tenant(), k, id, "removed", nil),
+			Firm: s.tenant().Firm, Kind: k, ResourceID: id,
+			Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at,
+		}
+		if err := s.Sink.Publish(ctx, c); err != nil {
+			return fmt.Errorf("publish removal of %s: %w", id, err)
+		}
 		return nil
-	}
-	c := practice.Change{
-		ID:   changes.ChangeID(s.tenant(), k, id, "removed", before),
-		Firm: s.tenant().Firm, Kind: k, ResourceID: id,
-		Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at,
-	}
-	if err := s.Sink.Publish(ctx, c); err != nil {
-		return fmt.Errorf("publish removal of %s: %w", id, err)
-	}
-	return s.Model.Remove(ctx, k, id, at)
+	})
 }
