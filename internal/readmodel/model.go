@@ -314,7 +314,7 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	if m.feed != nil && !m.catching.Load() {
 		// Compared with what every instance wrote, as far as the feed
 		// can tell in the time the write may take.
-		_ = m.follow(ctx)
+		_ = m.followOrCatchUp(ctx)
 	}
 	return m.applyHeld(ctx, us)
 }
@@ -453,7 +453,7 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 	m.write.Lock()
 	defer m.write.Unlock()
 	if m.feed != nil {
-		if err := m.follow(ctx); err != nil {
+		if err := m.followOrCatchUp(ctx); err != nil {
 			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
 		}
 	}
@@ -544,6 +544,16 @@ func (m *Model) follow(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// followOrCatchUp follows the feed; a position it no longer keeps starts
+// the background catch-up.
+func (m *Model) followOrCatchUp(ctx context.Context) error {
+	err := m.follow(ctx)
+	if errors.Is(err, ErrGap) {
+		m.catchUpLater()
+	}
+	return err
 }
 
 // catchUpLater marks the copy lagging and starts the background
