@@ -289,9 +289,9 @@ func (m *ReadModel) SaveCheckpoint(ctx context.Context, name string, value []byt
 
 // saveHeldScript saves the checkpoint KEYS[1] only while ARGV[1] holds
 // the lease KEYS[2]; an expired lease's key is gone, so it fails too.
-// On Redis Cluster the two keys must share a slot: a sync's checkpoint
-// and lease are named alike, and a name with a {hash tag} keeps them
-// together.
+// The two keys are read and written in one script: on Redis Cluster they
+// must share a slot, which a sync's names (sync/<firm>/<role>) do not
+// give them yet; a standalone or replicated Redis, as deployed, runs it.
 var saveHeldScript = goredis.NewScript(`
 if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[2])
