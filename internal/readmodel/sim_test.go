@@ -39,7 +39,7 @@ func TestSyncSimulation(t *testing.T) {
 		if len(res.Divergences) > 0 {
 			failed++
 			if failed <= 3 {
-				t.Errorf("seed %d diverged (replay: go test ./internal/readmodel -run TestSyncSimulation -seed=%d -v):\n%s",
+				t.Errorf("seed %d diverged (replay: go test ./internal/readmodel -run TestSyncSimulation -v -args -seed=%d):\n%s",
 					s, s, res.Divergences[0])
 			}
 		}
