@@ -89,12 +89,19 @@ type Observation struct {
 	// known before is only remembered: publishing it with no before would
 	// announce a long-existing job as opened or an invoice as raised.
 	Created bool
-	// Version is what the vendor says identifies this state of the
-	// record (its updated time or timestamp); it makes the change id.
+	// Version is what the vendor's notification says of this state (its
+	// timestamp). It does not make the change id, which comes from the
+	// state alone: a webhook and a poll noticing the same state, on any
+	// instance, raise one change.
 	Version string
 	// OccurredAt is when the vendor says the change happened.
 	OccurredAt time.Time
-	Note       string
+	// ReadAt is when the read of After began, when the caller knows it:
+	// a record removed since (its removal confirmed with the vendor after
+	// the read began) is not brought back by it. Zero is "unknown", and
+	// brings back no removed record.
+	ReadAt time.Time
+	Note   string
 }
 
 // Observe records o and reports whether it published a change. The same
@@ -111,7 +118,19 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return false, fmt.Errorf("last state of %s: %w", key, err)
 	}
 	if before == nil {
+		if removedAt, gone, err := r.removed(ctx, key); err != nil {
+			return false, err
+		} else if gone && !o.ReadAt.After(removedAt) {
+			// Read before the record's removal was confirmed: the
+			// vendor has deleted it since.
+			return false, nil
+		}
 		before = o.Before
+	}
+	if before != nil && Older(o.After, before) {
+		// A read that began before the state saved (a poll page read
+		// before a webhook's re-read) would roll the record back.
+		return false, nil
 	}
 	if before == nil && !o.Created || before != nil && bytes.Equal(before, o.After) {
 		if err := r.State.Save(ctx, key, o.After); err != nil {
@@ -127,7 +146,7 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		}
 	}
 	c := practice.Change{
-		ID:         ChangeID(o.Tenant, o.Kind, o.ResourceID, o.Version, o.After),
+		ID:         StateChangeID(o.Tenant, o.Kind, o.ResourceID, o.After),
 		Firm:       o.Tenant.Firm,
 		Sandbox:    o.Tenant.Sandbox,
 		Kind:       o.Kind,
@@ -146,6 +165,26 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return true, fmt.Errorf("save state of %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// removedState is a StateStore that remembers records removed (the read
+// model), so that a state read before the removal is not taken for new.
+type removedState interface {
+	// Removed reports whether the record was removed and when its
+	// removal was confirmed.
+	Removed(ctx context.Context, key string) (at time.Time, removed bool, err error)
+}
+
+func (r *Recorder) removed(ctx context.Context, key string) (time.Time, bool, error) {
+	rs, ok := r.State.(removedState)
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	at, gone, err := rs.Removed(ctx, key)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("removed state of %s: %w", key, err)
+	}
+	return at, gone, nil
 }
 
 func (r *Recorder) lock(key string) *sync.Mutex {
@@ -169,6 +208,38 @@ func ChangeID(t practice.Tenant, k practice.Kind, id, version string, after []by
 	}
 	h.Write(after)
 	return "chg_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// StateChangeID is the change id of a record's new state: derived from
+// the firm, the record and the state's bytes (which hold its version
+// and updated time), never from how or when it was noticed.
+func StateChangeID(t practice.Tenant, k practice.Kind, id string, after []byte) string {
+	return ChangeID(t, k, id, "", after)
+}
+
+// Older reports whether state a is older than state b by what the vendor
+// publishes of its records: the version, then updated_at. States that
+// publish neither, or the same of both, are not ordered.
+func Older(a, b []byte) bool {
+	va, vb := stamp(a), stamp(b)
+	switch {
+	case va.Version != 0 && vb.Version != 0 && va.Version != vb.Version:
+		return va.Version < vb.Version
+	case !va.UpdatedAt.IsZero() && !vb.UpdatedAt.IsZero():
+		return va.UpdatedAt.Before(vb.UpdatedAt)
+	}
+	return false
+}
+
+type stamped struct {
+	Version   int64     `json:"version"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func stamp(raw []byte) stamped {
+	var s stamped
+	_ = json.Unmarshal(raw, &s)
+	return s
 }
 
 // ParseStateKey reads a key StateKey made; ok is false for any other key

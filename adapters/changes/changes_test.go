@@ -3,6 +3,7 @@ package changes_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,7 +47,7 @@ func TestRecorder(t *testing.T) {
 	if s.changes[0].ID == s.changes[1].ID || s.changes[0].ID[:4] != "chg_" {
 		t.Fatalf("ids %s %s", s.changes[0].ID, s.changes[1].ID)
 	}
-	if id := changes.ChangeID(tenant, practice.Jobs, "job_1", "v1", s.changes[0].After); id != s.changes[0].ID {
+	if id := changes.StateChangeID(tenant, practice.Jobs, "job_1", s.changes[0].After); id != s.changes[0].ID {
 		t.Fatal("change ids are not deterministic")
 	}
 
@@ -67,5 +68,55 @@ func TestRecorder(t *testing.T) {
 	known.ResourceID, known.Before = "job_3", json.RawMessage(`{"id":"job_3","stage":"planned"}`)
 	if got, _ := rec.Observe(ctx, s, known); !got || string(s.changes[3].Before) != string(known.Before) {
 		t.Fatal("a known before was not used")
+	}
+}
+
+func job(name string, version int64, updated string) json.RawMessage {
+	return json.RawMessage(fmt.Sprintf(`{"id":"job_1","name":%q,"version":%d,"updated_at":%q}`, name, version, updated))
+}
+
+// A state read before the one saved (a poll page read before a webhook's
+// re-read, delivered after it) neither replaces it nor raises a change
+// back; the same new state noticed by a webhook on one instance and a
+// poll on another is one change id.
+func TestRecorderOrdersByTheVendorsVersion(t *testing.T) {
+	ctx := context.Background()
+	tenant := practice.Tenant{Firm: "frm_a"}
+	state := changes.NewMemoryState()
+	first := job("First", 100, "2026-03-02T09:00:00Z")
+	second := job("Second", 200, "2026-03-02T09:05:00Z")
+	obs := func(after json.RawMessage, noticed string) changes.Observation {
+		return changes.Observation{Tenant: tenant, Kind: practice.Jobs, ResourceID: "job_1", After: after, Version: noticed, Created: true}
+	}
+	s := &sink{}
+	webhook := &changes.Recorder{State: state}
+	poll := &changes.Recorder{State: state}
+	for _, step := range []struct {
+		rec *changes.Recorder
+		o   changes.Observation
+	}{
+		{webhook, obs(first, "2026-03-02T09:00:01Z")},
+		{webhook, obs(second, "2026-03-02T09:05:01Z")},
+		{poll, obs(first, "100")}, // a poll page read before the webhook's re-read
+	} {
+		if _, err := step.rec.Observe(ctx, s, step.o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if last, _ := state.Last(ctx, changes.StateKey(tenant, practice.Jobs, "job_1")); string(last) != string(second) {
+		t.Fatalf("an older read replaced the newer state: %s", last)
+	}
+	if len(s.changes) != 2 || string(s.changes[1].After) != string(second) {
+		t.Fatalf("changes %+v; want First, then Second, and nothing back", s.changes)
+	}
+
+	// Another instance's poll notices Second with the record's version.
+	other := &sink{}
+	if _, err := (&changes.Recorder{State: changes.NewMemoryState()}).Observe(ctx, other,
+		changes.Observation{Tenant: tenant, Kind: practice.Jobs, ResourceID: "job_1", After: second, Before: first, Version: "200"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(other.changes) != 1 || other.changes[0].ID != s.changes[1].ID {
+		t.Fatalf("the same state noticed two ways: %v and %v", other.changes, s.changes[1].ID)
 	}
 }

@@ -430,6 +430,12 @@ func (a *App) Stop() error {
 		a.cancel()
 		a.wg.Wait()
 	}
+	for _, b := range a.firms {
+		if b.model != nil {
+			// A follower's background catch-up with the shared feed.
+			b.model.Close()
+		}
+	}
 	return a.dispatch.stop()
 }
 

@@ -40,6 +40,23 @@ type Model struct {
 	// one goroutine at a time.
 	catchUp sync.Mutex
 	applied atomic.Pointer[string]
+	// write orders this instance's writes: what is there is compared
+	// with an update and the update stored in one turn, so an older
+	// observation never lands after a newer one.
+	write sync.Mutex
+
+	// behind is set while this instance serves a copy older than the
+	// shared feed (trimmed past its position, or a catch-up longer than
+	// a read may wait): reads say lagging until the background catch-up
+	// reaches the feed's head.
+	behind   atomic.Bool
+	catching atomic.Bool
+	// goBackground runs the catch-up; the model's own goroutine unless a
+	// test schedules it.
+	goBackground func(func(context.Context))
+	quit         chan struct{}
+	closeOnce    sync.Once
+	wg           sync.WaitGroup
 }
 
 // kindModel is one kind's records and what the sync says of them.
@@ -48,6 +65,13 @@ type kindModel struct {
 	// vendor reads a record the backfill has not reached yet.
 	vendor    practice.Reader
 	freshness atomic.Pointer[practice.Freshness]
+	// gone holds the last state of each record removed, so that an
+	// observation read before the removal (a late webhook's re-read)
+	// does not bring it back: only a newer state of it does.
+	gone map[string]json.RawMessage
+	// served is what the sync said of k when this instance last had
+	// everything the feed held: what it serves while it is behind.
+	served atomic.Pointer[practice.Freshness]
 }
 
 // Config builds a Model.
@@ -58,6 +82,10 @@ type Config struct {
 	Feed Feed
 	// Other keeps every state key that is not a record of the model.
 	Other changes.StateStore
+	// Background runs the catch-up of an instance behind the feed; nil
+	// is a goroutine the model owns (Close waits for it). A simulation
+	// sets it to run the catch-up when its scheduler chooses.
+	Background func(run func(context.Context))
 }
 
 // New makes a firm's model with no kinds. The firm's systems are opened
@@ -70,6 +98,11 @@ func New(cfg Config) *Model {
 		feed:   cfg.Feed,
 		other:  cfg.Other,
 		kinds:  map[practice.Kind]*kindModel{},
+		quit:   make(chan struct{}),
+	}
+	m.goBackground = cfg.Background
+	if m.goBackground == nil {
+		m.goBackground = m.goOwned
 	}
 	if m.other == nil {
 		m.other = changes.NewMemoryState()
@@ -83,8 +116,9 @@ func New(cfg Config) *Model {
 // the backfill has read them. It is called before Load and before the
 // model serves anything.
 func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
-	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil)}
+	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{}}
 	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
+	km.served.Store(km.freshness.Load())
 	m.kinds[k] = km
 }
 
@@ -107,8 +141,16 @@ func (m *Model) load(ctx context.Context) error {
 		}
 	}
 	cols := map[practice.Kind][]recordindex.Entry{}
+	gone := map[practice.Kind]map[string]json.RawMessage{}
 	err := m.store.Load(ctx, m.tenant.Firm, func(u Update) error {
 		if _, ok := m.kinds[u.Kind]; !ok || u.Raw == nil {
+			return nil
+		}
+		if isTombstone(u.Raw) {
+			if gone[u.Kind] == nil {
+				gone[u.Kind] = map[string]json.RawMessage{}
+			}
+			gone[u.Kind][u.ID] = bytes.Clone(u.Raw)
 			return nil
 		}
 		e, err := recordindex.NewEntry(bytes.Clone(u.Raw))
@@ -124,6 +166,9 @@ func (m *Model) load(ctx context.Context) error {
 	m.mu.Lock()
 	for k, km := range m.kinds {
 		km.col = recordindex.NewIndex(recordindex.Sorted(cols[k]))
+		for id, t := range gone[k] {
+			km.gone[id] = t
+		}
 	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
@@ -150,11 +195,18 @@ func (m *Model) Count(k practice.Kind) int {
 	return km.col.Len()
 }
 
-// Freshness is what the sync last said of k's records.
+// Freshness is what this instance serves of k: what the sync last said
+// of k's records, or, while this instance is behind the shared feed,
+// lagging and confirmed no later than when it last caught up.
 func (m *Model) Freshness(k practice.Kind) (practice.Freshness, bool) {
 	km, ok := m.kinds[k]
 	if !ok {
 		return practice.Freshness{}, false
+	}
+	if m.behind.Load() {
+		f := *km.served.Load()
+		f.State = StateLagging
+		return f, true
 	}
 	return *km.freshness.Load(), true
 }
@@ -163,7 +215,20 @@ func (m *Model) Freshness(k practice.Kind) (practice.Freshness, bool) {
 func (m *Model) SetFreshness(k practice.Kind, f practice.Freshness) {
 	if km, ok := m.kinds[k]; ok {
 		km.freshness.Store(&f)
+		if !m.behind.Load() {
+			km.served.Store(&f)
+		}
 	}
+}
+
+// Lagging reports whether this instance serves a copy behind the shared
+// feed, while it catches up in the background.
+func (m *Model) Lagging() bool { return m.behind.Load() }
+
+// Close stops the background catch-up and waits for it.
+func (m *Model) Close() {
+	m.closeOnce.Do(func() { close(m.quit) })
+	m.wg.Wait()
 }
 
 // List serves a page of k from memory, after applying what other
@@ -234,14 +299,32 @@ func (m *Model) find(km *kindModel, id string) json.RawMessage {
 }
 
 // Apply writes updates to the store, then to memory, so that this
-// instance reads them at once and others when they next catch up.
+// instance reads them at once and others when they next catch up. An
+// update older than the record's state here, by the version or
+// updated_at the vendor publishes, is left out: whichever order
+// observations arrive in, the newest one stays.
 func (m *Model) Apply(ctx context.Context, us []Update) error {
-	entries := make([]*recordindex.Entry, len(us))
-	for i, u := range us {
+	for _, u := range us {
 		if _, ok := m.kinds[u.Kind]; !ok {
 			return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, u.Kind)
 		}
-		if u.Raw == nil {
+	}
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.feed != nil && !m.catching.Load() {
+		// Compared with what every instance wrote, as far as the feed
+		// can tell in the time the write may take.
+		_ = m.followOrCatchUp(ctx)
+	}
+	return m.applyHeld(ctx, us)
+}
+
+// applyHeld is Apply; the caller holds write and has caught up.
+func (m *Model) applyHeld(ctx context.Context, us []Update) error {
+	us = m.newer(us)
+	entries := make([]*recordindex.Entry, len(us))
+	for i, u := range us {
+		if u.Raw == nil || isTombstone(u.Raw) {
 			continue
 		}
 		e, err := recordindex.NewEntry(u.Raw)
@@ -252,6 +335,9 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 			return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
 		}
 		entries[i] = &e
+	}
+	if len(us) == 0 {
+		return nil
 	}
 	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
 		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
@@ -264,44 +350,176 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	return nil
 }
 
-// applyLocked puts one update in memory; the caller holds mu.
+// newer leaves out the updates older than the state held, and turns a
+// removal into the record's tombstone; the caller holds write.
+func (m *Model) newer(us []Update) []Update {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := us[:0:0]
+	for _, u := range us {
+		if u.Raw == nil {
+			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil {
+				u.Raw = tombstone(u.ID, e.Raw, time.Time{})
+			}
+			out = append(out, u)
+			continue
+		}
+		if u.Raw != nil && !m.newerLocked(m.kinds[u.Kind], u.ID, u.Raw) {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// newerLocked reports whether raw may replace what the model holds of
+// id: it is not older than the record's state, nor, for a record removed,
+// as old as its last state. The caller holds mu.
+func (m *Model) newerLocked(km *kindModel, id string, raw json.RawMessage) bool {
+	if e := km.col.Find(id); e != nil {
+		return !changes.Older(raw, e.Raw)
+	}
+	if last, ok := km.gone[id]; ok {
+		return changes.Older(last, raw)
+	}
+	return true
+}
+
+// applyLocked puts one update in memory; the caller holds mu. It is the
+// one place a removal is applied, whichever way it came (this instance's
+// reconciliation or change feed, or another's through the shared feed).
 func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 	km, ok := m.kinds[u.Kind]
 	if !ok {
 		return
 	}
 	if e == nil {
+		switch cur := km.col.Find(u.ID); {
+		case u.Raw != nil:
+			km.gone[u.ID] = u.Raw
+		case cur != nil:
+			km.gone[u.ID] = tombstone(u.ID, cur.Raw, time.Time{})
+		}
 		km.col.Remove(u.ID)
 		return
 	}
+	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
 }
 
-// syncForRead catches up before a read. When the shared store cannot be
-// reached the read is answered from what this instance holds: a copy a
-// little behind beats no answer, and the sync's state says how fresh it
-// is.
+// Removed reports whether a record of the model was removed, and when
+// its removal was confirmed with the vendor: the Recorder brings back no
+// record from a read that began before.
+func (m *Model) Removed(ctx context.Context, key string) (time.Time, bool, error) {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return time.Time{}, false, nil
+	}
+	if err := m.Sync(ctx); err != nil {
+		return time.Time{}, false, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.kinds[k].col.Find(id) != nil {
+		return time.Time{}, false, nil
+	}
+	last, ok := m.kinds[k].gone[id]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	var ts tombstoneRecord
+	_ = json.Unmarshal(last, &ts)
+	return ts.RemovedAt, true, nil
+}
+
+// removed reports whether k's record id was removed.
+func (m *Model) removed(k practice.Kind, id string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.kinds[k].gone[id]
+	return ok
+}
+
+// Remove removes a record the vendor confirmed it no longer has, at
+// when that was confirmed: its tombstone keeps the time, so that no read
+// begun before brings it back. announce is called first with the
+// record's last state, once this instance has caught up with the others
+// and still holds the record, so that a removal is announced once.
+func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.Time, announce func(before json.RawMessage) error) error {
+	km, ok := m.kinds[k]
+	if !ok {
+		return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, k)
+	}
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.feed != nil {
+		if err := m.followOrCatchUp(ctx); err != nil {
+			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+		}
+	}
+	before := m.find(km, id)
+	if before == nil {
+		return nil
+	}
+	if err := announce(before); err != nil {
+		return err
+	}
+	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
+}
+
+// syncForRead catches up before a read, within readSyncTimeout. A
+// catch-up longer than that (a follower trimmed past, a large backfill
+// on another instance) goes on in the background, and the read is
+// answered from what this instance holds, marked lagging until it is
+// done; so is a read while the shared store cannot be reached.
 func (m *Model) syncForRead(ctx context.Context) {
+	if m.feed == nil || m.catching.Load() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
 	defer cancel()
-	_ = m.Sync(ctx)
+	if err := m.Sync(ctx); err != nil {
+		m.catchUpLater()
+	}
 }
 
 // readSyncTimeout bounds the catch-up before a read, so that a shared store
 // that stopped answering delays a read by no more than this.
 const readSyncTimeout = 500 * time.Millisecond
 
+// errBehind is Sync's answer while the copy is behind the feed and the
+// background catch-up has it in hand.
+var errBehind = errors.New("behind the shared feed; catching up")
+
 // Sync applies what other instances wrote since this one last looked:
 // one round trip to the shared store when nothing is new, so that a
-// caller reads its own write from any instance. Without a feed it does
-// nothing.
+// caller reads its own write from any instance. A position the feed no
+// longer keeps is not reloaded here, inside a caller's deadline, but in
+// the background: Sync reports the model unavailable meanwhile. Without
+// a feed it does nothing.
 func (m *Model) Sync(ctx context.Context) error {
 	if m.feed == nil {
 		return nil
 	}
-	head, err := m.feed.Head(ctx, m.tenant.Firm)
+	if m.catching.Load() {
+		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, errBehind)
+	}
+	err := m.follow(ctx)
+	if errors.Is(err, ErrGap) {
+		m.catchUpLater()
+	}
 	if err != nil {
 		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// follow applies the feed from this instance's position to its head; a
+// position the feed no longer keeps is ErrGap.
+func (m *Model) follow(ctx context.Context) error {
+	head, err := m.feed.Head(ctx, m.tenant.Firm)
+	if err != nil {
+		return err
 	}
 	if head == *m.applied.Load() {
 		return nil
@@ -312,11 +530,8 @@ func (m *Model) Sync(ctx context.Context) error {
 	// short of full is the end of the feed as it was.
 	for pos := *m.applied.Load(); pos != head; {
 		us, next, err := m.feed.Since(ctx, m.tenant.Firm, pos, feedBatch)
-		if errors.Is(err, ErrGap) {
-			return m.load(ctx)
-		}
 		if err != nil {
-			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+			return err
 		}
 		if len(us) == 0 || next == pos {
 			break
@@ -331,10 +546,79 @@ func (m *Model) Sync(ctx context.Context) error {
 	return nil
 }
 
+// followOrCatchUp follows the feed; a position it no longer keeps starts
+// the background catch-up.
+func (m *Model) followOrCatchUp(ctx context.Context) error {
+	err := m.follow(ctx)
+	if errors.Is(err, ErrGap) {
+		m.catchUpLater()
+	}
+	return err
+}
+
+// catchUpLater marks the copy lagging and starts the background
+// catch-up, unless it runs already.
+func (m *Model) catchUpLater() {
+	if !m.catching.CompareAndSwap(false, true) {
+		return
+	}
+	m.behind.Store(true)
+	m.goBackground(m.catchUpNow)
+}
+
+// catchUpNow follows the feed, loading the whole model again when its
+// position was trimmed, until it reaches the head; then reads are live
+// again. A failure is retried after a pause until the model closes.
+func (m *Model) catchUpNow(ctx context.Context) {
+	defer m.catching.Store(false)
+	for attempt := 0; ; attempt++ {
+		err := m.follow(ctx)
+		if errors.Is(err, ErrGap) {
+			err = m.load(ctx)
+		}
+		if err == nil {
+			m.caughtUp()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 5*time.Second)):
+		}
+	}
+}
+
+// caughtUp clears lagging: what the sync says is what this instance
+// serves again.
+func (m *Model) caughtUp() {
+	m.behind.Store(false)
+	for _, km := range m.kinds {
+		km.served.Store(km.freshness.Load())
+	}
+}
+
+// goOwned runs fn on a goroutine the model owns, until Close.
+func (m *Model) goOwned(fn func(context.Context)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-m.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		fn(ctx)
+	}()
+}
+
 func (m *Model) applyFeed(us []Update) {
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
-		if u.Raw == nil {
+		if u.Raw == nil || isTombstone(u.Raw) {
 			continue
 		}
 		// An update this version cannot index is left out rather than
@@ -394,6 +678,35 @@ func (m *Model) idsBefore(k practice.Kind, t time.Time) []string {
 		}
 	})
 	return ids
+}
+
+// A removal is kept in the store as the record's tombstone: its id and
+// the version and updated time of its last state. Every instance, and
+// this one after a restart, then knows that a state read before the
+// removal (a late webhook's re-read, a page read during it) is old.
+type tombstoneRecord struct {
+	ID        string          `json:"id"`
+	Deleted   bool            `json:"deleted"`
+	Version   json.RawMessage `json:"version,omitempty"`
+	UpdatedAt json.RawMessage `json:"updated_at,omitempty"`
+	// RemovedAt is when the vendor was asked and said the record is gone.
+	RemovedAt time.Time `json:"removed_at,omitzero"`
+}
+
+func tombstone(id string, last []byte, at time.Time) json.RawMessage {
+	t := tombstoneRecord{ID: id, Deleted: true}
+	_ = json.Unmarshal(last, &t)
+	t.ID, t.Deleted, t.RemovedAt = id, true, at.UTC()
+	b, _ := json.Marshal(t)
+	return b
+}
+
+func isTombstone(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`"deleted":true`)) {
+		return false
+	}
+	var t tombstoneRecord
+	return json.Unmarshal(raw, &t) == nil && t.Deleted
 }
 
 var (

@@ -69,6 +69,12 @@ type Checkpoints interface {
 	// Checkpoint returns what was saved under name, nil when nothing was.
 	Checkpoint(ctx context.Context, name string) ([]byte, error)
 	SaveCheckpoint(ctx context.Context, name string, value []byte) error
+	// SaveHeldCheckpoint saves value under name only if holder holds the
+	// lease named lease (Leases) and it has not expired, checked in the
+	// same atomic step as the write; false, with nothing saved, when it
+	// does not. A sync step that ends after its lease was lost must not
+	// save its progress over the new holder's.
+	SaveHeldCheckpoint(ctx context.Context, name string, value []byte, lease, holder string) (bool, error)
 }
 
 // Leases let one instance at a time run a firm system's sync.

@@ -42,6 +42,9 @@ type KindStatus struct {
 	// Records is how many this instance holds.
 	Records     int
 	ConfirmedAt time.Time
+	// State is this kind's own (backfilling, live, lagging, failing):
+	// one kind failing leaves the others live. Why says why it is not.
+	State, Why string
 }
 
 // Age is how old the data is at now: since ConfirmedAt.
@@ -95,21 +98,30 @@ func (s *Syncer) statusLocked() Status {
 		CallsLastHour: p.CallsLastHour, BudgetPerHour: s.BudgetPerHour,
 	}
 	backfilled := true
-	var lagging []string
+	var lagging, failing []string
 	for i, k := range s.Kinds {
 		kp := s.kindProgress(k)
 		ks := KindStatus{Kind: k, Backfilled: kp.Backfilled, Seen: kp.Seen, About: kp.About,
-			Records: s.Model.Count(k), ConfirmedAt: kp.ConfirmedAt}
-		st.Kinds = append(st.Kinds, ks)
+			Records: s.Model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive}
 		backfilled = backfilled && kp.Backfilled
 		if i == 0 || kp.ConfirmedAt.Before(st.ConfirmedAt) {
 			st.ConfirmedAt = kp.ConfirmedAt
 		}
+		switch {
+		case p.Error != "":
+			ks.State, ks.Why = StateFailing, p.Error
+		case kp.Error != "":
+			ks.State, ks.Why = StateFailing, kp.Error
+			failing = append(failing, fmt.Sprintf("%s: %s", k, kp.Error))
+		case !kp.Backfilled:
+			ks.State = StateBackfilling
 		// Unconfirmed for three intervals: the holder is gone, or its
 		// passes take longer than the interval.
-		if kp.Backfilled && now.Sub(kp.ConfirmedAt) > 3*s.interval(k)+s.Config.LeaseTTL {
-			lagging = append(lagging, fmt.Sprintf("%s not confirmed since %s", k, kp.ConfirmedAt.Format(time.RFC3339)))
+		case now.Sub(kp.ConfirmedAt) > 3*s.interval(k)+s.Config.LeaseTTL:
+			ks.State, ks.Why = StateLagging, fmt.Sprintf("%s not confirmed since %s", k, kp.ConfirmedAt.Format(time.RFC3339))
+			lagging = append(lagging, ks.Why)
 		}
+		st.Kinds = append(st.Kinds, ks)
 	}
 	if !backfilled {
 		st.ConfirmedAt = time.Time{}
@@ -117,6 +129,8 @@ func (s *Syncer) statusLocked() Status {
 	switch {
 	case p.Error != "":
 		st.State, st.Why = StateFailing, p.Error
+	case len(failing) > 0:
+		st.State, st.Why = StateFailing, strings.Join(failing, "; ")
 	case !backfilled:
 		st.State = StateBackfilling
 	case len(lagging) > 0:

@@ -1,11 +1,9 @@
 package readmodel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/changes"
 	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/recordindex"
 )
 
 // The sync's states, as /readyz, the console and the metrics show them.
@@ -137,6 +134,11 @@ type kindProgress struct {
 	ConfirmedAt  time.Time `json:"confirmed_at,omitzero"`
 	ReconciledAt time.Time `json:"reconciled_at,omitzero"`
 	PolledAt     time.Time `json:"polled_at,omitzero"`
+	// Error is this kind's last failure, since ErrorSince; the kind is
+	// tried again at RetryAt while the others go on.
+	Error      string    `json:"error,omitempty"`
+	ErrorSince time.Time `json:"error_since,omitzero"`
+	RetryAt    time.Time `json:"retry_at,omitzero"`
 }
 
 func (s *Syncer) now() time.Time {
@@ -203,64 +205,55 @@ func (s *Syncer) Run(ctx context.Context) {
 	}()
 	s.follow(ctx)
 	for ctx.Err() == nil {
-		held, err := s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
-		if err != nil && ctx.Err() == nil {
-			s.Logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
-		}
-		s.mu.Lock()
-		took := held && !s.holding
-		s.holding = held
-		s.mu.Unlock()
-		if !held {
+		held, more, stepErr := s.round(ctx, s.whileHeld)
+		switch {
+		case !held:
 			// Following is a read of one checkpoint: often enough that
 			// this instance reports what the holder does within a second.
-			s.follow(ctx)
 			s.sleep(ctx, time.Second)
-			continue
-		}
-		if took {
-			// Resume from the last holder's checkpoint.
-			s.follow(ctx)
-		}
-		more, err := s.whileHeld(ctx, s.step)
-		s.record(ctx, err)
-		if !more {
+		case stepErr != nil && !errors.Is(stepErr, errLeaseLost):
+			// A failing vendor is not asked again at once.
+			s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
+		case !more:
 			s.sleep(ctx, s.untilDue())
 		}
 	}
 }
 
-// whileHeld runs a step while renewing the lease every third of its time to
-// live, so that a step longer than the lease (a page of clients read one
-// by one within Karbon's budget) is not taken over half way; losing the
-// lease ends the step with errLeaseLost.
-func (s *Syncer) whileHeld(ctx context.Context, step func(context.Context) (bool, error)) (bool, error) {
-	stepCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		t := time.NewTicker(s.Config.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stepCtx.Done():
-				return
-			case <-t.C:
-				if err := s.renew(stepCtx); err != nil && stepCtx.Err() == nil {
-					cancel(err)
-					return
-				}
-			}
-		}
-	}()
-	more, err := step(stepCtx)
-	cancel(nil)
-	<-renewed
-	if cause := context.Cause(stepCtx); err != nil && cause != nil && cause != context.Canceled && ctx.Err() == nil {
-		return false, cause
+// Tick is one round of Run without its waits and without renewing the
+// lease in the background: it takes or renews the lease, then runs one
+// step and saves its checkpoint, or follows the holder's. A simulation
+// drives syncs with it on its own clock and schedule; held says this
+// instance holds the lease, more that more work is due at once.
+func (s *Syncer) Tick(ctx context.Context) (held, more bool) {
+	s.init()
+	held, more, _ = s.round(ctx, func(ctx context.Context, step func(context.Context) (bool, error)) (bool, error) {
+		return step(ctx)
+	})
+	return held, more
+}
+
+// round is one turn of the sync: the lease, then a step run by run (with
+// the lease renewed alongside, or not) and its checkpoint.
+func (s *Syncer) round(ctx context.Context, run func(context.Context, func(context.Context) (bool, error)) (bool, error)) (held, more bool, err error) {
+	held, err = s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
+	if err != nil && ctx.Err() == nil {
+		s.Logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
 	}
-	return more, err
+	s.mu.Lock()
+	took := held && !s.holding
+	s.holding = held
+	s.mu.Unlock()
+	if !held || took {
+		// Follow the holder, or resume from the last holder's checkpoint.
+		s.follow(ctx)
+	}
+	if !held {
+		return false, false, nil
+	}
+	more, err = run(ctx, s.step)
+	s.record(ctx, err)
+	return true, more, err
 }
 
 // Resync asks the holder, wherever it runs, to reconcile every kind now.
@@ -333,6 +326,9 @@ func (s *Syncer) untilDue() time.Duration {
 	for _, k := range s.Kinds {
 		kp := s.kindProgress(k)
 		next = min(next, kp.ReconciledAt.Add(s.Config.Reconcile).Sub(now))
+		if !kp.RetryAt.IsZero() {
+			next = min(next, kp.RetryAt.Sub(now))
+		}
 		if s.polled(k) {
 			next = min(next, kp.PolledAt.Add(s.Config.Poll).Sub(now))
 		}
@@ -341,16 +337,11 @@ func (s *Syncer) untilDue() time.Duration {
 }
 
 // step does the next piece of work: a page of a backfill, a poll round or
-// a reconciliation of one kind. more says there is more to do at once.
+// a reconciliation of one kind. more says there is more to do at once. A
+// kind whose work fails is retried after a pause while the others go on:
+// one kind's failure (a contacts listing whose next link repeats) keeps
+// no other from being backfilled, polled and live.
 func (s *Syncer) step(ctx context.Context) (more bool, err error) {
-	for _, k := range s.Kinds {
-		s.mu.Lock()
-		kp := *s.kindProgress(k)
-		s.mu.Unlock()
-		if !kp.Backfilled {
-			return true, s.backfillPage(ctx, k, kp)
-		}
-	}
 	from, err := s.resyncAsked(ctx)
 	if err != nil {
 		return false, err
@@ -366,22 +357,58 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 		kp := *s.kindProgress(k)
 		asked := s.progress.ReconcileFrom.After(kp.ReconciledAt)
 		s.mu.Unlock()
-		if asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile {
-			return true, s.reconcile(ctx, k)
+		if now.Before(kp.RetryAt) {
+			continue
 		}
-	}
-	for _, k := range s.Kinds {
-		s.mu.Lock()
-		kp := *s.kindProgress(k)
-		s.mu.Unlock()
-		if s.polled(k) && now.Sub(kp.PolledAt) >= s.Config.Poll {
+		var work func(context.Context) error
+		switch {
+		case !kp.Backfilled:
+			work = func(ctx context.Context) error { return s.backfillPage(ctx, k, kp) }
+		case asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile:
+			work = func(ctx context.Context) error { return s.reconcile(ctx, k) }
+		case s.polled(k) && now.Sub(kp.PolledAt) >= s.Config.Poll:
 			if s.Feed != nil {
+				// The feed covers every kind: its failure is the
+				// system's.
 				return true, s.readFeed(ctx)
 			}
-			return true, s.poll(ctx, k, kp)
+			work = func(ctx context.Context) error { return s.poll(ctx, k, kp) }
+		default:
+			continue
 		}
+		err := work(ctx)
+		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return false, err
+		}
+		s.kindOutcome(k, err)
+		if errors.Is(err, practice.ErrUnavailable) {
+			// The vendor itself is down or refusing (an outage, its
+			// budget spent): every kind is, as far as reads can tell.
+			return true, err
+		}
+		return true, nil
 	}
 	return false, nil
+}
+
+// kindOutcome records how k's last piece of work ended: a failure is
+// k's alone, retried after a pause that grows while it keeps failing.
+func (s *Syncer) kindOutcome(k practice.Kind, err error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kp := s.kindProgress(k)
+	if err == nil {
+		kp.Error, kp.ErrorSince, kp.RetryAt = "", time.Time{}, time.Time{}
+		return
+	}
+	if kp.Error == "" {
+		kp.ErrorSince = now
+	}
+	kp.Error = err.Error()
+	pause := min(max(now.Sub(kp.ErrorSince), 5*time.Second), s.Config.Poll)
+	kp.RetryAt = now.Add(pause)
+	s.Logger.Warn("sync of a kind failed", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Error(err))
 }
 
 func (s *Syncer) resyncAsked(ctx context.Context) (time.Time, error) {
@@ -394,287 +421,10 @@ func (s *Syncer) resyncAsked(ctx context.Context) (time.Time, error) {
 	return t, nil
 }
 
-// backfillPage reads the next page of k's first full pass and keeps it.
-// A record read for the first time raises nothing: it was there before
-// the gateway looked.
-func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgress) error {
-	start := s.now()
-	if kp.Cursor == "" && kp.Seen == 0 {
-		kp.Watermark = start
-		if s.Feed != nil && k == s.Kinds[0] {
-			// The feed starts before the listing, so that a change made
-			// while listing is read from it afterwards.
-			page, err := s.Feed.Changes(ctx, s.tenant(), "")
-			if err != nil {
-				return fmt.Errorf("start %s change feed: %w", s.Label, err)
-			}
-			s.mu.Lock()
-			s.progress.FeedCursor = page.Next
-			s.mu.Unlock()
-		}
-	}
-	page, err := s.Reader.List(ctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
-	var inv *practice.InvalidError
-	if errors.As(err, &inv) && kp.Cursor != "" {
-		// The adapter no longer continues from the saved cursor (a newer
-		// version): start this kind's backfill again.
-		s.Logger.Warn("backfill cursor refused; starting the kind again", zap.String("sync", s.name()),
-			zap.String("kind", string(k)), zap.Error(err))
-		kp.Cursor, kp.Seen = "", 0
-		s.setKind(k, kp)
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("backfill %s %s: %w", s.Label, k, err)
-	}
-	if err := s.keep(ctx, k, page.Items, false); err != nil {
-		return err
-	}
-	kp.Seen += len(page.Items)
-	if page.Total > 0 {
-		kp.About = page.Total
-	}
-	if page.HasMore {
-		if page.Next == "" || page.Next == kp.Cursor {
-			return fmt.Errorf("backfill %s %s: the adapter's next cursor does not move: %w", s.Label, k, practice.ErrBadUpstream)
-		}
-		kp.Cursor = page.Next
-		s.setKind(k, kp)
-		return nil
-	}
-	// The first poll comes at once: it confirms what changed while the
-	// backfill read, which may have taken hours.
-	kp.Backfilled, kp.Cursor, kp.About = true, "", kp.Seen
-	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, time.Time{}, s.now()
-	s.setKind(k, kp)
-	s.Logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
-	return nil
-}
-
-func (s *Syncer) setKind(k practice.Kind, kp kindProgress) {
-	s.mu.Lock()
-	*s.kindProgress(k) = kp
-	s.mu.Unlock()
-}
-
-// keep compares records just read with the model. New and unchanged
-// records of a backfill are written in one batch with no change record;
-// every other difference goes through the Recorder, which raises exactly
-// one change record for it and saves it in the model.
-func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMessage, announceNew bool) error {
-	var batch []Update
-	for _, raw := range items {
-		e, err := recordindex.NewEntry(raw)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w: %w", s.Label, k, practice.ErrBadUpstream, err)
-		}
-		before := s.Model.find(s.Model.kinds[k], e.ID)
-		switch {
-		case before != nil && bytes.Equal(before, raw):
-			continue
-		case before == nil && !announceNew:
-			batch = append(batch, Update{Kind: k, ID: e.ID, Raw: bytes.Clone(raw)})
-			continue
-		}
-		o := changes.Observation{
-			Tenant: s.tenant(), Kind: k, ResourceID: e.ID, After: bytes.Clone(raw),
-			Created: before == nil, Version: version(raw), OccurredAt: time.Unix(0, e.Updated),
-		}
-		if e.Updated <= 0 {
-			o.OccurredAt = time.Time{}
-		}
-		if _, err := s.Recorder.Observe(ctx, s.Sink, o); err != nil {
-			return err
-		}
-	}
-	if len(batch) > 0 {
-		return s.Model.Apply(ctx, batch)
-	}
-	return nil
-}
-
-// version is what identifies a record's state for its change id: its
-// version, else its updated time.
-func version(raw json.RawMessage) string {
-	var v struct {
-		Version   json.Number `json:"version"`
-		UpdatedAt string      `json:"updated_at"`
-	}
-	_ = json.Unmarshal(raw, &v)
-	if v.Version != "" {
-		return v.Version.String()
-	}
-	return v.UpdatedAt
-}
-
-// poll reads k's records changed since the last poll, with the vendor's
-// modified-since filter where it has one.
-func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) error {
-	start := s.now()
-	q := practice.Query{Limit: pageLimit, Filter: practice.Filter{UpdatedSince: kp.Watermark.Add(-pollOverlap)}}
-	if err := s.walk(ctx, k, q, func(items []json.RawMessage) error {
-		return s.keep(ctx, k, items, true)
-	}); err != nil {
-		return fmt.Errorf("poll %s %s: %w", s.Label, k, err)
-	}
-	kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
-	s.setKind(k, kp)
-	return nil
-}
-
-// walk pages through a query of the vendor, renewing the lease between
-// pages; it stops at a cursor that does not move.
-func (s *Syncer) walk(ctx context.Context, k practice.Kind, q practice.Query, fn func([]json.RawMessage) error) error {
-	for {
-		page, err := s.Reader.List(ctx, s.tenant(), k, q)
-		if err != nil {
-			return err
-		}
-		if err := fn(page.Items); err != nil {
-			return err
-		}
-		if !page.HasMore {
-			return nil
-		}
-		if page.Next == "" || page.Next == q.Cursor {
-			return fmt.Errorf("the adapter's next cursor does not move: %w", practice.ErrBadUpstream)
-		}
-		q.Cursor = page.Next
-		if err := s.renew(ctx); err != nil {
-			return err
-		}
-	}
-}
-
-// errLeaseLost ends a long step when another instance took the sync over.
-var errLeaseLost = errors.New("sync lease lost to another instance")
-
-func (s *Syncer) renew(ctx context.Context) error {
-	held, err := s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
-	if err != nil {
-		return err
-	}
-	if !held {
-		s.mu.Lock()
-		s.holding = false
-		s.mu.Unlock()
-		return errLeaseLost
-	}
-	return nil
-}
-
-// reconcile lists every record of k and compares the whole with the
-// model: what changed raises its change record, what the vendor no longer
-// has is removed with one change record of its removal. A record written
-// since the pass started is not judged by it.
-func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
-	start := s.now()
-	seen := map[string]bool{}
-	if err := s.walk(ctx, k, practice.Query{Limit: pageLimit}, func(items []json.RawMessage) error {
-		for _, raw := range items {
-			var v struct {
-				ID string `json:"id"`
-			}
-			if json.Unmarshal(raw, &v) == nil {
-				seen[v.ID] = true
-			}
-		}
-		return s.keep(ctx, k, items, true)
-	}); err != nil {
-		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
-	}
-	for _, id := range s.Model.idsBefore(k, start) {
-		if seen[id] {
-			continue
-		}
-		if err := s.forget(ctx, k, id, start); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	kp := s.kindProgress(k)
-	kp.About, kp.Seen = len(seen), len(seen)
-	kp.Watermark, kp.ConfirmedAt, kp.ReconciledAt, kp.PolledAt = start, start, s.now(), s.now()
-	s.mu.Unlock()
-	s.Logger.Info("reconciled", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", len(seen)))
-	return nil
-}
-
-// forget removes a record the vendor no longer has, raising one change
-// record whose after is null.
-func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time.Time) error {
-	before := s.Model.find(s.Model.kinds[k], id)
-	if before == nil {
-		return nil
-	}
-	c := practice.Change{
-		ID:   changes.ChangeID(s.tenant(), k, id, "removed", before),
-		Firm: s.tenant().Firm, Kind: k, ResourceID: id,
-		Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at,
-	}
-	if err := s.Sink.Publish(ctx, c); err != nil {
-		return fmt.Errorf("publish removal of %s: %w", id, err)
-	}
-	return s.Model.Apply(ctx, []Update{{Kind: k, ID: id}})
-}
-
-// readFeed reads the vendor's change feed from where it stopped.
-func (s *Syncer) readFeed(ctx context.Context) error {
-	start := s.now()
-	s.mu.Lock()
-	cursor := s.progress.FeedCursor
-	s.mu.Unlock()
-	k := s.Kinds[0]
-	for i := 0; ; i++ {
-		if i == maxFeedPages {
-			break
-		}
-		page, err := s.Feed.Changes(ctx, s.tenant(), cursor)
-		if errors.Is(err, practice.ErrFeedExpired) {
-			s.Logger.Warn("change feed expired; reconciling", zap.String("sync", s.name()), zap.Error(err))
-			s.mu.Lock()
-			s.progress.FeedCursor, s.progress.ReconcileFrom = "", start
-			s.mu.Unlock()
-			fresh, err := s.Feed.Changes(ctx, s.tenant(), "")
-			if err != nil {
-				return fmt.Errorf("restart %s change feed: %w", s.Label, err)
-			}
-			cursor = fresh.Next
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("%s change feed: %w", s.Label, err)
-		}
-		if err := s.keep(ctx, k, page.Changed, true); err != nil {
-			return err
-		}
-		for _, id := range page.Gone {
-			if err := s.forget(ctx, k, id, start); err != nil {
-				return err
-			}
-		}
-		if page.Next == "" || page.More && page.Next == cursor {
-			return fmt.Errorf("%s change feed does not move: %w", s.Label, practice.ErrBadUpstream)
-		}
-		cursor = page.Next
-		if !page.More {
-			break
-		}
-		if err := s.renew(ctx); err != nil {
-			return err
-		}
-	}
-	s.mu.Lock()
-	s.progress.FeedCursor = cursor
-	for _, k := range s.Kinds {
-		kp := s.kindProgress(k)
-		kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
-	}
-	s.mu.Unlock()
-	return nil
-}
-
 // record saves the checkpoint after a step and publishes the freshness.
+// The save is fenced by the lease: a step that ended after the lease was
+// lost (a pause longer than its time to live) saves nothing over the new
+// holder's progress.
 func (s *Syncer) record(ctx context.Context, stepErr error) {
 	if errors.Is(stepErr, errLeaseLost) || ctx.Err() != nil {
 		return
@@ -704,15 +454,18 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	if stepErr != nil {
 		s.Logger.Warn("sync step failed", zap.String("sync", s.name()), zap.Error(stepErr))
 	}
+	saved := false
 	if err == nil {
-		err = s.Checkpoints.SaveCheckpoint(ctx, s.name(), b)
+		saved, err = s.Checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.Holder)
 	}
 	if err != nil && ctx.Err() == nil {
 		s.Logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
 	}
-	if stepErr != nil {
-		// A failing vendor is not asked again at once.
-		s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
+	if err == nil && !saved {
+		s.Logger.Warn("sync lease lost before the checkpoint was saved; the new holder's progress stands", zap.String("sync", s.name()))
+		s.mu.Lock()
+		s.holding = false
+		s.mu.Unlock()
 	}
 }
 
@@ -727,7 +480,7 @@ func (s *Syncer) publish() {
 func (s *Syncer) publishLocked() {
 	st := s.statusLocked()
 	for _, ks := range st.Kinds {
-		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: st.State})
+		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State})
 	}
 }
 

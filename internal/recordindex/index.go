@@ -2,24 +2,33 @@ package recordindex
 
 import (
 	"encoding/json"
-	"slices"
-	"strings"
+
+	"github.com/google/btree"
 
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
-// Index is a Collection with a posting list, sorted by id, of every value
-// of the fields that equality filters compare (owner, status, stage,
-// client). A page filtered on one of them reads the ids of the records
-// that can match rather than the whole collection, so that a filtered
-// page of 50,000 work items costs about what a page of 500 does. Like a
-// Collection, the caller guards it.
+// Index is a kind's records in B-trees ordered by id: one of every
+// record, and a posting list of every value of the fields that equality
+// filters compare (owner, status, stage, client). A page filtered on one
+// of them walks the records that can match rather than the whole kind, so
+// that a filtered page of 50,000 work items costs about what a page of
+// 500 does. B-trees rather than sorted slices: a backfill receives ids in
+// any order (document ids are random), and inserting into a sorted slice
+// moves half of it each time, which is quadratic over a backfill and
+// is paid under the model's write lock. Like a Collection, the caller
+// guards it.
 type Index struct {
-	col Collection
-	// posts hold copies of the entries, so that a filtered page compares
-	// the candidates it walks without looking each up.
-	posts [numFields]map[string][]*Entry
+	all   *btree.BTreeG[*Entry]
+	posts [numFields]map[string]*btree.BTreeG[*Entry]
 }
+
+// degree is the B-trees' order: wide nodes, few allocations.
+const degree = 32
+
+func byID(a, b *Entry) bool { return a.ID < b.ID }
+
+func newTree() *btree.BTreeG[*Entry] { return btree.NewG(degree, byID) }
 
 // The fields with posting lists, in Entry.
 const (
@@ -38,127 +47,115 @@ func filterValues(f practice.Filter) [numFields]string {
 	return [numFields]string{f.Owner, f.Status, f.Stage, f.Client}
 }
 
-// NewIndex indexes a collection, which it takes over.
+// NewIndex indexes a collection.
 func NewIndex(col Collection) *Index {
-	x := &Index{col: col}
+	x := &Index{all: newTree()}
 	for i := range x.posts {
-		x.posts[i] = map[string][]*Entry{}
+		x.posts[i] = map[string]*btree.BTreeG[*Entry]{}
 	}
-	// The collection is in id order, so every list is built sorted.
 	for i := range col {
-		e := col[i]
-		for f, v := range fieldValues(&e) {
-			if v != "" {
-				x.posts[f][v] = append(x.posts[f][v], &e)
-			}
-		}
+		x.Upsert(col[i])
 	}
 	return x
 }
 
 // Len is how many records the index holds.
-func (x *Index) Len() int { return len(x.col) }
+func (x *Index) Len() int { return x.all.Len() }
 
-// Find returns the entry with id, or nil; the pointer is valid until the
-// index next changes.
-func (x *Index) Find(id string) *Entry { return x.col.Find(id) }
+// Find returns the entry with id, or nil; the entry must not be changed.
+func (x *Index) Find(id string) *Entry {
+	e, _ := x.all.Get(&Entry{ID: id})
+	return e
+}
 
 // Each calls fn with every entry in id order.
 func (x *Index) Each(fn func(*Entry)) {
-	for i := range x.col {
-		fn(&x.col[i])
-	}
+	x.all.Ascend(func(e *Entry) bool { fn(e); return true })
 }
 
 // Upsert puts e in its place, replacing an entry with its id.
 func (x *Index) Upsert(e Entry) {
-	var old [numFields]string
-	if cur := x.col.Find(e.ID); cur != nil {
-		old = fieldValues(cur)
-	}
-	x.repost(e.ID, old, &e)
-	x.col.Upsert(e)
+	p := &e
+	old, _ := x.all.ReplaceOrInsert(p)
+	x.repost(old, p)
 }
 
 // Remove deletes the entry with id and reports whether there was one.
 func (x *Index) Remove(id string) bool {
-	cur := x.col.Find(id)
-	if cur == nil {
-		return false
+	old, ok := x.all.Delete(&Entry{ID: id})
+	if ok {
+		x.repost(old, nil)
 	}
-	x.repost(id, fieldValues(cur), nil)
-	return x.col.Remove(id)
+	return ok
 }
 
-// repost takes id out of the lists of its old values and puts e (nil for a
-// removal) in those of its values.
-func (x *Index) repost(id string, old [numFields]string, e *Entry) {
-	var cur [numFields]string
+// repost takes old (nil when none) out of the lists of its values and
+// puts e (nil for a removal) in those of its own.
+func (x *Index) repost(old, e *Entry) {
+	var was, is [numFields]string
+	if old != nil {
+		was = fieldValues(old)
+	}
 	if e != nil {
-		cur = fieldValues(e)
+		is = fieldValues(e)
 	}
-	byID := func(p *Entry, id string) int { return strings.Compare(p.ID, id) }
 	for f := range numFields {
-		if old[f] != "" {
-			list := x.posts[f][old[f]]
-			if i, ok := slices.BinarySearchFunc(list, id, byID); ok {
-				if old[f] == cur[f] {
-					list[i] = e
-					continue
+		if was[f] != "" && was[f] != is[f] {
+			if list := x.posts[f][was[f]]; list != nil {
+				list.Delete(old)
+				if list.Len() == 0 {
+					delete(x.posts[f], was[f])
 				}
-				list = slices.Delete(list, i, i+1)
-			}
-			if len(list) == 0 {
-				delete(x.posts[f], old[f])
-			} else {
-				x.posts[f][old[f]] = list
 			}
 		}
-		if cur[f] != "" {
-			list := x.posts[f][cur[f]]
-			i, _ := slices.BinarySearchFunc(list, id, byID)
-			x.posts[f][cur[f]] = slices.Insert(list, i, e)
+		if is[f] != "" {
+			list := x.posts[f][is[f]]
+			if list == nil {
+				list = newTree()
+				x.posts[f][is[f]] = list
+			}
+			list.ReplaceOrInsert(e)
 		}
 	}
 }
 
-// Page returns the page of q as Collection.Page does. Filtered on an
+// Page returns the page of q as Collection.Page does: up to limit entries
+// after the cursor that match the filter, in id order. Filtered on an
 // equality field, it walks the shortest posting list among them.
 func (x *Index) Page(q practice.Query, limit int) practice.Page {
-	var cands []*Entry
+	cands := x.all
 	found := false
 	for f, v := range filterValues(q.Filter) {
 		if v == "" {
 			continue
 		}
 		list := x.posts[f][v]
-		if !found || len(list) < len(cands) {
+		if list == nil {
+			return practice.Page{Items: []json.RawMessage{}}
+		}
+		if !found || list.Len() < cands.Len() {
 			cands, found = list, true
 		}
 	}
-	if !found {
-		return x.col.Page(q, limit)
-	}
 	m := NewMatcher(q.Filter)
-	start := 0
-	if q.Cursor != "" {
-		start, _ = slices.BinarySearchFunc(cands, q.Cursor, func(p *Entry, id string) int { return strings.Compare(p.ID, id) })
-		if start < len(cands) && cands[start].ID == q.Cursor {
-			start++
-		}
-	}
-	page := practice.Page{Items: make([]json.RawMessage, 0, min(limit, len(cands)-start))}
+	page := practice.Page{Items: make([]json.RawMessage, 0, min(limit, cands.Len()))}
 	last := ""
-	for _, e := range cands[start:] {
-		if !m.Match(e) {
-			continue
+	visit := func(e *Entry) bool {
+		if e.ID == q.Cursor || !m.Match(e) {
+			return true
 		}
 		if len(page.Items) == limit {
 			page.HasMore, page.Next = true, last
-			break
+			return false
 		}
 		page.Items = append(page.Items, e.Raw)
 		last = e.ID
+		return true
+	}
+	if q.Cursor == "" {
+		cands.Ascend(visit)
+	} else {
+		cands.AscendGreaterOrEqual(&Entry{ID: q.Cursor}, visit)
 	}
 	return page
 }

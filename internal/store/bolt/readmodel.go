@@ -170,6 +170,28 @@ func (m *ReadModel) SaveCheckpoint(ctx context.Context, name string, value []byt
 	return nil
 }
 
+// SaveHeldCheckpoint implements readmodel.Checkpoints: the lease is read
+// by the store's clock in the transaction that writes the checkpoint.
+func (m *ReadModel) SaveHeldCheckpoint(ctx context.Context, name string, value []byte, lease, holder string) (bool, error) {
+	var ok bool
+	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
+		ok = false
+		var cur leaseRecord
+		if _, err := getJSON(tx.Bucket([]byte(bucketRMLeases)), lease, &cur); err != nil {
+			return err
+		}
+		if holder == "" || cur.Holder != holder || m.s.now().UnixNano() >= cur.Expires {
+			return nil
+		}
+		ok = true
+		return tx.Bucket([]byte(bucketCheckpoints)).Put([]byte(name), value)
+	})
+	if err != nil {
+		return false, fmt.Errorf("saving checkpoint %s: %w", name, err)
+	}
+	return ok, nil
+}
+
 type leaseRecord struct {
 	Holder string `json:"holder"`
 	// Expires is in Unix nanoseconds by the store's clock.

@@ -261,3 +261,10 @@ func TestNotificationsConformance(t *testing.T) {
 		return st, reopen(t, db)
 	})
 }
+
+func TestFencedCheckpointsConformance(t *testing.T) {
+	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}

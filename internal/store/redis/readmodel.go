@@ -287,6 +287,30 @@ func (m *ReadModel) SaveCheckpoint(ctx context.Context, name string, value []byt
 	return nil
 }
 
+// saveHeldScript saves the checkpoint KEYS[1] only while ARGV[1] holds
+// the lease KEYS[2]; an expired lease's key is gone, so it fails too.
+// The two keys are read and written in one script: on Redis Cluster they
+// must share a slot, which a sync's names (sync/<firm>/<role>) do not
+// give them yet; a standalone or replicated Redis, as deployed, runs it.
+var saveHeldScript = goredis.NewScript(`
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1`)
+
+// SaveHeldCheckpoint implements readmodel.Checkpoints.
+func (m *ReadModel) SaveHeldCheckpoint(ctx context.Context, name string, value []byte, lease, holder string) (bool, error) {
+	if holder == "" {
+		return false, nil
+	}
+	ctx, cancel := m.s.ctx(ctx)
+	defer cancel()
+	ok, err := saveHeldScript.Run(ctx, m.s.rdb, []string{keyCheckpoint + name, keyLease + lease}, holder, value).Int()
+	if err != nil {
+		return false, fmt.Errorf("saving checkpoint %s in redis: %w", name, err)
+	}
+	return ok == 1, nil
+}
+
 // leaseScript renews the lease when ARGV[1] holds it, and takes it when
 // no one does, in one step so that no other holder can take it between.
 var leaseScript = goredis.NewScript(`

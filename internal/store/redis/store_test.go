@@ -364,3 +364,10 @@ func TestNotificationsConformance(t *testing.T) {
 		return open(t, srv), another(t, srv)
 	})
 }
+
+func TestFencedCheckpointsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}

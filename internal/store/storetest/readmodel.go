@@ -372,3 +372,66 @@ func Leases(t *testing.T, open func(t *testing.T) (a, b readmodel.Leases)) {
 	lease(b, name, "inst-2", time.Minute, false)
 	lease(a, other, "inst-1", time.Minute, false)
 }
+
+// LeasedCheckpoints is a store's checkpoints and leases together.
+type LeasedCheckpoints interface {
+	readmodel.Checkpoints
+	readmodel.Leases
+}
+
+// FencedCheckpoints checks that SaveHeldCheckpoint saves only for the
+// holder of an unexpired lease: a sync step that ends after its lease
+// expired and was taken saves nothing over the new holder's progress, and
+// neither does a holder that released it. a and b are two instances'
+// handles on one empty store.
+func FencedCheckpoints(t *testing.T, open func(t *testing.T) (a, b LeasedCheckpoints)) {
+	a, b := open(t)
+	const lease, name = "sync/frm_a/records", "sync/frm_a/records"
+	saveHeld := func(c readmodel.Checkpoints, holder, v string, want bool) {
+		t.Helper()
+		ok, err := c.SaveHeldCheckpoint(ctx, name, []byte(v), lease, holder)
+		if err != nil || ok != want {
+			t.Fatalf("%s saving %s under the lease: %t, %v; want %t", holder, v, ok, err, want)
+		}
+	}
+	checkpoint := func(want string) {
+		t.Helper()
+		if got, err := b.Checkpoint(ctx, name); err != nil || string(got) != want {
+			t.Fatalf("checkpoint %q, %v; want %q", got, err, want)
+		}
+	}
+	saveHeld(a, "inst-1", `{"step":1}`, false) // no one holds it
+	checkpoint("")
+	const short = 200 * time.Millisecond
+	if ok, err := a.Lease(ctx, lease, "inst-1", short); err != nil || !ok {
+		t.Fatalf("inst-1 leasing: %t, %v", ok, err)
+	}
+	saveHeld(a, "inst-1", `{"step":1}`, true)
+	saveHeld(b, "inst-2", `{"step":"other"}`, false)
+	checkpoint(`{"step":1}`)
+
+	// inst-1's lease expires in the middle of a step and inst-2 takes it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := b.Lease(ctx, lease, "inst-2", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a lease of %v was still held after 10s", short)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	saveHeld(b, "inst-2", `{"step":2}`, true)
+	saveHeld(a, "inst-1", `{"step":1,"late":true}`, false)
+	checkpoint(`{"step":2}`)
+
+	if err := b.Release(ctx, lease, "inst-2"); err != nil {
+		t.Fatal(err)
+	}
+	saveHeld(b, "inst-2", `{"step":3}`, false)
+	checkpoint(`{"step":2}`)
+}
