@@ -48,6 +48,17 @@ var enums = map[string][]string{
 	"Client.type":        practice.ClientTypes,
 	"ClientInput.type":   practice.ClientTypes,
 	"Engagement.status":  practice.EngagementStatuses,
+	"Tombstone.object":   tombstoneObjects(),
+}
+
+// tombstoneObjects are the object names a tombstone can carry: every
+// resource's.
+func tombstoneObjects() []string {
+	out := make([]string, len(practice.Kinds))
+	for i, k := range practice.Kinds {
+		out[i] = k.Singular()
+	}
+	return out
 }
 
 // dates are string fields holding a calendar date rather than a time.
@@ -156,8 +167,11 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 				schema["format"] = "date"
 			}
 		}
-		if name == "object" && f.Type.Kind() == reflect.String {
+		if name == "object" && f.Type.Kind() == reflect.String && enums[key] == nil {
 			schema["const"] = strings.ToLower(owner)
+		}
+		if key == "Tombstone.deleted" {
+			schema["const"] = true
 		}
 		if name == "version" && !isInput(owner) {
 			schema["minimum"] = 1
