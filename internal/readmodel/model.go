@@ -32,6 +32,8 @@ type Model struct {
 	// other keeps what the upstream state store keeps besides records
 	// (vendors' rotated refresh tokens).
 	other changes.StateStore
+	// tombstones keeps what removals leave, when set.
+	tombstones TombstoneStore
 
 	mu    sync.RWMutex
 	kinds map[practice.Kind]*kindModel
@@ -58,6 +60,8 @@ type Config struct {
 	Feed Feed
 	// Other keeps every state key that is not a record of the model.
 	Other changes.StateStore
+	// Tombstones keeps a tombstone of each record removed; nil keeps none.
+	Tombstones TombstoneStore
 }
 
 // New makes a firm's model with no kinds. The firm's systems are opened
@@ -70,6 +74,8 @@ func New(cfg Config) *Model {
 		feed:   cfg.Feed,
 		other:  cfg.Other,
 		kinds:  map[practice.Kind]*kindModel{},
+
+		tombstones: cfg.Tombstones,
 	}
 	if m.other == nil {
 		m.other = changes.NewMemoryState()
@@ -252,6 +258,9 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 			return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
 		}
 		entries[i] = &e
+	}
+	if err := m.noteRemovals(ctx, us); err != nil {
+		return err
 	}
 	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
 		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)

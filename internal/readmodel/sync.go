@@ -615,7 +615,7 @@ func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time
 	if err := s.Sink.Publish(ctx, c); err != nil {
 		return fmt.Errorf("publish removal of %s: %w", id, err)
 	}
-	return s.Model.Apply(ctx, []Update{{Kind: k, ID: id}})
+	return s.Model.Apply(ctx, []Update{{Kind: k, ID: id, At: at}})
 }
 
 // readFeed reads the vendor's change feed from where it stopped.
