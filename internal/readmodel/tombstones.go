@@ -3,6 +3,7 @@ package readmodel
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -34,36 +35,68 @@ type TombstoneQuery struct {
 	Limit int
 }
 
-// noteRemovals keeps a tombstone for each removal among us and forgets
-// the tombstone of each record us writes, before us reaches the model:
-// a tombstone listed while its record is still served is dropped by the
-// reader (a record and its tombstone never both answer), whereas one
-// lost after the record was removed would never be listed. The last
-// state is read from memory, which the caller has not changed yet.
+// noteRemovals keeps a tombstone for each record us leaves removed and
+// forgets the tombstone of each record us leaves written, before us
+// reaches the model: a tombstone listed while its record is still served
+// is dropped by the reader (a record and its tombstone never both
+// answer), whereas one lost after the record was removed would never be
+// listed. A removal's last state is the one before it in us, else the
+// model's, caught up first with what other instances wrote.
 func (m *Model) noteRemovals(ctx context.Context, us []Update) error {
 	if m.tombstones == nil {
 		return nil
 	}
-	removed := map[practice.Kind][]practice.Tombstone{}
-	written := map[practice.Kind][]string{}
+	type key struct {
+		k  practice.Kind
+		id string
+	}
+	last := map[key]json.RawMessage{} // the state before each update, as us goes
+	final := map[key]*practice.Tombstone{}
+	var order []key
+	synced := false
 	for _, u := range us {
+		kk := key{u.Kind, u.ID}
+		if _, seen := last[kk]; !seen {
+			order = append(order, kk)
+		}
 		if u.Raw != nil {
-			written[u.Kind] = append(written[u.Kind], u.ID)
+			last[kk], final[kk] = u.Raw, nil
 			continue
 		}
-		km, ok := m.kinds[u.Kind]
-		if !ok {
-			continue
+		before, inBatch := last[kk]
+		if !inBatch {
+			if !synced {
+				// Best effort, as a read: a store that cannot be reached
+				// fails the Apply that follows anyway.
+				_ = m.Sync(ctx)
+				synced = true
+			}
+			if km, ok := m.kinds[u.Kind]; ok {
+				before = m.find(km, u.ID)
+			}
 		}
-		before := m.find(km, u.ID)
+		last[kk] = nil
 		if before == nil {
-			continue // never here: nothing for a mirror to remove
+			// Not here: nothing for a mirror to remove, and a tombstone
+			// already kept (even by an earlier update of us) stays.
+			continue
 		}
 		at := u.At
 		if at.IsZero() {
 			at = time.Now()
 		}
-		removed[u.Kind] = append(removed[u.Kind], practice.NewTombstone(u.Kind, u.ID, bytes.Clone(before), at))
+		ts := practice.NewTombstone(u.Kind, u.ID, bytes.Clone(before), at)
+		final[kk] = &ts
+	}
+	removed := map[practice.Kind][]practice.Tombstone{}
+	written := map[practice.Kind][]string{}
+	for _, kk := range order {
+		switch ts := final[kk]; {
+		case ts != nil:
+			removed[kk.k] = append(removed[kk.k], *ts)
+		case last[kk] != nil:
+			written[kk.k] = append(written[kk.k], kk.id)
+		}
 	}
 	for k, ids := range written {
 		if err := m.tombstones.DropTombstones(ctx, m.tenant.Firm, k, ids); err != nil {
