@@ -380,6 +380,11 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	case rt.serve == nil, rt.stream:
 	case strings.HasPrefix(rt.op, "list_"):
 		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
+		if findParam(rt.query, includeDeleted) != nil {
+			// Tombstones are answered only to include_deleted=true.
+			item = map[string]any{"oneOf": []any{item, schemas.schemaOf(reflect.TypeOf(practice.Tombstone{}))},
+				"description": "A record; with include_deleted=true, also the tombstone of a removed record (deleted is true)."}
+		}
 		success = map[string]any{
 			"type": "object", "required": []string{"data", "has_more", "next_cursor"}, "additionalProperties": false,
 			"properties": map[string]any{

@@ -35,3 +35,11 @@ func NewTombstone(k Kind, id string, before json.RawMessage, at time.Time) Tombs
 	return Tombstone{ID: id, Object: k.Singular(), Deleted: true,
 		DeletedAt: at.UTC().Truncate(time.Millisecond), Version: last.Version + 1}
 }
+
+// TombstoneQuery selects tombstones as a collection page selects records:
+// after an id, in id order.
+type TombstoneQuery struct {
+	Since time.Time // zero: every tombstone kept
+	After string    // "" from the first
+	Limit int
+}

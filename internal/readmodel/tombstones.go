@@ -24,15 +24,7 @@ type TombstoneStore interface {
 	DropTombstones(ctx context.Context, firm string, k practice.Kind, ids []string) error
 	// Tombstones returns up to q.Limit of k's tombstones whose id sorts
 	// after q.After and that were deleted at or after q.Since, in id order.
-	Tombstones(ctx context.Context, firm string, k practice.Kind, q TombstoneQuery) ([]practice.Tombstone, error)
-}
-
-// TombstoneQuery selects tombstones as a collection page selects records:
-// after an id, in id order.
-type TombstoneQuery struct {
-	Since time.Time // zero: every tombstone kept
-	After string    // "" from the first
-	Limit int
+	Tombstones(ctx context.Context, firm string, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error)
 }
 
 // noteRemovals keeps a tombstone for each record us leaves removed and
@@ -114,7 +106,7 @@ func (m *Model) noteRemovals(ctx context.Context, us []Update) error {
 // Tombstones lists the tombstones of k's removed records, for a
 // collection read with include_deleted. The reader drops a tombstone
 // whose record it also lists.
-func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Kind, q TombstoneQuery) ([]practice.Tombstone, error) {
+func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error) {
 	if _, err := m.kind(t, k); err != nil {
 		return nil, err
 	}

@@ -45,7 +45,7 @@ func tombInstance(t *testing.T, url string) *readmodel.Model {
 
 func allTombstones(t *testing.T, m *readmodel.Model) []practice.Tombstone {
 	t.Helper()
-	ts, err := m.Tombstones(context.Background(), live, practice.Jobs, readmodel.TombstoneQuery{Limit: 1000})
+	ts, err := m.Tombstones(context.Background(), live, practice.Jobs, practice.TombstoneQuery{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -92,7 +92,7 @@ func (ts *Tombstones) DropTombstones(ctx context.Context, firm string, k practic
 }
 
 // Tombstones implements readmodel.TombstoneStore.
-func (ts *Tombstones) Tombstones(ctx context.Context, firm string, k practice.Kind, q readmodel.TombstoneQuery) ([]practice.Tombstone, error) {
+func (ts *Tombstones) Tombstones(ctx context.Context, firm string, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error) {
 	var out []practice.Tombstone
 	err := ts.s.view(ctx, func(tx *bbolt.Tx) error {
 		b := bucketAt(tx, bucketTombstones, firm, string(k))

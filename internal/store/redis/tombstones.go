@@ -88,7 +88,7 @@ func (ts *Tombstones) DropTombstones(ctx context.Context, firm string, k practic
 // Tombstones implements readmodel.TombstoneStore: ids a page at a time
 // from the ids' set, their tombstones from the hash, skipping those
 // deleted before q.Since and those dropped in between.
-func (ts *Tombstones) Tombstones(ctx context.Context, firm string, k practice.Kind, q readmodel.TombstoneQuery) ([]practice.Tombstone, error) {
+func (ts *Tombstones) Tombstones(ctx context.Context, firm string, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error) {
 	keys := tombstoneKeys(firm, k)
 	ctx, cancel := ts.s.ctx(ctx)
 	defer cancel()

@@ -24,7 +24,7 @@ func tomb(k practice.Kind, id string, at time.Time, version int64) practice.Tomb
 	return practice.Tombstone{ID: id, Object: k.Singular(), Deleted: true, DeletedAt: at.UTC(), Version: version}
 }
 
-func listTombs(t *testing.T, s readmodel.TombstoneStore, firm string, k practice.Kind, q readmodel.TombstoneQuery) []practice.Tombstone {
+func listTombs(t *testing.T, s readmodel.TombstoneStore, firm string, k practice.Kind, q practice.TombstoneQuery) []practice.Tombstone {
 	t.Helper()
 	if q.Limit == 0 {
 		q.Limit = 1000
@@ -67,7 +67,7 @@ func Tombstones(t *testing.T, open func(t *testing.T) (store, other TombstoneBac
 	at := func(minutes int) time.Time {
 		return base.Add(time.Duration(minutes) * time.Minute).Add(123 * time.Millisecond)
 	}
-	if got := listTombs(t, other, "frm_a", practice.Clients, readmodel.TombstoneQuery{}); len(got) != 0 {
+	if got := listTombs(t, other, "frm_a", practice.Clients, practice.TombstoneQuery{}); len(got) != 0 {
 		t.Fatalf("an empty store lists %v", got)
 	}
 
@@ -76,47 +76,47 @@ func Tombstones(t *testing.T, open func(t *testing.T) (store, other TombstoneBac
 	putTombs(t, st, "frm_a", practice.Jobs, tomb(practice.Jobs, "job_1", at(1), 1))
 	putTombs(t, st, "frm_b", practice.Clients, tomb(practice.Clients, "cli_1", at(5), 7))
 	want := []practice.Tombstone{tomb(practice.Clients, "cli_1", at(1), 2), tomb(practice.Clients, "cli_2", at(2), 9), tomb(practice.Clients, "cli_3", at(3), 4)}
-	got := listTombs(t, other, "frm_a", practice.Clients, readmodel.TombstoneQuery{})
+	got := listTombs(t, other, "frm_a", practice.Clients, practice.TombstoneQuery{})
 	if !slices.EqualFunc(got, want, sameTomb) {
 		t.Fatalf("tombstones listed:\n%v\nwant\n%v", got, want)
 	}
 
 	for _, tc := range []struct {
-		q    readmodel.TombstoneQuery
+		q    practice.TombstoneQuery
 		want []string
 	}{
-		{readmodel.TombstoneQuery{Limit: 2}, []string{"cli_1", "cli_2"}},
-		{readmodel.TombstoneQuery{After: "cli_2", Limit: 2}, []string{"cli_3"}},
-		{readmodel.TombstoneQuery{After: "cli_15"}, []string{"cli_2", "cli_3"}}, // an id with no tombstone
-		{readmodel.TombstoneQuery{After: "cli_3"}, []string{}},
-		{readmodel.TombstoneQuery{Since: at(2)}, []string{"cli_2", "cli_3"}}, // since is inclusive
-		{readmodel.TombstoneQuery{Since: at(2).Add(time.Millisecond)}, []string{"cli_3"}},
-		{readmodel.TombstoneQuery{Since: at(1), After: "cli_1", Limit: 1}, []string{"cli_2"}},
+		{practice.TombstoneQuery{Limit: 2}, []string{"cli_1", "cli_2"}},
+		{practice.TombstoneQuery{After: "cli_2", Limit: 2}, []string{"cli_3"}},
+		{practice.TombstoneQuery{After: "cli_15"}, []string{"cli_2", "cli_3"}}, // an id with no tombstone
+		{practice.TombstoneQuery{After: "cli_3"}, []string{}},
+		{practice.TombstoneQuery{Since: at(2)}, []string{"cli_2", "cli_3"}}, // since is inclusive
+		{practice.TombstoneQuery{Since: at(2).Add(time.Millisecond)}, []string{"cli_3"}},
+		{practice.TombstoneQuery{Since: at(1), After: "cli_1", Limit: 1}, []string{"cli_2"}},
 	} {
 		if got := tombIDs(listTombs(t, other, "frm_a", practice.Clients, tc.q)); !slices.Equal(got, tc.want) {
 			t.Errorf("%+v lists %v, want %v", tc.q, got, tc.want)
 		}
 	}
-	if got := tombIDs(listTombs(t, other, "frm_a", practice.Jobs, readmodel.TombstoneQuery{})); !slices.Equal(got, []string{"job_1"}) {
+	if got := tombIDs(listTombs(t, other, "frm_a", practice.Jobs, practice.TombstoneQuery{})); !slices.Equal(got, []string{"job_1"}) {
 		t.Errorf("frm_a's jobs: %v", got)
 	}
-	if got := listTombs(t, other, "frm_b", practice.Clients, readmodel.TombstoneQuery{}); len(got) != 1 || !sameTomb(got[0], tomb(practice.Clients, "cli_1", at(5), 7)) {
+	if got := listTombs(t, other, "frm_b", practice.Clients, practice.TombstoneQuery{}); len(got) != 1 || !sameTomb(got[0], tomb(practice.Clients, "cli_1", at(5), 7)) {
 		t.Errorf("frm_b's clients: %v", got)
 	}
 
 	// Removed again later: the newer tombstone replaces the older.
 	putTombs(t, other, "frm_a", practice.Clients, tomb(practice.Clients, "cli_1", at(10), 5))
-	if got := listTombs(t, st, "frm_a", practice.Clients, readmodel.TombstoneQuery{Since: at(4)}); len(got) != 1 || !sameTomb(got[0], tomb(practice.Clients, "cli_1", at(10), 5)) {
+	if got := listTombs(t, st, "frm_a", practice.Clients, practice.TombstoneQuery{Since: at(4)}); len(got) != 1 || !sameTomb(got[0], tomb(practice.Clients, "cli_1", at(10), 5)) {
 		t.Fatalf("after a second removal: %v", got)
 	}
 	// A record back: its tombstone goes; an id with none changes nothing.
 	if err := other.DropTombstones(ctx, "frm_a", practice.Clients, []string{"cli_2", "cli_404"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := tombIDs(listTombs(t, st, "frm_a", practice.Clients, readmodel.TombstoneQuery{})); !slices.Equal(got, []string{"cli_1", "cli_3"}) {
+	if got := tombIDs(listTombs(t, st, "frm_a", practice.Clients, practice.TombstoneQuery{})); !slices.Equal(got, []string{"cli_1", "cli_3"}) {
 		t.Fatalf("after dropping cli_2: %v", got)
 	}
-	if got := tombIDs(listTombs(t, st, "frm_b", practice.Clients, readmodel.TombstoneQuery{})); !slices.Equal(got, []string{"cli_1"}) {
+	if got := tombIDs(listTombs(t, st, "frm_b", practice.Clients, practice.TombstoneQuery{})); !slices.Equal(got, []string{"cli_1"}) {
 		t.Fatalf("another firm's tombstones after a drop: %v", got)
 	}
 
@@ -126,16 +126,16 @@ func Tombstones(t *testing.T, open func(t *testing.T) (store, other TombstoneBac
 	if err != nil || n != 1 {
 		t.Fatalf("sweep = %d, %v; want job_1 alone", n, err)
 	}
-	if got := tombIDs(listTombs(t, other, "frm_a", practice.Clients, readmodel.TombstoneQuery{})); !slices.Equal(got, []string{"cli_1", "cli_3"}) {
+	if got := tombIDs(listTombs(t, other, "frm_a", practice.Clients, practice.TombstoneQuery{})); !slices.Equal(got, []string{"cli_1", "cli_3"}) {
 		t.Fatalf("clients after the sweep: %v", got)
 	}
-	if got := listTombs(t, other, "frm_a", practice.Jobs, readmodel.TombstoneQuery{}); len(got) != 0 {
+	if got := listTombs(t, other, "frm_a", practice.Jobs, practice.TombstoneQuery{}); len(got) != 0 {
 		t.Fatalf("jobs after the sweep: %v", got)
 	}
 	if n, err := other.SweepTombstones(ctx, "frm_a", at(11)); err != nil || n != 2 {
 		t.Fatalf("second sweep = %d, %v; want 2", n, err)
 	}
-	if got := listTombs(t, st, "frm_b", practice.Clients, readmodel.TombstoneQuery{}); len(got) != 1 {
+	if got := listTombs(t, st, "frm_b", practice.Clients, practice.TombstoneQuery{}); len(got) != 1 {
 		t.Fatalf("another firm's tombstones after a sweep: %v", got)
 	}
 
@@ -194,7 +194,7 @@ func tombstonesMany(t *testing.T, st, other TombstoneBackend, base time.Time) {
 		if pages > n {
 			t.Fatal("paging does not end")
 		}
-		page := listTombs(t, other, "frm_m", practice.Documents, readmodel.TombstoneQuery{Since: since, After: after, Limit: 3})
+		page := listTombs(t, other, "frm_m", practice.Documents, practice.TombstoneQuery{Since: since, After: after, Limit: 3})
 		for _, ts := range page {
 			if !sameTomb(ts, want[ts.ID]) {
 				t.Fatalf("listed %v, want %v", ts, want[ts.ID])
