@@ -21,6 +21,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/readmodel"
+	"github.com/practicegw/practicegw/internal/recordindex"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/internal/store/bolt"
 )
@@ -209,6 +210,45 @@ func TestListIncludeDeletedRefusals(t *testing.T) {
 	plain := listClients(t, srv2, "limit=1")
 	if a := listClients(t, srv2, "include_deleted=true&limit=1&cursor="+url.QueryEscape(plain.Next)); a.status != http.StatusBadRequest || a.Error.Code != "invalid_cursor" {
 		t.Fatalf("a cursor of a page without include_deleted: %d %+v", a.status, a.Error)
+	}
+}
+
+// recordsOnly serves a collection with no tombstones, as the demo records
+// do: include_deleted=true answers its records alone.
+type recordsOnly struct{ col recordindex.Collection }
+
+func (s recordsOnly) Systems(practice.Tenant) (Systems, bool) { return s, true }
+func (s recordsOnly) Reader(practice.Kind) practice.Reader    { return s }
+func (recordsOnly) Clients() practice.ClientWriter            { return nil }
+func (recordsOnly) Jobs() practice.JobWriter                  { return nil }
+func (s recordsOnly) List(_ context.Context, _ practice.Tenant, _ practice.Kind, q practice.Query) (practice.Page, error) {
+	return s.col.Page(q, q.Limit), nil
+}
+func (recordsOnly) Get(context.Context, practice.Tenant, practice.Kind, string) (json.RawMessage, error) {
+	return nil, practice.ErrNotFound
+}
+
+func TestListIncludeDeletedWithoutTombstones(t *testing.T) {
+	var entries []recordindex.Entry
+	for i := range 5 {
+		e, err := recordindex.NewEntry(clientAt(fmt.Sprintf("cli_%d", i), i, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, e)
+	}
+	m, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{logger: zap.NewNop(), metrics: m, tenants: recordsOnly{recordindex.Sorted(entries)}, cursors: cursors{key: []byte("shared")}}
+	cred := &auth.Credential{ID: "crd_1", Firm: "frm_acme", Sandbox: true, Scopes: []string{"clients:read"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), cred)), nil)
+	}))
+	t.Cleanup(srv.Close)
+	if got := pageIDs(t, srv, "include_deleted=true&limit=2", nil); !slices.Equal(got, []string{"cli_0", "cli_1", "cli_2", "cli_3", "cli_4"}) {
+		t.Fatalf("include_deleted over records without tombstones: %v", got)
 	}
 }
 
