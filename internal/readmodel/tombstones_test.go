@@ -5,14 +5,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/readmodel"
 	"github.com/practicegw/practicegw/internal/redistest"
+	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
@@ -166,4 +170,50 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
+}
+
+// BenchmarkApplyWithTombstones measures what keeping tombstones adds to
+// writing records (a backfill's batches of 100 new jobs, every one of
+// which asks whether it had a tombstone) over bbolt, against the same
+// writes without a tombstone store in the same run, and prints the ratio.
+func BenchmarkApplyWithTombstones(b *testing.B) {
+	run := func(b *testing.B, keep bool) time.Duration {
+		db, err := bbolt.Open(filepath.Join(b.TempDir(), "practicegw.db"), 0o600, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		db.NoSync = true // what is measured is the work, not the disk
+		st, err := boltstore.New(db, nil, boltstore.WithSecrets(secretsKey))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg := readmodel.Config{Firm: firm, Store: st.ReadModel()}
+		if keep {
+			cfg.Tombstones = st.Tombstones()
+		}
+		m := readmodel.New(cfg)
+		m.Serve(practice.Jobs, nil)
+		ctx := context.Background()
+		start := time.Now()
+		for i := range b.N {
+			us := make([]readmodel.Update, 100)
+			for j := range us {
+				id := fmt.Sprintf("job_%06d_%03d", i, j)
+				us[j] = readmodel.Update{Kind: practice.Jobs, ID: id, Raw: jobAt(id, 1)}
+			}
+			// A removal in one batch in ten, so that tombstones exist.
+			if i%10 == 0 && i > 0 {
+				us[0] = readmodel.Update{Kind: practice.Jobs, ID: fmt.Sprintf("job_%06d_%03d", i-1, 0)}
+			}
+			if err := m.Apply(ctx, us); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	without := run(b, false)
+	with := run(b, true)
+	b.ReportMetric(float64(with)/float64(b.N)/100, "ns/record")
+	b.ReportMetric(float64(with)/float64(without), "ratio-vs-no-tombstones")
 }
