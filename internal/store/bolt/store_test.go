@@ -233,10 +233,3 @@ func TestLeasesConformance(t *testing.T) {
 		return st.ReadModel(), reopen(t, db).ReadModel()
 	})
 }
-
-func TestTombstonesConformance(t *testing.T) {
-	storetest.Tombstones(t, func(t *testing.T) (storetest.TombstoneBackend, storetest.TombstoneBackend) {
-		st, db := open(t)
-		return st.Tombstones(), reopen(t, db).Tombstones()
-	})
-}

@@ -308,10 +308,3 @@ func TestLeasesConformance(t *testing.T) {
 		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
 	})
 }
-
-func TestTombstonesConformance(t *testing.T) {
-	srv := redistest.Start(t)
-	storetest.Tombstones(t, func(t *testing.T) (storetest.TombstoneBackend, storetest.TombstoneBackend) {
-		return open(t, srv).Tombstones(), another(t, srv).Tombstones()
-	})
-}
