@@ -13,8 +13,9 @@ import (
 // that decides which changes are worth an event, so the embedded pipeline
 // and a Kafka consumer can never disagree.
 //
-// A change that raises nothing (a deletion, a person, a job edit that does
-// not move its stage) yields no events and no error. A change that can never
+// A change that raises nothing (a person's edit, a job edit that does not
+// move its stage, the removal of an engagement or of a record never seen)
+// yields no events and no error. A change that can never
 // raise events (no id or firm, unreadable records, an event whose payload
 // would exceed MaxPayload) is an ErrInvalidChange: the whole change is
 // refused before any of it is recorded, so that it is either all delivered
@@ -40,8 +41,7 @@ func Derive(c practice.Change) ([]Event, error) {
 
 func derive(c practice.Change) ([]Event, error) {
 	if isAbsent(c.After) {
-		// The contract has no deletion events.
-		return nil, nil
+		return removal(c)
 	}
 	after, err := readRecord(c.After)
 	if err != nil {
@@ -251,6 +251,67 @@ func (d *deriver) document(before *record, after record, object json.RawMessage)
 		d.raise(DocumentFiled, documentData{DocumentID: d.id, ClientID: after.Client,
 			EngagementID: after.Engagement, Object: object})
 	}
+	return d.done()
+}
+
+// Removals. The object is the record's tombstone: there is no record after
+// the change, and the tombstone's version follows the last one, so a
+// receiver that applies by version applies the removal last.
+
+type (
+	clientDeletedData struct {
+		ClientID string             `json:"client_id"`
+		Object   practice.Tombstone `json:"object"`
+	}
+	jobDeletedData struct {
+		JobID  string             `json:"job_id"`
+		Object practice.Tombstone `json:"object"`
+	}
+	documentDeletedData struct {
+		DocumentID string             `json:"document_id"`
+		Object     practice.Tombstone `json:"object"`
+	}
+	invoiceDeletedData struct {
+		InvoiceID string             `json:"invoice_id"`
+		Object    practice.Tombstone `json:"object"`
+	}
+	personDeletedData struct {
+		PersonID string             `json:"person_id"`
+		Object   practice.Tombstone `json:"object"`
+	}
+)
+
+// removal raises the <resource>.deleted event of a change whose after is
+// null. A record whose last state is unknown raises nothing: its
+// tombstone could not give a version later than what receivers hold.
+func removal(c practice.Change) ([]Event, error) {
+	kind := removalKind(c.Kind)
+	if kind == "" || isAbsent(c.Before) {
+		return nil, nil
+	}
+	before, err := readRecord(c.Before)
+	if err != nil {
+		return nil, fmt.Errorf("%w: change %s: before: %w", ErrInvalidChange, c.ID, err)
+	}
+	d := deriver{c: c, at: c.OccurredAt.UTC().Truncate(time.Millisecond), id: c.ResourceID}
+	if d.id == "" {
+		d.id = before.ID
+	}
+	ts := practice.NewTombstone(c.Kind, c.ResourceID, c.Before, d.at)
+	var data any
+	switch c.Kind {
+	case practice.Clients:
+		data = clientDeletedData{ClientID: d.id, Object: ts}
+	case practice.Jobs:
+		data = jobDeletedData{JobID: d.id, Object: ts}
+	case practice.Documents:
+		data = documentDeletedData{DocumentID: d.id, Object: ts}
+	case practice.Invoices:
+		data = invoiceDeletedData{InvoiceID: d.id, Object: ts}
+	case practice.People:
+		data = personDeletedData{PersonID: d.id, Object: ts}
+	}
+	d.raise(kind, data)
 	return d.done()
 }
 

@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"sort"
@@ -60,7 +61,6 @@ func TestDerive(t *testing.T) {
 		{"client created", practice.Clients, "", client, "", []string{ClientCreated}, map[string]any{"client_id": "cli_1"}},
 		{"client updated", practice.Clients, client, clientEdit, "", []string{ClientUpdated}, map[string]any{"client_id": "cli_1"}},
 		{"client republished unchanged", practice.Clients, client, "  " + client, "", nil, nil},
-		{"client deleted", practice.Clients, client, "null", "", nil, nil},
 		{"job opened", practice.Jobs, "", jobPlanned, "", []string{JobOpened}, map[string]any{"job_id": "job_1", "client_id": "cli_1"}},
 		{"job edited without a stage move", practice.Jobs, jobPlanned, jobRetitle, "", nil, nil},
 		{"job stage changed", practice.Jobs, jobPlanned, jobReview, "ready for partner", []string{JobStageChanged},
@@ -131,6 +131,68 @@ func TestDerive(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A removal (after null) raises its kind's .deleted event, whose object is
+// the tombstone: the id, deleted, when, and the version after the last.
+func TestDeriveRemovals(t *testing.T) {
+	for _, tc := range []struct {
+		kind   practice.Kind
+		before string
+		event  string
+		idName string
+	}{
+		{practice.Clients, `{"id":"cli_1","object":"client","name":"Ada","version":7}`, ClientDeleted, "client_id"},
+		{practice.Jobs, `{"id":"job_1","object":"job","stage":"planned","version":3}`, JobDeleted, "job_id"},
+		{practice.Documents, `{"id":"doc_1","object":"document","version":1767225600000}`, DocumentDeleted, "document_id"},
+		{practice.Invoices, `{"id":"inv_1","object":"invoice","status":"paid","version":2}`, InvoiceDeleted, "invoice_id"},
+		{practice.People, `{"id":"usr_1","object":"person","name":"Grace","version":1}`, PersonDeleted, "person_id"},
+	} {
+		var rec struct {
+			ID      string `json:"id"`
+			Version int64  `json:"version"`
+		}
+		json.Unmarshal([]byte(tc.before), &rec)
+		for _, after := range []string{"null", ""} {
+			c := mkChange("chg_rm_"+rec.ID, tc.kind, tc.before, after)
+			c.ResourceID = rec.ID
+			evs, err := Derive(c)
+			if err != nil {
+				t.Fatalf("%s: Derive: %v", tc.event, err)
+			}
+			if len(evs) != 1 || evs[0].Event != tc.event {
+				t.Fatalf("%s (after %q): events %v, want one %s", tc.kind, after, evs, tc.event)
+			}
+			ev := evs[0]
+			if ev.ID != EventID(c.ID, tc.event, testAt) || ev.ResourceID != rec.ID {
+				t.Errorf("%s: id %s, resource %s: not derived from the change", tc.event, ev.ID, ev.ResourceID)
+			}
+			want := fmt.Sprintf(`{%q:%q,"object":{"id":%q,"object":%q,"deleted":true,"deleted_at":"2026-03-14T09:26:53.589Z","version":%d}}`,
+				tc.idName, rec.ID, rec.ID, tc.kind.Singular(), rec.Version+1)
+			if string(ev.Data) != want {
+				t.Errorf("%s: data\n%s\nwant\n%s", tc.event, ev.Data, want)
+			}
+		}
+	}
+	// Without a resource id the removal names the record it had.
+	c := mkChange("chg_rm", practice.Clients, `{"id":"cli_9","version":4}`, "null")
+	if evs, err := Derive(c); err != nil || len(evs) != 1 || evs[0].ResourceID != "cli_9" {
+		t.Fatalf("removal without a resource id: %v, %v", evs, err)
+	}
+	// What raises nothing: a removal of a kind with no removal event, or
+	// of a record whose last state is unknown (no version to give).
+	for name, c := range map[string]practice.Change{
+		"engagement":  mkChange("chg_1", practice.Engagements, `{"id":"eng_1","version":2}`, "null"),
+		"no before":   mkChange("chg_2", practice.Clients, "", "null"),
+		"null before": mkChange("chg_3", practice.Clients, "null", "null"),
+	} {
+		if evs, err := Derive(c); err != nil || len(evs) != 0 {
+			t.Errorf("%s: %v, %v; want nothing", name, evs, err)
+		}
+	}
+	if _, err := Derive(mkChange("chg_4", practice.Jobs, `{"id":`, "null")); !errors.Is(err, ErrInvalidChange) {
+		t.Errorf("unreadable before: %v, want ErrInvalidChange", err)
 	}
 }
 

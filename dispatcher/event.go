@@ -22,6 +22,11 @@ const (
 	DocumentFiled        = "document.filed"
 	InvoiceRaised        = "invoice.raised"
 	InvoicePaid          = "invoice.paid"
+	ClientDeleted        = "client.deleted"
+	JobDeleted           = "job.deleted"
+	DocumentDeleted      = "document.deleted"
+	InvoiceDeleted       = "invoice.deleted"
+	PersonDeleted        = "person.deleted"
 	EngagementLetterSign = "engagement_letter.signed" // a subscription-only alias of EngagementSigned
 	AllEvents            = "*"
 )
@@ -40,6 +45,10 @@ type KindSpec struct {
 	// endpoint subscribed to the alias receives that kind's event (same id)
 	// under the alias.
 	AliasOf string
+	// Removal says the kind announces a record's removal: its object is
+	// the record's tombstone (practice.Tombstone), and only a subscriber
+	// that names the kind receives it (see KindFilter.DeliveryName).
+	Removal bool
 }
 
 var catalog = []KindSpec{
@@ -61,6 +70,16 @@ var catalog = []KindSpec{
 		Resource: practice.Invoices, Data: invoiceData{}},
 	{Name: InvoicePaid, Summary: "An invoice was paid in full; settled_via says how.",
 		Resource: practice.Invoices, Data: paidData{}},
+	{Name: ClientDeleted, Summary: "A client was removed from the firm's system; object is its tombstone. Sent only to subscribers that name this kind.",
+		Resource: practice.Clients, Data: clientDeletedData{}, Removal: true},
+	{Name: JobDeleted, Summary: "A job was removed from the firm's system; object is its tombstone. Sent only to subscribers that name this kind.",
+		Resource: practice.Jobs, Data: jobDeletedData{}, Removal: true},
+	{Name: DocumentDeleted, Summary: "A document was removed from the firm's document store (deleted, trashed or moved out of scope); object is its tombstone. Sent only to subscribers that name this kind.",
+		Resource: practice.Documents, Data: documentDeletedData{}, Removal: true},
+	{Name: InvoiceDeleted, Summary: "An invoice was removed from the firm's ledger; object is its tombstone. Sent only to subscribers that name this kind.",
+		Resource: practice.Invoices, Data: invoiceDeletedData{}, Removal: true},
+	{Name: PersonDeleted, Summary: "A person (a member of the firm's staff) was removed from the firm's system; object is its tombstone. Sent only to subscribers that name this kind.",
+		Resource: practice.People, Data: personDeletedData{}, Removal: true},
 	{Name: EngagementLetterSign, Summary: "An engagement letter was signed: engagement.signed, delivered under this name to endpoints subscribed to it.",
 		Resource: practice.Engagements, Data: signedData{}, AliasOf: EngagementSigned},
 }
@@ -86,6 +105,27 @@ func Kinds() []string {
 
 // IsKind reports whether k is a recorded event kind.
 func IsKind(k string) bool { return slices.Contains(Kinds(), k) }
+
+// removalKind is the kind announcing removals of records of k, or "" when
+// k has none.
+func removalKind(k practice.Kind) string {
+	for _, spec := range catalog {
+		if spec.Removal && spec.Resource == k {
+			return spec.Name
+		}
+	}
+	return ""
+}
+
+// isRemoval reports whether kind announces removals.
+func isRemoval(kind string) bool {
+	for _, spec := range catalog {
+		if spec.Name == kind {
+			return spec.Removal
+		}
+	}
+	return false
+}
 
 // canonicalKind maps a subscribable name to the kind recorded for it.
 func canonicalKind(name string) string {

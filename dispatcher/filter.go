@@ -36,17 +36,24 @@ func ParseKindFilter(names []string) (KindFilter, error) {
 func validName(n string) bool { return n == AllEvents || n == EngagementLetterSign || IsKind(n) }
 
 // validPattern reports whether n is "<resource>.*" for a resource that
-// has events.
+// has events a pattern matches (removals are named, never matched).
 func validPattern(n string) bool {
 	resource, ok := strings.CutSuffix(n, ".*")
 	if !ok {
 		return false
 	}
-	return slices.ContainsFunc(Kinds(), func(k string) bool { return strings.HasPrefix(k, resource+".") })
+	return slices.ContainsFunc(Kinds(), func(k string) bool { return !isRemoval(k) && strings.HasPrefix(k, resource+".") })
 }
 
 // DeliveryName is the name under which the subscriber receives an event of
 // kind, or false if it asked for none of it.
+//
+// A removal kind (client.deleted, ...) is received only by a subscriber
+// that names it: "*" and "<resource>.*" mean the kinds that announce
+// records as they are, which is all they meant before removals had
+// events, so an endpoint subscribed to "*" long ago is not sent a payload
+// with no record in it. Every subscriber is treated alike, whenever it
+// subscribed, so that "*" means one thing in the API.
 //
 // A subscriber receives each event at most once: asking for both
 // engagement.signed (by name, "*" or "engagement.*") and its alias
@@ -54,9 +61,13 @@ func validPattern(n string) bool {
 // de-duplicate on the event id anyway, so a second copy under the other
 // name could only ever be discarded.
 func (f KindFilter) DeliveryName(kind string) (string, bool) {
+	wildcards := !isRemoval(kind)
 	for _, n := range f {
-		if n == AllEvents || n == kind {
+		if n == kind || n == AllEvents && wildcards {
 			return kind, true
+		}
+		if !wildcards {
+			continue
 		}
 		if resource, ok := strings.CutSuffix(n, ".*"); ok && strings.HasPrefix(kind, resource+".") {
 			return kind, true

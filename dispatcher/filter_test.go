@@ -22,6 +22,15 @@ func TestKindFilter(t *testing.T) {
 		{[]string{EngagementLetterSign, "engagement.*"}, EngagementSigned, EngagementSigned},
 		{[]string{EngagementLetterSign, "*"}, EngagementSigned, EngagementSigned},
 		{[]string{"engagement.*"}, EngagementCreated, EngagementCreated},
+		// Removals go only to subscribers that name them: "*" and a
+		// resource's pattern mean what they meant before removals had
+		// events.
+		{[]string{"*"}, ClientDeleted, ""},
+		{[]string{"client.*"}, ClientDeleted, ""},
+		{[]string{"client.deleted"}, ClientDeleted, ClientDeleted},
+		{[]string{"*", "job.deleted"}, JobDeleted, JobDeleted},
+		{[]string{"*", "job.deleted"}, ClientDeleted, ""},
+		{[]string{"person.deleted"}, PersonDeleted, PersonDeleted},
 	} {
 		f, err := ParseKindFilter(tc.filter)
 		if err != nil {
@@ -32,7 +41,7 @@ func TestKindFilter(t *testing.T) {
 			t.Errorf("%v receives %s as %q, %v; want %q", tc.filter, tc.kind, name, ok, tc.name)
 		}
 	}
-	for _, bad := range [][]string{nil, {"job.deleted"}, {"person.*"}, {"job*"}, {".*"}, {"engagement_letter.*"}} {
+	for _, bad := range [][]string{nil, {"job.removed"}, {"person.*"}, {"job*"}, {".*"}, {"engagement_letter.*"}} {
 		var invalid *practice.InvalidError
 		if _, err := ParseKindFilter(bad); !errors.As(err, &invalid) || invalid.Param != "events" {
 			t.Errorf("ParseKindFilter(%q) = %v, want an invalid events parameter", bad, err)

@@ -84,7 +84,7 @@ func TestListEventsPagesAndFilters(t *testing.T) {
 
 		for name, q := range map[string]dispatcher.EventQuery{
 			"limit 0 is the default, 201 is refused": {Tenant: live, Limit: 201},
-			"unknown kind":                           {Tenant: live, Kinds: []string{"client.deleted"}},
+			"unknown kind":                           {Tenant: live, Kinds: []string{"client.removed"}},
 		} {
 			var invalid *practice.InvalidError
 			if _, err := h.eng.ListEvents(h.ctx, q); !errors.As(err, &invalid) {
@@ -246,7 +246,7 @@ func TestEndpointManagement(t *testing.T) {
 			{URL: "", Events: []string{"*"}},
 			{URL: "http://10.0.0.1/", Events: []string{"*"}},
 			{URL: "http://127.0.0.1/", Events: nil},
-			{URL: "http://127.0.0.1/", Events: []string{"client.deleted"}},
+			{URL: "http://127.0.0.1/", Events: []string{"client.removed"}},
 			{URL: "http://127.0.0.1/", Events: []string{"*"}, Description: strings.Repeat("d", 501)},
 		}
 		for _, in := range invalid {

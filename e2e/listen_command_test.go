@@ -273,7 +273,7 @@ func TestListenRefusals(t *testing.T) {
 		{"live credential without --live", liveBoth, nil, "live=true"},
 		{"live credential without webhooks:read", liveEvents, []string{"--live"}, "webhooks:read"},
 		{"sandbox credential with --live", sandbox, []string{"--live"}, "sandbox events only"},
-		{"a kind that does not exist", sandbox, []string{"--events", "job.deleted"}, "not an event kind"},
+		{"a kind that does not exist", sandbox, []string{"--events", "job.removed"}, "not an event kind"},
 		{"a revoked or forged token", "pgw_test_nonsense", nil, "401"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

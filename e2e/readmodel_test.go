@@ -217,8 +217,10 @@ func waitConfirmed(t *testing.T, g *gateway, tok, path string, after time.Durati
 
 // TestReadModelReconciliationFindsADeletion: a work item deleted in Karbon
 // is gone from /v1 once a reconciliation (asked for with practicegw sync
-// resync) has run, which raises no event (the contract has no event for a
-// deletion) and nothing twice.
+// resync) has run; the removal raises one job.deleted, delivered to the
+// endpoint subscribed to it and to none subscribed to "*", and a polling
+// mirror finds its tombstone with include_deleted. Another reconciliation
+// raises nothing more.
 func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 	v := startVendors(t, vendorOptions{contacts: 10, workItems: 20})
 	g := v.gateway(t)
@@ -227,6 +229,11 @@ func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 	if r := g.do(t, "GET", "/v1/jobs/job_W0007", tok, nil); r.StatusCode != 200 {
 		t.Fatalf("job_W0007 before its deletion: %d %s", r.StatusCode, r.body)
 	}
+	removals, everything := newReceiver(t), newReceiver(t)
+	_, secret := register(t, g, tok, removals.url(), "job.deleted")
+	removals.setSecrets(secret)
+	legacy, secret := register(t, g, tok, everything.url(), "*")
+	everything.setSecrets(secret)
 	resync := func() {
 		t.Helper()
 		if out, err := g.cli("sync", "resync", "--firm", "frm_hollis", "--system", "records"); err != nil {
@@ -234,6 +241,7 @@ func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 		}
 	}
 
+	removedFrom := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
 	v.k.RemoveWorkItem("W0007")
 	resync()
 	eventually(t, 15*time.Second, "job_W0007 to be 404 after a reconciliation", func() bool {
@@ -242,13 +250,37 @@ func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 	if n := len(pageAll(t, g, tok, "/v1/jobs", 200)); n != 19 {
 		t.Fatalf("%d jobs after the deletion, want 19", n)
 	}
-	// Another reconciliation finds it gone again.
+	got := removals.wait(1, 15*time.Second)[0]
+	data, _ := got.envelope["data"].(map[string]any)
+	object, _ := data["object"].(map[string]any)
+	if got.envelope["event"] != "job.deleted" || data["job_id"] != "job_W0007" || object["id"] != "job_W0007" || object["deleted"] != true {
+		t.Fatalf("delivered for the removal: %s", got.body)
+	}
+	// The "*" endpoint had the same chance: its deliveries are queued
+	// with the other's, when the event is recorded.
+	if r := g.do(t, "GET", "/v1/webhook_endpoints/"+legacy+"/deliveries", tok, nil); r.StatusCode != 200 || len(r.json(t)["data"].([]any)) != 0 {
+		t.Fatalf("the endpoint subscribed to * was sent the removal: %d %s", r.StatusCode, r.body)
+	}
+
+	// A polling mirror finds the tombstone the event carried.
+	var tomb map[string]any
+	for _, item := range pageAll(t, g, tok, "/v1/jobs?include_deleted=true&updated_since="+url.QueryEscape(removedFrom), 200) {
+		if item["id"] == "job_W0007" {
+			tomb = item
+		}
+	}
+	if tomb == nil || tomb["deleted"] != true || tomb["version"] != object["version"] || tomb["deleted_at"] != object["deleted_at"] {
+		t.Fatalf("tombstone listed %v, the event's %v", tomb, object)
+	}
+
+	// Another reconciliation finds it gone again, and raises nothing.
 	lists := len(workItemPages(v.k.Requests()))
 	resync()
 	eventually(t, 15*time.Second, "another reconciliation", func() bool {
 		return len(workItemPages(v.k.Requests())) > lists && allLive(syncStates(t, g))
 	})
 	seen := map[string]bool{}
+	var aboutIt []string
 	for _, e := range pageAll(t, g, tok, "/v1/events", 200) {
 		id, _ := e["id"].(string)
 		if seen[id] {
@@ -256,8 +288,11 @@ func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 		}
 		seen[id] = true
 		if strings.Contains(fmt.Sprint(e["data"]), "W0007") {
-			t.Fatalf("the deletion raised an event: %v", e)
+			aboutIt = append(aboutIt, fmt.Sprint(e["event"]))
 		}
+	}
+	if len(aboutIt) != 1 || aboutIt[0] != "job.deleted" {
+		t.Fatalf("events about job_W0007: %v, want one job.deleted", aboutIt)
 	}
 	if r := g.do(t, "GET", "/v1/jobs/job_W0007", tok, nil); r.StatusCode != http.StatusNotFound {
 		t.Fatalf("job_W0007 after another reconciliation: %d %s", r.StatusCode, r.body)

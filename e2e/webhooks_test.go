@@ -252,6 +252,12 @@ func TestEveryEventKindThroughTheSandbox(t *testing.T) {
 		names[d.envelope["event"].(string)] = true
 	}
 	for _, name := range cat.names() {
+		// The sandbox's records are never removed: the removal kinds are
+		// delivered and checked against the catalog by
+		// TestReadModelReconciliationFindsADeletion.
+		if strings.HasSuffix(name, ".deleted") {
+			continue
+		}
 		if !names[name] {
 			t.Errorf("no %s was delivered to check the catalog against", name)
 		}

@@ -24,7 +24,9 @@ var triggerEvents = []string{"client.created", "client.updated", "engagement.cre
 // the signed letter and opens the jobs it releases.
 func (r *Records) Trigger(ctx context.Context, firm, event string) (practice.Change, error) {
 	if !slices.Contains(triggerEvents, event) {
-		return practice.Change{}, practice.Invalid("event", "%q is not an event kind; use one of %s.",
+		// Removal kinds are kinds, but the sandbox's records are never
+		// removed, so nothing here can raise one.
+		return practice.Change{}, practice.Invalid("event", "%q is not an event kind the sandbox raises; use one of %s.",
 			event, strings.Join(triggerEvents, ", "))
 	}
 	w, done, err := r.begin(practice.Tenant{Firm: firm, Sandbox: true})

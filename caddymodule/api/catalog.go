@@ -134,6 +134,10 @@ func (s schemaSet) eventData(k dispatcher.KindSpec) (map[string]any, error) {
 	}
 	props["object"] = map[string]any{"$ref": s.schemaOf(reflect.TypeOf(resource))["$ref"],
 		"description": "The " + k.Resource.Singular() + " after the change, as GET /v1/" + string(k.Resource) + "/{id} would answer it then."}
+	if k.Removal {
+		props["object"] = map[string]any{"$ref": s.schemaOf(reflect.TypeOf(practice.Tombstone{}))["$ref"],
+			"description": "The " + k.Resource.Singular() + "'s tombstone, as GET /v1/" + string(k.Resource) + "?include_deleted=true lists it: its version follows the record's last."}
+	}
 	record := reflect.TypeOf(resource).Name()
 	for name, p := range props {
 		// A field repeating one of the record's shares its vocabulary.
@@ -276,6 +280,8 @@ func exampleChanges() (map[string]practice.Change, error) {
 		draft          = with(issued, func(i *practice.Invoice) { i.Status = "draft"; i.IssuedOn = ""; i.DueOn = ""; i.Version-- })
 		newClient      = with(client, func(c *practice.Client) { c.Status = "prospect"; c.CreatedAt = at; c.Version = 1 })
 		previousClient = with(client, func(c *practice.Client) { c.Email = "office@hartley-sons.example"; c.Version-- })
+		person         = practice.Person{ID: client.Owner, Object: "person", Name: "Priya Shah", Email: "priya@acme-accountants.example",
+			Role: "Manager", Active: true, CreatedAt: at.AddDate(-2, 0, 0), UpdatedAt: at, Version: 5}
 	)
 	changes := map[string]practice.Change{}
 	add := func(event string, kind practice.Kind, before, after any, note string) error {
@@ -285,6 +291,16 @@ func exampleChanges() (map[string]practice.Change, error) {
 			if c.Before, err = json.Marshal(before); err != nil {
 				return err
 			}
+		}
+		if after == nil {
+			// A removal: after is null and the change names the record.
+			var rec struct {
+				ID string `json:"id"`
+			}
+			err = json.Unmarshal(c.Before, &rec)
+			c.ResourceID, c.After = rec.ID, json.RawMessage("null")
+			changes[event] = c
+			return err
 		}
 		if c.After, err = json.Marshal(after); err != nil {
 			return err
@@ -303,6 +319,11 @@ func exampleChanges() (map[string]practice.Change, error) {
 		add(dispatcher.DocumentFiled, practice.Documents, nil, document, ""),
 		add(dispatcher.InvoiceRaised, practice.Invoices, draft, issued, ""),
 		add(dispatcher.InvoicePaid, practice.Invoices, issued, invoice, ""),
+		add(dispatcher.ClientDeleted, practice.Clients, client, nil, ""),
+		add(dispatcher.JobDeleted, practice.Jobs, completed, nil, ""),
+		add(dispatcher.DocumentDeleted, practice.Documents, document, nil, ""),
+		add(dispatcher.InvoiceDeleted, practice.Invoices, draft, nil, ""),
+		add(dispatcher.PersonDeleted, practice.People, person, nil, ""),
 	} {
 		if err != nil {
 			return nil, err

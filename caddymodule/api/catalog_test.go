@@ -28,6 +28,11 @@ var contractEvents = map[string]struct {
 	"document.filed":           {[]string{"document_id"}, "Document"},
 	"invoice.raised":           {[]string{"invoice_id"}, "Invoice"},
 	"invoice.paid":             {[]string{"invoice_id", "settled_via"}, "Invoice"},
+	"client.deleted":           {[]string{"client_id"}, "Tombstone"},
+	"job.deleted":              {[]string{"job_id"}, "Tombstone"},
+	"document.deleted":         {[]string{"document_id"}, "Tombstone"},
+	"invoice.deleted":          {[]string{"invoice_id"}, "Tombstone"},
+	"person.deleted":           {[]string{"person_id"}, "Tombstone"},
 }
 
 type catalogDoc struct {

@@ -48,6 +48,17 @@ var enums = map[string][]string{
 	"Client.type":        practice.ClientTypes,
 	"ClientInput.type":   practice.ClientTypes,
 	"Engagement.status":  practice.EngagementStatuses,
+	"Tombstone.object":   tombstoneObjects(),
+}
+
+// tombstoneObjects are the object names a tombstone can carry: every
+// resource's.
+func tombstoneObjects() []string {
+	out := make([]string, len(practice.Kinds))
+	for i, k := range practice.Kinds {
+		out[i] = k.Singular()
+	}
+	return out
 }
 
 // dates are string fields holding a calendar date rather than a time.
@@ -156,8 +167,11 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 				schema["format"] = "date"
 			}
 		}
-		if name == "object" && f.Type.Kind() == reflect.String {
+		if name == "object" && f.Type.Kind() == reflect.String && enums[key] == nil {
 			schema["const"] = strings.ToLower(owner)
+		}
+		if key == "Tombstone.deleted" {
+			schema["const"] = true
 		}
 		if name == "version" && !isInput(owner) {
 			schema["minimum"] = 1
@@ -366,6 +380,11 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	case rt.serve == nil, rt.stream:
 	case strings.HasPrefix(rt.op, "list_"):
 		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
+		if findParam(rt.query, includeDeleted) != nil {
+			// Tombstones are answered only to include_deleted=true.
+			item = map[string]any{"oneOf": []any{item, schemas.schemaOf(reflect.TypeOf(practice.Tombstone{}))},
+				"description": "A record; with include_deleted=true, also the tombstone of a removed record (deleted is true)."}
+		}
 		success = map[string]any{
 			"type": "object", "required": []string{"data", "has_more", "next_cursor"}, "additionalProperties": false,
 			"properties": map[string]any{

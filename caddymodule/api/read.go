@@ -30,6 +30,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	if err != nil {
 		return err
 	}
+	tombstones, err := wantsTombstones(q.params)
+	if err != nil {
+		return err
+	}
 	for name, v := range q.params {
 		if err := applyFilter(&q.Filter, findParam(c.route.query, name), v); err != nil {
 			return err
@@ -39,6 +43,11 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	page, err := reader.List(r.Context(), c.tenant, c.route.kind, q.Query)
 	if err != nil {
 		return err
+	}
+	if tombstones {
+		if page, err = withTombstones(r.Context(), reader, c.tenant, c.route.kind, q.Query, page); err != nil {
+			return err
+		}
 	}
 	writeFreshness(w, reader, c.route.kind)
 	buf := bufPool.Get().(*bytes.Buffer)

@@ -48,6 +48,10 @@ var (
 		{name: "limit", typ: "limit", desc: "Items per page, 1 to 200. Default 50."},
 		{name: "cursor", typ: "cursor", desc: "The next_cursor of the previous page."},
 		{name: "updated_since", typ: "date-time", desc: "Only records updated at or after this RFC 3339 time."},
+		{name: includeDeleted, typ: "boolean", desc: "true also lists the tombstones of records removed from the firm's system " +
+			`({"id","object","deleted":true,"deleted_at","version"}), kept 30 days, among the records in id order and paged with them; ` +
+			"with updated_since, those deleted at or after it. Only updated_since, limit and cursor combine with it. " +
+			"The sandbox's records are never removed, so it lists none there."},
 	}
 	clientFilters = []param{
 		{name: "owner", typ: "id", prefix: "usr_", desc: "Only clients owned by this person."},

@@ -407,7 +407,7 @@ func TestStreamRefusals(t *testing.T) {
 		{"sandbox credential asking for live", "sandbox", "?live=true", "", 403, "insufficient_scope", ""},
 		{"no events:read", "sandbox-hooks", "", "", 403, "insufficient_scope", ""},
 		{"no credential", "", "", "", 401, "unauthenticated", ""},
-		{"unknown kind", "sandbox", "?events=job.opened,job.deleted", "", 400, "parameter_invalid", "events"},
+		{"unknown kind", "sandbox", "?events=job.opened,job.removed", "", 400, "parameter_invalid", "events"},
 		{"pattern of no resource", "sandbox", "?events=person.*", "", 400, "parameter_invalid", "events"},
 		{"empty events", "sandbox", "?events=", "", 400, "parameter_missing", "events"},
 		{"live not a boolean", "live", "?live=yes", "", 400, "parameter_invalid", "live"},

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/practice"
 )
 
@@ -66,7 +67,7 @@ func (h *Handler) operation(id string) *operation {
 }
 
 func (h *Handler) explorerView(v *visit, opID string) explorerView {
-	view := explorerView{Values: map[string]string{}, Kinds: subscribableKinds()}
+	view := explorerView{Values: map[string]string{}, Kinds: sandboxKinds()}
 	var tags []string
 	byTag := map[string][]*operation{}
 	for i := range h.ops {
@@ -305,4 +306,16 @@ func (h *Handler) trigger(w http.ResponseWriter, r *http.Request, v *visit) erro
 			Link: "/console/events/" + t.EventID, LinkText: "See its deliveries"})
 	}
 	return redirect(w, r, back)
+}
+
+// sandboxKinds are the event names a sandbox change can raise: every one
+// but the removals, since the sandbox's records are never removed.
+func sandboxKinds() []string {
+	var out []string
+	for _, k := range dispatcher.Catalog() {
+		if !k.Removal {
+			out = append(out, k.Name)
+		}
+	}
+	return out
 }

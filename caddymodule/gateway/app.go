@@ -161,6 +161,8 @@ type App struct {
 	// instances share it, orders their updates.
 	readStore readStore
 	readFeed  readmodel.Feed
+	// tombstones keeps what removals from firms' models leave.
+	tombstones tombstoneStore
 	// syncMetrics exports the syncs' status; the app that starts last
 	// is the one it reads.
 	syncMetrics *syncCollector
@@ -475,6 +477,7 @@ func (a *App) expire(ctx context.Context) {
 		if _, err := a.shared.store.ExpireUsage(ctx); err != nil {
 			a.logger.Warn("expiring usage counters", zap.Error(err))
 		}
+		a.sweepTombstones(ctx, time.Now())
 		select {
 		case <-ctx.Done():
 			return

@@ -32,6 +32,8 @@ type Model struct {
 	// other keeps what the upstream state store keeps besides records
 	// (vendors' rotated refresh tokens).
 	other changes.StateStore
+	// tombstones keeps what removals leave, when set.
+	tombstones TombstoneStore
 
 	mu    sync.RWMutex
 	kinds map[practice.Kind]*kindModel
@@ -86,6 +88,9 @@ type Config struct {
 	// is a goroutine the model owns (Close waits for it). A simulation
 	// sets it to run the catch-up when its scheduler chooses.
 	Background func(run func(context.Context))
+	// Tombstones keeps a tombstone of each record removed, for mirrors
+	// listing with include_deleted; nil keeps none.
+	Tombstones TombstoneStore
 }
 
 // New makes a firm's model with no kinds. The firm's systems are opened
@@ -99,6 +104,8 @@ func New(cfg Config) *Model {
 		other:  cfg.Other,
 		kinds:  map[practice.Kind]*kindModel{},
 		quit:   make(chan struct{}),
+
+		tombstones: cfg.Tombstones,
 	}
 	m.goBackground = cfg.Background
 	if m.goBackground == nil {
@@ -338,6 +345,9 @@ func (m *Model) applyHeld(ctx context.Context, us []Update) error {
 	}
 	if len(us) == 0 {
 		return nil
+	}
+	if err := m.noteRemovals(ctx, us); err != nil {
+		return err
 	}
 	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
 		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)

@@ -36,6 +36,9 @@ type Update struct {
 	Kind practice.Kind
 	ID   string
 	Raw  json.RawMessage
+	// At is when a removal was found, its tombstone's deleted_at (zero:
+	// now). Stores do not keep it.
+	At time.Time
 }
 
 // Store keeps the read models durably, one per backend.
