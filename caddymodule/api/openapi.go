@@ -381,9 +381,13 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	case strings.HasPrefix(rt.op, "list_"):
 		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
 		if findParam(rt.query, includeDeleted) != nil {
-			// Tombstones are answered only to include_deleted=true.
-			item = map[string]any{"oneOf": []any{item, schemas.schemaOf(reflect.TypeOf(practice.Tombstone{}))},
-				"description": "A record; with include_deleted=true, also the tombstone of a removed record (deleted is true)."}
+			// Tombstones are answered only to include_deleted=true, which
+			// a caller asks for knowingly; the items stay typed as the
+			// record, so that a client generated before tombstones existed
+			// still compiles, and the Tombstone schema is declared beside.
+			schemas.schemaOf(reflect.TypeOf(practice.Tombstone{}))
+			item = map[string]any{"allOf": []any{item},
+				"description": "A record; with include_deleted=true, also the tombstone of a removed record: `deleted` is true, and it has the fields of the Tombstone schema only."}
 		}
 		success = map[string]any{
 			"type": "object", "required": []string{"data", "has_more", "next_cursor"}, "additionalProperties": false,
