@@ -97,6 +97,9 @@ type Syncer struct {
 	// BudgetPerHour is the vendor's published limit, for the status; 0
 	// when unknown.
 	BudgetPerHour int
+	// Budget is what the sync plans to spend of the vendor's allowances
+	// (plan.go).
+	Budget SyncBudget
 
 	mu       sync.Mutex
 	progress progress
@@ -104,6 +107,7 @@ type Syncer struct {
 	calls    callWindow
 	wake     chan struct{}
 	once     sync.Once
+	plan     planner
 }
 
 // progress is a sync's checkpoint, saved after each step.
@@ -121,6 +125,9 @@ type progress struct {
 	ReconcileFrom time.Time `json:"reconcile_from,omitzero"`
 	SavedAt       time.Time `json:"saved_at"`
 	CallsLastHour uint64    `json:"calls_last_hour"`
+	// Costs are the vendor calls each pass costs, which the plan of
+	// polls is made from.
+	Costs map[string]float64 `json:"costs,omitempty"`
 }
 
 type kindProgress struct {
@@ -163,10 +170,12 @@ func (s *Syncer) polled(k practice.Kind) bool {
 	return !ok || inc.Incremental(k)
 }
 
-// interval is how often k's records are confirmed against the vendor.
+// interval is how often k's records are confirmed against the vendor:
+// the configured poll interval is a floor, the plan (plan.go) spaces
+// polls to keep within the vendor's allowances.
 func (s *Syncer) interval(k practice.Kind) time.Duration {
 	if s.polled(k) {
-		return s.Config.Poll
+		return s.pollEvery(k)
 	}
 	return s.Config.Reconcile
 }
@@ -312,6 +321,7 @@ func (s *Syncer) follow(ctx context.Context) {
 	s.mu.Lock()
 	s.progress = p
 	s.mu.Unlock()
+	s.plan.load(p.Costs)
 	s.publish()
 }
 
@@ -334,7 +344,7 @@ func (s *Syncer) untilDue() time.Duration {
 		kp := s.kindProgress(k)
 		next = min(next, kp.ReconciledAt.Add(s.Config.Reconcile).Sub(now))
 		if s.polled(k) {
-			next = min(next, kp.PolledAt.Add(s.Config.Poll).Sub(now))
+			next = min(next, kp.PolledAt.Add(s.interval(k)).Sub(now))
 		}
 	}
 	return next
@@ -348,7 +358,7 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 		kp := *s.kindProgress(k)
 		s.mu.Unlock()
 		if !kp.Backfilled {
-			return true, s.backfillPage(ctx, k, kp)
+			return true, s.metered(passFull+string(k), kp.Cursor == "" && kp.Seen == 0, func() error { return s.backfillPage(ctx, k, kp) })
 		}
 	}
 	from, err := s.resyncAsked(ctx)
@@ -367,18 +377,18 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 		asked := s.progress.ReconcileFrom.After(kp.ReconciledAt)
 		s.mu.Unlock()
 		if asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile {
-			return true, s.reconcile(ctx, k)
+			return true, s.metered(passFull+string(k), true, func() error { return s.reconcile(ctx, k) })
 		}
 	}
 	for _, k := range s.Kinds {
 		s.mu.Lock()
 		kp := *s.kindProgress(k)
 		s.mu.Unlock()
-		if s.polled(k) && now.Sub(kp.PolledAt) >= s.Config.Poll {
+		if s.polled(k) && now.Sub(kp.PolledAt) >= s.interval(k) {
 			if s.Feed != nil {
-				return true, s.readFeed(ctx)
+				return true, s.metered(passFeed, false, func() error { return s.readFeed(ctx) })
 			}
-			return true, s.poll(ctx, k, kp)
+			return true, s.metered(passPoll+string(k), false, func() error { return s.poll(ctx, k, kp) })
 		}
 	}
 	return false, nil
@@ -695,7 +705,7 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 		s.calls.add(now, count)
 		s.progress.CallsLastHour = s.calls.sinceOldest(count)
 	}
-	s.progress.Holder, s.progress.SavedAt = s.Holder, now
+	s.progress.Holder, s.progress.SavedAt, s.progress.Costs = s.Holder, now, s.plan.snapshot()
 	b, err := json.Marshal(s.progress)
 	// Reads are told of the step's outcome in the same critical section
 	// as Status is, so the two never disagree.
