@@ -93,8 +93,11 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 	client *upstream.Client, rec *changes.Recorder, cfg readmodel.SyncConfig) *readmodel.Syncer {
 	store := a.readStore
 	kinds := roleKinds[role]
+	// A record not copied yet is read from the vendor within a small
+	// share of its allowances, and a miss is remembered.
+	onDemand := upstream.NewOnDemand(reader, client, a.budget, f.ID+"/"+role)
 	for _, k := range kinds {
-		model.Serve(k, reader)
+		model.Serve(k, onDemand)
 	}
 	s := &readmodel.Syncer{
 		System: role, Vendor: system, Label: systemLabel(system), Kinds: kinds, Reader: reader,
@@ -109,6 +112,10 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 	if client != nil {
 		s.Calls = client.Sent
 		s.BudgetPerHour = client.BudgetPerHour()
+		s.Budget.Account = client.BudgetAccount()
+		for _, al := range client.Allowances() {
+			s.Budget.Allowances = append(s.Budget.Allowances, readmodel.Allowance{Limit: al.Limit, Per: al.Per})
+		}
 	}
 	return s
 }
