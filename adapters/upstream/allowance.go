@@ -22,3 +22,22 @@ func (c *Client) Allowances() []Allowance {
 // Xero ledger of one organisation) share them. It is a digest, never a
 // credential.
 func (c *Client) BudgetAccount() string { return c.budgetKey }
+
+// dailyLimit applies a configured daily limit to the published
+// allowances: it replaces the published day's, or adds one; negative
+// drops it.
+func dailyLimit(published []Allowance, configured int) []Allowance {
+	if configured == 0 {
+		return published
+	}
+	var out []Allowance
+	for _, a := range published {
+		if a.Per != 24*time.Hour {
+			out = append(out, a)
+		}
+	}
+	if configured > 0 {
+		out = append(out, Allowance{Limit: configured, Per: 24 * time.Hour})
+	}
+	return out
+}

@@ -136,3 +136,54 @@ func TestOnDemandReadOfAnotherRecordIsBadGateway(t *testing.T) {
 		t.Error("the unusable answer was kept in the read model")
 	}
 }
+
+// The admin route (and so `practicegw sync status`) says the plan of a
+// firm on Xero Practice Manager whose ledger is XPM too: two syncs on one
+// organisation, each with a quarter of its 5,000 calls a day.
+func TestAdminSyncStatusSaysThePlan(t *testing.T) {
+	clock := vendortest.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
+	client, err := upstream.NewClient(upstream.Options{System: "xpm", BaseURL: "https://api.xero.example",
+		Defaults: upstream.Policy{RateLimit: 60, RatePeriod: upstream.Duration(time.Minute)}, BudgetSystem: "xero",
+		Allowances: []upstream.Allowance{{Limit: 5000, Per: 24 * time.Hour}}}, upstream.Deps{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, cp := syncAdminServer(t)
+	app := &App{logger: zap.NewNop(), holder: "test/1", readStore: cp, firms: map[string]*firmBackends{}}
+	acme := &Firm{ID: "frm_acme"}
+	model := app.newModel(acme.ID)
+	v := &gettingVendor{}
+	syncs := []*readmodel.Syncer{
+		app.syncFor(acme, "records", "xpm", model, v, client, nil, readmodel.SyncConfig{}),
+		app.syncFor(acme, "ledger", "xpm", model, v, client, nil, readmodel.SyncConfig{}),
+	}
+	readmodel.ShareBudgets(syncs)
+	views := []SyncView{}
+	for _, s := range syncs {
+		views = append(views, syncViewOf(s.Status(), clock.Now()))
+	}
+	for _, v := range views {
+		if v.PlanLimit != 5000 || v.PlanShare != 1250 || v.PlanPeriod != "24h0m0s" || v.PlanCalls == 0 || v.PlanCalls > 1250 {
+			t.Errorf("%s's plan: %+v", v.System, v)
+		}
+		if !strings.Contains(v.Plan, "of 5,000 calls a day, at most 1,250 for this sync") {
+			t.Errorf("%s's plan for people: %q", v.System, v.Plan)
+		}
+		for _, k := range v.Kinds {
+			if k.PollSeconds < 60 {
+				t.Errorf("%s %s polled every %ds", v.System, k.Kind, k.PollSeconds)
+			}
+		}
+	}
+	// Readiness says the plan as a short phrase of its own.
+	app.firms[acme.ID] = &firmBackends{model: model, syncs: syncs}
+	checks := app.syncChecks()
+	if len(checks) != 2 {
+		t.Fatalf("readiness: %+v", checks)
+	}
+	for _, c := range checks {
+		if !strings.Contains(c.Detail, "; polls ") || !strings.Contains(c.Detail, "at most 1,250 for this sync") {
+			t.Errorf("readiness of %s: %q", c.Name, c.Detail)
+		}
+	}
+}

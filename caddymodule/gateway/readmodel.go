@@ -204,6 +204,9 @@ func (a *App) syncChecks() []health.Check {
 			if !st.ConfirmedAt.IsZero() {
 				detail += fmt.Sprintf("; data confirmed %s ago", st.Age(now).Round(time.Second))
 			}
+			if plan := st.Plan.String(); plan != "" {
+				detail += "; " + plan
+			}
 			checks = append(checks, health.Check{Name: "sync " + st.Vendor + "/" + firm, OK: st.State != readmodel.StateFailing, Detail: detail})
 		}
 	}
