@@ -123,6 +123,9 @@ func startVendors(t *testing.T, o vendorOptions) *vendors {
 				base_url %s
 				webhook_key %s
 				link_clients records
+				upstream {
+					daily_limit 1000000
+				}
 			}
 			documents sharepoint {
 				drive_id %s

@@ -87,6 +87,7 @@ func startXPMFirm(t *testing.T) *xpmFirm {
 				upstream {
 					timeout 2s
 					rate_limit 6000/m
+					daily_limit 1000000
 				}
 			}
 			documents sharepoint {

@@ -114,6 +114,9 @@ func NewClient(o Options, d Deps) (*Client, error) {
 	p := o.Policy.withDefaults(o.Defaults)
 	tr := o.Transport
 	if tr == nil {
+		tr = d.Transport
+	}
+	if tr == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 32
 		tr = t
@@ -134,7 +137,7 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		log:       d.logger().With(zap.String("upstream", d.Label(o.System))),
 		m:         m,
 	}
-	for _, a := range o.Allowances {
+	for _, a := range dailyLimit(o.Allowances, p.DailyLimit) {
 		if a.Limit > 0 && a.Per > 0 {
 			c.allowances = append(c.allowances, keyedAllowance{a, c.budgetKey + "/" + a.Per.String()})
 		}

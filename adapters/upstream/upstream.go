@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -62,6 +63,10 @@ type Deps struct {
 	// sync, so that a change noticed twice (a webhook and a poll) is
 	// compared with one state under one lock. Nil builds one on State.
 	Recorder *changes.Recorder
+	// Transport replaces the HTTP transport of every client made with
+	// these deps (a simulation serving the vendor doubles in process);
+	// nil is a clone of http.DefaultTransport.
+	Transport http.RoundTripper
 	// Instance tells apart two adapters of the same system in metric
 	// labels, for example the firm id: the upstream label becomes
 	// "karbon/frm_acme". Empty leaves the system name alone.
@@ -212,6 +217,11 @@ type Policy struct {
 	// Graph, Drive and Dropbox 600/min]. Negative turns the budget off.
 	RateLimit  int      `json:"rate_limit,omitempty"`
 	RatePeriod Duration `json:"rate_period,omitempty"`
+	// DailyLimit replaces the vendor's published calls a day per account
+	// [Xero and Xero Practice Manager: 5,000 per organisation; none for
+	// the others], for an account on other terms (or a test double). The
+	// read model's sync plans its polls from it. Negative turns it off.
+	DailyLimit int `json:"daily_limit,omitempty"`
 	// MaxBodyBytes caps a response body [16 MiB]; a larger one is a bad
 	// upstream answer rather than unbounded memory.
 	MaxBodyBytes int64 `json:"max_body_bytes,omitempty"`

@@ -146,7 +146,9 @@ func acmeSyncs() []readmodel.Status {
 		{Firm: "frm_acme", System: "ledger", Vendor: "xero", Label: "Xero", State: readmodel.StateFailing,
 			Why: "xero answered 401 Unauthorized: the connection was revoked", ConfirmedAt: rigNow.Add(-3 * time.Hour),
 			CallsLastHour: 12, Kinds: []readmodel.KindStatus{{Kind: practice.Invoices, Backfilled: true, Records: 7,
-				ConfirmedAt: rigNow.Add(-3 * time.Hour)}}},
+				ConfirmedAt: rigNow.Add(-3 * time.Hour)}},
+			Plan: readmodel.Plan{PollEvery: map[string]time.Duration{"invoices": 270 * time.Second},
+				CallsPerPeriod: 1100, Limit: 5000, Period: 24 * time.Hour, Share: 0.25}},
 	}
 }
 
@@ -180,6 +182,7 @@ func TestOverviewShowsEachRealSystemsSync(t *testing.T) {
 		"xero answered 401 Unauthorized: the connection was revoked",
 		"3 hours old",
 		"<strong>12</strong> <span class=\"muted small\">(no published budget)</span>",
+		`data-plan>polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync</p>`,
 		`action="/console/sync/records/resync"`, `action="/console/sync/ledger/resync"`,
 		`name="csrf" value="` + rg.csrf + `"`,
 	} {

@@ -226,12 +226,21 @@ type SyncView struct {
 	Holder string `json:"holder,omitempty"`
 	// ConfirmedAt and AgeSeconds say how fresh the data is; absent until
 	// every kind is backfilled.
-	ConfirmedAt   time.Time      `json:"confirmed_at,omitzero"`
-	AgeSeconds    *int64         `json:"age_seconds,omitempty"`
-	Progress      string         `json:"progress,omitempty"`
-	CallsLastHour uint64         `json:"calls_last_hour"`
-	BudgetPerHour int            `json:"budget_per_hour,omitempty"`
-	Kinds         []SyncKindView `json:"kinds"`
+	ConfirmedAt   time.Time `json:"confirmed_at,omitzero"`
+	AgeSeconds    *int64    `json:"age_seconds,omitempty"`
+	Progress      string    `json:"progress,omitempty"`
+	CallsLastHour uint64    `json:"calls_last_hour"`
+	BudgetPerHour int       `json:"budget_per_hour,omitempty"`
+	// Plan says how the sync spaces its polls to keep within its share of
+	// the vendor's allowances; PlanCalls are the calls it plans per
+	// PlanPeriod ("24h0m0s"), of PlanLimit published, at most PlanShare
+	// of them.
+	Plan       string         `json:"plan,omitempty"`
+	PlanCalls  int            `json:"plan_calls,omitempty"`
+	PlanLimit  int            `json:"plan_limit,omitempty"`
+	PlanShare  int            `json:"plan_share,omitempty"`
+	PlanPeriod string         `json:"plan_period,omitempty"`
+	Kinds      []SyncKindView `json:"kinds"`
 }
 
 // SyncKindView is one kind's part of a sync.
@@ -244,19 +253,30 @@ type SyncKindView struct {
 	About       int       `json:"about,omitempty"`
 	Records     int       `json:"records"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	// PollSeconds is how often the plan polls the kind; absent when it
+	// is not polled (kept by webhooks and the reconciliation).
+	PollSeconds int64 `json:"poll_seconds,omitempty"`
 }
 
 func syncViewOf(st readmodel.Status, now time.Time) SyncView {
 	v := SyncView{Firm: st.Firm, System: st.System, Vendor: st.Vendor, State: st.State, Why: st.Why,
 		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
-		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []SyncKindView{}}
+		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []SyncKindView{},
+		Plan: st.Plan.String(), PlanCalls: st.Plan.CallsPerPeriod, PlanLimit: st.Plan.Limit}
+	if st.Plan.Limit > 0 {
+		v.PlanShare, v.PlanPeriod = int(st.Plan.Share*float64(st.Plan.Limit)), st.Plan.Period.String()
+	}
 	if !st.ConfirmedAt.IsZero() {
 		age := int64(st.Age(now) / time.Second)
 		v.AgeSeconds = &age
 	}
 	for _, k := range st.Kinds {
+		every := st.Plan.PollEvery[string(k.Kind)]
+		if len(st.Plan.PollEvery) == 1 && st.Plan.PollEvery["feed"] > 0 {
+			every = st.Plan.PollEvery["feed"]
+		}
 		v.Kinds = append(v.Kinds, SyncKindView{Kind: k.Kind, Backfilled: k.Backfilled, Seen: k.Seen, About: k.About,
-			Records: k.Records, ConfirmedAt: k.ConfirmedAt})
+			Records: k.Records, ConfirmedAt: k.ConfirmedAt, PollSeconds: int64(every / time.Second)})
 	}
 	return v
 }

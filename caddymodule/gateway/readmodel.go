@@ -81,8 +81,11 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 	client *upstream.Client, rec *changes.Recorder, cfg readmodel.SyncConfig) *readmodel.Syncer {
 	store := a.readStore
 	kinds := roleKinds[role]
+	// A record not copied yet is read from the vendor within a small
+	// share of its allowances, and a miss is remembered.
+	onDemand := upstream.NewOnDemand(reader, client, a.budget, f.ID+"/"+role)
 	for _, k := range kinds {
-		model.Serve(k, reader)
+		model.Serve(k, onDemand)
 	}
 	s := &readmodel.Syncer{
 		System: role, Vendor: system, Label: systemLabel(system), Kinds: kinds, Reader: reader,
@@ -97,6 +100,10 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 	if client != nil {
 		s.Calls = client.Sent
 		s.BudgetPerHour = client.BudgetPerHour()
+		s.Budget.Account = client.BudgetAccount()
+		for _, al := range client.Allowances() {
+			s.Budget.Allowances = append(s.Budget.Allowances, readmodel.Allowance{Limit: al.Limit, Per: al.Per})
+		}
 	}
 	return s
 }
@@ -190,6 +197,9 @@ func syncCheck(st readmodel.Status, now time.Time) health.Check {
 	}
 	if !st.ConfirmedAt.IsZero() {
 		detail += fmt.Sprintf("; data confirmed %s ago", st.Age(now).Round(time.Second))
+	}
+	if plan := st.Plan.String(); plan != "" {
+		detail += "; " + plan
 	}
 	c := health.Check{Name: "sync " + st.Vendor + "/" + st.Firm, OK: st.State != readmodel.StateFailing, Detail: detail}
 	if st.Why != "" {

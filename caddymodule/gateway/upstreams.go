@@ -16,6 +16,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/upstream"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/internal/readmodel"
 )
 
 // upstreamSystem is one of a firm's real systems, as the app needs it
@@ -96,6 +97,8 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		b.upstreams = append(b.upstreams, upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook})
 	}
 	if len(b.syncs) > 0 {
+		// The firm's systems on one vendor account share its allowances.
+		readmodel.ShareBudgets(b.syncs)
 		if err := model.Load(ctx); err != nil {
 			return nil, err
 		}

@@ -100,6 +100,9 @@ func printSyncs(w io.Writer, syncs []gateway.SyncView) error {
 		if s.Progress != "" {
 			fmt.Fprintf(w, "\n%s (%s) backfill: %s\n", s.System, s.Vendor, s.Progress)
 		}
+		if s.Plan != "" {
+			fmt.Fprintf(w, "\n%s (%s) %s\n", s.System, s.Vendor, s.Plan)
+		}
 	}
 	return nil
 }

@@ -34,7 +34,8 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200}}}
 	xero := gateway.SyncView{Firm: "frm_acme", System: "ledger", Vendor: "xero", State: "failing",
 		Why: "xero answered 401 Unauthorized", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
-		CallsLastHour: 12, Kinds: []gateway.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}}}
+		CallsLastHour: 12, Kinds: []gateway.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}},
+		Plan: "polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync"}
 	w.Header().Set("Content-Type", "application/json")
 	switch r.Method + " " + r.URL.Path {
 	case "GET /practicegw/sync/frm_acme":
@@ -74,6 +75,7 @@ func TestSyncStatusCommand(t *testing.T) {
 		"ledger", "xero", "failing", "1m35s",
 		"records (karbon) backfill: karbon jobs: 3,200 of about 5,000",
 		"ledger (xero) is failing: xero answered 401 Unauthorized",
+		"ledger (xero) polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)

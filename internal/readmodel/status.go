@@ -30,6 +30,9 @@ type Status struct {
 	// unknown).
 	CallsLastHour uint64
 	BudgetPerHour int
+	// Plan is how the sync spaces its polls to keep within its share of
+	// the vendor's allowances.
+	Plan Plan
 }
 
 // KindStatus is one kind's part of a sync.
@@ -138,5 +141,6 @@ func (s *Syncer) statusLocked() Status {
 	default:
 		st.State = StateLive
 	}
+	s.describePlan(&st)
 	return st
 }

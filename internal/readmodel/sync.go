@@ -94,6 +94,9 @@ type Syncer struct {
 	// BudgetPerHour is the vendor's published limit, for the status; 0
 	// when unknown.
 	BudgetPerHour int
+	// Budget is what the sync plans to spend of the vendor's allowances
+	// (plan.go).
+	Budget SyncBudget
 
 	mu       sync.Mutex
 	progress progress
@@ -101,6 +104,7 @@ type Syncer struct {
 	calls    callWindow
 	wake     chan struct{}
 	once     sync.Once
+	plan     planner
 }
 
 // progress is a sync's checkpoint, saved after each step.
@@ -118,6 +122,9 @@ type progress struct {
 	ReconcileFrom time.Time `json:"reconcile_from,omitzero"`
 	SavedAt       time.Time `json:"saved_at"`
 	CallsLastHour uint64    `json:"calls_last_hour"`
+	// Costs are the vendor calls each pass costs, which the plan of
+	// polls is made from.
+	Costs map[string]float64 `json:"costs,omitempty"`
 }
 
 type kindProgress struct {
@@ -165,10 +172,12 @@ func (s *Syncer) polled(k practice.Kind) bool {
 	return !ok || inc.Incremental(k)
 }
 
-// interval is how often k's records are confirmed against the vendor.
+// interval is how often k's records are confirmed against the vendor:
+// the configured poll interval is a floor, the plan (plan.go) spaces
+// polls to keep within the vendor's allowances.
 func (s *Syncer) interval(k practice.Kind) time.Duration {
 	if s.polled(k) {
-		return s.Config.Poll
+		return s.pollEvery(k)
 	}
 	return s.Config.Reconcile
 }
@@ -305,6 +314,7 @@ func (s *Syncer) follow(ctx context.Context) {
 	s.mu.Lock()
 	s.progress = p
 	s.mu.Unlock()
+	s.plan.load(p.Costs)
 	s.publish()
 }
 
@@ -330,7 +340,7 @@ func (s *Syncer) untilDue() time.Duration {
 			next = min(next, kp.RetryAt.Sub(now))
 		}
 		if s.polled(k) {
-			next = min(next, kp.PolledAt.Add(s.Config.Poll).Sub(now))
+			next = min(next, kp.PolledAt.Add(s.interval(k)).Sub(now))
 		}
 	}
 	return next
@@ -363,16 +373,22 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 		var work func(context.Context) error
 		switch {
 		case !kp.Backfilled:
-			work = func(ctx context.Context) error { return s.backfillPage(ctx, k, kp) }
+			work = func(ctx context.Context) error {
+				return s.metered(passFull+string(k), kp.Cursor == "" && kp.Seen == 0, func() error { return s.backfillPage(ctx, k, kp) })
+			}
 		case asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile:
-			work = func(ctx context.Context) error { return s.reconcile(ctx, k) }
-		case s.polled(k) && now.Sub(kp.PolledAt) >= s.Config.Poll:
+			work = func(ctx context.Context) error {
+				return s.metered(passFull+string(k), true, func() error { return s.reconcile(ctx, k) })
+			}
+		case s.polled(k) && now.Sub(kp.PolledAt) >= s.interval(k):
 			if s.Feed != nil {
 				// The feed covers every kind: its failure is the
 				// system's.
-				return true, s.readFeed(ctx)
+				return true, s.metered(passFeed, false, func() error { return s.readFeed(ctx) })
 			}
-			work = func(ctx context.Context) error { return s.poll(ctx, k, kp) }
+			work = func(ctx context.Context) error {
+				return s.metered(passPoll+string(k), false, func() error { return s.poll(ctx, k, kp) })
+			}
 		default:
 			continue
 		}
@@ -445,7 +461,7 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 		s.calls.add(now, count)
 		s.progress.CallsLastHour = s.calls.sinceOldest(count)
 	}
-	s.progress.Holder, s.progress.SavedAt = s.Holder, now
+	s.progress.Holder, s.progress.SavedAt, s.progress.Costs = s.Holder, now, s.plan.snapshot()
 	b, err := json.Marshal(s.progress)
 	// Reads are told of the step's outcome in the same critical section
 	// as Status is, so the two never disagree.
