@@ -273,10 +273,22 @@ func TestResilience(t *testing.T) {
 				t.Fatalf("call %d: %v", i, err)
 			}
 		}
-		// A burst of 120, then one every half second.
+		// Never more than 120 in any minute: a burst of 12, then one
+		// every 60s/109, so the 121st call falls after the first minute.
 		slept := clock.Slept()
-		if len(slept) != 10 || slept[0] != 500*time.Millisecond {
-			t.Fatalf("slept %v", slept)
+		interval := (time.Minute + 108) / 109
+		if len(slept) != 130-12 || slept[0] != interval {
+			t.Fatalf("slept %d times, first %v, want %d times %v", len(slept), slept[0], 130-12, interval)
+		}
+		var at time.Duration
+		for i, d := range slept[:120-12] {
+			at += d
+			if i == 120-12-1 && at >= time.Minute {
+				t.Fatalf("the 120th call waited until %v", at)
+			}
+		}
+		if at+slept[120-12] < time.Minute {
+			t.Fatalf("the 121st call came %v after the first", at+slept[120-12])
 		}
 	})
 }

@@ -475,7 +475,9 @@ func TestBudgetSharedWithXeroLedger(t *testing.T) {
 
 	clock := vendortest.NewClock(epoch)
 	deps := upstream.Deps{Clock: clock, Budget: upstream.NewLocalBudget(clock)}
-	policy := upstream.Policy{RateLimit: 3, RatePeriod: upstream.Duration(time.Minute), MaxRetryWait: upstream.Duration(time.Second)}
+	// 30 a minute: a burst of 3, then one every 60s/28, longer than
+	// the second a call may wait.
+	policy := upstream.Policy{RateLimit: 30, RatePeriod: upstream.Duration(time.Minute), MaxRetryWait: upstream.Duration(time.Second)}
 	a, err := xpm.New(xpm.Config{TenantID: x.TenantID, BaseURL: host.URL + "/practicemanager",
 		OAuth2: upstream.OAuth2Config{AccessToken: x.Token}, Upstream: policy}, deps)
 	if err != nil {

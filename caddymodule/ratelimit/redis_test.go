@@ -26,6 +26,16 @@ func newRedisLimiter(t testing.TB, cfg Config) *Limiter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	if l.redis != nil {
+		// The connection and the script are made ready before a test
+		// counts decisions: on a loaded machine the first dial and
+		// script load can outlast the limiter's timeout, which would hand
+		// the first decisions to the fallback. Tests of an unreachable
+		// Redis find it unreachable here too.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = l.redis.decide(ctx, "warm-up", tenPerSecond.cell(), false, time.Now().UnixMicro())
+	}
 	return l
 }
 

@@ -62,3 +62,21 @@ func (c Cell) Peek(tat, now int64) Result {
 	}
 	return r
 }
+
+// Within is the cell that admits at most limit requests in any window of
+// length per, wherever the window starts: a vendor publishing "120 calls a
+// minute" counts every minute, not a minute since an idle start. A burst
+// of a tenth of the limit goes at once and the rest are spread evenly; a
+// burst of the whole limit would let nearly twice the limit through in
+// the first window (the burst, then a full window's rate).
+func Within(limit, per int64) Cell {
+	limit = max(limit, 1)
+	burst := max(limit/10, 1)
+	// After the burst at t, one request fits at t+I, t+2I, ...: a window
+	// [t, t+per) holds burst + ceil(per/I) - 1 of them, at most limit
+	// when I = per / (limit - burst + 1).
+	// Rounded up, so that rounding never fits one more in.
+	n := limit - burst + 1
+	interval := max((per+n-1)/n, 1)
+	return Cell{Interval: interval, Tolerance: burst * interval}
+}

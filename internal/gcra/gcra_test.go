@@ -1,6 +1,9 @@
 package gcra
 
-import "testing"
+import (
+	"math/rand/v2"
+	"testing"
+)
 
 // A cell of 3 per 30 units admits a burst of 3, then one every 10, and a
 // refusal books nothing.
@@ -42,6 +45,44 @@ func TestPeekAgreesWithStep(t *testing.T) {
 		}
 		if !s.Allowed && p.RetryAfter != s.RetryAfter {
 			t.Fatalf("at %d: peek retry %d, step retry %d", now, p.RetryAfter, s.RetryAfter)
+		}
+	}
+}
+
+// Within admits at most limit requests in any window of per, however the
+// requests arrive, and does not starve a caller that keeps asking.
+func TestWithinHoldsEveryWindow(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	for _, r := range []struct{ limit, per int64 }{
+		{1, 1_000}, {3, 60_000_000}, {20, 1_000_000_000}, {60, 60_000_000_000},
+		{120, 60_000_000_000}, {5000, 86_400_000_000}, {7, 999_999},
+	} {
+		c := Within(r.limit, r.per)
+		var admitted []int64
+		now, tat := int64(1_000_000), int64(0)
+		for now < 1_000_000+4*r.per {
+			var res Result
+			tat, res = c.Step(tat, now)
+			if res.Allowed {
+				admitted = append(admitted, now)
+				continue
+			}
+			// Sometimes right on time, sometimes late.
+			now += res.RetryAfter + rng.Int64N(2)*rng.Int64N(max(c.Interval, 1))
+		}
+		for i, start := range admitted {
+			n := int64(0)
+			for _, at := range admitted[i:] {
+				if at < start+r.per {
+					n++
+				}
+			}
+			if n > r.limit {
+				t.Fatalf("%d per %d: %d admitted in the window from %d", r.limit, r.per, n, start)
+			}
+		}
+		if got := int64(len(admitted)); got < 3*r.limit {
+			t.Fatalf("%d per %d: %d admitted in 4 windows", r.limit, r.per, got)
 		}
 	}
 }
