@@ -99,7 +99,7 @@ func Budget(t *testing.T, open OpenBudget) {
 			waited += wait
 		}
 		if len(admitted) < 2*limit {
-			t.Fatalf("admitted %d in %v at %d per %v: the budget starves", len(admitted), elapsed, limit, per)
+			t.Fatalf("admitted %d in %v at %d per %v: the budget starves", len(admitted), elapsed(), limit, per)
 		}
 		// Times here are the test's view, a little off Redis's own; a
 		// window a few milliseconds short of per absorbs that and still
