@@ -276,7 +276,7 @@ func TestResilience(t *testing.T) {
 		// Never more than 120 in any minute: a burst of 12, then one
 		// every 60s/109, so the 121st call falls after the first minute.
 		slept := clock.Slept()
-		interval := (time.Minute + 108) / 109
+		interval := time.Duration((time.Minute.Microseconds()+108)/109) * time.Microsecond
 		if len(slept) != 130-12 || slept[0] != interval {
 			t.Fatalf("slept %d times, first %v, want %d times %v", len(slept), slept[0], 130-12, interval)
 		}

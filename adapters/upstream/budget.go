@@ -19,12 +19,12 @@ type Budget interface {
 }
 
 // take books one request at now (Unix nanoseconds) against tat with GCRA
-// (internal/gcra.Within): never more than limit requests in any window of
-// per. It returns the TAT to store and, when the request does not fit, how
-// long until one would. internal/store/redis.Budget runs the same step in
-// Lua.
+// (internal/gcra): a burst of limit requests, then one per per/limit, with
+// no window edge at which twice the limit gets through. It returns the TAT
+// to store and, when the request does not fit, how long until one would.
+// internal/store/redis.Budget runs the same step in Lua.
 func take(tat, now int64, limit int, per time.Duration) (next int64, wait time.Duration) {
-	c := gcra.Within(int64(limit), int64(per))
+	c := gcra.Cell{Interval: int64(per / time.Duration(max(limit, 1))), Tolerance: int64(per)}
 	next, r := c.Step(tat, now)
 	return next, time.Duration(r.RetryAfter)
 }

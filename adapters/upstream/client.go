@@ -21,6 +21,8 @@ import (
 	"github.com/sony/gobreaker/v2"
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
+
+	"github.com/practicegw/practicegw/internal/gcra"
 )
 
 // Authorizer puts a vendor's credentials on a request: static headers, or
@@ -73,6 +75,18 @@ type Options struct {
 type Allowance struct {
 	Limit int
 	Per   time.Duration
+}
+
+// booked is the rate a Budget books a vendor's allowance at: the Budget's
+// burst of its limit, then one per per/limit, would let nearly twice a
+// published limit through in the first window after an idle spell (the
+// burst, then a window's rate), while a vendor counts every window. The
+// cell of gcra.Within (a burst of a tenth, the rest spread evenly) holds
+// every window, and a burst of b per b intervals is that cell. Microseconds,
+// so the Redis budget's script computes the same interval.
+func (a Allowance) booked() (limit int, per time.Duration) {
+	c := gcra.Within(int64(a.Limit), a.Per.Microseconds())
+	return int(c.Tolerance / c.Interval), time.Duration(c.Tolerance) * time.Microsecond
 }
 
 // Client calls one upstream with the resilience of its Policy. It is safe
@@ -300,7 +314,8 @@ type keyedAllowance struct {
 func (c *Client) take(ctx context.Context, a keyedAllowance) error {
 	var waited time.Duration
 	for {
-		wait, err := c.budget.Take(ctx, a.key, a.Limit, a.Per)
+		limit, per := a.booked()
+		wait, err := c.budget.Take(ctx, a.key, limit, per)
 		if err != nil {
 			// A budget store that is down must not take the vendor
 			// down with it: the vendor's own 429s still guard.

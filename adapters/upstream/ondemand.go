@@ -101,7 +101,8 @@ func (o *OnDemand) Get(ctx context.Context, t practice.Tenant, k practice.Kind, 
 // budget and the vendor's 429s still guard.
 func (o *OnDemand) book(ctx context.Context) error {
 	for _, a := range o.shares {
-		wait, err := o.budget.Take(ctx, "ondemand:"+o.name+"/"+a.Per.String(), a.Limit, a.Per)
+		limit, per := a.booked()
+		wait, err := o.budget.Take(ctx, "ondemand:"+o.name+"/"+a.Per.String(), limit, per)
 		if err != nil {
 			return nil
 		}

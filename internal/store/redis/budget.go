@@ -38,7 +38,7 @@ func (b *Budget) Take(ctx context.Context, key string, limit int, per time.Durat
 // epoch) or on Redis's clock when now is 0; tests pin it to compare with
 // internal/gcra. It returns the wait, 0 when the request was booked.
 func (b *Budget) take(ctx context.Context, key string, limit int, per time.Duration, now int64) (time.Duration, error) {
-	c := gcra.Within(int64(limit), per.Microseconds())
+	c := gcra.Cell{Interval: (per / time.Duration(max(limit, 1))).Microseconds(), Tolerance: per.Microseconds()}
 	k := b.prefix + key
 	// The script takes keys in pairs, the second for usage, which mode 2
 	// leaves alone.

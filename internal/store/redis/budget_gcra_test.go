@@ -27,7 +27,7 @@ func TestBudgetScriptMatchesGCRA(t *testing.T) {
 		limit int
 		per   time.Duration
 	}{{4, time.Minute}, {7, time.Second}, {120, time.Minute}, {1, time.Second}} {
-		c := gcra.Within(int64(r.limit), r.per.Microseconds())
+		c := gcra.Cell{Interval: (r.per / time.Duration(r.limit)).Microseconds(), Tolerance: r.per.Microseconds()}
 		key := r.per.String() + "/" + time.Duration(r.limit).String()
 		now, tat := time.Now().UnixMicro(), int64(0)
 		for step := range 300 {
