@@ -19,8 +19,8 @@ func job(id, stage string) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"job","title":"Accounts","client":"cli_1","owner":"usr_1","stage":%q,"closed_at":null,"created_at":"2026-03-02T09:00:00Z","updated_at":"2026-03-02T09:00:00Z","version":1}`, id, stage))
 }
 
-// redisStore is one gateway's handle on a shared Redis.
-func redisStore(t *testing.T, url string) *redisstore.Store {
+// instance is one gateway's model of the firm over a shared Redis.
+func instance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
 	rdb, err := redisstore.NewClient(url, redisstore.TLSFiles{}, time.Second)
 	if err != nil {
@@ -31,13 +31,7 @@ func redisStore(t *testing.T, url string) *redisstore.Store {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return st
-}
-
-// instance is one gateway's model of the firm over a shared Redis.
-func instance(t *testing.T, url string) *readmodel.Model {
-	t.Helper()
-	rm := redisStore(t, url).ReadModel()
+	rm := st.ReadModel()
 	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm})
 	m.Serve(practice.Jobs, nil)
 	if err := m.Load(context.Background()); err != nil {
@@ -135,7 +129,7 @@ func TestInstancesWritingAtOnceNeverStoreAnOlderState(t *testing.T) {
 	wg.Wait()
 
 	// The feed, in the order every instance applies it.
-	rm := redisStore(t, srv.URL()).ReadModel()
+	rm := storeOf(t, srv.URL())
 	newest := map[string]int{}
 	for pos := ""; ; {
 		us, next, err := rm.Since(ctx, firm, pos, 500)
@@ -168,4 +162,18 @@ func TestInstancesWritingAtOnceNeverStoreAnOlderState(t *testing.T) {
 			}
 		}
 	}
+}
+
+func storeOf(t *testing.T, url string) *redisstore.ReadModel {
+	t.Helper()
+	rdb, err := redisstore.NewClient(url, redisstore.TLSFiles{}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.Options{Secrets: secretsKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.ReadModel()
 }
