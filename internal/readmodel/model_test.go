@@ -17,8 +17,8 @@ func job(id, stage string) json.RawMessage {
 	return json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"job","title":"Accounts","client":"cli_1","owner":"usr_1","stage":%q,"closed_at":null,"created_at":"2026-03-02T09:00:00Z","updated_at":"2026-03-02T09:00:00Z","version":1}`, id, stage))
 }
 
-// instance is one gateway's model of the firm over a shared Redis.
-func instance(t *testing.T, url string) *readmodel.Model {
+// redisStore is one gateway's handle on a shared Redis.
+func redisStore(t *testing.T, url string) *redisstore.Store {
 	t.Helper()
 	rdb, err := redisstore.NewClient(url, redisstore.TLSFiles{}, time.Second)
 	if err != nil {
@@ -29,7 +29,13 @@ func instance(t *testing.T, url string) *readmodel.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rm := st.ReadModel()
+	return st
+}
+
+// instance is one gateway's model of the firm over a shared Redis.
+func instance(t *testing.T, url string) *readmodel.Model {
+	t.Helper()
+	rm := redisStore(t, url).ReadModel()
 	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm})
 	m.Serve(practice.Jobs, nil)
 	if err := m.Load(context.Background()); err != nil {

@@ -17,7 +17,6 @@ import (
 	"github.com/practicegw/practicegw/internal/readmodel"
 	"github.com/practicegw/practicegw/internal/redistest"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
 )
 
 // jobAt is a job at a version.
@@ -29,15 +28,7 @@ func jobAt(id string, version int) json.RawMessage {
 // keeping tombstones there.
 func tombInstance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
-	rdb, err := redisstore.NewClient(url, redisstore.TLSFiles{}, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	st, err := redisstore.New(rdb, redisstore.Options{Secrets: secretsKey})
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := redisStore(t, url)
 	rm := st.ReadModel()
 	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm, Tombstones: st.Tombstones()})
 	m.Serve(practice.Jobs, nil)

@@ -1,7 +1,6 @@
 package bolt
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -38,20 +37,8 @@ func prepareSecrets(tx *bbolt.Tx, key *sealed.Key) error {
 		return err
 	}
 
-	keys := tx.Bucket([]byte(bucketKeys))
-	var plain [][2][]byte
-	if err := keys.ForEach(func(k, v []byte) error {
-		if !sealed.IsSealed(v) {
-			plain = append(plain, [2][]byte{bytes.Clone(k), bytes.Clone(v)})
-		}
-		return nil
-	}); err != nil {
+	if err := sealPlain(tx.Bucket([]byte(bucketKeys)), key, whatSigningKey); err != nil {
 		return err
-	}
-	for _, kv := range plain {
-		if err := keys.Put(kv[0], key.Seal(kv[1], whatSigningKey(string(kv[0])))); err != nil {
-			return err
-		}
 	}
 
 	eps := tx.Bucket([]byte(bucketEndpoints))

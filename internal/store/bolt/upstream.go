@@ -46,7 +46,12 @@ func (s *Store) Save(_ context.Context, key string, state []byte) error {
 // plain text. It runs when the file is opened, before any read: bbolt
 // locks the file to one process, so nothing plain is written after it.
 func sealUpstreamState(tx *bbolt.Tx, key *sealed.Key) error {
-	b := tx.Bucket([]byte(bucketUpstream))
+	return sealPlain(tx.Bucket([]byte(bucketUpstream)), key, whatUpstream)
+}
+
+// sealPlain seals, in place, every value of b an earlier version stored
+// in plain text, each bound to what its key names.
+func sealPlain(b *bbolt.Bucket, key *sealed.Key, what func(string) string) error {
 	var plain [][2][]byte
 	if err := b.ForEach(func(k, v []byte) error {
 		if !sealed.IsSealed(v) {
@@ -57,7 +62,7 @@ func sealUpstreamState(tx *bbolt.Tx, key *sealed.Key) error {
 		return err
 	}
 	for _, kv := range plain {
-		if err := b.Put(kv[0], key.Seal(kv[1], whatUpstream(string(kv[0])))); err != nil {
+		if err := b.Put(kv[0], key.Seal(kv[1], what(string(kv[0])))); err != nil {
 			return err
 		}
 	}
