@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/sealed"
-	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/practice"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
 )
 
 // BenchmarkIngestToDelivery measures the embedded pipeline end to end, from

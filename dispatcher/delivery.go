@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // State is where a delivery stands.

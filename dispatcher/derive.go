@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Derive turns one change into the events it raises. It is the only place

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 var testAt = time.Date(2026, 3, 14, 9, 26, 53, 589793238, time.UTC)

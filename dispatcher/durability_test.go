@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // A dispatcher that dies holding a lease loses nothing: once the lease

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Endpoint statuses.

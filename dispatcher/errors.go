@@ -3,7 +3,7 @@ package dispatcher
 import (
 	"errors"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Errors callers branch on. Everything else is an internal failure.

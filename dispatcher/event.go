@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Event kinds, as the contract names them.

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // ExportQuery selects the deliveries an export streams.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // The event feed is the event log in the order events were recorded, which

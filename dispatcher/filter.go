@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // KindFilter is the event kinds a subscriber asked for, by name: "*" for

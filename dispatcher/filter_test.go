@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func TestKindFilter(t *testing.T) {

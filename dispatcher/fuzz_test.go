@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Derive reads records from upstream systems: whatever they hold, it must

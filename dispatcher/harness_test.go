@@ -22,11 +22,11 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
-	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/practice"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 var (

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 	"go.uber.org/zap"
 )
 

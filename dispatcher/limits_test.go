@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // A firm's endpoints are bounded in each mode, so its credentials cannot

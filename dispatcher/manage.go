@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // EndpointInput registers an endpoint.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 	"go.uber.org/zap"
 )
 

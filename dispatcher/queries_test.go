@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func TestListEventsPagesAndFilters(t *testing.T) {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // ListEvents returns one page of a tenant's events, oldest first. Kinds may

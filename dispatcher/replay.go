@@ -9,7 +9,7 @@ import (
 	"github.com/sony/gobreaker/v2"
 
 	"github.com/practicegw/practicegw/internal/gcra"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // HeldBackError refuses a replay that would pass a bound protecting a
@@ -156,7 +156,7 @@ func (e *Engine) replayable(ctx context.Context, endpointID string) error {
 }
 
 // ReplayBudget counts a firm's bulk replays: the vendor budgets' GCRA
-// (adapters/upstream.Budget, in process or in Redis) serves. Take books
+// (adapters/kit/upstream.Budget, in process or in Redis) serves. Take books
 // one at now unless limit per window are booked already, and then says
 // how long until one would fit, booking nothing.
 type ReplayBudget interface {

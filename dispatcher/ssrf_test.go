@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func TestValidateURLRefusesNonPublicAddresses(t *testing.T) {

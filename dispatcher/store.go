@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // The engine's dependencies, each as small as the job it does. The embedded

@@ -24,8 +24,8 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/recordindex"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/recordindex"
 )
 
 // entry is one record in memory: its wire bytes and the fields the filters

@@ -20,7 +20,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/seed-digests.txt")

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // gen makes realistic records. The seed drives it from a PCG seeded by the

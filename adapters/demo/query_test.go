@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func TestPagingReturnsEveryRecordOnce(t *testing.T) {

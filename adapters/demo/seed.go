@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Seed sizes per tenant.

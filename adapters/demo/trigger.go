@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // triggerEvents are the event kinds Trigger can raise.

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func TestTrigger(t *testing.T) {

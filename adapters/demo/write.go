@@ -13,8 +13,8 @@ import (
 
 	"go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/recordindex"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/recordindex"
 )
 
 // CreateClient creates a client. Unset fields default to an active company

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // firstPartner is the partner with the lowest id: new clients' owner.

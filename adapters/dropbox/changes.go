@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/practicegw/practicegw/adapters/docstore"
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/docstore"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Changes reads Dropbox's changes below the root folder: from the present

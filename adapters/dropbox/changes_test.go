@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/dropbox"
-	"github.com/practicegw/practicegw/adapters/filing"
+	"github.com/practicegw/practicegw/adapters/kit/filing"
 	"github.com/practicegw/practicegw/adapters/vendortest"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func start(t *testing.T, a *dropbox.Adapter) string {

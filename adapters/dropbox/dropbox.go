@@ -22,12 +22,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/docstore"
-	"github.com/practicegw/practicegw/adapters/filing"
-	"github.com/practicegw/practicegw/adapters/oauthtoken"
-	"github.com/practicegw/practicegw/adapters/paging"
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/docstore"
+	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Config is one firm's Dropbox folder. Secrets may hold {env.X}

@@ -8,9 +8,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	_ "github.com/practicegw/practicegw/adapters/dropbox"
-	_ "github.com/practicegw/practicegw/adapters/gdrive"
-	_ "github.com/practicegw/practicegw/adapters/graph"
+	_ "github.com/practicegw/practicegw/adapters/google_drive"
 	_ "github.com/practicegw/practicegw/adapters/karbon"
+	_ "github.com/practicegw/practicegw/adapters/sharepoint"
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	_ "github.com/practicegw/practicegw/adapters/xpm"
 )

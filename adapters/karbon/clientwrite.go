@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // CreateClient creates a Karbon contact (type individual) or organization

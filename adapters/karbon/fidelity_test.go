@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/karbon"
-	"github.com/practicegw/practicegw/adapters/paging"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Pages after the first are read at the @odata.nextLink Karbon gave, as

@@ -12,8 +12,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // workPutFields are RequestCreateWorkItem's fields, less WorkStatus: when

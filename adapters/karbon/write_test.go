@@ -6,8 +6,8 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func ptr[T any](v T) *T { return &v }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/filing"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // DocFile is a file in a practice's document store, with the kind the

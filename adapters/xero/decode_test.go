@@ -9,10 +9,10 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters/paging"
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // TestDecodeInvoices reads a page written as Xero writes one: escaped

@@ -11,10 +11,10 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/changes"
-	"github.com/practicegw/practicegw/adapters/notifications"
-	"github.com/practicegw/practicegw/adapters/webhooksig"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/notifications"
+	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 // webhookPayload is Xero's WebhookEvent (xero-webhooks.openapi.yaml).

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/changes"
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/adapters/xero"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 var (

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/paging"
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // listInvoices walks the current invoices, the drafts, then each year of

@@ -8,9 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/practicegw/practicegw/adapters/paging"
-	"github.com/practicegw/practicegw/adapters/upstream"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // List returns one page of clients, jobs, people or invoices; other kinds

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Other adapters name the firm's clients their own way: document stores

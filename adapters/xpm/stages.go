@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Firms define their own job states in XPM, so the mapping to stages is

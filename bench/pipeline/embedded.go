@@ -18,9 +18,9 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/sealed"
-	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/practice"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
 )
 
 const firm = "frm_bench"

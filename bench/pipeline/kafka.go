@@ -17,9 +17,9 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/sealed"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/practice"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // kafkaInfra is what every Kafka-mode run shares: a three-broker kfake

@@ -1,9 +1,9 @@
 // Command readmodel-sim runs the read model's sync simulation
-// (internal/readmodel/readmodelsim) over thousands of seeds and prints
+// (practice/readmodel/readmodelsim) over thousands of seeds and prints
 // how many schedules ran, the operations in them, and the divergences
 // found (target: 0). A divergent seed replays with
 //
-//	go test ./internal/readmodel -run TestSyncSimulation -v -args -seed=N
+//	go test ./practice/readmodel -run TestSyncSimulation -v -args -seed=N
 //
 // Usage:
 //
@@ -16,7 +16,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/readmodel/readmodelsim"
+	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
 )
 
 func main() {

@@ -22,16 +22,16 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/changes"
-	"github.com/practicegw/practicegw/adapters/graph"
 	"github.com/practicegw/practicegw/adapters/karbon"
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/sharepoint"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/adapters/xpm"
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/readmodel"
-	"github.com/practicegw/practicegw/internal/readmodel/readmodelsim"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
 )
 
 // size is how much a firm keeps in its systems.
@@ -136,7 +136,7 @@ func host(u string) string {
 	return h
 }
 
-func sharepoint(s size, clientName func(int) string) *vendortest.Graph {
+func sharepointDrive(s size, clientName func(int) string) *vendortest.Graph {
 	g := vendortest.NewGraph()
 	folders := max(1, min(s.clients, s.documents/4))
 	for i := range s.documents {
@@ -146,7 +146,7 @@ func sharepoint(s size, clientName func(int) string) *vendortest.Graph {
 }
 
 func openSharePoint(g *vendortest.Graph, deps upstream.Deps) (system, error) {
-	a, err := graph.New(graph.Config{Firm: "frm_bench", DriveID: g.DriveID, Root: "/Clients", BaseURL: g.URL,
+	a, err := sharepoint.New(sharepoint.Config{Firm: "frm_bench", DriveID: g.DriveID, Root: "/Clients", BaseURL: g.URL,
 		OAuth2: upstream.OAuth2Config{AccessToken: g.Token}}, deps)
 	if err != nil {
 		return system{}, err
@@ -158,7 +158,7 @@ func openSharePoint(g *vendortest.Graph, deps upstream.Deps) (system, error) {
 func karbonXero(t *testing.T, s size) firm {
 	k, x := vendortest.NewKarbon(), vendortest.NewXero()
 	name := func(i int) string { return fmt.Sprintf("Client %05d", i) }
-	g := sharepoint(s, name)
+	g := sharepointDrive(s, name)
 	t.Cleanup(func() { k.Close(); x.Close(); g.Close() })
 	for i := range s.staff {
 		k.AddUser(vendortest.KarbonUser{Id: fmt.Sprintf("U%03d", i), Name: fmt.Sprintf("Staff %d", i),
@@ -205,7 +205,7 @@ func karbonXero(t *testing.T, s size) firm {
 func onXPM(t *testing.T, s size) firm {
 	x := vendortest.NewXPM()
 	name := func(i int) string { return fmt.Sprintf("Client %05d", i) }
-	g := sharepoint(s, name)
+	g := sharepointDrive(s, name)
 	t.Cleanup(func() { x.Close(); g.Close() })
 	staff := func(i int) string { return fmt.Sprintf("57aff000-0000-4000-8000-%012d", i) }
 	client := func(i int) string { return fmt.Sprintf("c11e0000-0000-4000-8000-%012d", i) }

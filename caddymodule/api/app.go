@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/idempotency"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/idempotency"
 )
 
 // What the API needs of the practicegw app, found with

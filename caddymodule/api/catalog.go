@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // The event catalog: the document's top-level webhooks, one per event kind

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // The public contract lives in docs/CONTRACT.md, beside the code it

@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // toAPIError answers err from the one error table; an error the table

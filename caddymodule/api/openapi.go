@@ -12,7 +12,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func (h *Handler) openapi(w http.ResponseWriter, r *http.Request, _ *call) error {

@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // positions seals event feed positions into the ids an event stream

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // route is one operation of /v1. The table below is the single source of

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/practicegw/practicegw/adapters/paging"
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/idempotency"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/idempotency"
 )
 
 // Every error that can reach a route answers with a status its operation

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // includeDeleted is the collections' parameter that lists tombstones of

@@ -19,11 +19,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/readmodel"
-	"github.com/practicegw/practicegw/internal/recordindex"
 	"github.com/practicegw/practicegw/internal/sealed"
-	"github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/practice/recordindex"
+	"github.com/practicegw/practicegw/store/bolt"
 )
 
 // modelSystems serves every kind from one firm's read model.

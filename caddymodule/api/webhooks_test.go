@@ -17,9 +17,9 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/sealed"
-	"github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/bolt"
 )
 
 // webhookHandler serves the webhook routes from a real engine on an

@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/idempotency"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/idempotency"
 )
 
 func (h *Handler) createClient(w http.ResponseWriter, r *http.Request, c *call) error {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // hourlyChart is a credential's requests per hour as stacked bars

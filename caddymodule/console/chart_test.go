@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // rect is a bar of the chart.

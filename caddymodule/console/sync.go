@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/internal/readmodel"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 // syncRow is one of the firm's real systems as the overview shows it:

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // endpointRow is one endpoint with its health over the last 24 hours.

@@ -15,8 +15,8 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/readmodel"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 func init() {

@@ -16,9 +16,9 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/internal/readmodel"
 	"github.com/practicegw/practicegw/internal/sealed"
-	"github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/bolt"
 )
 
 // savedCheckpoints is the embedded read model store, noting the names of

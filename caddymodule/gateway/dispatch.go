@@ -16,8 +16,8 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/envconfig"
-	"github.com/practicegw/practicegw/internal/practice"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/practice"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // WebhookConfig tunes webhook delivery. A field left out takes its

@@ -14,12 +14,12 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/changes"
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/health"
-	"github.com/practicegw/practicegw/internal/practice"
-	"github.com/practicegw/practicegw/internal/readmodel"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // SyncConfig is how often the read model of firms' real systems is

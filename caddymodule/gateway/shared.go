@@ -14,8 +14,8 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/internal/sealed"
-	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // pool keeps the embedded database open across config reloads: bbolt

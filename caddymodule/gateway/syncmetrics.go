@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/practicegw/practicegw/internal/readmodel"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 // syncStates are the values of practicegw_sync_state's state label, each

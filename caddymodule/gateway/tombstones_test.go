@@ -10,9 +10,9 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/sealed"
-	"github.com/practicegw/practicegw/internal/store/bolt"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/bolt"
 )
 
 // The retention sweep removes, for each firm with real systems, the

@@ -26,7 +26,7 @@ type Decision struct {
 // step is GCRA (internal/gcra) for one request at now (microseconds),
 // booking it when consume is set and only peeking otherwise. It returns the
 // TAT to store; a refusal returns tat unchanged, so refused requests cost
-// the client nothing. internal/store/redis runs the same function in Lua;
+// the client nothing. store/redis runs the same function in Lua;
 // TestScriptMatchesStep keeps the two in step.
 func step(g gcra.Cell, tat, now int64, consume bool) (next int64, d Decision) {
 	var r gcra.Result

@@ -31,7 +31,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/envconfig"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 func init() {

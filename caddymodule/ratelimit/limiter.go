@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 	"sync"
 	"sync/atomic"
 	"time"

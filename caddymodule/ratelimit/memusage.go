@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // MemoryUsage is a UsageStore in memory: the default without a persistent

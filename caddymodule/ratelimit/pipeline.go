@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/internal/gcra"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // scriptPipe runs the script for concurrent requests, deciding them in

@@ -2,7 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 	"reflect"
 	"time"
 

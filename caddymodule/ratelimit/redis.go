@@ -7,12 +7,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/internal/gcra"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
-	"github.com/practicegw/practicegw/internal/usage"
+	redisstore "github.com/practicegw/practicegw/store/redis"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // redisBackend keeps every gateway instance's buckets and usage counters in
-// one Redis, through internal/store/redis's RateLimits.
+// one Redis, through store/redis's RateLimits.
 //
 // Decisions, one per request, go through script, which decides concurrent
 // requests in batches, one script call a batch. Reading and writing usage,

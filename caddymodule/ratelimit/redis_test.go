@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/practicegw/practicegw/internal/redistest"
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 func newRedisLimiter(t testing.TB, cfg Config) *Limiter {

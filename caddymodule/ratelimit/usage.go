@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // retentionHours is how much hourly usage is kept (usage.Retention).

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/store/storetest"
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/storetest"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 func TestLocalUsageForAWeek(t *testing.T) {

@@ -11,9 +11,9 @@ import (
 
 	// The firm systems, each a guest module of the practicegw app.
 	_ "github.com/practicegw/practicegw/adapters/dropbox"
-	_ "github.com/practicegw/practicegw/adapters/gdrive"
-	_ "github.com/practicegw/practicegw/adapters/graph"
+	_ "github.com/practicegw/practicegw/adapters/google_drive"
 	_ "github.com/practicegw/practicegw/adapters/karbon"
+	_ "github.com/practicegw/practicegw/adapters/sharepoint"
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	_ "github.com/practicegw/practicegw/adapters/xpm"
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/sealed"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // Defaults, as docs/CONTRACT.md and dispatcher/README.md document them.

@@ -31,10 +31,10 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
-	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/practice"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // childEnv marks the test binary run as a dispatcher process, so that a

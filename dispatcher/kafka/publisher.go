@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // newWriter is the producer both topics are written with: synchronous,

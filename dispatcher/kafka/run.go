@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // Run is `practicegw dispatcher`: it consumes the changes topic as a

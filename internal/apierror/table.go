@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/idempotency"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/idempotency"
 )
 
 // From is the one table from domain errors to the contract's status and

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
-	"github.com/practicegw/practicegw/internal/idempotency"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/idempotency"
 )
 
 // Every domain error that can reach an answer has the contract's status

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/practicegw/practicegw/caddymodule/gateway"
-	"github.com/practicegw/practicegw/internal/usage"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 func init() {

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/practicegw/practicegw/caddymodule/gateway"
-	"github.com/practicegw/practicegw/internal/practice"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // syncAdmin answers the sync routes of a gateway's admin endpoint as the

@@ -1,0 +1,332 @@
+// Package paging walks a vendor's own pages (flat lists and folder trees)
+// to fill one /v1 page, and keeps where it stopped in an opaque cursor.
+package paging
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// Cursor is an adapter's continuation token (practice.Query.Cursor and
+// Page.Next): where the next item sits in the vendor's own paging. Vendor
+// pages rarely line up with ours, so a position is a vendor page plus an
+// index into it, and the id of the item before, which finds the place
+// again when records were added or removed before it in the meantime.
+// Tree walks (document folders) keep one frame per folder level.
+type Cursor struct {
+	Stack []Frame `json:"s"`
+}
+
+// Frame is the position within one listing.
+type Frame struct {
+	// Folder is the vendor id of the folder listed; empty for flat lists.
+	Folder string `json:"f,omitempty"`
+	// Path is the folder's path from the walk's root, for documents.
+	Path string `json:"p,omitempty"`
+	// Page is the vendor's token for the page holding the next item: an
+	// offset, a page number, a next link relative to the base URL or an
+	// opaque vendor cursor. Empty is the first page.
+	Page string `json:"t,omitempty"`
+	// Index is the next item's position in that page.
+	Index int `json:"i,omitempty"`
+	// Last is the vendor id of the item just before it.
+	Last string `json:"l,omitempty"`
+}
+
+const cursorVersion = "u1."
+
+// Encode makes the token; the API wraps it in its own cur_ cursor.
+func (c Cursor) Encode() string {
+	b, _ := json.Marshal(c)
+	return cursorVersion + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// DecodeCursor reads a token made by Encode; the empty token is the start.
+// Anything else is the API's invalid_cursor.
+func DecodeCursor(s string) (Cursor, error) {
+	var c Cursor
+	if s == "" {
+		return c, nil
+	}
+	if len(s) < len(cursorVersion) || s[:len(cursorVersion)] != cursorVersion {
+		return c, errInvalidCursor
+	}
+	b, err := base64.RawURLEncoding.DecodeString(s[len(cursorVersion):])
+	if err != nil || json.Unmarshal(b, &c) != nil || len(c.Stack) == 0 || len(c.Stack) > 32 {
+		return Cursor{}, errInvalidCursor
+	}
+	for _, f := range c.Stack {
+		if f.Index < 0 {
+			return Cursor{}, errInvalidCursor
+		}
+	}
+	return c, nil
+}
+
+var errInvalidCursor = &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
+	Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+
+// CycleError is a vendor listing whose next page is one the walk has
+// already read: an answer we cannot use (practice.ErrBadUpstream, a 502),
+// not a reason to read on.
+type CycleError struct {
+	Folder, Token string
+}
+
+func (e *CycleError) Error() string {
+	if e.Folder == "" {
+		return fmt.Sprintf("vendor paging repeats: the next page %q was already read", e.Token)
+	}
+	return fmt.Sprintf("vendor paging repeats: the next page %q of folder %q was already read", e.Token, e.Folder)
+}
+
+func (e *CycleError) Is(target error) bool { return target == practice.ErrBadUpstream }
+
+// VendorPage is one page of a vendor listing; Next is the token of the
+// following page, empty on the last.
+type VendorPage[T any] struct {
+	Items []T
+	Next  string
+	// Total is how many items the whole listing holds, when the vendor
+	// says (Xero's pagination.itemCount); 0 when it does not.
+	Total int
+}
+
+// Found is a leaf item the walk kept, with the path of its folder.
+type Found[T any] struct {
+	Item T
+	Path string
+}
+
+// Walk lists a vendor collection into pages of ours: flat (a vendor list)
+// or as a tree (folders of a document store, depth first). It fetches
+// vendor pages until Limit items pass the filters or the vendor runs out,
+// so nothing is dropped at a page boundary, and stops early after MaxPages
+// vendor pages, answering with fewer items and HasMore set rather than
+// scanning without bound: a filter that matches little costs the caller
+// more pages, never missing records.
+type Walk[T any] struct {
+	// Fetch returns the page at token of folder's listing.
+	Fetch func(ctx context.Context, folder, token string) (VendorPage[T], error)
+	// ID is an item's vendor id.
+	ID func(T) string
+	// Descend says whether an item is a folder to walk into, with its
+	// id and name; nil walks flat.
+	Descend func(T) (folder, name string, ok bool)
+	// Match is the filter the vendor item alone can answer; nil keeps
+	// every leaf.
+	Match func(T) bool
+	// Convert turns kept leaves into /v1 JSON, in order; a nil entry
+	// drops its item (a filter that needed more than the vendor item).
+	Convert func(ctx context.Context, items []Found[T]) ([]json.RawMessage, error)
+	// MaxPages bounds the vendor pages one call fetches [10].
+	MaxPages int
+	// MaxDepth bounds how deep a tree walk goes below its root [8].
+	MaxDepth int
+}
+
+// Collect returns up to limit items from cur (the start of root when cur
+// is empty).
+func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int) (practice.Page, error) {
+	maxPages, maxDepth := w.MaxPages, w.MaxDepth
+	if maxPages <= 0 {
+		maxPages = 10
+	}
+	if maxDepth <= 0 {
+		maxDepth = 8
+	}
+	stack := cur.Stack
+	if len(stack) == 0 {
+		stack = []Frame{root}
+	}
+	type pageKey struct{ folder, token string }
+	cache := map[pageKey]VendorPage[T]{}
+	fetched := 0
+	total := 0
+	var out []json.RawMessage
+
+	for len(stack) > 0 {
+		if err := ctx.Err(); err != nil {
+			return practice.Page{}, err
+		}
+		top := &stack[len(stack)-1]
+		page, ok := cache[pageKey{top.Folder, top.Page}]
+		if !ok {
+			if fetched == maxPages {
+				return w.page(out, true, stack, total), nil
+			}
+			var err error
+			if page, err = w.Fetch(ctx, top.Folder, top.Page); err != nil {
+				return practice.Page{}, err
+			}
+			fetched++
+			total = max(total, page.Total)
+			cache[pageKey{top.Folder, top.Page}] = page
+			top.Index = w.locate(page.Items, *top)
+		}
+
+		descended := false
+		for top.Index < len(page.Items) && len(out) < limit && !descended {
+			chunk := make([]Found[T], 0, min(limit-len(out), len(page.Items)-top.Index))
+			for top.Index < len(page.Items) && len(chunk) < limit-len(out) {
+				it := page.Items[top.Index]
+				if w.Descend != nil {
+					if folder, name, ok := w.Descend(it); ok {
+						if len(chunk) > 0 {
+							break // convert what precedes the folder first
+						}
+						top.Index++
+						top.Last = w.ID(it)
+						if len(stack) <= maxDepth {
+							stack = append(stack, Frame{Folder: folder, Path: top.Path + "/" + name})
+							descended = true
+						}
+						break
+					}
+				}
+				if w.Match == nil || w.Match(it) {
+					chunk = append(chunk, Found[T]{Item: it, Path: top.Path})
+				}
+				top.Index++
+				top.Last = w.ID(it)
+			}
+			if len(chunk) > 0 {
+				conv, err := w.Convert(ctx, chunk)
+				if err != nil {
+					return practice.Page{}, err
+				}
+				out = slices.Grow(out, len(conv))
+				for _, raw := range conv {
+					if raw != nil {
+						out = append(out, raw)
+					}
+				}
+			}
+		}
+		if descended {
+			continue
+		}
+		if len(out) >= limit {
+			more := page.Next != "" || w.anyLeft(page.Items[top.Index:])
+			switch {
+			case top.Index < len(page.Items):
+				more = more || len(stack) > 1
+			case page.Next != "":
+				*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
+			default:
+				// This listing is done; its parent (if any) may go on.
+				stack = stack[:len(stack)-1]
+				more = len(stack) > 0
+			}
+			return w.page(out, more, stack, total), nil
+		}
+		if page.Next != "" {
+			if _, seen := cache[pageKey{top.Folder, page.Next}]; seen {
+				// A next link that repeats or cycles would read the
+				// same pages for ever.
+				return practice.Page{}, &CycleError{Folder: top.Folder, Token: page.Next}
+			}
+			*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
+			continue
+		}
+		stack = stack[:len(stack)-1]
+	}
+	return w.page(out, false, nil, total), nil
+}
+
+func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame, total int) practice.Page {
+	p := practice.Page{Items: items, HasMore: more, Total: total}
+	if p.Items == nil {
+		p.Items = []json.RawMessage{}
+	}
+	if more {
+		p.Next = Cursor{Stack: stack}.Encode()
+	}
+	return p
+}
+
+// anyLeft reports whether the rest of a page may still give an item.
+func (w *Walk[T]) anyLeft(items []T) bool {
+	for _, it := range items {
+		if w.Descend != nil {
+			if _, _, ok := w.Descend(it); ok {
+				return true
+			}
+		}
+		if w.Match == nil || w.Match(it) {
+			return true
+		}
+	}
+	return false
+}
+
+// locate finds where to resume in a refetched page: after the item the
+// cursor saw last, wherever it moved to, or at the saved index when that
+// item is gone.
+func (w *Walk[T]) locate(items []T, f Frame) int {
+	i := min(max(f.Index, 0), len(items))
+	if f.Last == "" {
+		return i
+	}
+	if i > 0 && w.ID(items[i-1]) == f.Last {
+		return i
+	}
+	for j, it := range items {
+		if w.ID(it) == f.Last {
+			return j + 1
+		}
+	}
+	return i
+}
+
+// All reads a whole vendor listing, page after page from the first,
+// handing each item to each in order: a look at every record, such as
+// the one an adapter takes at start-up. It ends with a *CycleError when
+// the vendor names as next a page the walk has already read (which would
+// read the same pages for ever), and with ctx's error once ctx is done.
+func All[T any](ctx context.Context, fetch func(ctx context.Context, token string) (VendorPage[T], error), each func(context.Context, T) error) error {
+	read := map[string]bool{}
+	token := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		read[token] = true
+		page, err := fetch(ctx, token)
+		if err != nil {
+			return err
+		}
+		for _, it := range page.Items {
+			if err := each(ctx, it); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" {
+			return nil
+		}
+		if read[page.Next] {
+			return &CycleError{Token: page.Next}
+		}
+		token = page.Next
+	}
+}
+
+// Parallel runs fn for 0..n-1 with at most width at a time and returns the
+// first error, cancelling the rest. Its goroutines end before it returns.
+// Adapters use it in a Walk's Convert for detail reads that a vendor's
+// list does not inline.
+func Parallel(ctx context.Context, width, n int, fn func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(width, 1))
+	for i := range n {
+		g.Go(func() error { return fn(ctx, i) })
+	}
+	return g.Wait()
+}

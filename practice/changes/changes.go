@@ -1,0 +1,265 @@
+// Package changes turns what adapters read of a vendor's records into
+// change records: it keeps the last state seen of each record and
+// publishes the difference to a ChangeSink.
+package changes
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/maphash"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// ChangeSink takes change records to the event pipeline: the gateway's
+// outbox or the Kafka changes topic. Publish returns once the change is
+// durable; an error makes the webhook answer 5xx so the vendor sends it
+// again.
+type ChangeSink interface {
+	Publish(ctx context.Context, c practice.Change) error
+}
+
+// StateStore remembers the last /v1 JSON seen of each upstream record, to
+// tell what a vendor's "something changed" notification changed. Last
+// returns nil and no error for a record never seen.
+type StateStore interface {
+	Last(ctx context.Context, key string) ([]byte, error)
+	Save(ctx context.Context, key string, state []byte) error
+}
+
+// MemoryState is a StateStore in this process, for tests and single
+// instances that accept a first change after a restart having no "before".
+type MemoryState struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+// NewMemoryState makes an empty MemoryState.
+func NewMemoryState() *MemoryState { return &MemoryState{m: map[string][]byte{}} }
+
+func (s *MemoryState) Last(_ context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[key], nil
+}
+
+func (s *MemoryState) Save(_ context.Context, key string, state []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = bytes.Clone(state)
+	return nil
+}
+
+// Recorder turns fresh upstream reads into change records: it compares a
+// record with the last state seen, publishes a Change when they differ and
+// then remembers the new state. Saving after publishing means a crash in
+// between publishes again rather than never; the change id is derived
+// from the record's own version, so the pipeline drops the repeat. An
+// adapter keeps one Recorder for its webhooks and its own writes, so both
+// take turns on the same record.
+type Recorder struct {
+	State StateStore
+	// Clock stamps OccurredAt when the vendor gives no time; nil is the
+	// system clock.
+	Clock interface{ Now() time.Time }
+
+	locks [64]sync.Mutex
+	seed  maphash.Seed
+	once  sync.Once
+}
+
+// Observation is one record as just read from upstream.
+type Observation struct {
+	Tenant     practice.Tenant
+	Kind       practice.Kind
+	ResourceID string
+	After      json.RawMessage
+	// Before is what the caller knows the record was (a write read it
+	// first); it stands in when no state was saved.
+	Before json.RawMessage
+	// Created says the vendor reports the record as new (Karbon's
+	// Inserted, Xero's CREATE). A record that is not new and has no
+	// known before is only remembered: publishing it with no before would
+	// announce a long-existing job as opened or an invoice as raised.
+	Created bool
+	// Version is what the vendor's notification says of this state (its
+	// timestamp). It does not make the change id, which comes from the
+	// state alone: a webhook and a poll noticing the same state, on any
+	// instance, raise one change.
+	Version string
+	// OccurredAt is when the vendor says the change happened.
+	OccurredAt time.Time
+	// ReadAt is when the read of After began, when the caller knows it:
+	// a record removed since (its removal confirmed with the vendor after
+	// the read began) is not brought back by it. Zero is "unknown", and
+	// brings back no removed record.
+	ReadAt time.Time
+	Note   string
+}
+
+// Observe records o and reports whether it published a change. The same
+// record is observed by one goroutine at a time in this process, so two
+// notifications for it cannot both see the same "before".
+func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) (bool, error) {
+	key := StateKey(o.Tenant, o.Kind, o.ResourceID)
+	mu := r.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+
+	before, err := r.State.Last(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("last state of %s: %w", key, err)
+	}
+	if before == nil {
+		if removedAt, gone, err := r.removed(ctx, key); err != nil {
+			return false, err
+		} else if gone && !o.ReadAt.After(removedAt) {
+			// Read before the record's removal was confirmed: the
+			// vendor has deleted it since.
+			return false, nil
+		}
+		before = o.Before
+	}
+	if before != nil && Older(o.After, before) {
+		// A read that began before the state saved (a poll page read
+		// before a webhook's re-read) would roll the record back.
+		return false, nil
+	}
+	if before == nil && !o.Created || before != nil && bytes.Equal(before, o.After) {
+		if err := r.State.Save(ctx, key, o.After); err != nil {
+			return false, fmt.Errorf("save state of %s: %w", key, err)
+		}
+		return false, nil
+	}
+	at := o.OccurredAt
+	if at.IsZero() {
+		at = time.Now()
+		if r.Clock != nil {
+			at = r.Clock.Now()
+		}
+	}
+	c := practice.Change{
+		ID:         StateChangeID(o.Tenant, o.Kind, o.ResourceID, o.After),
+		Firm:       o.Tenant.Firm,
+		Sandbox:    o.Tenant.Sandbox,
+		Kind:       o.Kind,
+		ResourceID: o.ResourceID,
+		After:      o.After,
+		Note:       o.Note,
+		OccurredAt: at.UTC(),
+	}
+	if before != nil {
+		c.Before = json.RawMessage(before)
+	}
+	if err := sink.Publish(ctx, c); err != nil {
+		return false, fmt.Errorf("publish change %s: %w", c.ID, err)
+	}
+	if err := r.State.Save(ctx, key, o.After); err != nil {
+		return true, fmt.Errorf("save state of %s: %w", key, err)
+	}
+	return true, nil
+}
+
+// removedState is a StateStore that remembers records removed (the read
+// model), so that a state read before the removal is not taken for new.
+type removedState interface {
+	// Removed reports whether the record was removed and when its
+	// removal was confirmed.
+	Removed(ctx context.Context, key string) (at time.Time, removed bool, err error)
+}
+
+func (r *Recorder) removed(ctx context.Context, key string) (time.Time, bool, error) {
+	rs, ok := r.State.(removedState)
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	at, gone, err := rs.Removed(ctx, key)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("removed state of %s: %w", key, err)
+	}
+	return at, gone, nil
+}
+
+func (r *Recorder) lock(key string) *sync.Mutex {
+	r.once.Do(func() { r.seed = maphash.MakeSeed() })
+	return &r.locks[maphash.String(r.seed, key)%uint64(len(r.locks))]
+}
+
+// StateKey is the StateStore key of a record.
+func StateKey(t practice.Tenant, k practice.Kind, id string) string {
+	return t.String() + "/" + string(k) + "/" + id
+}
+
+// ChangeID is chg_ and a digest of the record, its version and its new
+// state: the same change seen twice (a vendor retry, two instances) gets
+// the same id.
+func ChangeID(t practice.Tenant, k practice.Kind, id, version string, after []byte) string {
+	h := sha256.New()
+	for _, s := range []string{t.String(), string(k), id, version} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	h.Write(after)
+	return "chg_" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// StateChangeID is the change id of a record's new state: derived from
+// the firm, the record and the state's bytes (which hold its version
+// and updated time), never from how or when it was noticed.
+func StateChangeID(t practice.Tenant, k practice.Kind, id string, after []byte) string {
+	return ChangeID(t, k, id, "", after)
+}
+
+// Older reports whether state a is older than state b by what the vendor
+// publishes of its records: the version, then updated_at. States that
+// publish neither, or the same of both, are not ordered.
+func Older(a, b []byte) bool {
+	va, vb := stamp(a), stamp(b)
+	switch {
+	case va.Version != 0 && vb.Version != 0 && va.Version != vb.Version:
+		return va.Version < vb.Version
+	case !va.UpdatedAt.IsZero() && !vb.UpdatedAt.IsZero():
+		return va.UpdatedAt.Before(vb.UpdatedAt)
+	}
+	return false
+}
+
+type stamped struct {
+	Version   int64     `json:"version"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+func stamp(raw []byte) stamped {
+	var s stamped
+	_ = json.Unmarshal(raw, &s)
+	return s
+}
+
+// ParseStateKey reads a key StateKey made; ok is false for any other key
+// the store keeps (a vendor's refresh token).
+func ParseStateKey(key string) (t practice.Tenant, k practice.Kind, id string, ok bool) {
+	parts := strings.SplitN(key, "/", 4)
+	if len(parts) != 4 || parts[0] == "" || parts[3] == "" {
+		return t, k, "", false
+	}
+	switch parts[1] {
+	case "live":
+	case "sandbox":
+		t.Sandbox = true
+	default:
+		return t, k, "", false
+	}
+	k = practice.Kind(parts[2])
+	if k.IDPrefix() == "" {
+		return practice.Tenant{}, "", "", false
+	}
+	t.Firm = parts[0]
+	return t, k, parts[3], true
+}

@@ -1,0 +1,133 @@
+package readmodel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/recordindex"
+)
+
+// backfillPage reads the next page of k's first full pass and keeps it.
+// A record read for the first time raises nothing: it was there before
+// the gateway looked.
+func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgress) error {
+	start := s.now()
+	if kp.Cursor == "" && kp.Seen == 0 {
+		kp.Watermark = start
+		if s.Feed != nil && k == s.Kinds[0] {
+			// The feed starts before the listing, so that a change made
+			// while listing is read from it afterwards.
+			page, err := s.Feed.Changes(ctx, s.tenant(), "")
+			if err != nil {
+				return fmt.Errorf("start %s change feed: %w", s.Label, err)
+			}
+			s.mu.Lock()
+			s.progress.FeedCursor = page.Next
+			s.mu.Unlock()
+		}
+	}
+	readAt := s.now()
+	page, err := s.Reader.List(ctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
+	var inv *practice.InvalidError
+	if errors.As(err, &inv) && kp.Cursor != "" {
+		// The adapter no longer continues from the saved cursor (a newer
+		// version): start this kind's backfill again.
+		s.Logger.Warn("backfill cursor refused; starting the kind again", zap.String("sync", s.name()),
+			zap.String("kind", string(k)), zap.Error(err))
+		kp.Cursor, kp.Seen = "", 0
+		s.setKind(k, kp)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("backfill %s %s: %w", s.Label, k, err)
+	}
+	if err := s.keep(ctx, k, page.Items, readAt, false); err != nil {
+		return err
+	}
+	kp.Seen += len(page.Items)
+	if page.Total > 0 {
+		kp.About = page.Total
+	}
+	if page.HasMore {
+		if page.Next == "" || page.Next == kp.Cursor {
+			return fmt.Errorf("backfill %s %s: the adapter's next cursor does not move: %w", s.Label, k, practice.ErrBadUpstream)
+		}
+		kp.Cursor = page.Next
+		s.setKind(k, kp)
+		return nil
+	}
+	// The first poll comes at once: it confirms what changed while the
+	// backfill read, which may have taken hours.
+	kp.Backfilled, kp.Cursor, kp.About = true, "", kp.Seen
+	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, time.Time{}, s.now()
+	s.setKind(k, kp)
+	s.Logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
+	return nil
+}
+
+func (s *Syncer) setKind(k practice.Kind, kp kindProgress) {
+	s.mu.Lock()
+	*s.kindProgress(k) = kp
+	s.mu.Unlock()
+}
+
+// keep compares records just read with the model. New and unchanged
+// records of a backfill are written in one batch with no change record;
+// every other difference goes through the Recorder, which raises exactly
+// one change record for it and saves it in the model.
+//
+// readAt is when the read began: a record removed since is not brought
+// back by it.
+func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
+	var batch []Update
+	for _, raw := range items {
+		e, err := recordindex.NewEntry(raw)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w: %w", s.Label, k, practice.ErrBadUpstream, err)
+		}
+		before := s.Model.find(s.Model.kinds[k], e.ID)
+		switch {
+		case before != nil && bytes.Equal(before, raw):
+			continue
+		case before == nil && !announceNew && !s.Model.removed(k, e.ID):
+			batch = append(batch, Update{Kind: k, ID: e.ID, Raw: bytes.Clone(raw)})
+			continue
+		}
+		o := changes.Observation{
+			Tenant: s.tenant(), Kind: k, ResourceID: e.ID, After: bytes.Clone(raw),
+			Created: before == nil, Version: version(raw), OccurredAt: time.Unix(0, e.Updated), ReadAt: readAt,
+		}
+		if e.Updated <= 0 {
+			o.OccurredAt = time.Time{}
+		}
+		if _, err := s.Recorder.Observe(ctx, s.Sink, o); err != nil {
+			return err
+		}
+	}
+	if len(batch) > 0 {
+		return s.Model.Apply(ctx, batch)
+	}
+	return nil
+}
+
+// version is what identifies a record's state for its change id: its
+// version, else its updated time.
+func version(raw json.RawMessage) string {
+	var v struct {
+		Version   json.Number `json:"version"`
+		UpdatedAt string      `json:"updated_at"`
+	}
+	_ = json.Unmarshal(raw, &v)
+	if v.Version != "" {
+		return v.Version.String()
+	}
+	return v.UpdatedAt
+}

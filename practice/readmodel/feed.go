@@ -1,0 +1,68 @@
+package readmodel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// readFeed reads the vendor's change feed from where it stopped.
+func (s *Syncer) readFeed(ctx context.Context) error {
+	start := s.now()
+	s.mu.Lock()
+	cursor := s.progress.FeedCursor
+	s.mu.Unlock()
+	k := s.Kinds[0]
+	for i := 0; ; i++ {
+		if i == maxFeedPages {
+			break
+		}
+		readAt := s.now()
+		page, err := s.Feed.Changes(ctx, s.tenant(), cursor)
+		if errors.Is(err, practice.ErrFeedExpired) {
+			s.Logger.Warn("change feed expired; reconciling", zap.String("sync", s.name()), zap.Error(err))
+			s.mu.Lock()
+			s.progress.FeedCursor, s.progress.ReconcileFrom = "", start
+			s.mu.Unlock()
+			fresh, err := s.Feed.Changes(ctx, s.tenant(), "")
+			if err != nil {
+				return fmt.Errorf("restart %s change feed: %w", s.Label, err)
+			}
+			cursor = fresh.Next
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("%s change feed: %w", s.Label, err)
+		}
+		if err := s.keep(ctx, k, page.Changed, readAt, true); err != nil {
+			return err
+		}
+		for _, id := range page.Gone {
+			if err := s.forget(ctx, k, id, start); err != nil {
+				return err
+			}
+		}
+		if page.Next == "" || page.More && page.Next == cursor {
+			return fmt.Errorf("%s change feed does not move: %w", s.Label, practice.ErrBadUpstream)
+		}
+		cursor = page.Next
+		if !page.More {
+			break
+		}
+		if err := s.renew(ctx); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	s.progress.FeedCursor = cursor
+	for _, k := range s.Kinds {
+		kp := s.kindProgress(k)
+		kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
+	}
+	s.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,725 @@
+package readmodel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/recordindex"
+)
+
+// defaultLimit applies when a query sets no limit; the API always sets one.
+const defaultLimit = 50
+
+// feedBatch is how many updates one Since call applies.
+const feedBatch = 512
+
+// Model is one firm's read model: the live records of the kinds its real
+// systems own. It serves them as a practice.Reader and is the
+// changes.StateStore those systems' change records are diffed against. It
+// is safe for concurrent use.
+type Model struct {
+	tenant practice.Tenant
+	store  Store
+	feed   Feed
+	// other keeps what the upstream state store keeps besides records
+	// (vendors' rotated refresh tokens).
+	other changes.StateStore
+	// tombstones keeps what removals leave, when set.
+	tombstones TombstoneStore
+
+	mu    sync.RWMutex
+	kinds map[practice.Kind]*kindModel
+
+	// applied is the feed position the memory reflects; catching up is
+	// one goroutine at a time.
+	catchUp sync.Mutex
+	applied atomic.Pointer[string]
+	// write orders this instance's writes: what is there is compared
+	// with an update and the update stored in one turn, so an older
+	// observation never lands after a newer one.
+	write sync.Mutex
+
+	// behind is set while this instance serves a copy older than the
+	// shared feed (trimmed past its position, or a catch-up longer than
+	// a read may wait): reads say lagging until the background catch-up
+	// reaches the feed's head.
+	behind   atomic.Bool
+	catching atomic.Bool
+	// goBackground runs the catch-up; the model's own goroutine unless a
+	// test schedules it.
+	goBackground func(func(context.Context))
+	quit         chan struct{}
+	closeOnce    sync.Once
+	wg           sync.WaitGroup
+}
+
+// kindModel is one kind's records and what the sync says of them.
+type kindModel struct {
+	col *recordindex.Index
+	// vendor reads a record the backfill has not reached yet.
+	vendor    practice.Reader
+	freshness atomic.Pointer[practice.Freshness]
+	// gone holds the last state of each record removed, so that an
+	// observation read before the removal (a late webhook's re-read)
+	// does not bring it back: only a newer state of it does.
+	gone map[string]json.RawMessage
+	// served is what the sync said of k when this instance last had
+	// everything the feed held: what it serves while it is behind.
+	served atomic.Pointer[practice.Freshness]
+}
+
+// Config builds a Model.
+type Config struct {
+	Firm  string
+	Store Store
+	// Feed is set when other processes write the same Store (Redis).
+	Feed Feed
+	// Other keeps every state key that is not a record of the model.
+	Other changes.StateStore
+	// Background runs the catch-up of an instance behind the feed; nil
+	// is a goroutine the model owns (Close waits for it). A simulation
+	// sets it to run the catch-up when its scheduler chooses.
+	Background func(run func(context.Context))
+	// Tombstones keeps a tombstone of each record removed, for mirrors
+	// listing with include_deleted; nil keeps none.
+	Tombstones TombstoneStore
+}
+
+// New makes a firm's model with no kinds. The firm's systems are opened
+// on it (it is the state their change records are compared with), then
+// Serve names the kinds each owns and Load reads the records.
+func New(cfg Config) *Model {
+	m := &Model{
+		tenant: practice.Tenant{Firm: cfg.Firm},
+		store:  cfg.Store,
+		feed:   cfg.Feed,
+		other:  cfg.Other,
+		kinds:  map[practice.Kind]*kindModel{},
+		quit:   make(chan struct{}),
+
+		tombstones: cfg.Tombstones,
+	}
+	m.goBackground = cfg.Background
+	if m.goBackground == nil {
+		m.goBackground = m.goOwned
+	}
+	if m.other == nil {
+		m.other = changes.NewMemoryState()
+	}
+	empty := ""
+	m.applied.Store(&empty)
+	return m
+}
+
+// Serve makes the model keep kind k, whose records vendor serves until
+// the backfill has read them. It is called before Load and before the
+// model serves anything.
+func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
+	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{}}
+	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
+	km.served.Store(km.freshness.Load())
+	m.kinds[k] = km
+}
+
+// Load reads the firm's model from its store.
+func (m *Model) Load(ctx context.Context) error {
+	if err := m.load(ctx); err != nil {
+		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
+	}
+	return nil
+}
+
+// load reads the whole model. With a feed, the head is taken first: what
+// is written while loading is applied again from the feed, in order.
+func (m *Model) load(ctx context.Context) error {
+	head := ""
+	if m.feed != nil {
+		var err error
+		if head, err = m.feed.Head(ctx, m.tenant.Firm); err != nil {
+			return err
+		}
+	}
+	cols := map[practice.Kind][]recordindex.Entry{}
+	gone := map[practice.Kind]map[string]json.RawMessage{}
+	err := m.store.Load(ctx, m.tenant.Firm, func(u Update) error {
+		if _, ok := m.kinds[u.Kind]; !ok || u.Raw == nil {
+			return nil
+		}
+		if isTombstone(u.Raw) {
+			if gone[u.Kind] == nil {
+				gone[u.Kind] = map[string]json.RawMessage{}
+			}
+			gone[u.Kind][u.ID] = bytes.Clone(u.Raw)
+			return nil
+		}
+		e, err := recordindex.NewEntry(bytes.Clone(u.Raw))
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", u.Kind, u.ID, err)
+		}
+		cols[u.Kind] = append(cols[u.Kind], e)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	for k, km := range m.kinds {
+		km.col = recordindex.NewIndex(recordindex.Sorted(cols[k]))
+		for id, t := range gone[k] {
+			km.gone[id] = t
+		}
+	}
+	m.mu.Unlock()
+	m.applied.Store(&head)
+	return nil
+}
+
+// Firm is the firm the model serves.
+func (m *Model) Firm() string { return m.tenant.Firm }
+
+// Owns reports whether the model keeps records of kind k.
+func (m *Model) Owns(k practice.Kind) bool {
+	_, ok := m.kinds[k]
+	return ok
+}
+
+// Count is how many records of k the model has.
+func (m *Model) Count(k practice.Kind) int {
+	km, ok := m.kinds[k]
+	if !ok {
+		return 0
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return km.col.Len()
+}
+
+// Freshness is what this instance serves of k: what the sync last said
+// of k's records, or, while this instance is behind the shared feed,
+// lagging and confirmed no later than when it last caught up.
+func (m *Model) Freshness(k practice.Kind) (practice.Freshness, bool) {
+	km, ok := m.kinds[k]
+	if !ok {
+		return practice.Freshness{}, false
+	}
+	if m.behind.Load() {
+		f := *km.served.Load()
+		f.State = StateLagging
+		return f, true
+	}
+	return *km.freshness.Load(), true
+}
+
+// SetFreshness records what the sync says of k's records.
+func (m *Model) SetFreshness(k practice.Kind, f practice.Freshness) {
+	if km, ok := m.kinds[k]; ok {
+		km.freshness.Store(&f)
+		if !m.behind.Load() {
+			km.served.Store(&f)
+		}
+	}
+}
+
+// Lagging reports whether this instance serves a copy behind the shared
+// feed, while it catches up in the background.
+func (m *Model) Lagging() bool { return m.behind.Load() }
+
+// Close stops the background catch-up and waits for it.
+func (m *Model) Close() {
+	m.closeOnce.Do(func() { close(m.quit) })
+	m.wg.Wait()
+}
+
+// List serves a page of k from memory, after applying what other
+// instances wrote, with the same paging and filters as the demo records.
+func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	km, err := m.kind(t, k)
+	if err != nil {
+		return practice.Page{}, err
+	}
+	if q.Cursor != "" && !recordindex.ValidCursor(k, q.Cursor) {
+		return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
+			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
+	}
+	m.syncForRead(ctx)
+	limit := q.Limit
+	if limit <= 0 {
+		limit = defaultLimit
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return km.col.Page(q, limit), nil
+}
+
+// Get serves one record. Until the backfill of k has ended, a record not
+// here yet is read from the vendor and kept, rather than answered as
+// missing.
+func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	km, err := m.kind(t, k)
+	if err != nil {
+		return nil, err
+	}
+	m.syncForRead(ctx)
+	if raw := m.find(km, id); raw != nil {
+		return raw, nil
+	}
+	if km.freshness.Load().Backfilled || km.vendor == nil {
+		return nil, fmt.Errorf("%s %s: %w", k.Singular(), id, practice.ErrNotFound)
+	}
+	raw, err := km.vendor.Get(ctx, t, k, id)
+	if err != nil {
+		return nil, err
+	}
+	// Kept as the backfill would keep it: the first state seen, with no
+	// change record. A state saved meanwhile (a webhook) is newer.
+	if m.find(km, id) == nil {
+		if err := m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: raw}}); err != nil {
+			return nil, err
+		}
+	}
+	return raw, nil
+}
+
+func (m *Model) kind(t practice.Tenant, k practice.Kind) (*kindModel, error) {
+	km, ok := m.kinds[k]
+	if !ok || t != m.tenant {
+		return nil, fmt.Errorf("read model of %s has no %s for %s: %w", m.tenant.Firm, k, t, practice.ErrNotFound)
+	}
+	return km, nil
+}
+
+func (m *Model) find(km *kindModel, id string) json.RawMessage {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if e := km.col.Find(id); e != nil {
+		return e.Raw
+	}
+	return nil
+}
+
+// Apply writes updates to the store, then to memory, so that this
+// instance reads them at once and others when they next catch up. An
+// update older than the record's state here, by the version or
+// updated_at the vendor publishes, is left out: whichever order
+// observations arrive in, the newest one stays.
+func (m *Model) Apply(ctx context.Context, us []Update) error {
+	for _, u := range us {
+		if _, ok := m.kinds[u.Kind]; !ok {
+			return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, u.Kind)
+		}
+	}
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.feed != nil && !m.catching.Load() {
+		// Compared with what every instance wrote, as far as the feed
+		// can tell in the time the write may take.
+		_ = m.followOrCatchUp(ctx)
+	}
+	return m.applyHeld(ctx, us)
+}
+
+// applyHeld is Apply; the caller holds write and has caught up.
+func (m *Model) applyHeld(ctx context.Context, us []Update) error {
+	us = m.newer(us)
+	entries := make([]*recordindex.Entry, len(us))
+	for i, u := range us {
+		if u.Raw == nil || isTombstone(u.Raw) {
+			continue
+		}
+		e, err := recordindex.NewEntry(u.Raw)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", u.Kind, u.ID, err)
+		}
+		if e.ID != u.ID {
+			return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
+		}
+		entries[i] = &e
+	}
+	if len(us) == 0 {
+		return nil
+	}
+	if err := m.noteRemovals(ctx, us); err != nil {
+		return err
+	}
+	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
+		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, u := range us {
+		m.applyLocked(u, entries[i])
+	}
+	return nil
+}
+
+// newer leaves out the updates older than the state held, and turns a
+// removal into the record's tombstone; the caller holds write.
+func (m *Model) newer(us []Update) []Update {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := us[:0:0]
+	for _, u := range us {
+		if u.Raw == nil {
+			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil {
+				u.Raw = tombstone(u.ID, e.Raw, time.Time{})
+			}
+			out = append(out, u)
+			continue
+		}
+		if u.Raw != nil && !m.newerLocked(m.kinds[u.Kind], u.ID, u.Raw) {
+			continue
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// newerLocked reports whether raw may replace what the model holds of
+// id: it is not older than the record's state, nor, for a record removed,
+// as old as its last state. The caller holds mu.
+func (m *Model) newerLocked(km *kindModel, id string, raw json.RawMessage) bool {
+	if e := km.col.Find(id); e != nil {
+		return !changes.Older(raw, e.Raw)
+	}
+	if last, ok := km.gone[id]; ok {
+		return changes.Older(last, raw)
+	}
+	return true
+}
+
+// applyLocked puts one update in memory; the caller holds mu. It is the
+// one place a removal is applied, whichever way it came (this instance's
+// reconciliation or change feed, or another's through the shared feed).
+func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
+	km, ok := m.kinds[u.Kind]
+	if !ok {
+		return
+	}
+	if e == nil {
+		switch cur := km.col.Find(u.ID); {
+		case u.Raw != nil:
+			km.gone[u.ID] = u.Raw
+		case cur != nil:
+			km.gone[u.ID] = tombstone(u.ID, cur.Raw, time.Time{})
+		}
+		km.col.Remove(u.ID)
+		return
+	}
+	delete(km.gone, u.ID)
+	km.col.Upsert(*e)
+}
+
+// Removed reports whether a record of the model was removed, and when
+// its removal was confirmed with the vendor: the Recorder brings back no
+// record from a read that began before.
+func (m *Model) Removed(ctx context.Context, key string) (time.Time, bool, error) {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return time.Time{}, false, nil
+	}
+	if err := m.Sync(ctx); err != nil {
+		return time.Time{}, false, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	if m.kinds[k].col.Find(id) != nil {
+		return time.Time{}, false, nil
+	}
+	last, ok := m.kinds[k].gone[id]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	var ts tombstoneRecord
+	_ = json.Unmarshal(last, &ts)
+	return ts.RemovedAt, true, nil
+}
+
+// removed reports whether k's record id was removed.
+func (m *Model) removed(k practice.Kind, id string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	_, ok := m.kinds[k].gone[id]
+	return ok
+}
+
+// Remove removes a record the vendor confirmed it no longer has, at
+// when that was confirmed: its tombstone keeps the time, so that no read
+// begun before brings it back. announce is called first with the
+// record's last state, once this instance has caught up with the others
+// and still holds the record, so that a removal is announced once.
+func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.Time, announce func(before json.RawMessage) error) error {
+	km, ok := m.kinds[k]
+	if !ok {
+		return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, k)
+	}
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.feed != nil {
+		if err := m.followOrCatchUp(ctx); err != nil {
+			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+		}
+	}
+	before := m.find(km, id)
+	if before == nil {
+		return nil
+	}
+	if err := announce(before); err != nil {
+		return err
+	}
+	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
+}
+
+// syncForRead catches up before a read, within readSyncTimeout. A
+// catch-up longer than that (a follower trimmed past, a large backfill
+// on another instance) goes on in the background, and the read is
+// answered from what this instance holds, marked lagging until it is
+// done; so is a read while the shared store cannot be reached.
+func (m *Model) syncForRead(ctx context.Context) {
+	if m.feed == nil || m.catching.Load() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
+	defer cancel()
+	if err := m.Sync(ctx); err != nil {
+		m.catchUpLater()
+	}
+}
+
+// readSyncTimeout bounds the catch-up before a read, so that a shared store
+// that stopped answering delays a read by no more than this.
+const readSyncTimeout = 500 * time.Millisecond
+
+// errBehind is Sync's answer while the copy is behind the feed and the
+// background catch-up has it in hand.
+var errBehind = errors.New("behind the shared feed; catching up")
+
+// Sync applies what other instances wrote since this one last looked:
+// one round trip to the shared store when nothing is new, so that a
+// caller reads its own write from any instance. A position the feed no
+// longer keeps is not reloaded here, inside a caller's deadline, but in
+// the background: Sync reports the model unavailable meanwhile. Without
+// a feed it does nothing.
+func (m *Model) Sync(ctx context.Context) error {
+	if m.feed == nil {
+		return nil
+	}
+	if m.catching.Load() {
+		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, errBehind)
+	}
+	err := m.follow(ctx)
+	if errors.Is(err, ErrGap) {
+		m.catchUpLater()
+	}
+	if err != nil {
+		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+	}
+	return nil
+}
+
+// follow applies the feed from this instance's position to its head; a
+// position the feed no longer keeps is ErrGap.
+func (m *Model) follow(ctx context.Context) error {
+	head, err := m.feed.Head(ctx, m.tenant.Firm)
+	if err != nil {
+		return err
+	}
+	if head == *m.applied.Load() {
+		return nil
+	}
+	m.catchUp.Lock()
+	defer m.catchUp.Unlock()
+	// Another caller may have caught up while this one waited; a batch
+	// short of full is the end of the feed as it was.
+	for pos := *m.applied.Load(); pos != head; {
+		us, next, err := m.feed.Since(ctx, m.tenant.Firm, pos, feedBatch)
+		if err != nil {
+			return err
+		}
+		if len(us) == 0 || next == pos {
+			break
+		}
+		m.applyFeed(us)
+		pos = next
+		m.applied.Store(&next)
+		if len(us) < feedBatch {
+			break
+		}
+	}
+	return nil
+}
+
+// followOrCatchUp follows the feed; a position it no longer keeps starts
+// the background catch-up.
+func (m *Model) followOrCatchUp(ctx context.Context) error {
+	err := m.follow(ctx)
+	if errors.Is(err, ErrGap) {
+		m.catchUpLater()
+	}
+	return err
+}
+
+// catchUpLater marks the copy lagging and starts the background
+// catch-up, unless it runs already.
+func (m *Model) catchUpLater() {
+	if !m.catching.CompareAndSwap(false, true) {
+		return
+	}
+	m.behind.Store(true)
+	m.goBackground(m.catchUpNow)
+}
+
+// catchUpNow follows the feed, loading the whole model again when its
+// position was trimmed, until it reaches the head; then reads are live
+// again. A failure is retried after a pause until the model closes.
+func (m *Model) catchUpNow(ctx context.Context) {
+	defer m.catching.Store(false)
+	for attempt := 0; ; attempt++ {
+		err := m.follow(ctx)
+		if errors.Is(err, ErrGap) {
+			err = m.load(ctx)
+		}
+		if err == nil {
+			m.caughtUp()
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 5*time.Second)):
+		}
+	}
+}
+
+// caughtUp clears lagging: what the sync says is what this instance
+// serves again.
+func (m *Model) caughtUp() {
+	m.behind.Store(false)
+	for _, km := range m.kinds {
+		km.served.Store(km.freshness.Load())
+	}
+}
+
+// goOwned runs fn on a goroutine the model owns, until Close.
+func (m *Model) goOwned(fn func(context.Context)) {
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-m.quit:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		fn(ctx)
+	}()
+}
+
+func (m *Model) applyFeed(us []Update) {
+	entries := make([]*recordindex.Entry, len(us))
+	for i, u := range us {
+		if u.Raw == nil || isTombstone(u.Raw) {
+			continue
+		}
+		// An update this version cannot index is left out rather than
+		// stopping every later one.
+		if e, err := recordindex.NewEntry(bytes.Clone(u.Raw)); err == nil {
+			entries[i] = &e
+		} else {
+			us[i].Kind = ""
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i, u := range us {
+		if u.Kind != "" {
+			m.applyLocked(u, entries[i])
+		}
+	}
+}
+
+// Last is the state store's read: a record of the model from memory,
+// anything else from the other store.
+func (m *Model) Last(ctx context.Context, key string) ([]byte, error) {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return m.other.Last(ctx, key)
+	}
+	if err := m.Sync(ctx); err != nil {
+		return nil, err
+	}
+	return m.find(m.kinds[k], id), nil
+}
+
+// Save is the state store's write: a record of the model becomes its new
+// state here, which every instance then serves.
+func (m *Model) Save(ctx context.Context, key string, state []byte) error {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return m.other.Save(ctx, key, state)
+	}
+	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state)}})
+}
+
+// ids returns the ids of k's records updated before t, for a
+// reconciliation to compare with what the vendor listed.
+func (m *Model) idsBefore(k practice.Kind, t time.Time) []string {
+	km, ok := m.kinds[k]
+	if !ok {
+		return nil
+	}
+	limit := recordindex.Nanos(t)
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var ids []string
+	km.col.Each(func(e *recordindex.Entry) {
+		if e.Updated < limit {
+			ids = append(ids, e.ID)
+		}
+	})
+	return ids
+}
+
+// A removal is kept in the store as the record's tombstone: its id and
+// the version and updated time of its last state. Every instance, and
+// this one after a restart, then knows that a state read before the
+// removal (a late webhook's re-read, a page read during it) is old.
+type tombstoneRecord struct {
+	ID        string          `json:"id"`
+	Deleted   bool            `json:"deleted"`
+	Version   json.RawMessage `json:"version,omitempty"`
+	UpdatedAt json.RawMessage `json:"updated_at,omitempty"`
+	// RemovedAt is when the vendor was asked and said the record is gone.
+	RemovedAt time.Time `json:"removed_at,omitzero"`
+}
+
+func tombstone(id string, last []byte, at time.Time) json.RawMessage {
+	t := tombstoneRecord{ID: id, Deleted: true}
+	_ = json.Unmarshal(last, &t)
+	t.ID, t.Deleted, t.RemovedAt = id, true, at.UTC()
+	b, _ := json.Marshal(t)
+	return b
+}
+
+func isTombstone(raw []byte) bool {
+	if !bytes.Contains(raw, []byte(`"deleted":true`)) {
+		return false
+	}
+	var t tombstoneRecord
+	return json.Unmarshal(raw, &t) == nil && t.Deleted
+}
+
+var (
+	_ practice.Reader    = (*Model)(nil)
+	_ changes.StateStore = (*Model)(nil)
+)

@@ -1,0 +1,50 @@
+package readmodel
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// poll reads k's records changed since the last poll, with the vendor's
+// modified-since filter where it has one.
+func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) error {
+	start := s.now()
+	q := practice.Query{Limit: pageLimit, Filter: practice.Filter{UpdatedSince: kp.Watermark.Add(-pollOverlap)}}
+	if err := s.walk(ctx, k, q, func(items []json.RawMessage, readAt time.Time) error {
+		return s.keep(ctx, k, items, readAt, true)
+	}); err != nil {
+		return fmt.Errorf("poll %s %s: %w", s.Label, k, err)
+	}
+	kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
+	s.setKind(k, kp)
+	return nil
+}
+
+// walk pages through a query of the vendor, renewing the lease between
+// pages; it stops at a cursor that does not move.
+func (s *Syncer) walk(ctx context.Context, k practice.Kind, q practice.Query, fn func(items []json.RawMessage, readAt time.Time) error) error {
+	for {
+		readAt := s.now()
+		page, err := s.Reader.List(ctx, s.tenant(), k, q)
+		if err != nil {
+			return err
+		}
+		if err := fn(page.Items, readAt); err != nil {
+			return err
+		}
+		if !page.HasMore {
+			return nil
+		}
+		if page.Next == "" || page.Next == q.Cursor {
+			return fmt.Errorf("the adapter's next cursor does not move: %w", practice.ErrBadUpstream)
+		}
+		q.Cursor = page.Next
+		if err := s.renew(ctx); err != nil {
+			return err
+		}
+	}
+}

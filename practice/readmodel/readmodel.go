@@ -1,0 +1,110 @@
+// Package readmodel keeps a synchronized copy of each firm's real systems
+// (a practice-management system, a ledger, a document store) in the /v1
+// shape, and serves /v1 reads from it, so that reads spend nothing of the
+// vendors' small shared budgets and every filter costs the same as over
+// the demo records.
+//
+// A Model holds one firm's records: in memory, indexed by
+// practice/recordindex as the demo records are, and durable in a Store
+// (bbolt embedded, Redis shared by every instance). It is also the
+// "last state seen" of every record that change records are diffed
+// against (changes.StateStore), so whichever way a change is noticed (a
+// vendor webhook, a write through /v1, a poll, the change feed of a
+// document store, a reconciliation) it is compared with the same copy and
+// becomes exactly one change record.
+//
+// A Syncer keeps one firm system's part of the model current: a
+// checkpointed backfill, the vendor's change feed where it has one,
+// incremental polling with the vendor's modified-since filters, and a
+// periodic reconciliation that finds deletions. It runs on one instance
+// at a time per firm system, under a lease in the shared store; the others
+// follow the model's Feed.
+package readmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// Update is one record's new state in a firm's read model; a nil Raw
+// removes the record.
+type Update struct {
+	Kind practice.Kind
+	ID   string
+	Raw  json.RawMessage
+	// At is when a removal was found, its tombstone's deleted_at (zero:
+	// now). Stores do not keep it.
+	At time.Time
+}
+
+// Store keeps the read models durably, one per backend.
+type Store interface {
+	// Apply writes a firm's updates durably, in order.
+	Apply(ctx context.Context, firm string, us []Update) error
+	// Load calls fn with every record of the firm's model, in no order.
+	Load(ctx context.Context, firm string, fn func(Update) error) error
+}
+
+// Feed is the order in which a shared Store took a firm's updates, so that
+// every instance serving the firm applies what any other wrote. Only a
+// store shared between processes has one (Redis): an embedded store is
+// written by its one process alone.
+type Feed interface {
+	// Head is the position of the firm's newest update ("" when none).
+	Head(ctx context.Context, firm string) (string, error)
+	// Since returns at most n updates taken after pos, in order, and the
+	// position of the last one (pos when there are none). A position the
+	// store no longer keeps the updates after is ErrGap: the reader loads
+	// the whole model again.
+	Since(ctx context.Context, firm, pos string, n int) ([]Update, string, error)
+}
+
+// ErrGap means a Feed no longer has every update after a position.
+var ErrGap = errors.New("read model feed: updates after this position were trimmed")
+
+// Checkpoints keep each firm system's sync progress, where a restarted
+// sync resumes and where every instance reads how fresh its data is.
+type Checkpoints interface {
+	// Checkpoint returns what was saved under name, nil when nothing was.
+	Checkpoint(ctx context.Context, name string) ([]byte, error)
+	SaveCheckpoint(ctx context.Context, name string, value []byte) error
+	// SaveHeldCheckpoint saves value under name only if holder holds the
+	// lease named lease (Leases) and it has not expired, checked in the
+	// same atomic step as the write; false, with nothing saved, when it
+	// does not. A sync step that ends after its lease was lost must not
+	// save its progress over the new holder's.
+	SaveHeldCheckpoint(ctx context.Context, name string, value []byte, lease, holder string) (bool, error)
+}
+
+// Leases let one instance at a time run a firm system's sync.
+type Leases interface {
+	// Lease takes name for holder, or renews it when holder has it, until
+	// ttl from now; false when another holder's lease has not expired.
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// Release gives name up if holder has it, so another instance need not
+	// wait for the lease to expire.
+	Release(ctx context.Context, name, holder string) error
+}
+
+// ChangeFeed is a vendor's own feed of changes (Microsoft Graph delta,
+// Google Drive's changes, Dropbox's list_folder/continue). A document
+// store's adapter has one; the sync reads it instead of polling.
+type ChangeFeed interface {
+	// Changes reads the feed after cursor; "" starts it at the present
+	// (no changes, only Next). An expired cursor is practice.ErrFeedExpired.
+	Changes(ctx context.Context, t practice.Tenant, cursor string) (practice.ChangesPage, error)
+}
+
+// Incremental is an adapter that says which kinds its vendor can list by
+// modification time cheaply. Only those are polled; the others are kept
+// current by the vendor's webhooks and the reconciliation (Karbon keeps
+// no modification time on work items, so a poll of them would read every
+// page to find nothing a webhook has not told). A reader without it is
+// polled for every kind.
+type Incremental interface {
+	Incremental(k practice.Kind) bool
+}

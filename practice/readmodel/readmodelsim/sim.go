@@ -1,0 +1,488 @@
+// Package readmodelsim is a deterministic simulation of a firm's read
+// model sync: a vendor whose records are created, changed and deleted
+// while the sync pages through them, webhooks delayed, repeated,
+// reordered and dropped, two instances sharing one store whose leases
+// expire in mid-step, the shared feed trimmed, instances restarted, an
+// injected clock and one seeded scheduler, so that a failing seed
+// replays exactly. After each schedule and a quiet vendor for a poll
+// interval and a reconciliation, it checks that every instance's model
+// equals the vendor, that no record was unreadable while it existed, and
+// that the change records never reverse a newer state and raise one per
+// distinct state.
+package readmodelsim
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
+)
+
+const firm = "frm_sim"
+
+var (
+	tenant = practice.Tenant{Firm: firm}
+	kinds  = []practice.Kind{practice.Clients, practice.Jobs}
+	start  = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	config = readmodel.SyncConfig{Poll: 30 * time.Second, Reconcile: 3 * time.Minute, LeaseTTL: 30 * time.Second}
+)
+
+// Options shape a run.
+type Options struct {
+	Seed uint64
+	// Events is how many events run before the vendor goes quiet;
+	// default 300.
+	Events int
+	// Trace, when set, is told every event.
+	Trace func(format string, args ...any)
+}
+
+// Result is what a run did and found.
+type Result struct {
+	Seed uint64
+	// Operations counts the events run: vendor changes, webhook
+	// deliveries, sync rounds, clock steps, trims, restarts and reads.
+	Operations int
+	// Changes counts the change records raised.
+	Changes int
+	// Divergences are the invariants broken, empty when none.
+	Divergences []string
+}
+
+type world struct {
+	o      Options
+	r      *rand.Rand
+	now    time.Time
+	store  *Store
+	vendor *Vendor
+	inst   [2]*instance
+	// changes are every change record, in recording order.
+	changes  []practice.Change
+	webhooks []notice
+	delayed  []delivery
+	depth    int
+	quiet    bool
+	failures int
+	ops      int
+	nextID   int
+	restarts int
+	// seen is, per instance, the records it has served: each must stay
+	// readable while the vendor has it.
+	seen [2]map[string]bool
+	div  []string
+}
+
+type instance struct {
+	model  *readmodel.Model
+	rec    *changes.Recorder
+	syncer *readmodel.Syncer
+	busy   bool
+	bg     []func(context.Context)
+}
+
+// notice is a vendor webhook: which record, and whether it is new.
+type notice struct {
+	kind    practice.Kind
+	id      string
+	created bool
+	at      time.Time
+}
+
+// delivery is a webhook's re-read of the record, not yet observed.
+type delivery struct {
+	to  int
+	obs changes.Observation
+}
+
+func (w *world) Now() time.Time { return w.now }
+
+func (w *world) Publish(_ context.Context, c practice.Change) error {
+	w.changes = append(w.changes, c)
+	w.trace("change %s of %s: %s", c.ID, c.ResourceID, c.After)
+	return nil
+}
+
+func (w *world) trace(format string, args ...any) {
+	if w.o.Trace != nil {
+		w.o.Trace("%s op %d: "+format, append([]any{w.now.Format("15:04:05"), w.ops}, args...)...)
+	}
+}
+
+func (w *world) diverge(format string, args ...any) {
+	msg := fmt.Sprintf("seed %d op %d: ", w.o.Seed, w.ops) + fmt.Sprintf(format, args...)
+	w.trace("DIVERGENCE %s", msg)
+	w.div = append(w.div, msg)
+}
+
+// Run runs one schedule.
+func Run(o Options) Result {
+	if o.Events <= 0 {
+		o.Events = 300
+	}
+	w := &world{o: o, r: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: start}
+	w.store = NewStore(w.Now)
+	w.vendor = NewVendor(w.Now, 3)
+	w.vendor.Between = w.between
+	w.vendor.Fail = w.fail
+	for range 4 + w.r.IntN(8) {
+		w.create(practice.Clients)
+		w.create(practice.Jobs)
+	}
+	w.webhooks = nil
+	for i := range w.inst {
+		w.seen[i] = map[string]bool{}
+		w.start(i)
+	}
+	for range o.Events {
+		w.event()
+	}
+	w.settle()
+	w.check()
+	return Result{Seed: o.Seed, Operations: w.ops, Changes: len(w.changes), Divergences: w.div}
+}
+
+// start (re)starts instance i: a process with a new model loaded from
+// the shared store and a new holder name, as after a kill.
+func (w *world) start(i int) {
+	in := &instance{}
+	in.model = readmodel.New(readmodel.Config{Firm: firm, Store: w.store, Feed: w.store,
+		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }})
+	for _, k := range kinds {
+		in.model.Serve(k, w.vendor)
+	}
+	if err := in.model.Load(context.Background()); err != nil {
+		w.diverge("instance %d does not load: %v", i, err)
+	}
+	in.rec = &changes.Recorder{State: in.model, Clock: w}
+	in.syncer = &readmodel.Syncer{System: "records", Vendor: "sim", Kinds: kinds, Reader: w.vendor,
+		Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
+		Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts), Config: config, Now: w.Now}
+	w.restarts++
+	w.inst[i] = in
+}
+
+// between runs other events while a vendor call's answer is in flight.
+func (w *world) between() {
+	if w.quiet || w.depth >= 2 {
+		return
+	}
+	w.depth++
+	defer func() { w.depth-- }()
+	for range w.r.IntN(3) {
+		w.event()
+	}
+}
+
+func (w *world) fail() error {
+	if w.failures > 0 {
+		w.failures--
+		return fmt.Errorf("sim vendor: %w", practice.ErrUnavailable)
+	}
+	return nil
+}
+
+// event runs one event the scheduler picks.
+func (w *world) event() {
+	w.ops++
+	ctx := context.Background()
+	switch n := w.r.IntN(100); {
+	case n < 8:
+		w.create(kinds[w.r.IntN(2)])
+	case n < 20:
+		w.update(kinds[w.r.IntN(2)])
+	case n < 25:
+		w.remove(kinds[w.r.IntN(2)])
+	case n < 37:
+		w.deliverNotice(ctx)
+	case n < 45:
+		w.deliverDelayed(ctx)
+	case n < 70:
+		w.tick(ctx, w.r.IntN(2))
+	case n < 80:
+		d := time.Duration(1+w.r.IntN(20)) * time.Second
+		if w.r.IntN(8) == 0 {
+			d = config.LeaseTTL + 15*time.Second // a pause longer than a lease
+		}
+		w.now = w.now.Add(d)
+		w.trace("clock +%v", d)
+	case n < 83:
+		keep := w.r.IntN(4)
+		w.store.Trim(firm, keep)
+		w.trace("feed trimmed to %d", keep)
+	case n < 85:
+		if i := w.r.IntN(2); !w.inst[i].busy {
+			w.trace("instance %d restarted", i)
+			w.start(i)
+		}
+	case n < 90:
+		w.background(ctx, w.r.IntN(2))
+	case n < 98:
+		w.read(ctx, w.r.IntN(2))
+	default:
+		w.failures = 1 + w.r.IntN(3)
+		w.trace("vendor fails the next %d calls", w.failures)
+	}
+}
+
+func (w *world) create(k practice.Kind) {
+	w.nextID++
+	id := fmt.Sprintf("%s%03d", k.IDPrefix(), w.nextID)
+	w.vendor.Put(k, id, "First")
+	w.trace("vendor creates %s", id)
+	w.notify(k, id, true)
+}
+
+func (w *world) pick(k practice.Kind) (string, bool) {
+	ids := w.vendor.IDs(k)
+	if len(ids) == 0 {
+		return "", false
+	}
+	return ids[w.r.IntN(len(ids))], true
+}
+
+func (w *world) update(k practice.Kind) {
+	id, ok := w.pick(k)
+	if !ok {
+		return
+	}
+	r := w.vendor.Put(k, id, fmt.Sprintf("Name%d", w.r.IntN(1000)))
+	w.trace("vendor changes %s to version %d", id, r.Version)
+	w.notify(k, id, false)
+}
+
+func (w *world) remove(k practice.Kind) {
+	id, ok := w.pick(k)
+	if !ok {
+		return
+	}
+	w.vendor.Delete(k, id)
+	w.trace("vendor deletes %s", id)
+}
+
+// notify sends the vendor's webhook, unless it is lost.
+func (w *world) notify(k practice.Kind, id string, created bool) {
+	if w.r.IntN(4) == 0 {
+		return
+	}
+	w.webhooks = append(w.webhooks, notice{kind: k, id: id, created: created, at: w.now})
+}
+
+// deliverNotice delivers a pending webhook, in any order, to either
+// instance: the adapter re-reads the record and observes it, at once or
+// later. A webhook may be delivered again.
+func (w *world) deliverNotice(ctx context.Context) {
+	if len(w.webhooks) == 0 {
+		return
+	}
+	i := w.r.IntN(len(w.webhooks))
+	n := w.webhooks[i]
+	if w.r.IntN(5) != 0 {
+		w.webhooks = append(w.webhooks[:i], w.webhooks[i+1:]...)
+	}
+	to := w.r.IntN(2)
+	readAt := w.now
+	raw, err := w.vendor.Get(ctx, tenant, n.kind, n.id)
+	if err != nil {
+		w.trace("webhook for %s to %d: re-read fails: %v", n.id, to, err)
+		return
+	}
+	o := changes.Observation{Tenant: tenant, Kind: n.kind, ResourceID: n.id, After: raw, Created: n.created,
+		Version: n.at.Format(time.RFC3339Nano), OccurredAt: n.at, ReadAt: readAt}
+	if w.r.IntN(3) == 0 {
+		w.trace("webhook for %s to %d: re-read held back", n.id, to)
+		w.delayed = append(w.delayed, delivery{to: to, obs: o})
+		return
+	}
+	w.observe(ctx, to, o)
+}
+
+func (w *world) deliverDelayed(ctx context.Context) {
+	if len(w.delayed) == 0 {
+		return
+	}
+	i := w.r.IntN(len(w.delayed))
+	d := w.delayed[i]
+	w.delayed = append(w.delayed[:i], w.delayed[i+1:]...)
+	w.observe(ctx, d.to, d.obs)
+}
+
+func (w *world) observe(ctx context.Context, to int, o changes.Observation) {
+	published, err := w.inst[to].rec.Observe(ctx, w, o)
+	w.trace("instance %d observes %s: published %t, %v", to, o.After, published, err)
+	if err != nil {
+		// The webhook answered 5xx: the vendor sends it again.
+		w.webhooks = append(w.webhooks, notice{kind: o.Kind, id: o.ResourceID, created: o.Created, at: o.OccurredAt})
+	}
+}
+
+func (w *world) tick(ctx context.Context, i int) bool {
+	in := w.inst[i]
+	if in.busy {
+		return false
+	}
+	in.busy = true
+	defer func() { in.busy = false }()
+	held, more := in.syncer.Tick(ctx)
+	w.trace("instance %d ticks: held %t, more %t", i, held, more)
+	return held && more
+}
+
+func (w *world) background(ctx context.Context, i int) {
+	in := w.inst[i]
+	if len(in.bg) == 0 {
+		return
+	}
+	run := in.bg[0]
+	in.bg = in.bg[1:]
+	w.trace("instance %d catches up in the background", i)
+	run(ctx)
+}
+
+// read reads every record the vendor has from instance i once the
+// instance has backfilled its kind: one it has served before must not be
+// missing.
+func (w *world) read(ctx context.Context, i int) {
+	m := w.inst[i].model
+	for _, k := range kinds {
+		if f, _ := m.Freshness(k); !f.Backfilled {
+			continue
+		}
+		for _, id := range w.vendor.IDs(k) {
+			key := string(k) + "/" + id
+			_, err := m.Get(ctx, tenant, k, id)
+			switch {
+			case err == nil:
+				w.seen[i][key] = true
+			case errors.Is(err, practice.ErrNotFound) && w.seen[i][key]:
+				w.diverge("instance %d: %s exists in the vendor and was served, now reads as not found", i, key)
+			case !errors.Is(err, practice.ErrNotFound) && w.seen[i][key]:
+				// A record not copied yet is read from the vendor, which
+				// may fail; one served before must be served from the copy.
+				w.diverge("instance %d: reading %s: %v", i, key, err)
+			}
+		}
+	}
+}
+
+// settle lets what is in flight arrive, then keeps the vendor quiet for
+// a poll interval and a reconciliation while both instances sync.
+func (w *world) settle() {
+	ctx := context.Background()
+	for len(w.delayed) > 0 {
+		w.deliverDelayed(ctx)
+	}
+	for len(w.webhooks) > 0 {
+		w.deliverNotice(ctx)
+	}
+	w.quiet, w.failures = true, 0
+	until := w.now.Add(config.Poll + config.Reconcile + 3*config.LeaseTTL)
+	for w.now.Before(until) {
+		w.now = w.now.Add(5 * time.Second)
+		for i := range w.inst {
+			for len(w.inst[i].bg) > 0 {
+				w.background(ctx, i)
+			}
+			for n := 0; n < 100 && w.tick(ctx, i); n++ {
+			}
+		}
+		w.ops++
+	}
+	for i := range w.inst {
+		w.read(ctx, i)
+		for len(w.inst[i].bg) > 0 {
+			w.background(ctx, i)
+		}
+	}
+}
+
+// check compares each instance's model with the vendor, and reads the
+// change records in recording order.
+func (w *world) check() {
+	ctx := context.Background()
+	for i, in := range w.inst {
+		if err := in.model.Sync(ctx); err != nil {
+			w.diverge("instance %d does not catch up: %v", i, err)
+		}
+		for _, k := range kinds {
+			if f, _ := in.model.Freshness(k); f.State != readmodel.StateLive {
+				w.diverge("instance %d: %s is %s after the quiet, not live: %s", i, k, f.State, in.syncer.Status().Why)
+			}
+			got := map[string]string{}
+			q := practice.Query{Limit: 500}
+			for {
+				p, err := in.model.List(ctx, tenant, k, q)
+				if err != nil {
+					w.diverge("instance %d lists %s: %v", i, k, err)
+					break
+				}
+				for _, raw := range p.Items {
+					var v struct{ ID string }
+					_ = json.Unmarshal(raw, &v)
+					got[v.ID] = string(raw)
+				}
+				if !p.HasMore {
+					break
+				}
+				q.Cursor = p.Next
+			}
+			want := w.vendor.Records(k)
+			for id, r := range want {
+				if got[id] != string(r.JSON()) {
+					w.diverge("instance %d: %s %s is %q, the vendor has %s", i, k, id, got[id], r.JSON())
+				}
+			}
+			for id := range got {
+				if _, ok := want[id]; !ok {
+					w.diverge("instance %d: %s %s is served, the vendor has deleted it", i, k, id)
+				}
+			}
+		}
+	}
+	w.checkChanges()
+}
+
+// checkChanges reads the change records as a receiver that drops a
+// repeated id would: each record's states only move forward, and each
+// state is raised once.
+func (w *world) checkChanges() {
+	type state struct {
+		version int64
+		removed bool
+	}
+	last := map[string]*state{}
+	ids := map[string]bool{}
+	for _, c := range w.changes {
+		if ids[c.ID] {
+			continue
+		}
+		ids[c.ID] = true
+		key := string(c.Kind) + "/" + c.ResourceID
+		st := last[key]
+		if st == nil {
+			st = &state{}
+			last[key] = st
+		}
+		if string(c.After) == "null" {
+			if st.removed {
+				w.diverge("%s removed twice (change %s)", key, c.ID)
+			}
+			st.removed = true
+			continue
+		}
+		var v struct{ Version int64 }
+		_ = json.Unmarshal(c.After, &v)
+		switch {
+		case st.removed:
+			w.diverge("%s comes back at version %d after its removal (change %s)", key, v.Version, c.ID)
+		case v.Version <= st.version:
+			w.diverge("%s goes from version %d to %d (change %s)", key, st.version, v.Version, c.ID)
+		}
+		st.version = max(st.version, v.Version)
+	}
+}

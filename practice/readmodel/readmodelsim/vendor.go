@@ -1,0 +1,150 @@
+package readmodelsim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// Vendor is a firm's system as the sync sees it through an adapter: it
+// lists by offset, a small page at a time, so that a record created or
+// deleted during a walk shifts every later page (Karbon's $skip); it
+// reads one record; it lists clients by modification time but not jobs
+// (Karbon keeps no modification time on work items). Every call lets the
+// scheduler run other events after the answer is read and before it is
+// returned, so that answers arrive stale.
+type Vendor struct {
+	now      func() time.Time
+	pageSize int
+	kinds    map[practice.Kind]map[string]Record
+	version  int64
+	// Between runs after each call's answer is read.
+	Between func()
+	// Fail, when it returns an error, fails the call (an outage).
+	Fail func() error
+	// Calls counts the calls made.
+	Calls int
+}
+
+// Record is one vendor record.
+type Record struct {
+	Kind    practice.Kind
+	ID      string
+	Name    string
+	Version int64
+	Updated time.Time
+}
+
+// JSON is the record in /v1 shape, as an adapter would give it.
+func (r Record) JSON() json.RawMessage {
+	obj := map[practice.Kind]string{practice.Clients: "client", practice.Jobs: "job"}[r.Kind]
+	b, _ := json.Marshal(map[string]any{"id": r.ID, "object": obj, "name": r.Name, "version": r.Version,
+		"updated_at": r.Updated.UTC().Format(time.RFC3339Nano)})
+	return b
+}
+
+// NewVendor makes an empty vendor on the clock now.
+func NewVendor(now func() time.Time, pageSize int) *Vendor {
+	return &Vendor{now: now, pageSize: pageSize, kinds: map[practice.Kind]map[string]Record{
+		practice.Clients: {}, practice.Jobs: {},
+	}}
+}
+
+// Put creates or changes a record, stamping a new version.
+func (v *Vendor) Put(k practice.Kind, id, name string) Record {
+	v.version++
+	r := Record{Kind: k, ID: id, Name: name, Version: v.version, Updated: v.now()}
+	v.kinds[k][id] = r
+	return r
+}
+
+// Delete removes a record.
+func (v *Vendor) Delete(k practice.Kind, id string) { delete(v.kinds[k], id) }
+
+// Records are k's records now, by id.
+func (v *Vendor) Records(k practice.Kind) map[string]Record { return v.kinds[k] }
+
+// IDs are k's ids in the vendor's listing order.
+func (v *Vendor) IDs(k practice.Kind) []string {
+	ids := make([]string, 0, len(v.kinds[k]))
+	for id := range v.kinds[k] {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (v *Vendor) call() error {
+	v.Calls++
+	if v.Fail != nil {
+		return v.Fail()
+	}
+	return nil
+}
+
+func (v *Vendor) between() {
+	if v.Between != nil {
+		v.Between()
+	}
+}
+
+// List implements practice.Reader: a page at an offset; Next is the
+// offset after it.
+func (v *Vendor) List(ctx context.Context, _ practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	if err := v.call(); err != nil {
+		return practice.Page{}, err
+	}
+	if _, ok := v.kinds[k]; !ok {
+		return practice.Page{}, fmt.Errorf("no %s: %w", k, practice.ErrNotFound)
+	}
+	skip := 0
+	if q.Cursor != "" {
+		n, err := strconv.Atoi(q.Cursor)
+		if err != nil {
+			return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor", Message: "not an offset"}
+		}
+		skip = n
+	}
+	var all []json.RawMessage
+	for _, id := range v.IDs(k) {
+		r := v.kinds[k][id]
+		if !q.Filter.UpdatedSince.IsZero() && r.Updated.Before(q.Filter.UpdatedSince) {
+			continue
+		}
+		all = append(all, r.JSON())
+	}
+	page := practice.Page{Items: []json.RawMessage{}}
+	if skip < len(all) {
+		end := min(skip+v.pageSize, len(all))
+		page.Items = all[skip:end]
+		if end < len(all) {
+			page.HasMore, page.Next = true, strconv.Itoa(end)
+		}
+	}
+	v.between()
+	return page, ctx.Err()
+}
+
+// Get implements practice.Reader.
+func (v *Vendor) Get(ctx context.Context, _ practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	if err := v.call(); err != nil {
+		return nil, err
+	}
+	r, ok := v.kinds[k][id]
+	v.between()
+	if !ok {
+		return nil, fmt.Errorf("%s %s: %w", k.Singular(), id, practice.ErrNotFound)
+	}
+	return r.JSON(), ctx.Err()
+}
+
+// Incremental implements readmodel.Incremental: clients are listed by
+// modification time, jobs are not.
+func (v *Vendor) Incremental(k practice.Kind) bool { return k == practice.Clients }
+
+var _ practice.Reader = (*Vendor)(nil)

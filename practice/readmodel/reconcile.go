@@ -1,0 +1,108 @@
+package readmodel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+)
+
+// reconcile lists every record of k and compares the whole with the
+// model: what changed raises its change record, what the vendor no longer
+// has is removed with one change record of its removal. A record written
+// since the pass started is not judged by it.
+func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
+	start := s.now()
+	seen := map[string]bool{}
+	if err := s.walk(ctx, k, practice.Query{Limit: pageLimit}, func(items []json.RawMessage, readAt time.Time) error {
+		for _, raw := range items {
+			var v struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(raw, &v) == nil {
+				seen[v.ID] = true
+			}
+		}
+		return s.keep(ctx, k, items, readAt, true)
+	}); err != nil {
+		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
+	}
+	var unconfirmed int
+	for _, id := range s.Model.idsBefore(k, start) {
+		if seen[id] {
+			continue
+		}
+		confirmedAt := s.now()
+		gone, err := s.confirmGone(ctx, k, id, confirmedAt)
+		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return err
+		}
+		if err != nil {
+			// Kept: a record is removed only on the vendor's word.
+			unconfirmed++
+			s.Logger.Warn("removal not confirmed; the record stays", zap.String("sync", s.name()),
+				zap.String("kind", string(k)), zap.String("id", id), zap.Error(err))
+			continue
+		}
+		if !gone {
+			continue
+		}
+		if err := s.forget(ctx, k, id, confirmedAt); err != nil {
+			return err
+		}
+	}
+	if unconfirmed > 0 {
+		return fmt.Errorf("reconcile %s %s: %d removals could not be confirmed with the vendor", s.Label, k, unconfirmed)
+	}
+	s.mu.Lock()
+	kp := s.kindProgress(k)
+	kp.About, kp.Seen = len(seen), len(seen)
+	kp.Watermark, kp.ConfirmedAt, kp.ReconciledAt, kp.PolledAt = start, start, s.now(), s.now()
+	s.mu.Unlock()
+	s.Logger.Info("reconciled", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", len(seen)))
+	return nil
+}
+
+// confirmGone asks the vendor for a record a listing did not show: a
+// listing paged by offset (Karbon's $skip) skips a record whenever one
+// before it is deleted during the walk, so only the vendor's not found
+// removes it. A record the vendor still has is kept as it now is.
+func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, readAt time.Time) (bool, error) {
+	if err := s.renew(ctx); err != nil {
+		return false, err
+	}
+	raw, err := s.Reader.Get(ctx, s.tenant(), k, id)
+	if errors.Is(err, practice.ErrNotFound) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, s.keep(ctx, k, []json.RawMessage{raw}, readAt, true)
+}
+
+// forget removes a record the vendor no longer has, raising one change
+// record whose after is null.
+//
+// Its id is the record's removal, whatever state it had: two instances
+// removing it raise one change.
+func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time.Time) error {
+	return s.Model.Remove(ctx, k, id, at, func(before json.RawMessage) error {
+		c := practice.Change{
+			ID:   changes.ChangeID(s.tenant(), k, id, "removed", nil),
+			Firm: s.tenant().Firm, Kind: k, ResourceID: id,
+			Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at,
+		}
+		if err := s.Sink.Publish(ctx, c); err != nil {
+			return fmt.Errorf("publish removal of %s: %w", id, err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,176 @@
+package readmodel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
+)
+
+// simClock is a clock tests move by hand.
+type simClock struct{ t time.Time }
+
+func (c *simClock) Now() time.Time { return c.t }
+
+// slowLoad is a shared store whose whole-model load waits until released,
+// as loading 130,000 jobs from Redis takes longer than a read may wait.
+type slowLoad struct {
+	*readmodelsim.Store
+	release chan struct{}
+}
+
+func (s *slowLoad) Load(ctx context.Context, firm string, fn func(readmodel.Update) error) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.Load(ctx, firm, fn)
+}
+
+// An instance whose feed position was trimmed answers reads at once from
+// its copy, says lagging while it reloads in the background, and is live
+// with every record once it has.
+func TestFollowerBehindTheFeedCatchesUpOffTheReadPath(t *testing.T) {
+	ctx := context.Background()
+	store := &slowLoad{Store: readmodelsim.NewStore(nil), release: make(chan struct{})}
+	writer := readmodel.New(readmodel.Config{Firm: firm, Store: store, Feed: store})
+	writer.Serve(practice.Jobs, nil)
+	var catchUp []func(context.Context)
+	follower := readmodel.New(readmodel.Config{Firm: firm, Store: store, Feed: store,
+		Background: func(run func(context.Context)) { catchUp = append(catchUp, run) }})
+	follower.Serve(practice.Jobs, nil)
+	follower.SetFreshness(practice.Jobs, practice.Freshness{Backfilled: true, State: readmodel.StateLive, ConfirmedAt: epoch})
+
+	var us []readmodel.Update
+	for i := range 50 {
+		id := fmt.Sprintf("job_%03d", i)
+		us = append(us, readmodel.Update{Kind: practice.Jobs, ID: id, Raw: job(id, "planned")})
+	}
+	if err := writer.Apply(ctx, us); err != nil {
+		t.Fatal(err)
+	}
+	store.Trim(firm, 1)
+
+	done := make(chan practice.Page, 1)
+	go func() {
+		p, _ := follower.List(ctx, live, practice.Jobs, practice.Query{Limit: 100})
+		done <- p
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a read waited for the reload of the whole model")
+	}
+	if f, _ := follower.Freshness(practice.Jobs); f.State != readmodel.StateLagging || !f.ConfirmedAt.Equal(epoch) {
+		t.Fatalf("freshness while behind the feed: %+v, want lagging, confirmed at %s", f, epoch)
+	}
+	if len(catchUp) != 1 {
+		t.Fatalf("%d background catch-ups started, want 1", len(catchUp))
+	}
+	close(store.release)
+	catchUp[0](ctx)
+	if f, _ := follower.Freshness(practice.Jobs); f.State != readmodel.StateLive {
+		t.Fatalf("freshness after catching up: %+v", f)
+	}
+	if got := follower.Count(practice.Jobs); got != 50 {
+		t.Fatalf("%d jobs after catching up, want 50", got)
+	}
+}
+
+// repeatingClients is a vendor whose clients listing gives the same next
+// link for ever.
+type repeatingClients struct{ *readmodelsim.Vendor }
+
+func (r repeatingClients) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	p, err := r.Vendor.List(ctx, t, k, q)
+	if k == practice.Clients && err == nil {
+		p.HasMore, p.Next = true, "3"
+		if q.Cursor == "3" {
+			p.Next = q.Cursor
+		}
+	}
+	return p, err
+}
+
+func simSyncer(clock *simClock, store *readmodelsim.Store, reader practice.Reader, holder string) (*readmodel.Syncer, *readmodel.Model) {
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: store, Feed: store})
+	kinds := []practice.Kind{practice.Clients, practice.Jobs}
+	for _, k := range kinds {
+		m.Serve(k, reader)
+	}
+	return &readmodel.Syncer{System: "records", Kinds: kinds, Reader: reader, Model: m,
+		Recorder: &changes.Recorder{State: m, Clock: clock}, Sink: &sink{}, Checkpoints: store, Leases: store,
+		Holder: holder, Now: clock.Now,
+		Config: readmodel.SyncConfig{Poll: time.Minute, Reconcile: time.Hour, LeaseTTL: 30 * time.Second}}, m
+}
+
+// A kind whose backfill fails keeps failing alone: the other kind is
+// backfilled, polled and live.
+func TestAFailingKindFailsAlone(t *testing.T) {
+	clock := &simClock{t: epoch}
+	vendor := readmodelsim.NewVendor(clock.Now, 3)
+	for i := range 10 {
+		vendor.Put(practice.Clients, fmt.Sprintf("cli_%03d", i), "Client")
+		vendor.Put(practice.Jobs, fmt.Sprintf("job_%03d", i), "Job")
+	}
+	s, m := simSyncer(clock, readmodelsim.NewStore(clock.Now), repeatingClients{vendor}, "one")
+	for range 40 {
+		s.Tick(context.Background())
+		clock.t = clock.t.Add(2 * time.Second)
+	}
+	if got := m.Count(practice.Jobs); got != 10 {
+		t.Fatalf("%d jobs backfilled while clients fail, want 10", got)
+	}
+	jobs, _ := m.Freshness(practice.Jobs)
+	clients, _ := m.Freshness(practice.Clients)
+	if jobs.State != readmodel.StateLive || !jobs.Backfilled || clients.State != readmodel.StateFailing {
+		t.Fatalf("jobs %+v, clients %+v; want jobs live and clients failing", jobs, clients)
+	}
+}
+
+// A step that ends after its lease expired and was taken saves nothing
+// over the new holder's checkpoint.
+func TestALateStepDoesNotSaveOverTheNewHolder(t *testing.T) {
+	clock := &simClock{t: epoch}
+	store := readmodelsim.NewStore(clock.Now)
+	vendor := readmodelsim.NewVendor(clock.Now, 3)
+	for i := range 10 {
+		vendor.Put(practice.Jobs, fmt.Sprintf("job_%03d", i), "Job")
+	}
+	a, _ := simSyncer(clock, store, vendor, "a")
+	b, _ := simSyncer(clock, store, vendor, "b")
+	ctx := context.Background()
+	if held, _ := a.Tick(ctx); !held {
+		t.Fatal("a did not take the free lease")
+	}
+	// a pauses in the middle of reading a page, longer than its lease;
+	// b takes the sync over and saves its own progress.
+	paused := false
+	vendor.Between = func() {
+		if paused {
+			return
+		}
+		paused = true
+		clock.t = clock.t.Add(time.Minute)
+		vendor.Between = nil
+		if held, _ := b.Tick(ctx); !held {
+			t.Error("b did not take the expired lease")
+		}
+	}
+	a.Tick(ctx)
+	raw, err := store.Checkpoint(ctx, "sync/"+firm+"/records")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Holder string }
+	if err := json.Unmarshal(raw, &p); err != nil || p.Holder != "b" {
+		t.Fatalf("checkpoint by %q (%v), want the new holder b's", p.Holder, err)
+	}
+}

@@ -1,0 +1,146 @@
+package readmodel
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+)
+
+// Status is a firm system's sync as /readyz, the console and the metrics
+// show it.
+type Status struct {
+	Firm   string
+	System string // the role: records, ledger, documents
+	Vendor string // the system: karbon, xero, ...
+	Label  string // the system, for people
+	// State is backfilling, live, lagging or failing; Why says why a
+	// failing sync fails.
+	State string
+	Why   string
+	// Holder is the instance that runs the sync.
+	Holder string
+	Kinds  []KindStatus
+	// ConfirmedAt is the oldest of the kinds' (zero until every kind is
+	// backfilled): every record served is at least this fresh.
+	ConfirmedAt time.Time
+	// CallsLastHour are the holder's calls to the vendor in the last
+	// hour, against BudgetPerHour, the vendor's published limit (0 when
+	// unknown).
+	CallsLastHour uint64
+	BudgetPerHour int
+	// Plan is how the sync spaces its polls to keep within its share of
+	// the vendor's allowances.
+	Plan Plan
+}
+
+// KindStatus is one kind's part of a sync.
+type KindStatus struct {
+	Kind       practice.Kind
+	Backfilled bool
+	// Seen is how many records the current full pass has read; About is
+	// how many the last one found (0 before the first ended).
+	Seen, About int
+	// Records is how many this instance holds.
+	Records     int
+	ConfirmedAt time.Time
+	// State is this kind's own (backfilling, live, lagging, failing):
+	// one kind failing leaves the others live. Why says why it is not.
+	State, Why string
+}
+
+// Age is how old the data is at now: since ConfirmedAt.
+func (st Status) Age(now time.Time) time.Duration {
+	if st.ConfirmedAt.IsZero() {
+		return 0
+	}
+	return now.Sub(st.ConfirmedAt)
+}
+
+// Progress says how far a backfill has come, for people: "Karbon jobs:
+// 3,200 of about 5,000; Karbon clients: 120".
+func (st Status) Progress() string {
+	var parts []string
+	for _, k := range st.Kinds {
+		if k.Backfilled {
+			continue
+		}
+		p := fmt.Sprintf("%s %s: %s", st.Label, k.Kind, thousands(k.Seen))
+		if k.About > 0 {
+			p += " of about " + thousands(k.About)
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// Status reports the sync as this instance knows it: its own when it
+// holds the lease, else the holder's last checkpoint.
+func (s *Syncer) Status() Status {
+	s.init()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.statusLocked()
+}
+
+// statusLocked is Status; the caller holds mu.
+func (s *Syncer) statusLocked() Status {
+	now := s.now()
+	p := s.progress
+	st := Status{
+		Firm: s.Model.Firm(), System: s.System, Vendor: s.Vendor, Label: s.Label, Holder: p.Holder,
+		CallsLastHour: p.CallsLastHour, BudgetPerHour: s.BudgetPerHour,
+	}
+	backfilled := true
+	var lagging, failing []string
+	for i, k := range s.Kinds {
+		kp := s.kindProgress(k)
+		ks := KindStatus{Kind: k, Backfilled: kp.Backfilled, Seen: kp.Seen, About: kp.About,
+			Records: s.Model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive}
+		backfilled = backfilled && kp.Backfilled
+		if i == 0 || kp.ConfirmedAt.Before(st.ConfirmedAt) {
+			st.ConfirmedAt = kp.ConfirmedAt
+		}
+		switch {
+		case p.Error != "":
+			ks.State, ks.Why = StateFailing, p.Error
+		case kp.Error != "":
+			ks.State, ks.Why = StateFailing, kp.Error
+			failing = append(failing, fmt.Sprintf("%s: %s", k, kp.Error))
+		case !kp.Backfilled:
+			ks.State = StateBackfilling
+		// Unconfirmed for three intervals: the holder is gone, or its
+		// passes take longer than the interval.
+		case now.Sub(kp.ConfirmedAt) > 3*s.interval(k)+s.Config.LeaseTTL:
+			ks.State, ks.Why = StateLagging, fmt.Sprintf("%s not confirmed since %s", k, kp.ConfirmedAt.Format(time.RFC3339))
+			lagging = append(lagging, ks.Why)
+		}
+		st.Kinds = append(st.Kinds, ks)
+	}
+	if !backfilled {
+		st.ConfirmedAt = time.Time{}
+	}
+	switch {
+	case p.Error != "":
+		st.State, st.Why = StateFailing, p.Error
+	case len(failing) > 0:
+		st.State, st.Why = StateFailing, strings.Join(failing, "; ")
+	case !backfilled:
+		st.State = StateBackfilling
+	case len(lagging) > 0:
+		st.State, st.Why = StateLagging, strings.Join(lagging, "; ")
+	default:
+		st.State = StateLive
+	}
+	s.describePlan(&st)
+	return st
+}

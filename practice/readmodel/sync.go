@@ -1,0 +1,530 @@
+package readmodel
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+)
+
+// The sync's states, as /readyz, the console and the metrics show them.
+const (
+	StateBackfilling = "backfilling"
+	StateLive        = "live"
+	StateLagging     = "lagging"
+	StateFailing     = "failing"
+)
+
+// Defaults of SyncConfig.
+const (
+	DefaultPoll      = time.Minute
+	DefaultReconcile = 24 * time.Hour
+	DefaultLeaseTTL  = 30 * time.Second
+	// pageLimit is how many records the sync asks an adapter for at a
+	// time; the adapter reads the vendor's pages at the vendor's size.
+	pageLimit = 200
+	// pollOverlap is how far before the last poll's start the next poll
+	// asks from, so that a change stamped by a vendor clock a little
+	// behind ours, or committed late, is not passed over. Records seen
+	// again unchanged cost nothing.
+	pollOverlap = 2 * time.Minute
+	// maxFeedPages bounds one round of a vendor's change feed.
+	maxFeedPages = 50
+)
+
+// SyncConfig is how often a sync looks.
+type SyncConfig struct {
+	// Poll is the interval of incremental polling (and of reading a
+	// vendor's change feed); default one minute.
+	Poll time.Duration
+	// Reconcile is the interval of a full comparison that finds
+	// deletions and anything the feeds dropped; default a day.
+	Reconcile time.Duration
+	// LeaseTTL is how long an instance holds a system's sync without
+	// renewing it; default 30 s.
+	LeaseTTL time.Duration
+}
+
+func (c SyncConfig) withDefaults() SyncConfig {
+	if c.Poll <= 0 {
+		c.Poll = DefaultPoll
+	}
+	if c.Reconcile <= 0 {
+		c.Reconcile = DefaultReconcile
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	return c
+}
+
+// Syncer keeps one firm system's kinds of a Model current. Every instance
+// runs one per firm system; the one holding the lease syncs, the others
+// read its checkpoint, so that every instance tells the same freshness.
+type Syncer struct {
+	// System is the role the system plays for the firm (records, ledger,
+	// documents); Vendor names the system ("karbon") and Label names it
+	// for people ("Karbon").
+	System, Vendor, Label string
+	Kinds                 []practice.Kind
+	// Reader is the system's adapter: the vendor, not the model.
+	Reader practice.Reader
+	// Feed is the vendor's change feed, when it has one; it replaces
+	// polling.
+	Feed        ChangeFeed
+	Model       *Model
+	Recorder    *changes.Recorder
+	Sink        changes.ChangeSink
+	Checkpoints Checkpoints
+	Leases      Leases
+	// Holder names this instance in the lease.
+	Holder string
+	Config SyncConfig
+	Logger *zap.Logger
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+	// Calls counts the requests sent to the vendor, for the status.
+	Calls func() uint64
+	// BudgetPerHour is the vendor's published limit, for the status; 0
+	// when unknown.
+	BudgetPerHour int
+	// Budget is what the sync plans to spend of the vendor's allowances
+	// (plan.go).
+	Budget SyncBudget
+
+	mu       sync.Mutex
+	progress progress
+	holding  bool
+	calls    callWindow
+	wake     chan struct{}
+	once     sync.Once
+	plan     planner
+}
+
+// progress is a sync's checkpoint, saved after each step.
+type progress struct {
+	Holder string                          `json:"holder"`
+	Kinds  map[practice.Kind]*kindProgress `json:"kinds"`
+	// FeedCursor is where the vendor's change feed continues.
+	FeedCursor string `json:"feed_cursor,omitempty"`
+	// Error is the last step's failure, since ErrorSince; cleared by a
+	// step that succeeds.
+	Error      string    `json:"error,omitempty"`
+	ErrorSince time.Time `json:"error_since,omitzero"`
+	// ReconcileFrom is when a reconciliation was asked for ("resync
+	// now", an expired feed); one starting after it answers it.
+	ReconcileFrom time.Time `json:"reconcile_from,omitzero"`
+	SavedAt       time.Time `json:"saved_at"`
+	CallsLastHour uint64    `json:"calls_last_hour"`
+	// Costs are the vendor calls each pass costs, which the plan of
+	// polls is made from.
+	Costs map[string]float64 `json:"costs,omitempty"`
+}
+
+type kindProgress struct {
+	Backfilled bool `json:"backfilled"`
+	// Cursor is where the backfill continues after a restart.
+	Cursor string `json:"cursor,omitempty"`
+	// Seen counts records read in the current full pass; About is how
+	// many the last full pass found.
+	Seen  int `json:"seen"`
+	About int `json:"about,omitempty"`
+	// Watermark is the start of the last full pass or poll that ended:
+	// the next poll asks for changes since (a little before) it.
+	Watermark    time.Time `json:"watermark,omitzero"`
+	ConfirmedAt  time.Time `json:"confirmed_at,omitzero"`
+	ReconciledAt time.Time `json:"reconciled_at,omitzero"`
+	PolledAt     time.Time `json:"polled_at,omitzero"`
+	// Error is this kind's last failure, since ErrorSince; the kind is
+	// tried again at RetryAt while the others go on.
+	Error      string    `json:"error,omitempty"`
+	ErrorSince time.Time `json:"error_since,omitzero"`
+	RetryAt    time.Time `json:"retry_at,omitzero"`
+}
+
+func (s *Syncer) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Syncer) name() string      { return "sync/" + s.Model.Firm() + "/" + s.System }
+func (s *Syncer) resyncKey() string { return s.name() + "/resync" }
+func (s *Syncer) tenant() practice.Tenant {
+	return practice.Tenant{Firm: s.Model.Firm()}
+}
+
+// polled reports whether k is polled: always with a change feed (which
+// covers every kind), else when the adapter says its vendor can list k by
+// modification time.
+func (s *Syncer) polled(k practice.Kind) bool {
+	if s.Feed != nil {
+		return true
+	}
+	inc, ok := s.Reader.(Incremental)
+	return !ok || inc.Incremental(k)
+}
+
+// interval is how often k's records are confirmed against the vendor:
+// the configured poll interval is a floor, the plan (plan.go) spaces
+// polls to keep within the vendor's allowances.
+func (s *Syncer) interval(k practice.Kind) time.Duration {
+	if s.polled(k) {
+		return s.pollEvery(k)
+	}
+	return s.Config.Reconcile
+}
+
+func (s *Syncer) init() {
+	s.once.Do(func() {
+		s.Config = s.Config.withDefaults()
+		s.wake = make(chan struct{}, 1)
+		if s.Logger == nil {
+			s.Logger = zap.NewNop()
+		}
+		if s.Label == "" {
+			s.Label = s.System
+		}
+		s.progress = progress{Kinds: map[practice.Kind]*kindProgress{}}
+	})
+}
+
+// Run syncs until ctx ends: it takes the lease when it is free, and works
+// while it holds it; otherwise it follows the holder's checkpoint.
+func (s *Syncer) Run(ctx context.Context) {
+	s.init()
+	defer func() {
+		s.mu.Lock()
+		held := s.holding
+		s.mu.Unlock()
+		if held {
+			// A fresh context: ctx has ended, and the release is what
+			// lets another instance take over at once.
+			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			_ = s.Leases.Release(rctx, s.name(), s.Holder)
+		}
+	}()
+	s.follow(ctx)
+	for ctx.Err() == nil {
+		held, more, stepErr := s.round(ctx, s.whileHeld)
+		switch {
+		case !held:
+			// Following is a read of one checkpoint: often enough that
+			// this instance reports what the holder does within a second.
+			s.sleep(ctx, time.Second)
+		case stepErr != nil && !errors.Is(stepErr, errLeaseLost):
+			// A failing vendor is not asked again at once.
+			s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
+		case !more:
+			s.sleep(ctx, s.untilDue())
+		}
+	}
+}
+
+// Tick is one round of Run without its waits and without renewing the
+// lease in the background: it takes or renews the lease, then runs one
+// step and saves its checkpoint, or follows the holder's. A simulation
+// drives syncs with it on its own clock and schedule; held says this
+// instance holds the lease, more that more work is due at once.
+func (s *Syncer) Tick(ctx context.Context) (held, more bool) {
+	s.init()
+	held, more, _ = s.round(ctx, func(ctx context.Context, step func(context.Context) (bool, error)) (bool, error) {
+		return step(ctx)
+	})
+	return held, more
+}
+
+// round is one turn of the sync: the lease, then a step run by run (with
+// the lease renewed alongside, or not) and its checkpoint.
+func (s *Syncer) round(ctx context.Context, run func(context.Context, func(context.Context) (bool, error)) (bool, error)) (held, more bool, err error) {
+	held, err = s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
+	if err != nil && ctx.Err() == nil {
+		s.Logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
+	}
+	s.mu.Lock()
+	took := held && !s.holding
+	s.holding = held
+	s.mu.Unlock()
+	if !held || took {
+		// Follow the holder, or resume from the last holder's checkpoint.
+		s.follow(ctx)
+	}
+	if !held {
+		return false, false, nil
+	}
+	more, err = run(ctx, s.step)
+	s.record(ctx, err)
+	return true, more, err
+}
+
+// Resync asks the holder, wherever it runs, to reconcile every kind now.
+func (s *Syncer) Resync(ctx context.Context) error {
+	s.init()
+	b, _ := json.Marshal(s.now())
+	if err := s.Checkpoints.SaveCheckpoint(ctx, s.resyncKey(), b); err != nil {
+		return err
+	}
+	s.poke()
+	return nil
+}
+
+func (s *Syncer) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Syncer) sleep(ctx context.Context, d time.Duration) {
+	d = min(max(d, 10*time.Millisecond), s.Config.LeaseTTL/3)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-s.wake:
+	}
+}
+
+// follow reads the checkpoint into this instance's progress and the
+// model's freshness.
+func (s *Syncer) follow(ctx context.Context) {
+	b, err := s.Checkpoints.Checkpoint(ctx, s.name())
+	if err != nil || b == nil {
+		s.publish()
+		return
+	}
+	var p progress
+	if err := json.Unmarshal(b, &p); err != nil {
+		s.Logger.Warn("sync checkpoint unreadable; starting over", zap.String("sync", s.name()), zap.Error(err))
+		s.publish()
+		return
+	}
+	if p.Kinds == nil {
+		p.Kinds = map[practice.Kind]*kindProgress{}
+	}
+	s.mu.Lock()
+	s.progress = p
+	s.mu.Unlock()
+	s.plan.load(p.Costs)
+	s.publish()
+}
+
+func (s *Syncer) kindProgress(k practice.Kind) *kindProgress {
+	kp := s.progress.Kinds[k]
+	if kp == nil {
+		kp = &kindProgress{}
+		s.progress.Kinds[k] = kp
+	}
+	return kp
+}
+
+// untilDue is how long until the next poll or reconciliation is due.
+func (s *Syncer) untilDue() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	next := s.Config.Poll
+	for _, k := range s.Kinds {
+		kp := s.kindProgress(k)
+		next = min(next, kp.ReconciledAt.Add(s.Config.Reconcile).Sub(now))
+		if !kp.RetryAt.IsZero() {
+			next = min(next, kp.RetryAt.Sub(now))
+		}
+		if s.polled(k) {
+			next = min(next, kp.PolledAt.Add(s.interval(k)).Sub(now))
+		}
+	}
+	return next
+}
+
+// step does the next piece of work: a page of a backfill, a poll round or
+// a reconciliation of one kind. more says there is more to do at once. A
+// kind whose work fails is retried after a pause while the others go on:
+// one kind's failure (a contacts listing whose next link repeats) keeps
+// no other from being backfilled, polled and live.
+func (s *Syncer) step(ctx context.Context) (more bool, err error) {
+	from, err := s.resyncAsked(ctx)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	if from.After(s.progress.ReconcileFrom) {
+		s.progress.ReconcileFrom = from
+	}
+	s.mu.Unlock()
+	now := s.now()
+	for _, k := range s.Kinds {
+		s.mu.Lock()
+		kp := *s.kindProgress(k)
+		asked := s.progress.ReconcileFrom.After(kp.ReconciledAt)
+		s.mu.Unlock()
+		if now.Before(kp.RetryAt) {
+			continue
+		}
+		var work func(context.Context) error
+		switch {
+		case !kp.Backfilled:
+			work = func(ctx context.Context) error {
+				return s.metered(passFull+string(k), kp.Cursor == "" && kp.Seen == 0, func() error { return s.backfillPage(ctx, k, kp) })
+			}
+		case asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile:
+			work = func(ctx context.Context) error {
+				return s.metered(passFull+string(k), true, func() error { return s.reconcile(ctx, k) })
+			}
+		case s.polled(k) && now.Sub(kp.PolledAt) >= s.interval(k):
+			if s.Feed != nil {
+				// The feed covers every kind: its failure is the
+				// system's.
+				return true, s.metered(passFeed, false, func() error { return s.readFeed(ctx) })
+			}
+			work = func(ctx context.Context) error {
+				return s.metered(passPoll+string(k), false, func() error { return s.poll(ctx, k, kp) })
+			}
+		default:
+			continue
+		}
+		err := work(ctx)
+		if errors.Is(err, errLeaseLost) || ctx.Err() != nil {
+			return false, err
+		}
+		s.kindOutcome(k, err)
+		if errors.Is(err, practice.ErrUnavailable) {
+			// The vendor itself is down or refusing (an outage, its
+			// budget spent): every kind is, as far as reads can tell.
+			return true, err
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// kindOutcome records how k's last piece of work ended: a failure is
+// k's alone, retried after a pause that grows while it keeps failing.
+func (s *Syncer) kindOutcome(k practice.Kind, err error) {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kp := s.kindProgress(k)
+	if err == nil {
+		kp.Error, kp.ErrorSince, kp.RetryAt = "", time.Time{}, time.Time{}
+		return
+	}
+	if kp.Error == "" {
+		kp.ErrorSince = now
+	}
+	kp.Error = err.Error()
+	pause := min(max(now.Sub(kp.ErrorSince), 5*time.Second), s.Config.Poll)
+	kp.RetryAt = now.Add(pause)
+	s.Logger.Warn("sync of a kind failed", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Error(err))
+}
+
+func (s *Syncer) resyncAsked(ctx context.Context) (time.Time, error) {
+	b, err := s.Checkpoints.Checkpoint(ctx, s.resyncKey())
+	if err != nil || b == nil {
+		return time.Time{}, err
+	}
+	var t time.Time
+	_ = json.Unmarshal(b, &t)
+	return t, nil
+}
+
+// record saves the checkpoint after a step and publishes the freshness.
+// The save is fenced by the lease: a step that ended after the lease was
+// lost (a pause longer than its time to live) saves nothing over the new
+// holder's progress.
+func (s *Syncer) record(ctx context.Context, stepErr error) {
+	if errors.Is(stepErr, errLeaseLost) || ctx.Err() != nil {
+		return
+	}
+	now := s.now()
+	s.mu.Lock()
+	switch {
+	case stepErr == nil:
+		s.progress.Error, s.progress.ErrorSince = "", time.Time{}
+	case s.progress.Error == "":
+		s.progress.ErrorSince = now
+		fallthrough
+	default:
+		s.progress.Error = stepErr.Error()
+	}
+	if s.Calls != nil {
+		count := s.Calls()
+		s.calls.add(now, count)
+		s.progress.CallsLastHour = s.calls.sinceOldest(count)
+	}
+	s.progress.Holder, s.progress.SavedAt, s.progress.Costs = s.Holder, now, s.plan.snapshot()
+	b, err := json.Marshal(s.progress)
+	// Reads are told of the step's outcome in the same critical section
+	// as Status is, so the two never disagree.
+	s.publishLocked()
+	s.mu.Unlock()
+	if stepErr != nil {
+		s.Logger.Warn("sync step failed", zap.String("sync", s.name()), zap.Error(stepErr))
+	}
+	saved := false
+	if err == nil {
+		saved, err = s.Checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.Holder)
+	}
+	if err != nil && ctx.Err() == nil {
+		s.Logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
+	}
+	if err == nil && !saved {
+		s.Logger.Warn("sync lease lost before the checkpoint was saved; the new holder's progress stands", zap.String("sync", s.name()))
+		s.mu.Lock()
+		s.holding = false
+		s.mu.Unlock()
+	}
+}
+
+// publish tells the model how fresh each kind is.
+func (s *Syncer) publish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publishLocked()
+}
+
+// publishLocked is publish; the caller holds mu.
+func (s *Syncer) publishLocked() {
+	st := s.statusLocked()
+	for _, ks := range st.Kinds {
+		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State})
+	}
+}
+
+// callWindow keeps a sample of the vendor call counter a minute, to tell
+// the calls of the last hour.
+type callWindow struct {
+	samples []callSample
+}
+
+type callSample struct {
+	at    time.Time
+	count uint64
+}
+
+func (w *callWindow) add(now time.Time, count uint64) {
+	if n := len(w.samples); n == 0 || now.Sub(w.samples[n-1].at) >= time.Minute {
+		w.samples = append(w.samples, callSample{now, count})
+	}
+	for len(w.samples) > 1 && now.Sub(w.samples[0].at) > time.Hour {
+		w.samples = w.samples[1:]
+	}
+}
+
+// sinceOldest is how many calls were made since the oldest sample kept,
+// at most an hour ago.
+func (w *callWindow) sinceOldest(count uint64) uint64 {
+	if len(w.samples) == 0 {
+		return 0
+	}
+	return count - min(w.samples[0].count, count)
+}

@@ -1,0 +1,270 @@
+package bolt_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/storetest"
+)
+
+func open(t *testing.T) (*boltstore.Store, *bbolt.DB) {
+	t.Helper()
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "shared.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// Someone else's bucket in the shared file.
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists([]byte("records"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("k"), []byte("v"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets)); err != nil {
+		t.Fatalf("opening twice: %v", err)
+	}
+	return st, db
+}
+
+// secrets is the key the tests' stores seal under.
+var secrets, _ = sealed.Random()
+
+func TestConformance(t *testing.T) {
+	storetest.Deliveries(t, func(t *testing.T) dispatcher.Backends {
+		st, db := open(t)
+		t.Cleanup(func() { checkTidy(t, db) })
+		return st.Backends()
+	})
+}
+
+// The gateway's own stores, over one file opened twice: what one handle
+// writes the other reads, as after a restart.
+func TestCredentialsConformance(t *testing.T) {
+	storetest.Credentials(t, func(t *testing.T) (storetest.CredentialStore, storetest.CredentialStore) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+func TestIdempotencyConformance(t *testing.T) {
+	storetest.Idempotency(t, func(t *testing.T, inFlight time.Duration) (storetest.IdempotencyStore, storetest.IdempotencyStore) {
+		_, db := open(t)
+		return reopen(t, db, boltstore.WithInFlight(inFlight)), reopen(t, db, boltstore.WithInFlight(inFlight))
+	})
+}
+
+func TestUsageConformance(t *testing.T) {
+	storetest.Usage(t, func(t *testing.T) (storetest.UsageStore, storetest.UsageStore) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+func TestUpstreamStateConformance(t *testing.T) {
+	storetest.Upstream(t, func(t *testing.T) (storetest.UpstreamState, storetest.UpstreamState) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+// The generated signing key and endpoint secrets are sealed in the file.
+func TestSecretsConformance(t *testing.T) {
+	storetest.Secrets(t, func(t *testing.T) storetest.SecretsBackend {
+		db, err := bbolt.Open(filepath.Join(t.TempDir(), "secrets.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return storetest.SecretsBackend{
+			Open: func(key *sealed.Key) (storetest.SecretStore, error) {
+				return boltstore.New(db, nil, boltstore.WithSecrets(key))
+			},
+			Raw: func() []byte {
+				var raw []byte
+				db.View(func(tx *bbolt.Tx) error {
+					return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+						return b.ForEach(func(k, v []byte) error {
+							raw = append(append(raw, k...), v...)
+							return nil
+						})
+					})
+				})
+				return raw
+			},
+			WritePlain: func(key auth.SigningKey, ep dispatcher.Endpoint) {
+				// The buckets and records of the version before sealing.
+				rec, _ := json.Marshal(map[string]any{"endpoint": ep, "firm": ep.Firm, "secrets": ep.Secrets})
+				err := db.Update(func(tx *bbolt.Tx) error {
+					for bucket, kv := range map[string][2]string{
+						"gw_signing_keys":              {key.ID, string(key.Secret)},
+						"dispatch_endpoints":           {ep.ID, string(rec)},
+						"dispatch_endpoints_by_tenant": {ep.Firm + "\x00live\x00" + ep.ID, ""},
+					} {
+						b, err := tx.CreateBucketIfNotExists([]byte(bucket))
+						if err != nil {
+							return err
+						}
+						if err := b.Put([]byte(kv[0]), []byte(kv[1])); err != nil {
+							return err
+						}
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+			UpstreamRaw: func(key string) []byte {
+				var v []byte
+				db.View(func(tx *bbolt.Tx) error {
+					v = bytes.Clone(tx.Bucket([]byte("gw_upstream_state")).Get([]byte(key)))
+					return nil
+				})
+				return v
+			},
+			WriteUpstreamRaw: func(key string, value []byte) {
+				err := db.Update(func(tx *bbolt.Tx) error {
+					b, err := tx.CreateBucketIfNotExists([]byte("gw_upstream_state"))
+					if err != nil {
+						return err
+					}
+					return b.Put([]byte(key), value)
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+func TestNeedsASecretsKey(t *testing.T) {
+	_, db := open(t)
+	if _, err := boltstore.New(db, nil); err == nil {
+		t.Fatal("a store without a secrets key opened")
+	}
+}
+
+func reopen(t *testing.T, db *bbolt.DB, opts ...boltstore.Option) *boltstore.Store {
+	t.Helper()
+	st, err := boltstore.New(db, nil, append(opts, boltstore.WithSecrets(secrets))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// checkTidy runs after each conformance test: the store shares its file,
+// so it must leave other buckets alone and keep to its prefixes.
+func checkTidy(t *testing.T, db *bbolt.DB) {
+	db.View(func(tx *bbolt.Tx) error {
+		if string(tx.Bucket([]byte("records")).Get([]byte("k"))) != "v" {
+			t.Error("a foreign bucket was disturbed")
+		}
+		return tx.ForEach(func(name []byte, _ *bbolt.Bucket) error {
+			if string(name) != "records" && !strings.HasPrefix(string(name), "dispatch_") && !strings.HasPrefix(string(name), "gw_") {
+				t.Errorf("bucket %q lacks the dispatch_ or gw_ prefix", name)
+			}
+			return nil
+		})
+	})
+}
+
+// Concurrent writes share commits, and one failing write does not fail the
+// others in its batch.
+func TestGroupCommit(t *testing.T) {
+	st, _ := open(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	if err := st.CreateEndpoint(ctx, dispatcher.Endpoint{ID: "we_a", Firm: "frm_acme", Status: dispatcher.EndpointEnabled}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i%50 == 0 {
+				// An update that refuses: its error is its own.
+				_, err := st.UpdateEndpoint(ctx, "we_missing", func(*dispatcher.Endpoint) error { return nil })
+				if err == nil {
+					errs <- fmt.Errorf("update of a missing endpoint succeeded")
+				}
+				return
+			}
+			d := dispatcher.Delivery{ID: fmt.Sprintf("dlv_%03d", i), EventID: "evt_1", EndpointID: "we_a", Firm: "frm_acme",
+				State: dispatcher.StatePending, NextAttemptAt: t0, CreatedAt: t0}
+			if n, err := st.Enqueue(ctx, []dispatcher.Delivery{d}); err != nil || n != 1 {
+				errs <- fmt.Errorf("enqueue %s: %d, %v", d.ID, n, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if got, _ := st.Backlog(ctx); got != n-n/50 {
+		t.Fatalf("backlog %d, want %d", got, n-n/50)
+	}
+}
+
+func TestReadModelConformance(t *testing.T) {
+	storetest.ReadModel(t, func(t *testing.T) (readmodel.Store, readmodel.Store) {
+		st, db := open(t)
+		t.Cleanup(func() { checkTidy(t, db) })
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
+func TestCheckpointsConformance(t *testing.T) {
+	storetest.Checkpoints(t, func(t *testing.T) (readmodel.Checkpoints, readmodel.Checkpoints) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
+func TestLeasesConformance(t *testing.T) {
+	storetest.Leases(t, func(t *testing.T) (readmodel.Leases, readmodel.Leases) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
+func TestNotificationsConformance(t *testing.T) {
+	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationLog, storetest.NotificationLog) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
+func TestFencedCheckpointsConformance(t *testing.T) {
+	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}

@@ -1,0 +1,23 @@
+package redis
+
+import (
+	"context"
+	"time"
+)
+
+const keyNotices = "pgw:notice:"
+
+// ClaimNotification takes a vendor notification's key until ttl passes, reporting
+// false if any instance took it (adapters/kit/notifications): SET NX PX.
+func (s *Store) ClaimNotification(ctx context.Context, key string, ttl time.Duration) (bool, error) {
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	return s.rdb.SetNX(ctx, keyNotices+key, "1", ttl).Result()
+}
+
+// ReleaseNotification gives a notification's key back.
+func (s *Store) ReleaseNotification(ctx context.Context, key string) error {
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	return s.rdb.Del(ctx, keyNotices+key).Err()
+}

@@ -1,0 +1,101 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// NotificationLog remembers the vendor notification bodies handled in
+// the last hour (adapters/kit/notifications.Log).
+type NotificationLog interface {
+	ClaimNotification(ctx context.Context, key string, ttl time.Duration) (bool, error)
+	ReleaseNotification(ctx context.Context, key string) error
+}
+
+// Notifications checks a NotificationLog. open returns an empty log and a
+// second handle on the same state (another instance).
+func Notifications(t *testing.T, open func(t *testing.T) (log, other NotificationLog)) {
+	ctx := context.Background()
+	claim := func(t *testing.T, l NotificationLog, key string, ttl time.Duration) bool {
+		t.Helper()
+		ok, err := l.ClaimNotification(ctx, key, ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+
+	t.Run("a key is claimed once until released", func(t *testing.T) {
+		l, other := open(t)
+		if !claim(t, l, "frm_acme/karbon:d1", time.Hour) {
+			t.Fatal("a fresh key is taken")
+		}
+		if claim(t, other, "frm_acme/karbon:d1", time.Hour) || claim(t, l, "frm_acme/karbon:d1", time.Hour) {
+			t.Fatal("a claimed key claimed again")
+		}
+		if !claim(t, other, "frm_birch/karbon:d1", time.Hour) {
+			t.Fatal("another firm's key is taken")
+		}
+		if err := other.ReleaseNotification(ctx, "frm_acme/karbon:d1"); err != nil {
+			t.Fatal(err)
+		}
+		if !claim(t, l, "frm_acme/karbon:d1", time.Hour) {
+			t.Fatal("a released key is still taken")
+		}
+		if err := l.ReleaseNotification(ctx, "never-claimed"); err != nil {
+			t.Fatalf("releasing a key never claimed: %v", err)
+		}
+	})
+
+	t.Run("a claim passes with its ttl", func(t *testing.T) {
+		l, other := open(t)
+		if !claim(t, l, "k", 200*time.Millisecond) {
+			t.Fatal("a fresh key is taken")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for !claim(t, other, "k", time.Hour) {
+			if time.Now().After(deadline) {
+				t.Fatal("a claim of 200ms still holds after 10s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+
+	t.Run("of many claiming one key at once, one wins", func(t *testing.T) {
+		l, other := open(t)
+		for round := range 20 {
+			key := fmt.Sprintf("race-%d", round)
+			var wg sync.WaitGroup
+			won := make(chan bool, 16)
+			for i := range 16 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					h := l
+					if i%2 == 1 {
+						h = other
+					}
+					ok, err := h.ClaimNotification(ctx, key, time.Hour)
+					if err != nil {
+						t.Error(err)
+					}
+					won <- ok
+				}()
+			}
+			wg.Wait()
+			close(won)
+			n := 0
+			for ok := range won {
+				if ok {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Fatalf("round %d: %d claims of one key won", round, n)
+			}
+		}
+	})
+}

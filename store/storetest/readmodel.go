@@ -1,0 +1,437 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
+)
+
+// upd is an update of a record to raw; "" removes it.
+func upd(kind practice.Kind, id, raw string) readmodel.Update {
+	u := readmodel.Update{Kind: kind, ID: id}
+	if raw != "" {
+		u.Raw = []byte(raw)
+	}
+	return u
+}
+
+// modelOf is what Load gives of a firm's model: kind/id -> raw.
+func modelOf(t *testing.T, s readmodel.Store, firm string) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	err := s.Load(ctx, firm, func(u readmodel.Update) error {
+		k := string(u.Kind) + "/" + u.ID
+		if _, dup := got[k]; dup {
+			t.Errorf("Load gave %s twice", k)
+		}
+		got[k] = string(u.Raw)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("loading %s: %v", firm, err)
+	}
+	return got
+}
+
+func apply(t *testing.T, s readmodel.Store, firm string, us ...readmodel.Update) {
+	t.Helper()
+	if err := s.Apply(ctx, firm, us); err != nil {
+		t.Fatalf("applying to %s: %v", firm, err)
+	}
+}
+
+// ReadModel checks a readmodel.Store: what is applied is loaded back byte
+// for byte, the last update of a record wins, a nil Raw removes it, and
+// firms are apart. open returns an empty store and a second handle on the
+// same state.
+func ReadModel(t *testing.T, open func(t *testing.T) (store, reopen readmodel.Store)) {
+	st, other := open(t)
+	if got := modelOf(t, other, "frm_a"); len(got) != 0 {
+		t.Fatalf("an empty store's model: %v", got)
+	}
+	// Bytes JSON encoders would escape or normalize come back as they went.
+	odd := `{"id":"cli_1","name":"Smith & Jones <Ltd>","note":"caf\u00e9 é"}`
+	apply(t, st, "frm_a",
+		upd(practice.Clients, "cli_1", `{"id":"cli_1","name":"Acme"}`),
+		upd(practice.Clients, "cli_2", `{"id":"cli_2","name":"Bolt"}`),
+		upd(practice.Jobs, "job_1", `{"id":"job_1"}`),
+		upd(practice.Clients, "cli_1", odd),
+		upd(practice.Clients, "cli_9", ""), // never there
+	)
+	apply(t, st, "frm_b", upd(practice.Clients, "cli_1", `{"id":"cli_1","name":"Other firm"}`))
+	want := map[string]string{"clients/cli_1": odd, "clients/cli_2": `{"id":"cli_2","name":"Bolt"}`, "jobs/job_1": `{"id":"job_1"}`}
+	if got := modelOf(t, other, "frm_a"); !maps.Equal(got, want) {
+		t.Fatalf("model after applying:\n%v\nwant\n%v", got, want)
+	}
+
+	apply(t, other, "frm_a", upd(practice.Clients, "cli_2", ""), upd(practice.Jobs, "job_1", ""), upd(practice.Jobs, "job_1", `{"id":"job_1","v":2}`))
+	want = map[string]string{"clients/cli_1": odd, "jobs/job_1": `{"id":"job_1","v":2}`}
+	if got := modelOf(t, st, "frm_a"); !maps.Equal(got, want) {
+		t.Fatalf("model after a removal and a removal undone:\n%v\nwant\n%v", got, want)
+	}
+	if got, want := modelOf(t, st, "frm_b"), map[string]string{"clients/cli_1": `{"id":"cli_1","name":"Other firm"}`}; !maps.Equal(got, want) {
+		t.Fatalf("another firm's model: %v, want %v", got, want)
+	}
+
+	stop := errors.New("stop")
+	n := 0
+	err := st.Load(ctx, "frm_a", func(readmodel.Update) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("Load after fn failed: %d calls, %v; want 1 call and fn's error", n, err)
+	}
+
+	// Every kind, and more records than a store reads at once.
+	var us []readmodel.Update
+	want = map[string]string{}
+	for _, k := range practice.Kinds {
+		us = append(us, upd(k, "rec_1", `{"kind":"`+string(k)+`"}`))
+		want[string(k)+"/rec_1"] = `{"kind":"` + string(k) + `"}`
+	}
+	for i := range 2500 {
+		id := fmt.Sprintf("doc_%04d", i)
+		us = append(us, upd(practice.Documents, id, `{"id":"`+id+`"}`))
+		want["documents/"+id] = `{"id":"` + id + `"}`
+	}
+	apply(t, st, "frm_big", us...)
+	if got := modelOf(t, other, "frm_big"); !maps.Equal(got, want) {
+		t.Fatalf("a large model loaded %d records, want %d", len(got), len(want))
+	}
+}
+
+// ReadModelFeedBackend is a store shared between instances, and its feed.
+type ReadModelFeedBackend struct {
+	Store readmodel.Store
+	// Feed is another instance's handle on the same state.
+	Feed readmodel.Feed
+	// Trim drops all but the newest keep updates of the firm's feed, as
+	// the store's own trimming does after many updates.
+	Trim func(firm string, keep int)
+}
+
+// follow reads the firm's feed from pos to its end, n at a time.
+func follow(t *testing.T, f readmodel.Feed, firm, pos string, n int) ([]readmodel.Update, string) {
+	t.Helper()
+	var all []readmodel.Update
+	for {
+		us, next, err := f.Since(ctx, firm, pos, n)
+		if err != nil {
+			t.Fatalf("following %s from %q: %v", firm, pos, err)
+		}
+		if len(us) > n {
+			t.Fatalf("Since gave %d updates for n %d", len(us), n)
+		}
+		if len(us) == 0 {
+			if next != pos {
+				t.Fatalf("Since(%q) gave nothing at %q, want the same position", pos, next)
+			}
+			return all, pos
+		}
+		all, pos = append(all, us...), next
+	}
+}
+
+func sameUpdates(a, b []readmodel.Update) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Kind != b[i].Kind || a[i].ID != b[i].ID || string(a[i].Raw) != string(b[i].Raw) || (a[i].Raw == nil) != (b[i].Raw == nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// ReadModelFeed checks a readmodel.Feed: every update, removals included,
+// once and in the order applied, from any handle; positions that resume
+// where the last read ended; firms apart; a position whose later updates
+// were trimmed is ErrGap; and under concurrent Applies the feed, replayed,
+// is the model Load gives. open returns an empty store.
+func ReadModelFeed(t *testing.T, open func(t *testing.T) ReadModelFeedBackend) {
+	b := open(t)
+	if head, err := b.Feed.Head(ctx, "frm_a"); err != nil || head != "" {
+		t.Fatalf("an empty feed's head: %q, %v; want \"\"", head, err)
+	}
+	if us, pos, err := b.Feed.Since(ctx, "frm_a", "", 10); err != nil || len(us) != 0 || pos != "" {
+		t.Fatalf("following an empty feed: %v at %q (%v), want nothing at \"\"", us, pos, err)
+	}
+	first := []readmodel.Update{
+		upd(practice.Clients, "cli_1", `{"id":"cli_1","v":1}`),
+		upd(practice.Jobs, "job_1", `{"id":"job_1"}`),
+	}
+	then := []readmodel.Update{
+		upd(practice.Clients, "cli_1", `{"id":"cli_1","v":2}`),
+		upd(practice.Clients, "cli_1", ""),
+	}
+	apply(t, b.Store, "frm_a", first...)
+	apply(t, b.Store, "frm_b", upd(practice.Clients, "cli_b", `{"id":"cli_b"}`))
+	apply(t, b.Store, "frm_a", then...)
+	want := append(append([]readmodel.Update(nil), first...), then...)
+
+	head, err := b.Feed.Head(ctx, "frm_a")
+	if err != nil || head == "" {
+		t.Fatalf("head after updates: %q, %v", head, err)
+	}
+	got, pos := follow(t, b.Feed, "frm_a", "", 10)
+	if !sameUpdates(got, want) {
+		t.Fatalf("feed from the start:\n%v\nwant\n%v", got, want)
+	}
+	if pos != head {
+		t.Fatalf("following ends at %q, the head is %q", pos, head)
+	}
+	// Three, then the last one, resuming from the first read's position.
+	us, mid, err := b.Feed.Since(ctx, "frm_a", "", 3)
+	if err != nil || !sameUpdates(us, want[:3]) {
+		t.Fatalf("the first three: %v (%v), want %v", us, err, want[:3])
+	}
+	if us, end, err := b.Feed.Since(ctx, "frm_a", mid, 3); err != nil || !sameUpdates(us, want[3:]) || end != head {
+		t.Fatalf("after the first three: %v at %q (%v), want %v at %q", us, end, err, want[3:], head)
+	}
+	if got, _ := follow(t, b.Feed, "frm_b", "", 10); !sameUpdates(got, []readmodel.Update{upd(practice.Clients, "cli_b", `{"id":"cli_b"}`)}) {
+		t.Fatalf("another firm's feed: %v", got)
+	}
+
+	// The head yields only what is applied later.
+	more := []readmodel.Update{upd(practice.People, "per_1", `{"id":"per_1"}`)}
+	apply(t, b.Store, "frm_a", more...)
+	if got, _ := follow(t, b.Feed, "frm_a", head, 1); !sameUpdates(got, more) {
+		t.Fatalf("feed after the head: %v, want %v", got, more)
+	}
+
+	if b.Trim != nil {
+		testReadModelFeedGap(t, b)
+	}
+	testReadModelFeedConcurrent(t, b)
+}
+
+func testReadModelFeedGap(t *testing.T, b ReadModelFeedBackend) {
+	before, err := b.Feed.Head(ctx, "frm_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		apply(t, b.Store, "frm_a", upd(practice.Jobs, "job_1", fmt.Sprintf(`{"id":"job_1","v":%d}`, i)))
+	}
+	head, err := b.Feed.Head(ctx, "frm_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last, err := b.Feed.Since(ctx, "frm_a", before, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Trim("frm_a", 1)
+	for _, pos := range []string{"", before} {
+		if us, _, err := b.Feed.Since(ctx, "frm_a", pos, 10); !errors.Is(err, readmodel.ErrGap) {
+			t.Fatalf("following from %q, before the trimmed updates: %v (%v), want ErrGap", pos, us, err)
+		}
+	}
+	// last is the trimmed update just before the one kept: nothing after
+	// it is lost, but a store may not know that, and ErrGap is safe.
+	if us, _, err := b.Feed.Since(ctx, "frm_a", last, 10); err != nil && !errors.Is(err, readmodel.ErrGap) {
+		t.Fatalf("following from the last trimmed update: %v", err)
+	} else if err == nil && !sameUpdates(us, []readmodel.Update{upd(practice.Jobs, "job_1", `{"id":"job_1","v":4}`)}) {
+		t.Fatalf("following from the last trimmed update: %v, want the one kept", us)
+	}
+	if us, pos, err := b.Feed.Since(ctx, "frm_a", head, 10); err != nil || len(us) != 0 || pos != head {
+		t.Fatalf("following from the head after trimming: %v at %q (%v), want nothing at %q", us, pos, err, head)
+	}
+	if us, _, err := b.Feed.Since(ctx, "frm_b", "", 10); err != nil || len(us) != 1 {
+		t.Fatalf("another firm's feed after trimming: %v (%v)", us, err)
+	}
+}
+
+// Applies racing on the same records: replaying the feed gives the model
+// Load does, so a follower ends where the store is.
+func testReadModelFeedConcurrent(t *testing.T, b ReadModelFeedBackend) {
+	const firm = "frm_race"
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				id := fmt.Sprintf("cli_%d", i%5)
+				raw := fmt.Sprintf(`{"id":%q,"by":%d,"n":%d}`, id, w, i)
+				if i%7 == 6 {
+					raw = ""
+				}
+				if err := b.Store.Apply(ctx, firm, []readmodel.Update{upd(practice.Clients, id, raw), upd(practice.Jobs, id, raw)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	replayed := map[string]string{}
+	got, _ := follow(t, b.Feed, firm, "", 7)
+	for _, u := range got {
+		if u.Raw == nil {
+			delete(replayed, string(u.Kind)+"/"+u.ID)
+		} else {
+			replayed[string(u.Kind)+"/"+u.ID] = string(u.Raw)
+		}
+	}
+	if len(got) != 4*25*2 {
+		t.Fatalf("the feed holds %d updates, %d were applied", len(got), 4*25*2)
+	}
+	if loaded := modelOf(t, b.Store, firm); !maps.Equal(replayed, loaded) {
+		t.Fatalf("the feed replayed:\n%v\nLoad:\n%v", replayed, loaded)
+	}
+}
+
+// Checkpoints checks a readmodel.Checkpoints: nil for a name never saved,
+// the last value saved (an empty one is not nil) from any handle. open
+// returns an empty store and a second handle on the same state.
+func Checkpoints(t *testing.T, open func(t *testing.T) (store, reopen readmodel.Checkpoints)) {
+	st, other := open(t)
+	if got, err := st.Checkpoint(ctx, "karbon/frm_a"); err != nil || got != nil {
+		t.Fatalf("never saved: %q, %v; want nil, nil", got, err)
+	}
+	for _, v := range []string{`{"cursor":"p1"}`, `{"cursor":"p2","backfilled":true}`, ""} {
+		if err := st.SaveCheckpoint(ctx, "karbon/frm_a", []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := other.Checkpoint(ctx, "karbon/frm_a")
+		if err != nil || got == nil || string(got) != v {
+			t.Fatalf("after saving %q: %q (nil %t), %v", v, got, got == nil, err)
+		}
+	}
+	if got, err := other.Checkpoint(ctx, "karbon/frm_b"); err != nil || got != nil {
+		t.Fatalf("another name: %q, %v; want nil, nil", got, err)
+	}
+}
+
+// Leases checks a readmodel.Leases: one holder at a time; renewing sets
+// the expiry to ttl from now; only the holder releases; an expired lease
+// is another's to take, and its old holder can then neither renew nor
+// release it. a and b are two instances' handles on one empty store.
+func Leases(t *testing.T, open func(t *testing.T) (a, b readmodel.Leases)) {
+	a, b := open(t)
+	lease := func(l readmodel.Leases, name, holder string, ttl time.Duration, want bool) {
+		t.Helper()
+		if got, err := l.Lease(ctx, name, holder, ttl); err != nil || got != want {
+			t.Fatalf("%s leasing %s: %t, %v; want %t", holder, name, got, err, want)
+		}
+	}
+	release := func(l readmodel.Leases, name, holder string) {
+		t.Helper()
+		if err := l.Release(ctx, name, holder); err != nil {
+			t.Fatalf("%s releasing %s: %v", holder, name, err)
+		}
+	}
+	const name, other = "sync/karbon/frm_a", "sync/xero/frm_a"
+	lease(a, name, "inst-1", time.Minute, true)
+	lease(b, name, "inst-2", time.Minute, false)
+	lease(b, name, "inst-1", time.Minute, true) // renewed, from any handle
+	lease(b, other, "inst-2", time.Minute, true)
+	release(b, name, "inst-2")
+	lease(b, name, "inst-2", time.Minute, false)
+	release(a, name, "inst-1")
+	lease(b, name, "inst-2", time.Minute, true)
+	lease(a, name, "inst-1", time.Minute, false)
+
+	// Renewing with a short ttl shortens the lease: the expiry is ttl from
+	// the renewal, not the later of the two.
+	const short = 200 * time.Millisecond
+	renewed := time.Now()
+	lease(b, name, "inst-2", short, true)
+	deadline := renewed.Add(10 * time.Second)
+	for {
+		ok, err := a.Lease(ctx, name, "inst-1", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a lease renewed for %v was still held after 10s", short)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Stores keep whole milliseconds, on a clock that may be a
+	// millisecond behind this one.
+	if held := time.Since(renewed); held < short-5*time.Millisecond {
+		t.Fatalf("a lease renewed for %v was taken by another after %v", short, held)
+	}
+	lease(b, name, "inst-2", time.Minute, false)
+	release(b, name, "inst-2")
+	lease(b, name, "inst-2", time.Minute, false)
+	lease(a, other, "inst-1", time.Minute, false)
+}
+
+// LeasedCheckpoints is a store's checkpoints and leases together.
+type LeasedCheckpoints interface {
+	readmodel.Checkpoints
+	readmodel.Leases
+}
+
+// FencedCheckpoints checks that SaveHeldCheckpoint saves only for the
+// holder of an unexpired lease: a sync step that ends after its lease
+// expired and was taken saves nothing over the new holder's progress, and
+// neither does a holder that released it. a and b are two instances'
+// handles on one empty store.
+func FencedCheckpoints(t *testing.T, open func(t *testing.T) (a, b LeasedCheckpoints)) {
+	a, b := open(t)
+	const lease, name = "sync/frm_a/records", "sync/frm_a/records"
+	saveHeld := func(c readmodel.Checkpoints, holder, v string, want bool) {
+		t.Helper()
+		ok, err := c.SaveHeldCheckpoint(ctx, name, []byte(v), lease, holder)
+		if err != nil || ok != want {
+			t.Fatalf("%s saving %s under the lease: %t, %v; want %t", holder, v, ok, err, want)
+		}
+	}
+	checkpoint := func(want string) {
+		t.Helper()
+		if got, err := b.Checkpoint(ctx, name); err != nil || string(got) != want {
+			t.Fatalf("checkpoint %q, %v; want %q", got, err, want)
+		}
+	}
+	saveHeld(a, "inst-1", `{"step":1}`, false) // no one holds it
+	checkpoint("")
+	const short = 200 * time.Millisecond
+	if ok, err := a.Lease(ctx, lease, "inst-1", short); err != nil || !ok {
+		t.Fatalf("inst-1 leasing: %t, %v", ok, err)
+	}
+	saveHeld(a, "inst-1", `{"step":1}`, true)
+	saveHeld(b, "inst-2", `{"step":"other"}`, false)
+	checkpoint(`{"step":1}`)
+
+	// inst-1's lease expires in the middle of a step and inst-2 takes it.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ok, err := b.Lease(ctx, lease, "inst-2", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a lease of %v was still held after 10s", short)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	saveHeld(b, "inst-2", `{"step":2}`, true)
+	saveHeld(a, "inst-1", `{"step":1,"late":true}`, false)
+	checkpoint(`{"step":2}`)
+
+	if err := b.Release(ctx, lease, "inst-2"); err != nil {
+		t.Fatal(err)
+	}
+	saveHeld(b, "inst-2", `{"step":3}`, false)
+	checkpoint(`{"step":2}`)
+}
