@@ -17,6 +17,7 @@ import (
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/forwarded"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 func init() {
@@ -139,7 +140,7 @@ func (h *Handler) Validate() error {
 type call struct {
 	route    *route
 	id       string
-	cred     *auth.Credential
+	cred     *credential.Credential
 	tenant   practice.Tenant
 	backends Systems
 }

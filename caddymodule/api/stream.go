@@ -13,9 +13,9 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // GET /v1/events/stream: the credential's firm's new events as
@@ -63,7 +63,7 @@ const streamNote = "A live credential also needs `webhooks:read` and `live=true`
 type credentialStanding interface {
 	// Standing returns the credential as it stands now, or an error once
 	// it is revoked.
-	Standing(c *auth.Credential) (*auth.Credential, error)
+	Standing(c *credential.Credential) (*credential.Credential, error)
 	// Changed is closed when the registry next learns of a revocation.
 	Changed() <-chan struct{}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // memFeed is an event feed in memory: positions are 1, 2, 3, ... over
@@ -95,7 +96,7 @@ var (
 	sandboxTenant = practice.Tenant{Firm: "frm_acme", Sandbox: true}
 	liveTenant    = practice.Tenant{Firm: "frm_acme"}
 	// credentials by token, as practicegw_auth would put them on the request.
-	streamCreds = map[string]*auth.Credential{
+	streamCreds = map[string]*credential.Credential{
 		"sandbox":       {ID: "crd_sandbox", Firm: "frm_acme", Sandbox: true, Scopes: []string{"events:read"}},
 		"live":          {ID: "crd_live", Firm: "frm_acme", Scopes: []string{"events:read", "webhooks:read"}},
 		"live-events":   {ID: "crd_live_events", Firm: "frm_acme", Scopes: []string{"events:read"}},
@@ -548,7 +549,7 @@ func newRegistryDouble() *registryDouble {
 	return &registryDouble{revoked: map[string]bool{}, scopes: map[string][]string{}, changed: make(chan struct{})}
 }
 
-func (r *registryDouble) Standing(c *auth.Credential) (*auth.Credential, error) {
+func (r *registryDouble) Standing(c *credential.Credential) (*credential.Credential, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.revoked[c.ID] {

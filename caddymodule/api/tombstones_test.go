@@ -24,6 +24,7 @@ import (
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/practice/recordindex"
 	"github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // modelSystems serves every kind from one firm's read model.
@@ -66,7 +67,7 @@ func tombstoneServer(t *testing.T) (*readmodel.Model, *httptest.Server) {
 		t.Fatal(err)
 	}
 	h := &Handler{logger: zap.NewNop(), metrics: m, tenants: modelSystems{model}, cursors: cursors{key: []byte("shared")}}
-	cred := &auth.Credential{ID: "crd_1", Firm: "frm_acme", Scopes: []string{"clients:read"}}
+	cred := &credential.Credential{ID: "crd_1", Firm: "frm_acme", Scopes: []string{"clients:read"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), cred)), nil)
 	}))
@@ -242,7 +243,7 @@ func TestListIncludeDeletedWithoutTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := &Handler{logger: zap.NewNop(), metrics: m, tenants: recordsOnly{recordindex.Sorted(entries)}, cursors: cursors{key: []byte("shared")}}
-	cred := &auth.Credential{ID: "crd_1", Firm: "frm_acme", Sandbox: true, Scopes: []string{"clients:read"}}
+	cred := &credential.Credential{ID: "crd_1", Firm: "frm_acme", Sandbox: true, Scopes: []string{"clients:read"}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h.ServeHTTP(w, r.WithContext(auth.WithCredential(r.Context(), cred)), nil)
 	}))

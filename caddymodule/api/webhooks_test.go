@@ -20,6 +20,7 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // webhookHandler serves the webhook routes from a real engine on an
@@ -81,7 +82,7 @@ func TestReplayToADisabledEndpointIsAConflict(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cred := &auth.Credential{ID: "cred_1", Firm: tenant.Firm, Scopes: []string{"webhooks:write"}}
+	cred := &credential.Credential{ID: "cred_1", Firm: tenant.Firm, Scopes: []string{"webhooks:write"}}
 	for _, path := range []string{
 		"/v1/deliveries/" + page.Deliveries[0].ID + "/replay",
 		"/v1/webhook_endpoints/" + ep.ID + "/replay_failed",

@@ -9,14 +9,16 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 type memStore struct {
 	mu    sync.Mutex
-	creds map[string]*Credential
+	creds map[string]*credential.Credential
 }
 
-func (m *memStore) SaveCredential(_ context.Context, c *Credential) error {
+func (m *memStore) SaveCredential(_ context.Context, c *credential.Credential) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cp := *c
@@ -24,21 +26,21 @@ func (m *memStore) SaveCredential(_ context.Context, c *Credential) error {
 	return nil
 }
 
-func (m *memStore) Credential(_ context.Context, id string) (*Credential, error) {
+func (m *memStore) Credential(_ context.Context, id string) (*credential.Credential, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.creds[id]
 	if !ok {
-		return nil, ErrNotFound
+		return nil, credential.ErrNotFound
 	}
 	cp := *c
 	return &cp, nil
 }
 
-func (m *memStore) Credentials(_ context.Context, firm string) ([]*Credential, error) {
+func (m *memStore) Credentials(_ context.Context, firm string) ([]*credential.Credential, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var out []*Credential
+	var out []*credential.Credential
 	for _, c := range m.creds {
 		if firm == "" || c.Firm == firm {
 			cp := *c
@@ -60,17 +62,17 @@ func (m *memStore) TouchCredentials(_ context.Context, used map[string]time.Time
 	return nil
 }
 
-func key(id string, b byte) SigningKey {
-	return SigningKey{ID: id, Secret: []byte(strings.Repeat(string(b), 32))}
+func key(id string, b byte) credential.SigningKey {
+	return credential.SigningKey{ID: id, Secret: []byte(strings.Repeat(string(b), 32))}
 }
 
-func newTestRegistry(t *testing.T, keys ...SigningKey) (*Registry, *memStore) {
+func newTestRegistry(t *testing.T, keys ...credential.SigningKey) (*Registry, *memStore) {
 	t.Helper()
 	ring, err := NewKeyring(keys...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := &memStore{creds: map[string]*Credential{}}
+	store := &memStore{creds: map[string]*credential.Credential{}}
 	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour})
 	t.Cleanup(func() { r.Close() })
 	return r, store
@@ -200,7 +202,7 @@ func TestKeyRotation(t *testing.T) {
 func TestLastUsedAndStale(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ring, _ := NewKeyring(key("k1", 'a'))
-	store := &memStore{creds: map[string]*Credential{}}
+	store := &memStore{creds: map[string]*credential.Credential{}}
 	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, Now: func() time.Time { return now }})
 	c, token, _ := r.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"jobs:read"}})
 	if c.Stale(now.Add(89 * 24 * time.Hour)) {
@@ -231,7 +233,7 @@ func TestLastUsedAndStale(t *testing.T) {
 
 func BenchmarkAuthenticate(b *testing.B) {
 	ring, _ := NewKeyring(key("k1", 'a'))
-	r := NewRegistry(&memStore{creds: map[string]*Credential{}}, ring, RegistryConfig{FlushEvery: time.Hour})
+	r := NewRegistry(&memStore{creds: map[string]*credential.Credential{}}, ring, RegistryConfig{FlushEvery: time.Hour})
 	defer r.Close()
 	_, token, _ := r.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"jobs:read"}})
 	b.ReportAllocs()

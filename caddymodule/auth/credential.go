@@ -2,52 +2,19 @@ package auth
 
 import (
 	"context"
-	"slices"
-	"time"
+
+	"github.com/practicegw/practicegw/store/credential"
 )
-
-// Credential is one integration's access to one firm's records. Its token
-// is never stored: the token is a signed JWT naming the credential, and the
-// registry only needs to know whether the credential still stands.
-type Credential struct {
-	ID      string   `json:"id"`
-	Firm    string   `json:"firm"`
-	Name    string   `json:"name"`
-	Scopes  []string `json:"scopes"`
-	Sandbox bool     `json:"sandbox"`
-	// RateLimit is the credential's own ceiling ("N/s", "N/m" or "N/h");
-	// empty means the gateway's default.
-	RateLimit  string     `json:"rate_limit,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
-	LastUsedAt *time.Time `json:"last_used_at"`
-	RevokedAt  *time.Time `json:"revoked_at"`
-}
-
-// StaleAfter is how long a credential may go unused before it is flagged.
-const StaleAfter = 90 * 24 * time.Hour
-
-// Stale reports whether the credential has gone unused for StaleAfter.
-func (c *Credential) Stale(now time.Time) bool {
-	last := c.CreatedAt
-	if c.LastUsedAt != nil {
-		last = *c.LastUsedAt
-	}
-	return now.Sub(last) >= StaleAfter
-}
-
-// Allows reports whether the credential carries scope. The admin scope
-// grants nothing beyond console and credential management.
-func (c *Credential) Allows(scope string) bool { return slices.Contains(c.Scopes, scope) }
 
 type ctxKey struct{}
 
 // WithCredential returns ctx carrying the authenticated credential.
-func WithCredential(ctx context.Context, c *Credential) context.Context {
+func WithCredential(ctx context.Context, c *credential.Credential) context.Context {
 	return context.WithValue(ctx, ctxKey{}, c)
 }
 
 // FromContext returns the credential that authenticated the request.
-func FromContext(ctx context.Context) (*Credential, bool) {
-	c, ok := ctx.Value(ctxKey{}).(*Credential)
+func FromContext(ctx context.Context) (*credential.Credential, bool) {
+	c, ok := ctx.Value(ctxKey{}).(*credential.Credential)
 	return c, ok
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/forwarded"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 func init() {
@@ -75,7 +76,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	cred, err := h.registry.Authenticate(r.Context(), token)
 	switch {
 	case err == nil:
-	case errors.Is(err, errBadToken) || errors.Is(err, ErrNotFound):
+	case errors.Is(err, errBadToken) || errors.Is(err, credential.ErrNotFound):
 		h.logger.Debug("refused credential", zap.Error(err))
 		return apierror.Refuse(w, r, errUnauthenticated)
 	default:

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // Scopes every credential may carry.
@@ -24,14 +26,11 @@ var Scopes = []string{
 	"admin",
 }
 
-// ErrNotFound is returned for an unknown credential id.
-var ErrNotFound = errors.New("credential not found")
-
 // Store keeps credentials. The embedded store and Redis both implement it.
 type Store interface {
-	SaveCredential(ctx context.Context, c *Credential) error
-	Credential(ctx context.Context, id string) (*Credential, error)
-	Credentials(ctx context.Context, firm string) ([]*Credential, error)
+	SaveCredential(ctx context.Context, c *credential.Credential) error
+	Credential(ctx context.Context, id string) (*credential.Credential, error)
+	Credentials(ctx context.Context, firm string) ([]*credential.Credential, error)
 	// TouchCredentials records last-used times, batched by the registry.
 	TouchCredentials(ctx context.Context, lastUsed map[string]time.Time) error
 }
@@ -45,16 +44,13 @@ type RevocationFeed interface {
 	// position they include.
 	Revocations(ctx context.Context) (ids []string, pos string, err error)
 	// RevokedAfter returns the ids revoked after pos, in order, and the
-	// position after them. ErrFeedGap says the feed no longer holds pos:
+	// position after them. credential.ErrFeedGap says the feed no longer holds pos:
 	// the registry then reads Revocations again.
 	RevokedAfter(ctx context.Context, pos string) (ids []string, next string, err error)
 }
 
 // ErrRevoked is Standing's answer for a credential that was revoked.
 var ErrRevoked = errors.New("credential revoked")
-
-// ErrFeedGap is RevokedAfter's answer for a position the feed has dropped.
-var ErrFeedGap = errors.New("revocation feed no longer holds the position")
 
 // errNotSynced refuses credentials authorized from their tokens until the
 // registry has read which are revoked: it fails closed.
@@ -96,7 +92,7 @@ type Registry struct {
 }
 
 type entry struct {
-	cred *Credential
+	cred *credential.Credential
 	// fromToken says cred was read from a token's claims, not the store.
 	fromToken bool
 	lastUsed  atomic.Int64 // unix nanoseconds, 0 = not used since last flush
@@ -182,7 +178,7 @@ type IssueRequest struct {
 
 // Issue creates a credential and returns it with its token. The token is
 // not kept anywhere: this is the only time it exists.
-func (r *Registry) Issue(ctx context.Context, req IssueRequest) (*Credential, string, error) {
+func (r *Registry) Issue(ctx context.Context, req IssueRequest) (*credential.Credential, string, error) {
 	if req.Firm == "" || req.Name == "" {
 		return nil, "", errors.New("a credential needs a firm and a name")
 	}
@@ -197,7 +193,7 @@ func (r *Registry) Issue(ctx context.Context, req IssueRequest) (*Credential, st
 	}
 	sort.Strings(scopes)
 	scopes = slices.Compact(scopes)
-	c := &Credential{
+	c := &credential.Credential{
 		ID: newID("crd_"), Firm: req.Firm, Name: req.Name, Scopes: scopes,
 		Sandbox: req.Sandbox, RateLimit: req.RateLimit, CreatedAt: r.now().UTC().Truncate(time.Second),
 	}
@@ -213,7 +209,7 @@ func (r *Registry) Issue(ctx context.Context, req IssueRequest) (*Credential, st
 }
 
 // Authenticate returns the live credential a bearer token stands for.
-func (r *Registry) Authenticate(ctx context.Context, token string) (*Credential, error) {
+func (r *Registry) Authenticate(ctx context.Context, token string) (*credential.Credential, error) {
 	if v, ok := r.verified.Load(token); ok {
 		return r.use(v.(*entry))
 	}
@@ -254,7 +250,7 @@ func (r *Registry) fromToken(cl claims) *entry {
 	if ok {
 		return e
 	}
-	c := &Credential{ID: cl.Subject, Firm: cl.Firm, Scopes: cl.Scopes, Sandbox: cl.Sandbox, RateLimit: cl.RateLimit}
+	c := &credential.Credential{ID: cl.Subject, Firm: cl.Firm, Scopes: cl.Scopes, Sandbox: cl.Sandbox, RateLimit: cl.RateLimit}
 	if cl.IssuedAt != nil {
 		c.CreatedAt = cl.IssuedAt.UTC()
 	}
@@ -268,7 +264,7 @@ func (r *Registry) fromToken(cl claims) *entry {
 	return e
 }
 
-func (r *Registry) use(e *entry) (*Credential, error) {
+func (r *Registry) use(e *entry) (*credential.Credential, error) {
 	r.mu.RLock()
 	c := e.cred
 	_, revoked := r.revoked[c.ID]
@@ -300,7 +296,7 @@ func (r *Registry) lookup(ctx context.Context, id string) (*entry, error) {
 	return r.remember(c), nil
 }
 
-func (r *Registry) remember(c *Credential) *entry {
+func (r *Registry) remember(c *credential.Credential) *entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.RevokedAt != nil {
@@ -318,14 +314,14 @@ func (r *Registry) remember(c *Credential) *entry {
 
 // List returns the firm's credentials, newest first, with last-used times
 // that include uses not yet flushed.
-func (r *Registry) List(ctx context.Context, firm string) ([]*Credential, error) {
+func (r *Registry) List(ctx context.Context, firm string) ([]*credential.Credential, error) {
 	creds, err := r.store.Credentials(ctx, firm)
 	if err != nil {
 		return nil, fmt.Errorf("listing credentials: %w", err)
 	}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	out := make([]*Credential, 0, len(creds))
+	out := make([]*credential.Credential, 0, len(creds))
 	for _, c := range creds {
 		cp := *c
 		if e, ok := r.entries[c.ID]; ok {
@@ -341,7 +337,7 @@ func (r *Registry) List(ctx context.Context, firm string) ([]*Credential, error)
 }
 
 // Get returns one credential.
-func (r *Registry) Get(ctx context.Context, id string) (*Credential, error) {
+func (r *Registry) Get(ctx context.Context, id string) (*credential.Credential, error) {
 	c, err := r.store.Credential(ctx, id)
 	if err != nil {
 		return nil, err
@@ -351,7 +347,7 @@ func (r *Registry) Get(ctx context.Context, id string) (*Credential, error) {
 
 // Revoke ends a credential. It takes effect on this instance at once and
 // on others within their sync interval.
-func (r *Registry) Revoke(ctx context.Context, id string) (*Credential, error) {
+func (r *Registry) Revoke(ctx context.Context, id string) (*credential.Credential, error) {
 	c, err := r.store.Credential(ctx, id)
 	if err != nil {
 		return nil, err
@@ -471,7 +467,7 @@ func (r *Registry) syncLoop(ctx context.Context, feed RevocationFeed, pos string
 		case feed != nil:
 			var ids []string
 			ids, pos, err = r.follow(ctx, feed, pos)
-			if errors.Is(err, ErrFeedGap) {
+			if errors.Is(err, credential.ErrFeedGap) {
 				synced = false // read the whole set next
 			}
 			r.markRevoked(ids)
@@ -513,7 +509,7 @@ func (r *Registry) markRevoked(ids []string) {
 // current scopes, or ErrRevoked once it was revoked on any instance (as
 // soon as the revocation feed says so). It reads no store: what holds a
 // credential for long (an event stream) asks it often.
-func (r *Registry) Standing(c *Credential) (*Credential, error) {
+func (r *Registry) Standing(c *credential.Credential) (*credential.Credential, error) {
 	r.mu.RLock()
 	_, revoked := r.revoked[c.ID]
 	if e, ok := r.entries[c.ID]; ok {

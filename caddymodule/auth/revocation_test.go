@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // sharedStore is a memStore with a revocation feed, as Redis gives
@@ -25,10 +27,10 @@ type sharedStore struct {
 var errAway = errors.New("store unreachable")
 
 func newSharedStore() *sharedStore {
-	return &sharedStore{memStore: &memStore{creds: map[string]*Credential{}}}
+	return &sharedStore{memStore: &memStore{creds: map[string]*credential.Credential{}}}
 }
 
-func (s *sharedStore) SaveCredential(ctx context.Context, c *Credential) error {
+func (s *sharedStore) SaveCredential(ctx context.Context, c *credential.Credential) error {
 	if err := s.memStore.SaveCredential(ctx, c); err != nil {
 		return err
 	}
@@ -40,7 +42,7 @@ func (s *sharedStore) SaveCredential(ctx context.Context, c *Credential) error {
 	return nil
 }
 
-func (s *sharedStore) Credential(ctx context.Context, id string) (*Credential, error) {
+func (s *sharedStore) Credential(ctx context.Context, id string) (*credential.Credential, error) {
 	s.mu.Lock()
 	away := s.noLookup
 	s.mu.Unlock()
@@ -193,7 +195,7 @@ func (g *gappyStore) RevokedAfter(ctx context.Context, pos string) ([]string, st
 	g.gap = false
 	g.mu.Unlock()
 	if gap {
-		return nil, pos, ErrFeedGap
+		return nil, pos, credential.ErrFeedGap
 	}
 	// Past the gap the feed holds nothing of what was trimmed.
 	_, next, err := g.sharedStore.RevokedAfter(ctx, pos)

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // Token prefixes let secret scanners and people tell live tokens from
@@ -17,20 +19,13 @@ const (
 	issuer        = "practicegw"
 )
 
-// SigningKey is one HMAC key with the id that tokens name in their kid
-// header, so that keys can be rotated without invalidating tokens in use.
-type SigningKey struct {
-	ID     string `json:"id"`
-	Secret []byte `json:"-"`
-}
-
 // Keyring signs with its first key and verifies with any of them.
 type Keyring struct {
-	keys []SigningKey
+	keys []credential.SigningKey
 }
 
 // NewKeyring needs at least one key of at least 32 bytes.
-func NewKeyring(keys ...SigningKey) (*Keyring, error) {
+func NewKeyring(keys ...credential.SigningKey) (*Keyring, error) {
 	if len(keys) == 0 {
 		return nil, errors.New("no signing key")
 	}
@@ -54,7 +49,7 @@ type claims struct {
 }
 
 // sign makes the bearer token for a credential.
-func (k *Keyring) sign(c *Credential) (string, error) {
+func (k *Keyring) sign(c *credential.Credential) (string, error) {
 	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, claims{
 		Firm:      c.Firm,
 		Sandbox:   c.Sandbox,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // resources lists what scopes reach, in the order the console shows them.
@@ -85,14 +86,14 @@ func scopeChoices(checked []string) []scopeChoice {
 
 // accessRow is one credential as the access page lists it.
 type accessRow struct {
-	Cred     *auth.Credential
+	Cred     *credential.Credential
 	Groups   []scopeGroup
 	Stale    bool
 	Self     bool
 	Explorer bool
 }
 
-func (h *Handler) accessRowOf(c *auth.Credential, v *visit) accessRow {
+func (h *Handler) accessRowOf(c *credential.Credential, v *visit) accessRow {
 	return accessRow{Cred: c, Groups: groupScopes(c.Scopes), Stale: c.RevokedAt == nil && c.Stale(h.now()),
 		Self: c.ID == v.cred.ID, Explorer: c.Name == explorerName && c.Sandbox}
 }
@@ -179,7 +180,7 @@ func (h *Handler) issue(w http.ResponseWriter, r *http.Request, v *visit) error 
 		}
 	}
 	var (
-		c     *auth.Credential
+		c     *credential.Credential
 		token string
 	)
 	if form.Problem == "" {
@@ -206,9 +207,9 @@ func (h *Handler) issue(w http.ResponseWriter, r *http.Request, v *visit) error 
 }
 
 // firmCredential returns one of the firm's credentials.
-func (h *Handler) firmCredential(ctx context.Context, v *visit, id string) (*auth.Credential, error) {
+func (h *Handler) firmCredential(ctx context.Context, v *visit, id string) (*credential.Credential, error) {
 	c, err := h.registry.Get(ctx, id)
-	if errors.Is(err, auth.ErrNotFound) || (err == nil && c.Firm != v.firm.ID) {
+	if errors.Is(err, credential.ErrNotFound) || (err == nil && c.Firm != v.firm.ID) {
 		return nil, notFound("credential " + id)
 	}
 	return c, err
@@ -268,7 +269,7 @@ func (h *Handler) revoke(w http.ResponseWriter, r *http.Request, v *visit) error
 
 // revocable returns a credential this administrator may revoke: one of the
 // firm's, still standing, and not the one they are signed in with.
-func (h *Handler) revocable(ctx context.Context, v *visit, id string) (*auth.Credential, error) {
+func (h *Handler) revocable(ctx context.Context, v *visit, id string) (*credential.Credential, error) {
 	c, err := h.firmCredential(ctx, v, id)
 	switch {
 	case err != nil:

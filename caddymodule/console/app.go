@@ -11,6 +11,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // What the console needs of the practicegw app, found with
@@ -45,7 +46,7 @@ type (
 	// which belong to the ratelimit handler's configuration, not to the
 	// console's.
 	trafficSource interface {
-		Traffic(ctx context.Context, c *auth.Credential, since time.Time) (ratelimit.Traffic, bool, error)
+		Traffic(ctx context.Context, c *credential.Credential, since time.Time) (ratelimit.Traffic, bool, error)
 	}
 	// deprecations are the routes the configuration marks for retirement.
 	deprecations interface {

@@ -25,6 +25,7 @@ import (
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/forwarded"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 func init() {
@@ -189,7 +190,7 @@ func (h *Handler) wire(app any) (deprecations, error) {
 // credential and the firm it administers.
 type visit struct {
 	sess session
-	cred *auth.Credential
+	cred *credential.Credential
 	firm Firm
 	csrf string
 }
@@ -267,7 +268,7 @@ func (h *Handler) visit(r *http.Request) (*visit, error) {
 		return nil, errExpired
 	}
 	cred, err := h.registry.Get(r.Context(), sess.CredID)
-	if err != nil && !errors.Is(err, auth.ErrNotFound) {
+	if err != nil && !errors.Is(err, credential.ErrNotFound) {
 		return nil, fmt.Errorf("checking the console credential %s: %w", sess.CredID, err)
 	}
 	firm, ok := Firm{}, false
@@ -296,7 +297,7 @@ func (h *Handler) endSession(ctx context.Context, id string) {
 var errRevoked = errors.New("the console credential was revoked or lost the admin scope")
 
 // adminCredential reports whether c may use the console.
-func adminCredential(c *auth.Credential) bool {
+func adminCredential(c *credential.Credential) bool {
 	return c.RevokedAt == nil && !c.Sandbox && c.Allows("admin")
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // consoleRig is a console handler over a real engine and credential
@@ -52,7 +53,7 @@ func newConsoleRig(t *testing.T, firm string, statuses []readmodel.Status) *cons
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	ring, err := auth.NewKeyring(auth.SigningKey{ID: "k1", Secret: []byte(strings.Repeat("k", 32))})
+	ring, err := auth.NewKeyring(credential.SigningKey{ID: "k1", Secret: []byte(strings.Repeat("k", 32))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +109,7 @@ func (f oneFirm) Firm(id string) (Firm, bool) {
 // noLimiter is a gateway whose routes no rate limiter serves.
 type noLimiter struct{}
 
-func (noLimiter) Traffic(context.Context, *auth.Credential, time.Time) (ratelimit.Traffic, bool, error) {
+func (noLimiter) Traffic(context.Context, *credential.Credential, time.Time) (ratelimit.Traffic, bool, error) {
 	return ratelimit.Traffic{}, false, nil
 }
 

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // trafficWindow is how much usage the traffic page shows.
@@ -21,7 +21,7 @@ const nearCeiling = 0.8
 
 // trafficRow is one credential's usage against its ceiling.
 type trafficRow struct {
-	Cred    *auth.Credential
+	Cred    *credential.Credential
 	Traffic ratelimit.Traffic
 	// PerHour is the ceiling in requests per hour, whatever its window.
 	PerHour float64
@@ -81,7 +81,7 @@ func (h *Handler) trafficRows(ctx context.Context, v *visit, withCharts bool) (r
 
 // trafficRowOf reads one credential's last 7 days; ok is false when no
 // rate limiter serves the gateway's routes.
-func (h *Handler) trafficRowOf(ctx context.Context, c *auth.Credential, withChart bool) (row trafficRow, ok bool, err error) {
+func (h *Handler) trafficRowOf(ctx context.Context, c *credential.Credential, withChart bool) (row trafficRow, ok bool, err error) {
 	now := h.now()
 	start := now.UTC().Truncate(time.Hour).Add(-trafficWindow + time.Hour)
 	tr, ok, err := h.usage.Traffic(ctx, c, start)

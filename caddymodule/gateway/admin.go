@@ -17,6 +17,7 @@ import (
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 func init() {
@@ -86,7 +87,7 @@ func (a *adminAPI) readiness(w http.ResponseWriter, r *http.Request) error {
 
 // CredentialView is a credential as the admin routes show it.
 type CredentialView struct {
-	*auth.Credential
+	*credential.Credential
 	Stale bool `json:"stale"`
 	// Traffic is the last 24 hours against the ceiling, when a rate
 	// limiter serves the credential's routes.
@@ -160,7 +161,7 @@ func (a *adminAPI) credential(w http.ResponseWriter, r *http.Request) error {
 	}
 	id, action, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/practicegw/credentials/"), "/")
 	var (
-		c   *auth.Credential
+		c   *credential.Credential
 		err error
 	)
 	switch {
@@ -171,7 +172,7 @@ func (a *adminAPI) credential(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
 	}
-	if errors.Is(err, auth.ErrNotFound) {
+	if errors.Is(err, credential.ErrNotFound) {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("credential %q not found", id)}
 	}
 	if err != nil {

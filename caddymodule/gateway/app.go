@@ -36,6 +36,7 @@ import (
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/credential"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -342,7 +343,7 @@ func (a *App) LimiterSettings() ratelimit.AppSettings {
 }
 
 func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring, error) {
-	var keys []auth.SigningKey
+	var keys []credential.SigningKey
 	for _, k := range a.SigningKeys {
 		secret, err := base64.StdEncoding.DecodeString(strings.TrimSpace(repl.ReplaceAll(k.Secret, "")))
 		if err != nil {
@@ -351,7 +352,7 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 		if err := publishedkeys.Check(secret); err != nil {
 			return nil, fmt.Errorf("practicegw: signing key %q: %w", k.ID, err)
 		}
-		keys = append(keys, auth.SigningKey{ID: k.ID, Secret: secret})
+		keys = append(keys, credential.SigningKey{ID: k.ID, Secret: secret})
 	}
 	if len(keys) == 0 {
 		k, err := a.state.SigningKey(ctx)
@@ -513,7 +514,7 @@ func (a *App) Deprecations() []api.Deprecation { return a.Deprecated }
 type stateStore interface {
 	auth.Store
 	api.IdempotencyStore
-	SigningKey(ctx context.Context) (auth.SigningKey, error)
+	SigningKey(ctx context.Context) (credential.SigningKey, error)
 	// Backends is the webhook pipeline's state, in the same backend.
 	Backends() dispatcher.Backends
 }

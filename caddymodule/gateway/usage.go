@@ -5,8 +5,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // limiterRef is the rate limiter the practicegw_ratelimit handler
@@ -14,14 +14,14 @@ import (
 type limiterRef struct {
 	mu      sync.RWMutex
 	limiter *ratelimit.Limiter
-	rateFor func(*auth.Credential) ratelimit.Rate
+	rateFor func(*credential.Credential) ratelimit.Rate
 }
 
 // UsageStore is where the embedded limiter keeps hourly usage.
 func (a *App) UsageStore() ratelimit.UsageStore { return a.shared.store }
 
 // AttachLimiter records the limiter serving this config's routes.
-func (a *App) AttachLimiter(l *ratelimit.Limiter, rateFor func(*auth.Credential) ratelimit.Rate) {
+func (a *App) AttachLimiter(l *ratelimit.Limiter, rateFor func(*credential.Credential) ratelimit.Rate) {
 	a.limiter.mu.Lock()
 	defer a.limiter.mu.Unlock()
 	a.limiter.limiter, a.limiter.rateFor = l, rateFor
@@ -29,7 +29,7 @@ func (a *App) AttachLimiter(l *ratelimit.Limiter, rateFor func(*auth.Credential)
 
 // Traffic returns a credential's usage per hour since a time and its
 // current headroom; ok is false when no rate limiter is configured.
-func (a *App) Traffic(ctx context.Context, c *auth.Credential, since time.Time) (ratelimit.Traffic, bool, error) {
+func (a *App) Traffic(ctx context.Context, c *credential.Credential, since time.Time) (ratelimit.Traffic, bool, error) {
 	a.limiter.mu.RLock()
 	l, rateFor := a.limiter.limiter, a.limiter.rateFor
 	a.limiter.mu.RUnlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // BenchmarkAllow measures one decision, in process and through Redis (one
@@ -88,7 +89,7 @@ func BenchmarkHandler(b *testing.B) {
 	// reaches a ceiling, so every request is admitted.
 	var reqs []*http.Request
 	for i := range 16 {
-		cred := &auth.Credential{ID: "crd_bench" + strconv.Itoa(i), Firm: "frm_acme", RateLimit: "1000000/s"}
+		cred := &credential.Credential{ID: "crd_bench" + strconv.Itoa(i), Firm: "frm_acme", RateLimit: "1000000/s"}
 		r := httptest.NewRequest(http.MethodGet, "/v1/jobs", nil)
 		reqs = append(reqs, r.WithContext(auth.WithCredential(r.Context(), cred)))
 	}

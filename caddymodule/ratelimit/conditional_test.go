@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // answering is a next handler that answers status with a body, as
@@ -24,7 +25,7 @@ func answering(status int) caddyhttp.Handler {
 	})
 }
 
-func serveConditional(t *testing.T, h *Handler, cred *auth.Credential, next caddyhttp.Handler) *httptest.ResponseRecorder {
+func serveConditional(t *testing.T, h *Handler, cred *credential.Credential, next caddyhttp.Handler) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodGet, "/v1/clients", nil)
 	r.Header.Set("If-None-Match", `"v1"`)
@@ -42,7 +43,7 @@ func serveConditional(t *testing.T, h *Handler, cred *auth.Credential, next cadd
 func TestNotModifiedIsFree(t *testing.T) {
 	inProcess(t)
 	h, _ := provision(t, &Handler{Default: "3/h"})
-	cred := &auth.Credential{ID: "crd_poll", Firm: "frm_acme"}
+	cred := &credential.Credential{ID: "crd_poll", Firm: "frm_acme"}
 
 	for i := range 10 {
 		w := serveConditional(t, h, cred, answering(http.StatusNotModified))
@@ -74,7 +75,7 @@ func TestNotModifiedIsFree(t *testing.T) {
 func TestConditionalReadRefusedAtAnswer(t *testing.T) {
 	inProcess(t)
 	h, _ := provision(t, &Handler{Default: "1/h"})
-	cred := &auth.Credential{ID: "crd_race", Firm: "frm_acme"}
+	cred := &credential.Credential{ID: "crd_race", Firm: "frm_acme"}
 	spend := caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
 		serve(t, h, cred) // another request of the credential takes the last one
 		return answering(http.StatusOK).ServeHTTP(w, r)

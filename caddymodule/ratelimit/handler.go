@@ -31,6 +31,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/envconfig"
+	"github.com/practicegw/practicegw/store/credential"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -181,7 +182,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 type Host interface {
 	LimiterSettings() AppSettings
 	UsageStore() UsageStore
-	AttachLimiter(l *Limiter, rateFor func(*auth.Credential) Rate)
+	AttachLimiter(l *Limiter, rateFor func(*credential.Credential) Rate)
 }
 
 // AppSettings are the practicegw app's settings, placeholders expanded,
@@ -209,9 +210,9 @@ func (h *Handler) Cleanup() error {
 func (h *Handler) Limiter() *Limiter { return h.limiter }
 
 // RateFor returns the ceiling the handler applies to cred.
-func (h *Handler) RateFor(cred *auth.Credential) Rate { return h.policyFor(cred).rate }
+func (h *Handler) RateFor(cred *credential.Credential) Rate { return h.policyFor(cred).rate }
 
-func (h *Handler) policyFor(cred *auth.Credential) *policy {
+func (h *Handler) policyFor(cred *credential.Credential) *policy {
 	if cred.RateLimit == "" {
 		return h.def
 	}
@@ -274,7 +275,7 @@ func conditional(r *http.Request) bool {
 
 // decide asks the limiter, booking the request when consume is set, and
 // observes the decision.
-func (h *Handler) decide(r *http.Request, cred *auth.Credential, p *policy, consume bool) Decision {
+func (h *Handler) decide(r *http.Request, cred *credential.Credential, p *policy, consume bool) Decision {
 	start := time.Now()
 	var d Decision
 	if consume {
@@ -288,7 +289,7 @@ func (h *Handler) decide(r *http.Request, cred *auth.Credential, p *policy, cons
 
 // book books the request and advertises the headroom left, reporting
 // whether the request was admitted.
-func (h *Handler) book(w http.ResponseWriter, r *http.Request, cred *auth.Credential, p *policy) bool {
+func (h *Handler) book(w http.ResponseWriter, r *http.Request, cred *credential.Credential, p *policy) bool {
 	d := h.decide(r, cred, p, true)
 	advertise(w.Header(), p, d)
 	if !d.Allowed {
@@ -324,7 +325,7 @@ type bookOnAnswer struct {
 	*caddyhttp.ResponseWriterWrapper
 	h        *Handler
 	r        *http.Request
-	cred     *auth.Credential
+	cred     *credential.Credential
 	p        *policy
 	peeked   Decision
 	answered bool // WriteHeader was called

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // provision sets up h as Caddy would, on a fresh metrics registry.
@@ -32,7 +33,7 @@ var ok = caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) erro
 	return nil
 })
 
-func serve(t *testing.T, h *Handler, cred *auth.Credential) *httptest.ResponseRecorder {
+func serve(t *testing.T, h *Handler, cred *credential.Credential) *httptest.ResponseRecorder {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodGet, "/v1/clients", nil)
 	if cred != nil {
@@ -54,7 +55,7 @@ func inProcess(t *testing.T) {
 func TestHeadersOnAllowedAndRefused(t *testing.T) {
 	inProcess(t)
 	h, reg := provision(t, &Handler{Default: "10/s"})
-	cred := &auth.Credential{ID: "crd_headers", Firm: "frm_acme"}
+	cred := &credential.Credential{ID: "crd_headers", Firm: "frm_acme"}
 
 	w := serve(t, h, cred)
 	if w.Code != http.StatusOK {
@@ -119,7 +120,7 @@ func TestCredentialOwnRateAndBurst(t *testing.T) {
 	inProcess(t)
 	h, _ := provision(t, &Handler{Default: "7200/h", Burst: 3})
 
-	own := &auth.Credential{ID: "crd_own", RateLimit: "2/m"}
+	own := &credential.Credential{ID: "crd_own", RateLimit: "2/m"}
 	serve(t, h, own)
 	serve(t, h, own)
 	w := serve(t, h, own)
@@ -131,7 +132,7 @@ func TestCredentialOwnRateAndBurst(t *testing.T) {
 	}
 
 	// Each rate is parsed once and kept: another rate gets its own policy.
-	other := &auth.Credential{ID: "crd_other", RateLimit: "5/s"}
+	other := &credential.Credential{ID: "crd_other", RateLimit: "5/s"}
 	if w := serve(t, h, other); w.Header().Get("RateLimit-Policy") != `"default";q=5;w=1` {
 		t.Fatalf("another rate: %v", w.Header())
 	}
@@ -139,7 +140,7 @@ func TestCredentialOwnRateAndBurst(t *testing.T) {
 		t.Fatalf("own rate again: %v", w.Header())
 	}
 
-	def := &auth.Credential{ID: "crd_default"}
+	def := &credential.Credential{ID: "crd_default"}
 	for i := range 3 {
 		if w := serve(t, h, def); w.Code != http.StatusOK {
 			t.Fatalf("request %d within burst 3: %d", i+1, w.Code)
@@ -150,7 +151,7 @@ func TestCredentialOwnRateAndBurst(t *testing.T) {
 		t.Fatalf("4th request with burst 3: %d %v", w.Code, w.Header())
 	}
 
-	bad := &auth.Credential{ID: "crd_bad", RateLimit: "lots"}
+	bad := &credential.Credential{ID: "crd_bad", RateLimit: "lots"}
 	if w := serve(t, h, bad); w.Header().Get("RateLimit-Policy") != `"default";q=7200;w=3600` {
 		t.Fatalf("unreadable credential rate: %v, want the default", w.Header())
 	}
@@ -166,7 +167,7 @@ func TestDefaultIsNotReadFromTheEnvironment(t *testing.T) {
 	t.Setenv("PRACTICEGW_REDIS", "redis://127.0.0.1:1/0")
 	t.Setenv("PRACTICEGW_RATE_LIMIT", "5/m")
 	h, _ := provision(t, &Handler{})
-	if w := serve(t, h, &auth.Credential{ID: "crd_env"}); w.Header().Get("RateLimit-Policy") != `"default";q=7200;w=3600` {
+	if w := serve(t, h, &credential.Credential{ID: "crd_env"}); w.Header().Get("RateLimit-Policy") != `"default";q=7200;w=3600` {
 		t.Fatalf("without the app: %v, want the table's default", w.Header())
 	}
 	if h.cfg.Redis != "" {
@@ -174,7 +175,7 @@ func TestDefaultIsNotReadFromTheEnvironment(t *testing.T) {
 	}
 
 	h, _ = provision(t, &Handler{Default: "{env.PRACTICEGW_RATE_LIMIT}"})
-	if w := serve(t, h, &auth.Credential{ID: "crd_env2"}); w.Header().Get("RateLimit-Policy") != `"default";q=5;w=60` {
+	if w := serve(t, h, &credential.Credential{ID: "crd_env2"}); w.Header().Get("RateLimit-Policy") != `"default";q=5;w=60` {
 		t.Fatalf("default {env.PRACTICEGW_RATE_LIMIT}: %v", w.Header())
 	}
 
@@ -189,7 +190,7 @@ func TestDefaultIsNotReadFromTheEnvironment(t *testing.T) {
 // before cleaning up the first, as a Caddy reload does.
 func TestStateSurvivesReload(t *testing.T) {
 	inProcess(t)
-	cred := &auth.Credential{ID: "crd_reload"}
+	cred := &credential.Credential{ID: "crd_reload"}
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	defer cancel()
 	old := &Handler{Default: "3/m"}
@@ -220,7 +221,7 @@ func TestTwoHandlersShareMetrics(t *testing.T) {
 			t.Fatalf("second handler on one registry: %v", err)
 		}
 		defer h.Cleanup()
-		serve(t, h, &auth.Credential{ID: "crd_twohandlers"})
+		serve(t, h, &credential.Credential{ID: "crd_twohandlers"})
 	}
 	if got := counter(t, ctx.GetMetricsRegistry(), "practicegw_ratelimit_decisions_total", "outcome", "allowed"); got != 2 {
 		t.Fatalf("allowed decisions counted %v, want 2 across both handlers", got)
@@ -241,7 +242,7 @@ func TestHandlerWhenRedisIsDown(t *testing.T) {
 		t.Run(tt.fallback, func(t *testing.T) {
 			h, reg := provision(t, &Handler{Redis: unreachableURL(t), Fallback: tt.fallback, Timeout: caddy.Duration(20 * time.Millisecond)})
 			start := time.Now()
-			w := serve(t, h, &auth.Credential{ID: "crd_down"})
+			w := serve(t, h, &credential.Credential{ID: "crd_down"})
 			if took := time.Since(start); took > 100*time.Millisecond {
 				t.Fatalf("request took %v with Redis down", took)
 			}

@@ -9,11 +9,11 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // SaveCredential implements auth.Store.
-func (s *Store) SaveCredential(_ context.Context, c *auth.Credential) error {
+func (s *Store) SaveCredential(_ context.Context, c *credential.Credential) error {
 	v, err := json.Marshal(c)
 	if err != nil {
 		return err
@@ -24,25 +24,25 @@ func (s *Store) SaveCredential(_ context.Context, c *auth.Credential) error {
 }
 
 // Credential implements auth.Store.
-func (s *Store) Credential(_ context.Context, id string) (*auth.Credential, error) {
-	var c *auth.Credential
+func (s *Store) Credential(_ context.Context, id string) (*credential.Credential, error) {
+	var c *credential.Credential
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		v := tx.Bucket([]byte(bucketCredentials)).Get([]byte(id))
 		if v == nil {
-			return auth.ErrNotFound
+			return credential.ErrNotFound
 		}
-		c = new(auth.Credential)
+		c = new(credential.Credential)
 		return json.Unmarshal(v, c)
 	})
 	return c, err
 }
 
 // Credentials implements auth.Store; an empty firm lists every firm's.
-func (s *Store) Credentials(_ context.Context, firm string) ([]*auth.Credential, error) {
-	var out []*auth.Credential
+func (s *Store) Credentials(_ context.Context, firm string) ([]*credential.Credential, error) {
+	var out []*credential.Credential
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte(bucketCredentials)).ForEach(func(_, v []byte) error {
-			c := new(auth.Credential)
+			c := new(credential.Credential)
 			if err := json.Unmarshal(v, c); err != nil {
 				return err
 			}
@@ -64,7 +64,7 @@ func (s *Store) TouchCredentials(_ context.Context, lastUsed map[string]time.Tim
 			if v == nil {
 				continue
 			}
-			var c auth.Credential
+			var c credential.Credential
 			if err := json.Unmarshal(v, &c); err != nil {
 				return err
 			}
@@ -87,8 +87,8 @@ func (s *Store) TouchCredentials(_ context.Context, lastUsed map[string]time.Tim
 // SigningKey returns the gateway's generated signing key, creating it the
 // first time. It is used when the configuration names no key. It is stored
 // sealed, bound to its id.
-func (s *Store) SigningKey(_ context.Context) (auth.SigningKey, error) {
-	var key auth.SigningKey
+func (s *Store) SigningKey(_ context.Context) (credential.SigningKey, error) {
+	var key credential.SigningKey
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketKeys))
 		if k, v := b.Cursor().First(); k != nil {
@@ -96,15 +96,13 @@ func (s *Store) SigningKey(_ context.Context) (auth.SigningKey, error) {
 			if err != nil {
 				return fmt.Errorf("signing key %s: %w", k, err)
 			}
-			key = auth.SigningKey{ID: string(k), Secret: secret}
+			key = credential.SigningKey{ID: string(k), Secret: secret}
 			return nil
 		}
 		secret := make([]byte, 32)
 		rand.Read(secret)
-		key = auth.SigningKey{ID: "generated-" + s.now().UTC().Format("20060102"), Secret: secret}
+		key = credential.SigningKey{ID: "generated-" + s.now().UTC().Format("20060102"), Secret: secret}
 		return b.Put([]byte(key.ID), s.secrets.Seal(secret, whatSigningKey(key.ID)))
 	})
 	return key, err
 }
-
-var _ auth.Store = (*Store)(nil)

@@ -13,11 +13,11 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/credential"
 	"github.com/practicegw/practicegw/store/storetest"
 )
 
@@ -113,7 +113,7 @@ func TestSecretsConformance(t *testing.T) {
 				})
 				return raw
 			},
-			WritePlain: func(key auth.SigningKey, ep dispatcher.Endpoint) {
+			WritePlain: func(key credential.SigningKey, ep dispatcher.Endpoint) {
 				// The buckets and records of the version before sealing.
 				rec, _ := json.Marshal(map[string]any{"endpoint": ep, "firm": ep.Firm, "secrets": ep.Secrets})
 				err := db.Update(func(tx *bbolt.Tx) error {

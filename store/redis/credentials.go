@@ -12,7 +12,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 const (
@@ -30,7 +30,7 @@ const (
 )
 
 // SaveCredential implements auth.Store.
-func (s *Store) SaveCredential(ctx context.Context, c *auth.Credential) error {
+func (s *Store) SaveCredential(ctx context.Context, c *credential.Credential) error {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	v, err := json.Marshal(c)
@@ -57,7 +57,7 @@ func (s *Store) SaveCredential(ctx context.Context, c *auth.Credential) error {
 }
 
 // Credential implements auth.Store.
-func (s *Store) Credential(ctx context.Context, id string) (*auth.Credential, error) {
+func (s *Store) Credential(ctx context.Context, id string) (*credential.Credential, error) {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	var (
@@ -74,12 +74,12 @@ func (s *Store) Credential(ctx context.Context, id string) (*auth.Credential, er
 	}
 	raw, err := doc.Bytes()
 	if errors.Is(err, goredis.Nil) {
-		return nil, auth.ErrNotFound
+		return nil, credential.ErrNotFound
 	}
 	if err != nil {
 		return nil, err
 	}
-	var c auth.Credential
+	var c credential.Credential
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("decoding credential %s: %w", id, err)
 	}
@@ -91,7 +91,7 @@ func (s *Store) Credential(ctx context.Context, id string) (*auth.Credential, er
 }
 
 // Credentials implements auth.Store; an empty firm lists every firm's.
-func (s *Store) Credentials(ctx context.Context, firm string) ([]*auth.Credential, error) {
+func (s *Store) Credentials(ctx context.Context, firm string) ([]*credential.Credential, error) {
 	set := keyAllCreds
 	if firm != "" {
 		set = keyFirmCreds + firm
@@ -102,10 +102,10 @@ func (s *Store) Credentials(ctx context.Context, firm string) ([]*auth.Credentia
 	if err != nil {
 		return nil, fmt.Errorf("listing credentials in redis: %w", err)
 	}
-	out := make([]*auth.Credential, 0, len(ids))
+	out := make([]*credential.Credential, 0, len(ids))
 	for _, id := range ids {
 		c, err := s.Credential(ctx, id)
-		if errors.Is(err, auth.ErrNotFound) {
+		if errors.Is(err, credential.ErrNotFound) {
 			continue
 		}
 		if err != nil {
@@ -197,7 +197,7 @@ func (s *Store) Revocations(ctx context.Context) ([]string, string, error) {
 func (s *Store) RevokedAfter(ctx context.Context, pos string) ([]string, string, error) {
 	id, n, err := parseFeedPos(pos)
 	if err != nil {
-		return nil, pos, fmt.Errorf("%w: %v", auth.ErrFeedGap, err)
+		return nil, pos, fmt.Errorf("%w: %v", credential.ErrFeedGap, err)
 	}
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
@@ -219,7 +219,7 @@ func (s *Store) RevokedAfter(ctx context.Context, pos string) ([]string, string,
 	}
 	if n < trimmed {
 		// Entries after pos were trimmed: only a whole read is safe.
-		return nil, pos, auth.ErrFeedGap
+		return nil, pos, credential.ErrFeedGap
 	}
 	var ids []string
 	for _, m := range after.Val() {
@@ -252,7 +252,7 @@ type signingKeyRecord struct {
 
 // SigningKey returns the generated signing key every instance shares,
 // creating it the first time.
-func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
+func (s *Store) SigningKey(ctx context.Context) (credential.SigningKey, error) {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	secret := make([]byte, 32)
@@ -260,11 +260,11 @@ func (s *Store) SigningKey(ctx context.Context) (auth.SigningKey, error) {
 	id := "generated-" + time.Now().UTC().Format("20060102")
 	fresh, _ := json.Marshal(signingKeyRecord{ID: id, Sealed: string(s.secrets.Seal(secret, whatSigningKey(id)))})
 	if err := s.rdb.SetNX(ctx, keySigningKey, fresh, 0).Err(); err != nil {
-		return auth.SigningKey{}, fmt.Errorf("storing signing key in redis: %w", err)
+		return credential.SigningKey{}, fmt.Errorf("storing signing key in redis: %w", err)
 	}
 	raw, err := s.rdb.Get(ctx, keySigningKey).Bytes()
 	if err != nil {
-		return auth.SigningKey{}, fmt.Errorf("reading signing key from redis: %w", err)
+		return credential.SigningKey{}, fmt.Errorf("reading signing key from redis: %w", err)
 	}
 	return s.openSigningKey(ctx, raw)
 }
@@ -287,27 +287,22 @@ func (s *Store) sealSigningKey(ctx context.Context) error {
 
 // openSigningKey reads the stored record raw, sealing it in place if an
 // earlier version left it in plain text.
-func (s *Store) openSigningKey(ctx context.Context, raw []byte) (auth.SigningKey, error) {
+func (s *Store) openSigningKey(ctx context.Context, raw []byte) (credential.SigningKey, error) {
 	var rec signingKeyRecord
 	if err := json.Unmarshal(raw, &rec); err != nil {
-		return auth.SigningKey{}, fmt.Errorf("decoding signing key: %w", err)
+		return credential.SigningKey{}, fmt.Errorf("decoding signing key: %w", err)
 	}
 	if rec.Sealed == "" {
 		sealedRec, _ := json.Marshal(signingKeyRecord{ID: rec.ID, Sealed: string(s.secrets.Seal(rec.Secret, whatSigningKey(rec.ID)))})
 		// Changed meanwhile, it was sealed by another instance.
 		if err := replaceScript.Run(ctx, s.rdb, []string{keySigningKey}, raw, sealedRec).Err(); err != nil {
-			return auth.SigningKey{}, fmt.Errorf("sealing signing key in redis: %w", err)
+			return credential.SigningKey{}, fmt.Errorf("sealing signing key in redis: %w", err)
 		}
-		return auth.SigningKey{ID: rec.ID, Secret: rec.Secret}, nil
+		return credential.SigningKey{ID: rec.ID, Secret: rec.Secret}, nil
 	}
 	secret, err := s.secrets.Open([]byte(rec.Sealed), whatSigningKey(rec.ID))
 	if err != nil {
-		return auth.SigningKey{}, fmt.Errorf("signing key %s: %w", rec.ID, err)
+		return credential.SigningKey{}, fmt.Errorf("signing key %s: %w", rec.ID, err)
 	}
-	return auth.SigningKey{ID: rec.ID, Secret: secret}, nil
+	return credential.SigningKey{ID: rec.ID, Secret: secret}, nil
 }
-
-var (
-	_ auth.Store          = (*Store)(nil)
-	_ auth.RevocationFeed = (*Store)(nil)
-)

@@ -10,12 +10,12 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/credential"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 	"github.com/practicegw/practicegw/store/storetest"
 )
@@ -102,7 +102,7 @@ func TestSecretsConformance(t *testing.T) {
 				return st, st.PrepareSecrets(ctx)
 			},
 			Raw: func() []byte { return dumpRedis(t, rdb) },
-			WritePlain: func(key auth.SigningKey, ep dispatcher.Endpoint) {
+			WritePlain: func(key credential.SigningKey, ep dispatcher.Endpoint) {
 				// The keys and records of the version before sealing.
 				sk, _ := json.Marshal(map[string]any{"id": key.ID, "secret": key.Secret})
 				rec, _ := json.Marshal(map[string]any{"endpoint": ep, "firm": ep.Firm, "secrets": ep.Secrets})

@@ -7,14 +7,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // CredentialStore is what the gateway keeps of credentials: the
-// registry's store and the signing key generated when none is configured.
+// registry's store (caddymodule/auth's Store, spelled out so that the
+// suite imports no Caddy module) and the signing key generated when none
+// is configured.
 type CredentialStore interface {
-	auth.Store
-	SigningKey(ctx context.Context) (auth.SigningKey, error)
+	SaveCredential(ctx context.Context, c *credential.Credential) error
+	Credential(ctx context.Context, id string) (*credential.Credential, error)
+	Credentials(ctx context.Context, firm string) ([]*credential.Credential, error)
+	TouchCredentials(ctx context.Context, lastUsed map[string]time.Time) error
+	SigningKey(ctx context.Context) (credential.SigningKey, error)
 }
 
 // Credentials checks a CredentialStore. open returns an empty store; with
@@ -23,8 +28,8 @@ type CredentialStore interface {
 func Credentials(t *testing.T, open func(t *testing.T) (store, reopen CredentialStore)) {
 	ctx := context.Background()
 	created := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-	cred := func(id, firm string) *auth.Credential {
-		return &auth.Credential{ID: id, Firm: firm, Name: "sync " + id, Scopes: []string{"clients:read", "jobs:write"},
+	cred := func(id, firm string) *credential.Credential {
+		return &credential.Credential{ID: id, Firm: firm, Name: "sync " + id, Scopes: []string{"clients:read", "jobs:write"},
 			RateLimit: "600/m", CreatedAt: created}
 	}
 
@@ -44,8 +49,8 @@ func Credentials(t *testing.T, open func(t *testing.T) (store, reopen Credential
 			got.RevokedAt != nil || got.LastUsedAt != nil {
 			t.Fatalf("read back %+v, saved %+v", got, want)
 		}
-		if _, err := st.Credential(ctx, "crd_missing"); !errors.Is(err, auth.ErrNotFound) {
-			t.Fatalf("missing credential: %v, want auth.ErrNotFound", err)
+		if _, err := st.Credential(ctx, "crd_missing"); !errors.Is(err, credential.ErrNotFound) {
+			t.Fatalf("missing credential: %v, want credential.ErrNotFound", err)
 		}
 	})
 
@@ -68,7 +73,7 @@ func Credentials(t *testing.T, open func(t *testing.T) (store, reopen Credential
 
 	t.Run("list by firm", func(t *testing.T) {
 		st, _ := open(t)
-		for _, c := range []*auth.Credential{cred("crd_1", "frm_acme"), cred("crd_2", "frm_birch"), cred("crd_3", "frm_acme")} {
+		for _, c := range []*credential.Credential{cred("crd_1", "frm_acme"), cred("crd_2", "frm_birch"), cred("crd_3", "frm_acme")} {
 			if err := st.SaveCredential(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -111,7 +116,7 @@ func Credentials(t *testing.T, open func(t *testing.T) (store, reopen Credential
 		if err != nil || got.LastUsedAt == nil || !got.LastUsedAt.Equal(later) {
 			t.Fatalf("last used %v (%v), want %v", got.LastUsedAt, err, later)
 		}
-		if _, err := other.Credential(ctx, "crd_unknown"); !errors.Is(err, auth.ErrNotFound) {
+		if _, err := other.Credential(ctx, "crd_unknown"); !errors.Is(err, credential.ErrNotFound) {
 			t.Fatalf("touching an unknown credential created it: %v", err)
 		}
 	})

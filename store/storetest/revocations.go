@@ -6,17 +6,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // RevocationStore is a credential store shared between gateway instances,
 // which tells each what the others revoked.
 type RevocationStore interface {
-	auth.Store
-	auth.RevocationFeed
+	SaveCredential(ctx context.Context, c *credential.Credential) error
+	Credential(ctx context.Context, id string) (*credential.Credential, error)
+	Credentials(ctx context.Context, firm string) ([]*credential.Credential, error)
+	TouchCredentials(ctx context.Context, lastUsed map[string]time.Time) error
+	Revocations(ctx context.Context) (ids []string, pos string, err error)
+	RevokedAfter(ctx context.Context, pos string) (ids []string, next string, err error)
 }
 
-// Revocations checks an auth.RevocationFeed: the whole set holds every
+// Revocations checks a revocation feed (caddymodule/auth's RevocationFeed): the whole set holds every
 // revoked credential, whatever time the revoking instance's clock gave it,
 // and no live one; following the feed from the set's position returns each
 // later revocation once, in order, from any handle; a position already
@@ -37,7 +41,7 @@ func Revocations(t *testing.T, open func(t *testing.T) (store, other RevocationS
 	if got, pos, err := other.RevokedAfter(ctx, start); err != nil || len(got) != 0 || pos != start {
 		t.Fatalf("following an empty feed: %v at %q (%v), want nothing at %q", got, pos, err, start)
 	}
-	for _, c := range []*auth.Credential{
+	for _, c := range []*credential.Credential{
 		{ID: "crd_live", Firm: "frm_a", CreatedAt: created},
 		{ID: "crd_gone", Firm: "frm_a", CreatedAt: created, RevokedAt: &revoked},
 		{ID: "crd_other_firm", Firm: "frm_b", CreatedAt: created, RevokedAt: &behind},
@@ -69,7 +73,7 @@ func Revocations(t *testing.T, open func(t *testing.T) (store, other RevocationS
 	}
 
 	later := revoked.Add(time.Minute)
-	if err := other.SaveCredential(ctx, &auth.Credential{ID: "crd_live", Firm: "frm_a", CreatedAt: created, RevokedAt: &later}); err != nil {
+	if err := other.SaveCredential(ctx, &credential.Credential{ID: "crd_live", Firm: "frm_a", CreatedAt: created, RevokedAt: &later}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _, err := st.RevokedAfter(ctx, next); err != nil || !slices.Equal(got, []string{"crd_live"}) {

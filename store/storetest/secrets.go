@@ -9,15 +9,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // SecretStore keeps secrets: the generated signing key, and webhook
 // endpoints with theirs.
 type SecretStore interface {
-	SigningKey(ctx context.Context) (auth.SigningKey, error)
+	SigningKey(ctx context.Context) (credential.SigningKey, error)
 	dispatcher.EndpointRegistry
 	dispatcher.EndpointCatalog
 	UpstreamState
@@ -34,7 +34,7 @@ type SecretsBackend struct {
 	Raw func() []byte
 	// WritePlain stores a generated signing key and an endpoint as the
 	// version before sealing did: in plain text.
-	WritePlain func(key auth.SigningKey, ep dispatcher.Endpoint)
+	WritePlain func(key credential.SigningKey, ep dispatcher.Endpoint)
 	// UpstreamRaw is the value the backend holds for an upstream state
 	// key, as stored; WriteUpstreamRaw stores one so, as the version
 	// before sealing did or as someone moving values around would.
@@ -139,7 +139,7 @@ func Secrets(t *testing.T, fresh func(t *testing.T) SecretsBackend) {
 
 	t.Run("plain text from an earlier version is read and sealed", func(t *testing.T) {
 		b := fresh(t)
-		plainKey := auth.SigningKey{ID: "generated-20250101", Secret: []byte("a signing key of thirty-two bytes, in plain text")}
+		plainKey := credential.SigningKey{ID: "generated-20250101", Secret: []byte("a signing key of thirty-two bytes, in plain text")}
 		want := ep("we_plain")
 		b.WritePlain(plainKey, want)
 		st := open(t, b, key)

@@ -1,0 +1,16 @@
+package gateway
+
+import (
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
+	redisstore "github.com/practicegw/practicegw/store/redis"
+)
+
+// The stores import no Caddy module, so the interfaces the handlers
+// declare for them are checked here, where the wiring hands the stores
+// to the handlers.
+var (
+	_ auth.Store          = (*boltstore.Store)(nil)
+	_ auth.Store          = (*redisstore.Store)(nil)
+	_ auth.RevocationFeed = (*redisstore.Store)(nil)
+)
