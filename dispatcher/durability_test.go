@@ -65,7 +65,7 @@ func TestCrashedDispatchersLeaseExpires(t *testing.T) {
 		h.settled(d.ID, markerID)
 		// The dead dispatcher, were it to wake, cannot record over it.
 		_, err = h.store.RecordAttempt(h.ctx, dead, dispatcher.Outcome{State: dispatcher.StateFailed, At: h.clock.Now()})
-		if !errors.Is(err, dispatcher.ErrLeaseLost) {
+		if !errors.Is(err, practice.ErrLeaseLost) {
 			t.Fatalf("late record with a stale lease: %v", err)
 		}
 	})

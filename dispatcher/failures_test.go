@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func TestRotationOverlap(t *testing.T) {
@@ -88,7 +89,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 		if n := len(h.deliveries(ep.ID)); n != 1 {
 			t.Errorf("%d deliveries after disabling, want 1", n)
 		}
-		if _, err := h.eng.Replay(h.ctx, live, d.ID); !errors.Is(err, dispatcher.ErrEndpointDisabled) {
+		if _, err := h.eng.Replay(h.ctx, live, d.ID); !errors.Is(err, practice.ErrEndpointDisabled) {
 			t.Errorf("replay to a disabled endpoint: %v", err)
 		}
 		// Enabling it again lets a replay through.

@@ -28,8 +28,8 @@ func TestEndpointCeilingPerFirmAndMode(t *testing.T) {
 			_, _, err := h.eng.CreateEndpoint(h.ctx, t, dispatcher.EndpointInput{URL: "http://127.0.0.1:9/more", Events: []string{"*"}})
 			return err
 		}
-		if err := create(live); !errors.Is(err, dispatcher.ErrTooManyEndpoints) {
-			t.Fatalf("a fourth live endpoint: %v, want ErrTooManyEndpoints", err)
+		if err := create(live); !errors.Is(err, practice.ErrTooManyEndpoints) {
+			t.Fatalf("a fourth live endpoint: %v, want practice.ErrTooManyEndpoints", err)
 		}
 		if err := create(sandbox); err != nil {
 			t.Fatalf("the firm's sandbox has its own ceiling: %v", err)

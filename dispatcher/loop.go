@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/practice"
 )
 
 const (
@@ -208,7 +210,7 @@ func (e *Engine) work(ctx context.Context, c Claim, sent func()) {
 	_, err := e.attempt(ctx, c, trigger, e.endpointState(c.Delivery.EndpointID).breaker.Allow, sent)
 	switch {
 	case err == nil, errors.Is(err, errHandedBack):
-	case errors.Is(err, ErrLeaseLost), errors.Is(err, ErrNotFound):
+	case errors.Is(err, practice.ErrLeaseLost), errors.Is(err, ErrNotFound):
 		// Another dispatcher took over after our lease ran out, or the
 		// endpoint was deleted with its deliveries meanwhile.
 		e.log.Warn("webhook attempt not recorded", zap.String("delivery_id", c.Delivery.ID), zap.Error(err))

@@ -52,7 +52,7 @@ func (e *Engine) CreateEndpoint(ctx context.Context, t practice.Tenant, in Endpo
 		return Endpoint{}, "", fmt.Errorf("create endpoint: %w", err)
 	}
 	if len(existing) >= e.cfg.MaxEndpoints {
-		return Endpoint{}, "", fmt.Errorf("create endpoint: %w (%d in %s)", ErrTooManyEndpoints, e.cfg.MaxEndpoints, t)
+		return Endpoint{}, "", fmt.Errorf("create endpoint: %w (%d in %s)", practice.ErrTooManyEndpoints, e.cfg.MaxEndpoints, t)
 	}
 	now := e.now()
 	ep := Endpoint{

@@ -91,7 +91,7 @@ func TestListEventsPagesAndFilters(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		if _, err := h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live, Cursor: "bogus"}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+		if _, err := h.eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live, Cursor: "bogus"}); !errors.Is(err, practice.ErrInvalidCursor) {
 			t.Errorf("bogus cursor: %v", err)
 		}
 		ev, err := h.eng.GetEvent(h.ctx, live, want[0])
@@ -157,7 +157,7 @@ func TestDeliveryLogQueriesAndExports(t *testing.T) {
 		if _, err := h.eng.GetDelivery(h.ctx, sandbox, all[0].ID); !errors.Is(err, dispatcher.ErrNotFound) {
 			t.Errorf("another tenant read a delivery: %v", err)
 		}
-		if _, err := h.eng.ListDeliveries(h.ctx, live, dispatcher.DeliveryQuery{EndpointID: ep.ID, Cursor: "nope"}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+		if _, err := h.eng.ListDeliveries(h.ctx, live, dispatcher.DeliveryQuery{EndpointID: ep.ID, Cursor: "nope"}); !errors.Is(err, practice.ErrInvalidCursor) {
 			t.Errorf("bogus cursor: %v", err)
 		}
 

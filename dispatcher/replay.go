@@ -12,21 +12,6 @@ import (
 	"github.com/practicegw/practicegw/practice"
 )
 
-// HeldBackError refuses a replay that would pass a bound protecting a
-// receiver or the other firms: the endpoint's circuit breaker is open, the
-// endpoint or the firm has as many requests in flight as it may, or the
-// firm has asked for as many bulk replays this minute as it may.
-type HeldBackError struct {
-	// Reason is one human sentence saying which bound and what to do.
-	Reason string
-	// RetryAfter is when asking again may succeed.
-	RetryAfter time.Duration
-	// RateLimited is true of the bulk replays' per-minute bound.
-	RateLimited bool
-}
-
-func (e *HeldBackError) Error() string { return "replay held back: " + e.Reason }
-
 // Replay makes one attempt on a delivery now, outside the schedule, and
 // returns the delivery with that attempt logged as a replay. The delivery
 // ends delivered or failed; a replay of a delivery still retrying ends its
@@ -84,7 +69,7 @@ func (e *Engine) replaySlot(d Delivery) (*slot, func(error), error) {
 	refuse := func(reason string, retry time.Duration) (*slot, func(error), error) {
 		e.forgetLocked(d.EndpointID, st)
 		e.firmDoneLocked(d.Firm)
-		return nil, nil, &HeldBackError{Reason: reason, RetryAfter: max(retry, time.Second)}
+		return nil, nil, &practice.HeldBackError{Reason: reason, RetryAfter: max(retry, time.Second)}
 	}
 	slots := e.cfg.MaxInFlightPerEndpoint
 	switch st.breaker.State() {
@@ -131,7 +116,7 @@ func (e *Engine) ReplayFailed(ctx context.Context, t practice.Tenant, endpointID
 		return 0, fmt.Errorf("replay failed deliveries of %s: counting the firm's bulk replays: %w", endpointID, err)
 	}
 	if wait > 0 {
-		return 0, &HeldBackError{RateLimited: true, RetryAfter: max(wait, time.Second),
+		return 0, &practice.HeldBackError{RateLimited: true, RetryAfter: max(wait, time.Second),
 			Reason: fmt.Sprintf("This firm has asked for %d bulk replays in the last minute, as many as it may; try again later.", e.cfg.BulkReplaysPerMinute)}
 	}
 	n, err := e.b.Attempts.RequeueFailed(ctx, endpointID, since, e.now())
@@ -150,7 +135,7 @@ func (e *Engine) replayable(ctx context.Context, endpointID string) error {
 		return fmt.Errorf("load endpoint %s: %w", endpointID, err)
 	}
 	if ep.Status != EndpointEnabled {
-		return ErrEndpointDisabled
+		return practice.ErrEndpointDisabled
 	}
 	return nil
 }

@@ -12,11 +12,11 @@ import (
 )
 
 // heldBack is the replay error's bound, or fails the test.
-func heldBack(t *testing.T, err error) *dispatcher.HeldBackError {
+func heldBack(t *testing.T, err error) *practice.HeldBackError {
 	t.Helper()
-	var held *dispatcher.HeldBackError
+	var held *practice.HeldBackError
 	if !errors.As(err, &held) || held.RetryAfter < time.Second || held.Reason == "" {
-		t.Fatalf("err = %v, want a *dispatcher.HeldBackError with a reason and Retry-After", err)
+		t.Fatalf("err = %v, want a *practice.HeldBackError with a reason and Retry-After", err)
 	}
 	return held
 }

@@ -209,7 +209,7 @@ func (a *Adapter) under(pathLower string) bool {
 // isDropboxError reports whether err is Dropbox's 409 endpoint error with
 // an error_summary starting with prefix ("path/not_found/..").
 func isDropboxError(err error, prefix string) bool {
-	var s *upstream.StatusError
+	var s *practice.StatusError
 	if !errors.As(err, &s) || s.Status != http.StatusConflict {
 		return false
 	}

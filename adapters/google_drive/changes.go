@@ -101,7 +101,7 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 // refusedToken says whether err is Drive refusing the pageToken (400
 // Invalid Value at location pageToken), as it does one that expired.
 func refusedToken(err error) bool {
-	var s *upstream.StatusError
+	var s *practice.StatusError
 	if !errors.As(err, &s) || s.Status != http.StatusBadRequest {
 		return false
 	}

@@ -209,7 +209,7 @@ func TestResilience(t *testing.T) {
 		a, _ := newAdapter(t, k)
 		k.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "60"})
 		_, err := a.Get(ctx, live, practice.Jobs, "job_W0001")
-		if ra, ok := upstream.RetryAfter(err); !ok || ra != time.Minute || !errors.Is(err, practice.ErrUnavailable) {
+		if ra, ok := practice.RetryAfter(err); !ok || ra != time.Minute || !errors.Is(err, practice.ErrUnavailable) {
 			t.Fatalf("err = %v", err)
 		}
 	})
@@ -226,7 +226,7 @@ func TestResilience(t *testing.T) {
 		}
 		hits := k.Faults.Hits()
 		_, err := a.Get(ctx, live, practice.Jobs, "job_W0001")
-		if ra, _ := upstream.RetryAfter(err); !errors.Is(err, practice.ErrUnavailable) || ra <= 0 || k.Faults.Hits() != hits {
+		if ra, _ := practice.RetryAfter(err); !errors.Is(err, practice.ErrUnavailable) || ra <= 0 || k.Faults.Hits() != hits {
 			t.Fatalf("open breaker: err = %v, retry after %v, calls %d -> %d", err, ra, hits, k.Faults.Hits())
 		}
 		k.Faults.Up()

@@ -33,7 +33,7 @@ func (a *Adapter) send(ctx context.Context, method, path string, body any, out a
 	if err == nil {
 		return nil
 	}
-	var s *upstream.StatusError
+	var s *practice.StatusError
 	if errors.As(err, &s) && (s.Status == http.StatusBadRequest || s.Status == http.StatusUnprocessableEntity) {
 		return karbonInvalid(s.Body, what)
 	}

@@ -42,7 +42,7 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 		DeltaLink string      `json:"@odata.deltaLink"`
 	}
 	_, err := a.c.JSON(ctx, req, "delta", &body)
-	var s *upstream.StatusError
+	var s *practice.StatusError
 	if errors.As(err, &s) && s.Status == http.StatusGone {
 		// Not wrapped: a 410 is no missing record.
 		return practice.ChangesPage{}, fmt.Errorf("graph: delta: %v: %w", err, practice.ErrFeedExpired)

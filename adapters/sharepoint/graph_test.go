@@ -87,7 +87,7 @@ func TestGraphFailures(t *testing.T) {
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "30",
 		Body: `{"error":{"code":"activityLimitReached","message":"The request has been throttled"}}`})
 	_, err := a.Get(ctx, live, practice.Documents, filing.DocID(p.IDs[p.Files[0].Path]))
-	if ra, _ := upstream.RetryAfter(err); !errors.Is(err, practice.ErrUnavailable) || ra != 30*time.Second {
+	if ra, _ := practice.RetryAfter(err); !errors.Is(err, practice.ErrUnavailable) || ra != 30*time.Second {
 		t.Fatalf("throttled: %v", err)
 	}
 	// A cursor cannot point the adapter at another host.

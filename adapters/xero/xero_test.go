@@ -196,7 +196,7 @@ func TestGetAndErrors(t *testing.T) {
 		Body: `{"Title":"Too Many Requests"}`})
 	if _, err := a.List(ctx, live, practice.Invoices, practice.Query{Limit: 5}); !errors.Is(err, practice.ErrUnavailable) {
 		t.Fatalf("minute limit: %v", err)
-	} else if ra, _ := upstream.RetryAfter(err); ra != 59*time.Second {
+	} else if ra, _ := practice.RetryAfter(err); ra != 59*time.Second {
 		t.Fatalf("retry after %v", ra)
 	}
 	if p, err := a.List(ctx, live, practice.Jobs, practice.Query{Limit: 5}); err != nil || len(p.Items) != 0 {

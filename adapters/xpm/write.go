@@ -34,7 +34,7 @@ func (a *Adapter) send(ctx context.Context, method, path string, q url.Values, b
 		out = new(answer)
 	}
 	_, err = a.c.JSON(ctx, upstream.Request{Method: method, Path: path, Query: q, Body: b}, what, out)
-	var s *upstream.StatusError
+	var s *practice.StatusError
 	if errors.As(err, &s) && (s.Status == http.StatusBadRequest || s.Status == http.StatusUnprocessableEntity) {
 		var e answer
 		json.Unmarshal(s.Body, &e)

@@ -307,10 +307,10 @@ func (a *answer) status() *answer { return a }
 // they read as unavailable; an answer we cannot read is a bad upstream.
 func (a *Adapter) read(ctx context.Context, path string, q url.Values, what string, v xpmAnswer) error {
 	_, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: q}, what, v)
-	var s *upstream.StatusError
+	var s *practice.StatusError
 	switch {
 	case errors.As(err, &s) && s.Status >= 400 && s.Status < 500 && s.Status != http.StatusNotFound && s.Status != http.StatusGone:
-		return &upstream.UnavailableError{Upstream: a.c.Label(), RetryAfter: s.RetryAfter, Err: err}
+		return &practice.UnavailableError{Upstream: a.c.Label(), RetryAfter: s.RetryAfter, Err: err}
 	case err != nil:
 		return fmt.Errorf("xpm: read %s: %w", what, err)
 	}
@@ -334,7 +334,7 @@ func (a *Adapter) refused(st *answer, what string, write bool) error {
 		return &practice.InvalidError{Code: "parameter_invalid", Param: paramOf(what),
 			Message: "Xero Practice Manager refused the " + what + ": " + desc}
 	}
-	return &upstream.UnavailableError{Upstream: a.c.Label(), Err: fmt.Errorf("%s: %s", what, desc)}
+	return &practice.UnavailableError{Upstream: a.c.Label(), Err: fmt.Errorf("%s: %s", what, desc)}
 }
 
 var (

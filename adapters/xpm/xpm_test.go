@@ -347,7 +347,7 @@ func TestVendorErrors(t *testing.T) {
 	// A wait longer than the policy allows answers at once, saying how long.
 	e.x.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "60"})
 	err := list()
-	if wait, ok := upstream.RetryAfter(err); !ok || wait != time.Minute {
+	if wait, ok := practice.RetryAfter(err); !ok || wait != time.Minute {
 		t.Errorf("a 429 for a minute: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -498,7 +498,7 @@ func TestBudgetSharedWithXeroLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = a.List(ctx, live, practice.People, practice.Query{Limit: 5})
-	if wait, ok := upstream.RetryAfter(err); !ok || wait <= time.Second {
+	if wait, ok := practice.RetryAfter(err); !ok || wait <= time.Second {
 		t.Fatalf("a fourth call in the minute across XPM and Xero: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
-	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
@@ -43,16 +42,16 @@ func TestEveryErrorStatusIsDeclared(t *testing.T) {
 		{err: practice.ErrUnavailable, from: system},
 		{err: upstream.Malformed("Karbon", "work items", fmt.Errorf("not JSON")), from: system},
 		{err: &paging.CycleError{Token: "p1"}, from: system},
-		{err: &upstream.StatusError{Status: http.StatusUnauthorized}, from: system},
+		{err: &practice.StatusError{Status: http.StatusUnauthorized}, from: system},
 		{err: &practice.InvalidError{Code: "invalid_stage"}, from: writes},
 		{err: &practice.InvalidError{Code: "invalid_cursor"}, from: lists},
 		{err: practice.ErrConflict, from: writes},
 		{err: idempotency.ErrKeyReused, from: writes},
 		{err: idempotency.ErrInProgress, from: writes},
-		{err: dispatcher.ErrInvalidCursor, from: lists},
-		{err: dispatcher.ErrTooManyEndpoints, from: webhookWrites},
-		{err: dispatcher.ErrEndpointDisabled, from: webhookWrites},
-		{err: dispatcher.ErrBusy, from: webhookWrites},
+		{err: practice.ErrInvalidCursor, from: lists},
+		{err: practice.ErrTooManyEndpoints, from: webhookWrites},
+		{err: practice.ErrEndpointDisabled, from: webhookWrites},
+		{err: practice.ErrBusy, from: webhookWrites},
 		{from: reads, extra: http.StatusNotModified},
 	}
 	for i := range routes {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"
 )
 
@@ -174,7 +175,7 @@ func (h *Handler) streamEvents(w http.ResponseWriter, r *http.Request, c *call) 
 	wake, changed := h.feed.Recorded(), h.credentialsChanged()
 	page, err := h.feed.Follow(r.Context(), dispatcher.FeedQuery{Tenant: c.tenant, After: pos, Max: streamBatch})
 	if err != nil {
-		if errors.Is(err, dispatcher.ErrInvalidCursor) {
+		if errors.Is(err, practice.ErrInvalidCursor) {
 			return apierror.New(http.StatusBadRequest, "invalid_cursor",
 				"Last-Event-ID names a position this gateway's event log does not hold; reconnect without it to start from now.").WithParam("Last-Event-ID")
 		}

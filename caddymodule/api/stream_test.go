@@ -51,7 +51,7 @@ func (f *memFeed) Follow(_ context.Context, q dispatcher.FeedQuery) (dispatcher.
 	}
 	after, err := strconv.Atoi(q.After)
 	if err != nil || after > len(f.entries) {
-		return dispatcher.FeedPage{}, dispatcher.ErrInvalidCursor
+		return dispatcher.FeedPage{}, practice.ErrInvalidCursor
 	}
 	page := dispatcher.FeedPage{Position: q.After}
 	if after < f.trimmed {

@@ -323,7 +323,7 @@ func (h *Handler) replayFailed(w http.ResponseWriter, r *http.Request, v *visit)
 	n, err := h.replays.ReplayFailed(ctx, t, ep.ID, since)
 	when := since.UTC().Format("2 Jan 15:04 UTC")
 	switch {
-	case errors.Is(err, dispatcher.ErrEndpointDisabled):
+	case errors.Is(err, practice.ErrEndpointDisabled):
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "The endpoint is disabled: enable it, then replay its failures."})
 	case err != nil:
 		return err
@@ -394,10 +394,10 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request, v *visit) error
 	}
 	saved, err := h.replays.Replay(ctx, t, d.ID)
 	switch {
-	case errors.Is(err, dispatcher.ErrEndpointDisabled):
+	case errors.Is(err, practice.ErrEndpointDisabled):
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "The endpoint is disabled: enable it before replaying.",
 			Link: "/console/webhooks/" + d.EndpointID, LinkText: "Open the endpoint"})
-	case errors.Is(err, dispatcher.ErrBusy):
+	case errors.Is(err, practice.ErrBusy):
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "warn", Text: "An attempt on this delivery is in flight right now. Try again in a moment."})
 	case err != nil:
 		return err

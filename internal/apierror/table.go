@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/kit/upstream"
-	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
 )
@@ -20,8 +18,8 @@ import (
 func From(err error) (e *Error, ok bool) {
 	var apiErr *Error
 	var invalid *practice.InvalidError
-	var refused *upstream.StatusError
-	var held *dispatcher.HeldBackError
+	var refused *practice.StatusError
+	var held *practice.HeldBackError
 	switch {
 	case err == nil:
 		return nil, false
@@ -33,14 +31,14 @@ func From(err error) (e *Error, ok bool) {
 			status = http.StatusUnprocessableEntity
 		}
 		return New(status, invalid.Code, invalid.Message).WithParam(invalid.Param), true
-	case errors.Is(err, dispatcher.ErrInvalidCursor):
+	case errors.Is(err, practice.ErrInvalidCursor):
 		return InvalidCursor, true
 	case errors.Is(err, practice.ErrNotFound):
 		return New(http.StatusNotFound, "resource_not_found", "No such record."), true
-	case errors.Is(err, dispatcher.ErrTooManyEndpoints):
+	case errors.Is(err, practice.ErrTooManyEndpoints):
 		return New(http.StatusConflict, "conflict",
 			"This firm has as many webhook endpoints in this mode as it may have; delete one it no longer uses first."), true
-	case errors.Is(err, dispatcher.ErrEndpointDisabled):
+	case errors.Is(err, practice.ErrEndpointDisabled):
 		return New(http.StatusConflict, "conflict",
 			"The webhook endpoint is disabled; enable it, then replay."), true
 	case errors.As(err, &held):
@@ -52,7 +50,7 @@ func From(err error) (e *Error, ok bool) {
 			status, code = http.StatusTooManyRequests, "rate_limited"
 		}
 		return New(status, code, held.Reason).WithHeader("Retry-After", seconds(held.RetryAfter)), true
-	case errors.Is(err, dispatcher.ErrBusy), errors.Is(err, dispatcher.ErrLeaseLost):
+	case errors.Is(err, practice.ErrBusy), errors.Is(err, practice.ErrLeaseLost):
 		return New(http.StatusConflict, "conflict",
 			"An attempt on this delivery is in progress; try again when it has finished.").WithHeader("Retry-After", "1"), true
 	case errors.Is(err, idempotency.ErrKeyReused):
@@ -64,7 +62,7 @@ func From(err error) (e *Error, ok bool) {
 	case errors.Is(err, practice.ErrConflict):
 		return New(http.StatusConflict, "conflict", "The record changed while this request was applied; fetch it and try again."), true
 	case errors.Is(err, practice.ErrUnavailable):
-		retry, _ := upstream.RetryAfter(err)
+		retry, _ := practice.RetryAfter(err)
 		return unavailable(retry, "The firm's system behind this route is unavailable; try again shortly."), true
 	case errors.Is(err, practice.ErrBadUpstream):
 		return New(http.StatusBadGateway, "upstream_unavailable",

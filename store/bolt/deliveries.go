@@ -11,6 +11,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // deliveryRecord stores what the delivery's API form leaves out: the
@@ -124,7 +125,7 @@ func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dis
 			return err
 		}
 		if rec.leased(now) {
-			return dispatcher.ErrBusy
+			return practice.ErrBusy
 		}
 		q := openQueues(tx)
 		if err := q.lease(&rec, until); err != nil {
@@ -153,7 +154,7 @@ func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatc
 			return err
 		}
 		if rec.LeaseToken != l.Token {
-			return dispatcher.ErrLeaseLost
+			return practice.ErrLeaseLost
 		}
 		q := openQueues(tx)
 		if err := q.unlease(&rec); err != nil {
@@ -331,11 +332,11 @@ func hasState(states []dispatcher.State, s dispatcher.State) bool {
 // decodeCursor reads "<16 hex digits of created_at><delivery id>".
 func decodeCursor(cur string) ([]byte, error) {
 	if len(cur) < 16+len("dlv_") || cur[16:20] != "dlv_" {
-		return nil, dispatcher.ErrInvalidCursor
+		return nil, practice.ErrInvalidCursor
 	}
 	ts, err := hex.DecodeString(cur[:16])
 	if err != nil {
-		return nil, dispatcher.ErrInvalidCursor
+		return nil, practice.ErrInvalidCursor
 	}
 	return concat(ts, []byte(cur[16:])), nil
 }

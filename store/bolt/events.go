@@ -11,6 +11,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 type eventRecord struct {
@@ -99,7 +100,7 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	var after []byte
 	if q.Cursor != "" {
 		if !strings.HasPrefix(q.Cursor, "evt_") || len(q.Cursor) != len("evt_")+26 {
-			return dispatcher.EventPage{}, dispatcher.ErrInvalidCursor
+			return dispatcher.EventPage{}, practice.ErrInvalidCursor
 		}
 		after = concat(prefix, []byte(q.Cursor))
 		if bytes.Compare(after, start) > 0 {

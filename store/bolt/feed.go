@@ -9,6 +9,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // The event feed (dispatcher.EventFeed) is a bucket per tenant, keyed by
@@ -104,7 +105,7 @@ func (s *Store) Feed(ctx context.Context, q dispatcher.FeedQuery) (dispatcher.Fe
 		}
 		after, err := strconv.ParseUint(q.After, 10, 64)
 		if err != nil || after > seq {
-			return dispatcher.ErrInvalidCursor
+			return practice.ErrInvalidCursor
 		}
 		page.Position = q.After
 		if feed == nil {

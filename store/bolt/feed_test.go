@@ -50,7 +50,7 @@ func TestTheSharedFeedOfTheVersionBeforeGoes(t *testing.T) {
 	}
 	ctx := context.Background()
 	acme := practice.Tenant{Firm: "frm_acme"}
-	if _, err := st.Feed(ctx, dispatcher.FeedQuery{Tenant: acme, After: "4711"}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+	if _, err := st.Feed(ctx, dispatcher.FeedQuery{Tenant: acme, After: "4711"}); !errors.Is(err, practice.ErrInvalidCursor) {
 		t.Fatalf("a position of the previous version: %v, want ErrInvalidCursor", err)
 	}
 	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)

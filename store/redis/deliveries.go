@@ -12,6 +12,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // staticDelivery is the part of a delivery that never changes; state,
@@ -335,10 +336,10 @@ func (s *Store) Deliveries(ctx context.Context, q dispatcher.DeliveryQuery) (dis
 // checkCursor accepts "<16 hex digits of created_at><delivery id>".
 func checkCursor(cur string) error {
 	if len(cur) < 16+len("dlv_") || cur[16:20] != "dlv_" {
-		return dispatcher.ErrInvalidCursor
+		return practice.ErrInvalidCursor
 	}
 	if _, err := hex.DecodeString(cur[:16]); err != nil {
-		return dispatcher.ErrInvalidCursor
+		return practice.ErrInvalidCursor
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 type eventRecord struct {
@@ -100,7 +101,7 @@ func (s *Store) Events(ctx context.Context, q dispatcher.EventQuery) (dispatcher
 	lo := "[" + dispatcher.EventIDFloor(q.From)
 	if q.Cursor != "" {
 		if !strings.HasPrefix(q.Cursor, "evt_") || len(q.Cursor) != len("evt_")+26 {
-			return dispatcher.EventPage{}, dispatcher.ErrInvalidCursor
+			return dispatcher.EventPage{}, practice.ErrInvalidCursor
 		}
 		// "\x7f" sorts after the space that ends the cursor's own member.
 		if after := "(" + q.Cursor + "\x7f"; q.Cursor >= dispatcher.EventIDFloor(q.From) {

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // The event feed (dispatcher.EventFeed) is a stream per tenant, added to
@@ -33,7 +34,7 @@ func (s *Store) Feed(ctx context.Context, q dispatcher.FeedQuery) (dispatcher.Fe
 	if q.After != "" {
 		var ok bool
 		if after, ok = parseStreamID(q.After); !ok || after.ms != 0 {
-			return dispatcher.FeedPage{}, dispatcher.ErrInvalidCursor
+			return dispatcher.FeedPage{}, practice.ErrInvalidCursor
 		}
 	}
 	// In one transaction, so that the last position given out and what
@@ -61,7 +62,7 @@ func (s *Store) Feed(ctx context.Context, q dispatcher.FeedQuery) (dispatcher.Fe
 		return dispatcher.FeedPage{Position: end.String()}, nil
 	}
 	if end.less(after) {
-		return dispatcher.FeedPage{}, dispatcher.ErrInvalidCursor
+		return dispatcher.FeedPage{}, practice.ErrInvalidCursor
 	}
 	page := dispatcher.FeedPage{Position: q.After}
 	msgs := read.Val()

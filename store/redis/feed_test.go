@@ -30,7 +30,7 @@ func TestTheTimeNumberedFeedOfTheVersionBeforeGoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	acme := practice.Tenant{Firm: "frm_acme"}
-	if _, err := st.Feed(ctx, dispatcher.FeedQuery{Tenant: acme, After: oldID}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+	if _, err := st.Feed(ctx, dispatcher.FeedQuery{Tenant: acme, After: oldID}); !errors.Is(err, practice.ErrInvalidCursor) {
 		t.Fatalf("a position of the previous version: %v, want ErrInvalidCursor", err)
 	}
 	at := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)

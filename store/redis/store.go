@@ -268,9 +268,9 @@ func status(res any) ([]any, error) {
 	case "notfound":
 		return nil, dispatcher.ErrNotFound
 	case "busy":
-		return nil, dispatcher.ErrBusy
+		return nil, practice.ErrBusy
 	case "leaselost":
-		return nil, dispatcher.ErrLeaseLost
+		return nil, practice.ErrLeaseLost
 	default:
 		return nil, fmt.Errorf("unexpected script status %q", code)
 	}

@@ -189,10 +189,10 @@ func testClaimLeaseAndExpiry(t *testing.T, b dispatcher.Backends) {
 	if !slices.Equal(ids, []string{"dlv_2"}) || again[0].Lease.Token == claims[0].Lease.Token {
 		t.Fatalf("after expiry claimed %v", ids)
 	}
-	if _, err := b.Attempts.RecordAttempt(ctx, claims[0].Lease, dispatcher.Outcome{State: dispatcher.StateDelivered, At: t0}); !errors.Is(err, dispatcher.ErrLeaseLost) {
+	if _, err := b.Attempts.RecordAttempt(ctx, claims[0].Lease, dispatcher.Outcome{State: dispatcher.StateDelivered, At: t0}); !errors.Is(err, practice.ErrLeaseLost) {
 		t.Fatalf("record with the expired lease: %v", err)
 	}
-	if _, err := b.Attempts.Lease(ctx, "dlv_2", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); !errors.Is(err, dispatcher.ErrBusy) {
+	if _, err := b.Attempts.Lease(ctx, "dlv_2", t0.Add(2*time.Minute), t0.Add(3*time.Minute)); !errors.Is(err, practice.ErrBusy) {
 		t.Fatalf("Lease while leased: %v", err)
 	}
 
@@ -376,7 +376,7 @@ func testExpiredLease(t *testing.T, b dispatcher.Backends) {
 	if !slices.Equal(ids, []string{"dlv_1"}) || second[0].Lease.Token == first[0].Lease.Token {
 		t.Fatalf("after expiry claimed %v", ids)
 	}
-	if _, err := b.Attempts.RecordAttempt(ctx, first[0].Lease, dispatcher.Outcome{State: dispatcher.StateDelivered, At: t0}); !errors.Is(err, dispatcher.ErrLeaseLost) {
+	if _, err := b.Attempts.RecordAttempt(ctx, first[0].Lease, dispatcher.Outcome{State: dispatcher.StateDelivered, At: t0}); !errors.Is(err, practice.ErrLeaseLost) {
 		t.Fatalf("the dead holder recorded: %v", err)
 	}
 	if _, err := b.Attempts.RecordAttempt(ctx, second[0].Lease, dispatcher.Outcome{Attempt: attempt(1, 200), State: dispatcher.StateDelivered, At: t0}); err != nil {
@@ -680,7 +680,7 @@ func testEventsPaging(t *testing.T, b dispatcher.Backends) {
 	if got := ids(dispatcher.EventQuery{Tenant: sandbox, Limit: 50}); len(got) != 1 {
 		t.Errorf("sandbox %v", got)
 	}
-	if _, err := b.Events.Events(ctx, dispatcher.EventQuery{Tenant: tenant, Cursor: "bogus"}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+	if _, err := b.Events.Events(ctx, dispatcher.EventQuery{Tenant: tenant, Cursor: "bogus"}); !errors.Is(err, practice.ErrInvalidCursor) {
 		t.Errorf("bogus cursor: %v", err)
 	}
 }
@@ -747,7 +747,7 @@ func testDeliveriesPaging(t *testing.T, b dispatcher.Backends) {
 	if err != nil || len(page.Deliveries) != 3 || page.Deliveries[0].ID != "dlv_02" || page.HasMore {
 		t.Fatalf("window %+v, %v", page, err)
 	}
-	if _, err := b.Deliveries.Deliveries(ctx, dispatcher.DeliveryQuery{EndpointID: "we_a", Cursor: "bogus"}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+	if _, err := b.Deliveries.Deliveries(ctx, dispatcher.DeliveryQuery{EndpointID: "we_a", Cursor: "bogus"}); !errors.Is(err, practice.ErrInvalidCursor) {
 		t.Errorf("bogus cursor: %v", err)
 	}
 }

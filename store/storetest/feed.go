@@ -87,7 +87,7 @@ func testFeed(t *testing.T, b dispatcher.Backends) {
 		t.Fatalf("feed resumed from an earlier position = %v, want %v", ids, want)
 	}
 	for _, bad := range []string{"x", "evt_1", "-1"} {
-		if _, err := b.Feed.Feed(ctx, dispatcher.FeedQuery{Tenant: tenant, After: bad}); !errors.Is(err, dispatcher.ErrInvalidCursor) {
+		if _, err := b.Feed.Feed(ctx, dispatcher.FeedQuery{Tenant: tenant, After: bad}); !errors.Is(err, practice.ErrInvalidCursor) {
 			t.Errorf("Feed after %q: %v, want ErrInvalidCursor", bad, err)
 		}
 	}

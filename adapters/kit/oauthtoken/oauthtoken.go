@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
@@ -152,10 +153,10 @@ func tokenError(tokenURL string, err error) error {
 	var ue *url.Error
 	switch {
 	case errors.As(err, &re):
-		return &upstream.UnavailableError{Upstream: endpoint,
+		return &practice.UnavailableError{Upstream: endpoint,
 			Err: fmt.Errorf("%s answered %d: %.200s", tokenURL, re.Response.StatusCode, re.Body)}
 	case errors.As(err, &ue):
-		return &upstream.UnavailableError{Upstream: endpoint, Err: err}
+		return &practice.UnavailableError{Upstream: endpoint, Err: err}
 	}
 	return upstream.Malformed(endpoint, "token", err)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 )
 
@@ -168,7 +169,7 @@ func TestOAuth2TokenEndpointFailureIsUpstreamError(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			_, err = c.Do(ctx, upstream.Request{Path: "/Invoices"})
-			var ue *upstream.UnavailableError
+			var ue *practice.UnavailableError
 			if !errors.As(err, &ue) {
 				t.Fatalf("err = %v (%T), want an UnavailableError", err, err)
 			}

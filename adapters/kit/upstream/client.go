@@ -23,6 +23,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/practicegw/practicegw/internal/gcra"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Authorizer puts a vendor's credentials on a request: static headers, or
@@ -268,7 +269,7 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 			return nil, c.final(err)
 		}
 		if wait > time.Duration(c.p.MaxRetryWait) {
-			return nil, &UnavailableError{Upstream: c.label, RetryAfter: wait, Err: err}
+			return nil, &practice.UnavailableError{Upstream: c.label, RetryAfter: wait, Err: err}
 		}
 		if wait == 0 {
 			wait = c.backoff(attempt)
@@ -327,7 +328,7 @@ func (c *Client) take(ctx context.Context, a keyedAllowance) error {
 		}
 		if waited+wait > time.Duration(c.p.MaxRetryWait) {
 			c.outcomes[outcomeBudget].Inc()
-			return &UnavailableError{Upstream: c.label, RetryAfter: wait,
+			return &practice.UnavailableError{Upstream: c.label, RetryAfter: wait,
 				Err: fmt.Errorf("request budget of %d per %s spent", a.Limit, a.Per)}
 		}
 		if err := c.clock.Sleep(ctx, wait); err != nil {
@@ -339,7 +340,7 @@ func (c *Client) take(ctx context.Context, a keyedAllowance) error {
 
 func (c *Client) breakerOpen() error {
 	left := time.Duration(c.p.BreakerTimeout) - time.Since(time.Unix(0, c.openedAt.Load()))
-	return &UnavailableError{Upstream: c.label, RetryAfter: max(left, time.Second), Err: errBreakerOpen}
+	return &practice.UnavailableError{Upstream: c.label, RetryAfter: max(left, time.Second), Err: errBreakerOpen}
 }
 
 var errBreakerOpen = errors.New("circuit breaker open after repeated failures")
@@ -397,7 +398,7 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 		c.outcomes[outcomeOK].Inc()
 		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 	}
-	serr := &StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
+	serr := &practice.StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
 		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}
 	c.outcomes[outcomeOf(serr)].Inc()
 	return nil, serr
@@ -442,7 +443,7 @@ func (c *Client) transportError(ctx, actx context.Context, err error) error {
 }
 
 func outcomeOf(err error) string {
-	var s *StatusError
+	var s *practice.StatusError
 	switch {
 	case errors.As(err, &s):
 		switch {
@@ -467,7 +468,7 @@ func breakerSuccess(err error) bool {
 	if err == nil {
 		return true
 	}
-	var s *StatusError
+	var s *practice.StatusError
 	if errors.As(err, &s) {
 		return s.Status < 500 && s.Status != http.StatusTooManyRequests
 	}
@@ -478,7 +479,7 @@ func breakerSuccess(err error) bool {
 // retryable says whether another attempt may help, and how long the
 // vendor asked us to wait first (0: use our backoff).
 func retryable(err error, idempotent bool) (time.Duration, bool) {
-	var s *StatusError
+	var s *practice.StatusError
 	if errors.As(err, &s) {
 		switch {
 		case s.Status == http.StatusTooManyRequests:
@@ -498,21 +499,21 @@ func retryable(err error, idempotent bool) (time.Duration, bool) {
 
 // final turns the last attempt's failure into the error callers see.
 func (c *Client) final(err error) error {
-	var s *StatusError
+	var s *practice.StatusError
 	if errors.As(err, &s) {
 		switch {
 		case s.Status == http.StatusTooManyRequests || s.Status >= 500:
-			return &UnavailableError{Upstream: c.label, RetryAfter: s.RetryAfter, Err: err}
+			return &practice.UnavailableError{Upstream: c.label, RetryAfter: s.RetryAfter, Err: err}
 		case s.Status == http.StatusUnauthorized || s.Status == http.StatusForbidden:
 			// Nothing the API caller can fix: the firm's credentials are
 			// wrong or revoked. Say so loudly here and unavailable there.
 			c.log.Error("upstream refused our credentials; check the firm's configuration", zap.Error(err))
-			return &UnavailableError{Upstream: c.label, Err: err}
+			return &practice.UnavailableError{Upstream: c.label, Err: err}
 		}
 		return err
 	}
 	if errors.Is(err, errTimeout) || errors.Is(err, errNetwork) {
-		return &UnavailableError{Upstream: c.label, Err: err}
+		return &practice.UnavailableError{Upstream: c.label, Err: err}
 	}
 	return err
 }

@@ -88,7 +88,7 @@ func TestRetriesAndErrors(t *testing.T) {
 			if got := int(s.hits.Load()); got != tc.hits {
 				t.Errorf("hits = %d, want %d", got, tc.hits)
 			}
-			if ra, _ := upstream.RetryAfter(err); ra != tc.retryAft {
+			if ra, _ := practice.RetryAfter(err); ra != tc.retryAft {
 				t.Errorf("RetryAfter = %v, want %v", ra, tc.retryAft)
 			}
 			if got := len(clock.Slept()); got != tc.slept {
@@ -160,7 +160,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 	}
 	before := hits.Load()
 	_, err := c.Do(ctx, upstream.Request{Path: "/x"})
-	var u *upstream.UnavailableError
+	var u *practice.UnavailableError
 	if !errors.As(err, &u) || u.RetryAfter <= 0 || u.RetryAfter > time.Second {
 		t.Fatalf("open breaker: err = %v", err)
 	}
@@ -221,7 +221,7 @@ func TestClientErrorsDoNotTrip(t *testing.T) {
 	c := newClient(t, srv.URL, upstream.Policy{BreakerFailures: 2, RateLimit: -1}, vendortest.NewClock(time.Now()), nil)
 	for range 10 {
 		_, err := c.Do(context.Background(), upstream.Request{Path: "/x"})
-		if se := (*upstream.StatusError)(nil); !errors.As(err, &se) || se.Status != 400 {
+		if se := (*practice.StatusError)(nil); !errors.As(err, &se) || se.Status != 400 {
 			t.Fatalf("err = %v, want the 400", err)
 		}
 	}
@@ -260,7 +260,7 @@ func TestBudget(t *testing.T) {
 		t.Fatalf("first call: %v", err)
 	}
 	_, err := c.Do(ctx, upstream.Request{Path: "/x"})
-	ra, ok := upstream.RetryAfter(err)
+	ra, ok := practice.RetryAfter(err)
 	if !ok || ra != 20*time.Second {
 		t.Fatalf("second call: err = %v, retry after %v", err, ra)
 	}

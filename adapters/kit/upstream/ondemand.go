@@ -107,7 +107,7 @@ func (o *OnDemand) book(ctx context.Context) error {
 			return nil
 		}
 		if wait > 0 {
-			return &UnavailableError{Upstream: o.label, RetryAfter: wait,
+			return &practice.UnavailableError{Upstream: o.label, RetryAfter: wait,
 				Err: fmt.Errorf("%w (%d per %s)", errReadShareSpent, a.Limit, a.Per)}
 		}
 	}

@@ -50,7 +50,7 @@ func TestOnDemandShareIsSharedByInstances(t *testing.T) {
 			case !errors.Is(err, practice.ErrUnavailable):
 				t.Fatal(err)
 			}
-			if d, _ := upstream.RetryAfter(err); err != nil && d <= 0 {
+			if d, _ := practice.RetryAfter(err); err != nil && d <= 0 {
 				t.Fatalf("a refused read says no Retry-After: %v", err)
 			}
 		}

@@ -1,0 +1,111 @@
+package practice
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// The errors of webhook endpoints and deliveries that callers branch on.
+// They are declared here, below the dispatcher, so that the contract's one
+// error table (internal/apierror) depends on error values alone.
+var (
+	// ErrInvalidCursor is a paging cursor this store did not issue.
+	ErrInvalidCursor = errors.New("invalid cursor")
+
+	// ErrBusy means an attempt on the delivery is in progress; try again
+	// when it has finished.
+	ErrBusy = errors.New("an attempt on this delivery is in progress")
+
+	// ErrLeaseLost means the delivery was claimed by someone else after our
+	// lease ran out; our attempt is not recorded.
+	ErrLeaseLost = errors.New("delivery lease lost")
+
+	// ErrTooManyEndpoints refuses a registration past the firm's
+	// ceiling (the dispatcher's Config.MaxEndpoints) in that mode.
+	ErrTooManyEndpoints = errors.New("the firm has as many webhook endpoints as it may have")
+
+	// ErrEndpointDisabled refuses a replay to a disabled endpoint: enable it
+	// first.
+	ErrEndpointDisabled = errors.New("the webhook endpoint is disabled")
+)
+
+// HeldBackError refuses a replay that would pass a bound protecting a
+// receiver or the other firms: the endpoint's circuit breaker is open, the
+// endpoint or the firm has as many requests in flight as it may, or the
+// firm has asked for as many bulk replays this minute as it may.
+type HeldBackError struct {
+	// Reason is one human sentence saying which bound and what to do.
+	Reason string
+	// RetryAfter is when asking again may succeed.
+	RetryAfter time.Duration
+	// RateLimited is true of the bulk replays' per-minute bound.
+	RateLimited bool
+}
+
+func (e *HeldBackError) Error() string { return "replay held back: " + e.Reason }
+
+// UnavailableError says an upstream cannot serve now: it is down, timing
+// out, rate-limiting us, refusing our credentials, or its breaker is open.
+// RetryAfter is how long to wait before trying again, zero when unknown.
+// It matches ErrUnavailable under errors.Is.
+type UnavailableError struct {
+	Upstream   string
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *UnavailableError) Error() string {
+	msg := e.Upstream + " unavailable"
+	if e.RetryAfter > 0 {
+		msg += fmt.Sprintf(" (retry after %s)", e.RetryAfter.Round(time.Millisecond))
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
+func (e *UnavailableError) Unwrap() error        { return e.Err }
+
+// RetryAfter returns how long err asks the caller to wait, and whether it
+// is an UnavailableError at all. The API uses it for its Retry-After
+// header.
+func RetryAfter(err error) (time.Duration, bool) {
+	var u *UnavailableError
+	if errors.As(err, &u) {
+		return u.RetryAfter, true
+	}
+	return 0, false
+}
+
+// StatusError is an answer outside 2xx from a firm's system that the
+// upstream client passes on rather than retrying away. A 404 matches ErrNotFound and a 409
+// ErrConflict; adapters turn a 400 on a write into an
+// *InvalidError from Body.
+type StatusError struct {
+	Upstream string
+	Method   string
+	Path     string
+	Status   int
+	// Body is the start of the answer, for messages and logs.
+	Body []byte
+	// RetryAfter is the vendor's Retry-After, zero when it sent none.
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s %s %s: %d %s: %.200s", e.Upstream, e.Method, e.Path, e.Status, http.StatusText(e.Status), e.Body)
+}
+
+func (e *StatusError) Is(target error) bool {
+	switch target {
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound || e.Status == http.StatusGone
+	case ErrConflict:
+		return e.Status == http.StatusConflict || e.Status == http.StatusPreconditionFailed
+	}
+	return false
+}
