@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
 )
@@ -30,7 +30,7 @@ type (
 	}
 	// sandbox makes sandbox changes that raise events.
 	sandbox interface {
-		Trigger(ctx context.Context, firm, kind string) (Triggered, error)
+		Trigger(ctx context.Context, firm, kind string) (adminapi.Triggered, error)
 	}
 	// deprecations are the routes the configuration marks for retirement.
 	deprecations interface {
@@ -114,12 +114,4 @@ type Deprecation struct {
 	Sunset time.Time `json:"sunset"`
 	// Link documents the migration.
 	Link string `json:"link,omitempty"`
-}
-
-// Triggered is the sandbox change a trigger made and the event it raises.
-type Triggered struct {
-	Event    string          `json:"event"`
-	EventID  string          `json:"event_id"`
-	Resource string          `json:"resource_id"`
-	Object   json.RawMessage `json:"object"`
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -124,7 +125,7 @@ var eventRoutes = []route{
 		schema: dispatcher.Delivery{}, status: http.StatusOK, serve: (*Handler).replayDelivery},
 	{method: http.MethodPost, pattern: "/v1/sandbox/trigger", scope: "webhooks:write", op: "trigger_sandbox_event",
 		tag: "webhooks", summary: "Make a realistic change in the firm's sandbox records that raises one event of a kind",
-		body: TriggerRequest{}, schema: Triggered{}, status: http.StatusCreated, serve: (*Handler).trigger},
+		body: TriggerRequest{}, schema: adminapi.Triggered{}, status: http.StatusCreated, serve: (*Handler).trigger},
 }
 
 func (h *Handler) listEvents(w http.ResponseWriter, r *http.Request, c *call) error {

@@ -7,11 +7,12 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // What the console needs of the practicegw app, found with
@@ -33,7 +34,7 @@ type (
 	}
 	// sandbox makes sandbox changes that raise events.
 	sandbox interface {
-		Trigger(ctx context.Context, firm, kind string) (api.Triggered, error)
+		Trigger(ctx context.Context, firm, kind string) (adminapi.Triggered, error)
 	}
 	// trafficSource is a credential's usage against its ceiling. The app
 	// answers it from the limiter that practicegw_ratelimit provisions and
@@ -46,7 +47,7 @@ type (
 	// which belong to the ratelimit handler's configuration, not to the
 	// console's.
 	trafficSource interface {
-		Traffic(ctx context.Context, c *credential.Credential, since time.Time) (ratelimit.Traffic, bool, error)
+		Traffic(ctx context.Context, c *credential.Credential, since time.Time) (usage.Traffic, bool, error)
 	}
 	// deprecations are the routes the configuration marks for retirement.
 	deprecations interface {

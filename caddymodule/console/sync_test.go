@@ -15,13 +15,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/bolt"
 	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // consoleRig is a console handler over a real engine and credential
@@ -109,8 +109,8 @@ func (f oneFirm) Firm(id string) (Firm, bool) {
 // noLimiter is a gateway whose routes no rate limiter serves.
 type noLimiter struct{}
 
-func (noLimiter) Traffic(context.Context, *credential.Credential, time.Time) (ratelimit.Traffic, bool, error) {
-	return ratelimit.Traffic{}, false, nil
+func (noLimiter) Traffic(context.Context, *credential.Credential, time.Time) (usage.Traffic, bool, error) {
+	return usage.Traffic{}, false, nil
 }
 
 // fakeSyncs stands for the app's syncs: statuses as given, resyncs

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // trafficWindow is how much usage the traffic page shows.
@@ -22,7 +22,7 @@ const nearCeiling = 0.8
 // trafficRow is one credential's usage against its ceiling.
 type trafficRow struct {
 	Cred    *credential.Credential
-	Traffic ratelimit.Traffic
+	Traffic usage.Traffic
 	// PerHour is the ceiling in requests per hour, whatever its window.
 	PerHour float64
 	// Used is the share of the ceiling spent right now (1 - headroom).

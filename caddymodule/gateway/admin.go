@@ -14,6 +14,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -85,27 +86,6 @@ func (a *adminAPI) readiness(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusOK, map[string]any{"checks": out})
 }
 
-// CredentialView is a credential as the admin routes show it.
-type CredentialView struct {
-	*credential.Credential
-	Stale bool `json:"stale"`
-	// Traffic is the last 24 hours against the ceiling, when a rate
-	// limiter serves the credential's routes.
-	Traffic *ratelimit.Traffic `json:"traffic,omitempty"`
-}
-
-// IssuedCredential is the answer to issuing: the only time the token is
-// shown.
-type IssuedCredential struct {
-	ID        string   `json:"id"`
-	Token     string   `json:"token"`
-	Firm      string   `json:"firm"`
-	Name      string   `json:"name"`
-	Scopes    []string `json:"scopes"`
-	Sandbox   bool     `json:"sandbox"`
-	RateLimit string   `json:"rate_limit,omitempty"`
-}
-
 func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 	if a.app == nil {
 		return notConfigured()
@@ -130,7 +110,7 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return badRequest(err)
 		}
-		return writeJSON(w, http.StatusCreated, IssuedCredential{ID: c.ID, Token: token, Firm: c.Firm,
+		return writeJSON(w, http.StatusCreated, adminapi.IssuedCredential{ID: c.ID, Token: token, Firm: c.Firm,
 			Name: c.Name, Scopes: c.Scopes, Sandbox: c.Sandbox, RateLimit: c.RateLimit})
 	case http.MethodGet:
 		firm := r.URL.Query().Get("firm")
@@ -139,9 +119,9 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 		now := time.Now()
-		views := make([]CredentialView, 0, len(creds))
+		views := make([]adminapi.CredentialView, 0, len(creds))
 		for _, c := range creds {
-			v := CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(now)}
+			v := adminapi.CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(now)}
 			if tr, ok, err := a.app.Traffic(r.Context(), c, now.Add(-24*time.Hour)); err != nil {
 				return err
 			} else if ok {
@@ -178,7 +158,7 @@ func (a *adminAPI) credential(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(w, http.StatusOK, CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(time.Now())})
+	return writeJSON(w, http.StatusOK, adminapi.CredentialView{Credential: c, Stale: c.RevokedAt == nil && c.Stale(time.Now())})
 }
 
 func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
@@ -212,57 +192,10 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, http.StatusCreated, t)
 }
 
-// SyncView is a firm system's sync with its read model as the admin
-// routes show it.
-type SyncView struct {
-	Firm string `json:"firm"`
-	// System is the role ("records", "ledger", "documents"); Vendor is
-	// the system that fills it ("karbon").
-	System string `json:"system"`
-	Vendor string `json:"vendor"`
-	// State is backfilling, live, lagging or failing; Why says why it
-	// lags or fails.
-	State  string `json:"state"`
-	Why    string `json:"why,omitempty"`
-	Holder string `json:"holder,omitempty"`
-	// ConfirmedAt and AgeSeconds say how fresh the data is; absent until
-	// every kind is backfilled.
-	ConfirmedAt   time.Time `json:"confirmed_at,omitzero"`
-	AgeSeconds    *int64    `json:"age_seconds,omitempty"`
-	Progress      string    `json:"progress,omitempty"`
-	CallsLastHour uint64    `json:"calls_last_hour"`
-	BudgetPerHour int       `json:"budget_per_hour,omitempty"`
-	// Plan says how the sync spaces its polls to keep within its share of
-	// the vendor's allowances; PlanCalls are the calls it plans per
-	// PlanPeriod ("24h0m0s"), of PlanLimit published, at most PlanShare
-	// of them.
-	Plan       string         `json:"plan,omitempty"`
-	PlanCalls  int            `json:"plan_calls,omitempty"`
-	PlanLimit  int            `json:"plan_limit,omitempty"`
-	PlanShare  int            `json:"plan_share,omitempty"`
-	PlanPeriod string         `json:"plan_period,omitempty"`
-	Kinds      []SyncKindView `json:"kinds"`
-}
-
-// SyncKindView is one kind's part of a sync.
-type SyncKindView struct {
-	Kind       practice.Kind `json:"kind"`
-	Backfilled bool          `json:"backfilled"`
-	// Seen is how many records the current full pass has read; About is
-	// how many the last one found.
-	Seen        int       `json:"seen"`
-	About       int       `json:"about,omitempty"`
-	Records     int       `json:"records"`
-	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
-	// PollSeconds is how often the plan polls the kind; absent when it
-	// is not polled (kept by webhooks and the reconciliation).
-	PollSeconds int64 `json:"poll_seconds,omitempty"`
-}
-
-func syncViewOf(st readmodel.Status, now time.Time) SyncView {
-	v := SyncView{Firm: st.Firm, System: st.System, Vendor: st.Vendor, State: st.State, Why: st.Why,
+func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
+	v := adminapi.SyncView{Firm: st.Firm, System: st.System, Vendor: st.Vendor, State: st.State, Why: st.Why,
 		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
-		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []SyncKindView{},
+		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []adminapi.SyncKindView{},
 		Plan: st.Plan.String(), PlanCalls: st.Plan.CallsPerPeriod, PlanLimit: st.Plan.Limit}
 	if st.Plan.Limit > 0 {
 		v.PlanShare, v.PlanPeriod = int(st.Plan.Share*float64(st.Plan.Limit)), st.Plan.Period.String()
@@ -276,7 +209,7 @@ func syncViewOf(st readmodel.Status, now time.Time) SyncView {
 		if len(st.Plan.PollEvery) == 1 && st.Plan.PollEvery["feed"] > 0 {
 			every = st.Plan.PollEvery["feed"]
 		}
-		v.Kinds = append(v.Kinds, SyncKindView{Kind: k.Kind, Backfilled: k.Backfilled, Seen: k.Seen, About: k.About,
+		v.Kinds = append(v.Kinds, adminapi.SyncKindView{Kind: k.Kind, Backfilled: k.Backfilled, Seen: k.Seen, About: k.About,
 			Records: k.Records, ConfirmedAt: k.ConfirmedAt, PollSeconds: int64(every / time.Second)})
 	}
 	return v
@@ -308,7 +241,7 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := time.Now()
 	if len(parts) == 1 {
-		views := []SyncView{}
+		views := []adminapi.SyncView{}
 		for _, st := range a.app.SyncStatus(firm) {
 			views = append(views, syncViewOf(st, now))
 		}
@@ -329,7 +262,7 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 			return writeJSON(w, http.StatusAccepted, syncViewOf(st, now))
 		}
 	}
-	return writeJSON(w, http.StatusAccepted, SyncView{Firm: firm, System: system, Kinds: []SyncKindView{}})
+	return writeJSON(w, http.StatusAccepted, adminapi.SyncView{Firm: firm, System: system, Kinds: []adminapi.SyncKindView{}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

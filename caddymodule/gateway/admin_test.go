@@ -16,6 +16,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/bolt"
@@ -92,7 +93,7 @@ func TestAdminSyncStatus(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var got struct {
-		Data []SyncView `json:"data"`
+		Data []adminapi.SyncView `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: %d %v", resp.StatusCode, err)
@@ -138,7 +139,7 @@ func TestAdminResync(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var v SyncView
+		var v adminapi.SyncView
 		err = json.NewDecoder(resp.Body).Decode(&v)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusAccepted || err != nil || v.System != "records" || v.Vendor != "karbon" {

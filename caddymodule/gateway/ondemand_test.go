@@ -14,6 +14,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -163,7 +164,7 @@ func TestAdminSyncStatusSaysThePlan(t *testing.T) {
 		app.syncFor(acme, "ledger", "xpm", model, v, client, nil, readmodel.SyncConfig{}),
 	}
 	readmodel.ShareBudgets(syncs)
-	views := []SyncView{}
+	views := []adminapi.SyncView{}
 	for _, s := range syncs {
 		views = append(views, syncViewOf(s.Status(), clock.Now()))
 	}

@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/practicegw/practicegw/caddymodule/api"
-
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -23,9 +22,9 @@ const DefaultSandboxTriggersPerMinute = 60
 // one event of the given kind through the whole pipeline, as `stripe
 // trigger` does. The event id is known at once because ids derive from the
 // change; delivery follows through the outbox like any other write.
-func (a *App) Trigger(ctx context.Context, firm, kind string) (api.Triggered, error) {
+func (a *App) Trigger(ctx context.Context, firm, kind string) (adminapi.Triggered, error) {
 	if _, ok := a.firms[firm]; !ok {
-		return api.Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
+		return adminapi.Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
 	}
 	// Each trigger makes a change and signed webhooks to every sandbox
 	// endpoint: a firm's credentials get a bounded number a minute, shared
@@ -36,21 +35,21 @@ func (a *App) Trigger(ctx context.Context, firm, kind string) (api.Triggered, er
 	}
 	wait, err := a.budget.Take(ctx, "sandbox_triggers/"+firm, limit, time.Minute)
 	if err != nil {
-		return api.Triggered{}, fmt.Errorf("sandbox trigger budget: %w", err)
+		return adminapi.Triggered{}, fmt.Errorf("sandbox trigger budget: %w", err)
 	}
 	if wait > 0 {
 		secs := int64(math.Ceil(wait.Seconds()))
-		return api.Triggered{}, apierror.New(http.StatusTooManyRequests, "rate_limited",
+		return adminapi.Triggered{}, apierror.New(http.StatusTooManyRequests, "rate_limited",
 			fmt.Sprintf("This firm may make %d sandbox triggers a minute; try again in %d s.", limit, secs)).
 			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	change, err := a.shared.demo.Trigger(ctx, firm, kind)
 	if err != nil {
-		return api.Triggered{}, err
+		return adminapi.Triggered{}, err
 	}
 	events, err := dispatcher.Derive(change)
 	if err != nil {
-		return api.Triggered{}, fmt.Errorf("deriving the triggered event: %w", err)
+		return adminapi.Triggered{}, fmt.Errorf("deriving the triggered event: %w", err)
 	}
 	// engagement_letter.signed is delivered under that name but recorded
 	// as engagement.signed.
@@ -60,8 +59,8 @@ func (a *App) Trigger(ctx context.Context, firm, kind string) (api.Triggered, er
 	}
 	for _, ev := range events {
 		if ev.Event == want {
-			return api.Triggered{Event: kind, EventID: ev.ID, Resource: change.ResourceID, Object: change.After}, nil
+			return adminapi.Triggered{Event: kind, EventID: ev.ID, Resource: change.ResourceID, Object: change.After}, nil
 		}
 	}
-	return api.Triggered{}, fmt.Errorf("the sandbox change for %s raised no such event", kind)
+	return adminapi.Triggered{}, fmt.Errorf("the sandbox change for %s raised no such event", kind)
 }

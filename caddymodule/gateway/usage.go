@@ -7,6 +7,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
 	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // limiterRef is the rate limiter the practicegw_ratelimit handler
@@ -29,19 +30,19 @@ func (a *App) AttachLimiter(l *ratelimit.Limiter, rateFor func(*credential.Crede
 
 // Traffic returns a credential's usage per hour since a time and its
 // current headroom; ok is false when no rate limiter is configured.
-func (a *App) Traffic(ctx context.Context, c *credential.Credential, since time.Time) (ratelimit.Traffic, bool, error) {
+func (a *App) Traffic(ctx context.Context, c *credential.Credential, since time.Time) (usage.Traffic, bool, error) {
 	a.limiter.mu.RLock()
 	l, rateFor := a.limiter.limiter, a.limiter.rateFor
 	a.limiter.mu.RUnlock()
 	if l == nil {
-		return ratelimit.Traffic{}, false, nil
+		return usage.Traffic{}, false, nil
 	}
 	rate := rateFor(c)
 	hours, err := l.Usage(ctx, c.ID, since)
 	if err != nil {
-		return ratelimit.Traffic{}, true, err
+		return usage.Traffic{}, true, err
 	}
 	d := l.Peek(ctx, c.ID, rate)
-	return ratelimit.Traffic{Ceiling: rate.String(), Limit: rate.Limit, Window: int64(rate.Window / time.Second),
+	return usage.Traffic{Ceiling: rate.String(), Limit: rate.Limit, Window: int64(rate.Window / time.Second),
 		Headroom: d.Remaining, Hours: hours}, true, nil
 }

@@ -173,13 +173,3 @@ func (l *Limiter) flush(ctx context.Context) error {
 	}
 	return nil
 }
-
-// Traffic is a credential's hourly usage against its ceiling, as the
-// console and the credential listings show it.
-type Traffic struct {
-	Ceiling  string       `json:"ceiling"`
-	Limit    int64        `json:"limit"`
-	Window   int64        `json:"window_seconds"`
-	Headroom int64        `json:"headroom"`
-	Hours    []usage.Hour `json:"hours"`
-}

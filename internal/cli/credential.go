@@ -10,7 +10,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/store/usage"
 )
 
@@ -54,7 +54,7 @@ func issueCommand() *cobra.Command {
 			if rate != "" {
 				req["rate_limit"] = rate
 			}
-			var issued gateway.IssuedCredential
+			var issued adminapi.IssuedCredential
 			if err := adminCall(cmd, "POST", "/practicegw/credentials", req, &issued); err != nil {
 				return err
 			}
@@ -87,7 +87,7 @@ func listCommand() *cobra.Command {
 			firm, _ := cmd.Flags().GetString("firm")
 			asJSON, _ := cmd.Flags().GetBool("json")
 			var list struct {
-				Data []gateway.CredentialView `json:"data"`
+				Data []adminapi.CredentialView `json:"data"`
 			}
 			if err := adminCall(cmd, "GET", "/practicegw/credentials?firm="+url.QueryEscape(firm), nil, &list); err != nil {
 				return err
@@ -138,7 +138,7 @@ func revokeCommand() *cobra.Command {
 		Short: "Revokes a credential on every gateway instance",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var view gateway.CredentialView
+			var view adminapi.CredentialView
 			if err := adminCall(cmd, "DELETE", "/practicegw/credentials/"+url.PathEscape(args[0]), nil, &view); err != nil {
 				return err
 			}

@@ -11,7 +11,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/adminapi"
 )
 
 func init() {
@@ -49,7 +49,7 @@ func syncStatusCommand() *cobra.Command {
 				return fmt.Errorf("--firm is required")
 			}
 			var list struct {
-				Data []gateway.SyncView `json:"data"`
+				Data []adminapi.SyncView `json:"data"`
 			}
 			if err := adminCall(cmd, "GET", "/practicegw/sync/"+url.PathEscape(firm), nil, &list); err != nil {
 				return err
@@ -72,7 +72,7 @@ func syncStatusCommand() *cobra.Command {
 
 // printSyncs writes one line per system, then what needs saying about
 // those that are backfilling, lagging or failing.
-func printSyncs(w io.Writer, syncs []gateway.SyncView) error {
+func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SYSTEM\tVENDOR\tSTATE\tDATA AGE\tVENDOR CALLS (LAST HOUR)\tRECORDS")
 	for _, s := range syncs {
@@ -118,7 +118,7 @@ func resyncCommand() *cobra.Command {
 			if firm == "" || system == "" {
 				return fmt.Errorf("--firm and --system are required")
 			}
-			var v gateway.SyncView
+			var v adminapi.SyncView
 			path := "/practicegw/sync/" + url.PathEscape(firm) + "/" + url.PathEscape(system) + "/resync"
 			if err := adminCall(cmd, "POST", path, nil, &v); err != nil {
 				return err

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/caddymodule/gateway"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -28,20 +28,20 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.asked = append(a.asked, r.Method+" "+r.URL.Path)
 	a.mu.Unlock()
 	age := int64(95)
-	karbon := gateway.SyncView{Firm: "frm_acme", System: "records", Vendor: "karbon", State: "backfilling",
+	karbon := adminapi.SyncView{Firm: "frm_acme", System: "records", Vendor: "karbon", State: "backfilling",
 		Progress: "karbon jobs: 3,200 of about 5,000", CallsLastHour: 1234, BudgetPerHour: 3600,
-		Kinds: []gateway.SyncKindView{{Kind: practice.Clients, Backfilled: true, Records: 120},
+		Kinds: []adminapi.SyncKindView{{Kind: practice.Clients, Backfilled: true, Records: 120},
 			{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200}}}
-	xero := gateway.SyncView{Firm: "frm_acme", System: "ledger", Vendor: "xero", State: "failing",
+	xero := adminapi.SyncView{Firm: "frm_acme", System: "ledger", Vendor: "xero", State: "failing",
 		Why: "xero answered 401 Unauthorized", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
-		CallsLastHour: 12, Kinds: []gateway.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}},
+		CallsLastHour: 12, Kinds: []adminapi.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}},
 		Plan: "polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync"}
 	w.Header().Set("Content-Type", "application/json")
 	switch r.Method + " " + r.URL.Path {
 	case "GET /practicegw/sync/frm_acme":
-		json.NewEncoder(w).Encode(map[string]any{"data": []gateway.SyncView{karbon, xero}})
+		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{karbon, xero}})
 	case "GET /practicegw/sync/frm_demo":
-		json.NewEncoder(w).Encode(map[string]any{"data": []gateway.SyncView{}})
+		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{}})
 	case "POST /practicegw/sync/frm_acme/records/resync":
 		w.WriteHeader(http.StatusAccepted)
 		json.NewEncoder(w).Encode(karbon)
@@ -83,7 +83,7 @@ func TestSyncStatusCommand(t *testing.T) {
 	}
 
 	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_acme", "--json", "--admin", addr)
-	var views []gateway.SyncView
+	var views []adminapi.SyncView
 	if err != nil || json.Unmarshal([]byte(out), &views) != nil || len(views) != 2 || views[1].Why == "" {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}

@@ -6,7 +6,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/caddymodule/api"
+	"github.com/practicegw/practicegw/internal/adminapi"
 )
 
 func init() {
@@ -37,7 +37,7 @@ document.filed, invoice.raised, invoice.paid.
 				if firm == "" {
 					return fmt.Errorf("--firm is required")
 				}
-				var t api.Triggered
+				var t adminapi.Triggered
 				if err := adminCall(cmd, "POST", "/practicegw/trigger", map[string]string{"firm": firm, "event": args[0]}, &t); err != nil {
 					return err
 				}

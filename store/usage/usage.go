@@ -15,3 +15,13 @@ type Hour struct {
 	Admitted int64     `json:"admitted"`
 	Refused  int64     `json:"refused"`
 }
+
+// Traffic is a credential's hourly usage against its ceiling, as the
+// console and the credential listings show it.
+type Traffic struct {
+	Ceiling  string `json:"ceiling"`
+	Limit    int64  `json:"limit"`
+	Window   int64  `json:"window_seconds"`
+	Headroom int64  `json:"headroom"`
+	Hours    []Hour `json:"hours"`
+}

@@ -1,4 +1,4 @@
-package cli
+package gateway
 
 import (
 	"context"
@@ -10,10 +10,12 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 )
 
+// practicegw dispatcher is registered here, beside DispatcherConfig, which
+// turns the gateway's own variables into its settings: the CLI's other
+// commands only talk to a gateway over HTTP and import no Caddy module.
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "dispatcher",
@@ -48,7 +50,7 @@ queue, and exits.
 			cmd.Args = cobra.NoArgs
 			cmd.Flags().String("listen", "", "serve /metrics, /healthz and /readyz on this address, such as :9180")
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
-				cfg, err := gateway.DispatcherConfig(os.LookupEnv)
+				cfg, err := DispatcherConfig(os.LookupEnv)
 				if err != nil {
 					return err
 				}

@@ -1,0 +1,90 @@
+// Package adminapi is the shape of the answers of the gateway's admin
+// routes (/practicegw/...): caddymodule/gateway writes them and internal/cli
+// reads them over HTTP. They sit below both, so that the CLI imports no
+// Caddy module.
+package adminapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
+)
+
+// CredentialView is a credential as the admin routes show it.
+type CredentialView struct {
+	*credential.Credential
+	Stale bool `json:"stale"`
+	// Traffic is the last 24 hours against the ceiling, when a rate
+	// limiter serves the credential's routes.
+	Traffic *usage.Traffic `json:"traffic,omitempty"`
+}
+
+// IssuedCredential is the answer to issuing: the only time the token is
+// shown.
+type IssuedCredential struct {
+	ID        string   `json:"id"`
+	Token     string   `json:"token"`
+	Firm      string   `json:"firm"`
+	Name      string   `json:"name"`
+	Scopes    []string `json:"scopes"`
+	Sandbox   bool     `json:"sandbox"`
+	RateLimit string   `json:"rate_limit,omitempty"`
+}
+
+// SyncView is a firm system's sync with its read model as the admin
+// routes show it.
+type SyncView struct {
+	Firm string `json:"firm"`
+	// System is the role ("records", "ledger", "documents"); Vendor is
+	// the system that fills it ("karbon").
+	System string `json:"system"`
+	Vendor string `json:"vendor"`
+	// State is backfilling, live, lagging or failing; Why says why it
+	// lags or fails.
+	State  string `json:"state"`
+	Why    string `json:"why,omitempty"`
+	Holder string `json:"holder,omitempty"`
+	// ConfirmedAt and AgeSeconds say how fresh the data is; absent until
+	// every kind is backfilled.
+	ConfirmedAt   time.Time `json:"confirmed_at,omitzero"`
+	AgeSeconds    *int64    `json:"age_seconds,omitempty"`
+	Progress      string    `json:"progress,omitempty"`
+	CallsLastHour uint64    `json:"calls_last_hour"`
+	BudgetPerHour int       `json:"budget_per_hour,omitempty"`
+	// Plan says how the sync spaces its polls to keep within its share of
+	// the vendor's allowances; PlanCalls are the calls it plans per
+	// PlanPeriod ("24h0m0s"), of PlanLimit published, at most PlanShare
+	// of them.
+	Plan       string         `json:"plan,omitempty"`
+	PlanCalls  int            `json:"plan_calls,omitempty"`
+	PlanLimit  int            `json:"plan_limit,omitempty"`
+	PlanShare  int            `json:"plan_share,omitempty"`
+	PlanPeriod string         `json:"plan_period,omitempty"`
+	Kinds      []SyncKindView `json:"kinds"`
+}
+
+// SyncKindView is one kind's part of a sync.
+type SyncKindView struct {
+	Kind       practice.Kind `json:"kind"`
+	Backfilled bool          `json:"backfilled"`
+	// Seen is how many records the current full pass has read; About is
+	// how many the last one found.
+	Seen        int       `json:"seen"`
+	About       int       `json:"about,omitempty"`
+	Records     int       `json:"records"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	// PollSeconds is how often the plan polls the kind; absent when it
+	// is not polled (kept by webhooks and the reconciliation).
+	PollSeconds int64 `json:"poll_seconds,omitempty"`
+}
+
+// Triggered is the sandbox change a trigger made and the event it raises.
+type Triggered struct {
+	Event    string          `json:"event"`
+	EventID  string          `json:"event_id"`
+	Resource string          `json:"resource_id"`
+	Object   json.RawMessage `json:"object"`
+}
