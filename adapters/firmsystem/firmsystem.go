@@ -51,6 +51,10 @@ type Deps struct {
 
 // Opened is a firm's system, ready to serve.
 type Opened struct {
+	// Label is how people name the system ("Karbon"), for readiness and
+	// the console ("Karbon jobs: 3,200 of about 5,000"); the system's
+	// name in the Caddyfile when empty.
+	Label string
 	// Reader serves the kinds of the system's role.
 	Reader practice.Reader
 	// Ledger is invoices, when the records system keeps them too; served
@@ -65,6 +69,21 @@ type Opened struct {
 	// Webhook is the receiver of the vendor's change notifications, or nil
 	// if the vendor sends none.
 	Webhook func(changes.ChangeSink) http.Handler
+}
+
+// Kinds are the kinds a system owns in the read model by its role, whatever
+// the vendor: the contract gives the records system clients, engagements,
+// jobs and people, the ledger invoices and the document store documents.
+func Kinds(role string) []practice.Kind {
+	switch role {
+	case "records":
+		return []practice.Kind{practice.Clients, practice.Engagements, practice.Jobs, practice.People}
+	case "ledger":
+		return []practice.Kind{practice.Invoices}
+	case "documents":
+		return []practice.Kind{practice.Documents}
+	}
+	return nil
 }
 
 // Linked reports whether a ledger's or document store's Caddyfile said

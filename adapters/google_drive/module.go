@@ -50,7 +50,7 @@ func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	return docstore.Open(m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
+	return docstore.Open("Google Drive", m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
 }
 
 // Interface guards

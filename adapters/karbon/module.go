@@ -59,7 +59,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook}, nil
+	return firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook}, nil
 }
 
 // Interface guards

@@ -27,7 +27,7 @@ type OneDrive struct{ module }
 func (SharePoint) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  caddy.ModuleID(firmsystem.Namespace("documents") + ".sharepoint"),
-		New: func() caddy.Module { return &SharePoint{module{provider: "sharepoint"}} },
+		New: func() caddy.Module { return &SharePoint{module{provider: "sharepoint", label: "SharePoint"}} },
 	}
 }
 
@@ -35,7 +35,7 @@ func (SharePoint) CaddyModule() caddy.ModuleInfo {
 func (OneDrive) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  caddy.ModuleID(firmsystem.Namespace("documents") + ".onedrive"),
-		New: func() caddy.Module { return &OneDrive{module{provider: "onedrive"}} },
+		New: func() caddy.Module { return &OneDrive{module{provider: "onedrive", label: "OneDrive"}} },
 	}
 }
 
@@ -47,6 +47,8 @@ type module struct {
 	LinkClients string `json:"link_clients,omitempty"`
 
 	provider string
+	// label is how people name it: SharePoint or OneDrive.
+	label string
 }
 
 // Provision reads the configuration's placeholders ({env.X}, {file.X}).
@@ -71,7 +73,7 @@ func (m *module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	return docstore.Open(m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
+	return docstore.Open(m.label, m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
 }
 
 // Interface guards

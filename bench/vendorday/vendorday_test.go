@@ -22,6 +22,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/sharepoint"
@@ -80,13 +81,6 @@ type system struct {
 	client *upstream.Client
 }
 
-// roleKinds are the kinds each role owns, as the gateway assigns them.
-var roleKinds = map[string][]practice.Kind{
-	"records":   {practice.Clients, practice.Engagements, practice.Jobs, practice.People},
-	"ledger":    {practice.Invoices},
-	"documents": {practice.Documents},
-}
-
 // syncs builds the firm's syncs as the gateway does, with the default
 // configuration.
 func syncs(firm string, systems []system) []*readmodel.Syncer {
@@ -95,10 +89,10 @@ func syncs(firm string, systems []system) []*readmodel.Syncer {
 	rec := &changes.Recorder{State: model}
 	var out []*readmodel.Syncer
 	for _, s := range systems {
-		for _, k := range roleKinds[s.role] {
+		for _, k := range firmsystem.Kinds(s.role) {
 			model.Serve(k, s.reader)
 		}
-		sy := &readmodel.Syncer{System: s.role, Kinds: roleKinds[s.role], Reader: s.reader, Model: model,
+		sy := &readmodel.Syncer{System: s.role, Kinds: firmsystem.Kinds(s.role), Reader: s.reader, Model: model,
 			Recorder: rec, Sink: discard{}, Checkpoints: st, Leases: st, Holder: "bench", Calls: s.client.Sent}
 		if feed, ok := s.reader.(readmodel.ChangeFeed); ok {
 			sy.Feed = feed

@@ -16,6 +16,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -63,7 +64,7 @@ func syncAdminServer(t *testing.T) (*httptest.Server, *savedCheckpoints) {
 	acme := &Firm{ID: "frm_acme"}
 	model := app.newModel(acme.ID)
 	app.firms[acme.ID] = &firmBackends{model: model,
-		syncs: []*readmodel.Syncer{app.syncFor(acme, "records", "karbon", model, nil, nil, nil, readmodel.SyncConfig{})}}
+		syncs: []*readmodel.Syncer{app.syncFor(acme, "records", "karbon", "Karbon", model, nil, nil, nil, readmodel.SyncConfig{})}}
 	app.firms["frm_demo"] = &firmBackends{}
 
 	mux := http.NewServeMux()
@@ -103,7 +104,7 @@ func TestAdminSyncStatus(t *testing.T) {
 	}
 	v := got.Data[0]
 	if v.Firm != "frm_acme" || v.System != "records" || v.Vendor != "karbon" || v.State != readmodel.StateBackfilling ||
-		v.AgeSeconds != nil || len(v.Kinds) != len(roleKinds["records"]) {
+		v.AgeSeconds != nil || len(v.Kinds) != len(firmsystem.Kinds("records")) {
 		t.Errorf("karbon's sync before its backfill: %+v", v)
 	}
 	if !strings.HasPrefix(v.Progress, "Karbon clients: 0") {

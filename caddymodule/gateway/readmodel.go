@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/practice"
@@ -39,13 +40,6 @@ func (c SyncConfig) config() (readmodel.SyncConfig, error) {
 		return out, fmt.Errorf("sync: poll %s and reconcile %s must be positive", out.Poll, out.Reconcile)
 	}
 	return out, nil
-}
-
-// roleKinds are the kinds each role's system owns in the read model.
-var roleKinds = map[string][]practice.Kind{
-	"records":   {practice.Clients, practice.Engagements, practice.Jobs, practice.People},
-	"ledger":    {practice.Invoices},
-	"documents": {practice.Documents},
 }
 
 // readStore is what the read model needs of the app's store backend.
@@ -75,12 +69,12 @@ func (a *App) openReadStore() {
 	}
 }
 
-// syncFor builds the sync of one of a firm's systems over the kinds it
-// serves in the model.
-func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, reader practice.Reader,
+// syncFor builds the sync of one of a firm's systems over the kinds its
+// role serves in the model; label is how people name the system.
+func (a *App) syncFor(f *Firm, role, system, label string, model *readmodel.Model, reader practice.Reader,
 	client *upstream.Client, rec *changes.Recorder, cfg readmodel.SyncConfig) *readmodel.Syncer {
 	store := a.readStore
-	kinds := roleKinds[role]
+	kinds := firmsystem.Kinds(role)
 	// A record not copied yet is read from the vendor within a small
 	// share of its allowances, and a miss is remembered.
 	onDemand := upstream.NewOnDemand(reader, client, a.budget, f.ID+"/"+role)
@@ -88,7 +82,7 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 		model.Serve(k, onDemand)
 	}
 	s := &readmodel.Syncer{
-		System: role, Vendor: system, Label: systemLabel(system), Kinds: kinds, Reader: reader,
+		System: role, Vendor: system, Label: label, Kinds: kinds, Reader: reader,
 		Model: model, Recorder: rec, Sink: a.changes,
 		Checkpoints: store, Leases: store, Holder: a.holder,
 		Config: cfg,
@@ -106,18 +100,6 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 		}
 	}
 	return s
-}
-
-// systemLabel is how people name a system, for readiness and the console
-// ("Karbon jobs: 3,200 of about 5,000").
-func systemLabel(system string) string {
-	if l, ok := map[string]string{
-		"karbon": "Karbon", "xero": "Xero", "xpm": "Xero Practice Manager", "sharepoint": "SharePoint",
-		"onedrive": "OneDrive", "google_drive": "Google Drive", "dropbox": "Dropbox",
-	}[system]; ok {
-		return l
-	}
-	return system
 }
 
 // holderID names this process in sync leases: the host and a random part,

@@ -81,6 +81,10 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", role.name, system, err)
 		}
+		label := opened.Label
+		if label == "" {
+			label = system
+		}
 		switch role.name {
 		case "records":
 			b.clients, b.jobs = opened.Clients, opened.Jobs
@@ -88,10 +92,10 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 			if opened.Ledger != nil && ledgerless {
 				// The records system keeps invoices too (XPM), and the
 				// firm names no ledger of its own.
-				b.syncs = append(b.syncs, a.syncFor(f, "ledger", system, model, opened.Ledger, opened.Client, rec, cfg))
+				b.syncs = append(b.syncs, a.syncFor(f, "ledger", system, label, model, opened.Ledger, opened.Client, rec, cfg))
 			}
 		}
-		b.syncs = append(b.syncs, a.syncFor(f, role.name, system, model, opened.Reader, opened.Client, rec, cfg))
+		b.syncs = append(b.syncs, a.syncFor(f, role.name, system, label, model, opened.Reader, opened.Client, rec, cfg))
 		// The sync's backfill is the first look at the records: no
 		// separate priming.
 		b.upstreams = append(b.upstreams, upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook})

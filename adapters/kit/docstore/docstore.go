@@ -243,8 +243,8 @@ type Adapter interface {
 
 // Open is a document store module's Open: the firm's records system as the
 // resolver of client folders when its block said `link_clients records`,
-// then the adapter that build makes with those options.
-func Open[A Adapter](linkClients string, d firmsystem.Deps, build func(opts ...Option) (A, error)) (firmsystem.Opened, error) {
+// then the adapter that build makes with those options, named label.
+func Open[A Adapter](label, linkClients string, d firmsystem.Deps, build func(opts ...Option) (A, error)) (firmsystem.Opened, error) {
 	opts, err := LinkOptions(linkClients, d)
 	if err != nil {
 		return firmsystem.Opened{}, err
@@ -253,7 +253,7 @@ func Open[A Adapter](linkClients string, d firmsystem.Deps, build func(opts ...O
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Reader: a, Client: a.Upstream()}, nil
+	return firmsystem.Opened{Label: label, Reader: a, Client: a.Upstream()}, nil
 }
 
 // Validate is a document store module's Validate: link_clients names the
