@@ -17,8 +17,8 @@
 // crash between a write and its acknowledgement) changes nothing.
 //
 // The engine owns no storage: it depends on the small interfaces in
-// store.go, which boltstore implements for the embedded mode and
-// redisstore for dispatchers sharing the work.
+// store.go, which store/bolt implements for the embedded mode and
+// store/redis for dispatchers sharing the work.
 package dispatcher
 
 import (

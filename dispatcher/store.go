@@ -9,8 +9,8 @@ import (
 )
 
 // The engine's dependencies, each as small as the job it does. The embedded
-// store (boltstore) and the shared one (redisstore) implement all of them,
-// and storetest holds the one suite both must pass.
+// store (store/bolt) and the shared one (store/redis) implement all of them,
+// and store/storetest holds the one suite both must pass.
 
 // EventLog records each event once and reads events back.
 type EventLog interface {

@@ -13,7 +13,7 @@
 // directly, as a user would in the vendor's own application
 // (Karbon.MoveWorkItem, Xero.Pay). Beside them: Clock, a test clock for
 // upstream.Clock that sleeps no real time; ListAll, which pages through
-// any adapters.Reader and checks the paging contract on the way; and
+// any practice.Reader and checks the paging contract on the way; and
 // PracticeFiles, a practice's filing layout for the document stores, with
 // FilePractice to file it in a store double and CheckDocuments to check
 // what an adapter lists of it; FollowChanges, which reads a document

@@ -29,7 +29,7 @@ type staticDelivery struct {
 
 // member is the delivery's key in its endpoint's indexes: creation time
 // as 16 hex digits, then the id, so that lexical order is creation order.
-// It doubles as the paging cursor, as boltstore's does.
+// It doubles as the paging cursor, as store/bolt's does.
 func member(d dispatcher.Delivery) string { return timeHex(d.CreatedAt) + d.ID }
 
 func timeHex(t time.Time) string {
