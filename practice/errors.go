@@ -9,7 +9,7 @@ import (
 
 // The errors of webhook endpoints and deliveries that callers branch on.
 // They are declared here, below the dispatcher, so that the contract's one
-// error table (internal/apierror) depends on error values alone.
+// error table (caddymodule/apierror) depends on error values alone.
 var (
 	// ErrInvalidCursor is a paging cursor this store did not issue.
 	ErrInvalidCursor = errors.New("invalid cursor")

@@ -7,7 +7,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
 )
 

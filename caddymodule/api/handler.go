@@ -13,8 +13,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/forwarded"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 )
 
 func jobsRoute(t testing.TB) *route {

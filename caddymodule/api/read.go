@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
-	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
 )

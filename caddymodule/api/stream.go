@@ -13,8 +13,8 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"
 )

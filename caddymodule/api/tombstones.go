@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
 )
 

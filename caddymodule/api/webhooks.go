@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/adminapi"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 )
 

@@ -20,7 +20,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/internal/apierror"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
 )

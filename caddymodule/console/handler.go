@@ -21,8 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/api"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/forwarded"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"

@@ -14,8 +14,8 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/internal/adminapi"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"

@@ -28,8 +28,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/store/credential"
 	redisstore "github.com/practicegw/practicegw/store/redis"

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
 )
