@@ -55,7 +55,7 @@ var rules = []rule{
 	{"adapters", "store", "", "an adapter's state goes through interfaces it declares (upstream.State, notifications.Log)"},
 	{"adapters", "internal/adminapi", "", "the admin routes' answers are the gateway's"},
 	{"dispatcher", "adapters", "", "the dispatcher turns change records into deliveries, whoever raised them"},
-	{"store", "adapters", "adapters/kit", "a store implements interfaces the shared kit declares (upstream.Budget, notifications.Log), never a system's"},
+	{"store", "adapters", "adapters/kit", "a store implements interfaces the shared kit declares (upstream.Budget), never a system's"},
 	{"store", "internal/adminapi", "", "the admin routes' answers are the gateway's"},
 	{"internal/adminapi", "adapters", "", "the admin answers are plain values"},
 	{"internal/adminapi", "dispatcher", "", "the admin answers are plain values"},
