@@ -326,38 +326,99 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	return m.applyHeld(ctx, us)
 }
 
-// applyHeld is Apply; the caller holds write and has caught up.
+// applyHeld is Apply; the caller holds write and has caught up. On a
+// shared store the write is taken only if no other instance wrote since
+// this one caught up (headStore), so the comparison newer made still
+// holds when the write lands: otherwise an instance could write an older
+// state just after another wrote a newer one. A refused write catches up
+// and compares again.
 func (m *Model) applyHeld(ctx context.Context, us []Update) error {
-	us = m.newer(us)
-	entries := make([]*recordindex.Entry, len(us))
-	for i, u := range us {
-		if u.Raw == nil || isTombstone(u.Raw) {
+	for attempt := 1; ; attempt++ {
+		kept := m.newer(us)
+		entries := make([]*recordindex.Entry, len(kept))
+		for i, u := range kept {
+			if u.Raw == nil || isTombstone(u.Raw) {
+				continue
+			}
+			e, err := recordindex.NewEntry(u.Raw)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", u.Kind, u.ID, err)
+			}
+			if e.ID != u.ID {
+				return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
+			}
+			entries[i] = &e
+		}
+		if len(kept) == 0 {
+			return nil
+		}
+		if err := m.noteRemovals(ctx, kept); err != nil {
+			return err
+		}
+		written, err := m.persist(ctx, kept, attempt)
+		if err != nil {
+			return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
+		}
+		if !written {
 			continue
 		}
-		e, err := recordindex.NewEntry(u.Raw)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", u.Kind, u.ID, err)
+		m.mu.Lock()
+		for i, u := range kept {
+			m.applyLocked(u, entries[i])
 		}
-		if e.ID != u.ID {
-			return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
-		}
-		entries[i] = &e
-	}
-	if len(us) == 0 {
+		m.mu.Unlock()
 		return nil
 	}
-	if err := m.noteRemovals(ctx, us); err != nil {
-		return err
+}
+
+// headStore is a shared Store that writes only after a given feed head.
+type headStore interface {
+	// ApplyAfter writes a firm's updates, in order, only if the newest
+	// position of its feed is still head ("" for none), and returns the
+	// position of the last update written; ok is false, with nothing
+	// written, when another writer got there first.
+	ApplyAfter(ctx context.Context, firm, head string, us []Update) (next string, ok bool, err error)
+}
+
+// maxWriteAttempts bounds how often a write is compared again after
+// other instances wrote first; past it (a firm written very busily, or a
+// feed this instance cannot follow) the write is taken as it is, as
+// before conditional writes: available, ordered as well as the last
+// comparison could.
+const maxWriteAttempts = 8
+
+// persist writes us durably; written is false when another instance
+// wrote first and this one has caught up with it, to compare again.
+func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written bool, err error) {
+	hs, ok := m.store.(headStore)
+	if m.feed == nil || !ok || attempt > maxWriteAttempts {
+		return true, m.store.Apply(ctx, m.tenant.Firm, us)
 	}
-	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
-		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
+	head := *m.applied.Load()
+	next, ok, err := hs.ApplyAfter(ctx, m.tenant.Firm, head, us)
+	if err != nil {
+		return false, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, u := range us {
-		m.applyLocked(u, entries[i])
+	if !ok {
+		if err := m.follow(ctx); err != nil {
+			// Trimmed past, or the store is slow: the next attempt is
+			// unconditional.
+			if errors.Is(err, ErrGap) {
+				m.catchUpLater()
+			}
+			return m.persist(ctx, us, maxWriteAttempts+1)
+		}
+		return false, nil
 	}
-	return nil
+	// Nothing came between head and these updates, which memory takes
+	// next: this instance's position moves past them, so its next write
+	// is not refused for its own.
+	m.catchUp.Lock()
+	if *m.applied.Load() == head {
+		m.applied.Store(&next)
+	}
+	m.catchUp.Unlock()
+	return true, nil
 }
 
 // newer leaves out the updates older than the state held, and turns a

@@ -56,6 +56,30 @@ func (s *Store) Apply(ctx context.Context, firm string, us []readmodel.Update) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.applyLocked(firm, us)
+	return nil
+}
+
+// ApplyAfter writes us only if the firm's newest feed position is still
+// head, as the Redis store's WATCH does.
+func (s *Store) ApplyAfter(ctx context.Context, firm, head string, us []readmodel.Update) (string, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return "", false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := ""
+	if f := s.feeds[firm]; f != nil && f.last != 0 {
+		cur = strconv.FormatUint(f.last, 10)
+	}
+	if cur != head {
+		return "", false, nil
+	}
+	s.applyLocked(firm, us)
+	return strconv.FormatUint(s.feedOf(firm).last, 10), true, nil
+}
+
+func (s *Store) applyLocked(firm string, us []readmodel.Update) {
 	recs := s.records[firm]
 	if recs == nil {
 		recs = map[string][]byte{}
@@ -75,7 +99,6 @@ func (s *Store) Apply(ctx context.Context, firm string, us []readmodel.Update) e
 		f.entries = append(f.entries, u)
 		f.last++
 	}
-	return nil
 }
 
 func (s *Store) feedOf(firm string) *feed {

@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -155,6 +157,9 @@ func sameUpdates(a, b []readmodel.Update) bool {
 // is the model Load gives. open returns an empty store.
 func ReadModelFeed(t *testing.T, open func(t *testing.T) ReadModelFeedBackend) {
 	b := open(t)
+	if hs, ok := b.Store.(headStore); ok {
+		t.Run("writes after a head", func(t *testing.T) { testApplyAfter(t, hs, b.Feed) })
+	}
 	if head, err := b.Feed.Head(ctx, "frm_a"); err != nil || head != "" {
 		t.Fatalf("an empty feed's head: %q, %v; want \"\"", head, err)
 	}
@@ -434,4 +439,65 @@ func FencedCheckpoints(t *testing.T, open func(t *testing.T) (a, b LeasedCheckpo
 	}
 	saveHeld(b, "inst-2", `{"step":3}`, false)
 	checkpoint(`{"step":2}`)
+}
+
+// headStore is what a shared store offers the model for writes that must
+// not land after another instance's (readmodel's own is unexported).
+type headStore interface {
+	ApplyAfter(ctx context.Context, firm, head string, us []readmodel.Update) (string, bool, error)
+}
+
+// testApplyAfter checks a conditional write: taken only while the feed's
+// newest position is the one given, refused with nothing written
+// otherwise, and under writers racing, each position taken by one of them.
+func testApplyAfter(t *testing.T, s headStore, f readmodel.Feed) {
+	firm := "frm_cond"
+	one := []readmodel.Update{upd(practice.Clients, "cli_1", `{"id":"cli_1","v":1}`)}
+	if _, ok, err := s.ApplyAfter(ctx, firm, "9-9", one); err != nil || ok {
+		t.Fatalf("a write after a head the feed does not have: ok %v, %v", ok, err)
+	}
+	if head, _ := f.Head(ctx, firm); head != "" {
+		t.Fatalf("a refused write moved the head to %q", head)
+	}
+	next, ok, err := s.ApplyAfter(ctx, firm, "", one)
+	if err != nil || !ok {
+		t.Fatalf("a write after the empty feed's head: ok %v, %v", ok, err)
+	}
+	if head, _ := f.Head(ctx, firm); head != next {
+		t.Fatalf("the write said it ends at %q, the feed's head is %q", next, head)
+	}
+	if _, ok, _ := s.ApplyAfter(ctx, firm, "", one); ok {
+		t.Fatal("a second write after the same head was taken")
+	}
+	if _, ok, err := s.ApplyAfter(ctx, firm, next, one); err != nil || !ok {
+		t.Fatalf("a write after the new head: ok %v, %v", ok, err)
+	}
+
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				head, err := f.Head(ctx, firm)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				u := upd(practice.Clients, "cli_race", fmt.Sprintf(`{"id":"cli_race","w":%d,"i":%d}`, w, i))
+				if _, ok, err := s.ApplyAfter(ctx, firm, head, []readmodel.Update{u}); err != nil {
+					t.Error(err)
+					return
+				} else if ok {
+					taken.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	us, _ := follow(t, f, firm, next, 1000)
+	// The feed after next holds the second write, then one entry per
+	// write taken: none lost, none taken twice.
+	if int64(len(us)) != 1+taken.Load() {
+		t.Fatalf("%d writes taken by racing writers, the feed has %d after them", taken.Load(), len(us)-1)
+	}
 }
