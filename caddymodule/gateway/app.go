@@ -161,8 +161,6 @@ type App struct {
 	// instances share it, orders their updates.
 	readStore readStore
 	readFeed  readmodel.Feed
-	// tombstones keeps what removals from firms' models leave.
-	tombstones tombstoneStore
 	// syncMetrics exports the syncs' status; the app that starts last
 	// is the one it reads.
 	syncMetrics *syncCollector

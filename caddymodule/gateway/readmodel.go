@@ -59,19 +59,16 @@ type readStore interface {
 // systems are opened on it, since it is the state their change records
 // are compared with.
 func (a *App) newModel(firm string) *readmodel.Model {
-	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Feed: a.readFeed, Other: a.upstreamState,
-		Tombstones: a.tombstones})
+	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Feed: a.readFeed, Other: a.upstreamState})
 }
 
 // openReadStore chooses the read model's backend: the embedded store, or
 // Redis, whose feed lets every instance serve what any other wrote.
 func (a *App) openReadStore() {
 	a.readStore, a.readFeed = a.shared.store.ReadModel(), nil
-	a.tombstones = a.shared.store.Tombstones()
 	if rs, ok := a.state.(*redisstore.Store); ok {
 		m := rs.ReadModel()
 		a.readStore, a.readFeed = m, m
-		a.tombstones = rs.Tombstones()
 	}
 }
 

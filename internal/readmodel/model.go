@@ -32,8 +32,6 @@ type Model struct {
 	// other keeps what the upstream state store keeps besides records
 	// (vendors' rotated refresh tokens).
 	other changes.StateStore
-	// tombstones keeps what removals leave, when set.
-	tombstones TombstoneStore
 
 	mu    sync.RWMutex
 	kinds map[practice.Kind]*kindModel
@@ -88,9 +86,6 @@ type Config struct {
 	// is a goroutine the model owns (Close waits for it). A simulation
 	// sets it to run the catch-up when its scheduler chooses.
 	Background func(run func(context.Context))
-	// Tombstones keeps a tombstone of each record removed, for mirrors
-	// listing with include_deleted; nil keeps none.
-	Tombstones TombstoneStore
 }
 
 // New makes a firm's model with no kinds. The firm's systems are opened
@@ -104,8 +99,6 @@ func New(cfg Config) *Model {
 		other:  cfg.Other,
 		kinds:  map[practice.Kind]*kindModel{},
 		quit:   make(chan struct{}),
-
-		tombstones: cfg.Tombstones,
 	}
 	m.goBackground = cfg.Background
 	if m.goBackground == nil {
@@ -352,9 +345,6 @@ func (m *Model) applyHeld(ctx context.Context, us []Update) error {
 		if len(kept) == 0 {
 			return nil
 		}
-		if err := m.noteRemovals(ctx, kept); err != nil {
-			return err
-		}
 		written, err := m.persist(ctx, kept, attempt)
 		if err != nil {
 			return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
@@ -422,38 +412,52 @@ func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written 
 }
 
 // newer leaves out the updates older than the state held, and turns a
-// removal into the record's tombstone; the caller holds write.
+// removal into the record's tombstone; the caller holds write. Each
+// update is compared with the record's state as the updates before it
+// in us leave it, else as the model holds it.
 func (m *Model) newer(us []Update) []Update {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	type key struct {
+		k  practice.Kind
+		id string
+	}
+	batch := map[key]json.RawMessage{}
+	held := func(k practice.Kind, id string) (raw json.RawMessage, live bool) {
+		if raw, ok := batch[key{k, id}]; ok {
+			return raw, !isTombstone(raw)
+		}
+		km := m.kinds[k]
+		if e := km.col.Find(id); e != nil {
+			return e.Raw, true
+		}
+		return km.gone[id], false
+	}
 	out := us[:0:0]
 	for _, u := range us {
-		if u.Raw == nil {
-			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil {
-				u.Raw = tombstone(u.ID, e.Raw, time.Time{})
+		cur, live := held(u.Kind, u.ID)
+		switch {
+		case u.Raw == nil || isTombstone(u.Raw):
+			// A removal leaves the tombstone of the state it removes,
+			// even one another instance stored after Remove compared:
+			// the vendor said the record is gone after every state read
+			// before. A removal of a record not held has nothing to
+			// remove, and must not overwrite a tombstone kept.
+			if !live {
+				continue
 			}
-			out = append(out, u)
+			u.Raw = tombstone(u.ID, cur, removedAt(u))
+		case live && changes.Older(u.Raw, cur):
+			continue
+		case !live && cur != nil && !changes.Older(cur, u.Raw):
+			// As old as the record's last state before its removal: a
+			// late read, not the record back.
 			continue
 		}
-		if u.Raw != nil && !m.newerLocked(m.kinds[u.Kind], u.ID, u.Raw) {
-			continue
-		}
+		batch[key{u.Kind, u.ID}] = u.Raw
 		out = append(out, u)
 	}
 	return out
-}
-
-// newerLocked reports whether raw may replace what the model holds of
-// id: it is not older than the record's state, nor, for a record removed,
-// as old as its last state. The caller holds mu.
-func (m *Model) newerLocked(km *kindModel, id string, raw json.RawMessage) bool {
-	if e := km.col.Find(id); e != nil {
-		return !changes.Older(raw, e.Raw)
-	}
-	if last, ok := km.gone[id]; ok {
-		return changes.Older(last, raw)
-	}
-	return true
 }
 
 // applyLocked puts one update in memory; the caller holds mu. It is the
@@ -470,6 +474,9 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 			km.gone[u.ID] = u.Raw
 		case cur != nil:
 			km.gone[u.ID] = tombstone(u.ID, cur.Raw, time.Time{})
+		default:
+			// A tombstone swept past its retention.
+			delete(km.gone, u.ID)
 		}
 		km.col.Remove(u.ID)
 		return
