@@ -69,6 +69,10 @@ type kindModel struct {
 	// observation read before the removal (a late webhook's re-read)
 	// does not bring it back: only a newer state of it does.
 	gone map[string]json.RawMessage
+	// readAt is when the read of a record's state began, for states
+	// that publish no modification time (Karbon's users), when known:
+	// what orders two of them.
+	readAt map[string]time.Time
 	// served is what the sync said of k when this instance last had
 	// everything the feed held: what it serves while it is behind.
 	served atomic.Pointer[practice.Freshness]
@@ -116,7 +120,8 @@ func New(cfg Config) *Model {
 // the backfill has read them. It is called before Load and before the
 // model serves anything.
 func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
-	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{}}
+	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{},
+		readAt: map[string]time.Time{}}
 	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
 	km.served.Store(km.freshness.Load())
 	m.kinds[k] = km
@@ -422,20 +427,25 @@ func (m *Model) newer(us []Update) []Update {
 		k  practice.Kind
 		id string
 	}
-	batch := map[key]json.RawMessage{}
-	held := func(k practice.Kind, id string) (raw json.RawMessage, live bool) {
-		if raw, ok := batch[key{k, id}]; ok {
-			return raw, !isTombstone(raw)
+	type state struct {
+		raw    json.RawMessage
+		readAt time.Time
+	}
+	batch := map[key]state{}
+	held := func(k practice.Kind, id string) (cur state, live bool) {
+		if st, ok := batch[key{k, id}]; ok {
+			return st, !isTombstone(st.raw)
 		}
 		km := m.kinds[k]
 		if e := km.col.Find(id); e != nil {
-			return e.Raw, true
+			return state{e.Raw, km.readAt[id]}, true
 		}
-		return km.gone[id], false
+		return state{raw: km.gone[id]}, false
 	}
 	out := us[:0:0]
 	for _, u := range us {
-		cur, live := held(u.Kind, u.ID)
+		st, live := held(u.Kind, u.ID)
+		cur := st.raw
 		switch {
 		case u.Raw == nil || isTombstone(u.Raw):
 			// A removal leaves the tombstone of the state it removes,
@@ -449,15 +459,28 @@ func (m *Model) newer(us []Update) []Update {
 			u.Raw = tombstone(u.ID, cur, removedAt(u))
 		case live && changes.Older(u.Raw, cur):
 			continue
+		case live && readBefore(u, st.readAt, cur):
+			continue
 		case !live && cur != nil && !changes.Older(cur, u.Raw):
 			// As old as the record's last state before its removal: a
 			// late read, not the record back.
 			continue
 		}
-		batch[key{u.Kind, u.ID}] = u.Raw
+		batch[key{u.Kind, u.ID}] = state{u.Raw, u.ReadAt}
 		out = append(out, u)
 	}
 	return out
+}
+
+// readBefore reports whether u is older than the state held, cur, by
+// when their reads began, which is what orders two states the vendor
+// tells apart by neither version nor modification time: a read that
+// began before the held state's is no newer.
+func readBefore(u Update, heldReadAt time.Time, cur json.RawMessage) bool {
+	if u.ReadAt.IsZero() || heldReadAt.IsZero() || !u.ReadAt.Before(heldReadAt) {
+		return false
+	}
+	return !changes.Older(cur, u.Raw)
 }
 
 // applyLocked puts one update in memory; the caller holds mu. It is the
@@ -479,10 +502,16 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 			delete(km.gone, u.ID)
 		}
 		km.col.Remove(u.ID)
+		delete(km.readAt, u.ID)
 		return
 	}
 	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
+	if !u.ReadAt.IsZero() && changes.Undated(u.Raw) {
+		km.readAt[u.ID] = u.ReadAt
+	} else {
+		delete(km.readAt, u.ID)
+	}
 }
 
 // Removed reports whether a record of the model was removed, and when
@@ -737,6 +766,30 @@ func (m *Model) Save(ctx context.Context, key string, state []byte) error {
 		return m.other.Save(ctx, key, state)
 	}
 	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state)}})
+}
+
+// LastReadAt is when the read of a record's state held began, for a
+// state that publishes no modification time; zero when unknown.
+func (m *Model) LastReadAt(ctx context.Context, key string) (time.Time, error) {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return time.Time{}, nil
+	}
+	if err := m.Sync(ctx); err != nil {
+		return time.Time{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.kinds[k].readAt[id], nil
+}
+
+// SaveRead is Save of a state whose read began at readAt.
+func (m *Model) SaveRead(ctx context.Context, key string, state []byte, readAt time.Time) error {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return m.other.Save(ctx, key, state)
+	}
+	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state), ReadAt: readAt}})
 }
 
 // ids returns the ids of k's records updated before t, for a

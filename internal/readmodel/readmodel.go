@@ -39,6 +39,12 @@ type Update struct {
 	// At is when a removal was found, its tombstone's deleted_at (zero:
 	// now). Stores do not keep it.
 	At time.Time
+	// ReadAt is when the read of Raw began (zero: unknown). It orders
+	// states whose vendor publishes neither a version nor a modification
+	// time that tells them apart: a state read before the one held is
+	// older. A Feed carries it to the other instances; a Store need not
+	// keep it.
+	ReadAt time.Time
 }
 
 // Store keeps the read models durably, one per backend.

@@ -139,6 +139,9 @@ func appendUpdate(ctx context.Context, p goredis.Pipeliner, firm, feed string, u
 		p.HSet(ctx, recordsKey(firm, u.Kind), u.ID, []byte(u.Raw))
 		entry = append(entry, "raw", []byte(u.Raw))
 	}
+	if !u.ReadAt.IsZero() {
+		entry = append(entry, "read_at", u.ReadAt.UTC().Format(time.RFC3339Nano))
+	}
 	return p.XAdd(ctx, &goredis.XAddArgs{Stream: feed, MaxLen: readModelFeedLen, Approx: true, Values: entry})
 }
 
@@ -275,6 +278,9 @@ func (m *ReadModel) Since(ctx context.Context, firm, pos string, n int) ([]readm
 		us[i] = readmodel.Update{Kind: practice.Kind(kind), ID: id}
 		if raw, _ := msg.Values["raw"].(string); raw != "" {
 			us[i].Raw = []byte(raw)
+		}
+		if at, _ := msg.Values["read_at"].(string); at != "" {
+			us[i].ReadAt, _ = time.Parse(time.RFC3339Nano, at)
 		}
 	}
 	return us, msgs[len(msgs)-1].ID, nil

@@ -143,7 +143,8 @@ func sameUpdates(a, b []readmodel.Update) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Kind != b[i].Kind || a[i].ID != b[i].ID || string(a[i].Raw) != string(b[i].Raw) || (a[i].Raw == nil) != (b[i].Raw == nil) {
+		if a[i].Kind != b[i].Kind || a[i].ID != b[i].ID || string(a[i].Raw) != string(b[i].Raw) || (a[i].Raw == nil) != (b[i].Raw == nil) ||
+			!a[i].ReadAt.Equal(b[i].ReadAt) {
 			return false
 		}
 	}
@@ -170,6 +171,8 @@ func ReadModelFeed(t *testing.T, open func(t *testing.T) ReadModelFeedBackend) {
 		upd(practice.Clients, "cli_1", `{"id":"cli_1","v":1}`),
 		upd(practice.Jobs, "job_1", `{"id":"job_1"}`),
 	}
+	// When a state's read began travels with it, to the nanosecond.
+	first[1].ReadAt = time.Date(2026, 3, 2, 9, 0, 0, 123456789, time.UTC)
 	then := []readmodel.Update{
 		upd(practice.Clients, "cli_1", `{"id":"cli_1","v":2}`),
 		upd(practice.Clients, "cli_1", ""),
