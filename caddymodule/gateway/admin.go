@@ -215,10 +215,11 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 // routes show it.
 type SyncView struct {
 	Firm string `json:"firm"`
-	// System is the role ("records", "ledger", "documents"); Vendor is
-	// the system that fills it ("karbon").
-	System string `json:"system"`
-	Vendor string `json:"vendor"`
+	// Role is what the system is to the firm ("records", "ledger",
+	// "documents"); System is the system that fills it ("karbon"). Their
+	// names in JSON are the admin API's since before, and stay.
+	Role   string `json:"system"`
+	System string `json:"vendor"`
 	// State is backfilling, live, lagging or failing; Why says why it
 	// lags or fails.
 	State  string `json:"state"`
@@ -259,7 +260,7 @@ type SyncKindView struct {
 }
 
 func syncViewOf(st readmodel.Status, now time.Time) SyncView {
-	v := SyncView{Firm: st.Firm, System: st.System, Vendor: st.Vendor, State: st.State, Why: st.Why,
+	v := SyncView{Firm: st.Firm, Role: st.Role, System: st.System, State: st.State, Why: st.Why,
 		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
 		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []SyncKindView{},
 		Plan: st.Plan.String(), PlanCalls: st.Plan.CallsPerPeriod, PlanLimit: st.Plan.Limit}
@@ -322,13 +323,13 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, st := range a.app.SyncStatus(firm) {
-		if st.System == system || st.Vendor == system {
+		if st.Role == system || st.System == system {
 			// Accepted: the instance that runs the sync takes the request
 			// up at its next step.
 			return writeJSON(w, http.StatusAccepted, syncViewOf(st, now))
 		}
 	}
-	return writeJSON(w, http.StatusAccepted, SyncView{Firm: firm, System: system, Kinds: []SyncKindView{}})
+	return writeJSON(w, http.StatusAccepted, SyncView{Firm: firm, Role: system, Kinds: []SyncKindView{}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

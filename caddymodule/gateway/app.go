@@ -160,7 +160,7 @@ type App struct {
 	// readStore keeps firms' read models; readFeed, when several
 	// instances share it, orders their updates.
 	readStore readStore
-	readFeed  readmodel.Feed
+	readFeed  readmodel.UpdateFeed
 	// syncMetrics exports the syncs' status; the app that starts last
 	// is the one it reads.
 	syncMetrics *syncCollector

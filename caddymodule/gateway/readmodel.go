@@ -59,7 +59,7 @@ type readStore interface {
 // systems are opened on it, since it is the state their change records
 // are compared with.
 func (a *App) newModel(firm string) *readmodel.Model {
-	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Feed: a.readFeed, Other: a.upstreamState})
+	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState})
 }
 
 // openReadStore chooses the read model's backend: the embedded store, or
@@ -85,14 +85,14 @@ func (a *App) syncFor(f *Firm, role, system string, model *readmodel.Model, read
 		model.Serve(k, onDemand)
 	}
 	s := &readmodel.Syncer{
-		System: role, Vendor: system, Label: systemLabel(system), Kinds: kinds, Reader: reader,
+		Role: role, System: system, Label: systemLabel(system), Kinds: kinds, Reader: reader,
 		Model: model, Recorder: rec, Sink: a.changes,
 		Checkpoints: store, Leases: store, Holder: a.holder,
 		Config: cfg,
 		Logger: a.logger.Named("sync").With(zap.String("firm", f.ID), zap.String("system", system)),
 	}
 	if feed, ok := reader.(readmodel.ChangeFeed); ok {
-		s.Feed = feed
+		s.Changes = feed
 	}
 	if client != nil {
 		s.Calls = client.Sent
@@ -161,7 +161,7 @@ func (a *App) Resync(ctx context.Context, firm, system string) error {
 		return fmt.Errorf("no firm %q: %w", firm, practice.ErrNotFound)
 	}
 	for _, s := range b.syncs {
-		if s.System == system || s.Vendor == system {
+		if s.Role == system || s.System == system {
 			return s.Resync(ctx)
 		}
 	}
@@ -198,7 +198,7 @@ func syncCheck(st readmodel.Status, now time.Time) health.Check {
 	if plan := st.Plan.String(); plan != "" {
 		detail += "; " + plan
 	}
-	c := health.Check{Name: "sync " + st.Vendor + "/" + st.Firm, OK: st.State != readmodel.StateFailing, Detail: detail}
+	c := health.Check{Name: "sync " + st.System + "/" + st.Firm, OK: st.State != readmodel.StateFailing, Detail: detail}
 	if st.Why != "" {
 		c.Err = errors.New(st.Why)
 	}

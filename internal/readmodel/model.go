@@ -26,9 +26,9 @@ const feedBatch = 512
 // changes.StateStore those systems' change records are diffed against. It
 // is safe for concurrent use.
 type Model struct {
-	tenant practice.Tenant
-	store  Store
-	feed   Feed
+	tenant  practice.Tenant
+	store   Store
+	updates UpdateFeed
 	// other keeps what the upstream state store keeps besides records
 	// (vendors' rotated refresh tokens).
 	other changes.StateStore
@@ -82,8 +82,8 @@ type kindModel struct {
 type Config struct {
 	Firm  string
 	Store Store
-	// Feed is set when other processes write the same Store (Redis).
-	Feed Feed
+	// Updates is set when other processes write the same Store (Redis).
+	Updates UpdateFeed
 	// Other keeps every state key that is not a record of the model.
 	Other changes.StateStore
 	// Background runs the catch-up of an instance behind the feed; nil
@@ -97,12 +97,12 @@ type Config struct {
 // Serve names the kinds each owns and Load reads the records.
 func New(cfg Config) *Model {
 	m := &Model{
-		tenant: practice.Tenant{Firm: cfg.Firm},
-		store:  cfg.Store,
-		feed:   cfg.Feed,
-		other:  cfg.Other,
-		kinds:  map[practice.Kind]*kindModel{},
-		quit:   make(chan struct{}),
+		tenant:  practice.Tenant{Firm: cfg.Firm},
+		store:   cfg.Store,
+		updates: cfg.Updates,
+		other:   cfg.Other,
+		kinds:   map[practice.Kind]*kindModel{},
+		quit:    make(chan struct{}),
 	}
 	m.goBackground = cfg.Background
 	if m.goBackground == nil {
@@ -139,9 +139,9 @@ func (m *Model) Load(ctx context.Context) error {
 // is written while loading is applied again from the feed, in order.
 func (m *Model) load(ctx context.Context) error {
 	head := ""
-	if m.feed != nil {
+	if m.updates != nil {
 		var err error
-		if head, err = m.feed.Head(ctx, m.tenant.Firm); err != nil {
+		if head, err = m.updates.Head(ctx, m.tenant.Firm); err != nil {
 			return err
 		}
 	}
@@ -247,7 +247,7 @@ func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q 
 		return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 	}
-	m.syncForRead(ctx)
+	m.catchUpForRead(ctx)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
@@ -265,7 +265,7 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 	if err != nil {
 		return nil, err
 	}
-	m.syncForRead(ctx)
+	m.catchUpForRead(ctx)
 	if raw := m.find(km, id); raw != nil {
 		return raw, nil
 	}
@@ -316,7 +316,7 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	}
 	m.write.Lock()
 	defer m.write.Unlock()
-	if m.feed != nil && !m.catching.Load() {
+	if m.updates != nil && !m.catching.Load() {
 		// Compared with what every instance wrote, as far as the feed
 		// can tell in the time the write may take.
 		_ = m.followOrCatchUp(ctx)
@@ -386,7 +386,7 @@ const maxWriteAttempts = 8
 // wrote first and this one has caught up with it, to compare again.
 func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written bool, err error) {
 	hs, ok := m.store.(headStore)
-	if m.feed == nil || !ok || attempt > maxWriteAttempts {
+	if m.updates == nil || !ok || attempt > maxWriteAttempts {
 		return true, m.store.Apply(ctx, m.tenant.Firm, us)
 	}
 	head := *m.applied.Load()
@@ -395,7 +395,7 @@ func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written 
 		return false, err
 	}
 	if !ok {
-		if err := m.follow(ctx); err != nil {
+		if err := m.followUpdates(ctx); err != nil {
 			// Trimmed past, or the store is slow: the next attempt is
 			// unconditional.
 			if errors.Is(err, ErrGap) {
@@ -522,7 +522,7 @@ func (m *Model) Removed(ctx context.Context, key string) (time.Time, bool, error
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return time.Time{}, false, nil
 	}
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		return time.Time{}, false, err
 	}
 	m.mu.RLock()
@@ -559,7 +559,7 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 	}
 	m.write.Lock()
 	defer m.write.Unlock()
-	if m.feed != nil {
+	if m.updates != nil {
 		if err := m.followOrCatchUp(ctx); err != nil {
 			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
 		}
@@ -574,18 +574,18 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
 }
 
-// syncForRead catches up before a read, within readSyncTimeout. A
+// catchUpForRead catches up before a read, within readSyncTimeout. A
 // catch-up longer than that (a follower trimmed past, a large backfill
 // on another instance) goes on in the background, and the read is
 // answered from what this instance holds, marked lagging until it is
 // done; so is a read while the shared store cannot be reached.
-func (m *Model) syncForRead(ctx context.Context) {
-	if m.feed == nil || m.catching.Load() {
+func (m *Model) catchUpForRead(ctx context.Context) {
+	if m.updates == nil || m.catching.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
 	defer cancel()
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		m.catchUpLater()
 	}
 }
@@ -598,20 +598,20 @@ const readSyncTimeout = 500 * time.Millisecond
 // background catch-up has it in hand.
 var errBehind = errors.New("behind the shared feed; catching up")
 
-// Sync applies what other instances wrote since this one last looked:
+// CatchUp applies what other instances wrote since this one last looked:
 // one round trip to the shared store when nothing is new, so that a
 // caller reads its own write from any instance. A position the feed no
 // longer keeps is not reloaded here, inside a caller's deadline, but in
-// the background: Sync reports the model unavailable meanwhile. Without
+// the background: CatchUp reports the model unavailable meanwhile. Without
 // a feed it does nothing.
-func (m *Model) Sync(ctx context.Context) error {
-	if m.feed == nil {
+func (m *Model) CatchUp(ctx context.Context) error {
+	if m.updates == nil {
 		return nil
 	}
 	if m.catching.Load() {
 		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, errBehind)
 	}
-	err := m.follow(ctx)
+	err := m.followUpdates(ctx)
 	if errors.Is(err, ErrGap) {
 		m.catchUpLater()
 	}
@@ -621,10 +621,10 @@ func (m *Model) Sync(ctx context.Context) error {
 	return nil
 }
 
-// follow applies the feed from this instance's position to its head; a
+// followUpdates applies the feed from this instance's position to its head; a
 // position the feed no longer keeps is ErrGap.
-func (m *Model) follow(ctx context.Context) error {
-	head, err := m.feed.Head(ctx, m.tenant.Firm)
+func (m *Model) followUpdates(ctx context.Context) error {
+	head, err := m.updates.Head(ctx, m.tenant.Firm)
 	if err != nil {
 		return err
 	}
@@ -636,14 +636,14 @@ func (m *Model) follow(ctx context.Context) error {
 	// Another caller may have caught up while this one waited; a batch
 	// short of full is the end of the feed as it was.
 	for pos := *m.applied.Load(); pos != head; {
-		us, next, err := m.feed.Since(ctx, m.tenant.Firm, pos, feedBatch)
+		us, next, err := m.updates.Since(ctx, m.tenant.Firm, pos, feedBatch)
 		if err != nil {
 			return err
 		}
 		if len(us) == 0 || next == pos {
 			break
 		}
-		m.applyFeed(us)
+		m.applyUpdates(us)
 		pos = next
 		m.applied.Store(&next)
 		if len(us) < feedBatch {
@@ -656,7 +656,7 @@ func (m *Model) follow(ctx context.Context) error {
 // followOrCatchUp follows the feed; a position it no longer keeps starts
 // the background catch-up.
 func (m *Model) followOrCatchUp(ctx context.Context) error {
-	err := m.follow(ctx)
+	err := m.followUpdates(ctx)
 	if errors.Is(err, ErrGap) {
 		m.catchUpLater()
 	}
@@ -679,7 +679,7 @@ func (m *Model) catchUpLater() {
 func (m *Model) catchUpNow(ctx context.Context) {
 	defer m.catching.Store(false)
 	for attempt := 0; ; attempt++ {
-		err := m.follow(ctx)
+		err := m.followUpdates(ctx)
 		if errors.Is(err, ErrGap) {
 			err = m.load(ctx)
 		}
@@ -722,7 +722,7 @@ func (m *Model) goOwned(fn func(context.Context)) {
 	}()
 }
 
-func (m *Model) applyFeed(us []Update) {
+func (m *Model) applyUpdates(us []Update) {
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
 		if u.Raw == nil || isTombstone(u.Raw) {
@@ -752,7 +752,7 @@ func (m *Model) Last(ctx context.Context, key string) ([]byte, error) {
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return m.other.Last(ctx, key)
 	}
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		return nil, err
 	}
 	return m.find(m.kinds[k], id), nil
@@ -775,7 +775,7 @@ func (m *Model) LastReadAt(ctx context.Context, key string) (time.Time, error) {
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return time.Time{}, nil
 	}
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		return time.Time{}, err
 	}
 	m.mu.RLock()

@@ -38,7 +38,7 @@ func redisStore(t *testing.T, url string) *redisstore.Store {
 func instance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
 	rm := redisStore(t, url).ReadModel()
-	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm})
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Updates: rm})
 	m.Serve(practice.Jobs, nil)
 	if err := m.Load(context.Background()); err != nil {
 		t.Fatal(err)

@@ -41,7 +41,7 @@ func TestUndatedStatesAreOrderedByRead(t *testing.T) {
 	ctx := context.Background()
 	open := func() *readmodel.Model {
 		rm := redisStore(t, srv.URL()).ReadModel()
-		m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm})
+		m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Updates: rm})
 		m.Serve(practice.People, nil)
 		if err := m.Load(ctx); err != nil {
 			t.Fatal(err)

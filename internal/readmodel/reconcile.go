@@ -38,7 +38,7 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	// record another instance stored during the walk is in the feed, not
 	// yet in this instance's memory, and would escape the comparison
 	// until the next pass.
-	if err := s.Model.Sync(ctx); err != nil {
+	if err := s.Model.CatchUp(ctx); err != nil {
 		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
 	}
 	var unconfirmed int

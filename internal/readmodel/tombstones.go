@@ -26,7 +26,7 @@ func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Ki
 	if err != nil {
 		return nil, err
 	}
-	m.syncForRead(ctx)
+	m.catchUpForRead(ctx)
 	since := q.Since.Truncate(time.Millisecond)
 	var out []practice.Tombstone
 	m.mu.RLock()
@@ -84,7 +84,7 @@ func cmpID(a, b string) int {
 func (m *Model) SweepTombstones(ctx context.Context, before, now time.Time) (int, error) {
 	m.write.Lock()
 	defer m.write.Unlock()
-	if m.feed != nil {
+	if m.updates != nil {
 		if err := m.followOrCatchUp(ctx); err != nil {
 			return 0, fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
 		}

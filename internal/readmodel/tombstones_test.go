@@ -25,7 +25,7 @@ func jobAt(id string, version int) json.RawMessage {
 func tombInstance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
 	rm := redisStore(t, url).ReadModel()
-	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm})
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Updates: rm})
 	m.Serve(practice.Jobs, nil)
 	if err := m.Load(context.Background()); err != nil {
 		t.Fatal(err)

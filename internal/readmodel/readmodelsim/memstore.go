@@ -127,7 +127,7 @@ func (s *Store) Load(ctx context.Context, firm string, fn func(readmodel.Update)
 	return ctx.Err()
 }
 
-// Head implements readmodel.Feed.
+// Head implements readmodel.UpdateFeed.
 func (s *Store) Head(ctx context.Context, firm string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -138,7 +138,7 @@ func (s *Store) Head(ctx context.Context, firm string) (string, error) {
 	return strconv.FormatUint(f.last, 10), ctx.Err()
 }
 
-// Since implements readmodel.Feed.
+// Since implements readmodel.UpdateFeed.
 func (s *Store) Since(ctx context.Context, firm, pos string, n int) ([]readmodel.Update, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, pos, err
@@ -248,7 +248,7 @@ func (s *Store) Release(ctx context.Context, name, holder string) error {
 
 var (
 	_ readmodel.Store       = (*Store)(nil)
-	_ readmodel.Feed        = (*Store)(nil)
+	_ readmodel.UpdateFeed  = (*Store)(nil)
 	_ readmodel.Checkpoints = (*Store)(nil)
 	_ readmodel.Leases      = (*Store)(nil)
 )

@@ -191,7 +191,7 @@ func (m *ReadModel) Load(ctx context.Context, firm string, fn func(readmodel.Upd
 	return nil
 }
 
-// Head implements readmodel.Feed: the id Redis gave the firm's newest
+// Head implements readmodel.UpdateFeed: the id Redis gave the firm's newest
 // update, even if trimming has since removed it.
 func (m *ReadModel) Head(ctx context.Context, firm string) (string, error) {
 	ctx, cancel := m.s.ctx(ctx)
@@ -209,7 +209,7 @@ func (m *ReadModel) Head(ctx context.Context, firm string) (string, error) {
 	return info.LastGeneratedID, nil
 }
 
-// Since implements readmodel.Feed. The stream's counts are read in the
+// Since implements readmodel.UpdateFeed. The stream's counts are read in the
 // same transaction as its entries and say whether trimming took any after
 // pos. Trimming leaves max-deleted-entry-id alone (only XDEL sets it), so
 // the test is whether entries were trimmed at all (entries-added exceeds
@@ -410,7 +410,7 @@ func (m *ReadModel) Release(ctx context.Context, name, holder string) error {
 // Interface guards.
 var (
 	_ readmodel.Store       = (*ReadModel)(nil)
-	_ readmodel.Feed        = (*ReadModel)(nil)
+	_ readmodel.UpdateFeed  = (*ReadModel)(nil)
 	_ readmodel.Checkpoints = (*ReadModel)(nil)
 	_ readmodel.Leases      = (*ReadModel)(nil)
 )

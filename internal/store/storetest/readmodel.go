@@ -110,14 +110,14 @@ func ReadModel(t *testing.T, open func(t *testing.T) (store, reopen readmodel.St
 type ReadModelFeedBackend struct {
 	Store readmodel.Store
 	// Feed is another instance's handle on the same state.
-	Feed readmodel.Feed
+	Feed readmodel.UpdateFeed
 	// Trim drops all but the newest keep updates of the firm's feed, as
 	// the store's own trimming does after many updates.
 	Trim func(firm string, keep int)
 }
 
 // follow reads the firm's feed from pos to its end, n at a time.
-func follow(t *testing.T, f readmodel.Feed, firm, pos string, n int) ([]readmodel.Update, string) {
+func follow(t *testing.T, f readmodel.UpdateFeed, firm, pos string, n int) ([]readmodel.Update, string) {
 	t.Helper()
 	var all []readmodel.Update
 	for {
@@ -151,7 +151,7 @@ func sameUpdates(a, b []readmodel.Update) bool {
 	return true
 }
 
-// ReadModelFeed checks a readmodel.Feed: every update, removals included,
+// ReadModelFeed checks a readmodel.UpdateFeed: every update, removals included,
 // once and in the order applied, from any handle; positions that resume
 // where the last read ended; firms apart; a position whose later updates
 // were trimmed is ErrGap; and under concurrent Applies the feed, replayed,
@@ -453,7 +453,7 @@ type headStore interface {
 // testApplyAfter checks a conditional write: taken only while the feed's
 // newest position is the one given, refused with nothing written
 // otherwise, and under writers racing, each position taken by one of them.
-func testApplyAfter(t *testing.T, s headStore, f readmodel.Feed) {
+func testApplyAfter(t *testing.T, s headStore, f readmodel.UpdateFeed) {
 	firm := "frm_cond"
 	one := []readmodel.Update{upd(practice.Clients, "cli_1", `{"id":"cli_1","v":1}`)}
 	if _, ok, err := s.ApplyAfter(ctx, firm, "9-9", one); err != nil || ok {
