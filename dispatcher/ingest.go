@@ -77,7 +77,7 @@ func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 }
 
 // IngestChanges ingests a batch of changes in one go, as Ingest does one:
-// the embedded mode's dispatcher.ChangeSink, for DrainOutboxTo. A change
+// the embedded mode's dispatcher.Intake, for DrainOutboxTo. A change
 // that can never become events is logged and dropped, so that it cannot
 // hold up the ones behind it; any error returned is worth retrying, and
 // none of the batch may be acknowledged until it succeeds. Batching

@@ -21,11 +21,11 @@ type Outbox interface {
 	OutboxSignal() <-chan struct{}
 }
 
-// A ChangeSink takes a batch of changes durably: once it returns nil the
+// An Intake takes a batch of changes durably: once it returns nil the
 // changes are safe elsewhere (ingested into the engine's store, published
 // to Kafka) and may be deleted from the outbox. Any error means none of
 // them may be deleted yet.
-type ChangeSink func(ctx context.Context, changes []practice.Change) error
+type Intake func(ctx context.Context, changes []practice.Change) error
 
 const (
 	// outboxBatch bounds one read of the outbox and so one sink call.
@@ -62,7 +62,7 @@ func (e *Engine) DrainOutbox(ctx context.Context, src Outbox) error {
 //
 // The caller owns the goroutine running it and stops it with ctx. It
 // returns nil once ctx is done.
-func DrainOutboxTo(ctx context.Context, src Outbox, sink ChangeSink, log *zap.Logger) error {
+func DrainOutboxTo(ctx context.Context, src Outbox, sink Intake, log *zap.Logger) error {
 	d := drain{src: src, log: log}
 	defer d.deleteDone()
 	var after uint64
@@ -177,4 +177,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Interface guard: the engine is the embedded mode's sink.
-var _ ChangeSink = (*Engine)(nil).IngestChanges
+var _ Intake = (*Engine)(nil).IngestChanges

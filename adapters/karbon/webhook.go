@@ -146,6 +146,9 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 		id    string
 		after json.RawMessage
 	)
+	// When the re-read began orders it against a poll page of the same
+	// user read before it (users publish no modification time).
+	readAt := a.clock.Now()
 	switch n.ResourceType {
 	case "Work":
 		kind, id = practice.Jobs, "job_"+n.ResourcePermaKey
@@ -175,7 +178,7 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 	}
 	_, err = a.rec.Observe(ctx, sink, changes.Observation{
 		Tenant: a.tenant(), Kind: kind, ResourceID: id, After: after, Created: n.ActionType == "Inserted",
-		Version: n.TimeStamp, OccurredAt: at,
+		Version: n.TimeStamp, OccurredAt: at, ReadAt: readAt,
 	})
 	if err != nil {
 		return fmt.Errorf("karbon: record %s: %w", id, err)

@@ -92,10 +92,10 @@ func syncs(firm string, systems []system) []*readmodel.Syncer {
 		for _, k := range firmsystem.Kinds(s.role) {
 			model.Serve(k, s.reader)
 		}
-		sy := &readmodel.Syncer{System: s.role, Kinds: firmsystem.Kinds(s.role), Reader: s.reader, Model: model,
+		sy := &readmodel.Syncer{Role: s.role, Kinds: firmsystem.Kinds(s.role), Reader: s.reader, Model: model,
 			Recorder: rec, Sink: discard{}, Checkpoints: st, Leases: st, Holder: "bench", Calls: s.client.Sent}
 		if feed, ok := s.reader.(readmodel.ChangeFeed); ok {
-			sy.Feed = feed
+			sy.Changes = feed
 		}
 		sy.Budget.Account = s.client.BudgetAccount()
 		for _, a := range s.client.Allowances() {

@@ -57,7 +57,7 @@ func tombstoneServer(t *testing.T) (*readmodel.Model, *httptest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	model := readmodel.New(readmodel.Config{Firm: "frm_acme", Store: st.ReadModel(), Tombstones: st.Tombstones()})
+	model := readmodel.New(readmodel.Config{Firm: "frm_acme", Store: st.ReadModel()})
 	model.Serve(practice.Clients, nil)
 	if err := model.Load(context.Background()); err != nil {
 		t.Fatal(err)

@@ -85,7 +85,7 @@ func (h *Handler) resync(w http.ResponseWriter, r *http.Request, v *visit) error
 	system := r.PathValue("system")
 	var found *syncRow
 	for _, row := range h.syncRows(v) {
-		if row.System == system {
+		if row.Role == system {
 			found = &row
 			break
 		}

@@ -138,13 +138,13 @@ func (f *fakeSyncs) asked() []string {
 
 func acmeSyncs() []readmodel.Status {
 	return []readmodel.Status{
-		{Firm: "frm_acme", System: "records", Vendor: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
+		{Firm: "frm_acme", Role: "records", System: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
 			CallsLastHour: 1234, BudgetPerHour: 3600,
 			Kinds: []readmodel.KindStatus{
 				{Kind: practice.Clients, Backfilled: true, Seen: 120, About: 120, Records: 120, ConfirmedAt: rigNow.Add(-time.Minute)},
 				{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200},
 			}},
-		{Firm: "frm_acme", System: "ledger", Vendor: "xero", Label: "Xero", State: readmodel.StateFailing,
+		{Firm: "frm_acme", Role: "ledger", System: "xero", Label: "Xero", State: readmodel.StateFailing,
 			Why: "xero answered 401 Unauthorized: the connection was revoked", ConfirmedAt: rigNow.Add(-3 * time.Hour),
 			CallsLastHour: 12, Kinds: []readmodel.KindStatus{{Kind: practice.Invoices, Backfilled: true, Records: 7,
 				ConfirmedAt: rigNow.Add(-3 * time.Hour)}},

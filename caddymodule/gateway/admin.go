@@ -193,7 +193,7 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 }
 
 func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
-	v := adminapi.SyncView{Firm: st.Firm, System: st.System, Vendor: st.Vendor, State: st.State, Why: st.Why,
+	v := adminapi.SyncView{Firm: st.Firm, Role: st.Role, System: st.System, State: st.State, Why: st.Why,
 		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
 		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []adminapi.SyncKindView{},
 		Plan: st.Plan.String(), PlanCalls: st.Plan.CallsPerPeriod, PlanLimit: st.Plan.Limit}
@@ -256,13 +256,13 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	for _, st := range a.app.SyncStatus(firm) {
-		if st.System == system || st.Vendor == system {
+		if st.Role == system || st.System == system {
 			// Accepted: the instance that runs the sync takes the request
 			// up at its next step.
 			return writeJSON(w, http.StatusAccepted, syncViewOf(st, now))
 		}
 	}
-	return writeJSON(w, http.StatusAccepted, adminapi.SyncView{Firm: firm, System: system, Kinds: []adminapi.SyncKindView{}})
+	return writeJSON(w, http.StatusAccepted, adminapi.SyncView{Firm: firm, Role: system, Kinds: []adminapi.SyncKindView{}})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) error {

@@ -103,7 +103,7 @@ func TestAdminSyncStatus(t *testing.T) {
 		t.Fatalf("frm_acme's syncs: %+v", got.Data)
 	}
 	v := got.Data[0]
-	if v.Firm != "frm_acme" || v.System != "records" || v.Vendor != "karbon" || v.State != readmodel.StateBackfilling ||
+	if v.Firm != "frm_acme" || v.Role != "records" || v.System != "karbon" || v.State != readmodel.StateBackfilling ||
 		v.AgeSeconds != nil || len(v.Kinds) != len(firmsystem.Kinds("records")) {
 		t.Errorf("karbon's sync before its backfill: %+v", v)
 	}
@@ -143,7 +143,7 @@ func TestAdminResync(t *testing.T) {
 		var v adminapi.SyncView
 		err = json.NewDecoder(resp.Body).Decode(&v)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted || err != nil || v.System != "records" || v.Vendor != "karbon" {
+		if resp.StatusCode != http.StatusAccepted || err != nil || v.Role != "records" || v.System != "karbon" {
 			t.Fatalf("resync %s: %d %+v %v", system, resp.StatusCode, v, err)
 		}
 	}

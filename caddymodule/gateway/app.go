@@ -161,9 +161,7 @@ type App struct {
 	// readStore keeps firms' read models; readFeed, when several
 	// instances share it, orders their updates.
 	readStore readStore
-	readFeed  readmodel.Feed
-	// tombstones keeps what removals from firms' models leave.
-	tombstones tombstoneStore
+	readFeed  readmodel.UpdateFeed
 	// syncMetrics exports the syncs' status; the app that starts last
 	// is the one it reads.
 	syncMetrics *syncCollector

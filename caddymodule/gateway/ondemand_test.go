@@ -170,14 +170,14 @@ func TestAdminSyncStatusSaysThePlan(t *testing.T) {
 	}
 	for _, v := range views {
 		if v.PlanLimit != 5000 || v.PlanShare != 1250 || v.PlanPeriod != "24h0m0s" || v.PlanCalls == 0 || v.PlanCalls > 1250 {
-			t.Errorf("%s's plan: %+v", v.System, v)
+			t.Errorf("%s's plan: %+v", v.Role, v)
 		}
 		if !strings.Contains(v.Plan, "of 5,000 calls a day, at most 1,250 for this sync") {
-			t.Errorf("%s's plan for people: %q", v.System, v.Plan)
+			t.Errorf("%s's plan for people: %q", v.Role, v.Plan)
 		}
 		for _, k := range v.Kinds {
 			if k.PollSeconds < 60 {
-				t.Errorf("%s %s polled every %ds", v.System, k.Kind, k.PollSeconds)
+				t.Errorf("%s %s polled every %ds", v.Role, k.Kind, k.PollSeconds)
 			}
 		}
 	}

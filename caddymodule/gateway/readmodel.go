@@ -53,19 +53,16 @@ type readStore interface {
 // systems are opened on it, since it is the state their change records
 // are compared with.
 func (a *App) newModel(firm string) *readmodel.Model {
-	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Feed: a.readFeed, Other: a.upstreamState,
-		Tombstones: a.tombstones})
+	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState})
 }
 
 // openReadStore chooses the read model's backend: the embedded store, or
 // Redis, whose feed lets every instance serve what any other wrote.
 func (a *App) openReadStore() {
 	a.readStore, a.readFeed = a.shared.store.ReadModel(), nil
-	a.tombstones = a.shared.store.Tombstones()
 	if rs, ok := a.state.(*redisstore.Store); ok {
 		m := rs.ReadModel()
 		a.readStore, a.readFeed = m, m
-		a.tombstones = rs.Tombstones()
 	}
 }
 
@@ -82,14 +79,14 @@ func (a *App) syncFor(f *Firm, role, system, label string, model *readmodel.Mode
 		model.Serve(k, onDemand)
 	}
 	s := &readmodel.Syncer{
-		System: role, Vendor: system, Label: label, Kinds: kinds, Reader: reader,
+		Role: role, System: system, Label: label, Kinds: kinds, Reader: reader,
 		Model: model, Recorder: rec, Sink: a.changes,
 		Checkpoints: store, Leases: store, Holder: a.holder,
 		Config: cfg,
 		Logger: a.logger.Named("sync").With(zap.String("firm", f.ID), zap.String("system", system)),
 	}
 	if feed, ok := reader.(readmodel.ChangeFeed); ok {
-		s.Feed = feed
+		s.Changes = feed
 	}
 	if client != nil {
 		s.Calls = client.Sent
@@ -146,7 +143,7 @@ func (a *App) Resync(ctx context.Context, firm, system string) error {
 		return fmt.Errorf("no firm %q: %w", firm, practice.ErrNotFound)
 	}
 	for _, s := range b.syncs {
-		if s.System == system || s.Vendor == system {
+		if s.Role == system || s.System == system {
 			return s.Resync(ctx)
 		}
 	}
@@ -183,7 +180,7 @@ func syncCheck(st readmodel.Status, now time.Time) health.Check {
 	if plan := st.Plan.String(); plan != "" {
 		detail += "; " + plan
 	}
-	c := health.Check{Name: "sync " + st.Vendor + "/" + st.Firm, OK: st.State != readmodel.StateFailing, Detail: detail}
+	c := health.Check{Name: "sync " + st.System + "/" + st.Firm, OK: st.State != readmodel.StateFailing, Detail: detail}
 	if st.Why != "" {
 		c.Err = errors.New(st.Why)
 	}

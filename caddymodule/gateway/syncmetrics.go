@@ -120,20 +120,20 @@ func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
 			if st.State == s {
 				v = 1
 			}
-			gauge(c.state, v, st.Firm, st.System, s)
+			gauge(c.state, v, st.Firm, st.Role, s)
 		}
 		if !st.ConfirmedAt.IsZero() {
-			gauge(c.age, st.Age(now).Seconds(), st.Firm, st.System)
+			gauge(c.age, st.Age(now).Seconds(), st.Firm, st.Role)
 		}
-		gauge(c.calls, float64(st.CallsLastHour), st.Firm, st.System)
+		gauge(c.calls, float64(st.CallsLastHour), st.Firm, st.Role)
 		if st.BudgetPerHour > 0 {
-			gauge(c.budget, float64(st.BudgetPerHour), st.Firm, st.System)
+			gauge(c.budget, float64(st.BudgetPerHour), st.Firm, st.Role)
 		}
 		for _, k := range st.Kinds {
-			gauge(c.records, float64(k.Records), st.Firm, st.System, string(k.Kind))
-			gauge(c.seen, float64(k.Seen), st.Firm, st.System, string(k.Kind))
+			gauge(c.records, float64(k.Records), st.Firm, st.Role, string(k.Kind))
+			gauge(c.seen, float64(k.Seen), st.Firm, st.Role, string(k.Kind))
 			if k.About > 0 {
-				gauge(c.about, float64(k.About), st.Firm, st.System, string(k.Kind))
+				gauge(c.about, float64(k.About), st.Firm, st.Role, string(k.Kind))
 			}
 		}
 	}

@@ -29,12 +29,12 @@ func TestSyncMetricsReportEachSystemAtScrapeTime(t *testing.T) {
 		t.Fatalf("before any app serves: %d series, %v", n, err)
 	}
 	c.serve(&fixedSyncs{[]readmodel.Status{
-		{Firm: "frm_acme", System: "records", Vendor: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
+		{Firm: "frm_acme", Role: "records", System: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
 			CallsLastHour: 1234, BudgetPerHour: 3600, Kinds: []readmodel.KindStatus{
 				{Kind: practice.Clients, Backfilled: true, Seen: 120, About: 120, Records: 120},
 				{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200},
 			}},
-		{Firm: "frm_acme", System: "ledger", Vendor: "xero", Label: "Xero", State: readmodel.StateFailing, Why: "401",
+		{Firm: "frm_acme", Role: "ledger", System: "xero", Label: "Xero", State: readmodel.StateFailing, Why: "401",
 			ConfirmedAt: now.Add(-90 * time.Second), CallsLastHour: 12,
 			Kinds: []readmodel.KindStatus{{Kind: practice.Invoices, Backfilled: true, Seen: 7, Records: 7}}},
 	}})
@@ -94,8 +94,8 @@ func TestSyncMetricsFollowTheNewestApp(t *testing.T) {
 	if first != second {
 		t.Fatal("a second app on the same registry made a second collector")
 	}
-	old := &fixedSyncs{[]readmodel.Status{{Firm: "frm_old", System: "records", State: readmodel.StateLive}}}
-	current := &fixedSyncs{[]readmodel.Status{{Firm: "frm_new", System: "records", State: readmodel.StateLagging}}}
+	old := &fixedSyncs{[]readmodel.Status{{Firm: "frm_old", Role: "records", State: readmodel.StateLive}}}
+	current := &fixedSyncs{[]readmodel.Status{{Firm: "frm_new", Role: "records", State: readmodel.StateLagging}}}
 	first.serve(old)
 	second.serve(current)
 	first.retire(old)
@@ -126,18 +126,18 @@ func TestReadinessShowsSyncStatesNotTheVendorsWords(t *testing.T) {
 		st   readmodel.Status
 		want string
 	}{
-		{readmodel.Status{Firm: "frm_x", Vendor: "karbon", State: readmodel.StateFailing, Why: why,
+		{readmodel.Status{Firm: "frm_x", System: "karbon", State: readmodel.StateFailing, Why: why,
 			ConfirmedAt: now.Add(-90 * time.Second)}, "failing; data confirmed 1m30s ago"},
-		{readmodel.Status{Firm: "frm_x", Vendor: "karbon", State: readmodel.StateFailing, Why: why}, "failing"},
-		{readmodel.Status{Firm: "frm_x", Vendor: "xero", State: readmodel.StateLagging, Why: "invoices not confirmed since 2026-03-02T09:00:00Z",
+		{readmodel.Status{Firm: "frm_x", System: "karbon", State: readmodel.StateFailing, Why: why}, "failing"},
+		{readmodel.Status{Firm: "frm_x", System: "xero", State: readmodel.StateLagging, Why: "invoices not confirmed since 2026-03-02T09:00:00Z",
 			ConfirmedAt: now.Add(-time.Hour)}, "lagging; data confirmed 1h0m0s ago"},
-		{readmodel.Status{Firm: "frm_x", Vendor: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
+		{readmodel.Status{Firm: "frm_x", System: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
 			Kinds: []readmodel.KindStatus{{Kind: practice.Jobs, Seen: 3200, About: 5000}}}, "backfilling: Karbon jobs: 3,200 of about 5,000"},
 	}
 	for _, c := range cases {
 		got := syncCheck(c.st, now)
-		if got.Detail != c.want || got.Name != "sync "+c.st.Vendor+"/frm_x" {
-			t.Errorf("%s %s: %q %q, want %q", c.st.Vendor, c.st.State, got.Name, got.Detail, c.want)
+		if got.Detail != c.want || got.Name != "sync "+c.st.System+"/frm_x" {
+			t.Errorf("%s %s: %q %q, want %q", c.st.System, c.st.State, got.Name, got.Detail, c.want)
 		}
 		if c.st.Why != "" && (got.Err == nil || got.Err.Error() != c.st.Why) {
 			t.Errorf("%s: the reason is not kept for the log: %v", c.st.State, got.Err)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/bolt"
 )
 
@@ -28,32 +30,64 @@ func TestSweepKeepsTombstonesThirtyDays(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app := &App{logger: zap.NewNop(), readStore: st.ReadModel(), tombstones: st.Tombstones(), firms: map[string]*firmBackends{}}
-	model := app.newModel("frm_acme")
-	model.Serve(practice.Jobs, nil)
+	app := &App{logger: zap.NewNop(), readStore: st.ReadModel(), firms: map[string]*firmBackends{}}
+	open := func() *readmodel.Model {
+		m := app.newModel("frm_acme")
+		m.Serve(practice.Jobs, nil)
+		if err := m.Load(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	model := open()
 	app.firms["frm_acme"] = &firmBackends{model: model}
 	app.firms["frm_demo"] = &firmBackends{}
 
 	ctx := context.Background()
 	now := time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC)
-	ts := func(id string, age time.Duration) practice.Tombstone {
-		return practice.NewTombstone(practice.Jobs, id, nil, now.Add(-age))
+	job := func(id string) readmodel.Update {
+		return readmodel.Update{Kind: practice.Jobs, ID: id, Raw: json.RawMessage(`{"id":"` + id + `","object":"job","updated_at":"2026-03-01T09:00:00Z","version":3}`)}
 	}
-	if err := st.Tombstones().PutTombstones(ctx, "frm_acme", practice.Jobs, []practice.Tombstone{
-		ts("job_old", 31*24*time.Hour), ts("job_edge", practice.TombstoneRetention), ts("job_recent", 29*24*time.Hour),
-	}); err != nil {
+	if err := model.Apply(ctx, []readmodel.Update{job("job_old"), job("job_edge"), job("job_recent"), job("job_undated")}); err != nil {
 		t.Fatal(err)
+	}
+	removal := func(id string, age time.Duration) readmodel.Update {
+		return readmodel.Update{Kind: practice.Jobs, ID: id, At: now.Add(-age)}
+	}
+	if err := model.Apply(ctx, []readmodel.Update{removal("job_old", 31*24*time.Hour),
+		removal("job_edge", practice.TombstoneRetention), removal("job_recent", 29*24*time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// A tombstone as a version before tombstones were dated kept it.
+	if err := st.ReadModel().Apply(ctx, "frm_acme", []readmodel.Update{{Kind: practice.Jobs, ID: "job_undated",
+		Raw: json.RawMessage(`{"id":"job_undated","deleted":true,"version":3}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	model = open()
+	app.firms["frm_acme"].model = model
+
+	list := func(m *readmodel.Model) []string {
+		got, err := m.Tombstones(ctx, practice.Tenant{Firm: "frm_acme"}, practice.Jobs, practice.TombstoneQuery{Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := make([]string, len(got))
+		for i, t := range got {
+			ids[i] = t.ID
+		}
+		return ids
 	}
 	app.sweepTombstones(ctx, now)
-	got, err := model.Tombstones(ctx, practice.Tenant{Firm: "frm_acme"}, practice.Jobs, practice.TombstoneQuery{Limit: 10})
-	if err != nil {
-		t.Fatal(err)
+	want := []string{"job_edge", "job_recent", "job_undated"}
+	if ids := list(model); !slices.Equal(ids, want) {
+		t.Fatalf("after the sweep: %v, want %v: the last 30 days, and the undated one dated now", ids, want)
 	}
-	ids := make([]string, len(got))
-	for i, t := range got {
-		ids[i] = t.ID
+	if ids := list(open()); !slices.Equal(ids, want) {
+		t.Fatalf("after a restart: %v, want %v", ids, want)
 	}
-	if !slices.Equal(ids, []string{"job_edge", "job_recent"}) {
-		t.Fatalf("after the sweep: %v, want the tombstones of the last 30 days", ids)
+	// Dated at the first sweep, the undated one goes with the others.
+	app.sweepTombstones(ctx, now.Add(practice.TombstoneRetention+time.Hour))
+	if ids := list(open()); len(ids) != 0 {
+		t.Fatalf("after the retention: %v", ids)
 	}
 }

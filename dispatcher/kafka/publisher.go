@@ -77,7 +77,7 @@ func (p *Publisher) Publish(ctx context.Context, c practice.Change) error {
 }
 
 // PublishBatch writes changes in order, as Publish does; it is a
-// dispatcher.ChangeSink, so that the gateway's outbox drains to Kafka with
+// dispatcher.Intake, so that the gateway's outbox drains to Kafka with
 // dispatcher.DrainOutboxTo. A change that cannot be encoded (a record that
 // is not JSON) is logged and left out: no consumer could read it.
 func (p *Publisher) PublishBatch(ctx context.Context, changes []practice.Change) error {
@@ -149,4 +149,4 @@ func eventMessage(ev dispatcher.Event) (kafkago.Message, error) {
 }
 
 // Interface guard: the publisher is an outbox sink.
-var _ dispatcher.ChangeSink = (*Publisher)(nil).PublishBatch
+var _ dispatcher.Intake = (*Publisher)(nil).PublishBatch

@@ -38,10 +38,11 @@ type IssuedCredential struct {
 // routes show it.
 type SyncView struct {
 	Firm string `json:"firm"`
-	// System is the role ("records", "ledger", "documents"); Vendor is
-	// the system that fills it ("karbon").
-	System string `json:"system"`
-	Vendor string `json:"vendor"`
+	// Role is what the system is to the firm ("records", "ledger",
+	// "documents"); System is the system that fills it ("karbon"). Their
+	// names in JSON are the admin API's since before, and stay.
+	Role   string `json:"system"`
+	System string `json:"vendor"`
 	// State is backfilling, live, lagging or failing; Why says why it
 	// lags or fails.
 	State  string `json:"state"`

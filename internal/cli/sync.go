@@ -88,20 +88,20 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 		for _, k := range s.Kinds {
 			records = append(records, fmt.Sprintf("%s %d", k.Kind, k.Records))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.System, s.Vendor, s.State, age, calls, strings.Join(records, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Role, s.System, s.State, age, calls, strings.Join(records, ", "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, s := range syncs {
 		if s.Why != "" {
-			fmt.Fprintf(w, "\n%s (%s) is %s: %s\n", s.System, s.Vendor, s.State, s.Why)
+			fmt.Fprintf(w, "\n%s (%s) is %s: %s\n", s.Role, s.System, s.State, s.Why)
 		}
 		if s.Progress != "" {
-			fmt.Fprintf(w, "\n%s (%s) backfill: %s\n", s.System, s.Vendor, s.Progress)
+			fmt.Fprintf(w, "\n%s (%s) backfill: %s\n", s.Role, s.System, s.Progress)
 		}
 		if s.Plan != "" {
-			fmt.Fprintf(w, "\n%s (%s) %s\n", s.System, s.Vendor, s.Plan)
+			fmt.Fprintf(w, "\n%s (%s) %s\n", s.Role, s.System, s.Plan)
 		}
 	}
 	return nil
@@ -124,7 +124,7 @@ func resyncCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Asked %s's %s (%s) to resync; the instance that runs its sync starts at its next step. It is %s now.\n",
-				v.Firm, v.System, v.Vendor, v.State)
+				v.Firm, v.Role, v.System, v.State)
 			return nil
 		},
 	}

@@ -28,11 +28,11 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a.asked = append(a.asked, r.Method+" "+r.URL.Path)
 	a.mu.Unlock()
 	age := int64(95)
-	karbon := adminapi.SyncView{Firm: "frm_acme", System: "records", Vendor: "karbon", State: "backfilling",
+	karbon := adminapi.SyncView{Firm: "frm_acme", Role: "records", System: "karbon", State: "backfilling",
 		Progress: "karbon jobs: 3,200 of about 5,000", CallsLastHour: 1234, BudgetPerHour: 3600,
 		Kinds: []adminapi.SyncKindView{{Kind: practice.Clients, Backfilled: true, Records: 120},
 			{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200}}}
-	xero := adminapi.SyncView{Firm: "frm_acme", System: "ledger", Vendor: "xero", State: "failing",
+	xero := adminapi.SyncView{Firm: "frm_acme", Role: "ledger", System: "xero", State: "failing",
 		Why: "xero answered 401 Unauthorized", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
 		CallsLastHour: 12, Kinds: []adminapi.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}},
 		Plan: "polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync"}

@@ -132,8 +132,13 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		// before a webhook's re-read) would roll the record back.
 		return false, nil
 	}
+	if before != nil {
+		if older, err := r.readBefore(ctx, key, o, before); err != nil || older {
+			return false, err
+		}
+	}
 	if before == nil && !o.Created || before != nil && bytes.Equal(before, o.After) {
-		if err := r.State.Save(ctx, key, o.After); err != nil {
+		if err := r.save(ctx, key, o); err != nil {
 			return false, fmt.Errorf("save state of %s: %w", key, err)
 		}
 		return false, nil
@@ -161,10 +166,44 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	if err := sink.Publish(ctx, c); err != nil {
 		return false, fmt.Errorf("publish change %s: %w", c.ID, err)
 	}
-	if err := r.State.Save(ctx, key, o.After); err != nil {
+	if err := r.save(ctx, key, o); err != nil {
 		return true, fmt.Errorf("save state of %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// readOrdered is a StateStore that keeps when the read of a state began,
+// for states that publish no modification time (the read model).
+type readOrdered interface {
+	// LastReadAt is when the read of the state saved under key began;
+	// zero when unknown.
+	LastReadAt(ctx context.Context, key string) (time.Time, error)
+	// SaveRead is Save of a state whose read began at readAt.
+	SaveRead(ctx context.Context, key string, state []byte, readAt time.Time) error
+}
+
+// readBefore reports whether o's read began before that of the state
+// saved, before, which o's own stamps do not order after it: what orders
+// two states of a record that publishes no modification time (Karbon's
+// users) when a poll page read before a webhook's re-read arrives after.
+func (r *Recorder) readBefore(ctx context.Context, key string, o Observation, before []byte) (bool, error) {
+	ro, ok := r.State.(readOrdered)
+	if !ok || o.ReadAt.IsZero() || !Undated(o.After) || Older(before, o.After) {
+		return false, nil
+	}
+	held, err := ro.LastReadAt(ctx, key)
+	if err != nil {
+		return false, fmt.Errorf("last read of %s: %w", key, err)
+	}
+	return !held.IsZero() && o.ReadAt.Before(held), nil
+}
+
+// save keeps o's state, with when its read began where the store keeps it.
+func (r *Recorder) save(ctx context.Context, key string, o Observation) error {
+	if ro, ok := r.State.(readOrdered); ok && !o.ReadAt.IsZero() {
+		return ro.SaveRead(ctx, key, o.After, o.ReadAt)
+	}
+	return r.State.Save(ctx, key, o.After)
 }
 
 // removedState is a StateStore that remembers records removed (the read
@@ -230,6 +269,11 @@ func Older(a, b []byte) bool {
 	}
 	return false
 }
+
+// Undated reports whether a state publishes no modification time: two
+// of its states are ordered by the version alone, or by when they were
+// read (Karbon's users publish neither).
+func Undated(raw []byte) bool { return stamp(raw).UpdatedAt.IsZero() }
 
 type stamped struct {
 	Version   int64     `json:"version"`

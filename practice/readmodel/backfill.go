@@ -22,10 +22,10 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	start := s.now()
 	if kp.Cursor == "" && kp.Seen == 0 {
 		kp.Watermark = start
-		if s.Feed != nil && k == s.Kinds[0] {
+		if s.Changes != nil && k == s.Kinds[0] {
 			// The feed starts before the listing, so that a change made
 			// while listing is read from it afterwards.
-			page, err := s.Feed.Changes(ctx, s.tenant(), "")
+			page, err := s.Changes.Changes(ctx, s.tenant(), "")
 			if err != nil {
 				return fmt.Errorf("start %s change feed: %w", s.Label, err)
 			}

@@ -22,13 +22,13 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 			break
 		}
 		readAt := s.now()
-		page, err := s.Feed.Changes(ctx, s.tenant(), cursor)
+		page, err := s.Changes.Changes(ctx, s.tenant(), cursor)
 		if errors.Is(err, practice.ErrFeedExpired) {
 			s.Logger.Warn("change feed expired; reconciling", zap.String("sync", s.name()), zap.Error(err))
 			s.mu.Lock()
 			s.progress.FeedCursor, s.progress.ReconcileFrom = "", start
 			s.mu.Unlock()
-			fresh, err := s.Feed.Changes(ctx, s.tenant(), "")
+			fresh, err := s.Changes.Changes(ctx, s.tenant(), "")
 			if err != nil {
 				return fmt.Errorf("restart %s change feed: %w", s.Label, err)
 			}

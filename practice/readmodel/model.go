@@ -26,14 +26,12 @@ const feedBatch = 512
 // changes.StateStore those systems' change records are diffed against. It
 // is safe for concurrent use.
 type Model struct {
-	tenant practice.Tenant
-	store  Store
-	feed   Feed
+	tenant  practice.Tenant
+	store   Store
+	updates UpdateFeed
 	// other keeps what the upstream state store keeps besides records
 	// (vendors' rotated refresh tokens).
 	other changes.StateStore
-	// tombstones keeps what removals leave, when set.
-	tombstones TombstoneStore
 
 	mu    sync.RWMutex
 	kinds map[practice.Kind]*kindModel
@@ -71,6 +69,10 @@ type kindModel struct {
 	// observation read before the removal (a late webhook's re-read)
 	// does not bring it back: only a newer state of it does.
 	gone map[string]json.RawMessage
+	// readAt is when the read of a record's state began, for states
+	// that publish no modification time (Karbon's users), when known:
+	// what orders two of them.
+	readAt map[string]time.Time
 	// served is what the sync said of k when this instance last had
 	// everything the feed held: what it serves while it is behind.
 	served atomic.Pointer[practice.Freshness]
@@ -80,17 +82,14 @@ type kindModel struct {
 type Config struct {
 	Firm  string
 	Store Store
-	// Feed is set when other processes write the same Store (Redis).
-	Feed Feed
+	// Updates is set when other processes write the same Store (Redis).
+	Updates UpdateFeed
 	// Other keeps every state key that is not a record of the model.
 	Other changes.StateStore
 	// Background runs the catch-up of an instance behind the feed; nil
 	// is a goroutine the model owns (Close waits for it). A simulation
 	// sets it to run the catch-up when its scheduler chooses.
 	Background func(run func(context.Context))
-	// Tombstones keeps a tombstone of each record removed, for mirrors
-	// listing with include_deleted; nil keeps none.
-	Tombstones TombstoneStore
 }
 
 // New makes a firm's model with no kinds. The firm's systems are opened
@@ -98,14 +97,12 @@ type Config struct {
 // Serve names the kinds each owns and Load reads the records.
 func New(cfg Config) *Model {
 	m := &Model{
-		tenant: practice.Tenant{Firm: cfg.Firm},
-		store:  cfg.Store,
-		feed:   cfg.Feed,
-		other:  cfg.Other,
-		kinds:  map[practice.Kind]*kindModel{},
-		quit:   make(chan struct{}),
-
-		tombstones: cfg.Tombstones,
+		tenant:  practice.Tenant{Firm: cfg.Firm},
+		store:   cfg.Store,
+		updates: cfg.Updates,
+		other:   cfg.Other,
+		kinds:   map[practice.Kind]*kindModel{},
+		quit:    make(chan struct{}),
 	}
 	m.goBackground = cfg.Background
 	if m.goBackground == nil {
@@ -123,7 +120,8 @@ func New(cfg Config) *Model {
 // the backfill has read them. It is called before Load and before the
 // model serves anything.
 func (m *Model) Serve(k practice.Kind, vendor practice.Reader) {
-	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{}}
+	km := &kindModel{vendor: vendor, col: recordindex.NewIndex(nil), gone: map[string]json.RawMessage{},
+		readAt: map[string]time.Time{}}
 	km.freshness.Store(&practice.Freshness{State: StateBackfilling})
 	km.served.Store(km.freshness.Load())
 	m.kinds[k] = km
@@ -141,9 +139,9 @@ func (m *Model) Load(ctx context.Context) error {
 // is written while loading is applied again from the feed, in order.
 func (m *Model) load(ctx context.Context) error {
 	head := ""
-	if m.feed != nil {
+	if m.updates != nil {
 		var err error
-		if head, err = m.feed.Head(ctx, m.tenant.Firm); err != nil {
+		if head, err = m.updates.Head(ctx, m.tenant.Firm); err != nil {
 			return err
 		}
 	}
@@ -249,7 +247,7 @@ func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q 
 		return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 	}
-	m.syncForRead(ctx)
+	m.catchUpForRead(ctx)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
@@ -267,7 +265,7 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 	if err != nil {
 		return nil, err
 	}
-	m.syncForRead(ctx)
+	m.catchUpForRead(ctx)
 	if raw := m.find(km, id); raw != nil {
 		return raw, nil
 	}
@@ -318,7 +316,7 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	}
 	m.write.Lock()
 	defer m.write.Unlock()
-	if m.feed != nil && !m.catching.Load() {
+	if m.updates != nil && !m.catching.Load() {
 		// Compared with what every instance wrote, as far as the feed
 		// can tell in the time the write may take.
 		_ = m.followOrCatchUp(ctx)
@@ -326,73 +324,163 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	return m.applyHeld(ctx, us)
 }
 
-// applyHeld is Apply; the caller holds write and has caught up.
+// applyHeld is Apply; the caller holds write and has caught up. On a
+// shared store the write is taken only if no other instance wrote since
+// this one caught up (headStore), so the comparison newer made still
+// holds when the write lands: otherwise an instance could write an older
+// state just after another wrote a newer one. A refused write catches up
+// and compares again.
 func (m *Model) applyHeld(ctx context.Context, us []Update) error {
-	us = m.newer(us)
-	entries := make([]*recordindex.Entry, len(us))
-	for i, u := range us {
-		if u.Raw == nil || isTombstone(u.Raw) {
+	for attempt := 1; ; attempt++ {
+		kept := m.newer(us)
+		entries := make([]*recordindex.Entry, len(kept))
+		for i, u := range kept {
+			if u.Raw == nil || isTombstone(u.Raw) {
+				continue
+			}
+			e, err := recordindex.NewEntry(u.Raw)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", u.Kind, u.ID, err)
+			}
+			if e.ID != u.ID {
+				return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
+			}
+			entries[i] = &e
+		}
+		if len(kept) == 0 {
+			return nil
+		}
+		written, err := m.persist(ctx, kept, attempt)
+		if err != nil {
+			return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
+		}
+		if !written {
 			continue
 		}
-		e, err := recordindex.NewEntry(u.Raw)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", u.Kind, u.ID, err)
+		m.mu.Lock()
+		for i, u := range kept {
+			m.applyLocked(u, entries[i])
 		}
-		if e.ID != u.ID {
-			return fmt.Errorf("%s %s: the record's id is %q", u.Kind, u.ID, e.ID)
-		}
-		entries[i] = &e
-	}
-	if len(us) == 0 {
+		m.mu.Unlock()
 		return nil
 	}
-	if err := m.noteRemovals(ctx, us); err != nil {
-		return err
+}
+
+// headStore is a shared Store that writes only after a given feed head.
+type headStore interface {
+	// ApplyAfter writes a firm's updates, in order, only if the newest
+	// position of its feed is still head ("" for none), and returns the
+	// position of the last update written; ok is false, with nothing
+	// written, when another writer got there first.
+	ApplyAfter(ctx context.Context, firm, head string, us []Update) (next string, ok bool, err error)
+}
+
+// maxWriteAttempts bounds how often a write is compared again after
+// other instances wrote first; past it (a firm written very busily, or a
+// feed this instance cannot follow) the write is taken as it is, as
+// before conditional writes: available, ordered as well as the last
+// comparison could.
+const maxWriteAttempts = 8
+
+// persist writes us durably; written is false when another instance
+// wrote first and this one has caught up with it, to compare again.
+func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written bool, err error) {
+	hs, ok := m.store.(headStore)
+	if m.updates == nil || !ok || attempt > maxWriteAttempts {
+		return true, m.store.Apply(ctx, m.tenant.Firm, us)
 	}
-	if err := m.store.Apply(ctx, m.tenant.Firm, us); err != nil {
-		return fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
+	head := *m.applied.Load()
+	next, ok, err := hs.ApplyAfter(ctx, m.tenant.Firm, head, us)
+	if err != nil {
+		return false, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, u := range us {
-		m.applyLocked(u, entries[i])
+	if !ok {
+		if err := m.followUpdates(ctx); err != nil {
+			// Trimmed past, or the store is slow: the next attempt is
+			// unconditional.
+			if errors.Is(err, ErrGap) {
+				m.catchUpLater()
+			}
+			return m.persist(ctx, us, maxWriteAttempts+1)
+		}
+		return false, nil
 	}
-	return nil
+	// Nothing came between head and these updates, which memory takes
+	// next: this instance's position moves past them, so its next write
+	// is not refused for its own.
+	m.catchUp.Lock()
+	if *m.applied.Load() == head {
+		m.applied.Store(&next)
+	}
+	m.catchUp.Unlock()
+	return true, nil
 }
 
 // newer leaves out the updates older than the state held, and turns a
-// removal into the record's tombstone; the caller holds write.
+// removal into the record's tombstone; the caller holds write. Each
+// update is compared with the record's state as the updates before it
+// in us leave it, else as the model holds it.
 func (m *Model) newer(us []Update) []Update {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	type key struct {
+		k  practice.Kind
+		id string
+	}
+	type state struct {
+		raw    json.RawMessage
+		readAt time.Time
+	}
+	batch := map[key]state{}
+	held := func(k practice.Kind, id string) (cur state, live bool) {
+		if st, ok := batch[key{k, id}]; ok {
+			return st, !isTombstone(st.raw)
+		}
+		km := m.kinds[k]
+		if e := km.col.Find(id); e != nil {
+			return state{e.Raw, km.readAt[id]}, true
+		}
+		return state{raw: km.gone[id]}, false
+	}
 	out := us[:0:0]
 	for _, u := range us {
-		if u.Raw == nil {
-			if e := m.kinds[u.Kind].col.Find(u.ID); e != nil {
-				u.Raw = tombstone(u.ID, e.Raw, time.Time{})
+		st, live := held(u.Kind, u.ID)
+		cur := st.raw
+		switch {
+		case u.Raw == nil || isTombstone(u.Raw):
+			// A removal leaves the tombstone of the state it removes,
+			// even one another instance stored after Remove compared:
+			// the vendor said the record is gone after every state read
+			// before. A removal of a record not held has nothing to
+			// remove, and must not overwrite a tombstone kept.
+			if !live {
+				continue
 			}
-			out = append(out, u)
+			u.Raw = tombstone(u.ID, cur, removedAt(u))
+		case live && changes.Older(u.Raw, cur):
+			continue
+		case live && readBefore(u, st.readAt, cur):
+			continue
+		case !live && cur != nil && !changes.Older(cur, u.Raw):
+			// As old as the record's last state before its removal: a
+			// late read, not the record back.
 			continue
 		}
-		if u.Raw != nil && !m.newerLocked(m.kinds[u.Kind], u.ID, u.Raw) {
-			continue
-		}
+		batch[key{u.Kind, u.ID}] = state{u.Raw, u.ReadAt}
 		out = append(out, u)
 	}
 	return out
 }
 
-// newerLocked reports whether raw may replace what the model holds of
-// id: it is not older than the record's state, nor, for a record removed,
-// as old as its last state. The caller holds mu.
-func (m *Model) newerLocked(km *kindModel, id string, raw json.RawMessage) bool {
-	if e := km.col.Find(id); e != nil {
-		return !changes.Older(raw, e.Raw)
+// readBefore reports whether u is older than the state held, cur, by
+// when their reads began, which is what orders two states the vendor
+// tells apart by neither version nor modification time: a read that
+// began before the held state's is no newer.
+func readBefore(u Update, heldReadAt time.Time, cur json.RawMessage) bool {
+	if u.ReadAt.IsZero() || heldReadAt.IsZero() || !u.ReadAt.Before(heldReadAt) {
+		return false
 	}
-	if last, ok := km.gone[id]; ok {
-		return changes.Older(last, raw)
-	}
-	return true
+	return !changes.Older(cur, u.Raw)
 }
 
 // applyLocked puts one update in memory; the caller holds mu. It is the
@@ -409,12 +497,21 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 			km.gone[u.ID] = u.Raw
 		case cur != nil:
 			km.gone[u.ID] = tombstone(u.ID, cur.Raw, time.Time{})
+		default:
+			// A tombstone swept past its retention.
+			delete(km.gone, u.ID)
 		}
 		km.col.Remove(u.ID)
+		delete(km.readAt, u.ID)
 		return
 	}
 	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
+	if !u.ReadAt.IsZero() && changes.Undated(u.Raw) {
+		km.readAt[u.ID] = u.ReadAt
+	} else {
+		delete(km.readAt, u.ID)
+	}
 }
 
 // Removed reports whether a record of the model was removed, and when
@@ -425,7 +522,7 @@ func (m *Model) Removed(ctx context.Context, key string) (time.Time, bool, error
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return time.Time{}, false, nil
 	}
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		return time.Time{}, false, err
 	}
 	m.mu.RLock()
@@ -462,7 +559,7 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 	}
 	m.write.Lock()
 	defer m.write.Unlock()
-	if m.feed != nil {
+	if m.updates != nil {
 		if err := m.followOrCatchUp(ctx); err != nil {
 			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
 		}
@@ -477,18 +574,18 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
 }
 
-// syncForRead catches up before a read, within readSyncTimeout. A
+// catchUpForRead catches up before a read, within readSyncTimeout. A
 // catch-up longer than that (a follower trimmed past, a large backfill
 // on another instance) goes on in the background, and the read is
 // answered from what this instance holds, marked lagging until it is
 // done; so is a read while the shared store cannot be reached.
-func (m *Model) syncForRead(ctx context.Context) {
-	if m.feed == nil || m.catching.Load() {
+func (m *Model) catchUpForRead(ctx context.Context) {
+	if m.updates == nil || m.catching.Load() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
 	defer cancel()
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		m.catchUpLater()
 	}
 }
@@ -501,20 +598,20 @@ const readSyncTimeout = 500 * time.Millisecond
 // background catch-up has it in hand.
 var errBehind = errors.New("behind the shared feed; catching up")
 
-// Sync applies what other instances wrote since this one last looked:
+// CatchUp applies what other instances wrote since this one last looked:
 // one round trip to the shared store when nothing is new, so that a
 // caller reads its own write from any instance. A position the feed no
 // longer keeps is not reloaded here, inside a caller's deadline, but in
-// the background: Sync reports the model unavailable meanwhile. Without
+// the background: CatchUp reports the model unavailable meanwhile. Without
 // a feed it does nothing.
-func (m *Model) Sync(ctx context.Context) error {
-	if m.feed == nil {
+func (m *Model) CatchUp(ctx context.Context) error {
+	if m.updates == nil {
 		return nil
 	}
 	if m.catching.Load() {
 		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, errBehind)
 	}
-	err := m.follow(ctx)
+	err := m.followUpdates(ctx)
 	if errors.Is(err, ErrGap) {
 		m.catchUpLater()
 	}
@@ -524,10 +621,10 @@ func (m *Model) Sync(ctx context.Context) error {
 	return nil
 }
 
-// follow applies the feed from this instance's position to its head; a
+// followUpdates applies the feed from this instance's position to its head; a
 // position the feed no longer keeps is ErrGap.
-func (m *Model) follow(ctx context.Context) error {
-	head, err := m.feed.Head(ctx, m.tenant.Firm)
+func (m *Model) followUpdates(ctx context.Context) error {
+	head, err := m.updates.Head(ctx, m.tenant.Firm)
 	if err != nil {
 		return err
 	}
@@ -539,14 +636,14 @@ func (m *Model) follow(ctx context.Context) error {
 	// Another caller may have caught up while this one waited; a batch
 	// short of full is the end of the feed as it was.
 	for pos := *m.applied.Load(); pos != head; {
-		us, next, err := m.feed.Since(ctx, m.tenant.Firm, pos, feedBatch)
+		us, next, err := m.updates.Since(ctx, m.tenant.Firm, pos, feedBatch)
 		if err != nil {
 			return err
 		}
 		if len(us) == 0 || next == pos {
 			break
 		}
-		m.applyFeed(us)
+		m.applyUpdates(us)
 		pos = next
 		m.applied.Store(&next)
 		if len(us) < feedBatch {
@@ -559,7 +656,7 @@ func (m *Model) follow(ctx context.Context) error {
 // followOrCatchUp follows the feed; a position it no longer keeps starts
 // the background catch-up.
 func (m *Model) followOrCatchUp(ctx context.Context) error {
-	err := m.follow(ctx)
+	err := m.followUpdates(ctx)
 	if errors.Is(err, ErrGap) {
 		m.catchUpLater()
 	}
@@ -582,7 +679,7 @@ func (m *Model) catchUpLater() {
 func (m *Model) catchUpNow(ctx context.Context) {
 	defer m.catching.Store(false)
 	for attempt := 0; ; attempt++ {
-		err := m.follow(ctx)
+		err := m.followUpdates(ctx)
 		if errors.Is(err, ErrGap) {
 			err = m.load(ctx)
 		}
@@ -625,7 +722,7 @@ func (m *Model) goOwned(fn func(context.Context)) {
 	}()
 }
 
-func (m *Model) applyFeed(us []Update) {
+func (m *Model) applyUpdates(us []Update) {
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
 		if u.Raw == nil || isTombstone(u.Raw) {
@@ -655,7 +752,7 @@ func (m *Model) Last(ctx context.Context, key string) ([]byte, error) {
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return m.other.Last(ctx, key)
 	}
-	if err := m.Sync(ctx); err != nil {
+	if err := m.CatchUp(ctx); err != nil {
 		return nil, err
 	}
 	return m.find(m.kinds[k], id), nil
@@ -669,6 +766,30 @@ func (m *Model) Save(ctx context.Context, key string, state []byte) error {
 		return m.other.Save(ctx, key, state)
 	}
 	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state)}})
+}
+
+// LastReadAt is when the read of a record's state held began, for a
+// state that publishes no modification time; zero when unknown.
+func (m *Model) LastReadAt(ctx context.Context, key string) (time.Time, error) {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return time.Time{}, nil
+	}
+	if err := m.CatchUp(ctx); err != nil {
+		return time.Time{}, err
+	}
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.kinds[k].readAt[id], nil
+}
+
+// SaveRead is Save of a state whose read began at readAt.
+func (m *Model) SaveRead(ctx context.Context, key string, state []byte, readAt time.Time) error {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		return m.other.Save(ctx, key, state)
+	}
+	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state), ReadAt: readAt}})
 }
 
 // ids returns the ids of k's records updated before t, for a

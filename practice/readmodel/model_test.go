@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +38,7 @@ func redisStore(t *testing.T, url string) *redisstore.Store {
 func instance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
 	rm := redisStore(t, url).ReadModel()
-	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm})
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Updates: rm})
 	m.Serve(practice.Jobs, nil)
 	if err := m.Load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -102,4 +104,82 @@ func TestInstancesShareTheModelThroughRedis(t *testing.T) {
 	if took := time.Since(start); took > 2*time.Second {
 		t.Errorf("a read with Redis gone took %s", took)
 	}
+}
+
+// Two instances writing states of the same records at once, each in an
+// order of its own: whatever interleaves between one instance's
+// comparison and its write, the shared copy and both instances end on
+// each record's newest version, and the shared feed, which every instance
+// follows, never takes a record back to an older version.
+func TestInstancesWritingAtOnceNeverStoreAnOlderState(t *testing.T) {
+	srv := redistest.Start(t)
+	a, b := instance(t, srv.URL()), instance(t, srv.URL())
+	ctx := context.Background()
+	const records, versions = 4, 60
+	versioned := func(id string, v int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf(`{"id":%q,"object":"job","title":"v%d","client":"cli_1","owner":"usr_1","stage":"planned","closed_at":null,"created_at":"2026-03-02T09:00:00Z","updated_at":"2026-03-02T09:00:00Z","version":%d}`, id, v, v))
+	}
+	var wg sync.WaitGroup
+	for w, m := range []*readmodel.Model{a, b, a, b} {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(w), 99))
+			for _, v := range rng.Perm(versions) {
+				id := fmt.Sprintf("job_%d", rng.IntN(records))
+				if err := m.Apply(ctx, []readmodel.Update{{Kind: practice.Jobs, ID: id, Raw: versioned(id, v+1)}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	// The feed, in the order every instance applies it.
+	rm := storeOf(t, srv.URL())
+	newest := map[string]int{}
+	for pos := ""; ; {
+		us, next, err := rm.Since(ctx, firm, pos, 500)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range us {
+			var j struct{ Version int }
+			_ = json.Unmarshal(u.Raw, &j)
+			if j.Version < newest[u.ID] {
+				t.Fatalf("the feed takes %s back from version %d to %d", u.ID, newest[u.ID], j.Version)
+			}
+			newest[u.ID] = j.Version
+		}
+		if len(us) == 0 || next == pos {
+			break
+		}
+		pos = next
+	}
+	for _, m := range []*readmodel.Model{a, b, instance(t, srv.URL())} {
+		for id, v := range newest {
+			raw, err := m.Get(ctx, live, practice.Jobs, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var j struct{ Version int }
+			_ = json.Unmarshal(raw, &j)
+			if j.Version != v {
+				t.Fatalf("%s: an instance serves version %d, the newest written is %d", id, j.Version, v)
+			}
+		}
+	}
+}
+
+func storeOf(t *testing.T, url string) *redisstore.ReadModel {
+	t.Helper()
+	rdb, err := redisstore.NewClient(url, redisstore.TLSFiles{}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.Options{Secrets: secretsKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.ReadModel()
 }

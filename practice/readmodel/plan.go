@@ -147,7 +147,7 @@ type unit struct {
 
 // pollUnits are what the sync polls, with the cost of a round of each.
 func (s *Syncer) pollUnits() []unit {
-	if s.Feed != nil {
+	if s.Changes != nil {
 		return []unit{{passFeed, s.plan.cost(passFeed, unknownPollCost)}}
 	}
 	var us []unit
@@ -233,7 +233,7 @@ func spread(units []unit, per time.Duration, left float64, floor, ceiling time.D
 // pollEvery is how often k is polled under the plan.
 func (s *Syncer) pollEvery(k practice.Kind) time.Duration {
 	sc := s.schedule()
-	if s.Feed != nil {
+	if s.Changes != nil {
 		return sc.every[passFeed]
 	}
 	if every, ok := sc.every[passPoll+string(k)]; ok {

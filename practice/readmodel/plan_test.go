@@ -73,7 +73,7 @@ func firmOnXPM(v *callingVendor) []*readmodel.Syncer {
 			model.Serve(k, v)
 		}
 		syncs = append(syncs, &readmodel.Syncer{
-			System: role.name, Vendor: "xpm", Label: "XPM", Kinds: role.kinds, Reader: v,
+			Role: role.name, System: "xpm", Label: "XPM", Kinds: role.kinds, Reader: v,
 			Model: model, Recorder: &changes.Recorder{State: model}, Sink: &sink{}, Checkpoints: st, Leases: st,
 			Holder: "one", Calls: v.sent,
 			Budget: readmodel.SyncBudget{Allowances: xeroAllowances, Account: "xero:org"},
@@ -140,14 +140,14 @@ func TestSyncKeepsHalfOfTheDailyAllowanceFree(t *testing.T) {
 				for _, s := range syncs {
 					st := s.Status()
 					if st.State != readmodel.StateLive {
-						t.Errorf("%s: %s %s", s.System, st.State, st.Why)
+						t.Errorf("%s: %s %s", s.Role, st.State, st.Why)
 					}
 					p := st.Plan
 					if p.Limit != 5000 || p.Period != 24*time.Hour || p.CallsPerPeriod > 1250 || p.CallsPerPeriod == 0 {
-						t.Errorf("%s's plan: %+v", s.System, p)
+						t.Errorf("%s's plan: %+v", s.Role, p)
 					}
 					if !strings.Contains(p.String(), "of 5,000 calls a day, at most 1,250 for this sync") {
-						t.Errorf("%s's plan for people: %q", s.System, p)
+						t.Errorf("%s's plan for people: %q", s.Role, p)
 					}
 				}
 			})

@@ -18,7 +18,7 @@
 // incremental polling with the vendor's modified-since filters, and a
 // periodic reconciliation that finds deletions. It runs on one instance
 // at a time per firm system, under a lease in the shared store; the others
-// follow the model's Feed.
+// follow the model's UpdateFeed.
 package readmodel
 
 import (
@@ -39,6 +39,12 @@ type Update struct {
 	// At is when a removal was found, its tombstone's deleted_at (zero:
 	// now). Stores do not keep it.
 	At time.Time
+	// ReadAt is when the read of Raw began (zero: unknown). It orders
+	// states whose vendor publishes neither a version nor a modification
+	// time that tells them apart: a state read before the one held is
+	// older. An UpdateFeed carries it to the other instances; a Store need not
+	// keep it.
+	ReadAt time.Time
 }
 
 // Store keeps the read models durably, one per backend.
@@ -49,11 +55,11 @@ type Store interface {
 	Load(ctx context.Context, firm string, fn func(Update) error) error
 }
 
-// Feed is the order in which a shared Store took a firm's updates, so that
+// UpdateFeed is the order in which a shared Store took a firm's updates, so that
 // every instance serving the firm applies what any other wrote. Only a
 // store shared between processes has one (Redis): an embedded store is
 // written by its one process alone.
-type Feed interface {
+type UpdateFeed interface {
 	// Head is the position of the firm's newest update ("" when none).
 	Head(ctx context.Context, firm string) (string, error)
 	// Since returns at most n updates taken after pos, in order, and the
@@ -63,7 +69,7 @@ type Feed interface {
 	Since(ctx context.Context, firm, pos string, n int) ([]Update, string, error)
 }
 
-// ErrGap means a Feed no longer has every update after a position.
+// ErrGap means an UpdateFeed no longer has every update after a position.
 var ErrGap = errors.New("read model feed: updates after this position were trimmed")
 
 // Checkpoints keep each firm system's sync progress, where a restarted

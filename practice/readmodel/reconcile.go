@@ -34,6 +34,13 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	}); err != nil {
 		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
 	}
+	// What the model holds is judged as every instance wrote it: a
+	// record another instance stored during the walk is in the feed, not
+	// yet in this instance's memory, and would escape the comparison
+	// until the next pass.
+	if err := s.Model.CatchUp(ctx); err != nil {
+		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
+	}
 	var unconfirmed int
 	for _, id := range s.Model.idsBefore(k, start) {
 		if seen[id] {

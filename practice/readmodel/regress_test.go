@@ -40,10 +40,10 @@ func (s *slowLoad) Load(ctx context.Context, firm string, fn func(readmodel.Upda
 func TestFollowerBehindTheFeedCatchesUpOffTheReadPath(t *testing.T) {
 	ctx := context.Background()
 	store := &slowLoad{Store: readmodelsim.NewStore(nil), release: make(chan struct{})}
-	writer := readmodel.New(readmodel.Config{Firm: firm, Store: store, Feed: store})
+	writer := readmodel.New(readmodel.Config{Firm: firm, Store: store, Updates: store})
 	writer.Serve(practice.Jobs, nil)
 	var catchUp []func(context.Context)
-	follower := readmodel.New(readmodel.Config{Firm: firm, Store: store, Feed: store,
+	follower := readmodel.New(readmodel.Config{Firm: firm, Store: store, Updates: store,
 		Background: func(run func(context.Context)) { catchUp = append(catchUp, run) }})
 	follower.Serve(practice.Jobs, nil)
 	follower.SetFreshness(practice.Jobs, practice.Freshness{Backfilled: true, State: readmodel.StateLive, ConfirmedAt: epoch})
@@ -100,12 +100,12 @@ func (r repeatingClients) List(ctx context.Context, t practice.Tenant, k practic
 }
 
 func simSyncer(clock *simClock, store *readmodelsim.Store, reader practice.Reader, holder string) (*readmodel.Syncer, *readmodel.Model) {
-	m := readmodel.New(readmodel.Config{Firm: firm, Store: store, Feed: store})
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: store, Updates: store})
 	kinds := []practice.Kind{practice.Clients, practice.Jobs}
 	for _, k := range kinds {
 		m.Serve(k, reader)
 	}
-	return &readmodel.Syncer{System: "records", Kinds: kinds, Reader: reader, Model: m,
+	return &readmodel.Syncer{Role: "records", Kinds: kinds, Reader: reader, Model: m,
 		Recorder: &changes.Recorder{State: m, Clock: clock}, Sink: &sink{}, Checkpoints: store, Leases: store,
 		Holder: holder, Now: clock.Now,
 		Config: readmodel.SyncConfig{Poll: time.Minute, Reconcile: time.Hour, LeaseTTL: 30 * time.Second}}, m

@@ -14,6 +14,12 @@ var (
 	simSeeds = flag.Int("seeds", 300, "how many schedules the sync simulation runs")
 )
 
+// onceDiverged are schedules beyond the first few hundred that found a
+// fault, run every time as regressions: 337 had a reconciliation judge
+// removals on a copy behind the shared feed, so a record another instance
+// stored during the walk (deleted at the vendor since) stayed served.
+var onceDiverged = []int{337}
+
 // The sync converges, serves every existing record throughout and raises
 // one forward change per state, under every schedule of a seeded
 // scheduler: vendor changes while pages are read, webhooks late,
@@ -33,7 +39,16 @@ func TestSyncSimulation(t *testing.T) {
 		return
 	}
 	ops, failed := 0, 0
+	seeds := make([]int, 0, *simSeeds+len(onceDiverged))
 	for s := 1; s <= *simSeeds; s++ {
+		seeds = append(seeds, s)
+	}
+	for _, s := range onceDiverged {
+		if s > *simSeeds {
+			seeds = append(seeds, s)
+		}
+	}
+	for _, s := range seeds {
 		res := readmodelsim.Run(readmodelsim.Options{Seed: uint64(s)})
 		ops += res.Operations
 		if len(res.Divergences) > 0 {
@@ -44,8 +59,8 @@ func TestSyncSimulation(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d schedules, %d operations, %d diverged", *simSeeds, ops, failed)
+	t.Logf("%d schedules, %d operations, %d diverged", len(seeds), ops, failed)
 	if failed > 0 {
-		t.Errorf("%d of %d schedules diverged", failed, *simSeeds)
+		t.Errorf("%d of %d schedules diverged", failed, len(seeds))
 	}
 }

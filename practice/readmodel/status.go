@@ -12,8 +12,8 @@ import (
 // show it.
 type Status struct {
 	Firm   string
-	System string // the role: records, ledger, documents
-	Vendor string // the system: karbon, xero, ...
+	Role   string // the role: records, ledger, documents
+	System string // the system: karbon, xero, ...
 	Label  string // the system, for people
 	// State is backfilling, live, lagging or failing; Why says why a
 	// failing sync fails.
@@ -97,7 +97,7 @@ func (s *Syncer) statusLocked() Status {
 	now := s.now()
 	p := s.progress
 	st := Status{
-		Firm: s.Model.Firm(), System: s.System, Vendor: s.Vendor, Label: s.Label, Holder: p.Holder,
+		Firm: s.Model.Firm(), Role: s.Role, System: s.System, Label: s.Label, Holder: p.Holder,
 		CallsLastHour: p.CallsLastHour, BudgetPerHour: s.BudgetPerHour,
 	}
 	backfilled := true

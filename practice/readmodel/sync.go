@@ -68,16 +68,16 @@ func (c SyncConfig) withDefaults() SyncConfig {
 // runs one per firm system; the one holding the lease syncs, the others
 // read its checkpoint, so that every instance tells the same freshness.
 type Syncer struct {
-	// System is the role the system plays for the firm (records, ledger,
-	// documents); Vendor names the system ("karbon") and Label names it
+	// Role is the role the system plays for the firm (records, ledger,
+	// documents); System names the system ("karbon") and Label names it
 	// for people ("Karbon").
-	System, Vendor, Label string
-	Kinds                 []practice.Kind
+	Role, System, Label string
+	Kinds               []practice.Kind
 	// Reader is the system's adapter: the vendor, not the model.
 	Reader practice.Reader
-	// Feed is the vendor's change feed, when it has one; it replaces
+	// Changes is the vendor's change feed, when it has one; it replaces
 	// polling.
-	Feed        ChangeFeed
+	Changes     ChangeFeed
 	Model       *Model
 	Recorder    *changes.Recorder
 	Sink        changes.ChangeSink
@@ -155,7 +155,7 @@ func (s *Syncer) now() time.Time {
 	return time.Now().UTC()
 }
 
-func (s *Syncer) name() string      { return "sync/" + s.Model.Firm() + "/" + s.System }
+func (s *Syncer) name() string      { return "sync/" + s.Model.Firm() + "/" + s.Role }
 func (s *Syncer) resyncKey() string { return s.name() + "/resync" }
 func (s *Syncer) tenant() practice.Tenant {
 	return practice.Tenant{Firm: s.Model.Firm()}
@@ -165,7 +165,7 @@ func (s *Syncer) tenant() practice.Tenant {
 // covers every kind), else when the adapter says its vendor can list k by
 // modification time.
 func (s *Syncer) polled(k practice.Kind) bool {
-	if s.Feed != nil {
+	if s.Changes != nil {
 		return true
 	}
 	inc, ok := s.Reader.(Incremental)
@@ -190,7 +190,7 @@ func (s *Syncer) init() {
 			s.Logger = zap.NewNop()
 		}
 		if s.Label == "" {
-			s.Label = s.System
+			s.Label = s.Role
 		}
 		s.progress = progress{Kinds: map[practice.Kind]*kindProgress{}}
 	})
@@ -212,7 +212,7 @@ func (s *Syncer) Run(ctx context.Context) {
 			_ = s.Leases.Release(rctx, s.name(), s.Holder)
 		}
 	}()
-	s.follow(ctx)
+	s.followHolder(ctx)
 	for ctx.Err() == nil {
 		held, more, stepErr := s.round(ctx, s.whileHeld)
 		switch {
@@ -255,7 +255,7 @@ func (s *Syncer) round(ctx context.Context, run func(context.Context, func(conte
 	s.mu.Unlock()
 	if !held || took {
 		// Follow the holder, or resume from the last holder's checkpoint.
-		s.follow(ctx)
+		s.followHolder(ctx)
 	}
 	if !held {
 		return false, false, nil
@@ -294,9 +294,9 @@ func (s *Syncer) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// follow reads the checkpoint into this instance's progress and the
+// followHolder reads the checkpoint into this instance's progress and the
 // model's freshness.
-func (s *Syncer) follow(ctx context.Context) {
+func (s *Syncer) followHolder(ctx context.Context) {
 	b, err := s.Checkpoints.Checkpoint(ctx, s.name())
 	if err != nil || b == nil {
 		s.publish()
@@ -381,7 +381,7 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 				return s.metered(passFull+string(k), true, func() error { return s.reconcile(ctx, k) })
 			}
 		case s.polled(k) && now.Sub(kp.PolledAt) >= s.interval(k):
-			if s.Feed != nil {
+			if s.Changes != nil {
 				// The feed covers every kind: its failure is the
 				// system's.
 				return true, s.metered(passFeed, false, func() error { return s.readFeed(ctx) })

@@ -141,7 +141,7 @@ func (e *env) syncer(holder string, reader practice.Reader) *readmodel.Syncer {
 		e.t.Fatal(err)
 	}
 	return &readmodel.Syncer{
-		System: "records", Label: "karbon", Kinds: kinds, Reader: reader,
+		Role: "records", Label: "karbon", Kinds: kinds, Reader: reader,
 		Model: e.model, Recorder: e.rec, Sink: e.sink, Checkpoints: e.store, Leases: e.store,
 		Holder: holder, Config: readmodel.SyncConfig{Poll: 50 * time.Millisecond, LeaseTTL: time.Second},
 	}

@@ -1,125 +1,147 @@
 package readmodel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/practicegw/practicegw/practice"
 )
 
-// TombstoneStore keeps the tombstones of records removed from firms' read
-// models, so that a mirror polling a collection with include_deleted
-// learns of removals as it learns of changes. It is shared as the model
-// is (bbolt embedded, Redis scale-out), so every instance lists the same
-// tombstones.
-type TombstoneStore interface {
-	// PutTombstones keeps tombstones of the firm's records of kind k,
-	// replacing any kept for their ids.
-	PutTombstones(ctx context.Context, firm string, k practice.Kind, ts []practice.Tombstone) error
-	// DropTombstones forgets the tombstones of ids, records that exist
-	// again; an id without one is no error.
-	DropTombstones(ctx context.Context, firm string, k practice.Kind, ids []string) error
-	// Tombstones returns up to q.Limit of k's tombstones whose id sorts
-	// after q.After and that were deleted at or after q.Since, in id order.
-	Tombstones(ctx context.Context, firm string, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error)
+// A removed record's tombstone has one home: the model's own store, where
+// the removal is written in place of the record's last state. There it
+// orders what comes after (a state read before the removal does not bring
+// the record back, on any instance, after any restart), every instance
+// learns it through the shared feed, a mirror lists it with
+// include_deleted, and the sweep forgets it after
+// practice.TombstoneRetention.
+
+// Tombstones lists the tombstones of k's removed records whose removal
+// was confirmed at or after q.Since, after q.After, in id order, for a
+// collection read with include_deleted.
+func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error) {
+	km, err := m.kind(t, k)
+	if err != nil {
+		return nil, err
+	}
+	m.catchUpForRead(ctx)
+	since := q.Since.Truncate(time.Millisecond)
+	var out []practice.Tombstone
+	m.mu.RLock()
+	for id, raw := range km.gone {
+		if id <= q.After && q.After != "" {
+			continue
+		}
+		ts := listed(k, id, raw)
+		if ts.DeletedAt.IsZero() || ts.DeletedAt.Before(since) {
+			// Undated: removed by a version that kept no time; the
+			// sweep dates it, then it is listed.
+			continue
+		}
+		out = append(out, ts)
+	}
+	m.mu.RUnlock()
+	slices.SortFunc(out, func(a, b practice.Tombstone) int { return cmpID(a.ID, b.ID) })
+	if q.Limit > 0 && len(out) > q.Limit {
+		out = out[:q.Limit]
+	}
+	return out, nil
 }
 
-// noteRemovals keeps a tombstone for each record us leaves removed and
-// forgets the tombstone of each record us leaves written, before us
-// reaches the model: a tombstone listed while its record is still served
-// is dropped by the reader (a record and its tombstone never both
-// answer), whereas one lost after the record was removed would never be
-// listed. us has passed newer, so a removal is the record's tombstone
-// (or nil for a record not held); the caller holds write and has caught
-// up, so a removal's last state is the one before it in us, else the
-// model's.
-func (m *Model) noteRemovals(ctx context.Context, us []Update) error {
-	if m.tombstones == nil {
-		return nil
+// listed is the tombstone a mirror sees of the model's: the one the
+// removal's event carries.
+func listed(k practice.Kind, id string, raw json.RawMessage) practice.Tombstone {
+	var t tombstoneRecord
+	_ = json.Unmarshal(raw, &t)
+	last, _ := json.Marshal(struct {
+		Version json.RawMessage `json:"version,omitempty"`
+	}{t.Version})
+	ts := practice.NewTombstone(k, id, last, t.RemovedAt)
+	if t.RemovedAt.IsZero() {
+		ts.DeletedAt = time.Time{}
 	}
-	type key struct {
-		k  practice.Kind
-		id string
+	return ts
+}
+
+func cmpID(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
 	}
-	last := map[key]json.RawMessage{} // the state before each update, as us goes
-	final := map[key]*practice.Tombstone{}
-	var order []key
-	for _, u := range us {
-		kk := key{u.Kind, u.ID}
-		if _, seen := last[kk]; !seen {
-			order = append(order, kk)
+	return 0
+}
+
+// SweepTombstones forgets the tombstones of removals confirmed before
+// before, and dates those an earlier version kept without a time (as
+// removed now, so a mirror is told of them once more rather than never).
+// It returns how many it forgot. Every instance may sweep: a sweep writes
+// what any other would, and another instance's newer write of a record
+// is never undone by it (the write lock and the feed order them).
+func (m *Model) SweepTombstones(ctx context.Context, before, now time.Time) (int, error) {
+	m.write.Lock()
+	defer m.write.Unlock()
+	if m.updates != nil {
+		if err := m.followOrCatchUp(ctx); err != nil {
+			return 0, fmt.Errorf("read model of %s: %w", m.tenant.Firm, err)
 		}
-		if u.Raw != nil && !isTombstone(u.Raw) {
-			last[kk], final[kk] = u.Raw, nil
+	}
+	for attempt := 1; ; attempt++ {
+		us, forgot := m.sweepable(before, now)
+		if len(us) == 0 {
+			return 0, nil
+		}
+		written, err := m.persist(ctx, us, attempt)
+		if err != nil {
+			return 0, fmt.Errorf("read model of %s: sweeping tombstones: %w", m.tenant.Firm, err)
+		}
+		if !written {
 			continue
 		}
-		before, inBatch := last[kk]
-		if !inBatch {
-			if km, ok := m.kinds[u.Kind]; ok {
-				before = m.find(km, u.ID)
+		m.mu.Lock()
+		for _, u := range us {
+			m.applyLocked(u, nil)
+		}
+		m.mu.Unlock()
+		return forgot, nil
+	}
+}
+
+// sweepable is what a sweep writes: nothing in place of each tombstone
+// past its retention, a dated tombstone in place of each undated one.
+func (m *Model) sweepable(before, now time.Time) (us []Update, forgot int) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	for k, km := range m.kinds {
+		for id, raw := range km.gone {
+			var t tombstoneRecord
+			_ = json.Unmarshal(raw, &t)
+			switch {
+			case t.RemovedAt.IsZero():
+				t.RemovedAt = now.UTC()
+				dated, _ := json.Marshal(t)
+				us = append(us, Update{Kind: k, ID: id, Raw: dated})
+			case t.RemovedAt.Before(before):
+				us = append(us, Update{Kind: k, ID: id})
+				forgot++
 			}
 		}
-		last[kk] = nil
-		if before == nil {
-			// Not here: nothing for a mirror to remove, and a tombstone
-			// already kept (even by an earlier update of us) stays.
-			continue
-		}
-		ts := practice.NewTombstone(u.Kind, u.ID, bytes.Clone(before), removedAt(u))
-		final[kk] = &ts
 	}
-	removed := map[practice.Kind][]practice.Tombstone{}
-	written := map[practice.Kind][]string{}
-	for _, kk := range order {
-		switch ts := final[kk]; {
-		case ts != nil:
-			removed[kk.k] = append(removed[kk.k], *ts)
-		case last[kk] != nil:
-			written[kk.k] = append(written[kk.k], kk.id)
-		}
-	}
-	for k, ids := range written {
-		if err := m.tombstones.DropTombstones(ctx, m.tenant.Firm, k, ids); err != nil {
-			return fmt.Errorf("read model of %s: forget tombstones of %s: %w", m.tenant.Firm, k, err)
-		}
-	}
-	for k, ts := range removed {
-		if err := m.tombstones.PutTombstones(ctx, m.tenant.Firm, k, ts); err != nil {
-			return fmt.Errorf("read model of %s: keep tombstones of %s: %w", m.tenant.Firm, k, err)
-		}
-	}
-	return nil
+	return us, forgot
 }
 
 // removedAt is when a removal was confirmed: the time its tombstone
 // keeps, else the update's, else now.
 func removedAt(u Update) time.Time {
-	var ts tombstoneRecord
-	if u.Raw != nil && json.Unmarshal(u.Raw, &ts) == nil && !ts.RemovedAt.IsZero() {
-		return ts.RemovedAt
+	var t tombstoneRecord
+	if u.Raw != nil && json.Unmarshal(u.Raw, &t) == nil && !t.RemovedAt.IsZero() {
+		return t.RemovedAt
 	}
 	if !u.At.IsZero() {
 		return u.At
 	}
 	return time.Now()
-}
-
-// Tombstones lists the tombstones of k's removed records, for a
-// collection read with include_deleted. The reader drops a tombstone
-// whose record it also lists.
-func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.TombstoneQuery) ([]practice.Tombstone, error) {
-	if _, err := m.kind(t, k); err != nil {
-		return nil, err
-	}
-	if m.tombstones == nil {
-		return nil, nil
-	}
-	ts, err := m.tombstones.Tombstones(ctx, m.tenant.Firm, k, q)
-	if err != nil {
-		return nil, fmt.Errorf("read model of %s: tombstones of %s: %w: %w", m.tenant.Firm, k, practice.ErrUnavailable, err)
-	}
-	return ts, nil
 }

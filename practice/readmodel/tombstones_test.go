@@ -5,18 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
-
-	"go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
-	boltstore "github.com/practicegw/practicegw/store/bolt"
 )
 
 // jobAt is a job at a version.
@@ -28,9 +24,8 @@ func jobAt(id string, version int) json.RawMessage {
 // keeping tombstones there.
 func tombInstance(t *testing.T, url string) *readmodel.Model {
 	t.Helper()
-	st := redisStore(t, url)
-	rm := st.ReadModel()
-	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Feed: rm, Tombstones: st.Tombstones()})
+	rm := redisStore(t, url).ReadModel()
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: rm, Updates: rm})
 	m.Serve(practice.Jobs, nil)
 	if err := m.Load(context.Background()); err != nil {
 		t.Fatal(err)
@@ -161,50 +156,4 @@ func cmpString(a, b string) int {
 		return 1
 	}
 	return 0
-}
-
-// BenchmarkApplyWithTombstones measures what keeping tombstones adds to
-// writing records (a backfill's batches of 100 new jobs, every one of
-// which asks whether it had a tombstone) over bbolt, against the same
-// writes without a tombstone store in the same run, and prints the ratio.
-func BenchmarkApplyWithTombstones(b *testing.B) {
-	run := func(b *testing.B, keep bool) time.Duration {
-		db, err := bbolt.Open(filepath.Join(b.TempDir(), "practicegw.db"), 0o600, nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer db.Close()
-		db.NoSync = true // what is measured is the work, not the disk
-		st, err := boltstore.New(db, nil, boltstore.WithSecrets(secretsKey))
-		if err != nil {
-			b.Fatal(err)
-		}
-		cfg := readmodel.Config{Firm: firm, Store: st.ReadModel()}
-		if keep {
-			cfg.Tombstones = st.Tombstones()
-		}
-		m := readmodel.New(cfg)
-		m.Serve(practice.Jobs, nil)
-		ctx := context.Background()
-		start := time.Now()
-		for i := range b.N {
-			us := make([]readmodel.Update, 100)
-			for j := range us {
-				id := fmt.Sprintf("job_%06d_%03d", i, j)
-				us[j] = readmodel.Update{Kind: practice.Jobs, ID: id, Raw: jobAt(id, 1)}
-			}
-			// A removal in one batch in ten, so that tombstones exist.
-			if i%10 == 0 && i > 0 {
-				us[0] = readmodel.Update{Kind: practice.Jobs, ID: fmt.Sprintf("job_%06d_%03d", i-1, 0)}
-			}
-			if err := m.Apply(ctx, us); err != nil {
-				b.Fatal(err)
-			}
-		}
-		return time.Since(start)
-	}
-	without := run(b, false)
-	with := run(b, true)
-	b.ReportMetric(float64(with)/float64(b.N)/100, "ns/record")
-	b.ReportMetric(float64(with)/float64(without), "ratio-vs-no-tombstones")
 }

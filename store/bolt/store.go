@@ -144,6 +144,13 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 		if _, err := tx.CreateBucket([]byte(bucketRMLeases)); err != nil {
 			return err
 		}
+		// Tombstones live in the read model's own bucket now, beside
+		// the records they replace; the separate bucket goes.
+		if tx.Bucket([]byte("gw_readmodel_tombstones")) != nil {
+			if err := tx.DeleteBucket([]byte("gw_readmodel_tombstones")); err != nil {
+				return err
+			}
+		}
 		// The previous version's feed numbered every tenant's events
 		// together; its positions are refused now, so it goes.
 		if tx.Bucket([]byte(bucketOldFeedName)) != nil {

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -75,15 +76,7 @@ func (m *ReadModel) Apply(ctx context.Context, firm string, us []readmodel.Updat
 		cctx, cancel := m.s.ctx(ctx)
 		_, err := m.s.rdb.TxPipelined(cctx, func(p goredis.Pipeliner) error {
 			for _, u := range batch {
-				entry := []any{"kind", string(u.Kind), "id", u.ID}
-				if len(u.Raw) == 0 {
-					p.HDel(cctx, recordsKey(firm, u.Kind), u.ID)
-				} else {
-					// []byte: go-redis refuses json.RawMessage.
-					p.HSet(cctx, recordsKey(firm, u.Kind), u.ID, []byte(u.Raw))
-					entry = append(entry, "raw", []byte(u.Raw))
-				}
-				p.XAdd(cctx, &goredis.XAddArgs{Stream: feed, MaxLen: readModelFeedLen, Approx: true, Values: entry})
+				appendUpdate(cctx, p, firm, feed, u)
 			}
 			return nil
 		})
@@ -93,6 +86,63 @@ func (m *ReadModel) Apply(ctx context.Context, firm string, us []readmodel.Updat
 		}
 	}
 	return nil
+}
+
+// ApplyAfter writes a firm's updates and their feed entries in one
+// MULTI/EXEC only if the feed's newest entry is still head: WATCH on the
+// feed makes the transaction fail when another instance appended first,
+// so an instance never writes a state it compared with an older copy.
+func (m *ReadModel) ApplyAfter(ctx context.Context, firm, head string, us []readmodel.Update) (string, bool, error) {
+	if err := checkUpdates(firm, us); err != nil {
+		return "", false, err
+	}
+	feed := readModelFeedKey(firm)
+	cctx, cancel := m.s.ctx(ctx)
+	defer cancel()
+	var last *goredis.StringCmd
+	err := m.s.rdb.Watch(cctx, func(tx *goredis.Tx) error {
+		newest, err := tx.XRevRangeN(cctx, feed, "+", "-", 1).Result()
+		if err != nil && !noSuchKey(err) {
+			return err
+		}
+		cur := ""
+		if len(newest) == 1 {
+			cur = newest[0].ID
+		}
+		if cur != head {
+			return goredis.TxFailedErr
+		}
+		_, err = tx.TxPipelined(cctx, func(p goredis.Pipeliner) error {
+			for _, u := range us {
+				last = appendUpdate(cctx, p, firm, feed, u)
+			}
+			return nil
+		})
+		return err
+	}, feed)
+	if errors.Is(err, goredis.TxFailedErr) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("applying %s's read model updates in redis: %w", firm, err)
+	}
+	return last.Val(), true, nil
+}
+
+// appendUpdate queues one update of a firm's records and its feed entry.
+func appendUpdate(ctx context.Context, p goredis.Pipeliner, firm, feed string, u readmodel.Update) *goredis.StringCmd {
+	entry := []any{"kind", string(u.Kind), "id", u.ID}
+	if len(u.Raw) == 0 {
+		p.HDel(ctx, recordsKey(firm, u.Kind), u.ID)
+	} else {
+		// []byte: go-redis refuses json.RawMessage.
+		p.HSet(ctx, recordsKey(firm, u.Kind), u.ID, []byte(u.Raw))
+		entry = append(entry, "raw", []byte(u.Raw))
+	}
+	if !u.ReadAt.IsZero() {
+		entry = append(entry, "read_at", u.ReadAt.UTC().Format(time.RFC3339Nano))
+	}
+	return p.XAdd(ctx, &goredis.XAddArgs{Stream: feed, MaxLen: readModelFeedLen, Approx: true, Values: entry})
 }
 
 // checkUpdates refuses what Load could not give back: Load scans the
@@ -141,7 +191,7 @@ func (m *ReadModel) Load(ctx context.Context, firm string, fn func(readmodel.Upd
 	return nil
 }
 
-// Head implements readmodel.Feed: the id Redis gave the firm's newest
+// Head implements readmodel.UpdateFeed: the id Redis gave the firm's newest
 // update, even if trimming has since removed it.
 func (m *ReadModel) Head(ctx context.Context, firm string) (string, error) {
 	ctx, cancel := m.s.ctx(ctx)
@@ -159,7 +209,7 @@ func (m *ReadModel) Head(ctx context.Context, firm string) (string, error) {
 	return info.LastGeneratedID, nil
 }
 
-// Since implements readmodel.Feed. The stream's counts are read in the
+// Since implements readmodel.UpdateFeed. The stream's counts are read in the
 // same transaction as its entries and say whether trimming took any after
 // pos. Trimming leaves max-deleted-entry-id alone (only XDEL sets it), so
 // the test is whether entries were trimmed at all (entries-added exceeds
@@ -228,6 +278,9 @@ func (m *ReadModel) Since(ctx context.Context, firm, pos string, n int) ([]readm
 		us[i] = readmodel.Update{Kind: practice.Kind(kind), ID: id}
 		if raw, _ := msg.Values["raw"].(string); raw != "" {
 			us[i].Raw = []byte(raw)
+		}
+		if at, _ := msg.Values["read_at"].(string); at != "" {
+			us[i].ReadAt, _ = time.Parse(time.RFC3339Nano, at)
 		}
 	}
 	return us, msgs[len(msgs)-1].ID, nil
@@ -357,7 +410,7 @@ func (m *ReadModel) Release(ctx context.Context, name, holder string) error {
 // Interface guards.
 var (
 	_ readmodel.Store       = (*ReadModel)(nil)
-	_ readmodel.Feed        = (*ReadModel)(nil)
+	_ readmodel.UpdateFeed  = (*ReadModel)(nil)
 	_ readmodel.Checkpoints = (*ReadModel)(nil)
 	_ readmodel.Leases      = (*ReadModel)(nil)
 )

@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,14 +110,14 @@ func ReadModel(t *testing.T, open func(t *testing.T) (store, reopen readmodel.St
 type ReadModelFeedBackend struct {
 	Store readmodel.Store
 	// Feed is another instance's handle on the same state.
-	Feed readmodel.Feed
+	Feed readmodel.UpdateFeed
 	// Trim drops all but the newest keep updates of the firm's feed, as
 	// the store's own trimming does after many updates.
 	Trim func(firm string, keep int)
 }
 
 // follow reads the firm's feed from pos to its end, n at a time.
-func follow(t *testing.T, f readmodel.Feed, firm, pos string, n int) ([]readmodel.Update, string) {
+func follow(t *testing.T, f readmodel.UpdateFeed, firm, pos string, n int) ([]readmodel.Update, string) {
 	t.Helper()
 	var all []readmodel.Update
 	for {
@@ -141,20 +143,24 @@ func sameUpdates(a, b []readmodel.Update) bool {
 		return false
 	}
 	for i := range a {
-		if a[i].Kind != b[i].Kind || a[i].ID != b[i].ID || string(a[i].Raw) != string(b[i].Raw) || (a[i].Raw == nil) != (b[i].Raw == nil) {
+		if a[i].Kind != b[i].Kind || a[i].ID != b[i].ID || string(a[i].Raw) != string(b[i].Raw) || (a[i].Raw == nil) != (b[i].Raw == nil) ||
+			!a[i].ReadAt.Equal(b[i].ReadAt) {
 			return false
 		}
 	}
 	return true
 }
 
-// ReadModelFeed checks a readmodel.Feed: every update, removals included,
+// ReadModelFeed checks a readmodel.UpdateFeed: every update, removals included,
 // once and in the order applied, from any handle; positions that resume
 // where the last read ended; firms apart; a position whose later updates
 // were trimmed is ErrGap; and under concurrent Applies the feed, replayed,
 // is the model Load gives. open returns an empty store.
 func ReadModelFeed(t *testing.T, open func(t *testing.T) ReadModelFeedBackend) {
 	b := open(t)
+	if hs, ok := b.Store.(headStore); ok {
+		t.Run("writes after a head", func(t *testing.T) { testApplyAfter(t, hs, b.Feed) })
+	}
 	if head, err := b.Feed.Head(ctx, "frm_a"); err != nil || head != "" {
 		t.Fatalf("an empty feed's head: %q, %v; want \"\"", head, err)
 	}
@@ -165,6 +171,8 @@ func ReadModelFeed(t *testing.T, open func(t *testing.T) ReadModelFeedBackend) {
 		upd(practice.Clients, "cli_1", `{"id":"cli_1","v":1}`),
 		upd(practice.Jobs, "job_1", `{"id":"job_1"}`),
 	}
+	// When a state's read began travels with it, to the nanosecond.
+	first[1].ReadAt = time.Date(2026, 3, 2, 9, 0, 0, 123456789, time.UTC)
 	then := []readmodel.Update{
 		upd(practice.Clients, "cli_1", `{"id":"cli_1","v":2}`),
 		upd(practice.Clients, "cli_1", ""),
@@ -434,4 +442,65 @@ func FencedCheckpoints(t *testing.T, open func(t *testing.T) (a, b LeasedCheckpo
 	}
 	saveHeld(b, "inst-2", `{"step":3}`, false)
 	checkpoint(`{"step":2}`)
+}
+
+// headStore is what a shared store offers the model for writes that must
+// not land after another instance's (readmodel's own is unexported).
+type headStore interface {
+	ApplyAfter(ctx context.Context, firm, head string, us []readmodel.Update) (string, bool, error)
+}
+
+// testApplyAfter checks a conditional write: taken only while the feed's
+// newest position is the one given, refused with nothing written
+// otherwise, and under writers racing, each position taken by one of them.
+func testApplyAfter(t *testing.T, s headStore, f readmodel.UpdateFeed) {
+	firm := "frm_cond"
+	one := []readmodel.Update{upd(practice.Clients, "cli_1", `{"id":"cli_1","v":1}`)}
+	if _, ok, err := s.ApplyAfter(ctx, firm, "9-9", one); err != nil || ok {
+		t.Fatalf("a write after a head the feed does not have: ok %v, %v", ok, err)
+	}
+	if head, _ := f.Head(ctx, firm); head != "" {
+		t.Fatalf("a refused write moved the head to %q", head)
+	}
+	next, ok, err := s.ApplyAfter(ctx, firm, "", one)
+	if err != nil || !ok {
+		t.Fatalf("a write after the empty feed's head: ok %v, %v", ok, err)
+	}
+	if head, _ := f.Head(ctx, firm); head != next {
+		t.Fatalf("the write said it ends at %q, the feed's head is %q", next, head)
+	}
+	if _, ok, _ := s.ApplyAfter(ctx, firm, "", one); ok {
+		t.Fatal("a second write after the same head was taken")
+	}
+	if _, ok, err := s.ApplyAfter(ctx, firm, next, one); err != nil || !ok {
+		t.Fatalf("a write after the new head: ok %v, %v", ok, err)
+	}
+
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 25 {
+				head, err := f.Head(ctx, firm)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				u := upd(practice.Clients, "cli_race", fmt.Sprintf(`{"id":"cli_race","w":%d,"i":%d}`, w, i))
+				if _, ok, err := s.ApplyAfter(ctx, firm, head, []readmodel.Update{u}); err != nil {
+					t.Error(err)
+					return
+				} else if ok {
+					taken.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	us, _ := follow(t, f, firm, next, 1000)
+	// The feed after next holds the second write, then one entry per
+	// write taken: none lost, none taken twice.
+	if int64(len(us)) != 1+taken.Load() {
+		t.Fatalf("%d writes taken by racing writers, the feed has %d after them", taken.Load(), len(us)-1)
+	}
 }

@@ -56,6 +56,30 @@ func (s *Store) Apply(ctx context.Context, firm string, us []readmodel.Update) e
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.applyLocked(firm, us)
+	return nil
+}
+
+// ApplyAfter writes us only if the firm's newest feed position is still
+// head, as the Redis store's WATCH does.
+func (s *Store) ApplyAfter(ctx context.Context, firm, head string, us []readmodel.Update) (string, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return "", false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := ""
+	if f := s.feeds[firm]; f != nil && f.last != 0 {
+		cur = strconv.FormatUint(f.last, 10)
+	}
+	if cur != head {
+		return "", false, nil
+	}
+	s.applyLocked(firm, us)
+	return strconv.FormatUint(s.feedOf(firm).last, 10), true, nil
+}
+
+func (s *Store) applyLocked(firm string, us []readmodel.Update) {
 	recs := s.records[firm]
 	if recs == nil {
 		recs = map[string][]byte{}
@@ -75,7 +99,6 @@ func (s *Store) Apply(ctx context.Context, firm string, us []readmodel.Update) e
 		f.entries = append(f.entries, u)
 		f.last++
 	}
-	return nil
 }
 
 func (s *Store) feedOf(firm string) *feed {
@@ -104,7 +127,7 @@ func (s *Store) Load(ctx context.Context, firm string, fn func(readmodel.Update)
 	return ctx.Err()
 }
 
-// Head implements readmodel.Feed.
+// Head implements readmodel.UpdateFeed.
 func (s *Store) Head(ctx context.Context, firm string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -115,7 +138,7 @@ func (s *Store) Head(ctx context.Context, firm string) (string, error) {
 	return strconv.FormatUint(f.last, 10), ctx.Err()
 }
 
-// Since implements readmodel.Feed.
+// Since implements readmodel.UpdateFeed.
 func (s *Store) Since(ctx context.Context, firm, pos string, n int) ([]readmodel.Update, string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, pos, err
@@ -225,7 +248,7 @@ func (s *Store) Release(ctx context.Context, name, holder string) error {
 
 var (
 	_ readmodel.Store       = (*Store)(nil)
-	_ readmodel.Feed        = (*Store)(nil)
+	_ readmodel.UpdateFeed  = (*Store)(nil)
 	_ readmodel.Checkpoints = (*Store)(nil)
 	_ readmodel.Leases      = (*Store)(nil)
 )

@@ -151,7 +151,7 @@ func Run(o Options) Result {
 // the shared store and a new holder name, as after a kill.
 func (w *world) start(i int) {
 	in := &instance{}
-	in.model = readmodel.New(readmodel.Config{Firm: firm, Store: w.store, Feed: w.store,
+	in.model = readmodel.New(readmodel.Config{Firm: firm, Store: w.store, Updates: w.store,
 		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }})
 	for _, k := range kinds {
 		in.model.Serve(k, w.vendor)
@@ -160,7 +160,7 @@ func (w *world) start(i int) {
 		w.diverge("instance %d does not load: %v", i, err)
 	}
 	in.rec = &changes.Recorder{State: in.model, Clock: w}
-	in.syncer = &readmodel.Syncer{System: "records", Vendor: "sim", Kinds: kinds, Reader: w.vendor,
+	in.syncer = &readmodel.Syncer{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor,
 		Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
 		Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts), Config: config, Now: w.Now}
 	w.restarts++
@@ -406,7 +406,7 @@ func (w *world) settle() {
 func (w *world) check() {
 	ctx := context.Background()
 	for i, in := range w.inst {
-		if err := in.model.Sync(ctx); err != nil {
+		if err := in.model.CatchUp(ctx); err != nil {
 			w.diverge("instance %d does not catch up: %v", i, err)
 		}
 		for _, k := range kinds {
