@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/practice"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
@@ -248,7 +249,7 @@ func (h *harness) delivery(id string) dispatcher.Delivery {
 func (h *harness) only(endpointID string) dispatcher.Delivery {
 	h.t.Helper()
 	var ds []dispatcher.Delivery
-	eventually(h.t, "one delivery", func() bool { ds = h.deliveries(endpointID); return len(ds) == 1 })
+	eventually.True(h.t, waitWithin, waitTick, "one delivery", func() bool { ds = h.deliveries(endpointID); return len(ds) == 1 })
 	return ds[0]
 }
 
@@ -257,7 +258,7 @@ func (h *harness) only(endpointID string) dispatcher.Delivery {
 func (h *harness) waitAttempts(id string, n int) dispatcher.Delivery {
 	h.t.Helper()
 	var d dispatcher.Delivery
-	eventually(h.t, fmt.Sprintf("%d attempts on %s", n, id), func() bool {
+	eventually.True(h.t, waitWithin, waitTick, fmt.Sprintf("%d attempts on %s", n, id), func() bool {
 		d = h.delivery(id)
 		return len(d.Attempts) >= n
 	})
@@ -294,16 +295,9 @@ func (h *harness) settled(ids ...string) {
 	}
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitWithin bounds every wait for the engine's goroutines, polled each
+// waitTick: generous, since a loaded machine only makes things slower.
+const waitWithin, waitTick = 10 * time.Second, 2 * time.Millisecond
 
 // receiver is an httptest endpoint that keeps every request.
 type receiver struct {

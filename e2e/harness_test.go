@@ -179,18 +179,10 @@ func defaultCaddyfile() string {
 	return "../Caddyfile"
 }
 
-// eventually polls cond until it holds, failing the test after within: a
-// generous bound, since a loaded machine only makes things slower.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// poll is how often a test asks the binary whether what it waits for
+// holds; the bound it waits within is generous at each call, since a
+// loaded machine only makes things slower.
+const poll = 10 * time.Millisecond
 
 func tail(s string, n int) string {
 	if len(s) > n {

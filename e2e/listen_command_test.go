@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // listening is a practicegw listen process.
@@ -60,18 +62,17 @@ func startListen(t *testing.T, url, token string, args ...string) *listening {
 // waitFor waits until the output holds s.
 func (l *listening) waitFor(s string, within time.Duration) {
 	l.t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(l.out.String(), s) {
+	eventually.NoError(l.t, within, poll, fmt.Sprintf("practicegw listen to print %q", s), func() error {
+		if strings.Contains(l.out.String(), s) {
+			return nil
+		}
 		select {
 		case <-l.done:
 			l.t.Fatalf("practicegw listen exited (%v) before printing %q:\n%s", l.err, s, l.out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("practicegw listen did not print %q within %s:\n%s", s, within, l.out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("it printed:\n%s", l.out.String())
+	})
 }
 
 // interrupt stops it as Ctrl-C does and expects a clean exit.
@@ -146,23 +147,19 @@ func ids(ds []delivered) []string {
 // and fails on an event that arrived twice.
 func received(t *testing.T, rc *receiver, want []string, barrier func() string) []delivered {
 	t.Helper()
-	waitIDs := func(want []string) []delivered {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			got := rc.wait(0, 0)
+	waitIDs := func(want []string) (got []delivered) {
+		eventually.NoError(t, 15*time.Second, poll, fmt.Sprintf("%v to arrive", want), func() error {
+			got = rc.wait(0, 0)
 			have := map[string]bool{}
 			for _, d := range got {
 				have[d.id] = true
 			}
-			missing := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return have[id] })
-			if len(missing) == 0 {
-				return got
+			if missing := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return have[id] }); len(missing) > 0 {
+				return fmt.Errorf("%v never arrived; got %v", missing, ids(got))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%v never arrived; got %v", missing, ids(got))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
+		return got
 	}
 	waitIDs(want)
 	last := barrier()
@@ -388,7 +385,7 @@ func TestListenThroughTwoInstancesResumesWithoutLossOrRepeat(t *testing.T) {
 		}
 		missed = append(missed, trigger(t, g, tok, kind))
 	}
-	eventually(t, 10*time.Second, "the events to be recorded", func() bool {
+	eventually.True(t, 10*time.Second, poll, "the events to be recorded", func() bool {
 		for _, id := range missed {
 			if a.do(t, "GET", "/v1/events/"+id, tok, nil).StatusCode != 200 {
 				return false

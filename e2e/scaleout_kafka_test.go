@@ -15,6 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -153,14 +154,14 @@ func TestScaleOutLosesNothing(t *testing.T) {
 		defer mu.Unlock()
 		return len(created)
 	}
-	eventually(t, time.Minute, "jobs created through both gateways", func() bool { return createdNow() >= 100 })
+	eventually.True(t, time.Minute, poll, "jobs created through both gateways", func() bool { return createdNow() >= 100 })
 	a.kill()
 	d1.kill()
-	eventually(t, time.Minute, "requests meeting the killed gateway", func() bool { return refused.Load() >= 10 })
+	eventually.True(t, time.Minute, poll, "requests meeting the killed gateway", func() bool { return refused.Load() >= 10 })
 	a.start(defaultCaddyfile())
 	d1.start()
 	before := createdNow()
-	eventually(t, time.Minute, "jobs created after the restart", func() bool { return createdNow() >= before+100 })
+	eventually.True(t, time.Minute, poll, "jobs created after the restart", func() bool { return createdNow() >= before+100 })
 	stop.Store(true)
 	wg.Wait()
 
@@ -176,8 +177,7 @@ func TestScaleOutLosesNothing(t *testing.T) {
 	// recovers: on a starved machine (this test beside others on two
 	// cores) the group's rebalance after the SIGKILL can wait out the
 	// rebalance timeout more than once before the partitions move.
-	deadline := time.Now().Add(150 * time.Second)
-	for {
+	eventually.NoError(t, 150*time.Second, 100*time.Millisecond, "every created job's event", func() error {
 		got := map[string]string{}
 		rc.mu.Lock()
 		for _, d := range rc.got {
@@ -195,15 +195,12 @@ func TestScaleOutLosesNothing(t *testing.T) {
 				missing++
 			}
 		}
-		if missing == 0 {
-			t.Logf("all %d events delivered (%d deliveries, duplicates with the same id allowed)", len(created), total)
-			break
+		if missing > 0 {
+			return fmt.Errorf("%d of %d created jobs never reached the receiver", missing, len(created))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d created jobs never reached the receiver", missing, len(created))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		t.Logf("all %d events delivered (%d deliveries, duplicates with the same id allowed)", len(created), total)
+		return nil
+	})
 
 	// Rate limits are still exact across the instances.
 	limited := a.issueWith("frm_acme", false, "10/m", "jobs:read").Token
