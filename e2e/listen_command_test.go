@@ -21,11 +21,7 @@ import (
 
 // listening is a practicegw listen process.
 type listening struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	done   chan struct{}
-	err    error
+	*process
 	secret string
 }
 
@@ -35,21 +31,10 @@ var secretLine = regexp.MustCompile(`Session signing secret: (whsec_\S+)`)
 // url, and waits until it has connected.
 func startListen(t *testing.T, url, token string, args ...string) *listening {
 	t.Helper()
-	l := &listening{t: t, out: &lockedBuffer{}, done: make(chan struct{})}
-	l.cmd = exec.Command(binary, append([]string{"listen", "--url", url}, args...)...)
-	l.cmd.Env = append(os.Environ(), "PRACTICEGW_TOKEN="+token)
-	l.cmd.Stdout, l.cmd.Stderr = l.out, l.out
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { l.err = l.cmd.Wait(); close(l.done) }()
-	t.Cleanup(func() {
-		l.cmd.Process.Kill()
-		<-l.done
-		if t.Failed() {
-			t.Logf("practicegw listen printed:\n%s", tail(l.out.String(), 4000))
-		}
-	})
+	l := &listening{process: startProcess(t, append(os.Environ(), "PRACTICEGW_TOKEN="+token), append([]string{"listen", "--url", url}, args...)...)}
+	// What a test checks of a listener it has seen; the end of the test
+	// has nothing to wait for.
+	l.stopSignal = os.Kill
 	l.waitFor("connected; waiting for events", 20*time.Second)
 	m := secretLine.FindStringSubmatch(l.out.String())
 	if m == nil {
@@ -78,10 +63,8 @@ func (l *listening) waitFor(s string, within time.Duration) {
 // interrupt stops it as Ctrl-C does and expects a clean exit.
 func (l *listening) interrupt() {
 	l.t.Helper()
-	l.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-l.done:
-	case <-time.After(10 * time.Second):
+	l.signal(os.Interrupt)
+	if !l.wait(10 * time.Second) {
 		l.t.Fatal("practicegw listen did not stop within 10s of Ctrl-C")
 	}
 	if l.err != nil || !strings.Contains(l.out.String(), "nothing was registered") {
@@ -92,24 +75,12 @@ func (l *listening) interrupt() {
 // runListen runs practicegw listen expecting it to give up by itself.
 func runListen(t *testing.T, url, token string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"listen", "--url", url}, args...)...)
-	cmd.Env = append(os.Environ(), "PRACTICEGW_TOKEN="+token)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := startProcess(t, append(os.Environ(), "PRACTICEGW_TOKEN="+token), append([]string{"listen", "--url", url}, args...)...)
+	if !p.wait(20 * time.Second) {
+		p.kill()
+		t.Fatalf("practicegw listen %v still running after 20s:\n%s", args, p.out.String())
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("practicegw listen %v still running after 20s:\n%s", args, out.String())
-	}
-	return "", nil
+	return p.out.String(), p.err
 }
 
 // trigger raises one sandbox event through the API and returns its id.

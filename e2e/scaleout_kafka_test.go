@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -19,62 +17,20 @@ import (
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
-// dispatcherProc is one `practicegw dispatcher` process.
+// dispatcherProc is one `practicegw dispatcher` process, started again
+// on the same environment after a kill.
 type dispatcherProc struct {
-	t    *testing.T
-	env  []string
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
+	*process
+	env []string
 }
 
 func startDispatcher(t *testing.T, env []string) *dispatcherProc {
 	t.Helper()
-	d := &dispatcherProc{t: t, env: env}
-	d.start()
-	t.Cleanup(d.stop)
-	return d
+	return &dispatcherProc{process: startProcess(t, env, "dispatcher"), env: env}
 }
 
 func (d *dispatcherProc) start() {
-	d.logs = &lockedBuffer{}
-	d.cmd = exec.Command(binary, "dispatcher")
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
-	if err := d.cmd.Start(); err != nil {
-		d.t.Fatal(err)
-	}
-	d.done = make(chan struct{})
-	go func() { d.cmd.Wait(); close(d.done) }()
-}
-
-func (d *dispatcherProc) kill() {
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
-}
-
-func (d *dispatcherProc) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(20 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
-	}
-	if d.t.Failed() {
-		d.t.Logf("dispatcher logs:\n%s", tail(d.logs.String(), 3000))
-	}
-}
-
-// kill stops a gateway with SIGKILL, as a crash would.
-func (g *gateway) kill() {
-	g.cmd.Process.Signal(syscall.SIGKILL)
-	<-g.done
+	d.process = startProcess(d.t, d.env, "dispatcher")
 }
 
 // TestScaleOutLosesNothing runs two gateways and two dispatchers against one
