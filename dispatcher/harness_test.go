@@ -28,6 +28,7 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/internal/store/bolt"
 	redisstore "github.com/practicegw/practicegw/internal/store/redis"
+	"github.com/practicegw/practicegw/internal/testclock"
 )
 
 var (
@@ -35,38 +36,15 @@ var (
 	sandbox = practice.Tenant{Firm: "frm_acme", Sandbox: true}
 )
 
-// fakeClock is the engine's clock in tests: schedules move when the test
-// says, never by sleeping.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.now) {
-		c.now = t
-	}
-}
-
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+// clockStart is where the engine's clock starts in tests: schedules move
+// when the test says, never by sleeping.
+var clockStart = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 
 // harness is one engine over a real store, running: a bbolt file or a real
 // redis-server, so that the whole engine suite runs over either backend.
 type harness struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *testclock.Clock
 	// open makes another store over the same state, as a second
 	// dispatcher process would.
 	open  func() testStore
@@ -153,7 +131,7 @@ func openDB(t testing.TB) *bolt.DB {
 // newHarness starts an engine; cfg's zero fields get test defaults.
 func newHarness(t *testing.T, b backend, cfg dispatcher.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: newClock(), open: b.opener(t), ctx: context.Background()}
+	h := &harness{t: t, clock: testclock.New(clockStart), open: b.opener(t), ctx: context.Background()}
 	if cfg.Clock == nil {
 		cfg.Clock = h.clock.Now
 	}
