@@ -87,7 +87,7 @@ func instance(t *testing.T, store Store, now func() time.Time) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, SyncEvery: 10 * time.Millisecond, Now: now})
+	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, SyncEvery: 10 * time.Millisecond, Clock: now})
 	t.Cleanup(func() { r.Close() })
 	return r
 }

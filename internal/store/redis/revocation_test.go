@@ -19,7 +19,7 @@ func registry(t *testing.T, st *redisstore.Store, now func() time.Time) *auth.Re
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := auth.NewRegistry(st, ring, auth.RegistryConfig{FlushEvery: time.Hour, Now: now})
+	r := auth.NewRegistry(st, ring, auth.RegistryConfig{FlushEvery: time.Hour, Clock: now})
 	t.Cleanup(func() { r.Close() })
 	return r
 }
