@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -85,7 +86,7 @@ func TestShutdownHandsInFlightAttemptsBack(t *testing.T) {
 		})
 		ep, _ := h.endpoint(live, rc.URL())
 		h.ingest(clientChange(live))
-		eventually(t, "the attempt in flight", func() bool { return rc.count() == 1 })
+		eventually.True(t, waitWithin, waitTick, "the attempt in flight", func() bool { return rc.count() == 1 })
 		h.eng.Close()
 
 		d := h.only(ep.ID)
@@ -205,19 +206,19 @@ func TestOutboxDrainDeletesOnlyAfterIngest(t *testing.T) {
 		ob.add(unreadable)
 		ob.add(second)
 
-		eventually(t, "an ingest attempt", func() bool { return flaky.calls.Load() >= 2 })
+		eventually.True(t, waitWithin, waitTick, "an ingest attempt", func() bool { return flaky.calls.Load() >= 2 })
 		if ob.len() != 3 {
 			t.Fatalf("%d entries left while ingesting fails, want all 3", ob.len())
 		}
 		flaky.failing.Store(false)
-		eventually(t, "the outbox drained", func() bool { return ob.len() == 0 })
-		eventually(t, "two deliveries", func() bool { return rc.count() == 2 })
+		eventually.True(t, waitWithin, waitTick, "the outbox drained", func() bool { return ob.len() == 0 })
+		eventually.True(t, waitWithin, waitTick, "two deliveries", func() bool { return rc.count() == 2 })
 
 		// A crash before the delete would read the same changes again: nothing
 		// is recorded or delivered twice.
 		ob.add(first)
 		ob.add(second)
-		eventually(t, "the re-read drained", func() bool { return ob.len() == 0 })
+		eventually.True(t, waitWithin, waitTick, "the re-read drained", func() bool { return ob.len() == 0 })
 		page, err := eng.ListEvents(h.ctx, dispatcher.EventQuery{Tenant: live})
 		if err != nil || len(page.Events) != 2 {
 			t.Fatalf("ListEvents = %d events, %v; want 2", len(page.Events), err)
@@ -250,7 +251,7 @@ func TestIngestIsIdempotentAndTenantScoped(t *testing.T) {
 		c := clientChange(sandbox)
 		h.ingest(c)
 		h.ingest(c)
-		eventually(t, "the sandbox delivery", func() bool { return sandboxRC.count() == 1 })
+		eventually.True(t, waitWithin, waitTick, "the sandbox delivery", func() bool { return sandboxRC.count() == 1 })
 		// The one delivery is final and nothing else was queued for anyone.
 		h.settled(h.waitAttempts(h.only(sandboxEP.ID).ID, 1).ID)
 		if sandboxRC.count() != 1 || liveRC.count() != 0 || otherRC.count() != 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -31,10 +32,10 @@ func TestRotationOverlap(t *testing.T) {
 			t.Helper()
 			n := rc.count()
 			h.ingest(clientChange(live))
-			eventually(t, "a delivery "+when, func() bool { return rc.count() == n+1 })
+			eventually.True(t, waitWithin, waitTick, "a delivery "+when, func() bool { return rc.count() == n+1 })
 			// Let the attempt be recorded before the clock moves on: jumping
 			// past its lease would hand the delivery to another claim.
-			eventually(t, "the attempt recorded", func() bool {
+			eventually.True(t, waitWithin, waitTick, "the attempt recorded", func() bool {
 				for _, d := range h.deliveries(ep.ID) {
 					if d.State != dispatcher.StateDelivered {
 						return false
@@ -78,7 +79,7 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 			t.Fatalf("after a 410: %s %+v", d.State, d.Attempts)
 		}
 		var got dispatcher.Endpoint
-		eventually(t, "the endpoint disabled", func() bool {
+		eventually.True(t, waitWithin, waitTick, "the endpoint disabled", func() bool {
 			got, _ = h.eng.GetEndpoint(h.ctx, live, ep.ID)
 			return got.Status == dispatcher.EndpointDisabled
 		})
@@ -194,7 +195,7 @@ func TestDeadEndpointDoesNotDelayHealthyOnes(t *testing.T) {
 		for range n {
 			h.ingest(clientChange(live))
 		}
-		eventually(t, "every healthy delivery", func() bool { return healthy.count() == n })
+		eventually.True(t, waitWithin, waitTick, "every healthy delivery", func() bool { return healthy.count() == n })
 		if elapsed := time.Since(start); elapsed > 2*time.Second {
 			t.Fatalf("healthy deliveries took %s, behind a dead endpoint timing out after 3s", elapsed)
 		}
@@ -215,8 +216,8 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 		for range 3 {
 			h.ingest(clientChange(live))
 		}
-		eventually(t, "three failed attempts", func() bool { return rc.count() == 3 })
-		eventually(t, "three recorded attempts", func() bool {
+		eventually.True(t, waitWithin, waitTick, "three failed attempts", func() bool { return rc.count() == 3 })
+		eventually.True(t, waitWithin, waitTick, "three recorded attempts", func() bool {
 			for _, d := range h.deliveries(ep.ID) {
 				if len(d.Attempts) != 1 {
 					return false
@@ -230,7 +231,7 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 			h.ingest(clientChange(live))
 		}
 		now := h.clock.Now()
-		eventually(t, "new deliveries deferred", func() bool {
+		eventually.True(t, waitWithin, waitTick, "new deliveries deferred", func() bool {
 			deferred := 0
 			for _, d := range h.deliveries(ep.ID) {
 				if len(d.Attempts) == 0 && d.NextAttemptAt.After(now.Add(50*time.Second)) {
@@ -243,7 +244,7 @@ func TestOpenBreakerDefersWithoutSpendingAttempts(t *testing.T) {
 		h.clock.Advance(40 * time.Second)
 		h.eng.Kick()
 		now = h.clock.Now()
-		eventually(t, "retries deferred", func() bool {
+		eventually.True(t, waitWithin, waitTick, "retries deferred", func() bool {
 			for _, d := range h.deliveries(ep.ID) {
 				if !d.NextAttemptAt.After(now) {
 					return false

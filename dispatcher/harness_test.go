@@ -22,8 +22,10 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/practice"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
 	redisstore "github.com/practicegw/practicegw/store/redis"
@@ -34,38 +36,15 @@ var (
 	sandbox = practice.Tenant{Firm: "frm_acme", Sandbox: true}
 )
 
-// fakeClock is the engine's clock in tests: schedules move when the test
-// says, never by sleeping.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t.After(c.now) {
-		c.now = t
-	}
-}
-
-func (c *fakeClock) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+// clockStart is where the engine's clock starts in tests: schedules move
+// when the test says, never by sleeping.
+var clockStart = time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
 
 // harness is one engine over a real store, running: a bbolt file or a real
 // redis-server, so that the whole engine suite runs over either backend.
 type harness struct {
 	t     *testing.T
-	clock *fakeClock
+	clock *testclock.Clock
 	// open makes another store over the same state, as a second
 	// dispatcher process would.
 	open  func() testStore
@@ -152,7 +131,7 @@ func openDB(t testing.TB) *bolt.DB {
 // newHarness starts an engine; cfg's zero fields get test defaults.
 func newHarness(t *testing.T, b backend, cfg dispatcher.Config) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: newClock(), open: b.opener(t), ctx: context.Background()}
+	h := &harness{t: t, clock: testclock.New(clockStart), open: b.opener(t), ctx: context.Background()}
 	if cfg.Clock == nil {
 		cfg.Clock = h.clock.Now
 	}
@@ -248,7 +227,7 @@ func (h *harness) delivery(id string) dispatcher.Delivery {
 func (h *harness) only(endpointID string) dispatcher.Delivery {
 	h.t.Helper()
 	var ds []dispatcher.Delivery
-	eventually(h.t, "one delivery", func() bool { ds = h.deliveries(endpointID); return len(ds) == 1 })
+	eventually.True(h.t, waitWithin, waitTick, "one delivery", func() bool { ds = h.deliveries(endpointID); return len(ds) == 1 })
 	return ds[0]
 }
 
@@ -257,7 +236,7 @@ func (h *harness) only(endpointID string) dispatcher.Delivery {
 func (h *harness) waitAttempts(id string, n int) dispatcher.Delivery {
 	h.t.Helper()
 	var d dispatcher.Delivery
-	eventually(h.t, fmt.Sprintf("%d attempts on %s", n, id), func() bool {
+	eventually.True(h.t, waitWithin, waitTick, fmt.Sprintf("%d attempts on %s", n, id), func() bool {
 		d = h.delivery(id)
 		return len(d.Attempts) >= n
 	})
@@ -294,16 +273,9 @@ func (h *harness) settled(ids ...string) {
 	}
 }
 
-func eventually(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
+// waitWithin bounds every wait for the engine's goroutines, polled each
+// waitTick: generous, since a loaded machine only makes things slower.
+const waitWithin, waitTick = 10 * time.Second, 2 * time.Millisecond
 
 // receiver is an httptest endpoint that keeps every request.
 type receiver struct {

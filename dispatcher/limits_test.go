@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -74,16 +75,16 @@ func TestInFlightBoundPerFirm(t *testing.T) {
 		for range 4 {
 			h.ingest(clientChange(live))
 		}
-		eventually(t, "the firm's bound reached", func() bool { return slow.active.Load() == 2 })
+		eventually.True(t, waitWithin, waitTick, "the firm's bound reached", func() bool { return slow.active.Load() == 2 })
 
 		h.ingest(clientChange(birch))
-		eventually(t, "the other firm's delivery", func() bool { return quick.count() == 1 })
+		eventually.True(t, waitWithin, waitTick, "the other firm's delivery", func() bool { return quick.count() == 1 })
 		if got := slow.peak.Load(); got > 2 {
 			t.Fatalf("%d of one firm's requests in flight at once, bound 2", got)
 		}
 
 		close(release)
-		eventually(t, "every delivery of the firm", func() bool { return slow.count() == 12 })
+		eventually.True(t, waitWithin, waitTick, "every delivery of the firm", func() bool { return slow.count() == 12 })
 		// Each of the 4 events once at each of the 3 endpoints.
 		seen := map[string]int{}
 		for _, r := range slow.requests() {
@@ -103,7 +104,7 @@ func TestInFlightBoundPerFirm(t *testing.T) {
 				ids = append(ids, d.ID)
 			}
 		}
-		eventually(t, "all recorded", func() bool {
+		eventually.True(t, waitWithin, waitTick, "all recorded", func() bool {
 			for _, id := range ids {
 				if h.delivery(id).State != dispatcher.StateDelivered {
 					return false

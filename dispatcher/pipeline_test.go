@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -57,7 +58,7 @@ func TestEveryKindEndToEnd(t *testing.T) {
 				start := time.Now()
 				h.ingest(tt.change)
 				var req request
-				eventually(t, tt.kind+" at the receiver", func() bool {
+				eventually.True(t, waitWithin, waitTick, tt.kind+" at the receiver", func() bool {
 					for _, r := range all.requests() {
 						if env := decode(t, r.body); env.Event == tt.kind {
 							req = r
@@ -94,7 +95,7 @@ func TestEveryKindEndToEnd(t *testing.T) {
 		}
 
 		// The alias subscriber got the signing, same id, under the alias name.
-		eventually(t, "the alias delivery", func() bool { return alias.count() == 1 })
+		eventually.True(t, waitWithin, waitTick, "the alias delivery", func() bool { return alias.count() == 1 })
 		got := alias.requests()[0]
 		env := decode(t, got.body)
 		signed := dispatcher.EventID("c4", dispatcher.EngagementSigned, at)
@@ -256,9 +257,9 @@ func TestReplayFailedSince(t *testing.T) {
 		for range 3 {
 			h.ingest(clientChange(live))
 		}
-		eventually(t, "three deliveries", func() bool { return len(h.deliveries(ep.ID)) == 3 })
+		eventually.True(t, waitWithin, waitTick, "three deliveries", func() bool { return len(h.deliveries(ep.ID)) == 3 })
 		for n := 1; n <= 6; n++ {
-			eventually(t, "attempts", func() bool {
+			eventually.True(t, waitWithin, waitTick, "attempts", func() bool {
 				for _, d := range h.deliveries(ep.ID) {
 					if len(d.Attempts) < n {
 						return false
@@ -280,7 +281,7 @@ func TestReplayFailedSince(t *testing.T) {
 		if err != nil || n != 3 {
 			t.Fatalf("ReplayFailed = %d, %v; want 3", n, err)
 		}
-		eventually(t, "replays delivered", func() bool {
+		eventually.True(t, waitWithin, waitTick, "replays delivered", func() bool {
 			for _, d := range h.deliveries(ep.ID) {
 				if d.State != dispatcher.StateDelivered {
 					return false

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -115,7 +116,7 @@ func TestDeliveryLogQueriesAndExports(t *testing.T) {
 			h.ingest(clientChange(live))
 			h.clock.Advance(time.Second)
 		}
-		eventually(t, "five attempts", func() bool {
+		eventually.True(t, waitWithin, waitTick, "five attempts", func() bool {
 			n := 0
 			for _, d := range h.deliveries(ep.ID) {
 				n += len(d.Attempts)
@@ -286,7 +287,7 @@ func TestEndpointManagement(t *testing.T) {
 
 		// Deleting takes the endpoint's delivery log with it.
 		h.ingest(clientChange(live))
-		eventually(t, "a delivery", func() bool { return len(h.deliveries(ep.ID)) == 1 })
+		eventually.True(t, waitWithin, waitTick, "a delivery", func() bool { return len(h.deliveries(ep.ID)) == 1 })
 		d := h.deliveries(ep.ID)[0]
 		if err := h.eng.DeleteEndpoint(h.ctx, sandbox, ep.ID); !errors.Is(err, dispatcher.ErrNotFound) {
 			t.Errorf("another tenant deleted the endpoint: %v", err)

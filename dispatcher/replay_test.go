@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -44,7 +45,7 @@ func TestReplaysCountAgainstTheFirmsInFlightBound(t *testing.T) {
 		for range 10 {
 			h.ingest(clientChange(live))
 		}
-		eventually(t, "ten deliveries", func() bool { return rc.count() == 10 })
+		eventually.True(t, waitWithin, waitTick, "ten deliveries", func() bool { return rc.count() == 10 })
 		var ids []string
 		for _, d := range h.deliveries(ep.ID) {
 			ids = append(ids, h.waitAttempts(d.ID, 1).ID)
@@ -65,11 +66,11 @@ func TestReplaysCountAgainstTheFirmsInFlightBound(t *testing.T) {
 				errs <- err
 			}()
 		}
-		eventually(t, "eight replays held back", func() bool { return len(errs) == 8 })
+		eventually.True(t, waitWithin, waitTick, "eight replays held back", func() bool { return len(errs) == 8 })
 		for range 8 {
 			heldBack(t, <-errs)
 		}
-		eventually(t, "the two replays given a slot to reach the host", func() bool { return rc.active.Load() == 2 })
+		eventually.True(t, waitWithin, waitTick, "the two replays given a slot to reach the host", func() bool { return rc.active.Load() == 2 })
 		if d, err := h.eng.Replay(h.ctx, birch, otherDelivery.ID); err != nil || d.State != dispatcher.StateDelivered {
 			t.Fatalf("another firm's replay while this firm is at its bound: %v", err)
 		}
@@ -107,13 +108,13 @@ func TestReplaysCountAgainstTheEndpointsConcurrency(t *testing.T) {
 		ep, _ := h.endpoint(live, rc.URL())
 		h.ingest(clientChange(live))
 		h.ingest(clientChange(live))
-		eventually(t, "two deliveries", func() bool { return rc.count() == 2 })
+		eventually.True(t, waitWithin, waitTick, "two deliveries", func() bool { return rc.count() == 2 })
 		ds := h.deliveries(ep.ID)
 		first, second := h.waitAttempts(ds[0].ID, 1), h.waitAttempts(ds[1].ID, 1)
 
 		done := make(chan error, 1)
 		go func() { _, err := h.eng.Replay(h.ctx, live, first.ID); done <- err }()
-		eventually(t, "the first replay in flight", func() bool { return rc.active.Load() == 1 })
+		eventually.True(t, waitWithin, waitTick, "the first replay in flight", func() bool { return rc.active.Load() == 1 })
 		_, err := h.eng.Replay(h.ctx, live, second.ID)
 		heldBack(t, err)
 		close(release)

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // Run prunes the webhook log on its own: once the retention period has
@@ -37,11 +38,11 @@ func TestRunPrunesTheWebhookLog(t *testing.T) {
 		}
 
 		h.clock.Advance(dispatcher.DefaultRetention + time.Hour)
-		eventually(t, "the delivered delivery pruned", func() bool {
+		eventually.True(t, waitWithin, waitTick, "the delivered delivery pruned", func() bool {
 			_, err := h.store.Delivery(h.ctx, delivered.ID)
 			return errors.Is(err, dispatcher.ErrNotFound)
 		})
-		eventually(t, "its event pruned", func() bool {
+		eventually.True(t, waitWithin, waitTick, "its event pruned", func() bool {
 			_, err := h.eng.GetEvent(h.ctx, live, delivered.EventID)
 			return errors.Is(err, dispatcher.ErrNotFound)
 		})
@@ -51,7 +52,7 @@ func TestRunPrunesTheWebhookLog(t *testing.T) {
 		if _, err := h.eng.GetEvent(h.ctx, live, retrying.EventID); err != nil {
 			t.Errorf("the retrying delivery's event: %v", err)
 		}
-		eventually(t, "the pruned metric", func() bool { return pruned(t, reg, "delivery") == 1 && pruned(t, reg, "event") == 1 })
+		eventually.True(t, waitWithin, waitTick, "the pruned metric", func() bool { return pruned(t, reg, "delivery") == 1 && pruned(t, reg, "event") == 1 })
 	})
 }
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 const (
@@ -208,17 +209,14 @@ func syncStates(t testing.TB, g *gateway) map[string]string {
 func waitSyncs(t testing.TB, g *gateway, within time.Duration, what string, cond func(map[string]string) bool) map[string]string {
 	t.Helper()
 	var last map[string]string
-	deadline := time.Now().Add(within)
-	for {
+	eventually.NoError(t, within, 20*time.Millisecond, what, func() error {
 		last = syncStates(t, g)
 		if len(last) > 0 && cond(last) {
-			return last
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; syncs: %v", within, what, last)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("syncs: %v", last)
+	})
+	return last
 }
 
 // allLive is a waitSyncs condition: every sync is live.
@@ -317,11 +315,8 @@ func TestFirmOnItsOwnSystems(t *testing.T) {
 	if code := postSigned(t, g, "/ingest/frm_hollis/xero", xbody, "x-xero-signature", vendortest.SignXero(xeroWebhookKey, xbody)); code != 200 {
 		t.Fatalf("Xero webhook answered %d", code)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(rc.wait(0, 0)) < 3 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	got := rc.wait(0, 0)
+	// The API move, the Karbon move and the Xero payment.
+	got := rc.wait(3, 5*time.Second)
 	seen := map[string]map[string]any{}
 	for _, d := range got {
 		data := d.envelope["data"].(map[string]any)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // pageAll follows next_cursor through a collection and returns every item.
@@ -345,17 +347,15 @@ func TestAccessLogNamesTheCredential(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	c := g.issue("frm_acme", false, "jobs:read")
 	g.do(t, "GET", "/v1/jobs?limit=1", c.Token, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.True(t, 5*time.Second, 50*time.Millisecond, "an access log line naming "+c.ID, func() bool {
 		for _, line := range strings.Split(g.logs.String(), "\n") {
 			if strings.Contains(line, `"logger":"http.log.access`) && strings.Contains(line, `"user_id":"`+c.ID+`"`) {
 				if strings.Contains(line, c.Token) || strings.Contains(line, c.Token[len(c.Token)-20:]) {
 					t.Fatalf("the access log carries the token: %s", line)
 				}
-				return
+				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("no access log line names %s", c.ID)
+		return false
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // chromiumPath is Debian's chromium, which `make test` installs.
@@ -333,21 +334,17 @@ func issueNamed(t *testing.T, g *gateway, name string, sandbox bool, rate string
 // waitDeliveries waits until an endpoint has n deliveries in a state.
 func waitDeliveries(t *testing.T, g *gateway, token, endpoint, state string, n int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	eventually.NoError(t, within, 50*time.Millisecond, fmt.Sprintf("%d %s deliveries on %s", n, state, endpoint), func() error {
 		r := g.do(t, "GET", "/v1/webhook_endpoints/"+endpoint+"/deliveries?state="+state, token, nil)
 		got := 0
 		if r.StatusCode == 200 {
 			got = len(r.json(t)["data"].([]any))
 		}
-		if got >= n {
-			return
+		if got < n {
+			return fmt.Errorf("%d %s deliveries", got, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d %s deliveries on %s after %s, want %d", got, state, endpoint, within, n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // browser is one headless Chromium tab on the console.
@@ -418,20 +415,24 @@ func (b *browser) wait(sel string) {
 // waitText waits until an element's text contains want.
 func (b *browser) waitText(sel, want string) {
 	b.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	// A failed wait ends this goroutine through t.Fatalf, which runs the
+	// deferred call: the page is shot as it was when the wait gave up.
+	seen := false
+	defer func() {
+		if !seen {
+			b.shot("failed-" + strings.NewReplacer(" ", "_", "#", "", ".", "", "/", "").Replace(want))
+		}
+	}()
+	eventually.NoError(b.t, 10*time.Second, 50*time.Millisecond, fmt.Sprintf("%s to say %q", sel, want), func() error {
 		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(
 			`(function(){var e=document.querySelector(%q);return e?e.textContent:""})()`, sel)))
 		if err == nil && strings.Contains(got, want) {
-			b.html()
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			b.shot("failed-" + strings.NewReplacer(" ", "_", "#", "", ".", "", "/", "").Replace(want))
-			b.t.Fatalf("%s never said %q; it says %q (err %v, at %s)", sel, want, got, err, b.location())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("it says %q (err %v, at %s)", got, err, b.location())
+	})
+	seen = true
+	b.html()
 }
 
 // expect checks that an element's text contains every one of want.

@@ -15,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // binary is the practicegw binary under test, built once per run.
@@ -52,9 +54,8 @@ type gateway struct {
 	admin   string // admin endpoint, host:port
 	dataDir string
 	env     []string
-	cmd     *exec.Cmd
-	logs    *lockedBuffer
-	done    chan struct{}
+	proc    *process
+	logs    *lockedBuffer // the running process's output
 }
 
 type gatewayOptions struct {
@@ -103,63 +104,37 @@ func startGateway(t testing.TB, opts gatewayOptions) *gateway {
 	)
 	g.env = append(g.env, opts.env...)
 	g.start(opts.config)
-	t.Cleanup(g.stop)
 	return g
 }
 
 func (g *gateway) start(config string) {
 	g.t.Helper()
-	g.logs = &lockedBuffer{}
-	g.cmd = exec.Command(binary, "run", "--config", config, "--adapter", "caddyfile")
-	g.cmd.Env = g.env
-	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
-	if err := g.cmd.Start(); err != nil {
-		g.t.Fatal(err)
-	}
-	g.done = make(chan struct{})
-	go func() { g.cmd.Wait(); close(g.done) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		select {
-		case <-g.done:
+	g.proc = startProcess(g.t, g.env, "run", "--config", config, "--adapter", "caddyfile")
+	g.logs = g.proc.out
+	eventually.NoError(g.t, 30*time.Second, 50*time.Millisecond, "practicegw to start", func() error {
+		if g.proc.exited() {
 			g.t.Fatalf("practicegw exited during start-up:\n%s", g.logs.String())
-		default:
 		}
 		resp, err := http.Get("http://" + g.addr + "/v1/openapi.json")
-		if err == nil {
-			doc, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err == nil && resp.StatusCode == 200 {
-				// Webhook receivers check deliveries against its events.
-				loadCatalog(doc)
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("%v; it printed:\n%s", err, g.logs.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	g.t.Fatalf("practicegw did not start within 30s:\n%s", g.logs.String())
+		doc, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			return fmt.Errorf("/v1/openapi.json answered %d (%v); it printed:\n%s", resp.StatusCode, err, g.logs.String())
+		}
+		// Webhook receivers check deliveries against its events.
+		loadCatalog(doc)
+		return nil
+	})
 }
 
-func (g *gateway) stop() {
-	if g.cmd.Process == nil {
-		return
-	}
-	select {
-	case <-g.done:
-		return
-	default:
-	}
-	g.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-g.done:
-	case <-time.After(15 * time.Second):
-		g.cmd.Process.Kill()
-		<-g.done
-	}
-	if g.t.Failed() {
-		g.t.Logf("practicegw logs:\n%s", tail(g.logs.String(), 4000))
-	}
-}
+// stop stops the gateway gracefully, as its supervisor would.
+func (g *gateway) stop() { g.proc.stop() }
+
+// kill stops a gateway with SIGKILL, as a crash would.
+func (g *gateway) kill() { g.proc.kill() }
 
 // restart stops the gateway gracefully and starts it again on the same
 // ports and data.
@@ -179,18 +154,10 @@ func defaultCaddyfile() string {
 	return "../Caddyfile"
 }
 
-// eventually polls cond until it holds, failing the test after within: a
-// generous bound, since a loaded machine only makes things slower.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+// poll is how often a test asks the binary whether what it waits for
+// holds; the bound it waits within is generous at each call, since a
+// loaded machine only makes things slower.
+const poll = 10 * time.Millisecond
 
 func tail(s string, n int) string {
 	if len(s) > n {

@@ -15,15 +15,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // listening is a practicegw listen process.
 type listening struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	out    *lockedBuffer
-	done   chan struct{}
-	err    error
+	*process
 	secret string
 }
 
@@ -33,21 +31,10 @@ var secretLine = regexp.MustCompile(`Session signing secret: (whsec_\S+)`)
 // url, and waits until it has connected.
 func startListen(t *testing.T, url, token string, args ...string) *listening {
 	t.Helper()
-	l := &listening{t: t, out: &lockedBuffer{}, done: make(chan struct{})}
-	l.cmd = exec.Command(binary, append([]string{"listen", "--url", url}, args...)...)
-	l.cmd.Env = append(os.Environ(), "PRACTICEGW_TOKEN="+token)
-	l.cmd.Stdout, l.cmd.Stderr = l.out, l.out
-	if err := l.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { l.err = l.cmd.Wait(); close(l.done) }()
-	t.Cleanup(func() {
-		l.cmd.Process.Kill()
-		<-l.done
-		if t.Failed() {
-			t.Logf("practicegw listen printed:\n%s", tail(l.out.String(), 4000))
-		}
-	})
+	l := &listening{process: startProcess(t, append(os.Environ(), "PRACTICEGW_TOKEN="+token), append([]string{"listen", "--url", url}, args...)...)}
+	// What a test checks of a listener it has seen; the end of the test
+	// has nothing to wait for.
+	l.stopSignal = os.Kill
 	l.waitFor("connected; waiting for events", 20*time.Second)
 	m := secretLine.FindStringSubmatch(l.out.String())
 	if m == nil {
@@ -60,27 +47,24 @@ func startListen(t *testing.T, url, token string, args ...string) *listening {
 // waitFor waits until the output holds s.
 func (l *listening) waitFor(s string, within time.Duration) {
 	l.t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(l.out.String(), s) {
+	eventually.NoError(l.t, within, poll, fmt.Sprintf("practicegw listen to print %q", s), func() error {
+		if strings.Contains(l.out.String(), s) {
+			return nil
+		}
 		select {
 		case <-l.done:
 			l.t.Fatalf("practicegw listen exited (%v) before printing %q:\n%s", l.err, s, l.out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("practicegw listen did not print %q within %s:\n%s", s, within, l.out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("it printed:\n%s", l.out.String())
+	})
 }
 
 // interrupt stops it as Ctrl-C does and expects a clean exit.
 func (l *listening) interrupt() {
 	l.t.Helper()
-	l.cmd.Process.Signal(os.Interrupt)
-	select {
-	case <-l.done:
-	case <-time.After(10 * time.Second):
+	l.signal(os.Interrupt)
+	if !l.wait(10 * time.Second) {
 		l.t.Fatal("practicegw listen did not stop within 10s of Ctrl-C")
 	}
 	if l.err != nil || !strings.Contains(l.out.String(), "nothing was registered") {
@@ -91,24 +75,12 @@ func (l *listening) interrupt() {
 // runListen runs practicegw listen expecting it to give up by itself.
 func runListen(t *testing.T, url, token string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"listen", "--url", url}, args...)...)
-	cmd.Env = append(os.Environ(), "PRACTICEGW_TOKEN="+token)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := startProcess(t, append(os.Environ(), "PRACTICEGW_TOKEN="+token), append([]string{"listen", "--url", url}, args...)...)
+	if !p.wait(20 * time.Second) {
+		p.kill()
+		t.Fatalf("practicegw listen %v still running after 20s:\n%s", args, p.out.String())
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		return out.String(), err
-	case <-time.After(20 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Fatalf("practicegw listen %v still running after 20s:\n%s", args, out.String())
-	}
-	return "", nil
+	return p.out.String(), p.err
 }
 
 // trigger raises one sandbox event through the API and returns its id.
@@ -146,23 +118,19 @@ func ids(ds []delivered) []string {
 // and fails on an event that arrived twice.
 func received(t *testing.T, rc *receiver, want []string, barrier func() string) []delivered {
 	t.Helper()
-	waitIDs := func(want []string) []delivered {
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			got := rc.wait(0, 0)
+	waitIDs := func(want []string) (got []delivered) {
+		eventually.NoError(t, 15*time.Second, poll, fmt.Sprintf("%v to arrive", want), func() error {
+			got = rc.wait(0, 0)
 			have := map[string]bool{}
 			for _, d := range got {
 				have[d.id] = true
 			}
-			missing := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return have[id] })
-			if len(missing) == 0 {
-				return got
+			if missing := slices.DeleteFunc(slices.Clone(want), func(id string) bool { return have[id] }); len(missing) > 0 {
+				return fmt.Errorf("%v never arrived; got %v", missing, ids(got))
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%v never arrived; got %v", missing, ids(got))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
+		return got
 	}
 	waitIDs(want)
 	last := barrier()
@@ -388,7 +356,7 @@ func TestListenThroughTwoInstancesResumesWithoutLossOrRepeat(t *testing.T) {
 		}
 		missed = append(missed, trigger(t, g, tok, kind))
 	}
-	eventually(t, 10*time.Second, "the events to be recorded", func() bool {
+	eventually.True(t, 10*time.Second, poll, "the events to be recorded", func() bool {
 		for _, id := range missed {
 			if a.do(t, "GET", "/v1/events/"+id, tok, nil).StatusCode != 200 {
 				return false

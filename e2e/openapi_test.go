@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -54,17 +55,17 @@ func webhookFixture(t *testing.T, g *gateway, token string) (receiver string, id
 	if r := g.do(t, "POST", "/v1/jobs/"+job+"/stage", token, map[string]any{"stage": "in_review"}); r.StatusCode != 200 {
 		t.Fatalf("move job: %d %s", r.StatusCode, r.body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var fixture map[string]string
+	eventually.True(t, 10*time.Second, 50*time.Millisecond, "a delivery for the fixture event", func() bool {
 		page := g.do(t, "GET", "/v1/webhook_endpoints/"+epID+"/deliveries", token, nil).json(t)
 		if data := page["data"].([]any); len(data) > 0 {
 			d := data[0].(map[string]any)
-			return rc.url(), map[string]string{"webhook_endpoints": epID, "deliveries": d["id"].(string), "events": d["event_id"].(string)}
+			fixture = map[string]string{"webhook_endpoints": epID, "deliveries": d["id"].(string), "events": d["event_id"].(string)}
+			return true
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatal("no delivery appeared for the fixture event")
-	return "", nil
+		return false
+	})
+	return rc.url(), fixture
 }
 
 // documentedOperations reads the served OpenAPI document and makes each

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // TestReloadKeepsServing reloads the configuration (adding a firm) under a
@@ -85,12 +87,12 @@ func TestReloadKeepsServing(t *testing.T) {
 	// old configuration's connections are drained under load and the new
 	// one takes over without a failed request.
 	const requestsEach = 200
-	eventually(t, 30*time.Second, "traffic before the reload", func() bool { return answered.Load() >= requestsEach })
+	eventually.True(t, 30*time.Second, poll, "traffic before the reload", func() bool { return answered.Load() >= requestsEach })
 	if out, err := g.cli("reload", "--config", path, "--adapter", "caddyfile", "--address", g.admin); err != nil {
 		t.Fatalf("reload: %v %s", err, out)
 	}
 	after := answered.Load() + requestsEach
-	eventually(t, 30*time.Second, "traffic after the reload", func() bool { return answered.Load() >= after })
+	eventually.True(t, 30*time.Second, poll, "traffic after the reload", func() bool { return answered.Load() >= after })
 	stop.Store(true)
 	wg.Wait()
 	if failures.Load() > 0 {

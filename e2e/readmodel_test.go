@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -209,7 +210,7 @@ func waitPolls(t *testing.T, g *gateway, tok string, n int) {
 func waitConfirmed(t *testing.T, g *gateway, tok, path string, after time.Duration) {
 	t.Helper()
 	from := time.Now().Truncate(time.Second).Add(after)
-	eventually(t, 20*time.Second, path+" confirmed again", func() bool {
+	eventually.True(t, 20*time.Second, poll, path+" confirmed again", func() bool {
 		confirmed, err := time.Parse(time.RFC3339, g.do(t, "GET", path+"?limit=1", tok, nil).Header.Get("Data-Confirmed-At"))
 		return err == nil && !confirmed.Before(from)
 	})
@@ -244,7 +245,7 @@ func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 	removedFrom := time.Now().Add(-time.Second).UTC().Format(time.RFC3339)
 	v.k.RemoveWorkItem("W0007")
 	resync()
-	eventually(t, 15*time.Second, "job_W0007 to be 404 after a reconciliation", func() bool {
+	eventually.True(t, 15*time.Second, poll, "job_W0007 to be 404 after a reconciliation", func() bool {
 		return g.do(t, "GET", "/v1/jobs/job_W0007", tok, nil).StatusCode == http.StatusNotFound
 	})
 	if n := len(pageAll(t, g, tok, "/v1/jobs", 200)); n != 19 {
@@ -276,7 +277,7 @@ func TestReadModelReconciliationFindsADeletion(t *testing.T) {
 	// Another reconciliation finds it gone again, and raises nothing.
 	lists := len(workItemPages(v.k.Requests()))
 	resync()
-	eventually(t, 15*time.Second, "another reconciliation", func() bool {
+	eventually.True(t, 15*time.Second, poll, "another reconciliation", func() bool {
 		return len(workItemPages(v.k.Requests())) > lists && allLive(syncStates(t, g))
 	})
 	seen := map[string]bool{}
@@ -312,7 +313,7 @@ func TestReadModelOutageServesTheCopy(t *testing.T) {
 		Body: `{"error":{"code":"5003","message":"Service unavailable"}}`})
 	down := time.Now()
 	var confirmed string
-	eventually(t, 20*time.Second, "Data-State to say Karbon's data is failing", func() bool {
+	eventually.True(t, 20*time.Second, poll, "Data-State to say Karbon's data is failing", func() bool {
 		r := g.do(t, "GET", "/v1/jobs?limit=1", tok, nil)
 		if r.StatusCode != 200 {
 			t.Fatalf("/v1/jobs during the outage: %d %s", r.StatusCode, r.body)
@@ -330,7 +331,7 @@ func TestReadModelOutageServesTheCopy(t *testing.T) {
 	}
 	// More failed polls change nothing of what is served.
 	hits := v.k.Faults.Hits()
-	eventually(t, 20*time.Second, "more polls of Karbon", func() bool { return v.k.Faults.Hits() >= hits+2 })
+	eventually.True(t, 20*time.Second, poll, "more polls of Karbon", func() bool { return v.k.Faults.Hits() >= hits+2 })
 	r := g.do(t, "GET", "/v1/jobs/job_W0009", tok, nil)
 	if r.StatusCode != 200 || r.json(t)["id"] != "job_W0009" || r.Header.Get("Data-Confirmed-At") != confirmed || r.Header.Get("Data-State") != "failing" {
 		t.Fatalf("job_W0009 during the outage: %d (Data-State %q, Data-Confirmed-At %q, was %q) %s", r.StatusCode,

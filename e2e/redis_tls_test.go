@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -103,7 +104,7 @@ func TestScaleOutOverRedisTLS(t *testing.T) {
 	if _, err := a.cli("credential", "revoke", limited.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Second, "instance B to refuse a credential revoked through A", func() bool {
+	eventually.True(t, time.Second, poll, "instance B to refuse a credential revoked through A", func() bool {
 		return b.do(t, "GET", "/v1/jobs?limit=1", limited.Token, nil).StatusCode == http.StatusUnauthorized
 	})
 

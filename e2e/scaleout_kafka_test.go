@@ -5,75 +5,32 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
-// dispatcherProc is one `practicegw dispatcher` process.
+// dispatcherProc is one `practicegw dispatcher` process, started again
+// on the same environment after a kill.
 type dispatcherProc struct {
-	t    *testing.T
-	env  []string
-	cmd  *exec.Cmd
-	logs *lockedBuffer
-	done chan struct{}
+	*process
+	env []string
 }
 
 func startDispatcher(t *testing.T, env []string) *dispatcherProc {
 	t.Helper()
-	d := &dispatcherProc{t: t, env: env}
-	d.start()
-	t.Cleanup(d.stop)
-	return d
+	return &dispatcherProc{process: startProcess(t, env, "dispatcher"), env: env}
 }
 
 func (d *dispatcherProc) start() {
-	d.logs = &lockedBuffer{}
-	d.cmd = exec.Command(binary, "dispatcher")
-	d.cmd.Env = d.env
-	d.cmd.Stdout, d.cmd.Stderr = d.logs, d.logs
-	if err := d.cmd.Start(); err != nil {
-		d.t.Fatal(err)
-	}
-	d.done = make(chan struct{})
-	go func() { d.cmd.Wait(); close(d.done) }()
-}
-
-func (d *dispatcherProc) kill() {
-	d.cmd.Process.Signal(syscall.SIGKILL)
-	<-d.done
-}
-
-func (d *dispatcherProc) stop() {
-	select {
-	case <-d.done:
-		return
-	default:
-	}
-	d.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-d.done:
-	case <-time.After(20 * time.Second):
-		d.cmd.Process.Kill()
-		<-d.done
-	}
-	if d.t.Failed() {
-		d.t.Logf("dispatcher logs:\n%s", tail(d.logs.String(), 3000))
-	}
-}
-
-// kill stops a gateway with SIGKILL, as a crash would.
-func (g *gateway) kill() {
-	g.cmd.Process.Signal(syscall.SIGKILL)
-	<-g.done
+	d.process = startProcess(d.t, d.env, "dispatcher")
 }
 
 // TestScaleOutLosesNothing runs two gateways and two dispatchers against one
@@ -153,14 +110,14 @@ func TestScaleOutLosesNothing(t *testing.T) {
 		defer mu.Unlock()
 		return len(created)
 	}
-	eventually(t, time.Minute, "jobs created through both gateways", func() bool { return createdNow() >= 100 })
+	eventually.True(t, time.Minute, poll, "jobs created through both gateways", func() bool { return createdNow() >= 100 })
 	a.kill()
 	d1.kill()
-	eventually(t, time.Minute, "requests meeting the killed gateway", func() bool { return refused.Load() >= 10 })
+	eventually.True(t, time.Minute, poll, "requests meeting the killed gateway", func() bool { return refused.Load() >= 10 })
 	a.start(defaultCaddyfile())
 	d1.start()
 	before := createdNow()
-	eventually(t, time.Minute, "jobs created after the restart", func() bool { return createdNow() >= before+100 })
+	eventually.True(t, time.Minute, poll, "jobs created after the restart", func() bool { return createdNow() >= before+100 })
 	stop.Store(true)
 	wg.Wait()
 
@@ -176,8 +133,7 @@ func TestScaleOutLosesNothing(t *testing.T) {
 	// recovers: on a starved machine (this test beside others on two
 	// cores) the group's rebalance after the SIGKILL can wait out the
 	// rebalance timeout more than once before the partitions move.
-	deadline := time.Now().Add(150 * time.Second)
-	for {
+	eventually.NoError(t, 150*time.Second, 100*time.Millisecond, "every created job's event", func() error {
 		got := map[string]string{}
 		rc.mu.Lock()
 		for _, d := range rc.got {
@@ -195,15 +151,12 @@ func TestScaleOutLosesNothing(t *testing.T) {
 				missing++
 			}
 		}
-		if missing == 0 {
-			t.Logf("all %d events delivered (%d deliveries, duplicates with the same id allowed)", len(created), total)
-			break
+		if missing > 0 {
+			return fmt.Errorf("%d of %d created jobs never reached the receiver", missing, len(created))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d created jobs never reached the receiver", missing, len(created))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		t.Logf("all %d events delivered (%d deliveries, duplicates with the same id allowed)", len(created), total)
+		return nil
+	})
 
 	// Rate limits are still exact across the instances.
 	limited := a.issueWith("frm_acme", false, "10/m", "jobs:read").Token

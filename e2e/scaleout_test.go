@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -128,12 +129,9 @@ func TestTwoGatewaysActAsOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	revokedAt := time.Now()
-	for b.do(t, "GET", "/v1/jobs?limit=1", c.Token, nil).StatusCode != 401 {
-		if time.Since(revokedAt) > time.Second {
-			t.Fatal("instance B still admits a credential revoked through A after 1s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, time.Second-time.Since(revokedAt), 20*time.Millisecond, "instance B to refuse a credential revoked through A", func() bool {
+		return b.do(t, "GET", "/v1/jobs?limit=1", c.Token, nil).StatusCode == 401
+	})
 	t.Logf("revocation reached the other instance in %s", time.Since(revokedAt).Round(time.Millisecond))
 
 }
@@ -201,18 +199,18 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	}
 	// Each phase lasts until a hundred requests sent in it are answered:
 	// answers while Redis is down show that requests do not wait for it.
-	eventually(t, 30*time.Second, "answers before the outage", answeredSince(time.Now()))
+	eventually.True(t, 30*time.Second, poll, "answers before the outage", answeredSince(time.Now()))
 	redis.Kill()
 	killedAt := time.Now()
 	during := answeredSince(killedAt)
 	// The outage also lasts well beyond the limiter's Redis timeout, so
 	// that a request waiting for Redis would show as one that outlasted it.
-	eventually(t, 30*time.Second, "answers while Redis is down", func() bool {
+	eventually.True(t, 30*time.Second, poll, "answers while Redis is down", func() bool {
 		return during() && time.Since(killedAt) > 1500*time.Millisecond
 	})
 	redis.Restart()
 	outage := time.Since(killedAt)
-	eventually(t, 30*time.Second, "answers after Redis is back", answeredSince(time.Now()))
+	eventually.True(t, 30*time.Second, poll, "answers after Redis is back", answeredSince(time.Now()))
 	stop.Store(true)
 	wg.Wait()
 
@@ -236,7 +234,7 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	if _, err := a.cli("credential", "revoke", c.ID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the revocation to reach B after Redis came back", func() bool {
+	eventually.True(t, 10*time.Second, poll, "the revocation to reach B after Redis came back", func() bool {
 		return b.do(t, "GET", "/v1/jobs?limit=1", c.Token, nil).StatusCode == 401
 	})
 }

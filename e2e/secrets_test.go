@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,24 +25,14 @@ func secretsKey() string {
 // exit with an error whose output says want.
 func refusesToStart(t *testing.T, env []string, want string, args ...string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = env
-	var out lockedBuffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := startProcess(t, env, args...)
+	if !p.wait(30 * time.Second) {
+		p.kill()
+		t.Errorf("practicegw %s is still running, want a refusal saying %q:\n%s", args[0], want, tail(p.out.String(), 2000))
+		return
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(out.String(), want) {
-			t.Errorf("practicegw %s: exit %v, want a refusal saying %q:\n%s", args[0], err, want, tail(out.String(), 2000))
-		}
-	case <-time.After(30 * time.Second):
-		cmd.Process.Kill()
-		<-done
-		t.Errorf("practicegw %s is still running, want a refusal saying %q:\n%s", args[0], want, tail(out.String(), 2000))
+	if p.err == nil || !strings.Contains(p.out.String(), want) {
+		t.Errorf("practicegw %s: exit %v, want a refusal saying %q:\n%s", args[0], p.err, want, tail(p.out.String(), 2000))
 	}
 }
 

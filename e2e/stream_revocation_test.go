@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	sse "github.com/tmaxmax/go-sse"
 )
 
@@ -59,7 +60,7 @@ func streamEndsOnRevocation(t *testing.T, revoker, streamer *gateway) {
 	raiser := revoker.issue("frm_acme", true, "events:read", "webhooks:write").Token
 	cred := revoker.issue("frm_acme", true, "events:read")
 	// Seen by the streaming instance before it opens the stream.
-	eventually(t, 5*time.Second, "the credential to work on the streaming instance", func() bool {
+	eventually.True(t, 5*time.Second, poll, "the credential to work on the streaming instance", func() bool {
 		return streamer.do(t, "GET", "/v1/events?limit=1", cred.Token, nil).StatusCode == 200
 	})
 	events := openStream(t, streamer, cred.Token)
@@ -73,7 +74,7 @@ func streamEndsOnRevocation(t *testing.T, revoker, streamer *gateway) {
 	revoked := time.Now()
 	// Once the streaming instance refuses the credential, nothing more
 	// reaches its stream.
-	eventually(t, time.Second, "the streaming instance to refuse the revoked credential", func() bool {
+	eventually.True(t, time.Second, poll, "the streaming instance to refuse the revoked credential", func() bool {
 		return streamer.do(t, "GET", "/v1/events?limit=1", cred.Token, nil).StatusCode == 401
 	})
 	after := trigger(t, streamer, raiser, "client.created")

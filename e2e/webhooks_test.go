@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // receiver is a webhook endpoint that verifies Standard Webhooks
@@ -97,19 +100,17 @@ func verifies(secret, id, ts string, body []byte, sigs []string) bool {
 // wait returns the deliveries once there are at least n.
 func (rc *receiver) wait(n int, within time.Duration) []delivered {
 	rc.t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var got []delivered
+	eventually.NoError(rc.t, within, poll, fmt.Sprintf("%d deliveries", n), func() error {
 		rc.mu.Lock()
-		got := append([]delivered(nil), rc.got...)
+		got = append([]delivered(nil), rc.got...)
 		rc.mu.Unlock()
-		if len(got) >= n {
-			return got
+		if len(got) < n {
+			return fmt.Errorf("%d deliveries", len(got))
 		}
-		if time.Now().After(deadline) {
-			rc.t.Fatalf("%d deliveries after %s, want %d", len(got), within, n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
 }
 
 func register(t *testing.T, g *gateway, token, url string, events ...string) (id, secret string) {
@@ -198,8 +199,7 @@ func TestEveryEventKindThroughTheSandbox(t *testing.T) {
 		}
 		want[id] = k
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.True(t, 10*time.Second, 20*time.Millisecond, "every triggered event", func() bool {
 		seen := 0
 		rc.mu.Lock()
 		for _, d := range rc.got {
@@ -211,11 +211,8 @@ func TestEveryEventKindThroughTheSandbox(t *testing.T) {
 			}
 		}
 		rc.mu.Unlock()
-		if seen >= len(want) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return seen >= len(want)
+	})
 	byID := map[string]delivered{}
 	for _, d := range rc.wait(len(want), time.Second) {
 		byID[d.id] = d
@@ -311,15 +308,13 @@ func TestRetriesFailureReplayAndExport(t *testing.T) {
 		}
 	}
 	var dlv map[string]any
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	eventually.True(t, 10*time.Second, 50*time.Millisecond, "one failed delivery", func() bool {
 		page := g.do(t, "GET", "/v1/webhook_endpoints/"+epID+"/deliveries?state=failed", tok, nil).json(t)["data"].([]any)
 		if len(page) == 1 {
 			dlv = page[0].(map[string]any)
-			break
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return dlv != nil
+	})
 	if dlv == nil {
 		t.Fatal("the delivery never reached failed")
 	}
@@ -348,7 +343,7 @@ func TestRetriesFailureReplayAndExport(t *testing.T) {
 	// The six failures may have left the endpoint's breaker open: the
 	// replay is then held back with Retry-After until it cools down.
 	var r response
-	eventually(t, 10*time.Second, "the replay to be made", func() bool {
+	eventually.True(t, 10*time.Second, poll, "the replay to be made", func() bool {
 		r = g.do(t, "POST", "/v1/deliveries/"+dlv["id"].(string)+"/replay", tok, nil)
 		if r.StatusCode == http.StatusConflict && r.Header.Get("Retry-After") != "" {
 			return false
@@ -408,17 +403,7 @@ func TestBulkReplayAndRotation(t *testing.T) {
 		g.do(t, "POST", "/v1/clients", tok, map[string]any{"name": "Bulk " + strconv.Itoa(i)})
 	}
 	t0 := time.Now()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		n := len(g.do(t, "GET", "/v1/webhook_endpoints/"+epID+"/deliveries?state=failed", tok, nil).json(t)["data"].([]any))
-		if n == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d failed deliveries, want 3", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitDeliveryCount(t, g, tok, epID, "failed", 3, 20*time.Second)
 	t.Logf("failed after %s (%d attempts)", time.Since(t0), len(rc.wait(0, 0)))
 	mu.Lock()
 	failing = false
@@ -441,17 +426,20 @@ func TestBulkReplayAndRotation(t *testing.T) {
 			t.Errorf("after rotation a delivery carries %d signatures, want 2", len(d.signatures))
 		}
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		n := len(g.do(t, "GET", "/v1/webhook_endpoints/"+epID+"/deliveries?state=delivered", tok, nil).json(t)["data"].([]any))
-		if n == 3 {
-			break
+	waitDeliveryCount(t, g, tok, epID, "delivered", 3, 10*time.Second)
+}
+
+// waitDeliveryCount waits until an endpoint has exactly n deliveries in a
+// state.
+func waitDeliveryCount(t *testing.T, g *gateway, token, endpoint, state string, n int, within time.Duration) {
+	t.Helper()
+	eventually.NoError(t, within, 50*time.Millisecond, fmt.Sprintf("%d %s deliveries on %s", n, state, endpoint), func() error {
+		got := len(g.do(t, "GET", "/v1/webhook_endpoints/"+endpoint+"/deliveries?state="+state, token, nil).json(t)["data"].([]any))
+		if got != n {
+			return fmt.Errorf("%d %s deliveries", got, state)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d delivered after bulk replay, want 3", n)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestWebhookURLsAreChecked(t *testing.T) {

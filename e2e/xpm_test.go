@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // xpmFirm is a firm on Xero Practice Manager and SharePoint, with no
@@ -223,20 +224,15 @@ func TestXPMFirmOnItsOwnSystems(t *testing.T) {
 	// A job completed inside XPM (no webhook: XPM sends none) is noticed
 	// by polling: one job.stage_changed with the mapped stage.
 	f.x.MoveJob("J000004", "Completed")
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		found := false
-		for _, d := range rc.wait(0, 0) {
-			found = found || d.envelope["data"].(map[string]any)["job_id"] == "job_J000004"
+	eventually.NoError(t, 15*time.Second, 20*time.Millisecond, "a job.stage_changed for job_J000004", func() error {
+		got := rc.wait(0, 0)
+		for _, d := range got {
+			if d.envelope["data"].(map[string]any)["job_id"] == "job_J000004" {
+				return nil
+			}
 		}
-		if found {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no job.stage_changed for job_J000004 within 15s; deliveries: %d", len(rc.wait(0, 0)))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return fmt.Errorf("deliveries: %d", len(got))
+	})
 	if j := g.do(t, "GET", "/v1/jobs/job_J000004", tok, nil).json(t); j["stage"] != "completed" || j["closed_at"] == nil {
 		t.Fatalf("job_J000004 after the poll: %v", j)
 	}

@@ -32,6 +32,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/testclock"
 )
 
 // Fault is one scripted misbehaviour.
@@ -137,45 +139,13 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// Clock is a test clock for upstream.Clock: Sleep advances it at once and
-// remembers how long was asked, so backoff and Retry-After waits take no
-// real time.
-type Clock struct {
-	mu    sync.Mutex
-	now   time.Time
-	slept []time.Duration
-}
+// Clock is the tests' clock (internal/testclock) as the doubles' callers
+// inject it for upstream.Clock: Sleep advances it at once and remembers
+// how long was asked, so backoff and Retry-After waits take no real time.
+type Clock = testclock.Clock
 
 // NewClock starts a clock at now.
-func NewClock(now time.Time) *Clock { return &Clock{now: now} }
-
-func (c *Clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *Clock) Sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.slept = append(c.slept, d)
-	c.now = c.now.Add(d)
-	return ctx.Err()
-}
-
-// Advance moves the clock on.
-func (c *Clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-// Slept lists the sleeps asked for so far.
-func (c *Clock) Slept() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]time.Duration(nil), c.slept...)
-}
+func NewClock(now time.Time) *Clock { return testclock.New(now) }
 
 func writeJSON(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")

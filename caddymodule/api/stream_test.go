@@ -20,6 +20,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"
 )
@@ -333,13 +334,9 @@ func TestStreamWaitsOutAnUnavailableStore(t *testing.T) {
 	// The stream keeps reading while the store fails...
 	reads := func() int { feed.mu.Lock(); defer feed.mu.Unlock(); return feed.reads }
 	n := reads()
-	deadline := time.Now().Add(5 * time.Second)
-	for reads() < n+3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the stream stopped reading the feed while it failed")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, 5*time.Millisecond, "the stream to go on reading the feed while it fails", func() bool {
+		return reads() >= n+3
+	})
 	// ...and delivers what was recorded meanwhile once it is back.
 	feed.setFail(nil)
 	if got := c.next(t); !strings.Contains(got.Data, ev.ID) {
@@ -459,18 +456,14 @@ func TestStreamsPerCredentialAreBounded(t *testing.T) {
 	}
 	// Closing one frees its slot.
 	open[0].close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.NoError(t, 5*time.Second, 10*time.Millisecond, "a closed stream's slot to be freed", func() error {
 		c := connect(t, srv, "sandbox", "", "")
 		if c.resp.StatusCode == http.StatusOK {
-			return
+			return nil
 		}
 		c.close()
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed stream's slot is still taken after 5s: %d", c.resp.StatusCode)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return fmt.Errorf("a new stream is answered %d", c.resp.StatusCode)
+	})
 }
 
 // The stream follows the order events are recorded in, not their ids: an

@@ -203,7 +203,7 @@ func TestLastUsedAndStale(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ring, _ := NewKeyring(key("k1", 'a'))
 	store := &memStore{creds: map[string]*credential.Credential{}}
-	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, Now: func() time.Time { return now }})
+	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, Clock: func() time.Time { return now }})
 	c, token, _ := r.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "x", Scopes: []string{"jobs:read"}})
 	if c.Stale(now.Add(89 * 24 * time.Hour)) {
 		t.Fatal("stale after 89 days unused")

@@ -109,8 +109,10 @@ type RegistryConfig struct {
 	// ResyncEvery is how often the whole set of revocations is read
 	// again from the feed, in case anything went amiss. Default 5m.
 	ResyncEvery time.Duration
-	Now         func() time.Time
-	Logger      *zap.Logger
+	// Clock stamps issue and last use and schedules the resync, named
+	// as the dispatcher's and the limiter's are. Default time.Now.
+	Clock  func() time.Time
+	Logger *zap.Logger
 }
 
 const (
@@ -135,14 +137,14 @@ func NewRegistry(store Store, keys *Keyring, cfg RegistryConfig) *Registry {
 	if cfg.ResyncEvery == 0 {
 		cfg.ResyncEvery = 5 * time.Minute
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &Registry{store: store, keys: keys, now: cfg.Now, logger: cfg.Logger,
+	r := &Registry{store: store, keys: keys, now: cfg.Clock, logger: cfg.Logger,
 		entries: map[string]*entry{}, revoked: map[string]struct{}{}, changed: make(chan struct{}), cancel: cancel}
 	r.wg.Add(1)
 	go r.flushLoop(ctx, cfg.FlushEvery)

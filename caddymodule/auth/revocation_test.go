@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/store/credential"
 )
 
@@ -87,22 +88,13 @@ func instance(t *testing.T, store Store, now func() time.Time) *Registry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, SyncEvery: 10 * time.Millisecond, Now: now})
+	r := NewRegistry(store, ring, RegistryConfig{FlushEvery: time.Hour, SyncEvery: 10 * time.Millisecond, Clock: now})
 	t.Cleanup(func() { r.Close() })
 	return r
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
+// poll is how often a test looks again for a revocation to be seen.
+const poll = 5 * time.Millisecond
 
 // An instance that has never seen a credential authorizes it from its
 // token alone, with its scopes and ceiling, while the store cannot be
@@ -149,7 +141,7 @@ func TestRevocationReachesEveryInstance(t *testing.T) {
 	if _, err := a.Authenticate(context.Background(), token); !errors.Is(err, errBadToken) {
 		t.Fatalf("the revoking instance: %v, want refused at once", err)
 	}
-	eventually(t, time.Second, "revocation seen by the other instance", func() bool {
+	eventually.True(t, time.Second, poll, "revocation seen by the other instance", func() bool {
 		_, err := b.Authenticate(context.Background(), token)
 		return errors.Is(err, errBadToken)
 	})
@@ -176,7 +168,7 @@ func TestRefusedUntilRevocationsRead(t *testing.T) {
 		t.Fatalf("before revocations were read: %v, want errNotSynced", err)
 	}
 	store.set(func(s *sharedStore) { s.fail = 0 })
-	eventually(t, time.Second, "served once revocations are read", func() bool {
+	eventually.True(t, time.Second, poll, "served once revocations are read", func() bool {
 		_, err := b.Authenticate(context.Background(), token)
 		return err == nil
 	})
@@ -217,7 +209,7 @@ func TestFeedGapReadsTheWholeSet(t *testing.T) {
 	store.mu.Lock()
 	store.gap = true
 	store.mu.Unlock()
-	eventually(t, time.Second, "revocation behind a gap seen", func() bool {
+	eventually.True(t, time.Second, poll, "revocation behind a gap seen", func() bool {
 		_, err := b.Authenticate(context.Background(), token)
 		return errors.Is(err, errBadToken)
 	})

@@ -1,10 +1,7 @@
 package gateway_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"flag"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +20,6 @@ import (
 	"github.com/practicegw/practicegw/internal/envconfig"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files")
-
 // adapt runs Caddy's own Caddyfile adapter in process.
 func adapt(t *testing.T, caddyfile string) ([]byte, error) {
 	t.Helper()
@@ -33,117 +28,6 @@ func adapt(t *testing.T, caddyfile string) ([]byte, error) {
 		t.Errorf("warning: %s", w.Message)
 	}
 	return out, err
-}
-
-// The practicegw global option, every firm system and its Caddyfile forms,
-// adapted to the app's JSON and compared with a golden file.
-func TestAdaptSystems(t *testing.T) {
-	unsetEnvironment(t)
-	src, err := os.ReadFile("testdata/systems.caddyfile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := adapt(t, string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg struct {
-		Apps map[string]json.RawMessage `json:"apps"`
-	}
-	if err := json.Unmarshal(out, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, cfg.Apps["practicegw"], "", "\t"); err != nil {
-		t.Fatal(err)
-	}
-	pretty.WriteByte('\n')
-	const golden = "testdata/systems.json"
-	if *update {
-		if err := os.WriteFile(golden, pretty.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test ./caddymodule/gateway -run TestAdaptSystems -update)", err)
-	}
-	if !bytes.Equal(want, pretty.Bytes()) {
-		t.Errorf("adapts to\n%s\nwant (%s)\n%s", pretty.String(), golden, want)
-	}
-}
-
-// Mistakes in a firm's block are adapt-time errors that name the line.
-func TestAdaptSystemErrors(t *testing.T) {
-	for _, tt := range []struct{ block, want string }{
-		{"records salesforce {\n}", `records "salesforce" is not a system practicegw has an adapter for`},
-		{"ledger karbon {\n}", `ledger "karbon" is not a system practicegw has an adapter for`},
-		{"records demo {\nbearer x\n}", "records demo takes no options"},
-		{"records demo extra", "wrong argument count"},
-		{"records karbon {\nbearer\nshoe_size 9\n}", `unknown option "shoe_size"`},
-		{"records karbon {\nstage_map Lodged\n}", "stage_map takes two arguments"},
-		{"documents sharepoint {\nkind tax_return\n}", "kind takes one or more phrases and a document kind"},
-		{"records karbon {\nupstream {\nrate_limit lots\n}\n}", `rate_limit "lots" must look like 120/m`},
-		{"records", "wrong argument count"},
-	} {
-		caddyfile := "{\n\tpracticegw {\n\t\tfirm frm_x {\n" + tt.block + "\n\t\t}\n\t}\n}\n:8080 {\n\trespond ok\n}\n"
-		_, err := adapt(t, caddyfile)
-		if err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%q: error %v, want one containing %q", tt.block, err, tt.want)
-		}
-	}
-}
-
-// The kafka line takes a block for topics, the group, TLS and SASL.
-func TestAdaptKafkaBlock(t *testing.T) {
-	out, err := adapt(t, `{
-	practicegw {
-		kafka b1:9093,b2:9093 {
-			changes_topic firm.changes
-			group gw
-			tls
-			tls_ca /etc/kafka/ca.pem
-			sasl SCRAM-SHA-512 practicegw {file./run/secrets/kafka}
-		}
-		firm frm_x
-	}
-}
-:8080 {
-	respond ok
-}
-`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"kafka":"b1:9093,b2:9093"`, `"kafka_changes_topic":"firm.changes"`, `"kafka_group":"gw"`,
-		`"kafka_security":{"tls":true,"tls_ca":"/etc/kafka/ca.pem","sasl_mechanism":"SCRAM-SHA-512","sasl_username":"practicegw","sasl_password":"{file./run/secrets/kafka}"}`} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("adapted JSON lacks %s: %s", want, out)
-		}
-	}
-	for block, want := range map[string]string{
-		"kafka b:9093 {\nsasl PLAIN user\n}":  "kafka sasl takes a mechanism, a username and a password",
-		"kafka b:9093 {\ntls maybe\n}":        `kafka tls "maybe"`,
-		"kafka b:9093 {\ncompression zstd\n}": `unknown kafka option "compression"`,
-	} {
-		_, err := adapt(t, "{\n\tpracticegw {\n"+block+"\nfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n")
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("%q: %v, want %q", block, err, want)
-		}
-	}
-}
-
-// secrets_key (in the golden file with a placeholder) may be left without
-// a value, as an unset {$VAR} leaves it: the variable is the default.
-func TestAdaptSecretsKey(t *testing.T) {
-	out, err := adapt(t, "{\n\tpracticegw {\n\t\tsecrets_key\n\t\tfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n")
-	if err != nil || strings.Contains(string(out), "secrets_key") {
-		t.Errorf("secrets_key without a value: %s, %v", out, err)
-	}
-	if _, err := adapt(t, "{\n\tpracticegw {\n\t\tsecrets_key a b\n\t\tfirm frm_x\n\t}\n}\n:8080 {\n\trespond ok\n}\n"); err == nil {
-		t.Error("secrets_key with two values adapted")
-	}
 }
 
 // unsetEnvironment empties every variable of the environment's table for

@@ -4,9 +4,11 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/testclock"
 )
 
-func newLocal(t *testing.T, clock *fakeClock, usage UsageStore) *Limiter {
+func newLocal(t *testing.T, clock *testclock.Clock, usage UsageStore) *Limiter {
 	t.Helper()
 	l, err := New(Config{Clock: clock.Now, Usage: usage})
 	if err != nil {
@@ -19,7 +21,7 @@ func newLocal(t *testing.T, clock *fakeClock, usage UsageStore) *Limiter {
 var tenPerSecond = Rate{Limit: 10, Window: time.Second}
 
 func TestBurstBoundaryIsExact(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	l := newLocal(t, clock, nil)
 	ctx := context.Background()
 
@@ -55,7 +57,7 @@ func TestBurstBoundaryIsExact(t *testing.T) {
 }
 
 func TestRefusedRequestsCostNothing(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	l := newLocal(t, clock, nil)
 	ctx := context.Background()
 	for range 10 {
@@ -84,7 +86,7 @@ func TestRefusedRequestsCostNothing(t *testing.T) {
 }
 
 func TestLowerBurst(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	l := newLocal(t, clock, nil)
 	ctx := context.Background()
 	rate := Rate{Limit: 7200, Window: time.Hour, Burst: 3}
@@ -111,7 +113,7 @@ func TestLowerBurst(t *testing.T) {
 }
 
 func TestPeekDoesNotSpend(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	l := newLocal(t, clock, nil)
 	ctx := context.Background()
 	if d := l.Peek(ctx, "crd_a", tenPerSecond); !d.Allowed || d.Remaining != 10 || d.Reset != 0 {
@@ -138,7 +140,7 @@ func TestPeekDoesNotSpend(t *testing.T) {
 }
 
 func TestSweepBoundsMemory(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	l := newLocal(t, clock, nil)
 	ctx := context.Background()
 	for i := range 1000 {

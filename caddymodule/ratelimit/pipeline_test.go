@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
@@ -125,12 +126,9 @@ func TestPipelineDeadlineInFlight(t *testing.T) {
 	}
 	wg.Wait()
 
-	for l.Peek(ctx, "crd_after", tenPerSecond).Fallback {
-		if time.Since(paused) > pause+time.Second {
-			t.Fatal("still on the fallback a second after the pause ended")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, pause+time.Second-time.Since(paused), 5*time.Millisecond, "decisions back on Redis a second after the pause ended", func() bool {
+		return !l.Peek(ctx, "crd_after", tenPerSecond).Fallback
+	})
 	// Sequential, so the order of the replies is known.
 	for i := range 12 {
 		d := l.Allow(ctx, "crd_after", tenPerSecond)

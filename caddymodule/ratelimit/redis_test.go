@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/store/usage"
 )
@@ -267,15 +268,9 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 
 	restarted := time.Now()
 	srv.Restart()
-	for {
-		if d := l.Peek(ctx, "crd_load", rate); !d.Fallback {
-			break
-		}
-		if time.Since(restarted) > 2*time.Second {
-			t.Fatal("still on the fallback 2s after Redis came back")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 2*time.Second-time.Since(restarted), 5*time.Millisecond, "decisions back on Redis 2s after it came back", func() bool {
+		return !l.Peek(ctx, "crd_load", rate).Fallback
+	})
 	back := time.Since(restarted)
 	if back > 1200*time.Millisecond {
 		t.Fatalf("back on Redis %v after it was restarted, want about 1s at most", back)
@@ -289,21 +284,17 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 	// The restarted Redis started empty: what it holds now is what was
 	// counted during the outage, flushed once it was back.
 	other := newRedisLimiter(t, Config{Redis: srv.URL()})
-	deadline := time.Now().Add(2 * time.Second)
-	for {
+	eventually.NoError(t, 2*time.Second, 20*time.Millisecond, "the outage's requests flushed to Redis", func() error {
 		u, err := other.Usage(ctx, "crd_load", time.Now().Add(-time.Hour))
 		var n int64
 		for _, h := range u {
 			n += h.Admitted + h.Refused
 		}
-		if err == nil && n == fellBack.Load() {
-			break
+		if err != nil || n != fellBack.Load() {
+			return fmt.Errorf("Redis holds %d requests of the outage (err %v), want %d", n, err, fellBack.Load())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Redis holds %d requests of the outage (err %v), want %d", n, err, fellBack.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestRedisSlow pauses Redis rather than killing it: connections stay up
@@ -332,12 +323,9 @@ func TestRedisSlow(t *testing.T) {
 			t.Fatalf("decision %+v with Redis paused, want the fallback", d)
 		}
 	}
-	for l.Peek(ctx, "crd_a", tenPerSecond).Fallback {
-		if time.Since(paused) > pause+time.Second {
-			t.Fatal("still on the fallback a second after the pause ended")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, pause+time.Second-time.Since(paused), 5*time.Millisecond, "decisions back on Redis a second after the pause ended", func() bool {
+		return !l.Peek(ctx, "crd_a", tenPerSecond).Fallback
+	})
 	t.Logf("back on Redis %v after a %v pause began", time.Since(paused), pause)
 }
 

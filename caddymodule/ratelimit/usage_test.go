@@ -7,12 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/store/storetest"
 	"github.com/practicegw/practicegw/store/usage"
 )
 
 func TestLocalUsageForAWeek(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	store := NewMemoryUsage()
 	l := newLocal(t, clock, store)
 	ctx := context.Background()
@@ -47,7 +48,7 @@ func TestLocalUsageForAWeek(t *testing.T) {
 
 // weekOfTrafficHour makes h%5+1 requests in the clock's current hour under
 // a rate of 3 per hour, then moves the clock on an hour.
-func weekOfTrafficHour(ctx context.Context, l *Limiter, clock *fakeClock, rate Rate, h int) usage.Hour {
+func weekOfTrafficHour(ctx context.Context, l *Limiter, clock *testclock.Clock, rate Rate, h int) usage.Hour {
 	u := usage.Hour{Hour: clock.Now().Truncate(time.Hour)}
 	for range h%5 + 1 {
 		if l.Allow(ctx, "crd_a", rate).Allowed {
@@ -120,7 +121,7 @@ func (f *flakyStore) AddUsage(ctx context.Context, id string, hour time.Time, a,
 }
 
 func TestFlushBatchesAndKeepsWhatTheStoreRefuses(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	store := &flakyStore{MemoryUsage: NewMemoryUsage(), down: true}
 	l := newLocal(t, clock, store)
 	ctx := context.Background()
@@ -148,7 +149,7 @@ func TestFlushBatchesAndKeepsWhatTheStoreRefuses(t *testing.T) {
 }
 
 func TestCloseFlushes(t *testing.T) {
-	clock := newFakeClock()
+	clock := testclock.New(clockStart)
 	store := NewMemoryUsage()
 	l, err := New(Config{Clock: clock.Now, Usage: store})
 	if err != nil {

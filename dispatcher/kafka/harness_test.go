@@ -31,6 +31,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
@@ -315,42 +316,36 @@ func (rc *receiver) URL() string { return rc.srv.URL + "/hooks" }
 // does counting what arrived say what arrived in the end.
 func (e *env) settled(rc *receiver, endpointID string, within time.Duration) {
 	e.t.Helper()
+	eventually.NoError(e.t, within, 10*time.Millisecond, "the deliveries to settle", func() error {
+		return e.unsettled(rc, endpointID)
+	})
+}
+
+// unsettled says what may still come to endpointID, nil when nothing.
+func (e *env) unsettled(rc *receiver, endpointID string) error {
 	ctx := context.Background()
-	deadline := time.Now().Add(within)
+	counts := rc.counts()
+	q := dispatcher.DeliveryQuery{EndpointID: endpointID, Limit: 200}
 	for {
-		done, why := true, ""
-		counts := rc.counts()
-		q := dispatcher.DeliveryQuery{EndpointID: endpointID, Limit: 200}
-		for done {
-			page, err := e.gateway.ListDeliveries(ctx, live, q)
-			if err != nil {
-				e.t.Fatal(err)
-			}
-			for _, d := range page.Deliveries {
-				if !d.NextAttemptAt.IsZero() || len(d.Attempts) != counts[d.EventID] {
-					done, why = false, fmt.Sprintf("delivery %s is %s with %d attempts recorded and %d requests received",
-						d.ID, d.State, len(d.Attempts), counts[d.EventID])
-					break
-				}
-			}
-			if !page.HasMore {
-				break
-			}
-			q.Cursor = page.Next
+		page, err := e.gateway.ListDeliveries(ctx, live, q)
+		if err != nil {
+			e.t.Fatal(err)
 		}
-		if done {
-			if n, err := e.store.Backlog(ctx); err != nil || n != 0 {
-				done, why = false, fmt.Sprintf("backlog %d (%v)", n, err)
+		for _, d := range page.Deliveries {
+			if !d.NextAttemptAt.IsZero() || len(d.Attempts) != counts[d.EventID] {
+				return fmt.Errorf("delivery %s is %s with %d attempts recorded and %d requests received",
+					d.ID, d.State, len(d.Attempts), counts[d.EventID])
 			}
 		}
-		if done {
-			return
+		if !page.HasMore {
+			break
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the deliveries did not settle within %s: %s", within, why)
-		}
-		time.Sleep(10 * time.Millisecond)
+		q.Cursor = page.Next
 	}
+	if n, err := e.store.Backlog(ctx); err != nil || n != 0 {
+		return fmt.Errorf("backlog %d (%v)", n, err)
+	}
+	return nil
 }
 
 // register makes rc an endpoint of e's firm.
@@ -384,13 +379,12 @@ func (rc *receiver) counts() map[string]int {
 // waitAll waits until every id has arrived at rc.
 func (rc *receiver) waitAll(ids []string, within time.Duration) {
 	rc.t.Helper()
-	deadline := time.Now().Add(within)
-	for rc.has(ids) < len(ids) {
-		if time.Now().After(deadline) {
-			rc.t.Fatalf("%d of %d events arrived within %s", rc.has(ids), len(ids), within)
+	eventually.NoError(rc.t, within, 20*time.Millisecond, "every event to arrive", func() error {
+		if n := rc.has(ids); n < len(ids) {
+			return fmt.Errorf("%d of %d events arrived", n, len(ids))
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func percentile(ds []time.Duration, p float64) time.Duration {
@@ -428,8 +422,7 @@ func redistestAOF() redistest.Option { return redistest.WithAOF() }
 func (e *env) waitMembers(group string, n int) {
 	e.t.Helper()
 	client := &kafkago.Client{Addr: kafkago.TCP(e.brokers...), Timeout: 5 * time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.NoError(e.t, 20*time.Second, 50*time.Millisecond, fmt.Sprintf("the group to settle with %d members holding partitions", n), func() error {
 		res, err := client.DescribeGroups(context.Background(), &kafkago.DescribeGroupsRequest{GroupIDs: []string{group}})
 		if err == nil && len(res.Groups) == 1 && res.Groups[0].GroupState == "Stable" {
 			holding := 0
@@ -442,12 +435,9 @@ func (e *env) waitMembers(group string, n int) {
 				}
 			}
 			if holding == n {
-				return
+				return nil
 			}
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("the group did not settle with %d members holding partitions: %+v, %v", n, res, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fmt.Errorf("%+v, %v", res, err)
+	})
 }

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -178,13 +180,12 @@ func TestKilledDispatcherLosesNothing(t *testing.T) {
 		}
 	}()
 	// Kill it once it is well into the stream, delivering.
-	deadline := time.Now().Add(30 * time.Second)
-	for !mid.Load() || len(rc.counts()) < 100 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the child delivered %d before the deadline", len(rc.counts()))
+	eventually.NoError(t, 30*time.Second, 5*time.Millisecond, "the child well into the stream", func() error {
+		if n := len(rc.counts()); !mid.Load() || n < 100 {
+			return fmt.Errorf("the child delivered %d", n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	kill()
 	before := len(rc.counts())
 	<-published

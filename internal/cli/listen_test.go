@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/eventually"
 )
 
 // lines is output written from several goroutines.
@@ -35,13 +37,12 @@ func (l *lines) String() string {
 
 func (l *lines) waitFor(t *testing.T, s string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(l.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q within 5s:\n%s", s, l.String())
+	eventually.NoError(t, 5*time.Second, 5*time.Millisecond, fmt.Sprintf("%q", s), func() error {
+		if out := l.String(); !strings.Contains(out, s) {
+			return fmt.Errorf("the output is:\n%s", out)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // A receiver that does not answer holds one event; a bounded queue holds a

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -136,22 +137,33 @@ func TestTimeoutHolds(t *testing.T) {
 	}
 }
 
+// The breaker's open period passes on synctest's fake clock: the vendor
+// answers through vendortest.Serve, in the caller's goroutine and without
+// a socket, so the wait for the period to end is skipped, not slept.
 func TestBreakerOpensAndRecovers(t *testing.T) {
+	synctest.Test(t, breakerOpensAndRecovers)
+}
+
+func breakerOpensAndRecovers(t *testing.T) {
 	var down atomic.Bool
 	down.Store(true)
 	var hits atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	const host = "vendor.test"
+	vendor := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
 		if down.Load() {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte(`{}`))
-	}))
-	defer srv.Close()
+	})
 	reg := prometheus.NewRegistry()
-	c := newClient(t, srv.URL, upstream.Policy{MaxAttempts: 1, BreakerFailures: 3,
-		BreakerTimeout: upstream.Duration(150 * time.Millisecond), RateLimit: -1}, vendortest.NewClock(time.Now()), reg)
+	c, err := upstream.NewClient(upstream.Options{System: "test", BaseURL: "http://" + host, Policy: upstream.Policy{MaxAttempts: 1, BreakerFailures: 3,
+		BreakerTimeout: upstream.Duration(150 * time.Millisecond), RateLimit: -1}},
+		upstream.Deps{Clock: vendortest.NewClock(time.Now()), Registerer: reg, Transport: vendortest.Serve{Hosts: map[string]http.Handler{host: vendor}}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	for range 3 {
 		if _, err := c.Do(ctx, upstream.Request{Path: "/x"}); !errors.Is(err, practice.ErrUnavailable) {
@@ -159,7 +171,7 @@ func TestBreakerOpensAndRecovers(t *testing.T) {
 		}
 	}
 	before := hits.Load()
-	_, err := c.Do(ctx, upstream.Request{Path: "/x"})
+	_, err = c.Do(ctx, upstream.Request{Path: "/x"})
 	var u *practice.UnavailableError
 	if !errors.As(err, &u) || u.RetryAfter <= 0 || u.RetryAfter > time.Second {
 		t.Fatalf("open breaker: err = %v", err)
