@@ -92,15 +92,13 @@ func syncs(firm string, systems []system) []*readmodel.Syncer {
 		for _, k := range firmsystem.Kinds(s.role) {
 			model.Serve(k, s.reader)
 		}
-		sy := &readmodel.Syncer{Role: s.role, Kinds: firmsystem.Kinds(s.role), Reader: s.reader, Model: model,
-			Recorder: rec, Sink: discard{}, Checkpoints: st, Leases: st, Holder: "bench", Calls: s.client.Sent}
-		if feed, ok := s.reader.(readmodel.ChangeFeed); ok {
-			sy.Changes = feed
-		}
-		sy.Budget.Account = s.client.BudgetAccount()
+		budget := readmodel.SyncBudget{Account: s.client.BudgetAccount()}
 		for _, a := range s.client.Allowances() {
-			sy.Budget.Allowances = append(sy.Budget.Allowances, readmodel.Allowance{Limit: a.Limit, Per: a.Per})
+			budget.Allowances = append(budget.Allowances, readmodel.Allowance{Limit: a.Limit, Per: a.Per})
 		}
+		sy := readmodel.NewSyncer(readmodel.SyncedSystem{Role: s.role, Kinds: firmsystem.Kinds(s.role), Reader: s.reader},
+			readmodel.SyncDeps{Model: model, Recorder: rec, Sink: discard{}, Checkpoints: st, Leases: st, Holder: "bench"},
+			readmodel.SyncConfig{}, readmodel.WithVendorCalls(s.client.Sent, 0), readmodel.WithBudget(budget))
 		out = append(out, sy)
 	}
 	readmodel.ShareBudgets(out)

@@ -78,25 +78,20 @@ func (a *App) syncFor(f *Firm, role, system, label string, model *readmodel.Mode
 	for _, k := range kinds {
 		model.Serve(k, onDemand)
 	}
-	s := &readmodel.Syncer{
-		Role: role, System: system, Label: label, Kinds: kinds, Reader: reader,
-		Model: model, Recorder: rec, Sink: a.changes,
-		Checkpoints: store, Leases: store, Holder: a.holder,
-		Config: cfg,
-		Logger: a.logger.Named("sync").With(zap.String("firm", f.ID), zap.String("system", system)),
-	}
-	if feed, ok := reader.(readmodel.ChangeFeed); ok {
-		s.Changes = feed
+	opts := []readmodel.SyncOption{
+		readmodel.WithLogger(a.logger.Named("sync").With(zap.String("firm", f.ID), zap.String("system", system))),
 	}
 	if client != nil {
-		s.Calls = client.Sent
-		s.BudgetPerHour = client.BudgetPerHour()
-		s.Budget.Account = client.BudgetAccount()
+		budget := readmodel.SyncBudget{Account: client.BudgetAccount()}
 		for _, al := range client.Allowances() {
-			s.Budget.Allowances = append(s.Budget.Allowances, readmodel.Allowance{Limit: al.Limit, Per: al.Per})
+			budget.Allowances = append(budget.Allowances, readmodel.Allowance{Limit: al.Limit, Per: al.Per})
 		}
+		opts = append(opts, readmodel.WithVendorCalls(client.Sent, client.BudgetPerHour()), readmodel.WithBudget(budget))
 	}
-	return s
+	return readmodel.NewSyncer(
+		readmodel.SyncedSystem{Role: role, System: system, Label: label, Kinds: kinds, Reader: reader},
+		readmodel.SyncDeps{Model: model, Recorder: rec, Sink: a.changes, Checkpoints: store, Leases: store, Holder: a.holder},
+		cfg, opts...)
 }
 
 // holderID names this process in sync leases: the host and a random part,
@@ -143,7 +138,7 @@ func (a *App) Resync(ctx context.Context, firm, system string) error {
 		return fmt.Errorf("no firm %q: %w", firm, practice.ErrNotFound)
 	}
 	for _, s := range b.syncs {
-		if s.Role == system || s.System == system {
+		if s.Role() == system || s.System() == system {
 			return s.Resync(ctx)
 		}
 	}

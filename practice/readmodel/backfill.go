@@ -22,12 +22,12 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	start := s.now()
 	if kp.Cursor == "" && kp.Seen == 0 {
 		kp.Watermark = start
-		if s.Changes != nil && k == s.Kinds[0] {
+		if s.vendorFeed != nil && k == s.sys.Kinds[0] {
 			// The feed starts before the listing, so that a change made
 			// while listing is read from it afterwards.
-			page, err := s.Changes.Changes(ctx, s.tenant(), "")
+			page, err := s.vendorFeed.Changes(ctx, s.tenant(), "")
 			if err != nil {
-				return fmt.Errorf("start %s change feed: %w", s.Label, err)
+				return fmt.Errorf("start %s change feed: %w", s.sys.Label, err)
 			}
 			s.mu.Lock()
 			s.progress.FeedCursor = page.Next
@@ -35,19 +35,19 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 		}
 	}
 	readAt := s.now()
-	page, err := s.Reader.List(ctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
+	page, err := s.sys.Reader.List(ctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
 	var inv *practice.InvalidError
 	if errors.As(err, &inv) && kp.Cursor != "" {
 		// The adapter no longer continues from the saved cursor (a newer
 		// version): start this kind's backfill again.
-		s.Logger.Warn("backfill cursor refused; starting the kind again", zap.String("sync", s.name()),
+		s.logger.Warn("backfill cursor refused; starting the kind again", zap.String("sync", s.name()),
 			zap.String("kind", string(k)), zap.Error(err))
 		kp.Cursor, kp.Seen = "", 0
 		s.setKind(k, kp)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("backfill %s %s: %w", s.Label, k, err)
+		return fmt.Errorf("backfill %s %s: %w", s.sys.Label, k, err)
 	}
 	if err := s.keep(ctx, k, page.Items, readAt, false); err != nil {
 		return err
@@ -58,7 +58,7 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	}
 	if page.HasMore {
 		if page.Next == "" || page.Next == kp.Cursor {
-			return fmt.Errorf("backfill %s %s: the adapter's next cursor does not move: %w", s.Label, k, practice.ErrBadUpstream)
+			return fmt.Errorf("backfill %s %s: the adapter's next cursor does not move: %w", s.sys.Label, k, practice.ErrBadUpstream)
 		}
 		kp.Cursor = page.Next
 		s.setKind(k, kp)
@@ -69,7 +69,7 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	kp.Backfilled, kp.Cursor, kp.About = true, "", kp.Seen
 	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, time.Time{}, s.now()
 	s.setKind(k, kp)
-	s.Logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
+	s.logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
 	return nil
 }
 
@@ -91,13 +91,13 @@ func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMess
 	for _, raw := range items {
 		e, err := recordindex.NewEntry(raw)
 		if err != nil {
-			return fmt.Errorf("%s %s: %w: %w", s.Label, k, practice.ErrBadUpstream, err)
+			return fmt.Errorf("%s %s: %w: %w", s.sys.Label, k, practice.ErrBadUpstream, err)
 		}
-		before := s.Model.find(s.Model.kinds[k], e.ID)
+		before := s.model.find(s.model.kinds[k], e.ID)
 		switch {
 		case before != nil && bytes.Equal(before, raw):
 			continue
-		case before == nil && !announceNew && !s.Model.removed(k, e.ID):
+		case before == nil && !announceNew && !s.model.removed(k, e.ID):
 			batch = append(batch, Update{Kind: k, ID: e.ID, Raw: bytes.Clone(raw)})
 			continue
 		}
@@ -108,12 +108,12 @@ func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMess
 		if e.Updated <= 0 {
 			o.OccurredAt = time.Time{}
 		}
-		if _, err := s.Recorder.Observe(ctx, s.Sink, o); err != nil {
+		if _, err := s.recorder.Observe(ctx, s.sink, o); err != nil {
 			return err
 		}
 	}
 	if len(batch) > 0 {
-		return s.Model.Apply(ctx, batch)
+		return s.model.Apply(ctx, batch)
 	}
 	return nil
 }

@@ -16,27 +16,27 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 	s.mu.Lock()
 	cursor := s.progress.FeedCursor
 	s.mu.Unlock()
-	k := s.Kinds[0]
+	k := s.sys.Kinds[0]
 	for i := 0; ; i++ {
 		if i == maxFeedPages {
 			break
 		}
 		readAt := s.now()
-		page, err := s.Changes.Changes(ctx, s.tenant(), cursor)
+		page, err := s.vendorFeed.Changes(ctx, s.tenant(), cursor)
 		if errors.Is(err, practice.ErrFeedExpired) {
-			s.Logger.Warn("change feed expired; reconciling", zap.String("sync", s.name()), zap.Error(err))
+			s.logger.Warn("change feed expired; reconciling", zap.String("sync", s.name()), zap.Error(err))
 			s.mu.Lock()
 			s.progress.FeedCursor, s.progress.ReconcileFrom = "", start
 			s.mu.Unlock()
-			fresh, err := s.Changes.Changes(ctx, s.tenant(), "")
+			fresh, err := s.vendorFeed.Changes(ctx, s.tenant(), "")
 			if err != nil {
-				return fmt.Errorf("restart %s change feed: %w", s.Label, err)
+				return fmt.Errorf("restart %s change feed: %w", s.sys.Label, err)
 			}
 			cursor = fresh.Next
 			break
 		}
 		if err != nil {
-			return fmt.Errorf("%s change feed: %w", s.Label, err)
+			return fmt.Errorf("%s change feed: %w", s.sys.Label, err)
 		}
 		if err := s.keep(ctx, k, page.Changed, readAt, true); err != nil {
 			return err
@@ -47,7 +47,7 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 			}
 		}
 		if page.Next == "" || page.More && page.Next == cursor {
-			return fmt.Errorf("%s change feed does not move: %w", s.Label, practice.ErrBadUpstream)
+			return fmt.Errorf("%s change feed does not move: %w", s.sys.Label, practice.ErrBadUpstream)
 		}
 		cursor = page.Next
 		if !page.More {
@@ -59,7 +59,7 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	s.progress.FeedCursor = cursor
-	for _, k := range s.Kinds {
+	for _, k := range s.sys.Kinds {
 		kp := s.kindProgress(k)
 		kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
 	}

@@ -16,7 +16,7 @@ func (s *Syncer) whileHeld(ctx context.Context, step func(context.Context) (bool
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		t := time.NewTicker(s.Config.LeaseTTL / 3)
+		t := time.NewTicker(s.config.LeaseTTL / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -43,7 +43,7 @@ func (s *Syncer) whileHeld(ctx context.Context, step func(context.Context) (bool
 var errLeaseLost = errors.New("sync lease lost to another instance")
 
 func (s *Syncer) renew(ctx context.Context) error {
-	held, err := s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
+	held, err := s.leases.Lease(ctx, s.name(), s.holder, s.config.LeaseTTL)
 	if err != nil {
 		return err
 	}

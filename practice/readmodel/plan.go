@@ -45,13 +45,13 @@ type SyncBudget struct {
 func ShareBudgets(syncs []*Syncer) {
 	n := map[string]int{}
 	for _, s := range syncs {
-		if len(s.Budget.Allowances) > 0 {
-			n[s.Budget.Account]++
+		if len(s.budget.Allowances) > 0 {
+			n[s.budget.Account]++
 		}
 	}
 	for _, s := range syncs {
-		if c := n[s.Budget.Account]; c > 0 && s.Budget.Share == 0 {
-			s.Budget.Share = DefaultSyncShare / float64(c)
+		if c := n[s.budget.Account]; c > 0 && s.budget.Share == 0 {
+			s.budget.Share = DefaultSyncShare / float64(c)
 		}
 	}
 }
@@ -147,11 +147,11 @@ type unit struct {
 
 // pollUnits are what the sync polls, with the cost of a round of each.
 func (s *Syncer) pollUnits() []unit {
-	if s.Changes != nil {
+	if s.vendorFeed != nil {
 		return []unit{{passFeed, s.plan.cost(passFeed, unknownPollCost)}}
 	}
 	var us []unit
-	for _, k := range s.Kinds {
+	for _, k := range s.sys.Kinds {
 		if s.polled(k) {
 			us = append(us, unit{passPoll + string(k), s.plan.cost(passPoll+string(k), unknownPollCost)})
 		}
@@ -179,19 +179,19 @@ func (s *Syncer) schedule() schedule {
 	units := s.pollUnits()
 	sc := schedule{every: map[string]time.Duration{}}
 	for _, u := range units {
-		sc.every[u.pass] = s.Config.Poll
+		sc.every[u.pass] = s.config.Poll
 	}
 	var full float64
-	for _, k := range s.Kinds {
+	for _, k := range s.sys.Kinds {
 		full += s.plan.cost(passFull+string(k), 0)
 	}
-	for _, a := range s.Budget.Allowances {
+	for _, a := range s.budget.Allowances {
 		if a.Limit <= 0 || a.Per <= 0 {
 			continue
 		}
-		perPeriod := float64(a.Per) / float64(s.Config.Reconcile)
-		left := planHeadroom*s.Budget.share()*float64(a.Limit) - full*perPeriod
-		for pass, every := range spread(units, a.Per, left, s.Config.Poll, s.Config.Reconcile) {
+		perPeriod := float64(a.Per) / float64(s.config.Reconcile)
+		left := planHeadroom*s.budget.share()*float64(a.Limit) - full*perPeriod
+		for pass, every := range spread(units, a.Per, left, s.config.Poll, s.config.Reconcile) {
 			sc.every[pass] = max(sc.every[pass], every)
 		}
 		if a.Per >= sc.tightest.Per {
@@ -200,7 +200,7 @@ func (s *Syncer) schedule() schedule {
 	}
 	if sc.tightest.Per > 0 {
 		per := float64(sc.tightest.Per)
-		sc.planned = full * per / float64(s.Config.Reconcile)
+		sc.planned = full * per / float64(s.config.Reconcile)
 		for _, u := range units {
 			sc.planned += u.cost * per / float64(sc.every[u.pass])
 		}
@@ -233,26 +233,26 @@ func spread(units []unit, per time.Duration, left float64, floor, ceiling time.D
 // pollEvery is how often k is polled under the plan.
 func (s *Syncer) pollEvery(k practice.Kind) time.Duration {
 	sc := s.schedule()
-	if s.Changes != nil {
+	if s.vendorFeed != nil {
 		return sc.every[passFeed]
 	}
 	if every, ok := sc.every[passPoll+string(k)]; ok {
 		return every
 	}
-	return s.Config.Poll
+	return s.config.Poll
 }
 
 // metered runs a pass and folds the vendor calls it made into its cost.
 // Calls made meanwhile by other users of the account's client (a write, a
 // read) count too: a little caution, never an overspend.
 func (s *Syncer) metered(pass string, restart bool, fn func() error) error {
-	if s.Calls == nil {
+	if s.vendorCalls == nil {
 		return fn()
 	}
-	before := s.Calls()
+	before := s.vendorCalls()
 	err := fn()
 	if err == nil {
-		s.plan.observe(pass, float64(s.Calls()-before), restart)
+		s.plan.observe(pass, float64(s.vendorCalls()-before), restart)
 	}
 	return err
 }
@@ -330,7 +330,7 @@ func shortDuration(d time.Duration) string {
 // describePlan fills the status's plan.
 func (s *Syncer) describePlan(st *Status) {
 	sc := s.schedule()
-	p := Plan{PollEvery: map[string]time.Duration{}, Share: s.Budget.share()}
+	p := Plan{PollEvery: map[string]time.Duration{}, Share: s.budget.share()}
 	for pass, every := range sc.every {
 		p.PollEvery[strings.TrimPrefix(pass, passPoll)] = every
 	}

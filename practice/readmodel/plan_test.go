@@ -60,8 +60,8 @@ var xeroAllowances = []readmodel.Allowance{{Limit: 60, Per: time.Minute}, {Limit
 
 // firmOnXPM is a firm whose records and ledger are both Xero Practice
 // Manager: two syncs on one Xero organisation, with the default
-// configuration.
-func firmOnXPM(v *callingVendor) []*readmodel.Syncer {
+// configuration unless cfg and allowances say otherwise.
+func firmOnXPM(v *callingVendor, cfg readmodel.SyncConfig, allowances []readmodel.Allowance) []*readmodel.Syncer {
 	st := readmodelsim.NewStore(nil)
 	model := readmodel.New(readmodel.Config{Firm: firm, Store: st})
 	var syncs []*readmodel.Syncer
@@ -72,12 +72,11 @@ func firmOnXPM(v *callingVendor) []*readmodel.Syncer {
 		for _, k := range role.kinds {
 			model.Serve(k, v)
 		}
-		syncs = append(syncs, &readmodel.Syncer{
-			Role: role.name, System: "xpm", Label: "XPM", Kinds: role.kinds, Reader: v,
-			Model: model, Recorder: &changes.Recorder{State: model}, Sink: &sink{}, Checkpoints: st, Leases: st,
-			Holder: "one", Calls: v.sent,
-			Budget: readmodel.SyncBudget{Allowances: xeroAllowances, Account: "xero:org"},
-		})
+		syncs = append(syncs, readmodel.NewSyncer(
+			readmodel.SyncedSystem{Role: role.name, System: "xpm", Label: "XPM", Kinds: role.kinds, Reader: v},
+			readmodel.SyncDeps{Model: model, Recorder: &changes.Recorder{State: model}, Sink: &sink{}, Checkpoints: st, Leases: st, Holder: "one"},
+			cfg, readmodel.WithVendorCalls(v.sent, 0),
+			readmodel.WithBudget(readmodel.SyncBudget{Allowances: allowances, Account: "xero:org"})))
 	}
 	readmodel.ShareBudgets(syncs)
 	return syncs
@@ -126,7 +125,7 @@ func TestSyncKeepsHalfOfTheDailyAllowanceFree(t *testing.T) {
 						v.cost[k] += r.IntN(6)
 					}
 				}
-				syncs := firmOnXPM(v)
+				syncs := firmOnXPM(v, readmodel.SyncConfig{}, xeroAllowances)
 				start := time.Now()
 				runFor(syncs, 24*time.Hour)
 				peak, total := perMinute(v.calls, start)
@@ -140,14 +139,14 @@ func TestSyncKeepsHalfOfTheDailyAllowanceFree(t *testing.T) {
 				for _, s := range syncs {
 					st := s.Status()
 					if st.State != readmodel.StateLive {
-						t.Errorf("%s: %s %s", s.Role, st.State, st.Why)
+						t.Errorf("%s: %s %s", s.Role(), st.State, st.Why)
 					}
 					p := st.Plan
 					if p.Limit != 5000 || p.Period != 24*time.Hour || p.CallsPerPeriod > 1250 || p.CallsPerPeriod == 0 {
-						t.Errorf("%s's plan: %+v", s.Role, p)
+						t.Errorf("%s's plan: %+v", s.Role(), p)
 					}
 					if !strings.Contains(p.String(), "of 5,000 calls a day, at most 1,250 for this sync") {
-						t.Errorf("%s's plan for people: %q", s.Role, p)
+						t.Errorf("%s's plan for people: %q", s.Role(), p)
 					}
 				}
 			})
@@ -163,12 +162,8 @@ func TestConfiguredPollIsAFloor(t *testing.T) {
 			cost:    map[practice.Kind]int{practice.Clients: 1, practice.Jobs: 1, practice.People: 1, practice.Invoices: 1},
 			records: map[practice.Kind]int{practice.Clients: 3, practice.Jobs: 3, practice.People: 3, practice.Invoices: 3},
 		}
-		syncs := firmOnXPM(v)
-		for _, s := range syncs {
-			// A generous allowance: nothing to space out.
-			s.Budget.Allowances = []readmodel.Allowance{{Limit: 1000, Per: time.Minute}}
-			s.Config.Poll = 2 * time.Minute
-		}
+		// A generous allowance: nothing to space out.
+		syncs := firmOnXPM(v, readmodel.SyncConfig{Poll: 2 * time.Minute}, []readmodel.Allowance{{Limit: 1000, Per: time.Minute}})
 		start := time.Now()
 		runFor(syncs, time.Hour)
 		_, total := perMinute(v.calls, start)

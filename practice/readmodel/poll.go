@@ -17,7 +17,7 @@ func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) err
 	if err := s.walk(ctx, k, q, func(items []json.RawMessage, readAt time.Time) error {
 		return s.keep(ctx, k, items, readAt, true)
 	}); err != nil {
-		return fmt.Errorf("poll %s %s: %w", s.Label, k, err)
+		return fmt.Errorf("poll %s %s: %w", s.sys.Label, k, err)
 	}
 	kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
 	s.setKind(k, kp)
@@ -29,7 +29,7 @@ func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) err
 func (s *Syncer) walk(ctx context.Context, k practice.Kind, q practice.Query, fn func(items []json.RawMessage, readAt time.Time) error) error {
 	for {
 		readAt := s.now()
-		page, err := s.Reader.List(ctx, s.tenant(), k, q)
+		page, err := s.sys.Reader.List(ctx, s.tenant(), k, q)
 		if err != nil {
 			return err
 		}

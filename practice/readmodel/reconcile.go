@@ -32,17 +32,17 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 		}
 		return s.keep(ctx, k, items, readAt, true)
 	}); err != nil {
-		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
+		return fmt.Errorf("reconcile %s %s: %w", s.sys.Label, k, err)
 	}
 	// What the model holds is judged as every instance wrote it: a
 	// record another instance stored during the walk is in the feed, not
 	// yet in this instance's memory, and would escape the comparison
 	// until the next pass.
-	if err := s.Model.CatchUp(ctx); err != nil {
-		return fmt.Errorf("reconcile %s %s: %w", s.Label, k, err)
+	if err := s.model.CatchUp(ctx); err != nil {
+		return fmt.Errorf("reconcile %s %s: %w", s.sys.Label, k, err)
 	}
 	var unconfirmed int
-	for _, id := range s.Model.idsBefore(k, start) {
+	for _, id := range s.model.idsBefore(k, start) {
 		if seen[id] {
 			continue
 		}
@@ -54,7 +54,7 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 		if err != nil {
 			// Kept: a record is removed only on the vendor's word.
 			unconfirmed++
-			s.Logger.Warn("removal not confirmed; the record stays", zap.String("sync", s.name()),
+			s.logger.Warn("removal not confirmed; the record stays", zap.String("sync", s.name()),
 				zap.String("kind", string(k)), zap.String("id", id), zap.Error(err))
 			continue
 		}
@@ -66,14 +66,14 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 		}
 	}
 	if unconfirmed > 0 {
-		return fmt.Errorf("reconcile %s %s: %d removals could not be confirmed with the vendor", s.Label, k, unconfirmed)
+		return fmt.Errorf("reconcile %s %s: %d removals could not be confirmed with the vendor", s.sys.Label, k, unconfirmed)
 	}
 	s.mu.Lock()
 	kp := s.kindProgress(k)
 	kp.About, kp.Seen = len(seen), len(seen)
 	kp.Watermark, kp.ConfirmedAt, kp.ReconciledAt, kp.PolledAt = start, start, s.now(), s.now()
 	s.mu.Unlock()
-	s.Logger.Info("reconciled", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", len(seen)))
+	s.logger.Info("reconciled", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", len(seen)))
 	return nil
 }
 
@@ -85,7 +85,7 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, re
 	if err := s.renew(ctx); err != nil {
 		return false, err
 	}
-	raw, err := s.Reader.Get(ctx, s.tenant(), k, id)
+	raw, err := s.sys.Reader.Get(ctx, s.tenant(), k, id)
 	if errors.Is(err, practice.ErrNotFound) {
 		return true, nil
 	}
@@ -101,13 +101,13 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, re
 // Its id is the record's removal, whatever state it had: two instances
 // removing it raise one change.
 func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time.Time) error {
-	return s.Model.Remove(ctx, k, id, at, func(before json.RawMessage) error {
+	return s.model.Remove(ctx, k, id, at, func(before json.RawMessage) error {
 		c := practice.Change{
 			ID:   changes.ChangeID(s.tenant(), k, id, "removed", nil),
 			Firm: s.tenant().Firm, Kind: k, ResourceID: id,
 			Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at,
 		}
-		if err := s.Sink.Publish(ctx, c); err != nil {
+		if err := s.sink.Publish(ctx, c); err != nil {
 			return fmt.Errorf("publish removal of %s: %w", id, err)
 		}
 		return nil

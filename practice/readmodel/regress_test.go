@@ -105,10 +105,11 @@ func simSyncer(clock *simClock, store *readmodelsim.Store, reader practice.Reade
 	for _, k := range kinds {
 		m.Serve(k, reader)
 	}
-	return &readmodel.Syncer{Role: "records", Kinds: kinds, Reader: reader, Model: m,
-		Recorder: &changes.Recorder{State: m, Clock: clock}, Sink: &sink{}, Checkpoints: store, Leases: store,
-		Holder: holder, Now: clock.Now,
-		Config: readmodel.SyncConfig{Poll: time.Minute, Reconcile: time.Hour, LeaseTTL: 30 * time.Second}}, m
+	return readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", Kinds: kinds, Reader: reader},
+		readmodel.SyncDeps{Model: m, Recorder: &changes.Recorder{State: m, Clock: clock}, Sink: &sink{},
+			Checkpoints: store, Leases: store, Holder: holder},
+		readmodel.SyncConfig{Poll: time.Minute, Reconcile: time.Hour, LeaseTTL: 30 * time.Second},
+		readmodel.WithClock(clock.Now)), m
 }
 
 // A kind whose backfill fails keeps failing alone: the other kind is

@@ -86,7 +86,6 @@ func thousands(n int) string {
 // Status reports the sync as this instance knows it: its own when it
 // holds the lease, else the holder's last checkpoint.
 func (s *Syncer) Status() Status {
-	s.init()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.statusLocked()
@@ -97,15 +96,15 @@ func (s *Syncer) statusLocked() Status {
 	now := s.now()
 	p := s.progress
 	st := Status{
-		Firm: s.Model.Firm(), Role: s.Role, System: s.System, Label: s.Label, Holder: p.Holder,
-		CallsLastHour: p.CallsLastHour, BudgetPerHour: s.BudgetPerHour,
+		Firm: s.model.Firm(), Role: s.sys.Role, System: s.sys.System, Label: s.sys.Label, Holder: p.Holder,
+		CallsLastHour: p.CallsLastHour, BudgetPerHour: s.budgetPerHour,
 	}
 	backfilled := true
 	var lagging, failing []string
-	for i, k := range s.Kinds {
+	for i, k := range s.sys.Kinds {
 		kp := s.kindProgress(k)
 		ks := KindStatus{Kind: k, Backfilled: kp.Backfilled, Seen: kp.Seen, About: kp.About,
-			Records: s.Model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive}
+			Records: s.model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive}
 		backfilled = backfilled && kp.Backfilled
 		if i == 0 || kp.ConfirmedAt.Before(st.ConfirmedAt) {
 			st.ConfirmedAt = kp.ConfirmedAt
@@ -120,7 +119,7 @@ func (s *Syncer) statusLocked() Status {
 			ks.State = StateBackfilling
 		// Unconfirmed for three intervals: the holder is gone, or its
 		// passes take longer than the interval.
-		case now.Sub(kp.ConfirmedAt) > 3*s.interval(k)+s.Config.LeaseTTL:
+		case now.Sub(kp.ConfirmedAt) > 3*s.interval(k)+s.config.LeaseTTL:
 			ks.State, ks.Why = StateLagging, fmt.Sprintf("%s not confirmed since %s", k, kp.ConfirmedAt.Format(time.RFC3339))
 			lagging = append(lagging, ks.Why)
 		}

@@ -67,45 +67,106 @@ func (c SyncConfig) withDefaults() SyncConfig {
 // Syncer keeps one firm system's kinds of a Model current. Every instance
 // runs one per firm system; the one holding the lease syncs, the others
 // read its checkpoint, so that every instance tells the same freshness.
+// NewSyncer makes one.
 type Syncer struct {
-	// Role is the role the system plays for the firm (records, ledger,
-	// documents); System names the system ("karbon") and Label names it
-	// for people ("Karbon").
-	Role, System, Label string
-	Kinds               []practice.Kind
-	// Reader is the system's adapter: the vendor, not the model.
-	Reader practice.Reader
-	// Changes is the vendor's change feed, when it has one; it replaces
-	// polling.
-	Changes     ChangeFeed
-	Model       *Model
-	Recorder    *changes.Recorder
-	Sink        changes.ChangeSink
-	Checkpoints Checkpoints
-	Leases      Leases
-	// Holder names this instance in the lease.
-	Holder string
-	Config SyncConfig
-	Logger *zap.Logger
-	// Now is the clock; nil is time.Now.
-	Now func() time.Time
-	// Calls counts the requests sent to the vendor, for the status.
-	Calls func() uint64
-	// BudgetPerHour is the vendor's published limit, for the status; 0
-	// when unknown.
-	BudgetPerHour int
-	// Budget is what the sync plans to spend of the vendor's allowances
+	sys SyncedSystem
+	// vendorFeed is the vendor's change feed, when the system's adapter
+	// has one; it replaces polling.
+	vendorFeed  ChangeFeed
+	model       *Model
+	recorder    *changes.Recorder
+	sink        changes.ChangeSink
+	checkpoints Checkpoints
+	leases      Leases
+	holder      string
+	config      SyncConfig
+	logger      *zap.Logger
+	clock       func() time.Time
+	// vendorCalls counts the requests sent to the vendor, for the
+	// status; budgetPerHour is the vendor's published limit (0: unknown).
+	vendorCalls   func() uint64
+	budgetPerHour int
+	// budget is what the sync plans to spend of the vendor's allowances
 	// (plan.go).
-	Budget SyncBudget
+	budget SyncBudget
 
 	mu       sync.Mutex
 	progress progress
 	holding  bool
 	calls    callWindow
 	wake     chan struct{}
-	once     sync.Once
 	plan     planner
 }
+
+// SyncedSystem is the firm system a Syncer reads.
+type SyncedSystem struct {
+	// Role is what the system is to the firm (records, ledger,
+	// documents); System is which system it is ("karbon"), and Label
+	// names it for people ("Karbon"; System when empty).
+	Role, System, Label string
+	Kinds               []practice.Kind
+	// Reader is the system's adapter: the vendor, not the model. When it
+	// is also a ChangeFeed, the sync reads that instead of polling.
+	Reader practice.Reader
+}
+
+// SyncDeps is where a Syncer puts what it reads and keeps its progress.
+type SyncDeps struct {
+	Model *Model
+	// Recorder compares what is read with the model and raises change
+	// records to Sink.
+	Recorder *changes.Recorder
+	Sink     changes.ChangeSink
+	// Checkpoints and Leases are shared by every instance; Holder names
+	// this instance in the lease.
+	Checkpoints Checkpoints
+	Leases      Leases
+	Holder      string
+}
+
+// SyncOption sets what a Syncer needs only sometimes.
+type SyncOption func(*Syncer)
+
+// WithLogger logs the sync's steps to l.
+func WithLogger(l *zap.Logger) SyncOption { return func(s *Syncer) { s.logger = l } }
+
+// WithClock tells the sync the time; a simulation runs it on its own.
+func WithClock(now func() time.Time) SyncOption { return func(s *Syncer) { s.clock = now } }
+
+// WithVendorCalls reports the requests sent to the vendor, and its
+// published limit an hour, in the sync's status.
+func WithVendorCalls(sent func() uint64, perHour int) SyncOption {
+	return func(s *Syncer) { s.vendorCalls, s.budgetPerHour = sent, perHour }
+}
+
+// WithBudget plans the sync's polls within b (plan.go).
+func WithBudget(b SyncBudget) SyncOption { return func(s *Syncer) { s.budget = b } }
+
+// NewSyncer makes the sync of sys into deps.Model, looking as often as
+// cfg says (its zero fields are the defaults).
+func NewSyncer(sys SyncedSystem, deps SyncDeps, cfg SyncConfig, opts ...SyncOption) *Syncer {
+	s := &Syncer{
+		sys: sys, model: deps.Model, recorder: deps.Recorder, sink: deps.Sink,
+		checkpoints: deps.Checkpoints, leases: deps.Leases, holder: deps.Holder,
+		config: cfg.withDefaults(), logger: zap.NewNop(),
+		wake:     make(chan struct{}, 1),
+		progress: progress{Kinds: map[practice.Kind]*kindProgress{}},
+	}
+	if s.sys.Label == "" {
+		s.sys.Label = s.sys.System
+	}
+	if feed, ok := sys.Reader.(ChangeFeed); ok {
+		s.vendorFeed = feed
+	}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
+}
+
+// Role is what the synced system is to the firm; System which it is.
+func (s *Syncer) Role() string   { return s.sys.Role }
+func (s *Syncer) System() string { return s.sys.System }
 
 // progress is a sync's checkpoint, saved after each step.
 type progress struct {
@@ -149,26 +210,26 @@ type kindProgress struct {
 }
 
 func (s *Syncer) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
+	if s.clock != nil {
+		return s.clock().UTC()
 	}
 	return time.Now().UTC()
 }
 
-func (s *Syncer) name() string      { return "sync/" + s.Model.Firm() + "/" + s.Role }
+func (s *Syncer) name() string      { return "sync/" + s.model.Firm() + "/" + s.sys.Role }
 func (s *Syncer) resyncKey() string { return s.name() + "/resync" }
 func (s *Syncer) tenant() practice.Tenant {
-	return practice.Tenant{Firm: s.Model.Firm()}
+	return practice.Tenant{Firm: s.model.Firm()}
 }
 
 // polled reports whether k is polled: always with a change feed (which
 // covers every kind), else when the adapter says its vendor can list k by
 // modification time.
 func (s *Syncer) polled(k practice.Kind) bool {
-	if s.Changes != nil {
+	if s.vendorFeed != nil {
 		return true
 	}
-	inc, ok := s.Reader.(Incremental)
+	inc, ok := s.sys.Reader.(Incremental)
 	return !ok || inc.Incremental(k)
 }
 
@@ -179,27 +240,12 @@ func (s *Syncer) interval(k practice.Kind) time.Duration {
 	if s.polled(k) {
 		return s.pollEvery(k)
 	}
-	return s.Config.Reconcile
-}
-
-func (s *Syncer) init() {
-	s.once.Do(func() {
-		s.Config = s.Config.withDefaults()
-		s.wake = make(chan struct{}, 1)
-		if s.Logger == nil {
-			s.Logger = zap.NewNop()
-		}
-		if s.Label == "" {
-			s.Label = s.Role
-		}
-		s.progress = progress{Kinds: map[practice.Kind]*kindProgress{}}
-	})
+	return s.config.Reconcile
 }
 
 // Run syncs until ctx ends: it takes the lease when it is free, and works
 // while it holds it; otherwise it follows the holder's checkpoint.
 func (s *Syncer) Run(ctx context.Context) {
-	s.init()
 	defer func() {
 		s.mu.Lock()
 		held := s.holding
@@ -209,7 +255,7 @@ func (s *Syncer) Run(ctx context.Context) {
 			// lets another instance take over at once.
 			rctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			_ = s.Leases.Release(rctx, s.name(), s.Holder)
+			_ = s.leases.Release(rctx, s.name(), s.holder)
 		}
 	}()
 	s.followHolder(ctx)
@@ -222,7 +268,7 @@ func (s *Syncer) Run(ctx context.Context) {
 			s.sleep(ctx, time.Second)
 		case stepErr != nil && !errors.Is(stepErr, errLeaseLost):
 			// A failing vendor is not asked again at once.
-			s.sleep(ctx, min(s.Config.Poll, 5*time.Second))
+			s.sleep(ctx, min(s.config.Poll, 5*time.Second))
 		case !more:
 			s.sleep(ctx, s.untilDue())
 		}
@@ -235,7 +281,6 @@ func (s *Syncer) Run(ctx context.Context) {
 // drives syncs with it on its own clock and schedule; held says this
 // instance holds the lease, more that more work is due at once.
 func (s *Syncer) Tick(ctx context.Context) (held, more bool) {
-	s.init()
 	held, more, _ = s.round(ctx, func(ctx context.Context, step func(context.Context) (bool, error)) (bool, error) {
 		return step(ctx)
 	})
@@ -245,9 +290,9 @@ func (s *Syncer) Tick(ctx context.Context) (held, more bool) {
 // round is one turn of the sync: the lease, then a step run by run (with
 // the lease renewed alongside, or not) and its checkpoint.
 func (s *Syncer) round(ctx context.Context, run func(context.Context, func(context.Context) (bool, error)) (bool, error)) (held, more bool, err error) {
-	held, err = s.Leases.Lease(ctx, s.name(), s.Holder, s.Config.LeaseTTL)
+	held, err = s.leases.Lease(ctx, s.name(), s.holder, s.config.LeaseTTL)
 	if err != nil && ctx.Err() == nil {
-		s.Logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
+		s.logger.Warn("sync lease not taken", zap.String("sync", s.name()), zap.Error(err))
 	}
 	s.mu.Lock()
 	took := held && !s.holding
@@ -267,9 +312,8 @@ func (s *Syncer) round(ctx context.Context, run func(context.Context, func(conte
 
 // Resync asks the holder, wherever it runs, to reconcile every kind now.
 func (s *Syncer) Resync(ctx context.Context) error {
-	s.init()
 	b, _ := json.Marshal(s.now())
-	if err := s.Checkpoints.SaveCheckpoint(ctx, s.resyncKey(), b); err != nil {
+	if err := s.checkpoints.SaveCheckpoint(ctx, s.resyncKey(), b); err != nil {
 		return err
 	}
 	s.poke()
@@ -284,7 +328,7 @@ func (s *Syncer) poke() {
 }
 
 func (s *Syncer) sleep(ctx context.Context, d time.Duration) {
-	d = min(max(d, 10*time.Millisecond), s.Config.LeaseTTL/3)
+	d = min(max(d, 10*time.Millisecond), s.config.LeaseTTL/3)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -297,14 +341,14 @@ func (s *Syncer) sleep(ctx context.Context, d time.Duration) {
 // followHolder reads the checkpoint into this instance's progress and the
 // model's freshness.
 func (s *Syncer) followHolder(ctx context.Context) {
-	b, err := s.Checkpoints.Checkpoint(ctx, s.name())
+	b, err := s.checkpoints.Checkpoint(ctx, s.name())
 	if err != nil || b == nil {
 		s.publish()
 		return
 	}
 	var p progress
 	if err := json.Unmarshal(b, &p); err != nil {
-		s.Logger.Warn("sync checkpoint unreadable; starting over", zap.String("sync", s.name()), zap.Error(err))
+		s.logger.Warn("sync checkpoint unreadable; starting over", zap.String("sync", s.name()), zap.Error(err))
 		s.publish()
 		return
 	}
@@ -332,10 +376,10 @@ func (s *Syncer) untilDue() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	next := s.Config.Poll
-	for _, k := range s.Kinds {
+	next := s.config.Poll
+	for _, k := range s.sys.Kinds {
 		kp := s.kindProgress(k)
-		next = min(next, kp.ReconciledAt.Add(s.Config.Reconcile).Sub(now))
+		next = min(next, kp.ReconciledAt.Add(s.config.Reconcile).Sub(now))
 		if !kp.RetryAt.IsZero() {
 			next = min(next, kp.RetryAt.Sub(now))
 		}
@@ -362,7 +406,7 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 	}
 	s.mu.Unlock()
 	now := s.now()
-	for _, k := range s.Kinds {
+	for _, k := range s.sys.Kinds {
 		s.mu.Lock()
 		kp := *s.kindProgress(k)
 		asked := s.progress.ReconcileFrom.After(kp.ReconciledAt)
@@ -376,12 +420,12 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 			work = func(ctx context.Context) error {
 				return s.metered(passFull+string(k), kp.Cursor == "" && kp.Seen == 0, func() error { return s.backfillPage(ctx, k, kp) })
 			}
-		case asked || now.Sub(kp.ReconciledAt) >= s.Config.Reconcile:
+		case asked || now.Sub(kp.ReconciledAt) >= s.config.Reconcile:
 			work = func(ctx context.Context) error {
 				return s.metered(passFull+string(k), true, func() error { return s.reconcile(ctx, k) })
 			}
 		case s.polled(k) && now.Sub(kp.PolledAt) >= s.interval(k):
-			if s.Changes != nil {
+			if s.vendorFeed != nil {
 				// The feed covers every kind: its failure is the
 				// system's.
 				return true, s.metered(passFeed, false, func() error { return s.readFeed(ctx) })
@@ -422,13 +466,13 @@ func (s *Syncer) kindOutcome(k practice.Kind, err error) {
 		kp.ErrorSince = now
 	}
 	kp.Error = err.Error()
-	pause := min(max(now.Sub(kp.ErrorSince), 5*time.Second), s.Config.Poll)
+	pause := min(max(now.Sub(kp.ErrorSince), 5*time.Second), s.config.Poll)
 	kp.RetryAt = now.Add(pause)
-	s.Logger.Warn("sync of a kind failed", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Error(err))
+	s.logger.Warn("sync of a kind failed", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Error(err))
 }
 
 func (s *Syncer) resyncAsked(ctx context.Context) (time.Time, error) {
-	b, err := s.Checkpoints.Checkpoint(ctx, s.resyncKey())
+	b, err := s.checkpoints.Checkpoint(ctx, s.resyncKey())
 	if err != nil || b == nil {
 		return time.Time{}, err
 	}
@@ -456,29 +500,29 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	default:
 		s.progress.Error = stepErr.Error()
 	}
-	if s.Calls != nil {
-		count := s.Calls()
+	if s.vendorCalls != nil {
+		count := s.vendorCalls()
 		s.calls.add(now, count)
 		s.progress.CallsLastHour = s.calls.sinceOldest(count)
 	}
-	s.progress.Holder, s.progress.SavedAt, s.progress.Costs = s.Holder, now, s.plan.snapshot()
+	s.progress.Holder, s.progress.SavedAt, s.progress.Costs = s.holder, now, s.plan.snapshot()
 	b, err := json.Marshal(s.progress)
 	// Reads are told of the step's outcome in the same critical section
 	// as Status is, so the two never disagree.
 	s.publishLocked()
 	s.mu.Unlock()
 	if stepErr != nil {
-		s.Logger.Warn("sync step failed", zap.String("sync", s.name()), zap.Error(stepErr))
+		s.logger.Warn("sync step failed", zap.String("sync", s.name()), zap.Error(stepErr))
 	}
 	saved := false
 	if err == nil {
-		saved, err = s.Checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.Holder)
+		saved, err = s.checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.holder)
 	}
 	if err != nil && ctx.Err() == nil {
-		s.Logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
+		s.logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
 	}
 	if err == nil && !saved {
-		s.Logger.Warn("sync lease lost before the checkpoint was saved; the new holder's progress stands", zap.String("sync", s.name()))
+		s.logger.Warn("sync lease lost before the checkpoint was saved; the new holder's progress stands", zap.String("sync", s.name()))
 		s.mu.Lock()
 		s.holding = false
 		s.mu.Unlock()
@@ -496,7 +540,7 @@ func (s *Syncer) publish() {
 func (s *Syncer) publishLocked() {
 	st := s.statusLocked()
 	for _, ks := range st.Kinds {
-		s.Model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State})
+		s.model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State})
 	}
 }
 

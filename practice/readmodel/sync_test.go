@@ -140,11 +140,9 @@ func (e *env) syncer(holder string, reader practice.Reader) *readmodel.Syncer {
 	if err := e.model.Load(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
-	return &readmodel.Syncer{
-		Role: "records", Label: "karbon", Kinds: kinds, Reader: reader,
-		Model: e.model, Recorder: e.rec, Sink: e.sink, Checkpoints: e.store, Leases: e.store,
-		Holder: holder, Config: readmodel.SyncConfig{Poll: 50 * time.Millisecond, LeaseTTL: time.Second},
-	}
+	return readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", Label: "karbon", Kinds: kinds, Reader: reader},
+		readmodel.SyncDeps{Model: e.model, Recorder: e.rec, Sink: e.sink, Checkpoints: e.store, Leases: e.store, Holder: holder},
+		readmodel.SyncConfig{Poll: 50 * time.Millisecond, LeaseTTL: time.Second})
 }
 
 // run runs s until the test ends.

@@ -160,9 +160,10 @@ func (w *world) start(i int) {
 		w.diverge("instance %d does not load: %v", i, err)
 	}
 	in.rec = &changes.Recorder{State: in.model, Clock: w}
-	in.syncer = &readmodel.Syncer{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor,
-		Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
-		Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts), Config: config, Now: w.Now}
+	in.syncer = readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
+		readmodel.SyncDeps{Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
+			Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts)},
+		config, readmodel.WithClock(w.Now))
 	w.restarts++
 	w.inst[i] = in
 }
