@@ -136,11 +136,16 @@ type Walk[T any] struct {
 // is empty).
 func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int) (practice.Page, error) {
 	c := w.start(root, cur, limit)
+	// The vendor pages read this call: a page is fetched at most once a
+	// call, which also tells a next link that cycles. It is kept apart
+	// from c, whose frames and items leave with the page, so that it
+	// stays off the heap.
+	cache := map[pageKey]VendorPage[T]{}
 	for len(c.stack) > 0 {
 		if err := ctx.Err(); err != nil {
 			return practice.Page{}, err
 		}
-		page, ok, err := c.topPage(ctx)
+		page, ok, err := c.topPage(ctx, cache)
 		if err != nil {
 			return practice.Page{}, err
 		}
@@ -158,7 +163,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 		if len(c.out) >= limit {
 			return c.full(page), nil
 		}
-		if err := c.advance(page); err != nil {
+		if err := c.advance(page, cache); err != nil {
 			return practice.Page{}, err
 		}
 	}
@@ -169,23 +174,20 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 type pageKey struct{ folder, token string }
 
 // collection is one Collect call in progress: the frames still to walk,
-// the vendor pages read so far (a page is fetched at most once a call,
-// which also tells a next link that cycles) and the items kept.
+// the vendor pages fetched and the items kept.
 type collection[T any] struct {
 	w                  *Walk[T]
 	limit              int
 	maxPages, maxDepth int
 	stack              []Frame
-	cache              map[pageKey]VendorPage[T]
 	fetched, total     int
 	out                []json.RawMessage
 }
 
 // start sets up a call from cur, or from root when cur is empty, with the
 // Walk's bounds or their defaults.
-func (w *Walk[T]) start(root Frame, cur Cursor, limit int) *collection[T] {
-	c := &collection[T]{w: w, limit: limit, maxPages: w.MaxPages, maxDepth: w.MaxDepth,
-		stack: cur.Stack, cache: map[pageKey]VendorPage[T]{}}
+func (w *Walk[T]) start(root Frame, cur Cursor, limit int) collection[T] {
+	c := collection[T]{w: w, limit: limit, maxPages: w.MaxPages, maxDepth: w.MaxDepth, stack: cur.Stack}
 	if c.maxPages <= 0 {
 		c.maxPages = 10
 	}
@@ -202,14 +204,14 @@ func (w *Walk[T]) start(root Frame, cur Cursor, limit int) *collection[T] {
 // the stack, since a descent may move the stack's backing array.
 func (c *collection[T]) top() *Frame { return &c.stack[len(c.stack)-1] }
 
-// topPage returns the vendor page the top frame stands in. A page not yet
-// read this call is fetched, unless the call's budget of vendor pages is
-// spent (ok false), and the frame's index is found again in it, since the
-// listing may have changed since the cursor was made.
-func (c *collection[T]) topPage(ctx context.Context) (page VendorPage[T], ok bool, err error) {
+// topPage returns the vendor page the top frame stands in. A page not in
+// cache is fetched, unless the call's budget of vendor pages is spent (ok
+// false), and the frame's index is found again in it, since the listing
+// may have changed since the cursor was made.
+func (c *collection[T]) topPage(ctx context.Context, cache map[pageKey]VendorPage[T]) (page VendorPage[T], ok bool, err error) {
 	top := c.top()
 	key := pageKey{top.Folder, top.Page}
-	if page, ok := c.cache[key]; ok {
+	if page, ok := cache[key]; ok {
 		return page, true, nil
 	}
 	if c.fetched == c.maxPages {
@@ -220,7 +222,7 @@ func (c *collection[T]) topPage(ctx context.Context) (page VendorPage[T], ok boo
 	}
 	c.fetched++
 	c.total = max(c.total, page.Total)
-	c.cache[key] = page
+	cache[key] = page
 	top.Index = c.w.locate(page.Items, *top)
 	return page, true, nil
 }
@@ -324,13 +326,13 @@ func (c *collection[T]) full(page VendorPage[T]) practice.Page {
 
 // advance moves past a page read to its end: to the vendor's next page of
 // the same listing, or back up to the parent folder when there is none.
-func (c *collection[T]) advance(page VendorPage[T]) error {
+func (c *collection[T]) advance(page VendorPage[T], cache map[pageKey]VendorPage[T]) error {
 	top := c.top()
 	if page.Next == "" {
 		c.stack = c.stack[:len(c.stack)-1]
 		return nil
 	}
-	if _, seen := c.cache[pageKey{top.Folder, page.Next}]; seen {
+	if _, seen := cache[pageKey{top.Folder, page.Next}]; seen {
 		// A next link that repeats or cycles would read the same pages
 		// for ever.
 		return &CycleError{Folder: top.Folder, Token: page.Next}
