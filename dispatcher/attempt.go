@@ -21,90 +21,129 @@ var errHandedBack = errors.New("delivery handed back unattempted")
 // once the endpoint has answered (or failed to), before the attempt is
 // recorded.
 func (e *Engine) attempt(ctx context.Context, c Claim, trigger Trigger, allow func() (func(error), error), sent func()) (Delivery, error) {
-	d := c.Delivery
 	// Whatever happens to ctx, a finished attempt is recorded.
 	storeCtx := context.WithoutCancel(ctx)
 
-	ep, err := e.endpoint(ctx, d.EndpointID)
+	m, err := e.message(ctx, c)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, errEndpointUnavailable):
 		return e.finishUnattempted(storeCtx, c)
 	case err != nil:
 		e.handBack(storeCtx, c.Lease, time.Time{})
-		return d, fmt.Errorf("load endpoint %s: %w", d.EndpointID, err)
-	case ep.Status != EndpointEnabled:
-		// Nothing is sent to a disabled endpoint; its deliveries fail and
-		// can be replayed in bulk once it is enabled again.
-		return e.finishUnattempted(storeCtx, c)
+		return c.Delivery, err
 	}
-	ev, err := e.event(ctx, c)
-	if err != nil {
-		e.handBack(storeCtx, c.Lease, time.Time{})
-		return d, fmt.Errorf("load event %s: %w", d.EventID, err)
-	}
-	body, err := ev.Envelope(d.Event)
-	if err != nil {
-		e.handBack(storeCtx, c.Lease, time.Time{})
-		return d, err
-	}
-
 	reportToBreaker, err := allow()
 	if err != nil {
 		// The breaker opened or its probe started since the claim.
 		e.handBack(storeCtx, c.Lease, e.now().Add(e.probeWait()))
-		return d, errHandedBack
+		return c.Delivery, errHandedBack
 	}
-
-	startedAt := e.now()
-	header := http.Header{}
-	if err := SignHeaders(header, ep.SigningKeys(startedAt), ev.ID, startedAt, body); err != nil {
-		if reportToBreaker != nil {
-			reportToBreaker(errUncounted)
-		}
+	if reportToBreaker == nil {
+		reportToBreaker = func(error) {}
+	}
+	p, err := e.send(ctx, c.Delivery, m)
+	if err != nil {
+		// No answer to judge the endpoint by: the breaker does not count
+		// the attempt and the delivery goes back.
+		reportToBreaker(errUncounted)
 		e.handBack(storeCtx, c.Lease, time.Time{})
-		return d, fmt.Errorf("sign delivery %s: %w", d.ID, err)
+		return c.Delivery, err
 	}
-	clock := time.Now() // durations on the monotonic clock, whatever Clock says
-	res := e.sender.post(ctx, ep.URL, header, body, startedAt)
-	elapsed := time.Since(clock)
-
-	if ctx.Err() != nil {
-		// Shutdown cut the request short; nobody knows whether it arrived,
-		// so the delivery goes back for another attempt (receivers
-		// de-duplicate on the event id).
-		if reportToBreaker != nil {
-			reportToBreaker(errUncounted)
-		}
-		e.handBack(storeCtx, c.Lease, time.Time{})
-		return d, errHandedBack
-	}
-
 	// The breaker hears of the answer and the endpoint's slot is free
 	// before the bookkeeping: neither needs to wait for a store commit.
-	if reportToBreaker != nil {
-		reportToBreaker(breakerVerdict(res))
-	}
+	reportToBreaker(breakerVerdict(p.res))
 	if sent != nil {
 		sent()
 	}
-	e.metrics.duration.Observe(elapsed.Seconds())
+	e.metrics.duration.Observe(p.elapsed.Seconds())
+	return e.record(storeCtx, c, m.ep, trigger, p)
+}
 
+// errEndpointUnavailable means the delivery's endpoint is gone or
+// disabled: the delivery fails without an attempt rather than going back.
+var errEndpointUnavailable = errors.New("webhook endpoint gone or disabled")
+
+// message is what an attempt sends, and where.
+type message struct {
+	ep   Endpoint
+	ev   Event
+	body []byte
+}
+
+// message loads the claimed delivery's endpoint and event and builds the
+// body to send.
+func (e *Engine) message(ctx context.Context, c Claim) (message, error) {
+	d := c.Delivery
+	ep, err := e.endpoint(ctx, d.EndpointID)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return message{}, errEndpointUnavailable
+	case err != nil:
+		return message{}, fmt.Errorf("load endpoint %s: %w", d.EndpointID, err)
+	case ep.Status != EndpointEnabled:
+		// Nothing is sent to a disabled endpoint; its deliveries fail and
+		// can be replayed in bulk once it is enabled again.
+		return message{}, errEndpointUnavailable
+	}
+	ev, err := e.event(ctx, c)
+	if err != nil {
+		return message{}, fmt.Errorf("load event %s: %w", d.EventID, err)
+	}
+	body, err := ev.Envelope(d.Event)
+	if err != nil {
+		return message{}, err
+	}
+	return message{ep: ep, ev: ev, body: body}, nil
+}
+
+// posted is one request to an endpoint and its answer.
+type posted struct {
+	startedAt time.Time
+	// elapsed is on the monotonic clock, whatever Clock says.
+	elapsed time.Duration
+	res     response
+}
+
+// send signs m and posts it to its endpoint. An error means there is no
+// answer to record: signing failed, or shutdown cut the request short
+// (errHandedBack) and nobody knows whether it arrived, so the delivery
+// goes back for another attempt (receivers de-duplicate on the event id).
+func (e *Engine) send(ctx context.Context, d Delivery, m message) (posted, error) {
+	startedAt := e.now()
+	header := http.Header{}
+	if err := SignHeaders(header, m.ep.SigningKeys(startedAt), m.ev.ID, startedAt, m.body); err != nil {
+		return posted{}, fmt.Errorf("sign delivery %s: %w", d.ID, err)
+	}
+	clock := time.Now()
+	res := e.sender.post(ctx, m.ep.URL, header, m.body, startedAt)
+	elapsed := time.Since(clock)
+	if ctx.Err() != nil {
+		return posted{}, errHandedBack
+	}
+	return posted{startedAt: startedAt, elapsed: elapsed, res: res}, nil
+}
+
+// record saves the attempt p and what it decides for the delivery. An
+// endpoint that answered 410 Gone is disabled even when saving failed: it
+// said it wants nothing more.
+func (e *Engine) record(ctx context.Context, c Claim, ep Endpoint, trigger Trigger, p posted) (Delivery, error) {
+	d := c.Delivery
 	a := Attempt{
 		Number:          len(d.Attempts) + 1,
 		Trigger:         trigger,
-		StartedAt:       startedAt,
-		DurationMS:      elapsed.Milliseconds(),
-		ResponseCode:    res.code,
-		ResponseExcerpt: res.excerpt,
+		StartedAt:       p.startedAt,
+		DurationMS:      p.elapsed.Milliseconds(),
+		ResponseCode:    p.res.code,
+		ResponseExcerpt: p.res.excerpt,
 	}
-	if res.err != nil {
-		a.Error = res.err.Message
+	if p.res.err != nil {
+		a.Error = p.res.err.Message
 	}
-	outcome := e.decide(d, a, res)
-	saved, err := e.b.Attempts.RecordAttempt(storeCtx, c.Lease, outcome)
-	if res.err != nil && res.err.Gone() {
-		e.disable(storeCtx, ep.ID, fmt.Sprintf("The endpoint answered 410 Gone at %s (delivery %s).",
-			startedAt.UTC().Format(time.RFC3339), d.ID))
+	outcome := e.decide(d, a, p.res)
+	saved, err := e.b.Attempts.RecordAttempt(ctx, c.Lease, outcome)
+	if p.res.err != nil && p.res.err.Gone() {
+		e.disable(ctx, ep.ID, fmt.Sprintf("The endpoint answered 410 Gone at %s (delivery %s).",
+			p.startedAt.UTC().Format(time.RFC3339), d.ID))
 	}
 	if err != nil {
 		return d, fmt.Errorf("record attempt %d on %s: %w", a.Number, d.ID, err)

@@ -106,6 +106,32 @@ func TestGoneDisablesTheEndpoint(t *testing.T) {
 	})
 }
 
+// A delivery waiting for its next attempt when its endpoint is disabled
+// fails at that attempt's time without sending anything and without an
+// attempt recorded: nothing is sent to a disabled endpoint.
+func TestDisabledEndpointFailsAWaitingDeliveryUnattempted(t *testing.T) {
+	eachBackend(t, func(t *testing.T, store backend) {
+		h := newHarness(t, store, dispatcher.Config{})
+		rc := newReceiver(t, status(http.StatusInternalServerError))
+		ep, _ := h.endpoint(live, rc.URL())
+		h.ingest(clientChange(live))
+		d := h.waitAttempts(h.only(ep.ID).ID, 1)
+		if d.State != dispatcher.StateRetrying {
+			t.Fatalf("after a 500: %s", d.State)
+		}
+		disabled := dispatcher.EndpointDisabled
+		if _, err := h.eng.UpdateEndpoint(h.ctx, live, ep.ID, dispatcher.EndpointUpdate{Status: &disabled}); err != nil {
+			t.Fatal(err)
+		}
+		h.due(d)
+		eventually.True(t, waitWithin, waitTick, "the delivery failed", func() bool { d = h.delivery(d.ID); return d.State == dispatcher.StateFailed })
+		if len(d.Attempts) != 1 || rc.count() != 1 {
+			t.Fatalf("%d attempts recorded, %d requests received; want the first alone", len(d.Attempts), rc.count())
+		}
+		h.settled(d.ID)
+	})
+}
+
 func TestRetryAfterIsHonouredWithinBounds(t *testing.T) {
 	eachBackend(t, func(t *testing.T, store backend) {
 		h := newHarness(t, store, dispatcher.Config{})

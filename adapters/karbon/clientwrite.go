@@ -78,40 +78,74 @@ func (a *Adapter) UpdateClient(ctx context.Context, t practice.Tenant, id string
 	if err := a.checkClientInput(in, false); err != nil {
 		return nil, err
 	}
-	if in.Type != nil {
-		switch {
-		case ref.kind == 'c' && *in.Type != "individual":
-			return nil, practice.Invalid("type", "This client is a Karbon contact, a person; its type stays individual.")
-		case ref.kind == 'o' && *in.Type == "individual":
-			return nil, practice.Invalid("type", "This client is a Karbon organization; make the person a Karbon contact instead.")
-		case ref.kind == 'g' && *in.Type != a.cfg.ClientGroupType:
-			return nil, practice.Invalid("type", "This client is a Karbon client group, whose type is %s.", a.cfg.ClientGroupType)
-		}
+	if err := a.checkTypeKept(ref, in.Type); err != nil {
+		return nil, err
 	}
 	before, err := a.getClient(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	path := "/v3/" + ref.collection() + "/" + url.PathEscape(ref.key)
+	current, err := a.writableClient(ctx, ref, path)
+	if err != nil {
+		return nil, fmt.Errorf("karbon: read client %s: %w", id, err)
+	}
+	body, err := a.clientPutBody(ctx, ref, current, in)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.send(ctx, http.MethodPut, path, body, nil, "client"); err != nil {
+		return nil, err
+	}
+	after, err := a.getClient(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Equal(before, after) {
+		a.recordWrite(ctx, practice.Clients, id, before, after, "")
+	}
+	return after, nil
+}
+
+// checkTypeKept refuses a type that would turn the client into another
+// kind of Karbon record: Karbon cannot change a record's kind.
+func (a *Adapter) checkTypeKept(ref clientRef, typ *string) error {
+	if typ == nil {
+		return nil
+	}
+	switch {
+	case ref.kind == 'c' && *typ != "individual":
+		return practice.Invalid("type", "This client is a Karbon contact, a person; its type stays individual.")
+	case ref.kind == 'o' && *typ == "individual":
+		return practice.Invalid("type", "This client is a Karbon organization; make the person a Karbon contact instead.")
+	case ref.kind == 'g' && *typ != a.cfg.ClientGroupType:
+		return practice.Invalid("type", "This client is a Karbon client group, whose type is %s.", a.cfg.ClientGroupType)
+	}
+	return nil
+}
+
+// writableClient reads the client at path as Karbon keeps it, business
+// cards included, for a PUT to send back.
+func (a *Adapter) writableClient(ctx context.Context, ref clientRef, path string) (map[string]any, error) {
 	expand := "?$expand=BusinessCards"
 	if ref.kind == 'g' {
 		expand = "?$expand=BusinessCard"
 	}
 	var current map[string]any
 	if err := a.getJSON(ctx, path+expand, "client", &current); err != nil {
-		return nil, fmt.Errorf("karbon: read client %s: %w", id, err)
+		return nil, err
 	}
+	return current, nil
+}
+
+// clientPutBody is the PUT that changes what in sets. A PUT sends back the
+// fields of Karbon's write schema, so it starts from the current ones and
+// keeps whatever in leaves unset.
+func (a *Adapter) clientPutBody(ctx context.Context, ref clientRef, current map[string]any, in practice.ClientInput) (map[string]any, error) {
 	body := pick(current, putFields[ref.kind])
 	if in.Name != nil {
-		if ref.kind == 'c' {
-			first, last, ok := splitName(*in.Name)
-			if !ok {
-				return nil, practice.Invalid("name", "A Karbon contact needs a first and a last name.")
-			}
-			body["FirstName"], body["LastName"] = first, last
-			delete(body, "MiddleName")
-		} else {
-			body["FullName"] = *in.Name
+		if err := setClientName(body, ref, *in.Name); err != nil {
+			return nil, err
 		}
 	}
 	if in.Status != nil {
@@ -125,33 +159,51 @@ func (a *Adapter) UpdateClient(ctx context.Context, t practice.Tenant, id string
 		body["ClientOwner"] = key
 	}
 	if in.Type != nil && ref.kind == 'o' {
-		acc, _ := body["AccountingDetail"].(map[string]any)
-		if acc == nil {
-			acc = map[string]any{}
-		}
-		acc["EntityType"] = clientEntityType(*in.Type)
-		body["AccountingDetail"] = acc
+		setEntityType(body, *in.Type)
 	}
 	if in.Email != nil || in.Phone != nil || in.Country != nil {
-		if ref.kind == 'g' {
-			card, _ := current["BusinessCard"].(map[string]any)
-			body["BusinessCard"] = editCard(card, in)
-		} else {
-			cards, _ := current["BusinessCards"].([]any)
-			body["BusinessCards"] = editCards(cards, in)
-		}
+		setCards(body, current, ref, in)
 	}
-	if err := a.send(ctx, http.MethodPut, path, body, nil, "client"); err != nil {
-		return nil, err
+	return body, nil
+}
+
+// setClientName sets a contact's first and last names (dropping a middle
+// name the new name does not have), or another record's full name.
+func setClientName(body map[string]any, ref clientRef, name string) error {
+	if ref.kind != 'c' {
+		body["FullName"] = name
+		return nil
 	}
-	after, err := a.getClient(ctx, ref)
-	if err != nil {
-		return nil, err
+	first, last, ok := splitName(name)
+	if !ok {
+		return practice.Invalid("name", "A Karbon contact needs a first and a last name.")
 	}
-	if !bytes.Equal(before, after) {
-		a.recordWrite(ctx, practice.Clients, id, before, after, "")
+	body["FirstName"], body["LastName"] = first, last
+	delete(body, "MiddleName")
+	return nil
+}
+
+// setEntityType sets an organization's entity type, keeping the rest of
+// its accounting detail.
+func setEntityType(body map[string]any, typ string) {
+	acc, _ := body["AccountingDetail"].(map[string]any)
+	if acc == nil {
+		acc = map[string]any{}
 	}
-	return after, nil
+	acc["EntityType"] = clientEntityType(typ)
+	body["AccountingDetail"] = acc
+}
+
+// setCards edits the client's primary business card: a client group has
+// one card, contacts and organizations a list of them.
+func setCards(body, current map[string]any, ref clientRef, in practice.ClientInput) {
+	if ref.kind == 'g' {
+		card, _ := current["BusinessCard"].(map[string]any)
+		body["BusinessCard"] = editCard(card, in)
+		return
+	}
+	cards, _ := current["BusinessCards"].([]any)
+	body["BusinessCards"] = editCards(cards, in)
 }
 
 // putFields are the fields of Karbon's write schemas (CreateContact,

@@ -325,248 +325,377 @@ func (x *XPM) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	str := func(k string) string { s, _ := body[k].(string); return s }
-	q := r.URL.Query()
-	switch {
-	case op == "client.api/list" && r.Method == http.MethodGet:
-		var since time.Time
-		if v := q.Get("modifiedSince"); v != "" {
-			t, err := time.ParseInLocation("2006-01-02T15:04:05", v, x.loc)
-			if err != nil {
-				refuse(w, http.StatusBadRequest, "modifiedSince must be yyyy-MM-ddTHH:mm:ss")
-				return
-			}
-			since = t
-		}
-		out := []any{}
-		for _, id := range sortedKeys(x.clients) {
-			if c := x.clients[id]; since.IsZero() || !c.Modified.Before(since) {
-				out = append(out, x.clientJSON(c, true))
-			}
-		}
-		reply(w, map[string]any{"clients": out})
-	case op == "client.api/paged-list" && r.Method == http.MethodGet:
-		x.pagedClients(w, r)
-	case strings.HasPrefix(op, "client.api/get/") && r.Method == http.MethodGet:
-		c := x.clients[strings.TrimPrefix(op, "client.api/get/")]
-		if c == nil || c.Deleted {
-			refuse(w, http.StatusNotFound, "Client not found")
+	c := xpmCall{w: w, r: r, body: body, q: r.URL.Query()}
+	for _, rt := range xpmRoutes {
+		if rest, ok := rt.match(r.Method, op); ok {
+			c.rest = rest
+			rt.handle(x, c)
 			return
 		}
-		reply(w, map[string]any{"client": x.clientJSON(c, true)})
-	case op == "client.api/add" && r.Method == http.MethodPost:
-		if str("name") == "" {
-			refuse(w, http.StatusBadRequest, "Name is required")
-			return
-		}
-		x.seq++
-		c := &XPMClient{UUID: fmt.Sprintf("c0ffee00-0000-4000-8000-%012d", x.seq), Modified: x.now()}
-		x.editClient(c, body)
-		for _, raw := range asList(body["contacts"]) {
-			x.seq++
-			c.Contacts = append(c.Contacts, contactFrom(fmt.Sprintf("c0a7ac70-0000-4000-8000-%012d", x.seq), raw))
-		}
-		x.clients[c.UUID] = c
-		reply(w, map[string]any{"client": x.clientJSON(c, true)})
-	case op == "client.api/update" && r.Method == http.MethodPut:
-		c := x.clients[str("uuid")]
-		if c == nil {
-			refuse(w, http.StatusNotFound, "Client not found")
-			return
-		}
-		x.editClient(c, body)
-		c.Modified = x.now()
-		reply(w, map[string]any{"client": x.clientJSON(c, true)})
-	case op == "client.api/archive" && r.Method == http.MethodPut:
-		c := x.clients[str("uuid")]
-		if c == nil {
-			refuse(w, http.StatusNotFound, "Client not found")
-			return
-		}
-		c.Archived, c.Modified = true, x.now()
-		reply(w, map[string]any{})
-	case op == "client.api/contact" && r.Method == http.MethodPost:
-		cl, _ := body["client"].(map[string]any)
-		uuid, _ := cl["uuid"].(string)
-		c := x.clients[uuid]
-		if c == nil {
-			refuse(w, http.StatusNotFound, "Client not found")
-			return
-		}
-		x.seq++
-		ct := contactFrom(fmt.Sprintf("c0a7ac70-0000-4000-8000-%012d", x.seq), body)
-		c.Contacts, c.Modified = append(c.Contacts, ct), x.now()
-		reply(w, map[string]any{"uuid": ct.UUID})
-	case strings.HasPrefix(op, "client.api/contact/") && (r.Method == http.MethodPut || r.Method == http.MethodDelete):
-		c := x.clients[q.Get("clientUuid")]
-		id := strings.TrimPrefix(op, "client.api/contact/")
-		i := -1
-		if c != nil {
-			i = slices.IndexFunc(c.Contacts, func(ct XPMContact) bool { return ct.UUID == id })
-		}
-		if i < 0 {
-			refuse(w, http.StatusNotFound, "Contact not found")
-			return
-		}
-		if r.Method == http.MethodDelete {
-			c.Contacts[i].Deleted = true
-		} else {
-			c.Contacts[i] = contactFrom(id, body)
-		}
-		c.Modified = x.now()
-		reply(w, map[string]any{})
-	case op == "job.api/current" && r.Method == http.MethodGet:
-		x.jobList(w, func(j *XPMJob) bool { return j.Completed.IsZero() })
-	case op == "job.api/list" && r.Method == http.MethodGet:
-		from, err1 := time.Parse("20060102", q.Get("from"))
-		to, err2 := time.Parse("20060102", q.Get("to"))
-		if err1 != nil || err2 != nil || to.Before(from) || to.Sub(from) > 366*24*time.Hour {
-			refuse(w, http.StatusBadRequest, "from and to must be yyyyMMdd, at most a year apart")
-			return
-		}
-		x.jobList(w, func(j *XPMJob) bool {
-			d := j.Created.Truncate(24 * time.Hour)
-			return !d.Before(from) && !d.After(to)
-		})
-	case strings.HasPrefix(op, "job.api/client/") && r.Method == http.MethodGet:
-		uuid := strings.TrimPrefix(op, "job.api/client/")
-		x.jobList(w, func(j *XPMJob) bool { return j.ClientUUID == uuid })
-	case strings.HasPrefix(op, "job.api/get/") && r.Method == http.MethodGet:
-		j := x.jobs[strings.TrimPrefix(op, "job.api/get/")]
-		if j == nil {
-			refuse(w, http.StatusNotFound, "Job not found")
-			return
-		}
-		reply(w, map[string]any{"job": x.jobJSON(j)})
-	case op == "job.api/add" && r.Method == http.MethodPost:
-		if x.clients[str("clientUuid")] == nil {
-			refuse(w, http.StatusBadRequest, "Client not found")
-			return
-		}
-		x.seq++
-		j := &XPMJob{ID: fmt.Sprintf("J%06d", 900000+x.seq), UUID: fmt.Sprintf("10b00000-0000-4000-8000-%012d", x.seq),
-			ClientUUID: str("clientUuid"), State: x.states[0], Created: x.now()}
-		if err := x.editJob(j, body); err != "" {
-			refuse(w, http.StatusBadRequest, err)
-			return
-		}
-		x.jobs[j.ID] = j
-		reply(w, map[string]any{"job": x.jobJSON(j)})
-	case op == "job.api/update" && r.Method == http.MethodPut:
-		j := x.jobs[str("id")]
-		if j == nil {
-			refuse(w, http.StatusNotFound, "Job not found")
-			return
-		}
-		if err := x.editJob(j, body); err != "" {
-			refuse(w, http.StatusBadRequest, err)
-			return
-		}
-		reply(w, map[string]any{"job": x.jobJSON(j)})
-	case op == "job.api/state" && r.Method == http.MethodPut:
-		j := x.jobs[str("id")]
-		if j == nil {
-			refuse(w, http.StatusNotFound, "Job not found")
-			return
-		}
-		if !slices.Contains(x.states, str("state")) {
-			refuse(w, http.StatusBadRequest, "Invalid job state")
-			return
-		}
-		j.State = str("state")
-		j.Completed = time.Time{}
-		if j.State == "Completed" || j.State == "Cancelled" {
-			j.Completed = x.now()
-		}
-		reply(w, map[string]any{"job": x.jobJSON(j)})
-	case op == "job.api/note" && r.Method == http.MethodPost:
-		j := x.jobs[str("job")]
-		if j == nil {
-			refuse(w, http.StatusNotFound, "Job not found")
-			return
-		}
-		j.Notes = append(j.Notes, str("title")+": "+str("text"))
-		reply(w, map[string]any{"job": x.jobJSON(j)})
-	case op == "job.api/assign" && r.Method == http.MethodPut:
-		j := x.jobs[str("id")]
-		if j == nil {
-			refuse(w, http.StatusNotFound, "Job not found")
-			return
-		}
-		if m, ok := body["add-manager"].(map[string]any); ok {
-			uuid, _ := m["uuid"].(string)
-			if x.staff[uuid] == nil {
-				refuse(w, http.StatusBadRequest, "Staff member not found")
-				return
-			}
-			j.Manager = uuid
-		}
-		reply(w, map[string]any{"job": x.jobJSON(j)})
-	case op == "jobstate.api/list" && r.Method == http.MethodGet:
-		out := []any{}
-		for i, s := range x.states {
-			out = append(out, map[string]any{"uuid": fmt.Sprintf("57a7e000-0000-4000-8000-%012d", i), "name": s})
-		}
-		reply(w, map[string]any{"jobStates": out})
-	case op == "category.api/list" && r.Method == http.MethodGet:
-		out := []any{}
-		for _, id := range sortedKeys(x.categories) {
-			out = append(out, map[string]any{"uuid": id, "name": x.categories[id]})
-		}
-		reply(w, map[string]any{"categories": out})
-	case op == "staff.api/list" && r.Method == http.MethodGet:
-		out := []any{}
-		for _, id := range sortedKeys(x.staff) {
-			s := x.staff[id]
-			out = append(out, map[string]any{"uuid": s.UUID, "name": s.Name, "email": s.Email})
-		}
-		reply(w, map[string]any{"staffList": out})
-	case strings.HasPrefix(op, "staff.api/get/") && r.Method == http.MethodGet:
-		s := x.staff[strings.TrimPrefix(op, "staff.api/get/")]
-		if s == nil {
-			refuse(w, http.StatusNotFound, "Staff member not found")
-			return
-		}
-		reply(w, map[string]any{"staff": map[string]any{"uuid": s.UUID, "name": s.Name, "email": s.Email}})
-	case op == "invoice.api/current" && r.Method == http.MethodGet:
-		x.invoiceList(w, func(inv *XPMInvoice) bool { return inv.Status != "Draft" && !inv.Archived })
-	case op == "invoice.api/draft" && r.Method == http.MethodGet:
-		x.invoiceList(w, func(inv *XPMInvoice) bool { return inv.Status == "Draft" })
-	case op == "invoice.api/list" && r.Method == http.MethodGet:
-		from, err1 := time.Parse("20060102", q.Get("from"))
-		to, err2 := time.Parse("20060102", q.Get("to"))
-		if err1 != nil || err2 != nil || to.Before(from) {
-			refuse(w, http.StatusBadRequest, "from and to must be yyyyMMdd")
-			return
-		}
-		x.invoiceList(w, func(inv *XPMInvoice) bool {
-			d := inv.Date.Truncate(24 * time.Hour)
-			return inv.Status != "Draft" && !d.Before(from) && !d.After(to)
-		})
-	case strings.HasPrefix(op, "invoice.api/job/") && r.Method == http.MethodGet:
-		id := strings.TrimPrefix(op, "invoice.api/job/")
-		x.invoiceList(w, func(inv *XPMInvoice) bool { return inv.JobID == id })
-	case strings.HasPrefix(op, "invoice.api/get/") && r.Method == http.MethodGet:
-		inv := x.invoices[strings.TrimPrefix(op, "invoice.api/get/")]
-		if inv == nil {
-			refuse(w, http.StatusNotFound, "Invoice not found")
-			return
-		}
-		reply(w, map[string]any{"invoice": x.invoiceJSON(inv)})
-	case strings.HasPrefix(op, "invoice.api/payments/") && r.Method == http.MethodGet:
-		inv := x.invoices[strings.TrimPrefix(op, "invoice.api/payments/")]
-		if inv == nil {
-			refuse(w, http.StatusNotFound, "Invoice not found")
-			return
-		}
-		out := []any{}
-		for _, p := range inv.Payments {
-			out = append(out, map[string]any{"amount": json.Number(p.Amount), "date": xpmTime(p.Date), "reference": p.Reference})
-		}
-		reply(w, map[string]any{"payments": out})
-	default:
-		refuse(w, http.StatusNotFound, "Resource not found")
 	}
+	refuse(w, http.StatusNotFound, "Resource not found")
+}
+
+// xpmCall is one request to the XPM double, its JSON body read.
+type xpmCall struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	body map[string]any
+	q    url.Values
+	// rest is what follows a route's prefix: the id in client.api/get/<id>.
+	rest string
+}
+
+// str is a string member of the body, "" when absent.
+func (c xpmCall) str(k string) string { s, _ := c.body[k].(string); return s }
+
+// xpmRoute is one operation of XPM's API. An op ending in "/" is a prefix
+// that an id follows.
+type xpmRoute struct {
+	method, op string
+	handle     func(x *XPM, c xpmCall)
+}
+
+func (rt xpmRoute) match(method, op string) (rest string, ok bool) {
+	if method != rt.method {
+		return "", false
+	}
+	if strings.HasSuffix(rt.op, "/") {
+		return strings.CutPrefix(op, rt.op)
+	}
+	return "", op == rt.op
+}
+
+// xpmRoutes are the operations the double answers, tried in order; any
+// other is XPM's 404.
+var xpmRoutes = []xpmRoute{
+	{http.MethodGet, "client.api/list", (*XPM).listClients},
+	{http.MethodGet, "client.api/paged-list", func(x *XPM, c xpmCall) { x.pagedClients(c.w, c.r) }},
+	{http.MethodGet, "client.api/get/", (*XPM).getClient},
+	{http.MethodPost, "client.api/add", (*XPM).addClient},
+	{http.MethodPut, "client.api/update", (*XPM).updateClient},
+	{http.MethodPut, "client.api/archive", (*XPM).archiveClient},
+	{http.MethodPost, "client.api/contact", (*XPM).addContact},
+	{http.MethodPut, "client.api/contact/", (*XPM).editContact},
+	{http.MethodDelete, "client.api/contact/", (*XPM).editContact},
+	{http.MethodGet, "job.api/current", func(x *XPM, c xpmCall) {
+		x.jobList(c.w, func(j *XPMJob) bool { return j.Completed.IsZero() })
+	}},
+	{http.MethodGet, "job.api/list", (*XPM).listJobsCreated},
+	{http.MethodGet, "job.api/client/", func(x *XPM, c xpmCall) {
+		x.jobList(c.w, func(j *XPMJob) bool { return j.ClientUUID == c.rest })
+	}},
+	{http.MethodGet, "job.api/get/", (*XPM).getJob},
+	{http.MethodPost, "job.api/add", (*XPM).addJob},
+	{http.MethodPut, "job.api/update", (*XPM).updateJob},
+	{http.MethodPut, "job.api/state", (*XPM).setJobState},
+	{http.MethodPost, "job.api/note", (*XPM).addJobNote},
+	{http.MethodPut, "job.api/assign", (*XPM).assignJob},
+	{http.MethodGet, "jobstate.api/list", (*XPM).listJobStates},
+	{http.MethodGet, "category.api/list", (*XPM).listCategories},
+	{http.MethodGet, "staff.api/list", (*XPM).listStaff},
+	{http.MethodGet, "staff.api/get/", (*XPM).getStaff},
+	{http.MethodGet, "invoice.api/current", func(x *XPM, c xpmCall) {
+		x.invoiceList(c.w, func(inv *XPMInvoice) bool { return inv.Status != "Draft" && !inv.Archived })
+	}},
+	{http.MethodGet, "invoice.api/draft", func(x *XPM, c xpmCall) {
+		x.invoiceList(c.w, func(inv *XPMInvoice) bool { return inv.Status == "Draft" })
+	}},
+	{http.MethodGet, "invoice.api/list", (*XPM).listInvoicesDated},
+	{http.MethodGet, "invoice.api/job/", func(x *XPM, c xpmCall) {
+		x.invoiceList(c.w, func(inv *XPMInvoice) bool { return inv.JobID == c.rest })
+	}},
+	{http.MethodGet, "invoice.api/get/", (*XPM).getInvoice},
+	{http.MethodGet, "invoice.api/payments/", (*XPM).listPayments},
+}
+
+// listClients answers client.api/list: every client, contacts included,
+// or those modified since modifiedSince (XPM's local time).
+func (x *XPM) listClients(c xpmCall) {
+	var since time.Time
+	if v := c.q.Get("modifiedSince"); v != "" {
+		t, err := time.ParseInLocation("2006-01-02T15:04:05", v, x.loc)
+		if err != nil {
+			refuse(c.w, http.StatusBadRequest, "modifiedSince must be yyyy-MM-ddTHH:mm:ss")
+			return
+		}
+		since = t
+	}
+	out := []any{}
+	for _, id := range sortedKeys(x.clients) {
+		if cl := x.clients[id]; since.IsZero() || !cl.Modified.Before(since) {
+			out = append(out, x.clientJSON(cl, true))
+		}
+	}
+	reply(c.w, map[string]any{"clients": out})
+}
+
+func (x *XPM) getClient(c xpmCall) {
+	cl := x.clients[c.rest]
+	if cl == nil || cl.Deleted {
+		refuse(c.w, http.StatusNotFound, "Client not found")
+		return
+	}
+	reply(c.w, map[string]any{"client": x.clientJSON(cl, true)})
+}
+
+func (x *XPM) addClient(c xpmCall) {
+	if c.str("name") == "" {
+		refuse(c.w, http.StatusBadRequest, "Name is required")
+		return
+	}
+	x.seq++
+	cl := &XPMClient{UUID: fmt.Sprintf("c0ffee00-0000-4000-8000-%012d", x.seq), Modified: x.now()}
+	x.editClient(cl, c.body)
+	for _, raw := range asList(c.body["contacts"]) {
+		x.seq++
+		cl.Contacts = append(cl.Contacts, contactFrom(fmt.Sprintf("c0a7ac70-0000-4000-8000-%012d", x.seq), raw))
+	}
+	x.clients[cl.UUID] = cl
+	reply(c.w, map[string]any{"client": x.clientJSON(cl, true)})
+}
+
+// clientOrRefuse is the client uuid names, or nil after answering XPM's
+// 404.
+func (x *XPM) clientOrRefuse(c xpmCall, uuid string) *XPMClient {
+	cl := x.clients[uuid]
+	if cl == nil {
+		refuse(c.w, http.StatusNotFound, "Client not found")
+	}
+	return cl
+}
+
+func (x *XPM) updateClient(c xpmCall) {
+	cl := x.clientOrRefuse(c, c.str("uuid"))
+	if cl == nil {
+		return
+	}
+	x.editClient(cl, c.body)
+	cl.Modified = x.now()
+	reply(c.w, map[string]any{"client": x.clientJSON(cl, true)})
+}
+
+func (x *XPM) archiveClient(c xpmCall) {
+	cl := x.clientOrRefuse(c, c.str("uuid"))
+	if cl == nil {
+		return
+	}
+	cl.Archived, cl.Modified = true, x.now()
+	reply(c.w, map[string]any{})
+}
+
+func (x *XPM) addContact(c xpmCall) {
+	ref, _ := c.body["client"].(map[string]any)
+	uuid, _ := ref["uuid"].(string)
+	cl := x.clientOrRefuse(c, uuid)
+	if cl == nil {
+		return
+	}
+	x.seq++
+	ct := contactFrom(fmt.Sprintf("c0a7ac70-0000-4000-8000-%012d", x.seq), c.body)
+	cl.Contacts, cl.Modified = append(cl.Contacts, ct), x.now()
+	reply(c.w, map[string]any{"uuid": ct.UUID})
+}
+
+// editContact replaces (PUT) or deletes (DELETE) a contact of the client
+// clientUuid names.
+func (x *XPM) editContact(c xpmCall) {
+	cl := x.clients[c.q.Get("clientUuid")]
+	i := -1
+	if cl != nil {
+		i = slices.IndexFunc(cl.Contacts, func(ct XPMContact) bool { return ct.UUID == c.rest })
+	}
+	if i < 0 {
+		refuse(c.w, http.StatusNotFound, "Contact not found")
+		return
+	}
+	if c.r.Method == http.MethodDelete {
+		cl.Contacts[i].Deleted = true
+	} else {
+		cl.Contacts[i] = contactFrom(c.rest, c.body)
+	}
+	cl.Modified = x.now()
+	reply(c.w, map[string]any{})
+}
+
+// listJobsCreated answers job.api/list: the jobs created from one date to
+// another, at most a year apart.
+func (x *XPM) listJobsCreated(c xpmCall) {
+	from, err1 := time.Parse("20060102", c.q.Get("from"))
+	to, err2 := time.Parse("20060102", c.q.Get("to"))
+	if err1 != nil || err2 != nil || to.Before(from) || to.Sub(from) > 366*24*time.Hour {
+		refuse(c.w, http.StatusBadRequest, "from and to must be yyyyMMdd, at most a year apart")
+		return
+	}
+	x.jobList(c.w, func(j *XPMJob) bool {
+		d := j.Created.Truncate(24 * time.Hour)
+		return !d.Before(from) && !d.After(to)
+	})
+}
+
+// jobOrRefuse is the job id names, or nil after answering XPM's 404.
+func (x *XPM) jobOrRefuse(c xpmCall, id string) *XPMJob {
+	j := x.jobs[id]
+	if j == nil {
+		refuse(c.w, http.StatusNotFound, "Job not found")
+	}
+	return j
+}
+
+func (x *XPM) getJob(c xpmCall) {
+	if j := x.jobOrRefuse(c, c.rest); j != nil {
+		reply(c.w, map[string]any{"job": x.jobJSON(j)})
+	}
+}
+
+func (x *XPM) addJob(c xpmCall) {
+	if x.clients[c.str("clientUuid")] == nil {
+		refuse(c.w, http.StatusBadRequest, "Client not found")
+		return
+	}
+	x.seq++
+	j := &XPMJob{ID: fmt.Sprintf("J%06d", 900000+x.seq), UUID: fmt.Sprintf("10b00000-0000-4000-8000-%012d", x.seq),
+		ClientUUID: c.str("clientUuid"), State: x.states[0], Created: x.now()}
+	if err := x.editJob(j, c.body); err != "" {
+		refuse(c.w, http.StatusBadRequest, err)
+		return
+	}
+	x.jobs[j.ID] = j
+	reply(c.w, map[string]any{"job": x.jobJSON(j)})
+}
+
+func (x *XPM) updateJob(c xpmCall) {
+	j := x.jobOrRefuse(c, c.str("id"))
+	if j == nil {
+		return
+	}
+	if err := x.editJob(j, c.body); err != "" {
+		refuse(c.w, http.StatusBadRequest, err)
+		return
+	}
+	reply(c.w, map[string]any{"job": x.jobJSON(j)})
+}
+
+// setJobState moves a job to one of the practice's states; Completed and
+// Cancelled complete it, any other reopens it.
+func (x *XPM) setJobState(c xpmCall) {
+	j := x.jobOrRefuse(c, c.str("id"))
+	if j == nil {
+		return
+	}
+	if !slices.Contains(x.states, c.str("state")) {
+		refuse(c.w, http.StatusBadRequest, "Invalid job state")
+		return
+	}
+	j.State = c.str("state")
+	j.Completed = time.Time{}
+	if j.State == "Completed" || j.State == "Cancelled" {
+		j.Completed = x.now()
+	}
+	reply(c.w, map[string]any{"job": x.jobJSON(j)})
+}
+
+func (x *XPM) addJobNote(c xpmCall) {
+	j := x.jobOrRefuse(c, c.str("job"))
+	if j == nil {
+		return
+	}
+	j.Notes = append(j.Notes, c.str("title")+": "+c.str("text"))
+	reply(c.w, map[string]any{"job": x.jobJSON(j)})
+}
+
+// assignJob makes a staff member the job's manager (add-manager).
+func (x *XPM) assignJob(c xpmCall) {
+	j := x.jobOrRefuse(c, c.str("id"))
+	if j == nil {
+		return
+	}
+	if m, ok := c.body["add-manager"].(map[string]any); ok {
+		uuid, _ := m["uuid"].(string)
+		if x.staff[uuid] == nil {
+			refuse(c.w, http.StatusBadRequest, "Staff member not found")
+			return
+		}
+		j.Manager = uuid
+	}
+	reply(c.w, map[string]any{"job": x.jobJSON(j)})
+}
+
+func (x *XPM) listJobStates(c xpmCall) {
+	out := []any{}
+	for i, s := range x.states {
+		out = append(out, map[string]any{"uuid": fmt.Sprintf("57a7e000-0000-4000-8000-%012d", i), "name": s})
+	}
+	reply(c.w, map[string]any{"jobStates": out})
+}
+
+func (x *XPM) listCategories(c xpmCall) {
+	out := []any{}
+	for _, id := range sortedKeys(x.categories) {
+		out = append(out, map[string]any{"uuid": id, "name": x.categories[id]})
+	}
+	reply(c.w, map[string]any{"categories": out})
+}
+
+func (x *XPM) listStaff(c xpmCall) {
+	out := []any{}
+	for _, id := range sortedKeys(x.staff) {
+		s := x.staff[id]
+		out = append(out, map[string]any{"uuid": s.UUID, "name": s.Name, "email": s.Email})
+	}
+	reply(c.w, map[string]any{"staffList": out})
+}
+
+func (x *XPM) getStaff(c xpmCall) {
+	s := x.staff[c.rest]
+	if s == nil {
+		refuse(c.w, http.StatusNotFound, "Staff member not found")
+		return
+	}
+	reply(c.w, map[string]any{"staff": map[string]any{"uuid": s.UUID, "name": s.Name, "email": s.Email}})
+}
+
+// listInvoicesDated answers invoice.api/list: the invoices, drafts aside,
+// dated from one date to another.
+func (x *XPM) listInvoicesDated(c xpmCall) {
+	from, err1 := time.Parse("20060102", c.q.Get("from"))
+	to, err2 := time.Parse("20060102", c.q.Get("to"))
+	if err1 != nil || err2 != nil || to.Before(from) {
+		refuse(c.w, http.StatusBadRequest, "from and to must be yyyyMMdd")
+		return
+	}
+	x.invoiceList(c.w, func(inv *XPMInvoice) bool {
+		d := inv.Date.Truncate(24 * time.Hour)
+		return inv.Status != "Draft" && !d.Before(from) && !d.After(to)
+	})
+}
+
+// invoiceOrRefuse is the invoice id names, or nil after answering XPM's
+// 404.
+func (x *XPM) invoiceOrRefuse(c xpmCall, id string) *XPMInvoice {
+	inv := x.invoices[id]
+	if inv == nil {
+		refuse(c.w, http.StatusNotFound, "Invoice not found")
+	}
+	return inv
+}
+
+func (x *XPM) getInvoice(c xpmCall) {
+	if inv := x.invoiceOrRefuse(c, c.rest); inv != nil {
+		reply(c.w, map[string]any{"invoice": x.invoiceJSON(inv)})
+	}
+}
+
+func (x *XPM) listPayments(c xpmCall) {
+	inv := x.invoiceOrRefuse(c, c.rest)
+	if inv == nil {
+		return
+	}
+	out := []any{}
+	for _, p := range inv.Payments {
+		out = append(out, map[string]any{"amount": json.Number(p.Amount), "date": xpmTime(p.Date), "reference": p.Reference})
+	}
+	reply(c.w, map[string]any{"payments": out})
 }
 
 // pagedClients answers client.api/paged-list: non-archived, non-deleted

@@ -78,78 +78,107 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cu
 			return practice.Page{Items: []json.RawMessage{}}, nil
 		}
 	}
-	first := a.firstWindow()
-	var current map[string]bool // the current jobs' numbers, once read in this call
-	fetchCurrent := func(ctx context.Context) ([]job, error) {
-		js, err := a.fetchJobs(ctx, "/v3.1/job.api/current", nil, "current jobs")
-		if err == nil {
-			current = map[string]bool{}
-			for _, j := range js {
-				current[j.ID] = true
-			}
-		}
-		return js, err
-	}
+	s := &jobScan{a: a, client: clientUUID, first: a.firstWindow()}
 	w := paging.Walk[job]{
-		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[job], error) {
-			var page paging.VendorPage[job]
-			var err error
-			switch {
-			case clientUUID != "":
-				if token != "" {
-					return page, errInvalidCursor
-				}
-				page.Items, err = a.fetchJobs(ctx, "/v3.1/job.api/client/"+url.PathEscape(clientUUID), nil, "client's jobs")
-				return page, err
-			case token == "":
-				page.Items, err = fetchCurrent(ctx)
-				page.Next = first
-				return page, err
-			}
-			from, to, err := parseWindow(token)
-			if err != nil {
-				return page, err
-			}
-			if current == nil {
-				if _, err := fetchCurrent(ctx); err != nil {
-					return page, err
-				}
-			}
-			q := url.Values{"from": {from.Format("20060102")}, "to": {to.Format("20060102")}}
-			js, err := a.fetchJobs(ctx, "/v3.1/job.api/list", q, "jobs")
-			if err != nil {
-				return page, err
-			}
-			for _, j := range js {
-				if !current[j.ID] {
-					page.Items = append(page.Items, j)
-				}
-			}
-			if page.Next, err = a.nextWindow(token, first); err != nil {
-				return page, err
-			}
-			return page, nil
-		},
-		ID: func(j job) string { return j.ID },
-		Match: func(j job) bool {
-			if f.Owner != "" && a.jobOwner(&j) != f.Owner || f.Stage != "" && a.jobStage(&j) != f.Stage {
-				return false
-			}
-			if clientUUID != "" && (j.Client == nil || !strings.EqualFold(j.Client.UUID, clientUUID)) {
-				return false
-			}
-			if f.DeadlineAfter != "" || f.DeadlineBefore != "" {
-				d, err := xpmDate(j.DueDate)
-				if err != nil || d == "" || f.DeadlineAfter != "" && d < f.DeadlineAfter || f.DeadlineBefore != "" && d > f.DeadlineBefore {
-					return false
-				}
-			}
-			return true
-		},
+		Fetch:    s.fetch,
+		ID:       func(j job) string { return j.ID },
+		Match:    func(j job) bool { return a.jobMatches(&j, f, clientUUID) },
 		Convert:  records(a.jobRecord, func(rec *practice.Job) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)
+}
+
+// jobScan is the vendor side of one listJobs call.
+type jobScan struct {
+	a *Adapter
+	// client is the UUID of the client whose jobs alone are listed, if
+	// any.
+	client string
+	// first is the newest year's window, taken once a call: the current
+	// jobs' page leads to it and the history's years count from it.
+	first string
+	// current holds the current jobs' numbers, once read in this call.
+	current map[string]bool
+}
+
+// fetch reads the vendor page at token: a client's jobs all at once;
+// otherwise the current jobs first, then the history a year at a time.
+func (s *jobScan) fetch(ctx context.Context, _, token string) (paging.VendorPage[job], error) {
+	var page paging.VendorPage[job]
+	var err error
+	switch {
+	case s.client != "":
+		if token != "" {
+			return page, errInvalidCursor
+		}
+		page.Items, err = s.a.fetchJobs(ctx, "/v3.1/job.api/client/"+url.PathEscape(s.client), nil, "client's jobs")
+		return page, err
+	case token == "":
+		page.Items, err = s.fetchCurrent(ctx)
+		page.Next = s.first
+		return page, err
+	}
+	return s.fetchWindow(ctx, token)
+}
+
+// fetchCurrent reads the current jobs and notes their numbers.
+func (s *jobScan) fetchCurrent(ctx context.Context) ([]job, error) {
+	js, err := s.a.fetchJobs(ctx, "/v3.1/job.api/current", nil, "current jobs")
+	if err == nil {
+		s.current = map[string]bool{}
+		for _, j := range js {
+			s.current[j.ID] = true
+		}
+	}
+	return js, err
+}
+
+// fetchWindow reads one year of job.api/list, leaving out the current
+// jobs: the first page listed them already. A call that starts from a
+// cursor reads the current jobs again to know which they are.
+func (s *jobScan) fetchWindow(ctx context.Context, token string) (paging.VendorPage[job], error) {
+	var page paging.VendorPage[job]
+	from, to, err := parseWindow(token)
+	if err != nil {
+		return page, err
+	}
+	if s.current == nil {
+		if _, err := s.fetchCurrent(ctx); err != nil {
+			return page, err
+		}
+	}
+	q := url.Values{"from": {from.Format("20060102")}, "to": {to.Format("20060102")}}
+	js, err := s.a.fetchJobs(ctx, "/v3.1/job.api/list", q, "jobs")
+	if err != nil {
+		return page, err
+	}
+	for _, j := range js {
+		if !s.current[j.ID] {
+			page.Items = append(page.Items, j)
+		}
+	}
+	if page.Next, err = s.a.nextWindow(token, s.first); err != nil {
+		return page, err
+	}
+	return page, nil
+}
+
+// jobMatches is the filter XPM's job lists cannot apply themselves.
+func (a *Adapter) jobMatches(j *job, f practice.Filter, clientUUID string) bool {
+	if f.Owner != "" && a.jobOwner(j) != f.Owner || f.Stage != "" && a.jobStage(j) != f.Stage {
+		return false
+	}
+	if clientUUID != "" && (j.Client == nil || !strings.EqualFold(j.Client.UUID, clientUUID)) {
+		return false
+	}
+	if f.DeadlineAfter != "" || f.DeadlineBefore != "" {
+		d, err := xpmDate(j.DueDate)
+		if err != nil || d == "" || f.DeadlineAfter != "" && d < f.DeadlineAfter || f.DeadlineBefore != "" && d > f.DeadlineBefore {
+			return false
+		}
+	}
+	return true
 }
 
 // fetchJobs reads one of XPM's job lists, in job number order.

@@ -33,6 +33,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/internal/publishedkeys"
+	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -201,6 +202,43 @@ func (App) CaddyModule() caddy.ModuleInfo {
 
 // Provision opens the shared state and builds each firm's backends.
 func (a *App) Provision(ctx caddy.Context) error {
+	if err := a.provisionRuntime(ctx); err != nil {
+		return err
+	}
+	repl := caddy.NewReplacer()
+	if err := a.expandSettings(repl); err != nil {
+		return err
+	}
+	ids, err := a.firmIDs()
+	if err != nil {
+		return err
+	}
+	secrets, err := a.openSharedState(repl, ids)
+	if err != nil {
+		return err
+	}
+	if err := a.openStateStore(ctx, secrets); err != nil {
+		return err
+	}
+	keys, err := a.keyring(ctx, repl)
+	if err != nil {
+		return err
+	}
+	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
+
+	d := a.shared.demo
+	a.demoBackends = &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
+	if err := a.provisionDispatch(); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+	a.provisionVendorState()
+	a.openReadStore()
+	return a.provisionFirms(ctx)
+}
+
+// provisionRuntime sets up what every later step reports to or counts
+// with, and reads the settings the environment overrides.
+func (a *App) provisionRuntime(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
 	a.limiter = &limiterRef{}
 	a.holder = holderID()
@@ -213,34 +251,50 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.applyEnvironment(os.LookupEnv); err != nil {
 		return fmt.Errorf("practicegw: %w", err)
 	}
-	repl := caddy.NewReplacer()
+	return nil
+}
+
+// expandSettings expands placeholders ({env.X}) in the settings that name
+// where state is kept.
+func (a *App) expandSettings(repl *caddy.Replacer) error {
 	if a.DataDir = expand(repl, a.DataDir); a.DataDir == "" {
 		return fmt.Errorf("practicegw: data_dir expands to nothing")
 	}
 	a.Redis = expand(repl, a.Redis)
 	a.RedisTLS = expandTLS(repl, a.RedisTLS)
 	a.RateLimit = expand(repl, a.RateLimit)
+	return nil
+}
+
+// firmIDs returns the configured firms' ids, refusing a config without
+// firms or with an id that is not a firm's.
+func (a *App) firmIDs() ([]string, error) {
 	if len(a.Firms) == 0 {
-		return fmt.Errorf("practicegw: configure at least one firm")
+		return nil, fmt.Errorf("practicegw: configure at least one firm")
 	}
 	ids := make([]string, 0, len(a.Firms))
 	for i, f := range a.Firms {
 		if !strings.HasPrefix(f.ID, "frm_") || len(f.ID) < 5 {
-			return fmt.Errorf("practicegw: firm %d: id %q must look like frm_<name>", i, f.ID)
+			return nil, fmt.Errorf("practicegw: firm %d: id %q must look like frm_<name>", i, f.ID)
 		}
 		ids = append(ids, f.ID)
 	}
+	return ids, nil
+}
 
+// openSharedState opens (or, on a reload, takes over) the state kept per
+// data directory and returns the configured secrets key, nil when none is.
+func (a *App) openSharedState(repl *caddy.Replacer, ids []string) (*sealed.Key, error) {
 	dir, err := filepath.Abs(a.DataDir)
 	if err != nil {
-		return fmt.Errorf("practicegw: data_dir: %w", err)
+		return nil, fmt.Errorf("practicegw: data_dir: %w", err)
 	}
 	secrets, err := a.configuredSecretsKey(repl)
 	if err != nil {
-		return fmt.Errorf("practicegw: %w", err)
+		return nil, fmt.Errorf("practicegw: %w", err)
 	}
 	if secrets == nil && a.Redis != "" {
-		return fmt.Errorf("practicegw: with redis, configure secrets_key (or PRACTICEGW_SECRETS_KEY): " +
+		return nil, fmt.Errorf("practicegw: with redis, configure secrets_key (or PRACTICEGW_SECRETS_KEY): " +
 			"every gateway and dispatcher seals and opens webhook endpoint secrets with the same key; generate it with openssl rand -base64 32")
 	}
 	// One database and one set of demo records per data directory, shared
@@ -251,14 +305,25 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return openShared(dir, ids, secrets)
 	})
 	if err != nil {
-		return fmt.Errorf("practicegw: %w", err)
+		return nil, fmt.Errorf("practicegw: %w", err)
 	}
 	a.shared = val.(*shared)
 	if secrets != nil && secrets.ID() != a.shared.secrets.ID() {
-		return fmt.Errorf("practicegw: the secrets key differs from the one practicegw started with: restart it to change keys")
+		return nil, fmt.Errorf("practicegw: the secrets key differs from the one practicegw started with: restart it to change keys")
 	}
+	if !reloaded {
+		a.logGeneratedKey()
+	}
+	if err := a.shared.demo.AddFirms(ids); err != nil {
+		return nil, fmt.Errorf("practicegw: %w", err)
+	}
+	return secrets, nil
+}
+
+// logGeneratedKey says where the stored secrets' key is when none is
+// configured, once per process start rather than on every reload.
+func (a *App) logGeneratedKey() {
 	switch {
-	case reloaded:
 	case a.shared.generated:
 		a.logger.Warn("no secrets key configured: generated one to seal the stored secrets; keep it with the database, "+
 			"and in production configure secrets_key (PRACTICEGW_SECRETS_KEY) instead", zap.String("file", a.shared.keyFile))
@@ -266,37 +331,34 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.logger.Info("no secrets key configured: stored secrets are sealed under the generated key in a file",
 			zap.String("file", a.shared.keyFile))
 	}
-	if err := a.shared.demo.AddFirms(ids); err != nil {
-		return fmt.Errorf("practicegw: %w", err)
-	}
+}
 
+// openStateStore chooses where credentials, endpoints and idempotency
+// records are kept: the shared bbolt database, or Redis when configured so
+// that every instance sees the same.
+func (a *App) openStateStore(ctx context.Context, secrets *sealed.Key) error {
 	a.state = a.shared.store
-	if a.Redis != "" {
-		if a.redis, err = openRedis(a.Redis, a.RedisTLS); err != nil {
-			return fmt.Errorf("practicegw: %w", err)
-		}
-		store, err := redisstore.New(a.redis.client, redisstore.Options{Secrets: secrets})
-		if err != nil {
-			return fmt.Errorf("practicegw: %w", err)
-		}
-		if err := store.PrepareSecrets(ctx); err != nil {
-			return fmt.Errorf("practicegw: secrets_key: %w", err)
-		}
-		a.state = store
+	if a.Redis == "" {
+		return nil
 	}
-
-	keys, err := a.keyring(ctx, repl)
-	if err != nil {
-		return err
-	}
-	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
-
-	d := a.shared.demo
-	a.demoBackends = &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
-	if err := a.provisionDispatch(); err != nil {
+	var err error
+	if a.redis, err = openRedis(a.Redis, a.RedisTLS); err != nil {
 		return fmt.Errorf("practicegw: %w", err)
 	}
+	store, err := redisstore.New(a.redis.client, redisstore.Options{Secrets: secrets})
+	if err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+	if err := store.PrepareSecrets(ctx); err != nil {
+		return fmt.Errorf("practicegw: secrets_key: %w", err)
+	}
+	a.state = store
+	return nil
+}
 
+// provisionVendorState chooses where the vendor adapters keep their
+// allowances, sync state and seen notifications.
+func (a *App) provisionVendorState() {
 	a.changes = changeSink{app: a}
 	a.budget, a.upstreamState, a.notices = upstream.NewLocalBudget(nil), a.shared.store, a.shared.store
 	if a.redis != nil {
@@ -306,7 +368,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		a.upstreamState = a.state.(changes.StateStore)
 		a.notices = a.state.(notifications.Log)
 	}
-	a.openReadStore()
+}
+
+// provisionFirms opens each configured firm's systems.
+func (a *App) provisionFirms(ctx caddy.Context) error {
 	a.firms = map[string]*firmBackends{}
 	for i := range a.Firms {
 		f := &a.Firms[i]

@@ -23,6 +23,27 @@ const fetchAhead = 1024
 // happens, which ends the generation so that the group starts afresh.
 func (c *Consumer) consume(gctx context.Context, cm *committer, a kafkago.PartitionAssignment) {
 	log := c.log.With(zap.String("topic", c.cfg.Topics.Changes), zap.Int("partition", a.ID))
+	r, ok := c.partitionReader(a, log)
+	if !ok {
+		return
+	}
+	c.setLag(a.ID, 0, true)
+	defer c.setLag(a.ID, 0, false)
+
+	fetched, stopFetching := startFetching(gctx, r, log)
+	defer stopFetching()
+	for {
+		batch, ok := c.nextBatch(gctx, fetched)
+		if !ok || !c.handle(gctx, cm, batch, log) {
+			return
+		}
+	}
+}
+
+// partitionReader reads the changes topic's partition of a from the
+// offset the group committed. A reader that cannot be positioned there is
+// closed again: nothing is read from a place the group did not commit.
+func (c *Consumer) partitionReader(a kafkago.PartitionAssignment, log *zap.Logger) (*kafkago.Reader, bool) {
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:        c.cfg.Brokers,
 		Dialer:         c.cfg.Security.dialer(),
@@ -39,20 +60,23 @@ func (c *Consumer) consume(gctx context.Context, cm *committer, a kafkago.Partit
 	if err := r.SetOffset(a.Offset); err != nil {
 		log.Error("positioning the partition reader failed", zap.Int64("offset", a.Offset), zap.Error(err))
 		r.Close()
-		return
+		return nil, false
 	}
-	c.setLag(a.ID, 0, true)
-	defer c.setLag(a.ID, 0, false)
+	return r, true
+}
 
-	// The fetcher runs ahead of the handler, so that a batch takes
-	// everything fetched meanwhile and Kafka round trips overlap with
-	// store writes.
-	fetched := make(chan kafkago.Message, fetchAhead)
+// startFetching runs a fetcher ahead of the handler, so that a batch
+// takes everything fetched meanwhile and Kafka round trips overlap with
+// store writes. The channel closes when fetching fails, which hands the
+// partition back to the group. stop ends the fetcher, waits for it and
+// closes r.
+func startFetching(gctx context.Context, r *kafkago.Reader, log *zap.Logger) (fetched <-chan kafkago.Message, stop func()) {
+	ch := make(chan kafkago.Message, fetchAhead)
 	fetchCtx, stopFetch := context.WithCancel(gctx)
 	fetchDone := make(chan struct{})
 	go func() {
 		defer close(fetchDone)
-		defer close(fetched)
+		defer close(ch)
 		for {
 			m, err := r.FetchMessage(fetchCtx)
 			if err != nil {
@@ -62,45 +86,45 @@ func (c *Consumer) consume(gctx context.Context, cm *committer, a kafkago.Partit
 				return
 			}
 			select {
-			case fetched <- m:
+			case ch <- m:
 			case <-fetchCtx.Done():
 				return
 			}
 		}
 	}()
-	defer func() {
+	return ch, func() {
 		stopFetch()
 		<-fetchDone
 		r.Close()
-	}()
+	}
+}
 
-	for {
-		var batch []kafkago.Message
+// nextBatch waits for the next fetched change and takes with it those
+// already fetched, up to MaxBatch. It reports false when the generation
+// ended with nothing in hand or fetching stopped.
+func (c *Consumer) nextBatch(gctx context.Context, fetched <-chan kafkago.Message) ([]kafkago.Message, bool) {
+	var batch []kafkago.Message
+	select {
+	case <-gctx.Done():
+		return nil, false
+	case m, ok := <-fetched:
+		if !ok {
+			return nil, false
+		}
+		batch = append(batch, m)
+	}
+	for len(batch) < c.cfg.MaxBatch {
 		select {
-		case <-gctx.Done():
-			return // nothing in hand
 		case m, ok := <-fetched:
 			if !ok {
-				return
+				return batch, true
 			}
 			batch = append(batch, m)
-		}
-	more:
-		for len(batch) < c.cfg.MaxBatch {
-			select {
-			case m, ok := <-fetched:
-				if !ok {
-					break more
-				}
-				batch = append(batch, m)
-			default:
-				break more
-			}
-		}
-		if !c.handle(gctx, cm, batch, log) {
-			return
+		default:
+			return batch, true
 		}
 	}
+	return batch, true
 }
 
 // handle makes a batch durable and marks it for commit. It reports whether

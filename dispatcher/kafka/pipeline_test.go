@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -86,6 +88,60 @@ func TestChangeToWebhook(t *testing.T) {
 	page, err := e.gateway.ListEvents(context.Background(), dispatcher.EventQuery{Tenant: live, Limit: 50})
 	if err != nil || len(page.Events) != len(ids) {
 		t.Fatalf("ListEvents = %d events, %v", len(page.Events), err)
+	}
+}
+
+// A dispatcher given an address serves its probes there while it runs:
+// alive, ready once it has joined its consumer group, and its metrics.
+// Once it has stopped nothing listens there any more; an address it
+// cannot listen on fails it at start.
+func TestProbesServeWhileTheDispatcherRuns(t *testing.T) {
+	e := newEnv(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := taken.Addr().String()
+	cfg := e.config()
+	cfg.Listen = addr
+	// Bounded, so that a dispatcher that starts anyway fails the test
+	// instead of hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := kafka.Run(ctx, cfg); err == nil || !strings.Contains(err.Error(), "listening on "+addr) {
+		t.Fatalf("Run on a taken address: %v", err)
+	}
+	taken.Close()
+
+	cfg = e.config()
+	cfg.Listen = addr
+	stop := e.dispatcher(cfg)
+	get := func(path string) (int, string) {
+		res, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for code, body := get("/readyz"); code != http.StatusOK || body != "ready\n"; code, body = get("/readyz") {
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz = %d %q", code, body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code, body := get("/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, body := get("/metrics"); code != http.StatusOK || !strings.Contains(body, "# TYPE ") {
+		t.Errorf("/metrics = %d %.200q", code, body)
+	}
+	stop()
+	if c, err := net.Dial("tcp", addr); err == nil {
+		c.Close()
+		t.Fatal("the probe address still answers after the dispatcher stopped")
 	}
 }
 

@@ -38,14 +38,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := EnsureTopics(ctx, cfg.Brokers, cfg.Security, cfg.Topics, cfg.Partitions); err != nil {
 		return err
 	}
-	store, err := redisstore.New(rdb, redisstore.Options{Secrets: cfg.Secrets})
-	if err != nil {
-		return err
-	}
-	if err := store.PrepareSecrets(ctx); err != nil {
-		return fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
-	}
-	eng, err := dispatcher.New(cfg.Engine, store.Backends())
+	eng, err := openEngine(ctx, cfg, rdb)
 	if err != nil {
 		return err
 	}
@@ -58,37 +51,42 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer consumer.Close()
-
-	var srv *http.Server
-	var serving sync.WaitGroup
-	if cfg.Listen != "" {
-		ln, err := net.Listen("tcp", cfg.Listen)
-		if err != nil {
-			return fmt.Errorf("listening on %s: %w", cfg.Listen, err)
-		}
-		srv = &http.Server{Handler: probes(cfg, rdb, consumer), ReadHeaderTimeout: 5 * time.Second}
-		serving.Add(1)
-		go func() {
-			defer serving.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("metrics listener stopped", zap.Error(err))
-			}
-		}()
-		defer func() {
-			srv.Close()
-			serving.Wait()
-		}()
+	srv, err := startProbes(cfg, rdb, consumer)
+	if err != nil {
+		return err
 	}
+	defer srv.close()
 
 	log.Info("dispatcher running", zap.Strings("brokers", cfg.Brokers), zap.String("group", cfg.Group),
 		zap.String("changes_topic", cfg.Topics.Changes), zap.String("events_topic", cfg.Topics.Events))
-	// Either half failing stops the other: a dispatcher that consumes but
-	// cannot deliver, or the reverse, is better restarted.
+	err = runTogether(ctx, consumer.Run, eng.Run)
+	srv.shutdown(ctx)
+	log.Info("dispatcher stopped")
+	return err
+}
+
+// openEngine opens the webhook engine over the Redis store every
+// dispatcher and gateway shares.
+func openEngine(ctx context.Context, cfg Config, rdb *redis.Client) (*dispatcher.Engine, error) {
+	store, err := redisstore.New(rdb, redisstore.Options{Secrets: cfg.Secrets})
+	if err != nil {
+		return nil, err
+	}
+	if err := store.PrepareSecrets(ctx); err != nil {
+		return nil, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
+	}
+	return dispatcher.New(cfg.Engine, store.Backends())
+}
+
+// runTogether runs each half until ctx is done or one of them fails.
+// Either half failing stops the other: a dispatcher that consumes but
+// cannot deliver, or the reverse, is better restarted.
+func runTogether(ctx context.Context, halves ...func(context.Context) error) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	var wg sync.WaitGroup
-	errs := make(chan error, 2)
-	for _, run := range []func(context.Context) error{consumer.Run, eng.Run} {
+	errs := make(chan error, len(halves))
+	for _, run := range halves {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,17 +98,61 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	wg.Wait()
 	close(errs)
-	if srv != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		srv.Shutdown(sctx)
-		cancel()
-	}
 	var all []error
 	for err := range errs {
 		all = append(all, err)
 	}
-	log.Info("dispatcher stopped")
 	return errors.Join(all...)
+}
+
+// probeServer serves probes on cfg.Listen while the dispatcher runs; nil
+// when no address is configured.
+type probeServer struct {
+	srv     *http.Server
+	serving sync.WaitGroup
+	log     *zap.Logger
+}
+
+// startProbes listens before the dispatcher starts, so that an address
+// it cannot have fails Run at once.
+func startProbes(cfg Config, rdb *redis.Client, consumer *Consumer) (*probeServer, error) {
+	if cfg.Listen == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
+	}
+	p := &probeServer{srv: &http.Server{Handler: probes(cfg, rdb, consumer), ReadHeaderTimeout: 5 * time.Second}, log: cfg.Logger}
+	p.serving.Add(1)
+	go func() {
+		defer p.serving.Done()
+		if err := p.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			p.log.Error("metrics listener stopped", zap.Error(err))
+		}
+	}()
+	return p, nil
+}
+
+// shutdown lets the probe requests in hand finish, briefly: the
+// dispatcher has stopped and is only saying so.
+func (p *probeServer) shutdown(ctx context.Context) {
+	if p == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	p.srv.Shutdown(sctx)
+	cancel()
+}
+
+// close stops serving and waits for the serving goroutine, whatever way
+// Run returns.
+func (p *probeServer) close() {
+	if p == nil {
+		return
+	}
+	p.srv.Close()
+	p.serving.Wait()
 }
 
 func openRedis(ctx context.Context, url string, files redisstore.TLSFiles) (*redis.Client, error) {

@@ -135,110 +135,210 @@ type Walk[T any] struct {
 // Collect returns up to limit items from cur (the start of root when cur
 // is empty).
 func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int) (practice.Page, error) {
-	maxPages, maxDepth := w.MaxPages, w.MaxDepth
-	if maxPages <= 0 {
-		maxPages = 10
-	}
-	if maxDepth <= 0 {
-		maxDepth = 8
-	}
-	stack := cur.Stack
-	if len(stack) == 0 {
-		stack = []Frame{root}
-	}
-	type pageKey struct{ folder, token string }
+	c := w.start(root, cur, limit)
+	// The vendor pages read this call: a page is fetched at most once a
+	// call, which also tells a next link that cycles. It is kept apart
+	// from c, whose frames and items leave with the page, so that it
+	// stays off the heap.
 	cache := map[pageKey]VendorPage[T]{}
-	fetched := 0
-	total := 0
-	var out []json.RawMessage
-
-	for len(stack) > 0 {
+	for len(c.stack) > 0 {
 		if err := ctx.Err(); err != nil {
 			return practice.Page{}, err
 		}
-		top := &stack[len(stack)-1]
-		page, ok := cache[pageKey{top.Folder, top.Page}]
-		if !ok {
-			if fetched == maxPages {
-				return w.page(out, true, stack, total), nil
-			}
-			var err error
-			if page, err = w.Fetch(ctx, top.Folder, top.Page); err != nil {
-				return practice.Page{}, err
-			}
-			fetched++
-			total = max(total, page.Total)
-			cache[pageKey{top.Folder, top.Page}] = page
-			top.Index = w.locate(page.Items, *top)
+		page, ok, err := c.topPage(ctx, cache)
+		if err != nil {
+			return practice.Page{}, err
 		}
-
-		descended := false
-		for top.Index < len(page.Items) && len(out) < limit && !descended {
-			chunk := make([]Found[T], 0, min(limit-len(out), len(page.Items)-top.Index))
-			for top.Index < len(page.Items) && len(chunk) < limit-len(out) {
-				it := page.Items[top.Index]
-				if w.Descend != nil {
-					if folder, name, ok := w.Descend(it); ok {
-						if len(chunk) > 0 {
-							break // convert what precedes the folder first
-						}
-						top.Index++
-						top.Last = w.ID(it)
-						if len(stack) <= maxDepth {
-							stack = append(stack, Frame{Folder: folder, Path: top.Path + "/" + name})
-							descended = true
-						}
-						break
-					}
-				}
-				if w.Match == nil || w.Match(it) {
-					chunk = append(chunk, Found[T]{Item: it, Path: top.Path})
-				}
-				top.Index++
-				top.Last = w.ID(it)
-			}
-			if len(chunk) > 0 {
-				conv, err := w.Convert(ctx, chunk)
-				if err != nil {
-					return practice.Page{}, err
-				}
-				out = slices.Grow(out, len(conv))
-				for _, raw := range conv {
-					if raw != nil {
-						out = append(out, raw)
-					}
-				}
-			}
+		if !ok {
+			// Out of vendor pages for this call: say so rather than scan on.
+			return w.page(c.out, true, c.stack, c.total), nil
+		}
+		descended, err := c.fill(ctx, page)
+		if err != nil {
+			return practice.Page{}, err
 		}
 		if descended {
 			continue
 		}
-		if len(out) >= limit {
-			more := page.Next != "" || w.anyLeft(page.Items[top.Index:])
-			switch {
-			case top.Index < len(page.Items):
-				more = more || len(stack) > 1
-			case page.Next != "":
-				*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
-			default:
-				// This listing is done; its parent (if any) may go on.
-				stack = stack[:len(stack)-1]
-				more = len(stack) > 0
-			}
-			return w.page(out, more, stack, total), nil
+		if len(c.out) >= limit {
+			return c.full(page), nil
 		}
-		if page.Next != "" {
-			if _, seen := cache[pageKey{top.Folder, page.Next}]; seen {
-				// A next link that repeats or cycles would read the
-				// same pages for ever.
-				return practice.Page{}, &CycleError{Folder: top.Folder, Token: page.Next}
-			}
-			*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
-			continue
+		if err := c.advance(page, cache); err != nil {
+			return practice.Page{}, err
 		}
-		stack = stack[:len(stack)-1]
 	}
-	return w.page(out, false, nil, total), nil
+	return w.page(c.out, false, nil, c.total), nil
+}
+
+// pageKey names one vendor page of one folder's listing.
+type pageKey struct{ folder, token string }
+
+// collection is one Collect call in progress: the frames still to walk,
+// the vendor pages fetched and the items kept.
+type collection[T any] struct {
+	w                  *Walk[T]
+	limit              int
+	maxPages, maxDepth int
+	stack              []Frame
+	fetched, total     int
+	out                []json.RawMessage
+}
+
+// start sets up a call from cur, or from root when cur is empty, with the
+// Walk's bounds or their defaults.
+func (w *Walk[T]) start(root Frame, cur Cursor, limit int) collection[T] {
+	c := collection[T]{w: w, limit: limit, maxPages: w.MaxPages, maxDepth: w.MaxDepth, stack: cur.Stack}
+	if c.maxPages <= 0 {
+		c.maxPages = 10
+	}
+	if c.maxDepth <= 0 {
+		c.maxDepth = 8
+	}
+	if len(c.stack) == 0 {
+		c.stack = []Frame{root}
+	}
+	return c
+}
+
+// top is the frame being walked. It is taken afresh after each change to
+// the stack, since a descent may move the stack's backing array.
+func (c *collection[T]) top() *Frame { return &c.stack[len(c.stack)-1] }
+
+// topPage returns the vendor page the top frame stands in. A page not in
+// cache is fetched, unless the call's budget of vendor pages is spent (ok
+// false), and the frame's index is found again in it, since the listing
+// may have changed since the cursor was made.
+func (c *collection[T]) topPage(ctx context.Context, cache map[pageKey]VendorPage[T]) (page VendorPage[T], ok bool, err error) {
+	top := c.top()
+	key := pageKey{top.Folder, top.Page}
+	if page, ok := cache[key]; ok {
+		return page, true, nil
+	}
+	if c.fetched == c.maxPages {
+		return VendorPage[T]{}, false, nil
+	}
+	if page, err = c.w.Fetch(ctx, top.Folder, top.Page); err != nil {
+		return VendorPage[T]{}, false, err
+	}
+	c.fetched++
+	c.total = max(c.total, page.Total)
+	cache[key] = page
+	top.Index = c.w.locate(page.Items, *top)
+	return page, true, nil
+}
+
+// fill keeps items of page until the limit is reached, the page ends or
+// the walk descends into a folder (descended).
+func (c *collection[T]) fill(ctx context.Context, page VendorPage[T]) (descended bool, err error) {
+	for c.top().Index < len(page.Items) && len(c.out) < c.limit && !descended {
+		var chunk []Found[T]
+		chunk, descended = c.take(page)
+		if err := c.convert(ctx, chunk); err != nil {
+			return false, err
+		}
+	}
+	return descended, nil
+}
+
+// take moves the top frame over the leaves that follow it in page, keeping
+// those that match, up to the room left; it stops at a folder so that
+// items keep their order: what precedes a folder is converted before the
+// folder is walked. It steps over the folder itself, into it (descended)
+// unless that would go deeper than maxDepth.
+func (c *collection[T]) take(page VendorPage[T]) (chunk []Found[T], descended bool) {
+	top := c.top()
+	room := c.limit - len(c.out)
+	chunk = make([]Found[T], 0, min(room, len(page.Items)-top.Index))
+	for top.Index < len(page.Items) && len(chunk) < room {
+		it := page.Items[top.Index]
+		folder, name, isFolder := c.w.folder(it)
+		if isFolder && len(chunk) > 0 {
+			return chunk, false
+		}
+		top.Index++
+		top.Last = c.w.ID(it)
+		if isFolder {
+			return chunk, c.descend(Frame{Folder: folder, Path: top.Path + "/" + name})
+		}
+		if c.w.Match == nil || c.w.Match(it) {
+			chunk = append(chunk, Found[T]{Item: it, Path: top.Path})
+		}
+	}
+	return chunk, false
+}
+
+// folder is Descend, for flat walks too.
+func (w *Walk[T]) folder(it T) (folder, name string, ok bool) {
+	if w.Descend == nil {
+		return "", "", false
+	}
+	return w.Descend(it)
+}
+
+// descend pushes a folder's frame unless the walk is already maxDepth
+// below its root; a folder deeper than that is skipped, not an error.
+func (c *collection[T]) descend(f Frame) bool {
+	if len(c.stack) > c.maxDepth {
+		return false
+	}
+	c.stack = append(c.stack, f)
+	return true
+}
+
+// convert adds the /v1 form of the kept items to the page, dropping those
+// Convert answers nil for.
+func (c *collection[T]) convert(ctx context.Context, chunk []Found[T]) error {
+	if len(chunk) == 0 {
+		return nil
+	}
+	conv, err := c.w.Convert(ctx, chunk)
+	if err != nil {
+		return err
+	}
+	c.out = slices.Grow(c.out, len(conv))
+	for _, raw := range conv {
+		if raw != nil {
+			c.out = append(c.out, raw)
+		}
+	}
+	return nil
+}
+
+// full answers a page that reached its limit, with a cursor at the item
+// after the last one kept. HasMore is set when anything may still follow:
+// a next vendor page, an item of this page that may pass the filter, or a
+// parent folder that may go on.
+func (c *collection[T]) full(page VendorPage[T]) practice.Page {
+	top := c.top()
+	more := page.Next != "" || c.w.anyLeft(page.Items[top.Index:])
+	switch {
+	case top.Index < len(page.Items):
+		more = more || len(c.stack) > 1
+	case page.Next != "":
+		*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
+	default:
+		// This listing is done; its parent (if any) may go on.
+		c.stack = c.stack[:len(c.stack)-1]
+		more = len(c.stack) > 0
+	}
+	return c.w.page(c.out, more, c.stack, c.total)
+}
+
+// advance moves past a page read to its end: to the vendor's next page of
+// the same listing, or back up to the parent folder when there is none.
+func (c *collection[T]) advance(page VendorPage[T], cache map[pageKey]VendorPage[T]) error {
+	top := c.top()
+	if page.Next == "" {
+		c.stack = c.stack[:len(c.stack)-1]
+		return nil
+	}
+	if _, seen := cache[pageKey{top.Folder, page.Next}]; seen {
+		// A next link that repeats or cycles would read the same pages
+		// for ever.
+		return &CycleError{Folder: top.Folder, Token: page.Next}
+	}
+	*top = Frame{Folder: top.Folder, Path: top.Path, Page: page.Next}
+	return nil
 }
 
 func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame, total int) practice.Page {
