@@ -176,7 +176,7 @@ func (e *Engine) decide(d Delivery, a Attempt, res response) Outcome {
 		// delivery final either way.
 	default:
 		n := d.ScheduledAttempts() + 1
-		if n < MaxAttempts {
+		if n < maxAttempts {
 			o.State = StateRetrying
 			o.NextAttemptAt = now.Add(max(e.schedule.Delay(n), res.retryAfter))
 		}

@@ -17,9 +17,9 @@ const (
 	DefaultBackoffFactor = 6.0
 )
 
-// MaxRetryAfter bounds how long a receiver's Retry-After can hold a
+// maxRetryAfter bounds how long a receiver's Retry-After can hold a
 // delivery back.
-const MaxRetryAfter = 24 * time.Hour
+const maxRetryAfter = 24 * time.Hour
 
 // maxJitter is the upper bound of the random stretch added to each delay.
 const maxJitter = 0.2
@@ -49,7 +49,7 @@ func (s Schedule) Delay(n int) time.Duration {
 }
 
 // retryAfter reads a Retry-After header, in seconds or as an HTTP date,
-// clamped to [0, MaxRetryAfter].
+// clamped to [0, maxRetryAfter].
 func retryAfter(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
@@ -60,11 +60,11 @@ func retryAfter(v string, now time.Time) (time.Duration, bool) {
 		if secs < 0 {
 			return 0, false
 		}
-		d = time.Duration(min(secs, int64(MaxRetryAfter/time.Second))) * time.Second
+		d = time.Duration(min(secs, int64(maxRetryAfter/time.Second))) * time.Second
 	} else if at, err := http.ParseTime(v); err == nil {
 		d = at.Sub(now)
 	} else {
 		return 0, false
 	}
-	return min(max(d, 0), MaxRetryAfter), true
+	return min(max(d, 0), maxRetryAfter), true
 }

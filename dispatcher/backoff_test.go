@@ -10,7 +10,7 @@ func TestDefaultScheduleSpansTwelveHours(t *testing.T) {
 	s := Schedule{Base: DefaultBackoffBase, Factor: DefaultBackoffFactor}
 	want := []time.Duration{30 * time.Second, 3 * time.Minute, 18 * time.Minute, 108 * time.Minute, 648 * time.Minute}
 	var span time.Duration
-	for n := 1; n < MaxAttempts; n++ {
+	for n := 1; n < maxAttempts; n++ {
 		if got := s.MinDelay(n); got != want[n-1] {
 			t.Errorf("MinDelay(%d) = %s, want %s", n, got, want[n-1])
 		}
@@ -24,7 +24,7 @@ func TestDefaultScheduleSpansTwelveHours(t *testing.T) {
 
 func TestDelayJitterIsUpwardAndBounded(t *testing.T) {
 	s := Schedule{Base: 10 * time.Second, Factor: 3}
-	for n := 1; n < MaxAttempts; n++ {
+	for n := 1; n < maxAttempts; n++ {
 		lo := s.MinDelay(n)
 		hi := lo + lo/5
 		seen := map[time.Duration]bool{}
@@ -50,11 +50,11 @@ func TestRetryAfter(t *testing.T) {
 	}{
 		{"120", 2 * time.Minute, true},
 		{" 0 ", 0, true},
-		{"100000", MaxRetryAfter, true},
-		{"99999999999999999", MaxRetryAfter, true},
+		{"100000", maxRetryAfter, true},
+		{"99999999999999999", maxRetryAfter, true},
 		{now.Add(time.Hour).Format(http.TimeFormat), time.Hour, true},
 		{now.Add(-time.Hour).Format(http.TimeFormat), 0, true},
-		{now.Add(72 * time.Hour).Format(http.TimeFormat), MaxRetryAfter, true},
+		{now.Add(72 * time.Hour).Format(http.TimeFormat), maxRetryAfter, true},
 		{"", 0, false},
 		{"-5", 0, false},
 		{"soon", 0, false},

@@ -25,8 +25,8 @@ func (s State) Active() bool { return s == StatePending || s == StateRetrying }
 // Valid reports whether s is a delivery state.
 func (s State) Valid() bool { return s.Active() || s == StateDelivered || s == StateFailed }
 
-// MaxAttempts is the number of scheduled attempts before a delivery fails.
-const MaxAttempts = 6
+// maxAttempts is the number of scheduled attempts before a delivery fails.
+const maxAttempts = 6
 
 // Trigger says why an attempt was made.
 type Trigger string
@@ -77,12 +77,12 @@ type Attempt struct {
 	ResponseCode int    `json:"response_code"`
 	Error        string `json:"error"`
 	// ResponseExcerpt is the start of the response body: at most
-	// MaxExcerpt bytes of valid UTF-8.
+	// maxExcerpt bytes of valid UTF-8.
 	ResponseExcerpt string `json:"response_excerpt"`
 }
 
-// MaxExcerpt bounds the response body kept per attempt.
-const MaxExcerpt = 1024
+// maxExcerpt bounds the response body kept per attempt.
+const maxExcerpt = 1024
 
 // Label is how the delivery log names the attempt: "attempt 3 of 6", or
 // "attempt 7 (replay)" for a replay outside the schedule.
@@ -90,7 +90,7 @@ func (a Attempt) Label() string {
 	if a.Trigger == TriggerReplay {
 		return fmt.Sprintf("attempt %d (replay)", a.Number)
 	}
-	return fmt.Sprintf("attempt %d of %d", a.Number, MaxAttempts)
+	return fmt.Sprintf("attempt %d of %d", a.Number, maxAttempts)
 }
 
 // FanOut makes one pending delivery of ev for each enabled endpoint of the

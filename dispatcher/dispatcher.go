@@ -146,7 +146,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.PruneInterval = time.Hour
 	}
 	if c.MaxEndpoints == 0 {
-		c.MaxEndpoints = DefaultMaxEndpoints
+		c.MaxEndpoints = defaultMaxEndpoints
 	}
 	if c.Registerer == nil {
 		c.Registerer = prometheus.DefaultRegisterer

@@ -43,8 +43,8 @@ type Secret struct {
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 }
 
-// RotationOverlap is how long a replaced secret keeps signing.
-const RotationOverlap = 24 * time.Hour
+// rotationOverlap is how long a replaced secret keeps signing.
+const rotationOverlap = 24 * time.Hour
 
 // Tenant is the firm and mode the endpoint belongs to.
 func (ep Endpoint) Tenant() practice.Tenant {
@@ -69,10 +69,10 @@ func (ep Endpoint) DeliveryName(kind string) (string, bool) {
 }
 
 // rotateTo makes s the primary secret and lets the previous ones sign
-// until now+RotationOverlap (or their earlier expiry). Expired secrets are
+// until now+rotationOverlap (or their earlier expiry). Expired secrets are
 // dropped.
 func (ep *Endpoint) rotateTo(s Secret, now time.Time) {
-	until := now.Add(RotationOverlap)
+	until := now.Add(rotationOverlap)
 	kept := []Secret{s}
 	for _, old := range ep.Secrets {
 		if old.ExpiresAt != nil && !now.Before(*old.ExpiresAt) {
@@ -131,15 +131,15 @@ func ValidateURL(ctx context.Context, policy *AddressPolicy, raw string) error {
 	return nil
 }
 
-// ValidateEvents checks a subscription list and returns it without
+// validateEvents checks a subscription list and returns it without
 // duplicates, in the order given.
-func ValidateEvents(events []string) ([]string, error) {
+func validateEvents(events []string) ([]string, error) {
 	if len(events) == 0 {
 		return nil, practice.Missing("events")
 	}
 	var out []string
 	for _, e := range events {
-		if e != AllEvents && e != EngagementLetterSign && !IsKind(e) {
+		if e != AllEvents && e != EngagementLetterSign && !isKind(e) {
 			return nil, practice.Invalid("events", "%q is not an event kind; use \"*\" or any of %v or %q.",
 				e, Kinds(), EngagementLetterSign)
 		}

@@ -103,8 +103,8 @@ func Kinds() []string {
 	return out
 }
 
-// IsKind reports whether k is a recorded event kind.
-func IsKind(k string) bool { return slices.Contains(Kinds(), k) }
+// isKind reports whether k is a recorded event kind.
+func isKind(k string) bool { return slices.Contains(Kinds(), k) }
 
 // removalKind is the kind announcing removals of records of k, or "" when
 // k has none.

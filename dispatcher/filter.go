@@ -33,7 +33,7 @@ func ParseKindFilter(names []string) (KindFilter, error) {
 	return out, nil
 }
 
-func validName(n string) bool { return n == AllEvents || n == EngagementLetterSign || IsKind(n) }
+func validName(n string) bool { return n == AllEvents || n == EngagementLetterSign || isKind(n) }
 
 // validPattern reports whether n is "<resource>.*" for a resource that
 // has events a pattern matches (removals are named, never matched).

@@ -23,7 +23,7 @@ func FuzzDerive(f *testing.F) {
 			return
 		}
 		for _, ev := range evs {
-			if !IsKind(ev.Event) {
+			if !isKind(ev.Event) {
 				t.Fatalf("raised unknown kind %q", ev.Event)
 			}
 			body, err := ev.Envelope(ev.Event)
@@ -42,7 +42,7 @@ func FuzzRetryAfter(f *testing.F) {
 	now := time.Date(2026, 3, 14, 12, 0, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, v string) {
 		d, ok := retryAfter(v, now)
-		if d < 0 || d > MaxRetryAfter || (!ok && d != 0) {
+		if d < 0 || d > maxRetryAfter || (!ok && d != 0) {
 			t.Fatalf("retryAfter(%q) = %s, %v", v, d, ok)
 		}
 	})

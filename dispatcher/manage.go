@@ -25,8 +25,8 @@ type EndpointUpdate struct {
 	Status *string
 }
 
-// DefaultMaxEndpoints is Config.MaxEndpoints's default.
-const DefaultMaxEndpoints = 50
+// defaultMaxEndpoints is Config.MaxEndpoints's default.
+const defaultMaxEndpoints = 50
 
 // CreateEndpoint validates and registers an endpoint for a tenant, and
 // returns it with its signing secret, which is shown this once.
@@ -34,7 +34,7 @@ func (e *Engine) CreateEndpoint(ctx context.Context, t practice.Tenant, in Endpo
 	if err := ValidateURL(ctx, e.policy, in.URL); err != nil {
 		return Endpoint{}, "", err
 	}
-	events, err := ValidateEvents(in.Events)
+	events, err := validateEvents(in.Events)
 	if err != nil {
 		return Endpoint{}, "", err
 	}
@@ -107,7 +107,7 @@ func (e *Engine) UpdateEndpoint(ctx context.Context, t practice.Tenant, id strin
 	var events []string
 	if up.Events != nil {
 		var err error
-		if events, err = ValidateEvents(*up.Events); err != nil {
+		if events, err = validateEvents(*up.Events); err != nil {
 			return Endpoint{}, err
 		}
 	}
@@ -163,7 +163,7 @@ func (e *Engine) DeleteEndpoint(ctx context.Context, t practice.Tenant, id strin
 }
 
 // RotateSecret gives an endpoint a new signing secret and returns it; the
-// previous ones keep signing for RotationOverlap.
+// previous ones keep signing for rotationOverlap.
 func (e *Engine) RotateSecret(ctx context.Context, t practice.Tenant, id string) (Endpoint, string, error) {
 	// Drawn outside the transaction so that a retried transaction function
 	// does not rotate twice.

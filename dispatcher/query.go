@@ -18,7 +18,7 @@ func (e *Engine) ListEvents(ctx context.Context, q EventQuery) (EventPage, error
 	kinds := make([]string, 0, len(q.Kinds))
 	for _, k := range q.Kinds {
 		k = canonicalKind(k)
-		if !IsKind(k) {
+		if !isKind(k) {
 			return EventPage{}, practice.Invalid("event", "%q is not an event kind; use any of %v.", k, Kinds())
 		}
 		kinds = append(kinds, k)

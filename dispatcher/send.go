@@ -17,8 +17,8 @@ import (
 	"unicode/utf8"
 )
 
-// UserAgent identifies webhook requests to receivers and their firewalls.
-const UserAgent = "practicegw-webhooks/1"
+// userAgent identifies webhook requests to receivers and their firewalls.
+const userAgent = "practicegw-webhooks/1"
 
 // DeliveryError says why an attempt was not accepted, in a sentence fit for
 // the delivery log (it never contains a secret), and whether retrying can
@@ -94,7 +94,7 @@ func (s *sender) post(ctx context.Context, rawURL string, header http.Header, bo
 	}
 	req.Header = header
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", UserAgent)
+	req.Header.Set("User-Agent", userAgent)
 
 	resp, err := s.client.Do(req)
 	if err != nil {
@@ -192,12 +192,12 @@ func unwrapURLError(err error) error {
 }
 
 // readExcerpt keeps the start of a body as valid UTF-8 of at most
-// MaxExcerpt bytes, so the log can show what the receiver said without
+// maxExcerpt bytes, so the log can show what the receiver said without
 // storing whatever it sent.
 func readExcerpt(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, MaxExcerpt))
+	b, _ := io.ReadAll(io.LimitReader(r, maxExcerpt))
 	s := strings.ToValidUTF8(string(b), "\uFFFD")
-	for len(s) > MaxExcerpt {
+	for len(s) > maxExcerpt {
 		_, size := utf8.DecodeLastRuneInString(s)
 		s = s[:len(s)-size]
 	}

@@ -13,10 +13,10 @@ func TestReadExcerpt(t *testing.T) {
 		want string
 	}{
 		{"short", "ok", "ok"},
-		{"exactly the limit", strings.Repeat("a", MaxExcerpt), strings.Repeat("a", MaxExcerpt)},
-		{"over the limit", strings.Repeat("a", 5000), strings.Repeat("a", MaxExcerpt)},
+		{"exactly the limit", strings.Repeat("a", maxExcerpt), strings.Repeat("a", maxExcerpt)},
+		{"over the limit", strings.Repeat("a", 5000), strings.Repeat("a", maxExcerpt)},
 		// A three-byte rune straddling the limit is dropped, not split.
-		{"rune cut at the limit", strings.Repeat("a", MaxExcerpt-1) + "€", strings.Repeat("a", MaxExcerpt-1)},
+		{"rune cut at the limit", strings.Repeat("a", maxExcerpt-1) + "€", strings.Repeat("a", maxExcerpt-1)},
 		{"invalid bytes", "ok\xff\xfeok", "ok\uFFFDok"},
 	}
 	for _, tt := range tests {
@@ -24,7 +24,7 @@ func TestReadExcerpt(t *testing.T) {
 		if got != tt.want {
 			t.Errorf("%s: got %d bytes %q…", tt.name, len(got), got[:min(len(got), 20)])
 		}
-		if len(got) > MaxExcerpt || !utf8.ValidString(got) {
+		if len(got) > maxExcerpt || !utf8.ValidString(got) {
 			t.Errorf("%s: excerpt of %d bytes, valid %v", tt.name, len(got), utf8.ValidString(got))
 		}
 	}

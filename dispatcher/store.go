@@ -246,17 +246,17 @@ type EventQuery struct {
 	// each page a bounded read: a page that reaches the bound before it is
 	// full ends there, with HasMore and a Next that continues from the
 	// last event looked at (a page may then hold fewer events than Limit,
-	// even none). Zero is DefaultEventScan.
+	// even none). Zero is defaultEventScan.
 	Scan int
 }
 
-// DefaultEventScan is EventQuery.Scan's default.
-const DefaultEventScan = 5000
+// defaultEventScan is EventQuery.Scan's default.
+const defaultEventScan = 5000
 
 // ScanBound is how many index entries one filtered page may look at.
 func (q EventQuery) ScanBound() int {
 	if q.Scan <= 0 {
-		return DefaultEventScan
+		return defaultEventScan
 	}
 	return q.Scan
 }

@@ -52,9 +52,9 @@ type Records struct {
 // Option configures Open.
 type Option func(*Records)
 
-// WithClock sets the clock used for timestamps and ids of writes; the
+// withClock sets the clock used for timestamps and ids of writes; the
 // default is time.Now. The seed never reads the clock.
-func WithClock(now func() time.Time) Option {
+func withClock(now func() time.Time) Option {
 	return func(r *Records) { r.now = now }
 }
 

@@ -74,7 +74,7 @@ func openRecords(tb testing.TB, db *bbolt.DB, firms []string, opts ...Option) *R
 func openAcme(tb testing.TB) (*Records, *testClock) {
 	tb.Helper()
 	clock := newClock(clockStart)
-	return openRecords(tb, openDB(tb, tb.TempDir()), []string{"frm_acme", "frm_birch"}, WithClock(clock.Now)), clock
+	return openRecords(tb, openDB(tb, tb.TempDir()), []string{"frm_acme", "frm_birch"}, withClock(clock.Now)), clock
 }
 
 var (

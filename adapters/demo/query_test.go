@@ -73,7 +73,7 @@ func TestPagingIsStableUnderConcurrentWrites(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newClock(tc.start)
-			r := openRecords(t, openDB(t, t.TempDir()), []string{"frm_acme"}, WithClock(clock.Now))
+			r := openRecords(t, openDB(t, t.TempDir()), []string{"frm_acme"}, withClock(clock.Now))
 			paged := []struct {
 				tenant practice.Tenant
 				kind   practice.Kind

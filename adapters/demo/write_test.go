@@ -317,7 +317,7 @@ func TestWritesSurviveReopen(t *testing.T) {
 	dir := t.TempDir()
 	clock := newClock(clockStart)
 	db := openDB(t, dir)
-	r := openRecords(t, db, []string{"frm_acme"}, WithClock(clock.Now))
+	r := openRecords(t, db, []string{"frm_acme"}, withClock(clock.Now))
 	job := idOf(t, all(t, r, acme, practice.Jobs, practice.Filter{}, 1)[0])
 
 	client, err := r.CreateClient(ctx, acme, practice.ClientInput{Name: ptr("Shaw Joinery Ltd")})
@@ -341,7 +341,7 @@ func TestWritesSurviveReopen(t *testing.T) {
 	}
 
 	db = openDB(t, dir)
-	r = openRecords(t, db, []string{"frm_acme"}, WithClock(clock.Now))
+	r = openRecords(t, db, []string{"frm_acme"}, withClock(clock.Now))
 	for _, want := range []struct {
 		tenant practice.Tenant
 		kind   practice.Kind

@@ -23,10 +23,10 @@ type DocFile struct {
 	Modified time.Time
 }
 
-// PracticeFiles lays out clients' folders under root the way practices
+// practiceFiles lays out clients' folders under root the way practices
 // file them: <root>/<client>/<year>/<kind folder>/<file>, nine files a
 // client, modified an hour apart.
-func PracticeFiles(root string, clients int, at time.Time) []DocFile {
+func practiceFiles(root string, clients int, at time.Time) []DocFile {
 	const pdf, xlsx, docx = "application/pdf", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
 		"application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 	var out []DocFile
@@ -52,7 +52,7 @@ func PracticeFiles(root string, clients int, at time.Time) []DocFile {
 	return out
 }
 
-// Practice is PracticeFiles filed in a store double.
+// Practice is practiceFiles filed in a store double.
 type Practice struct {
 	Files []DocFile
 	// IDs are the files' item ids in the store, by path.
@@ -62,11 +62,11 @@ type Practice struct {
 	Clients ClientFolders
 }
 
-// FilePractice files PracticeFiles("/Clients", 12, at) into a store
+// FilePractice files practiceFiles("/Clients", 12, at) into a store
 // double with add, which returns the item id, and beside them a payroll
 // sheet under /Internal, outside the filing root.
 func FilePractice(at time.Time, add func(path string, size int64, mime string, at time.Time) string) Practice {
-	p := Practice{Files: PracticeFiles("/Clients", 12, at), IDs: map[string]string{},
+	p := Practice{Files: practiceFiles("/Clients", 12, at), IDs: map[string]string{},
 		Clients: ClientFolders{"Client 03 Ltd": "cli_o-O3"}}
 	for _, f := range p.Files {
 		p.IDs[f.Path] = add(f.Path, f.Size, f.MimeType, f.Modified)

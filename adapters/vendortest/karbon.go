@@ -78,9 +78,9 @@ type KarbonStatus struct {
 	Secondaries []string
 }
 
-// DefaultKarbonStatuses are the five primary statuses with secondaries a
+// defaultKarbonStatuses are the five primary statuses with secondaries a
 // firm might define.
-var DefaultKarbonStatuses = []KarbonStatus{
+var defaultKarbonStatuses = []KarbonStatus{
 	{Primary: "Planned"},
 	{Primary: "ReadyToStart"},
 	{Primary: "InProgress", Secondaries: []string{"In Review", "Awaiting client approval"}},
@@ -136,7 +136,7 @@ func NewKarbon() *Karbon {
 		groups:      map[string]*KarbonClientGroup{},
 		users:       map[string]*KarbonUser{},
 		work:        map[string]*KarbonWorkItem{},
-		statuses:    DefaultKarbonStatuses,
+		statuses:    defaultKarbonStatuses,
 		conformance: newConformance(karbonDescription),
 	}
 	k.srv = httptest.NewServer(k.conformance.wrap(k.Faults.wrap(http.HandlerFunc(k.serve))))

@@ -35,14 +35,14 @@ import (
 // The descriptions are the vendors', not the project's, so they stay out
 // of the repository: a clone with nothing beside it has none. There the
 // doubles serve as ever and only the check is skipped, said once per test
-// process; where VendorAPIsEnv names a folder (CI's .ci/run does), a
+// process; where vendorAPIsEnv names a folder (CI's .ci/run does), a
 // description missing from it fails the test instead.
 
-// VendorAPIsEnv names a folder holding the vendors' descriptions, when it
+// vendorAPIsEnv names a folder holding the vendors' descriptions, when it
 // is not shared/vendor-apis beside the module's root (where CI clones it).
-const VendorAPIsEnv = "PRACTICEGW_VENDOR_APIS"
+const vendorAPIsEnv = "PRACTICEGW_VENDOR_APIS"
 
-// errNoDescriptions is that neither VendorAPIsEnv nor the folder beside
+// errNoDescriptions is that neither vendorAPIsEnv nor the folder beside
 // the module names the descriptions: the one case in which requests go
 // unchecked rather than fail the test.
 var errNoDescriptions = errors.New("the vendors' published API descriptions are not here")
@@ -51,7 +51,7 @@ var errNoDescriptions = errors.New("the vendors' published API descriptions are 
 // unchecked.
 func uncheckedLine(err error) string {
 	return fmt.Sprintf("requests to the vendor doubles are not checked against the vendors' published APIs (%v); set %s to the folder of their descriptions to check them",
-		err, VendorAPIsEnv)
+		err, vendorAPIsEnv)
 }
 
 // The published descriptions the doubles check requests against.
@@ -90,10 +90,10 @@ func loadPublished(file string) (*published, error) {
 	return load.(func() (*published, error))()
 }
 
-// vendorAPIsDir finds shared/vendor-apis: VendorAPIsEnv, else beside the
+// vendorAPIsDir finds shared/vendor-apis: vendorAPIsEnv, else beside the
 // root of the module the tests run in.
 func vendorAPIsDir() (string, error) {
-	if dir := os.Getenv(VendorAPIsEnv); dir != "" {
+	if dir := os.Getenv(vendorAPIsEnv); dir != "" {
 		return dir, nil
 	}
 	dir, err := os.Getwd()

@@ -260,12 +260,12 @@ func TestWithoutDescriptionsRequestsGoUnchecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(filepath.Join(clone, "adapters"))
-	t.Setenv(VendorAPIsEnv, "")
+	t.Setenv(vendorAPIsEnv, "")
 	_, err := vendorAPIsDir()
 	if !errors.Is(err, errNoDescriptions) {
 		t.Fatalf("no descriptions beside the clone: %v, want errNoDescriptions", err)
 	}
-	if line := uncheckedLine(err); !strings.Contains(line, VendorAPIsEnv) || strings.Contains(line, "\n") {
+	if line := uncheckedLine(err); !strings.Contains(line, vendorAPIsEnv) || strings.Contains(line, "\n") {
 		t.Errorf("the line does not say in one line how to check requests: %q", line)
 	}
 
@@ -286,7 +286,7 @@ func TestWithoutDescriptionsRequestsGoUnchecked(t *testing.T) {
 
 	// Named, the folder must hold them: a missing one is not "unchecked".
 	named := filepath.Join(t.TempDir(), "vendor-apis")
-	t.Setenv(VendorAPIsEnv, named)
+	t.Setenv(vendorAPIsEnv, named)
 	dir, err := vendorAPIsDir()
 	if err != nil || dir != named {
 		t.Fatalf("named folder: %q, %v", dir, err)

@@ -14,7 +14,7 @@
 // (Karbon.MoveWorkItem, Xero.Pay). Beside them: Clock, a test clock for
 // upstream.Clock that sleeps no real time; ListAll, which pages through
 // any practice.Reader and checks the paging contract on the way; and
-// PracticeFiles, a practice's filing layout for the document stores, with
+// practiceFiles, a practice's filing layout for the document stores, with
 // FilePractice to file it in a store double and CheckDocuments to check
 // what an adapter lists of it; FollowChanges, which reads a document
 // store's change feed and checks each changed document against Get; and

@@ -816,9 +816,9 @@ func contactFrom(uuid string, raw any) XPMContact {
 		Position: s("position"), Primary: s("isPrimary") == "Yes"}
 }
 
-// XPMPagedClients follows client.api/paged-list's pageToken links from the
+// xpmPagedClients follows client.api/paged-list's pageToken links from the
 // first page and returns the uuids in order, failing t on a repeat.
-func XPMPagedClients(t testing.TB, x *XPM, pageSize int) []string {
+func xpmPagedClients(t testing.TB, x *XPM, pageSize int) []string {
 	t.Helper()
 	link := x.URL + "/v3.1/client.api/paged-list?pageSize=" + strconv.Itoa(pageSize)
 	var ids []string

@@ -51,7 +51,7 @@ func TestXPMPagedListFollowsPageTokens(t *testing.T) {
 		x.AddClient(XPMClient{UUID: fmt.Sprintf("c0ffee00-0000-4000-8000-%012d", i), Name: fmt.Sprintf("Client %d", i),
 			Archived: i%10 == 9, Modified: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)})
 	}
-	ids := XPMPagedClients(t, x, 50)
+	ids := xpmPagedClients(t, x, 50)
 	if len(ids) != 207 {
 		t.Fatalf("paged-list gave %d clients, want the 207 not archived", len(ids))
 	}

@@ -81,15 +81,15 @@ func RequestID(w http.ResponseWriter) string {
 	if v := h[requestIDHeader]; len(v) > 0 {
 		return v[0]
 	}
-	id := NewRequestID()
+	id := newRequestID()
 	h[requestIDHeader] = []string{id}
 	return id
 }
 
 const base32 = "0123456789abcdefghjkmnpqrstvwxyz"
 
-// NewRequestID returns a fresh req_ identifier.
-func NewRequestID() string {
+// newRequestID returns a fresh req_ identifier.
+func newRequestID() string {
 	var raw [16]byte
 	rand.Read(raw[:])
 	out := make([]byte, 4+16)

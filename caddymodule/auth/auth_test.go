@@ -85,7 +85,7 @@ func TestIssueAuthenticateRevoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(token, LivePrefix) || !strings.HasPrefix(c.ID, "crd_") {
+	if !strings.HasPrefix(token, livePrefix) || !strings.HasPrefix(c.ID, "crd_") {
 		t.Fatalf("token %q id %q", token[:12], c.ID)
 	}
 	if got := strings.Join(c.Scopes, ","); got != "clients:write,jobs:read" {
@@ -117,14 +117,14 @@ func TestSandboxTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(token, SandboxPrefix) {
+	if !strings.HasPrefix(token, sandboxPrefix) {
 		t.Fatalf("sandbox token %q", token[:12])
 	}
 	c, err := r.Authenticate(context.Background(), token)
 	if err != nil || !c.Sandbox {
 		t.Fatalf("sandbox credential: %+v %v", c, err)
 	}
-	if _, err := r.Authenticate(context.Background(), LivePrefix+strings.TrimPrefix(token, SandboxPrefix)); err == nil {
+	if _, err := r.Authenticate(context.Background(), livePrefix+strings.TrimPrefix(token, sandboxPrefix)); err == nil {
 		t.Fatal("sandbox token accepted as live")
 	}
 }
@@ -145,12 +145,12 @@ func TestAlgorithmPinned(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return LivePrefix + s
+		return livePrefix + s
 	}
 	none := func() string {
 		h := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"none","kid":"k1"}`))
 		p := base64.RawURLEncoding.EncodeToString([]byte(`{"firm":"frm_acme","iss":"practicegw","sub":"` + c.ID + `"}`))
-		return LivePrefix + h + "." + p + "."
+		return livePrefix + h + "." + p + "."
 	}
 	for name, token := range map[string]string{
 		"alg none":     none(),
@@ -187,7 +187,7 @@ func TestKeyRotation(t *testing.T) {
 		t.Fatalf("old token after rotation: %v", err)
 	}
 	_, fresh, _ := rotated.Issue(context.Background(), IssueRequest{Firm: "frm_acme", Name: "y", Scopes: []string{"jobs:read"}})
-	header, _ := base64.RawURLEncoding.DecodeString(strings.Split(strings.TrimPrefix(fresh, LivePrefix), ".")[0])
+	header, _ := base64.RawURLEncoding.DecodeString(strings.Split(strings.TrimPrefix(fresh, livePrefix), ".")[0])
 	if !strings.Contains(string(header), `"kid":"2026-06"`) {
 		t.Fatalf("new tokens should be signed by the first key: %s", header)
 	}

@@ -14,8 +14,8 @@ import (
 // Token prefixes let secret scanners and people tell live tokens from
 // sandbox ones at a glance.
 const (
-	LivePrefix    = "pgw_live_"
-	SandboxPrefix = "pgw_test_"
+	livePrefix    = "pgw_live_"
+	sandboxPrefix = "pgw_test_"
 	issuer        = "practicegw"
 )
 
@@ -67,9 +67,9 @@ func (k *Keyring) sign(c *credential.Credential) (string, error) {
 		return "", fmt.Errorf("signing token: %w", err)
 	}
 	if c.Sandbox {
-		return SandboxPrefix + s, nil
+		return sandboxPrefix + s, nil
 	}
-	return LivePrefix + s, nil
+	return livePrefix + s, nil
 }
 
 // errBadToken is deliberately vague towards callers: the reason is logged,
@@ -81,10 +81,10 @@ var errBadToken = errors.New("token is not valid")
 func (k *Keyring) verify(token string) (claims, error) {
 	var sandbox bool
 	switch {
-	case strings.HasPrefix(token, LivePrefix):
-		token = token[len(LivePrefix):]
-	case strings.HasPrefix(token, SandboxPrefix):
-		token, sandbox = token[len(SandboxPrefix):], true
+	case strings.HasPrefix(token, livePrefix):
+		token = token[len(livePrefix):]
+	case strings.HasPrefix(token, sandboxPrefix):
+		token, sandbox = token[len(sandboxPrefix):], true
 	default:
 		return claims{}, fmt.Errorf("%w: unknown prefix", errBadToken)
 	}

@@ -14,9 +14,9 @@ import (
 	"github.com/practicegw/practicegw/practice"
 )
 
-// DefaultSandboxTriggersPerMinute is App.SandboxTriggersPerMinute's
+// defaultSandboxTriggersPerMinute is App.SandboxTriggersPerMinute's
 // default.
-const DefaultSandboxTriggersPerMinute = 60
+const defaultSandboxTriggersPerMinute = 60
 
 // Trigger makes a realistic change in a firm's sandbox records that raises
 // one event of the given kind through the whole pipeline, as `stripe
@@ -31,7 +31,7 @@ func (a *App) Trigger(ctx context.Context, firm, kind string) (adminapi.Triggere
 	// by every instance when the budget lives in Redis.
 	limit := a.SandboxTriggersPerMinute
 	if limit <= 0 {
-		limit = DefaultSandboxTriggersPerMinute
+		limit = defaultSandboxTriggersPerMinute
 	}
 	wait, err := a.budget.Take(ctx, "sandbox_triggers/"+firm, limit, time.Minute)
 	if err != nil {

@@ -51,9 +51,9 @@ type Config struct {
 
 // Defaults for Config.
 const (
-	DefaultTimeout       = 50 * time.Millisecond
-	DefaultFlushInterval = 5 * time.Second
-	DefaultProbeInterval = 500 * time.Millisecond
+	defaultTimeout       = 50 * time.Millisecond
+	defaultFlushInterval = 5 * time.Second
+	defaultProbeInterval = 500 * time.Millisecond
 )
 
 const (
@@ -113,7 +113,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.log = zap.NewNop()
 	}
 	if l.timeout <= 0 {
-		l.timeout = DefaultTimeout
+		l.timeout = defaultTimeout
 	}
 	if l.fallback == "" {
 		l.fallback = FallbackLocal
@@ -121,8 +121,8 @@ func New(cfg Config) (*Limiter, error) {
 	if err := l.fallback.check(); err != nil {
 		return nil, err
 	}
-	flushEvery := orDefault(cfg.FlushInterval, DefaultFlushInterval)
-	probeEvery := orDefault(cfg.ProbeInterval, DefaultProbeInterval)
+	flushEvery := orDefault(cfg.FlushInterval, defaultFlushInterval)
+	probeEvery := orDefault(cfg.ProbeInterval, defaultProbeInterval)
 
 	if cfg.Redis != "" {
 		rb, err := newRedisBackend(cfg.Redis, cfg.RedisTLS, l.timeout, max(cfg.BatchInterval, 0))
@@ -132,7 +132,7 @@ func New(cfg Config) (*Limiter, error) {
 		l.redis, l.store = rb, rb
 		l.redisUp.Store(true)
 	} else if l.store == nil {
-		l.store = NewMemoryUsage()
+		l.store = newMemoryUsage()
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,8 +19,8 @@ type MemoryUsage struct {
 	newest int64 // newest unix hour added; retention counts back from it
 }
 
-// NewMemoryUsage returns an empty MemoryUsage.
-func NewMemoryUsage() *MemoryUsage { return &MemoryUsage{hours: map[string]map[int64]counts{}} }
+// newMemoryUsage returns an empty MemoryUsage.
+func newMemoryUsage() *MemoryUsage { return &MemoryUsage{hours: map[string]map[int64]counts{}} }
 
 // AddUsage implements UsageStore.
 func (m *MemoryUsage) AddUsage(_ context.Context, id string, hour time.Time, admitted, refused int64) error {

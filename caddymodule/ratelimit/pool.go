@@ -38,11 +38,11 @@ func keyOf(cfg Config) (poolKey, error) {
 	return poolKey{
 		redis:    cfg.Redis,
 		redisTLS: cfg.RedisTLS,
-		timeout:  orDefault(cfg.Timeout, DefaultTimeout),
+		timeout:  orDefault(cfg.Timeout, defaultTimeout),
 		batch:    max(cfg.BatchInterval, 0),
 		fallback: fallback,
-		flush:    orDefault(cfg.FlushInterval, DefaultFlushInterval),
-		probe:    orDefault(cfg.ProbeInterval, DefaultProbeInterval),
+		flush:    orDefault(cfg.FlushInterval, defaultFlushInterval),
+		probe:    orDefault(cfg.ProbeInterval, defaultProbeInterval),
 		usage:    cfg.Usage,
 	}, nil
 }

@@ -14,7 +14,7 @@ import (
 
 func TestLocalUsageForAWeek(t *testing.T) {
 	clock := testclock.New(clockStart)
-	store := NewMemoryUsage()
+	store := newMemoryUsage()
 	l := newLocal(t, clock, store)
 	ctx := context.Background()
 	start := clock.Now()
@@ -81,7 +81,7 @@ func assertUsage(t *testing.T, got, want []usage.Hour) {
 
 func TestMemoryUsageKeepsEightDays(t *testing.T) {
 	ctx := context.Background()
-	m := NewMemoryUsage()
+	m := newMemoryUsage()
 	base := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 	m.AddUsage(ctx, "crd_old", base, 1, 0)
 	m.AddUsage(ctx, "crd_a", base, 1, 0)
@@ -122,7 +122,7 @@ func (f *flakyStore) AddUsage(ctx context.Context, id string, hour time.Time, a,
 
 func TestFlushBatchesAndKeepsWhatTheStoreRefuses(t *testing.T) {
 	clock := testclock.New(clockStart)
-	store := &flakyStore{MemoryUsage: NewMemoryUsage(), down: true}
+	store := &flakyStore{MemoryUsage: newMemoryUsage(), down: true}
 	l := newLocal(t, clock, store)
 	ctx := context.Background()
 	for range 100 {
@@ -150,7 +150,7 @@ func TestFlushBatchesAndKeepsWhatTheStoreRefuses(t *testing.T) {
 
 func TestCloseFlushes(t *testing.T) {
 	clock := testclock.New(clockStart)
-	store := NewMemoryUsage()
+	store := newMemoryUsage()
 	l, err := New(Config{Clock: clock.Now, Usage: store})
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func TestCloseFlushes(t *testing.T) {
 // store, meets the same suite as theirs.
 func TestMemoryUsageConformance(t *testing.T) {
 	storetest.Usage(t, func(t *testing.T) (storetest.UsageStore, storetest.UsageStore) {
-		m := NewMemoryUsage()
+		m := newMemoryUsage()
 		return m, m
 	})
 }

@@ -16,8 +16,8 @@ import (
 
 // Defaults, as docs/CONTRACT.md and dispatcher/README.md document them.
 const (
-	DefaultChangesTopic = "practicegw.changes"
-	DefaultEventsTopic  = "practicegw.events"
+	defaultChangesTopic = "practicegw.changes"
+	defaultEventsTopic  = "practicegw.events"
 	DefaultGroup        = "practicegw-dispatcher"
 	DefaultPartitions   = 6
 )
@@ -33,10 +33,10 @@ type Topics struct {
 
 func (t Topics) withDefaults() Topics {
 	if t.Changes == "" {
-		t.Changes = DefaultChangesTopic
+		t.Changes = defaultChangesTopic
 	}
 	if t.Events == "" {
-		t.Events = DefaultEventsTopic
+		t.Events = defaultEventsTopic
 	}
 	return t
 }

@@ -61,7 +61,7 @@ type Publisher struct {
 // NewPublisher makes a publisher; Close releases it.
 func NewPublisher(cfg PublisherConfig) *Publisher {
 	if cfg.Topic == "" {
-		cfg.Topic = DefaultChangesTopic
+		cfg.Topic = defaultChangesTopic
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()

@@ -22,14 +22,14 @@ func HTTPS(r *http.Request) bool {
 	return trusted && strings.EqualFold(strings.TrimSpace(r.Header.Get("X-Forwarded-Proto")), "https")
 }
 
-// HSTS is the Strict-Transport-Security value sent on answers to HTTPS
+// hsts is the Strict-Transport-Security value sent on answers to HTTPS
 // requests: browsers keep to HTTPS for a year, subdomains left to the
 // operator.
-const HSTS = "max-age=31536000"
+const hsts = "max-age=31536000"
 
 // SetHSTS adds Strict-Transport-Security to an answer to an HTTPS request.
 func SetHSTS(w http.ResponseWriter, r *http.Request) {
 	if HTTPS(r) {
-		w.Header().Set("Strict-Transport-Security", HSTS)
+		w.Header().Set("Strict-Transport-Security", hsts)
 	}
 }

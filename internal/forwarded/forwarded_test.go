@@ -40,7 +40,7 @@ func TestHTTPS(t *testing.T) {
 		w := httptest.NewRecorder()
 		SetHSTS(w, r)
 		if got := w.Header().Get("Strict-Transport-Security") != ""; got != tt.want {
-			t.Errorf("%s: HSTS sent %v, want %v", tt.name, got, tt.want)
+			t.Errorf("%s: hsts sent %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

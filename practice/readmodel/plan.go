@@ -19,11 +19,11 @@ type Allowance struct {
 	Per   time.Duration
 }
 
-// DefaultSyncShare is the part of each allowance the syncs of one vendor
+// defaultSyncShare is the part of each allowance the syncs of one vendor
 // account plan to spend between them: the rest is kept for /v1 writes
 // and on-demand reads, which a firm would otherwise find refused after
 // half a day.
-const DefaultSyncShare = 0.5
+const defaultSyncShare = 0.5
 
 // SyncBudget is what a sync may plan to spend of its vendor account.
 type SyncBudget struct {
@@ -35,7 +35,7 @@ type SyncBudget struct {
 	// share its allowances (ShareBudgets).
 	Account string
 	// Share is the part of each allowance this sync plans to spend;
-	// zero is DefaultSyncShare divided among the syncs of the account.
+	// zero is defaultSyncShare divided among the syncs of the account.
 	Share float64
 }
 
@@ -51,7 +51,7 @@ func ShareBudgets(syncs []*Syncer) {
 	}
 	for _, s := range syncs {
 		if c := n[s.budget.Account]; c > 0 && s.budget.Share == 0 {
-			s.budget.Share = DefaultSyncShare / float64(c)
+			s.budget.Share = defaultSyncShare / float64(c)
 		}
 	}
 }
@@ -60,7 +60,7 @@ func (b SyncBudget) share() float64 {
 	if b.Share > 0 {
 		return b.Share
 	}
-	return DefaultSyncShare
+	return defaultSyncShare
 }
 
 // What a pass of the sync is, for its measured cost.

@@ -23,9 +23,9 @@ const (
 
 // Defaults of SyncConfig.
 const (
-	DefaultPoll      = time.Minute
-	DefaultReconcile = 24 * time.Hour
-	DefaultLeaseTTL  = 30 * time.Second
+	defaultPoll      = time.Minute
+	defaultReconcile = 24 * time.Hour
+	defaultLeaseTTL  = 30 * time.Second
 	// pageLimit is how many records the sync asks an adapter for at a
 	// time; the adapter reads the vendor's pages at the vendor's size.
 	pageLimit = 200
@@ -53,13 +53,13 @@ type SyncConfig struct {
 
 func (c SyncConfig) withDefaults() SyncConfig {
 	if c.Poll <= 0 {
-		c.Poll = DefaultPoll
+		c.Poll = defaultPoll
 	}
 	if c.Reconcile <= 0 {
-		c.Reconcile = DefaultReconcile
+		c.Reconcile = defaultReconcile
 	}
 	if c.LeaseTTL <= 0 {
-		c.LeaseTTL = DefaultLeaseTTL
+		c.LeaseTTL = defaultLeaseTTL
 	}
 	return c
 }

@@ -137,7 +137,7 @@ func (x *Index) Page(q practice.Query, limit int) practice.Page {
 			cands, found = list, true
 		}
 	}
-	m := NewMatcher(q.Filter)
+	m := newMatcher(q.Filter)
 	page := practice.Page{Items: make([]json.RawMessage, 0, min(limit, cands.Len()))}
 	last := ""
 	visit := func(e *Entry) bool {

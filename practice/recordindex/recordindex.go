@@ -117,7 +117,7 @@ func (c *Collection) Remove(id string) bool {
 // paging means a record added or edited while a caller pages is never
 // skipped or repeated. The items share memory with the collection.
 func (c Collection) Page(q practice.Query, limit int) practice.Page {
-	m := NewMatcher(q.Filter)
+	m := newMatcher(q.Filter)
 	start := 0
 	if q.Cursor != "" {
 		start = c.Search(q.Cursor)
@@ -162,8 +162,8 @@ type Matcher struct {
 	active                        bool
 }
 
-// NewMatcher compiles f.
-func NewMatcher(f practice.Filter) Matcher {
+// newMatcher compiles f.
+func newMatcher(f practice.Filter) Matcher {
 	m := Matcher{f: f, updatedSince: math.MinInt64, activityAfter: math.MinInt64, activityBefore: math.MaxInt64}
 	if !f.UpdatedSince.IsZero() {
 		m.updatedSince = Nanos(f.UpdatedSince)

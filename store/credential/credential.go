@@ -28,16 +28,16 @@ type Credential struct {
 	RevokedAt  *time.Time `json:"revoked_at"`
 }
 
-// StaleAfter is how long a credential may go unused before it is flagged.
-const StaleAfter = 90 * 24 * time.Hour
+// staleAfter is how long a credential may go unused before it is flagged.
+const staleAfter = 90 * 24 * time.Hour
 
-// Stale reports whether the credential has gone unused for StaleAfter.
+// Stale reports whether the credential has gone unused for staleAfter.
 func (c *Credential) Stale(now time.Time) bool {
 	last := c.CreatedAt
 	if c.LastUsedAt != nil {
 		last = *c.LastUsedAt
 	}
-	return now.Sub(last) >= StaleAfter
+	return now.Sub(last) >= staleAfter
 }
 
 // Allows reports whether the credential carries scope. The admin scope

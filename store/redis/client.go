@@ -31,9 +31,9 @@ type TLSFiles struct {
 
 // The variables the files usually come from, which errors name.
 const (
-	TLSCAVar   = "PRACTICEGW_REDIS_TLS_CA"
-	TLSCertVar = "PRACTICEGW_REDIS_TLS_CERT"
-	TLSKeyVar  = "PRACTICEGW_REDIS_TLS_KEY"
+	tlsCAVar   = "PRACTICEGW_REDIS_TLS_CA"
+	tlsCertVar = "PRACTICEGW_REDIS_TLS_CERT"
+	tlsKeyVar  = "PRACTICEGW_REDIS_TLS_KEY"
 )
 
 // NewClient connects to the Redis at url (redis://host:port/db, or
@@ -74,25 +74,25 @@ func clientOptions(rawURL string, files TLSFiles) (*goredis.Options, error) {
 		return opts, nil
 	}
 	if opts.TLSConfig == nil {
-		return nil, fmt.Errorf("redis %s: %s, %s or %s is set, which needs a rediss:// URL", shown, TLSCAVar, TLSCertVar, TLSKeyVar)
+		return nil, fmt.Errorf("redis %s: %s, %s or %s is set, which needs a rediss:// URL", shown, tlsCAVar, tlsCertVar, tlsKeyVar)
 	}
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", TLSCAVar, err)
+			return nil, fmt.Errorf("%s: %w", tlsCAVar, err)
 		}
 		opts.TLSConfig.RootCAs = x509.NewCertPool()
 		if !opts.TLSConfig.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s: %s holds no PEM certificate", TLSCAVar, ca)
+			return nil, fmt.Errorf("%s: %s holds no PEM certificate", tlsCAVar, ca)
 		}
 	}
 	if (cert == "") != (key == "") {
-		return nil, errors.New(TLSCertVar + " and " + TLSKeyVar + " go together: set both or neither")
+		return nil, errors.New(tlsCertVar + " and " + tlsKeyVar + " go together: set both or neither")
 	}
 	if cert != "" {
 		pair, err := tls.LoadX509KeyPair(cert, key)
 		if err != nil {
-			return nil, fmt.Errorf("redis client certificate (%s, %s): %w", TLSCertVar, TLSKeyVar, err)
+			return nil, fmt.Errorf("redis client certificate (%s, %s): %w", tlsCertVar, tlsKeyVar, err)
 		}
 		opts.TLSConfig.Certificates = []tls.Certificate{pair}
 	}

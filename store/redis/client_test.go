@@ -19,11 +19,11 @@ import (
 func TestClientOverTLS(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithTLS())
 	files := srv.TLS()
-	all := map[string]string{TLSCAVar: files.CA, TLSCertVar: files.ClientCert, TLSKeyVar: files.ClientKey}
+	all := map[string]string{tlsCAVar: files.CA, tlsCertVar: files.ClientCert, tlsKeyVar: files.ClientKey}
 
 	ping := func(env map[string]string) error {
 		t.Helper()
-		opts, err := clientOptions(srv.URL(), TLSFiles{CA: env[TLSCAVar], Cert: env[TLSCertVar], Key: env[TLSKeyVar]})
+		opts, err := clientOptions(srv.URL(), TLSFiles{CA: env[tlsCAVar], Cert: env[tlsCertVar], Key: env[tlsKeyVar]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,12 +38,12 @@ func TestClientOverTLS(t *testing.T) {
 		t.Fatalf("PING over TLS: %v", err)
 	}
 
-	noCA := map[string]string{TLSCertVar: files.ClientCert, TLSKeyVar: files.ClientKey}
+	noCA := map[string]string{tlsCertVar: files.ClientCert, tlsKeyVar: files.ClientKey}
 	var unknown x509.UnknownAuthorityError
 	if err := ping(noCA); !errors.As(err, &unknown) {
-		t.Errorf("without %s: %v, want the server's certificate refused", TLSCAVar, err)
+		t.Errorf("without %s: %v, want the server's certificate refused", tlsCAVar, err)
 	}
-	if err := ping(map[string]string{TLSCAVar: files.CA}); err == nil {
+	if err := ping(map[string]string{tlsCAVar: files.CA}); err == nil {
 		t.Errorf("without a client certificate the server answered")
 	}
 
@@ -65,14 +65,14 @@ func TestClientOptionsRefuse(t *testing.T) {
 		env  map[string]string
 		want string
 	}{
-		{"redis://:s3cret@127.0.0.1:6379/0", map[string]string{TLSCAVar: files.CA}, "needs a rediss:// URL"},
-		{srv.URL(), map[string]string{TLSCAVar: "/nonexistent/ca.pem"}, TLSCAVar},
-		{srv.URL(), map[string]string{TLSCAVar: files.ClientKey}, "holds no PEM certificate"},
-		{srv.URL(), map[string]string{TLSCertVar: files.ClientCert}, "go together"},
-		{srv.URL(), map[string]string{TLSCertVar: files.ClientCert, TLSKeyVar: files.CA}, "redis client certificate"},
+		{"redis://:s3cret@127.0.0.1:6379/0", map[string]string{tlsCAVar: files.CA}, "needs a rediss:// URL"},
+		{srv.URL(), map[string]string{tlsCAVar: "/nonexistent/ca.pem"}, tlsCAVar},
+		{srv.URL(), map[string]string{tlsCAVar: files.ClientKey}, "holds no PEM certificate"},
+		{srv.URL(), map[string]string{tlsCertVar: files.ClientCert}, "go together"},
+		{srv.URL(), map[string]string{tlsCertVar: files.ClientCert, tlsKeyVar: files.CA}, "redis client certificate"},
 		{"rediss://:s3cret@127.0.0.1:6379/0?nonsense=1", nil, "unexpected option"},
 	} {
-		_, err := clientOptions(c.url, TLSFiles{CA: c.env[TLSCAVar], Cert: c.env[TLSCertVar], Key: c.env[TLSKeyVar]})
+		_, err := clientOptions(c.url, TLSFiles{CA: c.env[tlsCAVar], Cert: c.env[tlsCertVar], Key: c.env[tlsKeyVar]})
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s with %v: %v, want an error saying %q", c.url, c.env, err, c.want)
 		}

@@ -220,10 +220,10 @@ func EscapePath(p string) string {
 
 var _ practice.Reader = (*Store[struct{}])(nil)
 
-// LinkOptions returns the options a document store's module opens with:
+// linkOptions returns the options a document store's module opens with:
 // the firm's records system as the resolver of client folders when its
 // Caddyfile block said `link_clients records`.
-func LinkOptions(linkClients string, d firmsystem.Deps) ([]Option, error) {
+func linkOptions(linkClients string, d firmsystem.Deps) ([]Option, error) {
 	linked, err := firmsystem.Linked(linkClients)
 	if err != nil || !linked {
 		return nil, err
@@ -245,7 +245,7 @@ type Adapter interface {
 // resolver of client folders when its block said `link_clients records`,
 // then the adapter that build makes with those options, named label.
 func Open[A Adapter](label, linkClients string, d firmsystem.Deps, build func(opts ...Option) (A, error)) (firmsystem.Opened, error) {
-	opts, err := LinkOptions(linkClients, d)
+	opts, err := linkOptions(linkClients, d)
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}

@@ -47,9 +47,9 @@ type Config struct {
 	ClientPattern string `json:"client_pattern,omitempty"`
 }
 
-// DefaultRules are the kinds of the usual folder and file names, most
+// defaultRules are the kinds of the usual folder and file names, most
 // specific first.
-var DefaultRules = []Rule{
+var defaultRules = []Rule{
 	{[]string{"signed", "engagement"}, "signed_engagement_letter"},
 	{[]string{"engagement letter"}, "engagement_letter"},
 	{[]string{"letter of engagement"}, "engagement_letter"},
@@ -118,7 +118,7 @@ func New(cfg Config, resolver ClientResolver) (*Classifier, error) {
 		}
 		c.rules = append(c.rules, normRule(r))
 	}
-	for _, r := range DefaultRules {
+	for _, r := range defaultRules {
 		c.rules = append(c.rules, normRule(r))
 	}
 	pat := cfg.ClientPattern

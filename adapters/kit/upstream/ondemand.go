@@ -12,12 +12,12 @@ import (
 	"github.com/practicegw/practicegw/practice"
 )
 
-// OnDemandShare is the part of each of a vendor account's allowances that
+// onDemandShare is the part of each of a vendor account's allowances that
 // one firm system's on-demand reads may spend: the reads of a record the
 // read model has not copied yet. Small, so that a credential reading
 // while a backfill runs or fails cannot spend what writes and the sync
 // need (Karbon: 12 a minute; Xero: 6 a minute and 500 a day).
-const OnDemandShare = 0.1
+const onDemandShare = 0.1
 
 // MissTTL is how long a record the vendor said it does not have is
 // answered as missing without asking again.
@@ -31,7 +31,7 @@ var errReadShareSpent = errors.New("the share of the vendor's allowance kept for
 
 // OnDemand is a firm system's reader for the reads the read model sends to
 // the vendor (a record not yet copied): each is booked against a small
-// share of the vendor's allowances (OnDemandShare, in the Budget every
+// share of the vendor's allowances (onDemandShare, in the Budget every
 // instance shares), a miss is remembered for MissTTL, and an answer that
 // is not the record asked for is a bad upstream answer. Lists pass
 // through: the read model does not send them.
@@ -65,7 +65,7 @@ func NewOnDemand(r practice.Reader, c *Client, budget Budget, name string) *OnDe
 		o.budget = NewLocalBudget(c.clock)
 	}
 	for _, a := range c.Allowances() {
-		o.shares = append(o.shares, Allowance{Limit: max(1, int(math.Floor(OnDemandShare*float64(a.Limit)))), Per: a.Per})
+		o.shares = append(o.shares, Allowance{Limit: max(1, int(math.Floor(onDemandShare*float64(a.Limit)))), Per: a.Per})
 	}
 	return o
 }
