@@ -187,7 +187,7 @@ func record(url string, h http.Header) ([]byte, error) {
 
 // policy keeps every resilience step of production in the path (breaker,
 // budget, timeout) with a budget too large to ever wait.
-var policy = upstream.Policy{RateLimit: 1_000_000_000, RatePeriod: upstream.Duration(time.Minute)}
+var policy = upstream.Policy{RateLimit: 1_000_000_000, RatePeriod: upstream.Duration(time.Minute), DailyLimit: 1_000_000_000}
 
 func karbonTarget() (target, error) {
 	k := vendortest.NewKarbon()
