@@ -7,16 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
 )
-
-// simClock is a clock tests move by hand.
-type simClock struct{ t time.Time }
-
-func (c *simClock) Now() time.Time { return c.t }
 
 // slowLoad is a shared store whose whole-model load waits until released,
 // as loading 130,000 jobs from Redis takes longer than a read may wait.
@@ -99,7 +95,7 @@ func (r repeatingClients) List(ctx context.Context, t practice.Tenant, k practic
 	return p, err
 }
 
-func simSyncer(clock *simClock, store *readmodelsim.Store, reader practice.Reader, holder string) (*readmodel.Syncer, *readmodel.Model) {
+func simSyncer(clock *testclock.Clock, store *readmodelsim.Store, reader practice.Reader, holder string) (*readmodel.Syncer, *readmodel.Model) {
 	m := readmodel.New(readmodel.Config{Firm: firm, Store: store, Updates: store})
 	kinds := []practice.Kind{practice.Clients, practice.Jobs}
 	for _, k := range kinds {
@@ -115,7 +111,7 @@ func simSyncer(clock *simClock, store *readmodelsim.Store, reader practice.Reade
 // A kind whose backfill fails keeps failing alone: the other kind is
 // backfilled, polled and live.
 func TestAFailingKindFailsAlone(t *testing.T) {
-	clock := &simClock{t: epoch}
+	clock := testclock.New(epoch)
 	vendor := readmodelsim.NewVendor(clock.Now, 3)
 	for i := range 10 {
 		vendor.Put(practice.Clients, fmt.Sprintf("cli_%03d", i), "Client")
@@ -124,7 +120,7 @@ func TestAFailingKindFailsAlone(t *testing.T) {
 	s, m := simSyncer(clock, readmodelsim.NewStore(clock.Now), repeatingClients{vendor}, "one")
 	for range 40 {
 		s.Tick(context.Background())
-		clock.t = clock.t.Add(2 * time.Second)
+		clock.Advance(2 * time.Second)
 	}
 	if got := m.Count(practice.Jobs); got != 10 {
 		t.Fatalf("%d jobs backfilled while clients fail, want 10", got)
@@ -139,7 +135,7 @@ func TestAFailingKindFailsAlone(t *testing.T) {
 // A step that ends after its lease expired and was taken saves nothing
 // over the new holder's checkpoint.
 func TestALateStepDoesNotSaveOverTheNewHolder(t *testing.T) {
-	clock := &simClock{t: epoch}
+	clock := testclock.New(epoch)
 	store := readmodelsim.NewStore(clock.Now)
 	vendor := readmodelsim.NewVendor(clock.Now, 3)
 	for i := range 10 {
@@ -159,7 +155,7 @@ func TestALateStepDoesNotSaveOverTheNewHolder(t *testing.T) {
 			return
 		}
 		paused = true
-		clock.t = clock.t.Add(time.Minute)
+		clock.Advance(time.Minute)
 		vendor.Between = nil
 		if held, _ := b.Tick(ctx); !held {
 			t.Error("b did not take the expired lease")

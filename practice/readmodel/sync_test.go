@@ -19,6 +19,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -160,13 +161,7 @@ func run(t *testing.T, s *readmodel.Syncer) context.CancelFunc {
 // waitFor polls cond until it holds or 10 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, 10*time.Millisecond, what, cond)
 }
 
 func listAll(t *testing.T, r practice.Reader, k practice.Kind, f practice.Filter) []string {
