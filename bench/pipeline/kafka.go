@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/caddymodule/gateway"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/sealed"
@@ -129,6 +130,8 @@ func (k *kafkaInfra) open(ctx context.Context) (pipeline, error) {
 		return nil, err
 	}
 	secrets, _ := sealed.Random()
+	// The dispatcher opens Redis as practicegw dispatcher does.
+	shared := gateway.DispatcherRedis{URL: k.redisURL, Secrets: secrets}
 	store, err := redisstore.New(k.rdb, redisstore.Options{Secrets: secrets})
 	if err != nil {
 		g.close()
@@ -144,9 +147,8 @@ func (k *kafkaInfra) open(ctx context.Context) (pipeline, error) {
 		gatewayDB: g,
 		infra:     k,
 		cfg: kafka.Config{
-			Brokers: k.brokers, Redis: k.redisURL, Topics: topics, Group: fmt.Sprintf("bench%d", k.runs),
-			Engine: engineConfig(), Logger: zap.NewNop(), Registerer: reg, Gatherer: reg,
-			Secrets: secrets,
+			Brokers: k.brokers, Open: shared.Open, Topics: topics,
+			Group: fmt.Sprintf("bench%d", k.runs), Engine: engineConfig(), Logger: zap.NewNop(), Registerer: reg, Gatherer: reg,
 		},
 		pub:     kafka.NewPublisher(kafka.PublisherConfig{Brokers: k.brokers, Topic: topics.Changes}),
 		gateway: gateway,

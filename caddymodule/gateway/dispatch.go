@@ -285,20 +285,37 @@ func DispatcherConfig(lookup envconfig.Lookup) (kafka.Config, error) {
 	if err != nil {
 		return kafka.Config{}, err
 	}
+	shared := DispatcherRedis{URL: expand(repl, a.Redis), TLS: expandTLS(repl, a.RedisTLS)}
+	if shared.Secrets, err = a.configuredSecretsKey(repl); err != nil {
+		return kafka.Config{}, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
+	}
 	cfg := kafka.Config{
 		Brokers:    kafka.SplitBrokers(expand(repl, a.Kafka)),
 		Security:   sec,
-		Redis:      expand(repl, a.Redis),
-		RedisTLS:   expandTLS(repl, a.RedisTLS),
+		Open:       shared.Open,
 		Topics:     a.kafkaTopics(repl),
 		Group:      expand(repl, a.KafkaGroup),
 		Partitions: a.KafkaPartitions,
 		Engine:     eng,
 	}
-	if cfg.Secrets, err = a.configuredSecretsKey(repl); err != nil {
-		return kafka.Config{}, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
+	if err := dispatcherNeeds(cfg.Brokers, shared); err != nil {
+		return kafka.Config{}, err
 	}
 	return cfg, nil
+}
+
+// dispatcherNeeds says what of the required variables is missing, one at
+// a time, Kafka first; kafka.Run then checks the rest of its settings.
+func dispatcherNeeds(brokers []string, shared DispatcherRedis) error {
+	switch {
+	case len(brokers) == 0:
+		return errors.New("practicegw dispatcher needs Kafka: set PRACTICEGW_KAFKA to the brokers, host:port[,host:port...]")
+	case shared.URL == "":
+		return errors.New("practicegw dispatcher needs Redis for delivery state shared with the gateways: set PRACTICEGW_REDIS to redis://host:port/db")
+	case shared.Secrets == nil:
+		return errors.New("practicegw dispatcher needs the key the gateways seal webhook endpoint secrets with: set PRACTICEGW_SECRETS_KEY as the gateways have it")
+	}
+	return nil
 }
 
 // expand is a configured value with its placeholders expanded.

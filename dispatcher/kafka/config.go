@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,8 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/sealed"
-	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // Defaults, as docs/CONTRACT.md and dispatcher/README.md document them.
@@ -41,6 +40,20 @@ func (t Topics) withDefaults() Topics {
 	return t
 }
 
+// Shared is the delivery state the dispatchers share with the gateways
+// (the Redis store in production), once Config.Open has reached it.
+type Shared interface {
+	// Backends readies the store (a secrets key check, what is left to
+	// seal) and gives the engine's backends over it. Run asks for them
+	// only once Kafka has answered and the topics exist, so that a
+	// dispatcher that cannot reach Kafka changes nothing in the store.
+	Backends(ctx context.Context) (dispatcher.Backends, error)
+	// Ping says whether the store answers, for /readyz.
+	Ping(ctx context.Context) error
+	// Close lets go of the connection; Run calls it last.
+	Close() error
+}
+
 // Config is what `practicegw dispatcher` runs with: the practicegw app's
 // settings it shares with the gateways, which the gateway package reads
 // from the environment's table (internal/envconfig) for it.
@@ -50,15 +63,11 @@ type Config struct {
 	// Security is how the brokers want to be reached: TLS and SASL
 	// (PRACTICEGW_KAFKA_TLS*, PRACTICEGW_KAFKA_SASL_*).
 	Security Security
-	// Redis is the shared store's URL, redis://host:port/db or rediss://
-	// for TLS (PRACTICEGW_REDIS). Required.
-	Redis string
-	// RedisTLS are the files a rediss:// connection is made with
-	// (PRACTICEGW_REDIS_TLS_*).
-	RedisTLS redisstore.TLSFiles
-	// Secrets is the key the gateways seal webhook endpoint secrets with
-	// in Redis (PRACTICEGW_SECRETS_KEY). Required.
-	Secrets *sealed.Key
+	// Open reaches the shared delivery state, failing when it does not
+	// answer: Run calls it first, before it asks anything of Kafka. The
+	// gateway package opens the Redis store of PRACTICEGW_REDIS with the
+	// key of PRACTICEGW_SECRETS_KEY. Required.
+	Open func(ctx context.Context) (Shared, error)
 	// Topics name the topics (PRACTICEGW_KAFKA_CHANGES_TOPIC,
 	// PRACTICEGW_KAFKA_EVENTS_TOPIC).
 	Topics Topics
@@ -97,14 +106,13 @@ func SplitBrokers(s string) []string {
 }
 
 func (c Config) withDefaults() (Config, error) {
+	// What an operator lacks the gateway package says first, naming the
+	// variables (DispatcherConfig); these are a caller's mistakes.
 	if len(c.Brokers) == 0 {
-		return c, errors.New("practicegw dispatcher needs Kafka: set PRACTICEGW_KAFKA to the brokers, host:port[,host:port...]")
+		return c, errors.New("kafka: no brokers (Config.Brokers)")
 	}
-	if c.Redis == "" {
-		return c, errors.New("practicegw dispatcher needs Redis for delivery state shared with the gateways: set PRACTICEGW_REDIS to redis://host:port/db")
-	}
-	if c.Secrets == nil {
-		return c, errors.New("practicegw dispatcher needs the key the gateways seal webhook endpoint secrets with: set PRACTICEGW_SECRETS_KEY as the gateways have it")
+	if c.Open == nil {
+		return c, errors.New("kafka: nothing opens the shared delivery state (Config.Open)")
 	}
 	c.Topics = c.Topics.withDefaults()
 	if c.Topics.Changes == c.Topics.Events {

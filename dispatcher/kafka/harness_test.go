@@ -144,7 +144,8 @@ func loopback() []netip.Prefix { return []netip.Prefix{netip.MustParsePrefix("12
 // config is a dispatcher's configuration for this environment.
 func (e *env) config() kafka.Config {
 	cfg := kafka.Config{
-		Brokers: e.brokers, Security: e.security, Redis: e.redis.URL(), Secrets: e.secrets, Topics: topics,
+		Brokers: e.brokers, Security: e.security, Topics: topics,
+		Open:       gateway.DispatcherRedis{URL: e.redis.URL(), Secrets: e.secrets}.Open,
 		Engine:     dispatcher.Config{AllowCIDRs: loopback()},
 		Logger:     zaptest.NewLogger(e.t, zaptest.Level(zap.WarnLevel)),
 		Registerer: prometheus.NewRegistry(),

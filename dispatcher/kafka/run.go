@@ -10,19 +10,18 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/dispatcher"
-	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
 // Run is `practicegw dispatcher`: it consumes the changes topic as a
-// member of the consumer group and delivers webhooks from the Redis store
-// until ctx is cancelled (SIGTERM). Then it stops taking changes, finishes
-// and commits the batches in hand, lets attempts in flight finish for the
-// engine's shutdown grace, hands the rest back to the shared queue, and
-// returns nil. Any number of dispatchers run side by side.
+// member of the consumer group and delivers webhooks from the shared
+// store (cfg.Open) until ctx is cancelled (SIGTERM). Then it stops taking
+// changes, finishes and commits the batches in hand, lets attempts in
+// flight finish for the engine's shutdown grace, hands the rest back to
+// the shared queue, and returns nil. Any number of dispatchers run side
+// by side.
 func Run(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -30,15 +29,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	log := cfg.Logger
 
-	rdb, err := openRedis(ctx, cfg.Redis, cfg.RedisTLS)
+	shared, err := cfg.Open(ctx)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
+	defer shared.Close()
 	if err := EnsureTopics(ctx, cfg.Brokers, cfg.Security, cfg.Topics, cfg.Partitions); err != nil {
 		return err
 	}
-	eng, err := openEngine(ctx, cfg, rdb)
+	eng, err := openEngine(ctx, cfg, shared)
 	if err != nil {
 		return err
 	}
@@ -51,7 +50,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer consumer.Close()
-	srv, err := startProbes(cfg, rdb, consumer)
+	srv, err := startProbes(cfg, shared, consumer)
 	if err != nil {
 		return err
 	}
@@ -65,17 +64,14 @@ func Run(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// openEngine opens the webhook engine over the Redis store every
-// dispatcher and gateway shares.
-func openEngine(ctx context.Context, cfg Config, rdb *redis.Client) (*dispatcher.Engine, error) {
-	store, err := redisstore.New(rdb, redisstore.Options{Secrets: cfg.Secrets})
+// openEngine opens the webhook engine over the store every dispatcher
+// and gateway shares.
+func openEngine(ctx context.Context, cfg Config, shared Shared) (*dispatcher.Engine, error) {
+	backends, err := shared.Backends(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := store.PrepareSecrets(ctx); err != nil {
-		return nil, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
-	}
-	return dispatcher.New(cfg.Engine, store.Backends())
+	return dispatcher.New(cfg.Engine, backends)
 }
 
 // runTogether runs each half until ctx is done or one of them fails.
@@ -115,7 +111,7 @@ type probeServer struct {
 
 // startProbes listens before the dispatcher starts, so that an address
 // it cannot have fails Run at once.
-func startProbes(cfg Config, rdb *redis.Client, consumer *Consumer) (*probeServer, error) {
+func startProbes(cfg Config, shared Shared, consumer *Consumer) (*probeServer, error) {
 	if cfg.Listen == "" {
 		return nil, nil
 	}
@@ -123,7 +119,7 @@ func startProbes(cfg Config, rdb *redis.Client, consumer *Consumer) (*probeServe
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", cfg.Listen, err)
 	}
-	p := &probeServer{srv: &http.Server{Handler: probes(cfg, rdb, consumer), ReadHeaderTimeout: 5 * time.Second}, log: cfg.Logger}
+	p := &probeServer{srv: &http.Server{Handler: probes(cfg, shared, consumer), ReadHeaderTimeout: 5 * time.Second}, log: cfg.Logger}
 	p.serving.Add(1)
 	go func() {
 		defer p.serving.Done()
@@ -155,23 +151,9 @@ func (p *probeServer) close() {
 	p.serving.Wait()
 }
 
-func openRedis(ctx context.Context, url string, files redisstore.TLSFiles) (*redis.Client, error) {
-	rdb, err := redisstore.NewClient(url, files, 3*time.Second)
-	if err != nil {
-		return nil, fmt.Errorf("PRACTICEGW_REDIS: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis at %s does not answer: %w", rdb.Options().Addr, err)
-	}
-	return rdb, nil
-}
-
 // probes serves /metrics, /healthz (the process is alive) and /readyz (it
-// reaches Redis and has joined its consumer group).
-func probes(cfg Config, rdb *redis.Client, consumer *Consumer) http.Handler {
+// reaches the shared store, Redis, and has joined its consumer group).
+func probes(cfg Config, shared Shared, consumer *Consumer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -180,7 +162,7 @@ func probes(cfg Config, rdb *redis.Client, consumer *Consumer) http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
 		defer cancel()
-		if err := rdb.Ping(ctx).Err(); err != nil {
+		if err := shared.Ping(ctx); err != nil {
 			// The error can name hosts and users: the log has it, the
 			// probe's answer does not.
 			cfg.Logger.Warn("readiness: redis does not answer", zap.Error(err))
