@@ -352,6 +352,10 @@ func (a *App) openStateStore(ctx context.Context, secrets *sealed.Key) error {
 	if err := store.PrepareSecrets(ctx); err != nil {
 		return fmt.Errorf("practicegw: secrets_key: %w", err)
 	}
+	if err := store.ReadModel().DropRetiredTombstones(ctx); err != nil {
+		// Keys nothing reads: the next start tries again.
+		a.logger.Warn("retired tombstone keys not dropped", zap.Error(err))
+	}
 	a.state = store
 	return nil
 }

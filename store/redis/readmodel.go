@@ -414,3 +414,39 @@ var (
 	_ readmodel.Checkpoints = (*ReadModel)(nil)
 	_ readmodel.Leases      = (*ReadModel)(nil)
 )
+
+// DropRetiredTombstones deletes the tombstone keys an earlier version kept
+// beside each firm's read model (pgw:rm:{<firm>}:tomb:<kind>, tombid:,
+// tombat:): a removed record's tombstone lives in its kind's records hash
+// now, and nothing reads those keys. It runs once per store, as its mark
+// says; side by side is safe.
+func (m *ReadModel) DropRetiredTombstones(ctx context.Context) error {
+	return m.s.sealOnce(ctx, "tombstones_retired", func(ctx context.Context) error {
+		drop := func(ctx context.Context, node goredis.Cmdable) error {
+			for cursor := uint64(0); ; {
+				cctx, cancel := m.s.ctx(ctx)
+				keys, next, err := node.Scan(cctx, cursor, keyReadModel+"{*}:tomb*", 500).Result()
+				if err == nil && len(keys) > 0 {
+					// One key a call: the keys of different firms may
+					// live on different nodes.
+					for _, k := range keys {
+						if err = node.Del(cctx, k).Err(); err != nil {
+							break
+						}
+					}
+				}
+				cancel()
+				if err != nil {
+					return fmt.Errorf("dropping retired tombstone keys: %w", err)
+				}
+				if cursor = next; cursor == 0 {
+					return nil
+				}
+			}
+		}
+		if c, ok := m.s.rdb.(*goredis.ClusterClient); ok {
+			return c.ForEachMaster(ctx, func(ctx context.Context, node *goredis.Client) error { return drop(ctx, node) })
+		}
+		return drop(ctx, m.s.rdb)
+	})
+}

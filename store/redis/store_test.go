@@ -371,3 +371,39 @@ func TestFencedCheckpointsConformance(t *testing.T) {
 		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
 	})
 }
+
+// The tombstone keys an earlier version kept beside the read model go at
+// the first start; the records, their feed and other firms' keys stay, and
+// a later start, finding its mark, scans nothing.
+func TestRetiredTombstoneKeysAreDropped(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := client(t, srv)
+	ctx := context.Background()
+	st := open(t, srv)
+	if err := st.ReadModel().Apply(ctx, "frm_a", []readmodel.Update{{Kind: practice.Jobs, ID: "job_1", Raw: json.RawMessage(`{"id":"job_1"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	retired := []string{"pgw:rm:{frm_a}:tomb:jobs", "pgw:rm:{frm_a}:tombid:jobs", "pgw:rm:{frm_b}:tombat:clients"}
+	for _, k := range retired {
+		if err := rdb.Set(ctx, k, "x", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.ReadModel().DropRetiredTombstones(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := rdb.Exists(ctx, retired...).Val(); n != 0 {
+		t.Fatalf("%d retired tombstone keys left", n)
+	}
+	var kept int
+	if err := st.ReadModel().Load(ctx, "frm_a", func(readmodel.Update) error { kept++; return nil }); err != nil || kept != 1 {
+		t.Fatalf("the firm's records after the drop: %d (%v)", kept, err)
+	}
+	// Once marked done, a key of that shape made later is not looked for.
+	if err := rdb.Set(ctx, retired[0], "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := another(t, srv).ReadModel().DropRetiredTombstones(ctx); err != nil || rdb.Exists(ctx, retired[0]).Val() != 1 {
+		t.Fatalf("a second start scanned again: %v", err)
+	}
+}
