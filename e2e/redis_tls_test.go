@@ -50,6 +50,14 @@ func TestScaleOutOverRedisTLS(t *testing.T) {
 	}
 	config := filepath.Join(t.TempDir(), "Caddyfile")
 	bounded := strings.Replace(string(root), "\tpracticegw {", "\tpracticegw {\n\t\tsandbox_triggers_per_minute 2", 1)
+	// What is checked here is that both instances share buckets over TLS,
+	// not the limiter's timeout: with its default 50 ms a TLS round trip on
+	// a loaded machine hands decisions to the in-process fallback, and two
+	// instances then admit five each.
+	bounded = strings.Replace(bounded, "\t\tpracticegw_ratelimit\n", "\t\tpracticegw_ratelimit {\n\t\t\ttimeout 2s\n\t\t}\n", 1)
+	if !strings.Contains(bounded, "timeout 2s") {
+		t.Fatal("the root Caddyfile no longer has a bare practicegw_ratelimit line to give a timeout")
+	}
 	if err := os.WriteFile(config, []byte(bounded), 0o644); err != nil {
 		t.Fatal(err)
 	}
