@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
 	redisstore "github.com/practicegw/practicegw/store/redis"
@@ -13,4 +14,6 @@ var (
 	_ auth.Store          = (*boltstore.Store)(nil)
 	_ auth.Store          = (*redisstore.Store)(nil)
 	_ auth.RevocationFeed = (*redisstore.Store)(nil)
+	_ upstream.Locks      = (*boltstore.ReadModel)(nil)
+	_ upstream.Locks      = (*redisstore.ReadModel)(nil)
 )

@@ -76,6 +76,9 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 			Changes:       a.changes,
 			Instance:      system + "/" + f.ID,
 			Notifications: a.notices,
+			// One instance at a time refreshes an OAuth2 token, under the
+			// leases the syncs take turns with.
+			Locks: a.readStore,
 		}
 		opened, err := mod.Open(deps)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	bbolt "go.etcd.io/bbolt"
 
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -243,6 +244,13 @@ func TestReadModelConformance(t *testing.T) {
 
 func TestCheckpointsConformance(t *testing.T) {
 	storetest.Checkpoints(t, func(t *testing.T) (readmodel.Checkpoints, readmodel.Checkpoints) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
+func TestLocksConformance(t *testing.T) {
+	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {
 		st, db := open(t)
 		return st.ReadModel(), reopen(t, db).ReadModel()
 	})

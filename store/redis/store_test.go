@@ -10,6 +10,7 @@ import (
 
 	goredis "github.com/redis/go-redis/v9"
 
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
@@ -309,6 +310,13 @@ func TestReadModelFeedConformance(t *testing.T) {
 func TestCheckpointsConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Checkpoints(t, func(t *testing.T) (readmodel.Checkpoints, readmodel.Checkpoints) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}
+
+func TestLocksConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {
 		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
 	})
 }

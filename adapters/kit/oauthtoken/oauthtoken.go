@@ -5,6 +5,9 @@ package oauthtoken
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -15,6 +18,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"go.uber.org/zap"
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 )
@@ -26,6 +30,13 @@ import (
 // stops working) is kept in the StateStore, so a restart, or another
 // gateway sharing the store, carries on with the newest.
 //
+// A refresh is done by one gateway instance at a time, under a lease
+// (upstream.Locks), and what it gets (the access token, its expiry and the
+// rotated refresh token) is saved in the StateStore, sealed there, before
+// the access token is used: an instance that finds the lease held waits
+// for the holder's save and uses that token instead of refreshing with a
+// refresh token the vendor has just replaced.
+//
 // The token request goes through the http.Client that the caller's context
 // carries under oauth2.HTTPClient (upstream.Client puts its own there, so the
 // transport, the attempt's timeout and the breaker apply), and is canceled
@@ -35,8 +46,17 @@ type Source struct {
 	cfg      upstream.OAuth2Config
 	style    oauth2.AuthStyle
 	state    changes.StateStore
-	stateKey string
+	stateKey string // the refresh token alone, as versions before the shared token read it
+	tokenKey string // the shared token (saved)
 	clock    upstream.Clock
+	locks    upstream.Locks
+	lockName string
+	holder   string
+	logger   *zap.Logger
+	// leaseTTL bounds a refresh (its request gets half of it, so that it
+	// ends before the lease does) and how long a dead holder blocks the
+	// others; poll is how often a waiter looks at the lease again.
+	leaseTTL, poll time.Duration
 
 	// mu makes one caller fetch at a time while the others wait for its
 	// token, as oauth2.ReuseTokenSource does.
@@ -44,6 +64,17 @@ type Source struct {
 	token   string
 	expiry  time.Time // on clock, which tests move by hand
 	refresh string    // the newest refresh token; empty until first loaded
+	// unsaved is a grant's answer the store refused: its refresh token
+	// is the only one the vendor still takes, so it is saved again before
+	// anything else, and not used until it is.
+	unsaved *saved
+}
+
+// saved is the token every instance shares, under Source.tokenKey.
+type saved struct {
+	AccessToken  string    `json:"access_token"`
+	Expiry       time.Time `json:"expiry"` // on the Source's clock
+	RefreshToken string    `json:"refresh_token"`
 }
 
 // New makes the token source for cfg; tokenURL and authStyle are the
@@ -64,14 +95,35 @@ func New(system string, cfg upstream.OAuth2Config, tokenURL, authStyle string, d
 	if !ok {
 		return nil, fmt.Errorf("%s: auth_style %q must be basic or body", system, cfg.AuthStyle)
 	}
+	prefix := "oauth2/" + system + "/" + cfg.ClientID
 	return &Source{
 		cfg:      cfg,
 		style:    style,
 		state:    d.StateStore(),
-		stateKey: "oauth2/" + system + "/" + cfg.ClientID + "/refresh_token",
+		stateKey: prefix + "/refresh_token",
+		tokenKey: prefix + "/token",
 		clock:    d.ClockOrSystem(),
+		locks:    d.Locks,
+		lockName: prefix + "/refresh",
+		holder:   holderID(),
+		logger:   d.LoggerOrNop(),
+		leaseTTL: 30 * time.Second,
+		poll:     50 * time.Millisecond,
 		token:    cfg.AccessToken,
 	}, nil
+}
+
+// WithLease sets how long a refresh may hold the lease (default 30s) and
+// how often an instance waiting for it looks again (default 50ms).
+func (o *Source) WithLease(ttl, poll time.Duration) *Source {
+	o.leaseTTL, o.poll = ttl, poll
+	return o
+}
+
+func holderID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func (o *Source) Authorize(ctx context.Context, h http.Header) error {
@@ -90,7 +142,7 @@ func (o *Source) Token(ctx context.Context) (string, error) {
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.token != "" && o.clock.Now().Before(o.expiry.Add(-time.Minute)) {
+	if o.fresh(o.token, o.expiry) {
 		return o.token, nil
 	}
 	if _, ok := ctx.Value(oauth2.HTTPClient).(*http.Client); !ok {
@@ -98,34 +150,176 @@ func (o *Source) Token(ctx context.Context) (string, error) {
 		// timeout at all.
 		ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Timeout: 15 * time.Second})
 	}
-	if o.cfg.RefreshToken != "" && o.refresh == "" {
-		saved, err := o.state.Last(ctx, o.stateKey)
+	if o.cfg.RefreshToken == "" {
+		// The client-credentials grant has nothing to rotate: each
+		// instance fetches its own token.
+		tok, err := o.grant(ctx)
 		if err != nil {
-			return "", fmt.Errorf("load refresh token: %w", err)
+			return "", tokenError(o.cfg.TokenURL, err)
 		}
-		o.refresh = o.cfg.RefreshToken
-		if len(saved) > 0 {
-			o.refresh = string(saved)
+		o.token, o.expiry = tok.AccessToken, o.clock.Now().Add(lifetime(tok))
+		return o.token, nil
+	}
+	if o.unsaved != nil {
+		if err := o.save(ctx, *o.unsaved); err != nil {
+			return "", err
+		}
+		o.unsaved = nil
+		if o.fresh(o.token, o.expiry) {
+			return o.token, nil
 		}
 	}
-	tok, err := o.grant(ctx)
-	if err != nil {
-		return "", tokenError(o.cfg.TokenURL, err)
-	}
-	// The library dates the expiry by the wall clock; count the lifetime
-	// on ours.
-	life := time.Hour
-	if !tok.Expiry.IsZero() {
-		life = time.Until(tok.Expiry)
-	}
-	o.token, o.expiry = tok.AccessToken, o.clock.Now().Add(life)
-	if tok.RefreshToken != "" && tok.RefreshToken != o.refresh {
-		o.refresh = tok.RefreshToken
-		if err := o.state.Save(ctx, o.stateKey, []byte(tok.RefreshToken)); err != nil {
-			return "", fmt.Errorf("save rotated refresh token: %w", err)
-		}
+	if err := o.refreshShared(ctx); err != nil {
+		return "", err
 	}
 	return o.token, nil
+}
+
+func (o *Source) fresh(token string, expiry time.Time) bool {
+	return token != "" && o.clock.Now().Before(expiry.Add(-time.Minute))
+}
+
+// lifetime is how long tok lasts: the library dates the expiry by the wall
+// clock, and the Source counts it on its own.
+func lifetime(tok *oauth2.Token) time.Duration {
+	if tok.Expiry.IsZero() {
+		return time.Hour
+	}
+	return time.Until(tok.Expiry)
+}
+
+// refreshShared takes the token another instance saved if it is fresh,
+// else refreshes under the lease; while another instance holds the lease
+// it waits (up to one and a half times the lease's ttl, or ctx) for that one's
+// token.
+func (o *Source) refreshShared(ctx context.Context) error {
+	deadline := time.Now().Add(o.leaseTTL + o.leaseTTL/2)
+	for {
+		if ok, err := o.adoptSaved(ctx); err != nil || ok {
+			return err
+		}
+		held, err := o.lock(ctx)
+		if err != nil {
+			return err
+		}
+		if held {
+			defer o.unlock(ctx)
+			// The holder before this one may have saved its token
+			// between the read above and the lease.
+			if ok, err := o.adoptSaved(ctx); err != nil || ok {
+				return err
+			}
+			return o.refreshAndSave(ctx)
+		}
+		if time.Now().After(deadline) {
+			return &practice.UnavailableError{Upstream: tokenEndpoint,
+				Err: errors.New("another gateway instance is refreshing the token and has not saved it")}
+		}
+		t := time.NewTimer(o.poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return &practice.UnavailableError{Upstream: tokenEndpoint, Err: ctx.Err()}
+		case <-t.C:
+		}
+	}
+}
+
+// adoptSaved loads the newest refresh token saved by any instance and,
+// when the access token saved beside it is fresh, takes that too (true).
+func (o *Source) adoptSaved(ctx context.Context) (bool, error) {
+	raw, err := o.state.Last(ctx, o.tokenKey)
+	if err != nil {
+		return false, fmt.Errorf("load oauth2 token: %w", err)
+	}
+	if len(raw) > 0 {
+		var s saved
+		if err := json.Unmarshal(raw, &s); err != nil || s.RefreshToken == "" {
+			// The value is a secret: the decoder's error may quote it.
+			return false, errors.New("load oauth2 token: the saved token is not readable")
+		}
+		o.refresh = s.RefreshToken
+		if o.fresh(s.AccessToken, s.Expiry) {
+			o.token, o.expiry = s.AccessToken, s.Expiry
+			return true, nil
+		}
+		return false, nil
+	}
+	// Saved by a version before the shared token, or never.
+	legacy, err := o.state.Last(ctx, o.stateKey)
+	if err != nil {
+		return false, fmt.Errorf("load refresh token: %w", err)
+	}
+	o.refresh = o.cfg.RefreshToken
+	if len(legacy) > 0 {
+		o.refresh = string(legacy)
+	}
+	return false, nil
+}
+
+// refreshAndSave runs the refresh grant and saves its answer before the
+// access token is used: a rotated refresh token that is not saved is lost
+// with the connection.
+func (o *Source) refreshAndSave(ctx context.Context) error {
+	gctx, cancel := context.WithTimeout(ctx, o.leaseTTL/2)
+	defer cancel()
+	tok, err := o.grant(gctx)
+	if err != nil {
+		return tokenError(o.cfg.TokenURL, err)
+	}
+	s := saved{AccessToken: tok.AccessToken, Expiry: o.clock.Now().Add(lifetime(tok)), RefreshToken: tok.RefreshToken}
+	if s.RefreshToken == "" {
+		s.RefreshToken = o.refresh
+	}
+	if err := o.save(ctx, s); err != nil {
+		o.unsaved = &s
+		return err
+	}
+	return nil
+}
+
+// save keeps s where every instance finds it, then makes it this one's.
+func (o *Source) save(ctx context.Context, s saved) error {
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("save oauth2 token: %w", err)
+	}
+	if err := o.state.Save(ctx, o.tokenKey, raw); err != nil {
+		return &practice.UnavailableError{Upstream: tokenEndpoint, Err: fmt.Errorf("save rotated refresh token: %w", err)}
+	}
+	// Versions before the shared token read the refresh token alone; kept
+	// for a rolling upgrade.
+	if s.RefreshToken != o.refresh {
+		if err := o.state.Save(ctx, o.stateKey, []byte(s.RefreshToken)); err != nil {
+			return &practice.UnavailableError{Upstream: tokenEndpoint, Err: fmt.Errorf("save rotated refresh token: %w", err)}
+		}
+	}
+	o.refresh, o.token, o.expiry = s.RefreshToken, s.AccessToken, s.Expiry
+	return nil
+}
+
+func (o *Source) lock(ctx context.Context) (bool, error) {
+	if o.locks == nil {
+		return true, nil
+	}
+	ok, err := o.locks.Lease(ctx, o.lockName, o.holder, o.leaseTTL)
+	if err != nil {
+		return false, &practice.UnavailableError{Upstream: tokenEndpoint, Err: fmt.Errorf("lease the refresh: %w", err)}
+	}
+	return ok, nil
+}
+
+// unlock releases the lease even when ctx has ended, so the others need
+// not wait for it to expire.
+func (o *Source) unlock(ctx context.Context) {
+	if o.locks == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := o.locks.Release(ctx, o.lockName, o.holder); err != nil {
+		o.logger.Warn("oauth2 refresh lease not released; it expires", zap.String("lease", o.lockName), zap.Error(err))
+	}
 }
 
 // grant runs the client-credentials grant, or the refresh-token grant with
@@ -144,11 +338,14 @@ func (o *Source) grant(ctx context.Context) (*oauth2.Token, error) {
 	return conf.TokenSource(ctx, &oauth2.Token{RefreshToken: o.refresh}).Token()
 }
 
+// tokenEndpoint names the token endpoint in errors.
+const tokenEndpoint = "oauth2 token endpoint"
+
 // tokenError says what a failed grant means for the request waiting on it:
 // the token endpoint refused or could not be reached (the upstream is
 // unavailable), or answered something that is not a token.
 func tokenError(tokenURL string, err error) error {
-	const endpoint = "oauth2 token endpoint"
+	const endpoint = tokenEndpoint
 	var re *oauth2.RetrieveError
 	var ue *url.Error
 	switch {

@@ -104,9 +104,15 @@ func TestOAuth2RefreshRotationSurvivesRestart(t *testing.T) {
 		t.Fatalf("saved refresh token %q, want rt2", saved)
 	}
 
-	// A new process (or another gateway on the same store) starts from the
-	// configured rt0, which the vendor no longer accepts: it must use rt2.
+	// A new process (or another gateway on the same store) uses the access
+	// token saved beside the refresh token while it is fresh, then
+	// refreshes with rt2, not the configured rt0 the vendor no longer
+	// accepts.
 	o2 := newXeroOAuth(t, srv.URL, d)
+	if tok, err := o2.Token(ctx); err != nil || tok != "tok2" || ep.grant(2) != "" {
+		t.Fatalf("after restart: token %q, %v, grant %q; want the saved tok2 and no grant", tok, err, ep.grant(2))
+	}
+	clock.Advance(29 * time.Minute)
 	if tok, err := o2.Token(ctx); err != nil || tok != "tok3" {
 		t.Fatalf("after restart: token %q, %v, grant %q", tok, err, ep.grant(2))
 	}
@@ -177,5 +183,58 @@ func TestOAuth2TokenEndpointFailureIsUpstreamError(t *testing.T) {
 				t.Fatal("the call waited past its own timeout")
 			}
 		})
+	}
+}
+
+// failingSaves is a shared store that refuses saves while down.
+type failingSaves struct {
+	changes.StateStore
+	mu   sync.Mutex
+	down bool
+}
+
+func (f *failingSaves) Save(ctx context.Context, key string, v []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return errors.New("store unavailable")
+	}
+	return f.StateStore.Save(ctx, key, v)
+}
+
+// A rotated refresh token is saved before the access token that came
+// with it is used: while the store refuses the save, Token fails and
+// hands out nothing, and once the store is back the same answer is saved
+// and used, without a second refresh (which the vendor would refuse).
+func TestRotatedTokenSavedBeforeUse(t *testing.T) {
+	ep := &tokenEndpoint{current: "rt0"}
+	srv := httptest.NewServer(ep)
+	defer srv.Close()
+	state := &failingSaves{StateStore: changes.NewMemoryState(), down: true}
+	o := newXeroOAuth(t, srv.URL, upstream.Deps{Clock: vendortest.NewClock(time.Unix(1_700_000_000, 0)), State: state})
+	ctx := context.Background()
+
+	tok, err := o.Token(ctx)
+	var ue *practice.UnavailableError
+	if err == nil || tok != "" || !errors.As(err, &ue) {
+		t.Fatalf("with the store down: token %q, %v; want none and the upstream unavailable", tok, err)
+	}
+	if strings.Contains(err.Error(), "rt1") || strings.Contains(err.Error(), "tok1") {
+		t.Fatalf("the error shows a token: %v", err)
+	}
+	if tok, err := o.Token(ctx); err == nil {
+		t.Fatalf("the unsaved token %q was used", tok)
+	}
+	state.mu.Lock()
+	state.down = false
+	state.mu.Unlock()
+	if tok, err := o.Token(ctx); err != nil || tok != "tok1" {
+		t.Fatalf("with the store back: token %q, %v; want tok1", tok, err)
+	}
+	if g := ep.grant(1); g != "" {
+		t.Fatalf("refreshed again (%s): the rotated token was lost", g)
+	}
+	if saved, _ := state.Last(ctx, "oauth2/xero/app/refresh_token"); string(saved) != "rt1" {
+		t.Fatalf("saved refresh token %q, want rt1", saved)
 	}
 }

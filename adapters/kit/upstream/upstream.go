@@ -71,6 +71,23 @@ type Deps struct {
 	// labels, for example the firm id: the upstream label becomes
 	// "karbon/frm_acme". Empty leaves the system name alone.
 	Instance string
+	// Locks keeps two gateway instances from refreshing one OAuth2
+	// connection at once (package oauthtoken); nil leaves that to the
+	// token source's own mutex, which is enough for one process.
+	Locks Locks
+}
+
+// Locks are named, expiring leases shared by every gateway instance on one
+// store. A vendor that rotates refresh tokens (Xero, Microsoft, Dropbox)
+// invalidates the older one, so a refresh must be done by one instance at
+// a time; a holder that dies leaves a lease that expires after ttl.
+// store/bolt and store/redis implement it (the read model's leases).
+type Locks interface {
+	// Lease takes name for holder, or renews it when holder has it, until
+	// ttl from now; false when another holder's lease has not expired.
+	Lease(ctx context.Context, name, holder string, ttl time.Duration) (bool, error)
+	// Release gives name up if holder has it.
+	Release(ctx context.Context, name, holder string) error
 }
 
 func (d Deps) logger() *zap.Logger {
