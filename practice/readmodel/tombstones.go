@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/practicegw/practicegw/practice"
@@ -43,7 +44,7 @@ func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Ki
 		out = append(out, ts)
 	}
 	m.mu.RUnlock()
-	slices.SortFunc(out, func(a, b practice.Tombstone) int { return cmpID(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b practice.Tombstone) int { return strings.Compare(a.ID, b.ID) })
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
 	}
@@ -51,28 +52,12 @@ func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Ki
 }
 
 // listed is the tombstone a mirror sees of the model's: the one the
-// removal's event carries.
+// removal's event carries. The model's keeps the last state's version,
+// which is what NewTombstone reads.
 func listed(k practice.Kind, id string, raw json.RawMessage) practice.Tombstone {
 	var t tombstoneRecord
 	_ = json.Unmarshal(raw, &t)
-	last, _ := json.Marshal(struct {
-		Version json.RawMessage `json:"version,omitempty"`
-	}{t.Version})
-	ts := practice.NewTombstone(k, id, last, t.RemovedAt)
-	if t.RemovedAt.IsZero() {
-		ts.DeletedAt = time.Time{}
-	}
-	return ts
-}
-
-func cmpID(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return practice.NewTombstone(k, id, raw, t.RemovedAt)
 }
 
 // SweepTombstones forgets the tombstones of removals confirmed before

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,20 +141,10 @@ func TestTombstonesFollowTheRecords(t *testing.T) {
 						t.Fatalf("seed %d step %d: %s's tombstone has version %d after version %d", seed, step, id, ts.Version, version[id])
 					}
 				}
-				if got := allTombstones(t, inst); !slices.IsSortedFunc(got, func(x, y practice.Tombstone) int { return cmpString(x.ID, y.ID) }) {
+				if got := allTombstones(t, inst); !slices.IsSortedFunc(got, func(x, y practice.Tombstone) int { return strings.Compare(x.ID, y.ID) }) {
 					t.Fatalf("tombstones out of id order: %v", got)
 				}
 			}
 		}
 	}
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
