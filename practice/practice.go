@@ -141,6 +141,15 @@ var (
 	// ErrBadUpstream means the system answered with something we could not
 	// read.
 	ErrBadUpstream = errors.New("upstream answered with an unreadable response")
+
+	// ErrNeedsReconnect means the vendor refused the grant a firm's
+	// connection holds (revoked, expired unused, app removed): only the
+	// firm's administrator can reconnect it.
+	ErrNeedsReconnect = errors.New("the firm's connection to this system needs to be reconnected")
+
+	// ErrNotConnected means the firm disconnected the system that served
+	// this role and has connected none since.
+	ErrNotConnected = errors.New("the firm has no system connected for this role")
 )
 
 // InvalidError reports a rejected field of a write.

@@ -61,6 +61,12 @@ func From(err error) (e *Error, ok bool) {
 			"A request with this Idempotency-Key is still in progress; retry once it has finished."), true
 	case errors.Is(err, practice.ErrConflict):
 		return New(http.StatusConflict, "conflict", "The record changed while this request was applied; fetch it and try again."), true
+	case errors.Is(err, practice.ErrNeedsReconnect):
+		return New(http.StatusServiceUnavailable, "connection_needs_reconnect",
+			"The firm's connection to the system behind this route needs its administrator to reconnect it (console, Systems)."), true
+	case errors.Is(err, practice.ErrNotConnected):
+		return New(http.StatusConflict, "system_not_connected",
+			"The firm has disconnected the system behind this route and connected none since; connect one (POST /v1/connections)."), true
 	case errors.Is(err, practice.ErrUnavailable):
 		retry, _ := practice.RetryAfter(err)
 		return unavailable(retry, "The firm's system behind this route is unavailable; try again shortly."), true

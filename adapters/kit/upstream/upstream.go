@@ -75,6 +75,12 @@ type Deps struct {
 	// connection at once (package oauthtoken); nil leaves that to the
 	// token source's own mutex, which is enough for one process.
 	Locks Locks
+	// GrantRefused, when set, is told that the vendor refused the
+	// grant a connection's tokens come from (OAuth2 invalid_grant:
+	// revoked, expired unused, app removed), with a reason in the
+	// gateway's words. The gateway then marks the firm's connection
+	// needs_reconnect and pauses its sync. Nil tells no one.
+	GrantRefused func(reason string)
 }
 
 // Locks are named, expiring leases shared by every gateway instance on one

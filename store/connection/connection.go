@@ -1,0 +1,138 @@
+// Package connection is what the stores keep of a firm's connections to
+// its own systems, made by the firm's administrator through /v1/connections
+// or the console rather than in the Caddyfile: the connection itself (its
+// role, system, status and the vendor organisation it reaches) and the
+// pending authorizations of the OAuth2 consent flow. Secrets are not here:
+// the vendor's tokens, a Karbon access key and a webhook signing key are
+// kept sealed in the upstream state store, under the connection's id. The
+// interfaces that read and write connections are declared by their
+// consumer, caddymodule/connect.
+package connection
+
+import (
+	"errors"
+	"time"
+)
+
+// Status is where a connection stands.
+type Status string
+
+const (
+	// Pending waits for the administrator's consent at the vendor.
+	Pending Status = "pending"
+	// ChooseTenant has the vendor's consent for several organisations
+	// and waits for the administrator to name one (Choices).
+	ChooseTenant Status = "choose_tenant"
+	// Connected serves the firm: its sync runs.
+	Connected Status = "connected"
+	// NeedsReconnect: the vendor refused the connection's grant
+	// (revoked, expired unused, app removed). Its sync is paused and its
+	// copy still served, until the administrator reconnects.
+	NeedsReconnect Status = "needs_reconnect"
+	// Disconnected: removed by the administrator; its tokens were revoked
+	// and its copy purged. Kept so that the firm sees what happened.
+	Disconnected Status = "disconnected"
+)
+
+// Connection is one of a firm's systems, connected by the firm.
+type Connection struct {
+	ID     string `json:"id"` // con_<random>
+	Firm   string `json:"firm"`
+	Role   string `json:"role"`   // records, ledger, documents
+	System string `json:"system"` // karbon, xpm, xero, sharepoint, onedrive, google_drive, dropbox
+	Status Status `json:"status"`
+	// Reason says why the status is what it is, in the gateway's words
+	// (never the vendor's tokens); empty when connected.
+	Reason string `json:"reason,omitempty"`
+	// TenantID and TenantName are the vendor organisation (Xero tenant,
+	// Graph site or drive, ...) the connection reads; empty for a vendor
+	// whose grant reaches one only.
+	TenantID   string `json:"tenant_id,omitempty"`
+	TenantName string `json:"tenant_name,omitempty"`
+	// Choices are the organisations the grant reaches, while the status
+	// is ChooseTenant.
+	Choices []Tenant `json:"choices,omitempty"`
+	// Attempt counts the consents asked for; a callback for an older
+	// attempt than the connection's is refused.
+	Attempt     int        `json:"attempt"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	ConnectedAt *time.Time `json:"connected_at,omitempty"`
+	// Version is the store's count of writes of the connection, for a
+	// write that must not overwrite another's (Update compares it).
+	Version int64 `json:"version"`
+}
+
+// Tenant is one vendor organisation a grant reaches.
+type Tenant struct {
+	ID   string `json:"id"`
+	Name string `json:"name"`
+}
+
+// Live reports whether the connection serves the firm's role: its sync
+// runs (connected) or its copy is still served while paused
+// (needs_reconnect).
+func (c Connection) Live() bool { return c.Status == Connected || c.Status == NeedsReconnect }
+
+// Authorization is one consent the gateway asked a vendor for: what its
+// callback needs to finish it. It is found by its state, used once, and
+// refused after Expires.
+type Authorization struct {
+	// State is the random value sent to the vendor and back.
+	State      string `json:"state"`
+	Connection string `json:"connection"`
+	Firm       string `json:"firm"`
+	Attempt    int    `json:"attempt"`
+	// Verifier is the PKCE code verifier (RFC 7636), a secret: stores
+	// keep it sealed.
+	Verifier string    `json:"verifier"`
+	Expires  time.Time `json:"expires"`
+}
+
+// AuthorizationTTL is how long a consent may take.
+const AuthorizationTTL = 10 * time.Minute
+
+var (
+	// ErrNotFound is returned for an unknown connection id, and for a
+	// state that is unknown, used already or expired.
+	ErrNotFound = errors.New("connection not found")
+	// ErrVersion is returned by a write whose expected version is not
+	// the stored one: another write came first.
+	ErrVersion = errors.New("connection changed meanwhile")
+	// ErrExists is returned when creating a connection whose id is taken.
+	ErrExists = errors.New("connection exists")
+)
+
+// Request is what an administrator asks of a connection: to connect a
+// system (Role, System, and AccessKey for Karbon), to choose the
+// organisation a grant reaches (TenantID), or to reconnect it
+// (Reconnect, with a new AccessKey for Karbon).
+type Request struct {
+	Role      string `json:"role,omitempty"`
+	System    string `json:"system,omitempty"`
+	AccessKey string `json:"access_key,omitempty"`
+	TenantID  string `json:"tenant_id,omitempty"`
+	Reconnect bool   `json:"reconnect,omitempty"`
+}
+
+// View is a connection as /v1/connections, the console and the CLI show
+// it: what is stored, the consent page while one is awaited, and what the
+// gateway knows of its use.
+type View struct {
+	Connection
+	// AuthorizeURL is the vendor's consent page, while Pending.
+	AuthorizeURL string `json:"authorize_url,omitempty"`
+	// LastSuccessAt is the last vendor call that succeeded, as this
+	// instance saw it.
+	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
+	// Sync is the state of each sync the connection runs.
+	Sync []SyncState `json:"sync,omitempty"`
+}
+
+// SyncState is one of a connection's syncs, as the read model reports it.
+type SyncState struct {
+	Role        string     `json:"role"`
+	State       string     `json:"state"` // backfilling, live, lagging, failing, paused
+	Progress    string     `json:"progress,omitempty"`
+	ConfirmedAt *time.Time `json:"confirmed_at,omitempty"`
+}
