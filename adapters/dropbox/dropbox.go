@@ -84,7 +84,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.MaxScanPages <= 0 {
 		cfg.MaxScanPages = 20
 	}
-	auth, err := oauthtoken.New("dropbox", cfg.OAuth2, "https://api.dropboxapi.com/oauth2/token", "body", deps)
+	auth, err := oauthtoken.New(oauthtoken.Dropbox, cfg.OAuth2, "https://api.dropboxapi.com/oauth2/token", "body", deps)
 	if err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = 6
 	}
-	auth, err := oauthtoken.New("gdrive", cfg.OAuth2, "https://oauth2.googleapis.com/token", "body", deps)
+	auth, err := oauthtoken.New(oauthtoken.GDrive, cfg.OAuth2, "https://oauth2.googleapis.com/token", "body", deps)
 	if err != nil {
 		return nil, err
 	}

@@ -102,7 +102,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.TenantID != "" {
 		tokenURL = "https://login.microsoftonline.com/" + url.PathEscape(cfg.TenantID) + "/oauth2/v2.0/token"
 	}
-	auth, err := oauthtoken.New("graph", cfg.OAuth2, tokenURL, "body", deps)
+	auth, err := oauthtoken.New(oauthtoken.Graph, cfg.OAuth2, tokenURL, "body", deps)
 	if err != nil {
 		return nil, err
 	}

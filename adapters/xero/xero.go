@@ -124,7 +124,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	if cfg.WebhookMaxRecords <= 0 {
 		cfg.WebhookMaxRecords = 100
 	}
-	auth, err := oauthtoken.New("xero", cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
+	auth, err := oauthtoken.New(oauthtoken.Xero, cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
 	if err != nil {
 		return nil, err
 	}

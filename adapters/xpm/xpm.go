@@ -194,7 +194,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 	}
 	// The same Xero identity app as the ledger's: a refresh token Xero
 	// rotates is kept under the one key both find.
-	auth, err := oauthtoken.New("xero", cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
+	auth, err := oauthtoken.New(oauthtoken.Xero, cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
 	if err != nil {
 		return nil, fmt.Errorf("xpm: %w", err)
 	}

@@ -95,7 +95,7 @@ func New(system string, cfg upstream.OAuth2Config, tokenURL, authStyle string, d
 	if !ok {
 		return nil, fmt.Errorf("%s: auth_style %q must be basic or body", system, cfg.AuthStyle)
 	}
-	prefix := "oauth2/" + system + "/" + cfg.ClientID
+	prefix := keyPrefix(system, cfg)
 	return &Source{
 		cfg:      cfg,
 		style:    style,
@@ -118,6 +118,66 @@ func New(system string, cfg upstream.OAuth2Config, tokenURL, authStyle string, d
 func (o *Source) WithLease(ttl, poll time.Duration) *Source {
 	o.leaseTTL, o.poll = ttl, poll
 	return o
+}
+
+// The system names adapters keep their tokens under, and a connection's
+// consent seeds them under (Seed).
+const (
+	Xero    = "xero" // the Xero ledger and Xero Practice Manager
+	Graph   = "graph"
+	GDrive  = "gdrive"
+	Dropbox = "dropbox"
+)
+
+// keyPrefix is where the tokens of system's app, or of one connection
+// through it, are kept.
+func keyPrefix(system string, cfg upstream.OAuth2Config) string {
+	prefix := "oauth2/" + system + "/" + cfg.ClientID
+	if cfg.Connection != "" {
+		prefix += "/" + cfg.Connection
+	}
+	return prefix
+}
+
+// Seed saves the token a connection's consent got (the authorization
+// code's answer) where the Source New makes for the same system and cfg
+// (cfg.Connection set) reads it, sealed by the store like every token.
+func Seed(ctx context.Context, d upstream.Deps, system string, cfg upstream.OAuth2Config, tok *oauth2.Token) error {
+	if cfg.Connection == "" || tok.RefreshToken == "" {
+		return errors.New("oauth2: a connection's consent must give a refresh token (offline access)")
+	}
+	s := saved{AccessToken: tok.AccessToken, Expiry: d.ClockOrSystem().Now().Add(lifetime(tok)), RefreshToken: tok.RefreshToken}
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return err
+	}
+	if err := d.StateStore().Save(ctx, keyPrefix(system, cfg)+"/token", raw); err != nil {
+		return fmt.Errorf("save the connection's token: %w", err)
+	}
+	return nil
+}
+
+// Stored returns the token saved for system and cfg (its refresh token is
+// what a disconnect revokes), nil when none is.
+func Stored(ctx context.Context, d upstream.Deps, system string, cfg upstream.OAuth2Config) (*oauth2.Token, error) {
+	raw, err := d.StateStore().Last(ctx, keyPrefix(system, cfg)+"/token")
+	if err != nil || len(raw) == 0 {
+		return nil, err
+	}
+	var s saved
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return nil, errors.New("load oauth2 token: the saved token is not readable")
+	}
+	return &oauth2.Token{AccessToken: s.AccessToken, RefreshToken: s.RefreshToken}, nil
+}
+
+// Forget drops the token saved for system and cfg (a disconnected
+// connection's), so that nothing can use it again.
+func Forget(ctx context.Context, d upstream.Deps, system string, cfg upstream.OAuth2Config) error {
+	if err := d.StateStore().Save(ctx, keyPrefix(system, cfg)+"/token", nil); err != nil {
+		return fmt.Errorf("forget the connection's token: %w", err)
+	}
+	return nil
 }
 
 func holderID() string {
@@ -150,7 +210,7 @@ func (o *Source) Token(ctx context.Context) (string, error) {
 		// timeout at all.
 		ctx = context.WithValue(ctx, oauth2.HTTPClient, &http.Client{Timeout: 15 * time.Second})
 	}
-	if o.cfg.RefreshToken == "" {
+	if !o.cfg.RefreshGrant() {
 		// The client-credentials grant has nothing to rotate: each
 		// instance fetches its own token.
 		tok, err := o.grant(ctx)
@@ -245,6 +305,11 @@ func (o *Source) adoptSaved(ctx context.Context) (bool, error) {
 		}
 		return false, nil
 	}
+	if o.cfg.Connection != "" {
+		// A connection's tokens come from its consent alone: none saved
+		// means it was disconnected (or never finished).
+		return false, fmt.Errorf("oauth2 token of connection %s: none saved: %w", o.cfg.Connection, practice.ErrNeedsReconnect)
+	}
 	// Saved by a version before the shared token, or never.
 	legacy, err := o.state.Last(ctx, o.stateKey)
 	if err != nil {
@@ -288,8 +353,8 @@ func (o *Source) save(ctx context.Context, s saved) error {
 		return &practice.UnavailableError{Upstream: tokenEndpoint, Err: fmt.Errorf("save rotated refresh token: %w", err)}
 	}
 	// Versions before the shared token read the refresh token alone; kept
-	// for a rolling upgrade.
-	if s.RefreshToken != o.refresh {
+	// for a rolling upgrade. A connection has no earlier version.
+	if s.RefreshToken != o.refresh && o.cfg.Connection == "" {
 		if err := o.state.Save(ctx, o.stateKey, []byte(s.RefreshToken)); err != nil {
 			return &practice.UnavailableError{Upstream: tokenEndpoint, Err: fmt.Errorf("save rotated refresh token: %w", err)}
 		}
@@ -326,7 +391,7 @@ func (o *Source) unlock(ctx context.Context) {
 // the newest refresh token (the one saved by any instance, else the
 // configured one).
 func (o *Source) grant(ctx context.Context) (*oauth2.Token, error) {
-	if o.cfg.RefreshToken == "" {
+	if !o.cfg.RefreshGrant() {
 		cc := clientcredentials.Config{ClientID: o.cfg.ClientID, ClientSecret: o.cfg.ClientSecret,
 			TokenURL: o.cfg.TokenURL, Scopes: o.cfg.Scopes, AuthStyle: o.style}
 		return cc.Token(ctx)

@@ -17,9 +17,19 @@ type OAuth2Config struct {
 	// "basic" (HTTP Basic, which Xero requires) or "body" (form fields)
 	// [the vendor's default].
 	AuthStyle string `json:"auth_style,omitempty"`
+	// Connection is set by the gateway for a firm's connection made
+	// through /v1/connections: the tokens are that connection's alone
+	// (two connections on one app never share one), and the refresh
+	// token is the one its consent saved in the upstream state store
+	// (oauthtoken.Seed), never configured.
+	Connection string `json:"connection,omitempty"`
 }
 
 // Configured reports whether any way to a token is set.
 func (c OAuth2Config) Configured() bool {
 	return c.AccessToken != "" || c.TokenURL != "" && c.ClientID != ""
 }
+
+// RefreshGrant reports whether the token comes from the refresh-token
+// grant: a configured refresh token, or a connection's saved one.
+func (c OAuth2Config) RefreshGrant() bool { return c.RefreshToken != "" || c.Connection != "" }
