@@ -16,6 +16,7 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
 	"github.com/practicegw/practicegw/store/credential"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 	"github.com/practicegw/practicegw/store/storetest"
@@ -413,5 +414,51 @@ func TestRetiredTombstoneKeysAreDropped(t *testing.T) {
 	}
 	if err := another(t, srv).ReadModel().DropRetiredTombstones(ctx); err != nil || rdb.Exists(ctx, retired[0]).Val() != 1 {
 		t.Fatalf("a second start scanned again: %v", err)
+	}
+}
+
+// Connections through two clients of one Redis. A handle under another
+// key is made without the start check (PrepareSecrets), so the suite sees
+// that it cannot read a consent's verifier either.
+func TestConnectionsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Connections(t, func(t *testing.T) storetest.ConnectionsBackend {
+		rdb := client(t, srv)
+		if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return storetest.ConnectionsBackend{
+			Open: func(key *sealed.Key) (storetest.ConnectStore, error) {
+				return redisstore.New(client(t, srv), redisstore.Options{Timeout: 5 * time.Second, Secrets: key})
+			},
+			Raw: func() []byte { return dumpRedis(t, rdb) },
+		}
+	})
+}
+
+// Redis drops a consent when it expires, so nobody has to: its key lives
+// as long as the consent has left, and one saved expired is not kept.
+func TestAuthorizationsExpireInRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	st := open(t, srv)
+	rdb := client(t, srv)
+	ctx := context.Background()
+	saved := time.Now()
+	awaited := connection.Authorization{State: "state-awaited", Connection: "con_a", Firm: "frm_acme", Verifier: "v",
+		Expires: saved.Add(connection.AuthorizationTTL)}
+	late := awaited
+	late.State, late.Expires = "state-late", saved.Add(-time.Second)
+	for _, a := range []connection.Authorization{awaited, late} {
+		if err := st.SaveAuthorization(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := rdb.Keys(ctx, "pgw:{connect}:auth:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("consent keys %v, %v; want the awaited one's", keys, err)
+	}
+	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+	if err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL || ttl < connection.AuthorizationTTL-time.Since(saved)-time.Second {
+		t.Fatalf("the consent's key lives %v (%v), want about %v", ttl, err, connection.AuthorizationTTL)
 	}
 }
