@@ -77,7 +77,7 @@ func (s *Store) Connection(ctx context.Context, id string) (connection.Connectio
 // Connections lists a firm's connections, or every firm's when firm is
 // "", oldest first (by creation, then id).
 func (s *Store) Connections(ctx context.Context, firm string) ([]connection.Connection, error) {
-	var out []connection.Connection
+	out := []connection.Connection{}
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
 		return tx.Bucket([]byte(bucketConnections)).ForEach(func(k, v []byte) error {
 			var c connection.Connection

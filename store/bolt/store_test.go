@@ -3,6 +3,8 @@ package bolt_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -292,6 +294,15 @@ func TestConnectionsConformance(t *testing.T) {
 				return boltstore.New(db, nil, boltstore.WithSecrets(key))
 			},
 			Raw: func() []byte { return dumpBolt(db) },
+			CopyAuthorization: func(from, to string) {
+				err := db.Update(func(tx *bbolt.Tx) error {
+					b := tx.Bucket([]byte("gw_authorizations"))
+					return b.Put(stateDigest(to), bytes.Clone(b.Get(stateDigest(from))))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
 		}
 	})
 }
@@ -341,4 +352,23 @@ func dumpBolt(db *bbolt.DB) []byte {
 		})
 	})
 	return raw
+}
+
+func BenchmarkListConnections(b *testing.B) {
+	db, err := bbolt.Open(filepath.Join(b.TempDir(), "bench.db"), 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	st, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets))
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkListConnections(b, st, 500)
+}
+
+// stateDigest is the key a consent is kept under: its state's SHA-256.
+func stateDigest(state string) []byte {
+	sum := sha256.Sum256([]byte(state))
+	return []byte(hex.EncodeToString(sum[:]))
 }

@@ -2,7 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -432,8 +435,20 @@ func TestConnectionsConformance(t *testing.T) {
 				return redisstore.New(client(t, srv), redisstore.Options{Timeout: 5 * time.Second, Secrets: key})
 			},
 			Raw: func() []byte { return dumpRedis(t, rdb) },
+			CopyAuthorization: func(from, to string) {
+				ctx := context.Background()
+				if err := rdb.Copy(ctx, authorizationKey(from), authorizationKey(to), 0, false).Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
 		}
 	})
+}
+
+// authorizationKey is the key a consent is kept under: its state's SHA-256.
+func authorizationKey(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return "pgw:{connect}:auth:" + hex.EncodeToString(sum[:])
 }
 
 // Redis drops a consent when it expires, so nobody has to: its key lives
@@ -460,5 +475,57 @@ func TestAuthorizationsExpireInRedis(t *testing.T) {
 	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
 	if err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL || ttl < connection.AuthorizationTTL-time.Since(saved)-time.Second {
 		t.Fatalf("the consent's key lives %v (%v), want about %v", ttl, err, connection.AuthorizationTTL)
+	}
+}
+
+func BenchmarkListConnections(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	st, err := redisstore.New(rdb, redisstore.Options{Secrets: secrets})
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkListConnections(b, st, 500)
+}
+
+// A Redis that is down is an error for the callback to report, not a
+// state it reads as unknown (which would refuse the consent as forged),
+// and it holds nobody longer than the lookup's bound; the consent is there
+// when Redis is back.
+func TestAuthorizationsThroughAnOutage(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOF())
+	st := open(t, srv)
+	ctx := context.Background()
+	a := connection.Authorization{State: "state-outage", Connection: "con_a", Firm: "frm_acme", Verifier: "v-outage",
+		Expires: time.Now().Add(connection.AuthorizationTTL)}
+	if err := st.SaveAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateConnection(ctx, connection.Connection{ID: "con_a", Firm: "frm_acme", Status: connection.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped cleanly, so that the append-only file holds every write:
+	// what is under test is the outage, not Redis's durability.
+	srv.Stop()
+
+	started := time.Now()
+	if _, err := st.TakeAuthorization(ctx, a.State, time.Now()); err == nil || errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("take with Redis down: %v, want an outage error", err)
+	}
+	if _, err := st.Connection(ctx, "con_a"); err == nil || errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("read with Redis down: %v, want an outage error", err)
+	}
+	if took := time.Since(started); took > 5*time.Second {
+		t.Fatalf("calls to a Redis that is down took %v", took)
+	}
+
+	srv.Restart()
+	got, err := st.TakeAuthorization(ctx, a.State, time.Now())
+	if err != nil || got.Verifier != a.Verifier {
+		t.Fatalf("after the outage: %+v, %v", got, err)
 	}
 }

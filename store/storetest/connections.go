@@ -46,6 +46,10 @@ type ConnectionsBackend struct {
 	Open func(key *sealed.Key) (ConnectStore, error)
 	// Raw is every key and value the backend holds, concatenated.
 	Raw func() []byte
+	// CopyAuthorization stores the consent kept for state from, as
+	// stored, where the consent of state to would be kept: what someone
+	// with write access to the store could do to swap verifiers.
+	CopyAuthorization func(from, to string)
 }
 
 // Connections checks a backend's connections and authorizations: reads
@@ -105,6 +109,23 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 		got, err := open(t, b).TakeAuthorization(ctx, auths[0].State, time.Now())
 		if err != nil || !sameAuthorization(got, auths[0]) {
 			t.Fatalf("taken %+v, %v; saved %+v", got, err, auths[0])
+		}
+	})
+
+	t.Run("VerifierBoundToItsState", func(t *testing.T) {
+		b := fresh(t)
+		st := open(t, b)
+		a := authorization("state-original")
+		if err := st.SaveAuthorization(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		b.CopyAuthorization(a.State, "state-elsewhere")
+		got, err := st.TakeAuthorization(ctx, "state-elsewhere", time.Now())
+		if !errors.Is(err, sealed.ErrDamaged) || got.Verifier != "" {
+			t.Fatalf("a consent copied under another state was taken: %+v, %v; want sealed.ErrDamaged", got, err)
+		}
+		if got, err := st.TakeAuthorization(ctx, a.State, time.Now()); err != nil || !sameAuthorization(got, a) {
+			t.Fatalf("the original: %+v, %v", got, err)
 		}
 	})
 
@@ -446,4 +467,31 @@ func testRacingTakers(t *testing.T, st, other ConnectStore) {
 			t.Fatalf("%s was taken %d times by %d takers", a.State, winners, takers)
 		}
 	}
+}
+
+// PollInterval is how often every instance lists every connection to
+// follow the others' changes (caddymodule/gateway).
+const PollInterval = 500 * time.Millisecond
+
+// BenchmarkListConnections measures the list every instance makes each
+// PollInterval, over n connections spread across firms, and reports it as
+// a share of the interval: what following connections costs a store.
+func BenchmarkListConnections(b *testing.B, st ConnectionStore, n int) {
+	for i := range n {
+		c := conn(fmt.Sprintf("con_%04d", i), fmt.Sprintf("frm_%02d", i%40), t0.Add(time.Duration(i)*time.Second))
+		if _, err := st.CreateConnection(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for b.Loop() {
+		list, err := st.Connections(ctx, "")
+		if err != nil || len(list) != n {
+			b.Fatalf("listed %d of %d: %v", len(list), n, err)
+		}
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.ReportMetric(float64(per)/float64(PollInterval)*100, "%-of-poll")
+	b.Logf("%d connections listed in %v, %.3f%% of the %v poll", n, per, float64(per)/float64(PollInterval)*100, PollInterval)
 }
