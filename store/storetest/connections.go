@@ -469,12 +469,12 @@ func testRacingTakers(t *testing.T, st, other ConnectStore) {
 	}
 }
 
-// PollInterval is how often every instance lists every connection to
+// pollInterval is how often every instance lists every connection to
 // follow the others' changes (caddymodule/gateway).
-const PollInterval = 500 * time.Millisecond
+const pollInterval = 500 * time.Millisecond
 
 // BenchmarkListConnections measures the list every instance makes each
-// PollInterval, over n connections spread across firms, and reports it as
+// pollInterval, over n connections spread across firms, and reports it as
 // a share of the interval: what following connections costs a store.
 func BenchmarkListConnections(b *testing.B, st ConnectionStore, n int) {
 	for i := range n {
@@ -492,6 +492,6 @@ func BenchmarkListConnections(b *testing.B, st ConnectionStore, n int) {
 		}
 	}
 	per := time.Since(start) / time.Duration(b.N)
-	b.ReportMetric(float64(per)/float64(PollInterval)*100, "%-of-poll")
-	b.Logf("%d connections listed in %v, %.3f%% of the %v poll", n, per, float64(per)/float64(PollInterval)*100, PollInterval)
+	b.ReportMetric(float64(per)/float64(pollInterval)*100, "%-of-poll")
+	b.Logf("%d connections listed in %v, %.3f%% of the %v poll", n, per, float64(per)/float64(pollInterval)*100, pollInterval)
 }
