@@ -527,8 +527,8 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
-// expire drops idempotency keys, vendor notifications handled and hourly
-// usage past their retention
+// expire drops idempotency keys, vendor notifications handled, consents
+// past their expiry and hourly usage past their retention
 // from the embedded store; Redis expires its own.
 func (a *App) expire(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
@@ -540,6 +540,9 @@ func (a *App) expire(ctx context.Context) {
 			}
 			if _, err := a.shared.store.ExpireNotifications(ctx); err != nil {
 				a.logger.Warn("expiring vendor notifications handled", zap.Error(err))
+			}
+			if _, err := a.shared.store.ExpireAuthorizations(ctx); err != nil {
+				a.logger.Warn("expiring consents nobody came back for", zap.Error(err))
 			}
 		}
 		if _, err := a.shared.store.ExpireUsage(ctx); err != nil {

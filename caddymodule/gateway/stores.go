@@ -1,9 +1,13 @@
 package gateway
 
 import (
+	"context"
+	"time"
+
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/connection"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -16,4 +20,18 @@ var (
 	_ auth.RevocationFeed = (*redisstore.Store)(nil)
 	_ upstream.Locks      = (*boltstore.ReadModel)(nil)
 	_ upstream.Locks      = (*redisstore.ReadModel)(nil)
+	_ connectStore        = (*boltstore.Store)(nil)
+	_ connectStore        = (*redisstore.Store)(nil)
 )
+
+// connectStore is what caddymodule/connect asks of a store: its
+// Connections and Authorizations interfaces, spelled out here until the
+// checks can name them.
+type connectStore interface {
+	CreateConnection(ctx context.Context, c connection.Connection) (connection.Connection, error)
+	Connection(ctx context.Context, id string) (connection.Connection, error)
+	Connections(ctx context.Context, firm string) ([]connection.Connection, error)
+	UpdateConnection(ctx context.Context, c connection.Connection, version int64) (connection.Connection, error)
+	SaveAuthorization(ctx context.Context, a connection.Authorization) error
+	TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error)
+}

@@ -6,6 +6,7 @@
 // and signing keys (credentials.go), idempotency keys (idempotency.go),
 // hourly usage (usage.go), what upstream adapters last saw (upstream.go),
 // the vendor notifications handled in the last hour (notifications.go),
+// firms' connections and the consents awaited (connections.go),
 // the read model's records, checkpoints and leases (readmodel.go) and the
 // check that secrets are sealed under the store's key (secrets.go). The generated signing key, endpoint secrets and upstream state are stored
 // sealed.
@@ -83,6 +84,7 @@ var (
 
 func bucketNames() []string {
 	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketNotices, bucketSecrets,
+		bucketConnections, bucketAuthorizations,
 		bucketReadModel, bucketCheckpoints, bucketRMLeases,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,

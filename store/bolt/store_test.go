@@ -3,6 +3,8 @@ package bolt_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -18,6 +20,7 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/connection"
 	"github.com/practicegw/practicegw/store/credential"
 	"github.com/practicegw/practicegw/store/storetest"
 )
@@ -275,4 +278,97 @@ func TestFencedCheckpointsConformance(t *testing.T) {
 		st, db := open(t)
 		return st.ReadModel(), reopen(t, db).ReadModel()
 	})
+}
+
+// Connections over one file opened twice; a handle under another key is
+// refused at open, as the store checks its key then.
+func TestConnectionsConformance(t *testing.T) {
+	storetest.Connections(t, func(t *testing.T) storetest.ConnectionsBackend {
+		db, err := bbolt.Open(filepath.Join(t.TempDir(), "connections.db"), 0o600, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return storetest.ConnectionsBackend{
+			Open: func(key *sealed.Key) (storetest.ConnectStore, error) {
+				return boltstore.New(db, nil, boltstore.WithSecrets(key))
+			},
+			Raw: func() []byte { return dumpBolt(db) },
+			CopyAuthorization: func(from, to string) {
+				err := db.Update(func(tx *bbolt.Tx) error {
+					b := tx.Bucket([]byte("gw_authorizations"))
+					return b.Put(stateDigest(to), bytes.Clone(b.Get(stateDigest(from))))
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+// The consents nobody came back for leave the file at the app's expiry,
+// by the store's clock; those still awaited stay.
+func TestExpireAuthorizations(t *testing.T) {
+	_, db := open(t)
+	ctx := context.Background()
+	now := time.Now()
+	st := reopen(t, db)
+	for state, expires := range map[string]time.Time{"state-gone": now.Add(-time.Second), "state-due": now, "state-awaited": now.Add(time.Minute)} {
+		a := connection.Authorization{State: state, Connection: "con_a", Firm: "frm_acme", Verifier: "v-" + state, Expires: expires}
+		if err := st.SaveAuthorization(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := boltstore.New(db, func() time.Time { return now }, boltstore.WithSecrets(secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.ExpireAuthorizations(ctx); err != nil || n != 2 {
+		t.Fatalf("expired %d, %v; want 2", n, err)
+	}
+	var left int
+	db.View(func(tx *bbolt.Tx) error {
+		left = tx.Bucket([]byte("gw_authorizations")).Stats().KeyN
+		return nil
+	})
+	if left != 1 {
+		t.Fatalf("%d consents left, want the one awaited", left)
+	}
+	if a, err := st.TakeAuthorization(ctx, "state-awaited", now); err != nil || a.Verifier != "v-state-awaited" {
+		t.Fatalf("the consent awaited: %+v, %v", a, err)
+	}
+}
+
+// dumpBolt is every key and value in the file.
+func dumpBolt(db *bbolt.DB) []byte {
+	var raw []byte
+	db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(name []byte, b *bbolt.Bucket) error {
+			return b.ForEach(func(k, v []byte) error {
+				raw = append(append(raw, k...), v...)
+				return nil
+			})
+		})
+	})
+	return raw
+}
+
+func BenchmarkListConnections(b *testing.B) {
+	db, err := bbolt.Open(filepath.Join(b.TempDir(), "bench.db"), 0o600, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	st, err := boltstore.New(db, nil, boltstore.WithSecrets(secrets))
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkListConnections(b, st, 500)
+}
+
+// stateDigest is the key a consent is kept under: its state's SHA-256.
+func stateDigest(state string) []byte {
+	sum := sha256.Sum256([]byte(state))
+	return []byte(hex.EncodeToString(sum[:]))
 }

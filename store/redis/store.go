@@ -8,7 +8,9 @@
 // configured key (secrets.go, pgw:secrets_check), idempotency keys with their TTL (idempotency.go,
 // pgw:idem:*), what upstream adapters keep (upstream.go, pgw:upstream:*,
 // sealed), the vendor notifications handled in the last hour
-// (notifications.go, pgw:notice:* with their TTL) and the read model's records, feed, checkpoints and
+// (notifications.go, pgw:notice:* with their TTL), firms' connections and
+// the consents awaited (connections.go, pgw:{connect}:*, verifiers sealed)
+// and the read model's records, feed, checkpoints and
 // leases (readmodel.go, pgw:rm:*). Those calls are single lookups bounded by
 // Options.LookupTimeout, so that a slow Redis cannot hold a request.
 //

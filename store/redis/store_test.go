@@ -2,7 +2,10 @@ package redis_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
 	"github.com/practicegw/practicegw/store/credential"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 	"github.com/practicegw/practicegw/store/storetest"
@@ -413,5 +417,115 @@ func TestRetiredTombstoneKeysAreDropped(t *testing.T) {
 	}
 	if err := another(t, srv).ReadModel().DropRetiredTombstones(ctx); err != nil || rdb.Exists(ctx, retired[0]).Val() != 1 {
 		t.Fatalf("a second start scanned again: %v", err)
+	}
+}
+
+// Connections through two clients of one Redis. A handle under another
+// key is made without the start check (PrepareSecrets), so the suite sees
+// that it cannot read a consent's verifier either.
+func TestConnectionsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.Connections(t, func(t *testing.T) storetest.ConnectionsBackend {
+		rdb := client(t, srv)
+		if err := rdb.FlushDB(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+		return storetest.ConnectionsBackend{
+			Open: func(key *sealed.Key) (storetest.ConnectStore, error) {
+				return redisstore.New(client(t, srv), redisstore.Options{Timeout: 5 * time.Second, Secrets: key})
+			},
+			Raw: func() []byte { return dumpRedis(t, rdb) },
+			CopyAuthorization: func(from, to string) {
+				ctx := context.Background()
+				if err := rdb.Copy(ctx, authorizationKey(from), authorizationKey(to), 0, false).Err(); err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
+}
+
+// authorizationKey is the key a consent is kept under: its state's SHA-256.
+func authorizationKey(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return "pgw:{connect}:auth:" + hex.EncodeToString(sum[:])
+}
+
+// Redis drops a consent when it expires, so nobody has to: its key lives
+// as long as the consent has left, and one saved expired is not kept.
+func TestAuthorizationsExpireInRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	st := open(t, srv)
+	rdb := client(t, srv)
+	ctx := context.Background()
+	saved := time.Now()
+	awaited := connection.Authorization{State: "state-awaited", Connection: "con_a", Firm: "frm_acme", Verifier: "v",
+		Expires: saved.Add(connection.AuthorizationTTL)}
+	late := awaited
+	late.State, late.Expires = "state-late", saved.Add(-time.Second)
+	for _, a := range []connection.Authorization{awaited, late} {
+		if err := st.SaveAuthorization(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, err := rdb.Keys(ctx, "pgw:{connect}:auth:*").Result()
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("consent keys %v, %v; want the awaited one's", keys, err)
+	}
+	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+	if err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL || ttl < connection.AuthorizationTTL-time.Since(saved)-time.Second {
+		t.Fatalf("the consent's key lives %v (%v), want about %v", ttl, err, connection.AuthorizationTTL)
+	}
+}
+
+func BenchmarkListConnections(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb, err := redisstore.NewClient(srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rdb.Close()
+	st, err := redisstore.New(rdb, redisstore.Options{Secrets: secrets})
+	if err != nil {
+		b.Fatal(err)
+	}
+	storetest.BenchmarkListConnections(b, st, 500)
+}
+
+// A Redis that is down is an error for the callback to report, not a
+// state it reads as unknown (which would refuse the consent as forged),
+// and it holds nobody longer than the lookup's bound; the consent is there
+// when Redis is back.
+func TestAuthorizationsThroughAnOutage(t *testing.T) {
+	srv := redistest.Start(t, redistest.WithAOF())
+	st := open(t, srv)
+	ctx := context.Background()
+	a := connection.Authorization{State: "state-outage", Connection: "con_a", Firm: "frm_acme", Verifier: "v-outage",
+		Expires: time.Now().Add(connection.AuthorizationTTL)}
+	if err := st.SaveAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateConnection(ctx, connection.Connection{ID: "con_a", Firm: "frm_acme", Status: connection.Pending}); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped cleanly, so that the append-only file holds every write:
+	// what is under test is the outage, not Redis's durability.
+	srv.Stop()
+
+	started := time.Now()
+	if _, err := st.TakeAuthorization(ctx, a.State, time.Now()); err == nil || errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("take with Redis down: %v, want an outage error", err)
+	}
+	if _, err := st.Connection(ctx, "con_a"); err == nil || errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("read with Redis down: %v, want an outage error", err)
+	}
+	if took := time.Since(started); took > 5*time.Second {
+		t.Fatalf("calls to a Redis that is down took %v", took)
+	}
+
+	srv.Restart()
+	got, err := st.TakeAuthorization(ctx, a.State, time.Now())
+	if err != nil || got.Verifier != a.Verifier {
+		t.Fatalf("after the outage: %+v, %v", got, err)
 	}
 }

@@ -1,0 +1,227 @@
+package bolt
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
+
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// Firms' connections and the consents awaited (store/connection):
+//
+//	gw_connections     connection id -> the connection's JSON
+//	gw_authorizations  SHA-256 of the state (hex) -> the consent, its
+//	                   PKCE verifier sealed
+//
+// Connections are never deleted (a disconnected one stays, for the firm to
+// see) and number in the hundreds, so a list reads the bucket whole rather
+// than keep a per-firm index. A consent is kept under its state's digest,
+// so that a copy of the file gives neither the state nor the verifier.
+const (
+	bucketConnections    = "gw_connections"
+	bucketAuthorizations = "gw_authorizations"
+)
+
+// whatVerifier binds a sealed verifier to its consent's state: a record
+// copied under another state's digest does not open there.
+func whatVerifier(state string) string { return "connect-verifier:" + state }
+
+func stateKey(state string) []byte {
+	sum := sha256.Sum256([]byte(state))
+	return []byte(hex.EncodeToString(sum[:]))
+}
+
+// CreateConnection stores a new connection as version 1.
+func (s *Store) CreateConnection(ctx context.Context, c connection.Connection) (connection.Connection, error) {
+	if c.ID == "" {
+		return connection.Connection{}, errors.New("create connection: no id")
+	}
+	c.Version = 1
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketConnections))
+		if b.Get([]byte(c.ID)) != nil {
+			return connection.ErrExists
+		}
+		return putJSON(b, c.ID, c)
+	})
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("create connection %s: %w", c.ID, err)
+	}
+	return c, nil
+}
+
+// Connection returns the connection with id.
+func (s *Store) Connection(ctx context.Context, id string) (connection.Connection, error) {
+	var c connection.Connection
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		c, err = loadConnection(tx, id)
+		return err
+	})
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("connection %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// Connections lists a firm's connections, or every firm's when firm is
+// "", oldest first (by creation, then id).
+func (s *Store) Connections(ctx context.Context, firm string) ([]connection.Connection, error) {
+	out := []connection.Connection{}
+	err := s.view(ctx, func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(bucketConnections)).ForEach(func(k, v []byte) error {
+			var c connection.Connection
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("decode connection %s: %w", k, err)
+			}
+			if firm == "" || c.Firm == firm {
+				out = append(out, c)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connections of %q: %w", firm, err)
+	}
+	slices.SortFunc(out, oldestFirst)
+	return out, nil
+}
+
+func oldestFirst(a, b connection.Connection) int {
+	return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+}
+
+// UpdateConnection writes c if the stored version is still version, as
+// version+1. A connection stays its firm's: a write that moves it is
+// refused.
+func (s *Store) UpdateConnection(ctx context.Context, c connection.Connection, version int64) (connection.Connection, error) {
+	c.Version = version + 1
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		cur, err := loadConnection(tx, c.ID)
+		if err != nil {
+			return err
+		}
+		if cur.Version != version {
+			return connection.ErrVersion
+		}
+		if cur.Firm != c.Firm {
+			return fmt.Errorf("a connection cannot move from firm %s to %s", cur.Firm, c.Firm)
+		}
+		return putJSON(tx.Bucket([]byte(bucketConnections)), c.ID, c)
+	})
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("update connection %s: %w", c.ID, err)
+	}
+	return c, nil
+}
+
+func loadConnection(tx *bbolt.Tx, id string) (connection.Connection, error) {
+	var c connection.Connection
+	ok, err := getJSON(tx.Bucket([]byte(bucketConnections)), id, &c)
+	if err != nil {
+		return connection.Connection{}, err
+	}
+	if !ok {
+		return connection.Connection{}, connection.ErrNotFound
+	}
+	return c, nil
+}
+
+// authorizationRecord is a consent as stored: the state is the key's
+// digest, the verifier sealed.
+type authorizationRecord struct {
+	Connection string    `json:"connection"`
+	Firm       string    `json:"firm"`
+	Attempt    int       `json:"attempt"`
+	Verifier   string    `json:"sealed_verifier"`
+	Expires    time.Time `json:"expires"`
+}
+
+// SaveAuthorization keeps a until a.Expires (ExpireAuthorizations drops
+// it after).
+func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorization) error {
+	rec := authorizationRecord{Connection: a.Connection, Firm: a.Firm, Attempt: a.Attempt, Expires: a.Expires,
+		Verifier: string(s.secrets.Seal([]byte(a.Verifier), whatVerifier(a.State)))}
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		return putJSON(tx.Bucket([]byte(bucketAuthorizations)), string(stateKey(a.State)), rec)
+	})
+	if err != nil {
+		return fmt.Errorf("save authorization of connection %s: %w", a.Connection, err)
+	}
+	return nil
+}
+
+// TakeAuthorization returns the consent of state and deletes it in the
+// same transaction, so that it is used once; one expired at now is
+// deleted and not returned.
+func (s *Store) TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error) {
+	var raw []byte
+	key := stateKey(state)
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketAuthorizations))
+		raw = bytes.Clone(b.Get(key))
+		if raw == nil {
+			return nil
+		}
+		return b.Delete(key)
+	})
+	if err != nil {
+		return connection.Authorization{}, fmt.Errorf("take authorization: %w", err)
+	}
+	if raw == nil {
+		return connection.Authorization{}, connection.ErrNotFound
+	}
+	var rec authorizationRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return connection.Authorization{}, fmt.Errorf("take authorization: decode: %w", err)
+	}
+	if !now.Before(rec.Expires) {
+		return connection.Authorization{}, connection.ErrNotFound
+	}
+	verifier, err := s.secrets.Open([]byte(rec.Verifier), whatVerifier(state))
+	if err != nil {
+		return connection.Authorization{}, fmt.Errorf("authorization of connection %s: opening its verifier: %w", rec.Connection, err)
+	}
+	return connection.Authorization{State: state, Connection: rec.Connection, Firm: rec.Firm, Attempt: rec.Attempt,
+		Verifier: string(verifier), Expires: rec.Expires}, nil
+}
+
+// ExpireAuthorizations drops the consents whose time ran out by the
+// store's clock: a consent abandoned at the vendor's page is never taken.
+func (s *Store) ExpireAuthorizations(ctx context.Context) (int, error) {
+	var n int
+	now := s.now()
+	err := s.update(ctx, func(tx *bbolt.Tx) error {
+		n = 0
+		c := tx.Bucket([]byte(bucketAuthorizations)).Cursor()
+		for k, v := c.First(); k != nil; {
+			var rec authorizationRecord
+			// A record that does not decode is dropped too: it could
+			// never be taken.
+			if json.Unmarshal(v, &rec) == nil && now.Before(rec.Expires) {
+				k, v = c.Next()
+				continue
+			}
+			if err := c.Delete(); err != nil {
+				return err
+			}
+			n++
+			k, v = c.Seek(k)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire authorizations: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,246 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// Firms' connections and the consents awaited (store/connection):
+//
+//	pgw:{connect}:connections     hash: connection id -> its JSON
+//	pgw:{connect}:firm:<firm>     set: the firm's connection ids
+//	pgw:{connect}:auth:<digest>   a consent, under the SHA-256 of its state
+//	                              (hex), its verifier sealed; TTL: until
+//	                              it expires
+//
+// Every instance lists every connection twice a second to follow the
+// others' changes, and there are hundreds at most: one HGETALL. The
+// connections' keys share the hash tag {connect}, so that the script
+// creating one writes its hash and its firm's set on Redis Cluster too.
+// Connections are never deleted (a disconnected one stays, for the firm
+// to see) and never change firm, so a firm's set only grows with its
+// connections. A consent is kept under its state's digest, so that
+// neither the state nor the verifier is in Redis to be read.
+const (
+	keyConnections    = "pgw:{connect}:connections"
+	keyFirmConnection = "pgw:{connect}:firm:"
+	keyAuthorization  = "pgw:{connect}:auth:"
+)
+
+// whatVerifier binds a sealed verifier to its consent's state: a value
+// copied under another state's key does not open there.
+func whatVerifier(state string) string { return "connect-verifier:" + state }
+
+func authorizationKey(state string) string {
+	sum := sha256.Sum256([]byte(state))
+	return keyAuthorization + hex.EncodeToString(sum[:])
+}
+
+// createConnectionScript stores the connection ARGV[2] under id ARGV[1]
+// unless the id is taken, and adds it to its firm's set: 0 when taken.
+var createConnectionScript = goredis.NewScript(`
+if redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('SADD', KEYS[2], ARGV[1])
+return 1`)
+
+// updateConnectionScript writes the connection ARGV[4] over id ARGV[1]
+// if the stored one's version is still ARGV[2] and its firm ARGV[3].
+var updateConnectionScript = goredis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 'notfound' end
+local c = cjson.decode(cur)
+if c.version ~= tonumber(ARGV[2]) then return 'version' end
+if c.firm ~= ARGV[3] then return 'moved' end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[4])
+return 'ok'`)
+
+// CreateConnection stores a new connection as version 1.
+func (s *Store) CreateConnection(ctx context.Context, c connection.Connection) (connection.Connection, error) {
+	if c.ID == "" {
+		return connection.Connection{}, errors.New("create connection: no id")
+	}
+	c.Version = 1
+	v, err := json.Marshal(c)
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("create connection %s: %w", c.ID, err)
+	}
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	created, err := createConnectionScript.Run(ctx, s.rdb, []string{keyConnections, keyFirmConnection + c.Firm}, c.ID, v).Int()
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("create connection %s in redis: %w", c.ID, err)
+	}
+	if created == 0 {
+		return connection.Connection{}, fmt.Errorf("create connection %s: %w", c.ID, connection.ErrExists)
+	}
+	return c, nil
+}
+
+// Connection returns the connection with id.
+func (s *Store) Connection(ctx context.Context, id string) (connection.Connection, error) {
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	raw, err := s.rdb.HGet(ctx, keyConnections, id).Bytes()
+	if isNil(err) {
+		return connection.Connection{}, fmt.Errorf("connection %s: %w", id, connection.ErrNotFound)
+	}
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("connection %s in redis: %w", id, err)
+	}
+	return decodeConnection(id, raw)
+}
+
+// Connections lists a firm's connections, or every firm's when firm is
+// "", oldest first (by creation, then id).
+func (s *Store) Connections(ctx context.Context, firm string) ([]connection.Connection, error) {
+	ctx, cancel := s.ctx(ctx)
+	defer cancel()
+	raws, err := s.connectionValues(ctx, firm)
+	if err != nil {
+		return nil, fmt.Errorf("connections of %q in redis: %w", firm, err)
+	}
+	out := make([]connection.Connection, 0, len(raws))
+	for id, raw := range raws {
+		c, err := decodeConnection(id, []byte(raw))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b connection.Connection) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ID, b.ID))
+	})
+	return out, nil
+}
+
+// connectionValues is the stored JSON of firm's connections (every
+// firm's when ""), by id.
+func (s *Store) connectionValues(ctx context.Context, firm string) (map[string]string, error) {
+	if firm == "" {
+		return s.rdb.HGetAll(ctx, keyConnections).Result()
+	}
+	ids, err := s.rdb.SMembers(ctx, keyFirmConnection+firm).Result()
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	vals, err := s.rdb.HMGet(ctx, keyConnections, ids...).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(ids))
+	for i, v := range vals {
+		if raw, ok := v.(string); ok {
+			out[ids[i]] = raw
+		}
+	}
+	return out, nil
+}
+
+// UpdateConnection writes c if the stored version is still version, as
+// version+1, in one script. A connection stays its firm's: a write that
+// moves it is refused.
+func (s *Store) UpdateConnection(ctx context.Context, c connection.Connection, version int64) (connection.Connection, error) {
+	c.Version = version + 1
+	v, err := json.Marshal(c)
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("update connection %s: %w", c.ID, err)
+	}
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	res, err := updateConnectionScript.Run(ctx, s.rdb, []string{keyConnections}, c.ID, strconv.FormatInt(version, 10), c.Firm, v).Text()
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("update connection %s in redis: %w", c.ID, err)
+	}
+	switch res {
+	case "ok":
+		return c, nil
+	case "notfound":
+		err = connection.ErrNotFound
+	case "version":
+		err = connection.ErrVersion
+	case "moved":
+		err = fmt.Errorf("a connection cannot move to firm %s", c.Firm)
+	default:
+		err = fmt.Errorf("unexpected script answer %q", res)
+	}
+	return connection.Connection{}, fmt.Errorf("update connection %s: %w", c.ID, err)
+}
+
+func decodeConnection(id string, raw []byte) (connection.Connection, error) {
+	var c connection.Connection
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return connection.Connection{}, fmt.Errorf("decode connection %s: %w", id, err)
+	}
+	return c, nil
+}
+
+// authorizationRecord is a consent as stored: the state is the key's
+// digest, the verifier sealed.
+type authorizationRecord struct {
+	Connection string    `json:"connection"`
+	Firm       string    `json:"firm"`
+	Attempt    int       `json:"attempt"`
+	Verifier   string    `json:"sealed_verifier"`
+	Expires    time.Time `json:"expires"`
+}
+
+// SaveAuthorization keeps a until a.Expires: Redis drops it then. One
+// already expired is not kept.
+func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorization) error {
+	ttl := time.Until(a.Expires).Truncate(time.Millisecond)
+	if ttl <= 0 {
+		return nil
+	}
+	v, err := json.Marshal(authorizationRecord{Connection: a.Connection, Firm: a.Firm, Attempt: a.Attempt, Expires: a.Expires,
+		Verifier: string(s.secrets.Seal([]byte(a.Verifier), whatVerifier(a.State)))})
+	if err != nil {
+		return fmt.Errorf("save authorization of connection %s: %w", a.Connection, err)
+	}
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	if err := s.rdb.Set(ctx, authorizationKey(a.State), v, ttl).Err(); err != nil {
+		return fmt.Errorf("save authorization of connection %s in redis: %w", a.Connection, err)
+	}
+	return nil
+}
+
+// TakeAuthorization returns the consent of state and deletes it with one
+// GETDEL, so that of instances racing on one state one gets it; one
+// expired at now is deleted and not returned (now may run ahead of the
+// TTL's clock).
+func (s *Store) TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error) {
+	cctx, cancel := s.lookup(ctx)
+	defer cancel()
+	raw, err := s.rdb.GetDel(cctx, authorizationKey(state)).Bytes()
+	if isNil(err) {
+		return connection.Authorization{}, connection.ErrNotFound
+	}
+	if err != nil {
+		return connection.Authorization{}, fmt.Errorf("take authorization in redis: %w", err)
+	}
+	var rec authorizationRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return connection.Authorization{}, fmt.Errorf("take authorization: decode: %w", err)
+	}
+	if !now.Before(rec.Expires) {
+		return connection.Authorization{}, connection.ErrNotFound
+	}
+	verifier, err := s.secrets.Open([]byte(rec.Verifier), whatVerifier(state))
+	if err != nil {
+		return connection.Authorization{}, fmt.Errorf("authorization of connection %s: opening its verifier: %w", rec.Connection, err)
+	}
+	return connection.Authorization{State: state, Connection: rec.Connection, Firm: rec.Firm, Attempt: rec.Attempt,
+		Verifier: string(verifier), Expires: rec.Expires}, nil
+}
