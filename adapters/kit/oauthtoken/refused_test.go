@@ -1,0 +1,283 @@
+package oauthtoken_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/oauth2"
+
+	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
+)
+
+// refreshLog is a transport to the token endpoint that notes, for each
+// refresh token sent, how often the endpoint refused it.
+type refreshLog struct {
+	mu      sync.Mutex
+	sent    int
+	refused map[string]int
+}
+
+func (l *refreshLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	form, _ := url.ParseQuery(string(body))
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil || form.Get("grant_type") != "refresh_token" {
+		return resp, err
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body = io.NopCloser(bytes.NewReader(answer))
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent++
+	if resp.StatusCode == http.StatusBadRequest && strings.Contains(string(answer), "invalid_grant") {
+		l.refused[form.Get("refresh_token")]++
+	}
+	return resp, nil
+}
+
+// reusedRefusals are the refresh tokens the endpoint refused more than
+// once: a call that sent a token already refused.
+func (l *refreshLog) reusedRefusals() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for tok, n := range l.refused {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s refused %d times", tok, n))
+		}
+	}
+	return out
+}
+
+func (l *refreshLog) requests() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sent
+}
+
+// secretText matches the identity double's tokens and codes.
+var secretText = regexp.MustCompile(`\b(rt|at|code)-\d+-[0-9a-f]{32}\b`)
+
+// connectionRig is a firm's Xero connection through the Xero double's
+// identity service, with the gateway's shared store.
+type connectionRig struct {
+	t       *testing.T
+	id      *vendortest.Identity
+	clock   *vendortest.Clock
+	deps    upstream.Deps
+	cfg     upstream.OAuth2Config
+	log     *refreshLog
+	ctx     context.Context
+	mu      sync.Mutex
+	reasons []string
+}
+
+func newConnectionRig(t *testing.T) *connectionRig {
+	x := vendortest.NewXero()
+	t.Cleanup(x.Close)
+	r := &connectionRig{t: t, id: x.Identity, clock: vendortest.NewClock(time.Unix(1_700_000_000, 0)),
+		log: &refreshLog{refused: map[string]int{}}}
+	r.id.SetNow(r.clock.Now)
+	r.id.AllowRedirect("https://gw.example.com/connect/callback")
+	r.deps = upstream.Deps{Clock: r.clock, State: changes.NewMemoryState(), Locks: readmodelsim.NewStore(r.clock.Now),
+		GrantRefused: func(reason string) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.reasons = append(r.reasons, reason)
+		}}
+	r.cfg = upstream.OAuth2Config{ClientID: r.id.ClientID, ClientSecret: r.id.ClientSecret, Connection: "con_hollis_ledger"}
+	r.ctx = context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{Transport: r.log, Timeout: 10 * time.Second})
+	return r
+}
+
+// source is one gateway instance's token source for the connection.
+func (r *connectionRig) source() *oauthtoken.Source {
+	o, err := oauthtoken.New(oauthtoken.Xero, r.cfg, r.id.TokenURL(), "basic", r.deps)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return o.WithLease(5*time.Second, time.Millisecond)
+}
+
+// consent gives consent at the double and seeds its token, as the
+// gateway's callback does for a (re)connect.
+func (r *connectionRig) consent() {
+	r.t.Helper()
+	conf := &oauth2.Config{ClientID: r.id.ClientID, ClientSecret: r.id.ClientSecret,
+		RedirectURL: "https://gw.example.com/connect/callback", Scopes: []string{"offline_access"},
+		Endpoint: oauth2.Endpoint{AuthURL: r.id.AuthorizeURL(), TokenURL: r.id.TokenURL(), AuthStyle: oauth2.AuthStyleInHeader}}
+	verifier := oauth2.GenerateVerifier()
+	back, err := r.id.Allow(conf.AuthCodeURL("state", oauth2.S256ChallengeOption(verifier)))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	tok, err := conf.Exchange(context.Background(), back.Query().Get("code"), oauth2.VerifierOption(verifier))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := oauthtoken.Seed(context.Background(), r.deps, oauthtoken.Xero, r.cfg, tok); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *connectionRig) refusals() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.reasons...)
+}
+
+// A refresh token the vendor refuses (invalid_grant) makes the call fail
+// as needing a reconnect, naming the system and the vendor's code and no
+// token; the gateway is told once; later calls fail at once without
+// sending the refused token again, until a reconnect seeds a new one.
+func TestRefusedGrantNeedsReconnect(t *testing.T) {
+	r := newConnectionRig(t)
+	r.consent()
+	a := r.source()
+	r.clock.Advance(31 * time.Minute)
+	if _, err := a.Token(r.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.id.RevokeAll()
+	r.clock.Advance(31 * time.Minute)
+
+	_, err := a.Token(r.ctx)
+	if !errors.Is(err, practice.ErrNeedsReconnect) {
+		t.Fatalf("after the revocation: %v; want ErrNeedsReconnect", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "xero") || !strings.Contains(msg, "invalid_grant") || secretText.MatchString(msg) {
+		t.Fatalf("error text %q: want the system and the vendor's code, and no token", msg)
+	}
+	if got := r.refusals(); len(got) != 1 || secretText.MatchString(got[0]) {
+		t.Fatalf("GrantRefused told %q; want once, without a token", got)
+	}
+	sent := r.log.requests()
+	for _, o := range []*oauthtoken.Source{a, r.source()} {
+		if _, err := o.Token(r.ctx); !errors.Is(err, practice.ErrNeedsReconnect) {
+			t.Fatalf("again: %v", err)
+		}
+	}
+	if r.log.requests() != sent || len(r.refusals()) != 1 {
+		t.Fatalf("the refused token was sent again (%d requests, was %d), or the gateway told twice (%d)",
+			r.log.requests(), sent, len(r.refusals()))
+	}
+
+	r.consent()
+	r.clock.Advance(31 * time.Minute)
+	tok, err := a.Token(r.ctx)
+	if err != nil || r.id.Revoked(tok) {
+		t.Fatalf("after the reconnect: %q, %v; want a live token", tok, err)
+	}
+}
+
+// Two instances' sources of one connection on one store, driven through
+// seeded schedules of refreshes (alone and at once), expiries,
+// revocations at the vendor and reconnects. After every step: no refused
+// refresh token was sent twice; a call fails exactly when the grant is
+// revoked and no fresh access token is left, and then as needing a
+// reconnect, the gateway told once per revoked grant; a reconnect
+// resumes; no error shows a token. A failing seed replays alone with
+// -run 'TestRefusedGrantSchedules/seed=N'.
+func TestRefusedGrantSchedules(t *testing.T) {
+	for seed := range uint64(60) {
+		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+			t.Parallel()
+			refusedGrantSchedule(t, seed)
+		})
+	}
+}
+
+func refusedGrantSchedule(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 26))
+	r := newConnectionRig(t)
+	if rng.IntN(2) == 0 {
+		r.id.SetGrace(0)
+	}
+	r.consent()
+	sources := []*oauthtoken.Source{r.source(), r.source()}
+	// The model: the current grant revoked at the vendor; the newest
+	// saved access token expired; every token of an earlier grant
+	// expired (a source keeps its access token until it expires).
+	revoked, stale, epoch, earlierExpired := false, false, 0, true
+	toldBefore := 0
+
+	check := func(step int, what string, tok string, err error) {
+		t.Helper()
+		if err != nil && secretText.MatchString(err.Error()) {
+			t.Fatalf("step %d %s: the error shows a token: %v", step, what, err)
+		}
+		switch {
+		case revoked && stale:
+			if !errors.Is(err, practice.ErrNeedsReconnect) {
+				t.Fatalf("step %d %s: revoked grant, no fresh token: %q, %v; want ErrNeedsReconnect", step, what, tok, err)
+			}
+		case err != nil:
+			t.Fatalf("step %d %s: %v (revoked %v, stale %v)", step, what, err, revoked, stale)
+		case !revoked && earlierExpired && r.id.Revoked(tok):
+			t.Fatalf("step %d %s: a token of a revoked grant", step, what)
+		}
+	}
+	for step := range 40 {
+		var what string
+		switch op := rng.IntN(10); {
+		case op < 4:
+			what = "token"
+			i := rng.IntN(2)
+			tok, err := sources[i].Token(r.ctx)
+			check(step, what, tok, err)
+		case op < 6:
+			what = "tokens at once"
+			var wg sync.WaitGroup
+			toks, errs := make([]string, 2), make([]error, 2)
+			for i, o := range sources {
+				wg.Go(func() { toks[i], errs[i] = o.Token(r.ctx) })
+			}
+			wg.Wait()
+			for i := range sources {
+				check(step, what, toks[i], errs[i])
+			}
+		case op < 8:
+			what = "expire"
+			r.clock.Advance(31 * time.Minute)
+			stale, earlierExpired = true, true
+		case op < 9:
+			what = "revoke"
+			grants := r.id.Grants()
+			r.id.Revoke(grants[len(grants)-1].RefreshToken)
+			revoked = true
+		default:
+			what = "reconnect"
+			r.consent()
+			revoked, stale, earlierExpired = false, false, false
+			epoch++
+			toldBefore = len(r.refusals())
+		}
+		if !revoked && what != "expire" {
+			stale = false // a call refreshed, or a consent seeded a fresh token
+		}
+		if reused := r.log.reusedRefusals(); len(reused) > 0 {
+			t.Fatalf("step %d %s: a refused refresh token was sent again: %v", step, what, reused)
+		}
+		told := len(r.refusals()) - toldBefore
+		if told > 1 || revoked && stale && strings.HasPrefix(what, "token") && told != 1 {
+			t.Fatalf("step %d %s: the gateway was told %d times of grant %d's refusal; want once", step, what, told, epoch)
+		}
+	}
+}
