@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -279,5 +280,32 @@ func refusedGrantSchedule(t *testing.T, seed uint64) {
 		if told > 1 || revoked && stale && strings.HasPrefix(what, "token") && told != 1 {
 			t.Fatalf("step %d %s: the gateway was told %d times of grant %d's refusal; want once", step, what, told, epoch)
 		}
+	}
+}
+
+// Through the adapters' HTTP client, a refused grant stays a needs-
+// reconnect error however often it is asked: it is no outage of the
+// vendor, so it neither trips the circuit breaker (which would turn it
+// into "unavailable") nor reaches the API.
+func TestRefusedGrantThroughClient(t *testing.T) {
+	r := newConnectionRig(t)
+	r.consent()
+	api := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { api++ }))
+	defer srv.Close()
+	p := upstream.Policy{MaxAttempts: 3, BreakerFailures: 2, BreakerTimeout: upstream.Duration(time.Hour)}
+	c, err := upstream.NewClient(upstream.Options{System: "xero", BaseURL: srv.URL, Policy: p, Auth: r.source()}, r.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.id.RevokeAll()
+	r.clock.Advance(31 * time.Minute)
+	for i := range 5 {
+		if _, err := c.Do(context.Background(), upstream.Request{Path: "/Invoices"}); !errors.Is(err, practice.ErrNeedsReconnect) {
+			t.Fatalf("call %d: %v; want ErrNeedsReconnect", i, err)
+		}
+	}
+	if api != 0 || len(r.refusals()) != 1 {
+		t.Fatalf("%d API calls, gateway told %d times; want none and once", api, len(r.refusals()))
 	}
 }

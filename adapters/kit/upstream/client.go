@@ -186,7 +186,9 @@ func NewClient(o Options, d Deps) (*Client, error) {
 			c.m.breaker.WithLabelValues(c.label).Set(float64(to))
 		},
 		IsSuccessful: breakerSuccess,
-		IsExcluded:   func(err error) bool { return errors.Is(err, errCanceled) },
+		// A refused grant (needs reconnect) never reached the vendor's API:
+		// it is no outage, and must not turn into one.
+		IsExcluded: func(err error) bool { return errors.Is(err, errCanceled) || errors.Is(err, practice.ErrNeedsReconnect) },
 	})
 	c.m.breaker.WithLabelValues(c.label).Set(0)
 	return c, nil
