@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,6 +79,9 @@ type Source struct {
 	// refused is the refresh token the vendor refused, as far as this
 	// instance knows; empty while none was.
 	refused string
+	// rejected is the access token the vendor last answered 401 to: it
+	// is not taken from the store again.
+	rejected string
 }
 
 // saved is the token every instance shares, under Source.tokenKey.
@@ -211,6 +215,23 @@ func (o *Source) Authorize(ctx context.Context, h http.Header) error {
 	return nil
 }
 
+// Rejected implements upstream.Rejecter: the vendor answered 401 to the
+// access token in h (its grant revoked, or the token expired early), so
+// the next call fetches another, and finds out on the way whether the
+// grant itself is refused, rather than waiting for the token's expiry.
+func (o *Source) Rejected(h http.Header) {
+	tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" || tok == o.cfg.AccessToken {
+		return // a configured token is renewed by whoever configured it
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rejected = tok
+	if o.token == tok {
+		o.token, o.expiry = "", time.Time{}
+	}
+}
+
 // Token returns a current access token, fetching one when needed.
 func (o *Source) Token(ctx context.Context) (string, error) {
 	if o.cfg.AccessToken != "" {
@@ -321,7 +342,7 @@ func (o *Source) adoptSaved(ctx context.Context) (bool, error) {
 			return false, errors.New("load oauth2 token: the saved token is not readable")
 		}
 		o.refresh = s.RefreshToken
-		if o.fresh(s.AccessToken, s.Expiry) {
+		if o.fresh(s.AccessToken, s.Expiry) && s.AccessToken != o.rejected {
 			o.token, o.expiry = s.AccessToken, s.Expiry
 			return true, nil
 		}

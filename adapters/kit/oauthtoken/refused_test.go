@@ -26,15 +26,38 @@ import (
 	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
 )
 
-// refreshLog is a transport to the token endpoint that notes, for each
-// refresh token sent, how often the endpoint refused it.
+// refreshLog is a transport to the token endpoint and the API that notes,
+// for each refresh token sent, how often the endpoint refused it, and for
+// each access token a caller sent, how often the API answered 401.
 type refreshLog struct {
-	mu      sync.Mutex
-	sent    int
-	refused map[string]int
+	mu       sync.Mutex
+	sent     int
+	refused  map[string]int
+	rejected map[string]int // by caller and access token
 }
 
+// caller is the transport of one caller (a gateway instance's client).
+type caller struct {
+	log  *refreshLog
+	name string
+}
+
+func (c caller) RoundTrip(r *http.Request) (*http.Response, error) { return c.log.roundTrip(c.name, r) }
+
 func (l *refreshLog) RoundTrip(r *http.Request) (*http.Response, error) {
+	return l.roundTrip("direct", r)
+}
+
+func (l *refreshLog) roundTrip(name string, r *http.Request) (*http.Response, error) {
+	if r.Body == nil {
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err == nil && resp.StatusCode == http.StatusUnauthorized {
+			l.mu.Lock()
+			l.rejected[name+" "+r.Header.Get("Authorization")]++
+			l.mu.Unlock()
+		}
+		return resp, err
+	}
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	form, _ := url.ParseQuery(string(body))
@@ -64,6 +87,11 @@ func (l *refreshLog) reusedRefusals() []string {
 			out = append(out, fmt.Sprintf("%s refused %d times", tok, n))
 		}
 	}
+	for tok, n := range l.rejected {
+		if n > 1 {
+			out = append(out, fmt.Sprintf("%s answered 401 %d times", tok, n))
+		}
+	}
 	return out
 }
 
@@ -80,6 +108,7 @@ var secretText = regexp.MustCompile(`\b(rt|at|code)-\d+-[0-9a-f]{32}\b`)
 // identity service, with the gateway's shared store.
 type connectionRig struct {
 	t       *testing.T
+	xero    *vendortest.Xero
 	id      *vendortest.Identity
 	clock   *vendortest.Clock
 	deps    upstream.Deps
@@ -91,10 +120,9 @@ type connectionRig struct {
 }
 
 func newConnectionRig(t *testing.T) *connectionRig {
-	x := vendortest.NewXero()
-	t.Cleanup(x.Close)
-	r := &connectionRig{t: t, id: x.Identity, clock: vendortest.NewClock(time.Unix(1_700_000_000, 0)),
-		log: &refreshLog{refused: map[string]int{}}}
+	x := vendortest.StartXero(t)
+	r := &connectionRig{t: t, xero: x, id: x.Identity, clock: vendortest.NewClock(time.Unix(1_700_000_000, 0)),
+		log: &refreshLog{refused: map[string]int{}, rejected: map[string]int{}}}
 	r.id.SetNow(r.clock.Now)
 	r.id.AllowRedirect("https://gw.example.com/connect/callback")
 	r.deps = upstream.Deps{Clock: r.clock, State: changes.NewMemoryState(), Locks: readmodelsim.NewStore(r.clock.Now),
@@ -189,9 +217,10 @@ func TestRefusedGrantNeedsReconnect(t *testing.T) {
 }
 
 // Two instances' sources of one connection on one store, driven through
-// seeded schedules of refreshes (alone and at once), expiries,
+// seeded schedules of refreshes (alone and at once), API calls, expiries,
 // revocations at the vendor and reconnects. After every step: no refused
-// refresh token was sent twice; a call fails exactly when the grant is
+// refresh token was sent twice, and no instance sent an access token the
+// API refused (401) twice; a call fails exactly when the grant is
 // revoked and no fresh access token is left, and then as needing a
 // reconnect, the gateway told once per revoked grant; a reconnect
 // resumes; no error shows a token. A failing seed replays alone with
@@ -213,6 +242,18 @@ func refusedGrantSchedule(t *testing.T, seed uint64) {
 	}
 	r.consent()
 	sources := []*oauthtoken.Source{r.source(), r.source()}
+	// Each instance's API client, on its own source.
+	var clients []*upstream.Client
+	for i, o := range sources {
+		d := r.deps
+		d.Transport = caller{log: r.log, name: fmt.Sprint("instance ", i)}
+		c, err := upstream.NewClient(upstream.Options{System: "xero", BaseURL: r.xero.URL,
+			Policy: upstream.Policy{MaxAttempts: 1}, Auth: o}, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
 	// The model: the current grant revoked at the vendor; the newest
 	// saved access token expired; every token of an earlier grant
 	// expired (a source keeps its access token until it expires).
@@ -229,6 +270,8 @@ func refusedGrantSchedule(t *testing.T, seed uint64) {
 			if !errors.Is(err, practice.ErrNeedsReconnect) {
 				t.Fatalf("step %d %s: revoked grant, no fresh token: %q, %v; want ErrNeedsReconnect", step, what, tok, err)
 			}
+		case revoked && errors.Is(err, practice.ErrNeedsReconnect):
+			// An instance whose fresh token the API refused (401) refreshed.
 		case err != nil:
 			t.Fatalf("step %d %s: %v (revoked %v, stale %v)", step, what, err, revoked, stale)
 		case !revoked && earlierExpired && r.id.Revoked(tok):
@@ -254,14 +297,35 @@ func refusedGrantSchedule(t *testing.T, seed uint64) {
 			for i := range sources {
 				check(step, what, toks[i], errs[i])
 			}
+		case op < 7:
+			what = "api"
+			_, err := clients[rng.IntN(2)].Do(context.Background(), upstream.Request{Path: "/Invoices",
+				Header: http.Header{"Xero-Tenant-Id": {r.xero.TenantID}}})
+			var se *practice.StatusError
+			unauthorized := errors.As(err, &se) && se.Status == http.StatusUnauthorized
+			switch {
+			case err != nil && secretText.MatchString(err.Error()):
+				t.Fatalf("step %d api: the error shows a token: %v", step, err)
+			case revoked && stale && !errors.Is(err, practice.ErrNeedsReconnect):
+				t.Fatalf("step %d api: revoked grant, no fresh token: %v; want ErrNeedsReconnect", step, err)
+			case revoked && err == nil:
+				t.Fatalf("step %d api: the API took a revoked grant's token", step)
+			case revoked:
+				if !unauthorized && !errors.Is(err, practice.ErrNeedsReconnect) {
+					t.Fatalf("step %d api: %v; want 401 or ErrNeedsReconnect", step, err)
+				}
+			case err != nil && !(unauthorized && !earlierExpired):
+				t.Fatalf("step %d api: %v (revoked %v, stale %v, earlier grant's tokens expired %v)", step, err, revoked, stale, earlierExpired)
+			}
 		case op < 8:
 			what = "expire"
 			r.clock.Advance(31 * time.Minute)
 			stale, earlierExpired = true, true
 		case op < 9:
 			what = "revoke"
-			grants := r.id.Grants()
-			r.id.Revoke(grants[len(grants)-1].RefreshToken)
+			// Every grant: an earlier consent's is not revoked by a
+			// reconnect, and a source may still hold its token.
+			r.id.RevokeAll()
 			revoked = true
 		default:
 			what = "reconnect"
@@ -274,7 +338,7 @@ func refusedGrantSchedule(t *testing.T, seed uint64) {
 			stale = false // a call refreshed, or a consent seeded a fresh token
 		}
 		if reused := r.log.reusedRefusals(); len(reused) > 0 {
-			t.Fatalf("step %d %s: a refused refresh token was sent again: %v", step, what, reused)
+			t.Fatalf("step %d %s: a refused token was sent again: %v", step, what, reused)
 		}
 		told := len(r.refusals()) - toldBefore
 		if told > 1 || revoked && stale && strings.HasPrefix(what, "token") && told != 1 {
@@ -307,5 +371,49 @@ func TestRefusedGrantThroughClient(t *testing.T) {
 	}
 	if api != 0 || len(r.refusals()) != 1 {
 		t.Fatalf("%d API calls, gateway told %d times; want none and once", api, len(r.refusals()))
+	}
+}
+
+// An access token the vendor stops taking (its grant revoked while it was
+// fresh) is dropped at the first 401: the next call refreshes, and so
+// finds the grant refused at once rather than when the token would have
+// expired; after a reconnect the next call takes the new consent's token.
+func TestRejectedAccessTokenIsDropped(t *testing.T) {
+	r := newConnectionRig(t)
+	r.consent()
+	p := upstream.Policy{MaxAttempts: 1}
+	c, err := upstream.NewClient(upstream.Options{System: "xero", BaseURL: r.xero.URL, Policy: p, Auth: r.source()}, r.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	invoices := func() error {
+		_, err := c.Do(context.Background(), upstream.Request{Path: "/Invoices",
+			Header: http.Header{"Xero-Tenant-Id": {r.xero.TenantID}}})
+		return err
+	}
+	if err := invoices(); err != nil {
+		t.Fatal(err)
+	}
+	r.id.RevokeAll()
+	var se *practice.StatusError
+	if err := invoices(); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
+		t.Fatalf("with the revoked grant's token: %v; want the API's 401", err)
+	}
+	if err := invoices(); !errors.Is(err, practice.ErrNeedsReconnect) || len(r.refusals()) != 1 {
+		t.Fatalf("the call after the 401: %v, gateway told %d times; want ErrNeedsReconnect, once", err, len(r.refusals()))
+	}
+	r.consent()
+	if err := invoices(); err != nil {
+		t.Fatalf("after the reconnect: %v", err)
+	}
+
+	// A reconnect while the source still holds the revoked grant's token.
+	r.id.RevokeAll()
+	r.consent()
+	if err := invoices(); !errors.As(err, &se) || se.Status != http.StatusUnauthorized {
+		t.Fatalf("with the revoked grant's token: %v; want the API's 401", err)
+	}
+	if err := invoices(); err != nil {
+		t.Fatalf("the call after the 401, with a new consent saved: %v", err)
 	}
 }

@@ -400,6 +400,9 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 		c.outcomes[outcomeOK].Inc()
 		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 	}
+	if rj, ok := c.auth.(Rejecter); ok && resp.StatusCode == http.StatusUnauthorized {
+		rj.Rejected(req.Header)
+	}
 	serr := &practice.StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
 		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}
 	c.outcomes[outcomeOf(serr)].Inc()
