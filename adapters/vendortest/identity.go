@@ -295,10 +295,17 @@ func (i *Identity) route(r *http.Request) http.HandlerFunc {
 		return i.tokenEndpoint
 	case i.vendor.revoke != "" && p == i.vendor.revoke:
 		return i.revocation
-	case i.vendor.xeroConnections && (p == "/connections" || strings.HasPrefix(p, "/connections/")):
+	case i.vendor.xeroConnections && connectionsPath(p):
 		return i.connections
 	}
 	return nil
+}
+
+// connectionsPath is Xero's /Connections[/{id}], which Xero serves in
+// either case.
+func connectionsPath(p string) bool {
+	p = strings.ToLower(p)
+	return p == "/connections" || strings.HasPrefix(p, "/connections/")
 }
 
 // matches compares a path with a pattern whose "{tenant}" is any one
@@ -542,7 +549,8 @@ func newUUID() string {
 }
 
 // connections is Xero's GET /connections (the tenants a token's grant
-// reaches) and DELETE /connections/{id} (the grant stops reaching one).
+// reaches, optionally those of one authEventId) and DELETE
+// /connections/{id} (the grant stops reaching one).
 func (i *Identity) connections(w http.ResponseWriter, r *http.Request) {
 	tok := bearer(r)
 	if _, ok := i.live(tok); !ok {
@@ -552,10 +560,13 @@ func (i *Identity) connections(w http.ResponseWriter, r *http.Request) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	g := i.access[tok].grant
-	id := strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, "/connections"), "/")
+	id := strings.TrimPrefix(r.URL.Path[len("/connections"):], "/")
 	switch {
 	case r.Method == http.MethodGet && id == "":
 		out := []map[string]any{}
+		if ev := r.URL.Query().Get("authEventId"); ev != "" && ev != g.ID {
+			g = &grant{} // connections of another consent: none here
+		}
 		for _, c := range g.connections {
 			at := c.created.UTC().Format("2006-01-02T15:04:05.0000000")
 			out = append(out, map[string]any{"id": c.id, "authEventId": g.ID, "tenantId": c.tenantID,

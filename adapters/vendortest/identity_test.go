@@ -341,6 +341,18 @@ func TestXeroConnections(t *testing.T) {
 		return out
 	}
 	got := list()
+	req, _ := http.NewRequest("GET", strings.Replace(x.ConnectionsURL(), "/connections", "/Connections", 1)+"?authEventId="+newUUID(), nil)
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /Connections?authEventId=: %v %v", resp, err)
+	} else {
+		var other []any
+		json.NewDecoder(resp.Body).Decode(&other)
+		resp.Body.Close()
+		if len(other) != 0 {
+			t.Fatalf("another consent's connections: %v", other)
+		}
+	}
 	if len(got) != 2 || got[1]["tenantId"] != second || got[1]["tenantName"] != "Hollis & Vane LLP" ||
 		got[0]["tenantType"] != "ORGANISATION" || got[0]["authEventId"] != x.Identity.Grants()[0].ID {
 		t.Fatalf("connections %v", got)
