@@ -529,3 +529,8 @@ func tokenError(tokenURL string, err error) error {
 	}
 	return upstream.Malformed(endpoint, "token", err)
 }
+
+var (
+	_ upstream.Authorizer = (*Source)(nil)
+	_ upstream.Rejecter   = (*Source)(nil)
+)

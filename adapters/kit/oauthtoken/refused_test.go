@@ -21,6 +21,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
@@ -415,5 +416,43 @@ func TestRejectedAccessTokenIsDropped(t *testing.T) {
 	}
 	if err := invoices(); err != nil {
 		t.Fatalf("the call after the 401, with a new consent saved: %v", err)
+	}
+}
+
+// The Xero adapter on a firm's connection reads with the consent's token,
+// and once the firm revokes the app at Xero its next reads say the
+// connection needs a reconnect (the first may still be the API's 401 to a
+// token that was fresh), and the gateway is told; a reconnect resumes.
+func TestXeroAdapterOnARevokedConnection(t *testing.T) {
+	r := newConnectionRig(t)
+	r.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: "d4956132-ed94-4dd7-9eaa-000000000001", InvoiceNumber: "INV-0001",
+		Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
+		Date: time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP"})
+	r.consent()
+	cfg := r.cfg
+	cfg.TokenURL = r.id.TokenURL()
+	a, err := xero.New(xero.Config{Firm: "frm_hollis", TenantID: r.xero.TenantID, BaseURL: r.xero.URL, OAuth2: cfg,
+		Upstream: upstream.Policy{RateLimit: -1, MaxAttempts: 1}}, r.deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := func() error {
+		_, err := a.List(context.Background(), practice.Tenant{Firm: "frm_hollis"}, practice.Invoices, practice.Query{Limit: 10})
+		return err
+	}
+	if err := list(); err != nil {
+		t.Fatal(err)
+	}
+	r.id.RevokeAll()
+	err = list()
+	if !errors.Is(err, practice.ErrNeedsReconnect) {
+		err = list()
+	}
+	if !errors.Is(err, practice.ErrNeedsReconnect) || len(r.refusals()) != 1 || secretText.MatchString(err.Error()) {
+		t.Fatalf("after the revocation: %v, gateway told %d times; want ErrNeedsReconnect, once, no token", err, len(r.refusals()))
+	}
+	r.consent()
+	if err := list(); err != nil {
+		t.Fatalf("after the reconnect: %v", err)
 	}
 }
