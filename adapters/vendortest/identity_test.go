@@ -378,3 +378,20 @@ func TestXeroConnections(t *testing.T) {
 		t.Fatalf("GET /connections with an unknown token: %d", st)
 	}
 }
+
+// XPM signs in through Xero: with the Xero double's identity, one
+// consent's access token reaches both APIs.
+func TestXPMTakesXeroConsent(t *testing.T) {
+	x, xpm := StartXero(t), StartXPM(t)
+	xpm.UseIdentity(x.Identity)
+	x.Identity.AllowRedirect(testRedirect)
+	tok := consentFor(t, x.Identity, oauthConfig(x.Identity, oauth2.AuthStyleInHeader))
+	header := map[string]string{"Authorization": "Bearer " + tok.AccessToken, "xero-tenant-id": xpm.TenantID}
+	if st := apiStatus(t, "GET", xpm.URL+"/v3.1/client.api/list", "", header); st != http.StatusOK {
+		t.Fatalf("XPM answered %d to the Xero consent's token", st)
+	}
+	x.Identity.RevokeAll()
+	if st := apiStatus(t, "GET", xpm.URL+"/v3.1/client.api/list", "", header); st != http.StatusUnauthorized {
+		t.Fatalf("XPM answered %d to a revoked grant's token", st)
+	}
+}

@@ -130,6 +130,11 @@ func StartXPM(t testing.TB) *XPM {
 // Close stops the server.
 func (x *XPM) Close() { x.srv.Close() }
 
+// UseIdentity makes the API take the access tokens of id (the Xero
+// double's: XPM signs in through Xero's identity service, and one consent
+// reaches both) instead of its own identity's. Call it before any request.
+func (x *XPM) UseIdentity(id *Identity) { x.Identity = id }
+
 // SetZone sets the practice's time zone, in which the double reads the
 // times XPM takes without a zone, as XPM does.
 func (x *XPM) SetZone(loc *time.Location) {
