@@ -52,6 +52,7 @@ type Identity struct {
 	grants    []*grant
 	refresh   map[string]*refreshToken
 	access    map[string]*accessToken
+	refusals  map[string]int
 	seq       int
 }
 
@@ -129,7 +130,8 @@ type accessToken struct {
 func newIdentity(v identityVendor, clientID string) *Identity {
 	return &Identity{ClientID: clientID, ClientSecret: clientID + "-secret", AppName: "practicegw", vendor: v,
 		now: time.Now, grace: 30 * time.Minute, accessTTL: 30 * time.Minute, redirects: map[string]bool{},
-		codes: map[string]*authCode{}, refresh: map[string]*refreshToken{}, access: map[string]*accessToken{}}
+		codes: map[string]*authCode{}, refresh: map[string]*refreshToken{}, access: map[string]*accessToken{},
+		refusals: map[string]int{}}
 }
 
 // AuthorizeURL, TokenURL and RevokeURL are the service's endpoints
@@ -219,6 +221,18 @@ func (i *Identity) RevokeAll() {
 	for _, g := range i.grants {
 		g.Revoked = true
 	}
+}
+
+// Refusals counts, by refresh token, the refresh grants refused
+// (invalid_grant): a client that sends a refused token again shows here.
+func (i *Identity) Refusals() map[string]int {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	out := make(map[string]int, len(i.refusals))
+	for tok, n := range i.refusals {
+		out[tok] = n
+	}
+	return out
 }
 
 // Revoked reports whether token belongs to a revoked grant.
@@ -497,6 +511,7 @@ func (i *Identity) rotate(tok string) *grant {
 	rt := i.refresh[tok]
 	now := i.now()
 	if rt == nil || rt.grant.Revoked || !rt.until.IsZero() && !now.Before(rt.until) {
+		i.refusals[tok]++
 		return nil
 	}
 	g := rt.grant

@@ -250,6 +250,9 @@ func TestIdentityRefreshRotationGraceAndRevoke(t *testing.T) {
 			if _, err := refresh(t2.RefreshToken); grantError(err) != "invalid_grant" {
 				t.Fatalf("a revoked grant: %v", err)
 			}
+			if got := id.Refusals(); got[t2.RefreshToken] != 1 || got[tok.RefreshToken] != 1 || len(got) != 2 {
+				t.Fatalf("refusals %v; want the replaced and the revoked token once each", got)
+			}
 			if st := c.call(t, t2.AccessToken); st != http.StatusUnauthorized {
 				t.Fatalf("a revoked grant's access token: %d", st)
 			}

@@ -341,6 +341,11 @@ func refusedGrantSchedule(t *testing.T, seed uint64) {
 		if reused := r.log.reusedRefusals(); len(reused) > 0 {
 			t.Fatalf("step %d %s: a refused token was sent again: %v", step, what, reused)
 		}
+		for tok, n := range r.id.Refusals() {
+			if n > 1 {
+				t.Fatalf("step %d %s: the vendor refused %s %d times", step, what, tok, n)
+			}
+		}
 		told := len(r.refusals()) - toldBefore
 		if told > 1 || revoked && stale && strings.HasPrefix(what, "token") && told != 1 {
 			t.Fatalf("step %d %s: the gateway was told %d times of grant %d's refusal; want once", step, what, told, epoch)
