@@ -461,3 +461,28 @@ func TestXeroAdapterOnARevokedConnection(t *testing.T) {
 		t.Fatalf("after the reconnect: %v", err)
 	}
 }
+
+// Only invalid_grant is a refused grant: an outage of the identity
+// service, or another OAuth2 error, is the vendor being unavailable, and
+// the same refresh token works once it is back.
+func TestTokenEndpointOutageIsNoRefusal(t *testing.T) {
+	r := newConnectionRig(t)
+	r.consent()
+	a := r.source()
+	r.clock.Advance(31 * time.Minute)
+	for _, f := range []vendortest.Fault{
+		{Status: http.StatusServiceUnavailable, Body: `{"error":"temporarily_unavailable"}`},
+		{Status: http.StatusBadRequest, Body: `{"error":"invalid_request"}`},
+	} {
+		r.id.Faults.Down(f)
+		_, err := a.Token(r.ctx)
+		var ue *practice.UnavailableError
+		if !errors.As(err, &ue) || errors.Is(err, practice.ErrNeedsReconnect) || len(r.refusals()) != 0 {
+			t.Fatalf("token endpoint answering %d %s: %v, gateway told %d times; want unavailable, no refusal", f.Status, f.Body, err, len(r.refusals()))
+		}
+		r.id.Faults.Up()
+	}
+	if tok, err := a.Token(r.ctx); err != nil || r.id.Revoked(tok) {
+		t.Fatalf("with the identity service back: %q, %v", tok, err)
+	}
+}
