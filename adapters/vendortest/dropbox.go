@@ -27,6 +27,10 @@ type Dropbox struct {
 	Token  string
 	Faults Faults
 
+	// Identity is the vendor's identity service, on the same server;
+	// its live access tokens are accepted beside Token.
+	Identity *Identity
+
 	srv  *httptest.Server
 	tree *tree
 }
@@ -34,7 +38,9 @@ type Dropbox struct {
 // NewDropbox starts the double with token "dropbox-token".
 func NewDropbox() *Dropbox {
 	d := &Dropbox{Token: "dropbox-token", tree: newTree("id:dbx", "id:root")}
-	d.srv = httptest.NewServer(d.Faults.wrap(http.HandlerFunc(d.serve)))
+	d.Identity = newIdentity(dropboxIdentity, "dropbox-client")
+	d.srv = httptest.NewServer(d.Identity.mount(d.Faults.wrap(http.HandlerFunc(d.serve))))
+	d.Identity.URL = d.srv.URL
 	d.URL = d.srv.URL
 	return d
 }
@@ -87,7 +93,7 @@ func (d *Dropbox) meta(n *node) map[string]any {
 }
 
 func (d *Dropbox) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+d.Token {
+	if !accepts(r, d.Token, d.Identity) {
 		dropboxError(w, http.StatusUnauthorized, "invalid_access_token/")
 		return
 	}

@@ -24,6 +24,10 @@ type GDrive struct {
 	Token  string
 	Faults Faults
 
+	// Identity is the vendor's identity service, on the same server;
+	// its live access tokens are accepted beside Token.
+	Identity *Identity
+
 	srv  *httptest.Server
 	tree *tree
 }
@@ -32,7 +36,9 @@ type GDrive struct {
 // id is "root".
 func NewGDrive() *GDrive {
 	d := &GDrive{Token: "drive-token", tree: newTree("1drv", "root")}
-	d.srv = httptest.NewServer(d.Faults.wrap(http.HandlerFunc(d.serve)))
+	d.Identity = newIdentity(googleIdentity, "drive-client")
+	d.srv = httptest.NewServer(d.Identity.mount(d.Faults.wrap(http.HandlerFunc(d.serve))))
+	d.Identity.URL = d.srv.URL
 	d.URL = d.srv.URL + "/drive/v3"
 	return d
 }
@@ -110,7 +116,7 @@ func (d *GDrive) file(n *node) map[string]any {
 var parentsQuery = regexp.MustCompile(`^'([^']+)' in parents(?: and trashed = false)?$`)
 
 func (d *GDrive) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+d.Token {
+	if !accepts(r, d.Token, d.Identity) {
 		driveError(w, http.StatusUnauthorized, "authError", "Invalid Credentials")
 		return
 	}

@@ -27,6 +27,10 @@ type Graph struct {
 	DriveID string
 	Faults  Faults
 
+	// Identity is the vendor's identity service, on the same server;
+	// its live access tokens are accepted beside Token.
+	Identity *Identity
+
 	srv  *httptest.Server
 	tree *tree
 }
@@ -34,7 +38,9 @@ type Graph struct {
 // NewGraph starts the double with token "graph-token".
 func NewGraph() *Graph {
 	g := &Graph{Token: "graph-token", DriveID: "b!drive1", tree: newTree("01GRAPH", "01ROOT")}
-	g.srv = httptest.NewServer(g.Faults.wrap(http.HandlerFunc(g.serve)))
+	g.Identity = newIdentity(microsoftIdentity, "graph-client")
+	g.srv = httptest.NewServer(g.Identity.mount(g.Faults.wrap(http.HandlerFunc(g.serve))))
+	g.Identity.URL = g.srv.URL
 	g.URL = g.srv.URL + "/v1.0"
 	return g
 }
@@ -97,7 +103,7 @@ func (g *Graph) item(n *node) map[string]any {
 }
 
 func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+g.Token {
+	if !accepts(r, g.Token, g.Identity) {
 		graphError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", "Access token is empty.")
 		return
 	}

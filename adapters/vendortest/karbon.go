@@ -89,7 +89,8 @@ var defaultKarbonStatuses = []KarbonStatus{
 }
 
 // Karbon is a double of Karbon API v3 under /v3: contacts, organizations,
-// client groups, work items, users, tenant settings and notes, with OData
+// client groups, work items, users, tenant settings, notes and webhook
+// subscriptions (one per type and access key), with OData
 // paging ($top at most 100, $skip, @odata.nextLink), the documented
 // $filter subset, $expand of a record's related parts, Bearer plus
 // AccessKey authentication, and Karbon's error bodies. Every request is
@@ -122,6 +123,11 @@ type Karbon struct {
 	// changes when KeepListRows is on (karbon_rows.go).
 	rows     map[string][]map[string]any
 	keepRows bool
+	// accessKeys are the firms' access keys let in beside AccessKey.
+	accessKeys map[string]bool
+	// subs are the webhook subscriptions, by access key and type
+	// (karbon_webhooks.go).
+	subs map[string]map[string]*KarbonSubscription
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and

@@ -29,7 +29,10 @@ func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.Header.Get("Authorization") != "Bearer "+k.Bearer || r.Header.Get("AccessKey") != k.AccessKey {
+	k.mu.Lock()
+	known := k.knownKey(r.Header.Get("AccessKey"))
+	k.mu.Unlock()
+	if r.Header.Get("Authorization") != "Bearer "+k.Bearer || !known {
 		b, _ := json.Marshal(map[string]any{"error": map[string]string{"statusCode": "401", "message": "JWT not present."}})
 		writeJSON(w, http.StatusUnauthorized, b)
 		return
@@ -42,6 +45,10 @@ func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	path := strings.TrimPrefix(r.URL.Path, "/v3/")
 	coll, key, _ := strings.Cut(path, "/")
+	if coll == "WebhookSubscriptions" {
+		k.subscriptions(w, r, key)
+		return
+	}
 	switch {
 	case r.Method == http.MethodGet && key == "":
 		k.list(w, r, coll)

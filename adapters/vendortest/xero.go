@@ -52,6 +52,10 @@ type Xero struct {
 	Token    string
 	TenantID string
 	Faults   Faults
+	// Identity is Xero's identity service and GET /connections, on the
+	// same server; its access tokens are accepted for the tenants their
+	// consent reaches.
+	Identity *Identity
 	*conformance
 
 	srv *httptest.Server
@@ -65,8 +69,11 @@ type Xero struct {
 func NewXero() *Xero {
 	x := &Xero{Token: "xero-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", invoices: map[string]*XeroInvoice{},
 		conformance: newConformance(xeroDescription)}
-	x.srv = httptest.NewServer(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve))))
+	x.Identity = newIdentity(xeroIdentity, "xero-client")
+	x.Identity.AddTenant(x.TenantID, "Demo Company (UK)")
+	x.srv = httptest.NewServer(x.Identity.mount(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve)))))
 	x.URL = x.srv.URL + "/api.xro/2.0"
+	x.Identity.URL = x.srv.URL
 	return x
 }
 
@@ -158,12 +165,31 @@ func (x *Xero) json(inv *XeroInvoice) map[string]any {
 	return m
 }
 
+// AddTenant adds an organisation that consents from now on reach, beside
+// TenantID ("Demo Company (UK)"). Every tenant is served the same invoices.
+func (x *Xero) AddTenant(id, name string) { x.Identity.AddTenant(id, name) }
+
+// ConnectionsURL is Xero's GET /connections on the double.
+func (x *Xero) ConnectionsURL() string { return x.srv.URL + "/connections" }
+
+// tenantAccess is how a Xero API double takes a request's token and
+// xero-tenant-id: the fixed token reaches the one tenant, an access token
+// of the identity service the tenants its consent reaches.
+func tenantAccess(r *http.Request, fixed, tenantID string, id *Identity) (authenticated, reached bool) {
+	tenant := r.Header.Get("xero-tenant-id")
+	if r.Header.Get("Authorization") == "Bearer "+fixed {
+		return true, tenant == tenantID
+	}
+	return id.reaches(bearer(r), tenant)
+}
+
 func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+x.Token {
+	authenticated, reached := tenantAccess(r, x.Token, x.TenantID, x.Identity)
+	if !authenticated {
 		writeJSON(w, http.StatusUnauthorized, []byte(`{"Type":null,"Title":"Unauthorized","Status":401,"Detail":"AuthenticationUnsuccessful"}`))
 		return
 	}
-	if r.Header.Get("xero-tenant-id") != x.TenantID {
+	if !reached {
 		writeJSON(w, http.StatusForbidden, []byte(`{"Type":null,"Title":"Forbidden","Status":403,"Detail":"AuthenticationUnsuccessful"}`))
 		return
 	}

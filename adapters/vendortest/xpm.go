@@ -73,8 +73,12 @@ type XPMInvoice struct {
 // are required. Every request is checked against XPM's published
 // description (Violations; Conforms fails a test on any).
 type XPM struct {
-	URL      string // the API base, .../practicemanager
-	Token    string
+	URL   string // the API base, .../practicemanager
+	Token string
+	// Identity is Xero's identity service (XPM signs in through Xero),
+	// on the same server; its access tokens are accepted for the tenants
+	// their consent reaches.
+	Identity *Identity
 	TenantID string
 	Faults   Faults
 	*conformance
@@ -105,8 +109,11 @@ func NewXPM() *XPM {
 		invoices: map[string]*XPMInvoice{}, states: []string{"Planned", "In Progress", "Awaiting info", "Completed", "Cancelled"},
 		categories:  map[string]string{"5b5e8c54-5a2e-4b1c-9f1a-000000000001": "Accounts", "5b5e8c54-5a2e-4b1c-9f1a-000000000002": "Tax"},
 		conformance: newConformance(xpmDescription)}
-	x.srv = httptest.NewServer(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve))))
+	x.Identity = newIdentity(xeroIdentity, "xero-client")
+	x.Identity.AddTenant(x.TenantID, "Demo Practice")
+	x.srv = httptest.NewServer(x.Identity.mount(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve)))))
 	x.URL = x.srv.URL + "/practicemanager"
+	x.Identity.URL = x.srv.URL
 	return x
 }
 
@@ -122,6 +129,11 @@ func StartXPM(t testing.TB) *XPM {
 
 // Close stops the server.
 func (x *XPM) Close() { x.srv.Close() }
+
+// UseIdentity makes the API take the access tokens of id (the Xero
+// double's: XPM signs in through Xero's identity service, and one consent
+// reaches both) instead of its own identity's. Call it before any request.
+func (x *XPM) UseIdentity(id *Identity) { x.Identity = id }
 
 // SetZone sets the practice's time zone, in which the double reads the
 // times XPM takes without a zone, as XPM does.
@@ -306,8 +318,13 @@ func refuse(w http.ResponseWriter, status int, desc string) {
 }
 
 func (x *XPM) serve(w http.ResponseWriter, r *http.Request) {
-	if r.Header.Get("Authorization") != "Bearer "+x.Token || r.Header.Get("xero-tenant-id") != x.TenantID {
+	authenticated, reached := tenantAccess(r, x.Token, x.TenantID, x.Identity)
+	if !authenticated || !reached && r.Header.Get("Authorization") == "Bearer "+x.Token {
 		refuse(w, http.StatusUnauthorized, "Unauthorized")
+		return
+	}
+	if !reached {
+		refuse(w, http.StatusForbidden, "Forbidden")
 		return
 	}
 	x.mu.Lock()

@@ -167,13 +167,14 @@ var DailyAllowance = upstream.Allowance{Limit: 5000, Per: 24 * time.Hour}
 
 // tenantAuth adds the organisation header to the bearer token.
 type tenantAuth struct {
-	upstream.Authorizer
+	// The Source, not any Authorizer: its Rejected drops a token the API answers 401 to.
+	*oauthtoken.Source
 	tenant string
 }
 
 func (t tenantAuth) Authorize(ctx context.Context, h http.Header) error {
 	h.Set("xero-tenant-id", t.tenant)
-	return t.Authorizer.Authorize(ctx, h)
+	return t.Source.Authorize(ctx, h)
 }
 
 func (a *Adapter) serves(t practice.Tenant) bool {

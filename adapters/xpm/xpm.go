@@ -231,13 +231,14 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 
 // tenantAuth adds the organisation header to the bearer token.
 type tenantAuth struct {
-	upstream.Authorizer
+	// The Source, not any Authorizer: its Rejected drops a token the API answers 401 to.
+	*oauthtoken.Source
 	tenant string
 }
 
 func (t tenantAuth) Authorize(ctx context.Context, h http.Header) error {
 	h.Set("xero-tenant-id", t.tenant)
-	return t.Authorizer.Authorize(ctx, h)
+	return t.Source.Authorize(ctx, h)
 }
 
 // serves reports whether t is a tenant this adapter holds records for: its

@@ -6,12 +6,14 @@ package oauthtoken
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,16 +45,22 @@ import (
 // with that context: the library's ReuseTokenSource would instead keep the
 // context of the first call for every later refresh.
 type Source struct {
+	system   string
 	cfg      upstream.OAuth2Config
 	style    oauth2.AuthStyle
 	state    changes.StateStore
 	stateKey string // the refresh token alone, as versions before the shared token read it
 	tokenKey string // the shared token (saved)
-	clock    upstream.Clock
-	locks    upstream.Locks
-	lockName string
-	holder   string
-	logger   *zap.Logger
+	// refusedKey holds the digest of the refresh token the vendor last
+	// refused (invalid_grant), so that no instance sends it again.
+	refusedKey string
+	// grantRefused is upstream.Deps.GrantRefused.
+	grantRefused func(reason string)
+	clock        upstream.Clock
+	locks        upstream.Locks
+	lockName     string
+	holder       string
+	logger       *zap.Logger
 	// leaseTTL bounds a refresh (its request gets half of it, so that it
 	// ends before the lease does) and how long a dead holder blocks the
 	// others; poll is how often a waiter looks at the lease again.
@@ -68,6 +76,12 @@ type Source struct {
 	// is the only one the vendor still takes, so it is saved again before
 	// anything else, and not used until it is.
 	unsaved *saved
+	// refused is the refresh token the vendor refused, as far as this
+	// instance knows; empty while none was.
+	refused string
+	// rejected is the access token the vendor last answered 401 to: it
+	// is not taken from the store again.
+	rejected string
 }
 
 // saved is the token every instance shares, under Source.tokenKey.
@@ -97,19 +111,22 @@ func New(system string, cfg upstream.OAuth2Config, tokenURL, authStyle string, d
 	}
 	prefix := keyPrefix(system, cfg)
 	return &Source{
-		cfg:      cfg,
-		style:    style,
-		state:    d.StateStore(),
-		stateKey: prefix + "/refresh_token",
-		tokenKey: prefix + "/token",
-		clock:    d.ClockOrSystem(),
-		locks:    d.Locks,
-		lockName: prefix + "/refresh",
-		holder:   holderID(),
-		logger:   d.LoggerOrNop(),
-		leaseTTL: 30 * time.Second,
-		poll:     50 * time.Millisecond,
-		token:    cfg.AccessToken,
+		system:       system,
+		cfg:          cfg,
+		style:        style,
+		state:        d.StateStore(),
+		stateKey:     prefix + "/refresh_token",
+		tokenKey:     prefix + "/token",
+		refusedKey:   prefix + "/refused",
+		grantRefused: d.GrantRefused,
+		clock:        d.ClockOrSystem(),
+		locks:        d.Locks,
+		lockName:     prefix + "/refresh",
+		holder:       holderID(),
+		logger:       d.LoggerOrNop(),
+		leaseTTL:     30 * time.Second,
+		poll:         50 * time.Millisecond,
+		token:        cfg.AccessToken,
 	}, nil
 }
 
@@ -174,8 +191,11 @@ func Stored(ctx context.Context, d upstream.Deps, system string, cfg upstream.OA
 // Forget drops the token saved for system and cfg (a disconnected
 // connection's), so that nothing can use it again.
 func Forget(ctx context.Context, d upstream.Deps, system string, cfg upstream.OAuth2Config) error {
-	if err := d.StateStore().Save(ctx, keyPrefix(system, cfg)+"/token", nil); err != nil {
-		return fmt.Errorf("forget the connection's token: %w", err)
+	prefix := keyPrefix(system, cfg)
+	for _, key := range []string{prefix + "/token", prefix + "/refused"} {
+		if err := d.StateStore().Save(ctx, key, nil); err != nil {
+			return fmt.Errorf("forget the connection's token: %w", err)
+		}
 	}
 	return nil
 }
@@ -193,6 +213,23 @@ func (o *Source) Authorize(ctx context.Context, h http.Header) error {
 	}
 	h.Set("Authorization", "Bearer "+tok)
 	return nil
+}
+
+// Rejected implements upstream.Rejecter: the vendor answered 401 to the
+// access token in h (its grant revoked, or the token expired early), so
+// the next call fetches another, and finds out on the way whether the
+// grant itself is refused, rather than waiting for the token's expiry.
+func (o *Source) Rejected(h http.Header) {
+	tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
+	if !ok || tok == "" || tok == o.cfg.AccessToken {
+		return // a configured token is renewed by whoever configured it
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rejected = tok
+	if o.token == tok {
+		o.token, o.expiry = "", time.Time{}
+	}
 }
 
 // Token returns a current access token, fetching one when needed.
@@ -258,6 +295,9 @@ func (o *Source) refreshShared(ctx context.Context) error {
 		if ok, err := o.adoptSaved(ctx); err != nil || ok {
 			return err
 		}
+		if err := o.checkRefused(ctx); err != nil {
+			return err
+		}
 		held, err := o.lock(ctx)
 		if err != nil {
 			return err
@@ -267,6 +307,9 @@ func (o *Source) refreshShared(ctx context.Context) error {
 			// The holder before this one may have saved its token
 			// between the read above and the lease.
 			if ok, err := o.adoptSaved(ctx); err != nil || ok {
+				return err
+			}
+			if err := o.checkRefused(ctx); err != nil {
 				return err
 			}
 			return o.refreshAndSave(ctx)
@@ -299,7 +342,7 @@ func (o *Source) adoptSaved(ctx context.Context) (bool, error) {
 			return false, errors.New("load oauth2 token: the saved token is not readable")
 		}
 		o.refresh = s.RefreshToken
-		if o.fresh(s.AccessToken, s.Expiry) {
+		if o.fresh(s.AccessToken, s.Expiry) && s.AccessToken != o.rejected {
 			o.token, o.expiry = s.AccessToken, s.Expiry
 			return true, nil
 		}
@@ -329,6 +372,9 @@ func (o *Source) refreshAndSave(ctx context.Context) error {
 	gctx, cancel := context.WithTimeout(ctx, o.leaseTTL/2)
 	defer cancel()
 	tok, err := o.grant(gctx)
+	if refusedGrant(err) {
+		return o.refuse(ctx)
+	}
 	if err != nil {
 		return tokenError(o.cfg.TokenURL, err)
 	}
@@ -361,6 +407,67 @@ func (o *Source) save(ctx context.Context, s saved) error {
 	}
 	o.refresh, o.token, o.expiry = s.RefreshToken, s.AccessToken, s.Expiry
 	return nil
+}
+
+// refusedGrant reports whether the vendor refused the refresh token
+// itself (RFC 6749 section 5.2 invalid_grant: revoked, expired unused, app
+// removed), which no retry mends.
+func refusedGrant(err error) bool {
+	var re *oauth2.RetrieveError
+	return errors.As(err, &re) && re.ErrorCode == "invalid_grant"
+}
+
+// refusedError is what every call answers once the vendor refused the
+// refresh token: it names the system and the vendor's error code, never a
+// token, and never the vendor's error_description (which may quote one).
+func (o *Source) refusedError() error {
+	who := o.system
+	if o.cfg.Connection != "" {
+		who += " connection " + o.cfg.Connection
+	}
+	return fmt.Errorf("%s: the vendor refused the refresh token (invalid_grant): %w", who, practice.ErrNeedsReconnect)
+}
+
+// refuse records that the vendor refused the refresh token in use, where
+// every instance sees it, and tells the gateway once.
+func (o *Source) refuse(ctx context.Context) error {
+	o.refused = o.refresh
+	if err := o.state.Save(ctx, o.refusedKey, []byte(digest(o.refresh))); err != nil {
+		// This instance still refuses it; another may try it once more.
+		o.logger.Warn("oauth2 refused refresh token not recorded", zap.String("system", o.system), zap.Error(err))
+	}
+	if o.grantRefused != nil {
+		o.grantRefused(o.system + " refused the refresh token (invalid_grant): the connection must be reconnected")
+	}
+	return o.refusedError()
+}
+
+// checkRefused fails with refusedError when the refresh token about to be
+// used is one the vendor refused, seen by this instance or recorded by
+// another: sending it again would only be refused again. A different
+// refresh token (a reconnect's consent) is used.
+func (o *Source) checkRefused(ctx context.Context) error {
+	if o.refresh == "" {
+		return nil
+	}
+	if o.refresh == o.refused {
+		return o.refusedError()
+	}
+	raw, err := o.state.Last(ctx, o.refusedKey)
+	if err != nil {
+		return &practice.UnavailableError{Upstream: tokenEndpoint, Err: fmt.Errorf("load refused refresh token: %w", err)}
+	}
+	if string(raw) == digest(o.refresh) {
+		o.refused = o.refresh
+		return o.refusedError()
+	}
+	return nil
+}
+
+// digest stands for a refresh token where only its identity is needed.
+func digest(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
 }
 
 func (o *Source) lock(ctx context.Context) (bool, error) {
@@ -422,3 +529,8 @@ func tokenError(tokenURL string, err error) error {
 	}
 	return upstream.Malformed(endpoint, "token", err)
 }
+
+var (
+	_ upstream.Authorizer = (*Source)(nil)
+	_ upstream.Rejecter   = (*Source)(nil)
+)

@@ -186,7 +186,9 @@ func NewClient(o Options, d Deps) (*Client, error) {
 			c.m.breaker.WithLabelValues(c.label).Set(float64(to))
 		},
 		IsSuccessful: breakerSuccess,
-		IsExcluded:   func(err error) bool { return errors.Is(err, errCanceled) },
+		// A refused grant (needs reconnect) never reached the vendor's API:
+		// it is no outage, and must not turn into one.
+		IsExcluded: func(err error) bool { return errors.Is(err, errCanceled) || errors.Is(err, practice.ErrNeedsReconnect) },
 	})
 	c.m.breaker.WithLabelValues(c.label).Set(0)
 	return c, nil
@@ -397,6 +399,9 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		c.outcomes[outcomeOK].Inc()
 		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+	}
+	if rj, ok := c.auth.(Rejecter); ok && resp.StatusCode == http.StatusUnauthorized {
+		rj.Rejected(req.Header)
 	}
 	serr := &practice.StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
 		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}

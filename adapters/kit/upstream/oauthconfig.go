@@ -1,5 +1,16 @@
 package upstream
 
+import "net/http"
+
+// Rejecter is an Authorizer told that the vendor answered 401 to the
+// credentials it put in h: an OAuth2 token source then stops using that
+// access token (revoked with its grant, or expired early) and fetches
+// another on the next call, which also finds out whether the grant itself
+// was refused.
+type Rejecter interface {
+	Rejected(h http.Header)
+}
+
 // OAuth2Config is how an adapter gets its bearer token. Set AccessToken for
 // a token that some other process keeps fresh; otherwise the adapter runs
 // the client-credentials grant (no RefreshToken: Microsoft Graph app-only,
