@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/caddymodule/console"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 
@@ -133,6 +134,9 @@ type App struct {
 
 	// Firms are the firms this gateway serves.
 	Firms []Firm `json:"firms,omitempty"`
+	// Connect registers the vendor apps firms connect their own systems
+	// through (POST /v1/connections), and where the gateway is reached.
+	Connect *connect.Config `json:"connect,omitempty"`
 
 	// Deprecated marks /v1 routes that answer with Deprecation, Sunset
 	// and Link headers (and are marked in the OpenAPI document) until they
