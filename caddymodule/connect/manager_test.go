@@ -281,7 +281,10 @@ func TestConnectRefusals(t *testing.T) {
 	for _, f := range []func() error{
 		func() error { _, err := h.m.Get(ctx, "frm_b", live.ID); return err },
 		func() error { _, err := h.m.Disconnect(ctx, "frm_b", live.ID); return err },
-		func() error { _, err := h.m.Update(ctx, "frm_b", live.ID, connection.Request{Reconnect: true}); return err },
+		func() error {
+			_, err := h.m.Update(ctx, "frm_b", live.ID, connection.Request{Reconnect: true})
+			return err
+		},
 		func() error { _, err := h.m.Get(ctx, "frm_a", "con_unknown"); return err },
 	} {
 		h.wantAPIError(f(), 404, "resource_not_found", "")

@@ -43,7 +43,7 @@ var systems = map[string]system{
 	"onedrive": {name: "onedrive", role: "documents", vendor: "OneDrive", block: "sharepoint", tokens: oauthtoken.Graph,
 		style: oauth2.AuthStyleInParams},
 	"google_drive": {name: "google_drive", role: "documents", vendor: "Google Drive", block: "google_drive", tokens: oauthtoken.GDrive,
-		style: oauth2.AuthStyleInParams,
+		style:  oauth2.AuthStyleInParams,
 		extras: []oauth2.AuthCodeOption{oauth2.AccessTypeOffline, oauth2.SetAuthURLParam("prompt", "consent")}},
 	"dropbox": {name: "dropbox", role: "documents", vendor: "Dropbox", block: "dropbox", tokens: oauthtoken.Dropbox,
 		style: oauth2.AuthStyleInParams, extras: []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("token_access_type", "offline")}},
