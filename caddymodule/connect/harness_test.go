@@ -523,3 +523,10 @@ func (h *harness) check(v connection.View, err error) connection.View {
 	h.noSecretIn("view", string(b))
 	return v
 }
+
+// depsWithClock are the harness's upstream deps on another clock.
+func depsWithClock(h *harness, clock upstream.Clock) upstream.Deps {
+	core, logs := observer.New(zapcore.DebugLevel)
+	h.logs = append(h.logs, logs)
+	return upstream.Deps{State: h.state, Clock: clock, Locks: h.locks, Logger: zap.New(core), Budget: upstream.NewLocalBudget(clock)}
+}
