@@ -24,6 +24,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -222,7 +223,14 @@ func newVendor(t *testing.T) *vendor {
 	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f",
 		subs:    map[string]map[string]any{},
 		tenants: []map[string]string{{"id": "c1", "tenantId": "org-1", "tenantType": "ORGANISATION", "tenantName": "Hollis Ledger"}}}
-	v.srv = httptest.NewServer(http.HandlerFunc(v.serve))
+	karbon := vendortest.KarbonConforming(t, http.HandlerFunc(v.serve))
+	v.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v3/") {
+			karbon.ServeHTTP(w, r)
+			return
+		}
+		v.serve(w, r)
+	}))
 	t.Cleanup(v.srv.Close)
 	return v
 }
