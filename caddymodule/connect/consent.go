@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"time"
 
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
@@ -17,6 +18,9 @@ import (
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
 )
+
+// exchangeTimeout bounds the code's exchange at the token endpoint.
+const exchangeTimeout = 15 * time.Second
 
 // CallbackPath is where vendors send the administrator back after the
 // consent, under public_url.
@@ -81,6 +85,11 @@ func (m *Manager) Callback(ctx context.Context, q url.Values) (connection.View, 
 	if err != nil {
 		return connection.View{}, fmt.Errorf("take the consent awaited: %w", err)
 	}
+	release, err := m.hold(ctx, "connection/"+a.Connection)
+	if err != nil {
+		return connection.View{}, err
+	}
+	defer release()
 	c, err := m.d.Connections.Connection(ctx, a.Connection)
 	if errors.Is(err, connection.ErrNotFound) {
 		return connection.View{}, errStateInvalid
@@ -99,7 +108,9 @@ func (m *Manager) Callback(ctx context.Context, q url.Values) (connection.View, 
 	if code == "" {
 		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_code")
 	}
-	tok, err := m.oauthConfig(s).Exchange(context.WithValue(ctx, oauth2.HTTPClient, m.hc), code, oauth2.VerifierOption(a.Verifier))
+	xctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, m.hc), exchangeTimeout)
+	defer cancel()
+	tok, err := m.oauthConfig(s).Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
 	if err != nil {
 		var refused *oauth2.RetrieveError
 		if errors.As(err, &refused) {

@@ -40,10 +40,11 @@ func actor(ctx context.Context) string {
 // disconnect up: the reason says so. A disconnected connection is kept,
 // so that the firm sees what happened.
 func (m *Manager) Disconnect(ctx context.Context, firm, id string) (connection.View, error) {
-	c, err := m.load(ctx, firm, id)
+	c, release, err := m.loadHeld(ctx, firm, id)
 	if err != nil {
 		return connection.View{}, err
 	}
+	defer release()
 	if c.Status == connection.Disconnected {
 		return m.view(c, ""), nil
 	}

@@ -42,6 +42,15 @@ type memStore struct {
 	auths        map[string]connection.Authorization
 	verifiers    []string // every one saved, to look for in logs and views
 	beforeUpdate func()
+	// yield, when set, runs before every call: a scheduler's chance to
+	// run another goroutine first.
+	yield func()
+}
+
+func (s *memStore) sched() {
+	if s.yield != nil {
+		s.yield()
+	}
 }
 
 func newMemStore() *memStore {
@@ -49,6 +58,7 @@ func newMemStore() *memStore {
 }
 
 func (s *memStore) CreateConnection(_ context.Context, c connection.Connection) (connection.Connection, error) {
+	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.cons[c.ID]; ok {
@@ -61,6 +71,7 @@ func (s *memStore) CreateConnection(_ context.Context, c connection.Connection) 
 }
 
 func (s *memStore) Connection(_ context.Context, id string) (connection.Connection, error) {
+	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c, ok := s.cons[id]
@@ -72,6 +83,7 @@ func (s *memStore) Connection(_ context.Context, id string) (connection.Connecti
 }
 
 func (s *memStore) Connections(_ context.Context, firm string) ([]connection.Connection, error) {
+	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []connection.Connection
@@ -84,6 +96,7 @@ func (s *memStore) Connections(_ context.Context, firm string) ([]connection.Con
 }
 
 func (s *memStore) UpdateConnection(_ context.Context, c connection.Connection, version int64) (connection.Connection, error) {
+	s.sched()
 	s.mu.Lock()
 	hook := s.beforeUpdate
 	s.beforeUpdate = nil
@@ -106,6 +119,7 @@ func (s *memStore) UpdateConnection(_ context.Context, c connection.Connection, 
 }
 
 func (s *memStore) SaveAuthorization(_ context.Context, a connection.Authorization) error {
+	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.auths[a.State] = a
@@ -114,6 +128,7 @@ func (s *memStore) SaveAuthorization(_ context.Context, a connection.Authorizati
 }
 
 func (s *memStore) TakeAuthorization(_ context.Context, state string, now time.Time) (connection.Authorization, error) {
+	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.auths[state]
@@ -165,14 +180,14 @@ func (f firms) FirmName(id string) (string, bool) {
 
 func (f firms) Configured(firm, role string) bool { return f.configured[firm+"/"+role] }
 
-// runtime records the purges asked for.
-type runtime struct {
+// fakeRuntime records the purges asked for.
+type fakeRuntime struct {
 	mu     sync.Mutex
 	purged []string
 	fail   error
 }
 
-func (r *runtime) Purge(_ context.Context, c connection.Connection) error {
+func (r *fakeRuntime) Purge(_ context.Context, c connection.Connection) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
@@ -182,11 +197,11 @@ func (r *runtime) Purge(_ context.Context, c connection.Connection) error {
 	return nil
 }
 
-func (r *runtime) State(connection.Connection) (*time.Time, []connection.SyncState) {
+func (r *fakeRuntime) State(connection.Connection) (*time.Time, []connection.SyncState) {
 	return nil, []connection.SyncState{{Role: "ledger", State: "backfilling"}}
 }
 
-func (r *runtime) purges() []string {
+func (r *fakeRuntime) purges() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.purged)
@@ -434,7 +449,7 @@ type harness struct {
 	state   changes.StateStore
 	clock   *testclock.Clock
 	locks   *memLocks
-	rt      *runtime
+	rt      *fakeRuntime
 	logs    []*observer.ObservedLogs
 	cfg     *connect.Config
 	m       *connect.Manager
@@ -443,7 +458,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, v: newVendor(t), store: newMemStore(), state: changes.NewMemoryState(),
-		clock: testclock.New(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)), rt: &runtime{}}
+		clock: testclock.New(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)), rt: &fakeRuntime{}}
 	h.locks = &memLocks{now: h.clock.Now, held: map[string]string{}, until: map[string]time.Time{}}
 	u := h.v.URL()
 	app := func(client string) *connect.OAuthApp {

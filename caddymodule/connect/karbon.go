@@ -176,6 +176,16 @@ func (m *Manager) CheckSubscriptions(ctx context.Context) error {
 }
 
 func (m *Manager) checkConnection(ctx context.Context, c connection.Connection) error {
+	// Held, and read again: a disconnect that removed the subscriptions
+	// meanwhile must not see them made again.
+	release, err := m.hold(ctx, "connection/"+c.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if c, err = m.d.Connections.Connection(ctx, c.ID); err != nil || c.Status != connection.Connected {
+		return err
+	}
 	state := m.d.Upstream.StateStore()
 	key, err := state.Last(ctx, SecretKey(c.ID, "access_key"))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -88,9 +87,7 @@ type Manager struct {
 	hc    *http.Client
 	clock upstream.Clock
 	log   *zap.Logger
-	// roleMu keeps two connects of one firm's role on this instance
-	// apart; the lease in Upstream.Locks does so across instances.
-	roleMu sync.Mutex
+	holds  holds
 	holder string
 }
 
@@ -172,6 +169,23 @@ func (m *Manager) load(ctx context.Context, firm, id string) (connection.Connect
 		return connection.Connection{}, fmt.Errorf("read connection: %w", err)
 	}
 	return c, nil
+}
+
+// loadHeld holds the firm's connection id for one step and reads it.
+func (m *Manager) loadHeld(ctx context.Context, firm, id string) (connection.Connection, func(), error) {
+	if _, err := m.load(ctx, firm, id); err != nil {
+		return connection.Connection{}, nil, err
+	}
+	release, err := m.hold(ctx, "connection/"+id)
+	if err != nil {
+		return connection.Connection{}, nil, err
+	}
+	c, err := m.load(ctx, firm, id)
+	if err != nil {
+		release()
+		return connection.Connection{}, nil, err
+	}
+	return c, release, nil
 }
 
 func (m *Manager) view(c connection.Connection, authorizeURL string) connection.View {
@@ -258,7 +272,7 @@ func (m *Manager) checkConnect(firm string, r connection.Request) (system, error
 // taken one at a time (on this instance and, under a lease, across
 // instances), so two administrators racing get one connection.
 func (m *Manager) create(ctx context.Context, firm string, s system) (connection.Connection, error) {
-	unlock, err := m.lockRole(ctx, firm, s.role)
+	unlock, err := m.hold(ctx, "firm/"+firm+"/"+s.role)
 	if err != nil {
 		return connection.Connection{}, err
 	}
@@ -288,52 +302,15 @@ func (m *Manager) create(ctx context.Context, firm string, s system) (connection
 	}
 }
 
-// lockRole holds the firm's role for one connect: this instance's mutex,
-// and the shared lease when the deps have locks.
-func (m *Manager) lockRole(ctx context.Context, firm, role string) (func(), error) {
-	m.roleMu.Lock()
-	locks := m.d.Upstream.Locks
-	if locks == nil {
-		return m.roleMu.Unlock, nil
-	}
-	name := "connect/" + firm + "/" + role
-	for tries := 0; ; tries++ {
-		ok, err := locks.Lease(ctx, name, m.holder, 30*time.Second)
-		if err != nil {
-			m.roleMu.Unlock()
-			return nil, fmt.Errorf("hold the firm's %s role: %w", role, err)
-		}
-		if ok {
-			return func() {
-				// A release that fails leaves a lease that expires.
-				_ = locks.Release(context.WithoutCancel(ctx), name, m.holder)
-				m.roleMu.Unlock()
-			}, nil
-		}
-		if tries == 50 {
-			m.roleMu.Unlock()
-			return nil, apierror.New(http.StatusConflict, "conflict",
-				"Another connection of this role is being made; try again in a moment.").WithHeader("Retry-After", "1")
-		}
-		t := time.NewTimer(100 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			m.roleMu.Unlock()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
 // Update chooses the organisation of a connection waiting in
 // choose_tenant (TenantID), or reconnects it (Reconnect: a new consent,
 // or for Karbon a new AccessKey).
 func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error) {
-	c, err := m.load(ctx, firm, id)
+	c, release, err := m.loadHeld(ctx, firm, id)
 	if err != nil {
 		return connection.View{}, err
 	}
+	defer release()
 	s := systems[c.System]
 	switch {
 	case r.Role != "" && r.Role != c.Role:

@@ -225,14 +225,21 @@ func TestConsentDenied(t *testing.T) {
 	}
 }
 
-// A disconnect that lands while the consent is being finished wins: the
-// callback's write is refused on the version it read, it reads again,
-// finds the connection disconnected, and forgets the token it seeded.
+// A disconnect written while the consent is being finished (by an
+// instance whose hold expired) wins: the callback's write is refused on
+// the version it read, it reads again, finds the connection disconnected,
+// and forgets the token it seeded.
 func TestCallbackLosesToADisconnectMeanwhile(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
 	cb := h.v.consent(v.AuthorizeURL)
-	h.store.beforeUpdate = func() { h.check(h.m.Disconnect(ctx, "frm_a", v.ID)) }
+	h.store.beforeUpdate = func() {
+		c := h.stored(v.ID)
+		c.Status = connection.Disconnected
+		if _, err := h.store.UpdateConnection(ctx, c, c.Version); err != nil {
+			t.Error(err)
+		}
+	}
 	_, err := h.m.Callback(ctx, cb)
 	h.wantAPIError(err, 400, "invalid_state", "state")
 	c := h.stored(v.ID)
