@@ -59,7 +59,10 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 				_, err := m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-2"})
 				return "choose", err
 			},
-			func(m *connect.Manager) (string, error) { _, err := m.Disconnect(ctx, "frm_a", v.ID); return "disconnect", err },
+			func(m *connect.Manager) (string, error) {
+				_, err := m.Disconnect(ctx, "frm_a", v.ID)
+				return "disconnect", err
+			},
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex

@@ -82,11 +82,11 @@ type Deps struct {
 // so two instances (or an administrator and a callback) never overwrite
 // each other's step.
 type Manager struct {
-	cfg   *Config
-	d     Deps
-	hc    *http.Client
-	clock upstream.Clock
-	log   *zap.Logger
+	cfg    *Config
+	d      Deps
+	hc     *http.Client
+	clock  upstream.Clock
+	log    *zap.Logger
 	holds  holds
 	holder string
 }
