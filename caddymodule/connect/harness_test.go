@@ -224,6 +224,7 @@ type vendor struct {
 	sites      []map[string]string
 	revoked    []string // "xero:<token>" ...
 	revokeFail bool
+	garbage    map[string]bool // paths answered 200 with a body no vendor sends
 	karbonKey  string
 	subs       map[string]map[string]any
 	subCalls   []string
@@ -235,7 +236,7 @@ type grant struct {
 }
 
 func newVendor(t *testing.T) *vendor {
-	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f",
+	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{},
 		subs:    map[string]map[string]any{},
 		tenants: []map[string]string{{"id": "c1", "tenantId": "org-1", "tenantType": "ORGANISATION", "tenantName": "Hollis Ledger"}}}
 	karbon := vendortest.KarbonConforming(t, http.HandlerFunc(v.serve))
@@ -277,6 +278,11 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	body, _ := io.ReadAll(r.Body)
+	if v.garbage[r.URL.Path] {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `<html>maintenance</html>`)
+		return
+	}
 	switch {
 	case r.URL.Path == "/token":
 		v.token(w, r, body)

@@ -419,3 +419,20 @@ func TestDisconnectWaitsForThePurge(t *testing.T) {
 		t.Fatalf("%+v", c.Connection)
 	}
 }
+
+// An answer from the vendor the gateway cannot use is a 502 with the
+// contract's body, never a 500, and leaves the connection waiting.
+func TestUnusableVendorAnswersAre502(t *testing.T) {
+	for _, path := range []string{"/token", "/connections"} {
+		t.Run(path, func(t *testing.T) {
+			h := newHarness(t)
+			h.v.garbage[path] = true
+			v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
+			_, err := h.m.Callback(ctx, h.v.consent(v.AuthorizeURL))
+			h.wantAPIError(err, 502, "upstream_unavailable", "")
+			if c := h.stored(v.ID); c.Status != connection.Pending || h.token(c, oauthtoken.Xero, "xero") != nil {
+				t.Fatalf("after an unusable answer: %+v", c)
+			}
+		})
+	}
+}
