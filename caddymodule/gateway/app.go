@@ -267,6 +267,14 @@ func (a *App) expandSettings(repl *caddy.Replacer) error {
 	a.Redis = expand(repl, a.Redis)
 	a.RedisTLS = expandTLS(repl, a.RedisTLS)
 	a.RateLimit = expand(repl, a.RateLimit)
+	if a.Connect != nil {
+		// The vendor apps' secrets are read, and their endpoints
+		// defaulted, before anything serves a consent.
+		a.Connect.Provision(repl)
+		if err := a.Connect.Validate(); err != nil {
+			return fmt.Errorf("practicegw: %w", err)
+		}
+	}
 	return nil
 }
 
