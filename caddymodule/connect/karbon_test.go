@@ -240,3 +240,23 @@ func TestDisconnectKarbonRemovesSubscriptions(t *testing.T) {
 		t.Fatalf("purges %v", p)
 	}
 }
+
+// Karbon answering what the gateway cannot use while the subscriptions
+// are made: the connection stays pending with a reason, the answer is a
+// 502, and a reconnect finishes it.
+func TestKarbonSubscriptionsFailingLeaveThePendingConnection(t *testing.T) {
+	h := newHarness(t)
+	h.v.garbage["/v3/WebhookSubscriptions/Work"] = true
+	_, err := h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey})
+	h.wantAPIError(err, 502, "upstream_unavailable", "")
+	cs, _ := h.store.Connections(ctx, "frm_a")
+	if len(cs) != 1 || cs[0].Status != connection.Pending || !strings.Contains(cs[0].Reason, "webhook subscriptions could not be made") {
+		t.Fatalf("after the failure: %+v", cs)
+	}
+	h.secret(h.secretOf(cs[0].ID, "webhook_key"))
+	delete(h.v.garbage, "/v3/WebhookSubscriptions/Work")
+	v := h.check(h.m.Update(ctx, "frm_a", cs[0].ID, connection.Request{Reconnect: true, AccessKey: h.v.karbonKey}))
+	if v.Status != connection.Connected || len(h.subscriptions()) != 3 {
+		t.Fatalf("reconnected: %+v, %v", v.Connection, h.subscriptions())
+	}
+}
