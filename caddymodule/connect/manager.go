@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -219,6 +220,11 @@ func (m *Manager) Connect(ctx context.Context, firm string, r connection.Request
 		return connection.View{}, err
 	}
 	if s.block == "karbon" {
+		release, err := m.hold(ctx, "connection/"+c.ID)
+		if err != nil {
+			return connection.View{}, err
+		}
+		defer release()
 		c, err = m.connectKarbon(ctx, c, r.AccessKey)
 		if err != nil {
 			return connection.View{}, err
@@ -248,7 +254,7 @@ func (m *Manager) checkConnect(firm string, r connection.Request) (system, error
 	}
 	s, ok := systems[r.System]
 	if !ok || s.role != r.Role {
-		return system{}, practice.Invalid("system", "The %s role takes one of %v.", r.Role, roles[r.Role])
+		return system{}, practice.Invalid("system", "The %s role takes one of %s.", r.Role, strings.Join(roles[r.Role], ", "))
 	}
 	switch {
 	case r.TenantID != "":
@@ -287,10 +293,14 @@ func (m *Manager) create(ctx context.Context, firm string, s system) (connection
 		}
 	}
 	now := m.clock.Now().UTC()
+	reason := "waiting for consent at " + s.vendor
+	if s.block == "karbon" {
+		reason = "making Karbon's webhook subscriptions"
+	}
 	for {
 		c, err := m.d.Connections.CreateConnection(ctx, connection.Connection{
 			ID: newID(), Firm: firm, Role: s.role, System: s.name, Status: connection.Pending,
-			Reason: "waiting for consent at " + s.vendor, Attempt: 1, CreatedAt: now, UpdatedAt: now,
+			Reason: reason, Attempt: 1, CreatedAt: now, UpdatedAt: now,
 		})
 		if errors.Is(err, connection.ErrExists) {
 			continue
