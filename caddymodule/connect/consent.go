@@ -113,6 +113,9 @@ func (m *Manager) Callback(ctx context.Context, q url.Values) (connection.View, 
 	tok, err := m.oauthConfig(s).Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
 	if err != nil {
 		var refused *oauth2.RetrieveError
+		if errors.As(err, &refused) && refused.Response != nil && refused.Response.StatusCode >= 500 {
+			return connection.View{}, &practice.UnavailableError{Upstream: s.name, Err: errors.New("the token endpoint failed")}
+		}
 		if errors.As(err, &refused) {
 			// The library's error quotes the vendor's answer; only its
 			// code is kept.

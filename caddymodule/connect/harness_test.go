@@ -225,6 +225,7 @@ type vendor struct {
 	revoked    []string // "xero:<token>" ...
 	revokeFail bool
 	garbage    map[string]bool // paths answered 200 with a body no vendor sends
+	down       map[string]bool // paths answered 503
 	karbonKey  string
 	subs       map[string]map[string]any
 	subCalls   []string
@@ -236,7 +237,7 @@ type grant struct {
 }
 
 func newVendor(t *testing.T) *vendor {
-	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{},
+	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{}, down: map[string]bool{},
 		subs:    map[string]map[string]any{},
 		tenants: []map[string]string{{"id": "c1", "tenantId": "org-1", "tenantType": "ORGANISATION", "tenantName": "Hollis Ledger"}}}
 	karbon := vendortest.KarbonConforming(t, http.HandlerFunc(v.serve))
@@ -278,6 +279,10 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	body, _ := io.ReadAll(r.Body)
+	if v.down[r.URL.Path] {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
 	if v.garbage[r.URL.Path] {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `<html>maintenance</html>`)

@@ -436,3 +436,16 @@ func TestUnusableVendorAnswersAre502(t *testing.T) {
 		})
 	}
 }
+
+// A token endpoint that is down is a 503 to try again, not the
+// administrator's doing.
+func TestTokenEndpointDownIs503(t *testing.T) {
+	h := newHarness(t)
+	h.v.down["/token"] = true
+	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
+	_, err := h.m.Callback(ctx, h.v.consent(v.AuthorizeURL))
+	h.wantAPIError(err, 503, "upstream_unavailable", "")
+	if c := h.stored(v.ID); c.Status != connection.Pending {
+		t.Fatalf("%+v", c)
+	}
+}
