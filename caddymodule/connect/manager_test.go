@@ -449,3 +449,36 @@ func TestTokenEndpointDownIs503(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 }
+
+// List shows the firm's connections alone, oldest first; Update refuses
+// what it cannot do, each with its parameter.
+func TestListAndUpdateRefusals(t *testing.T) {
+	h := newHarness(t)
+	a := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
+	b := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "documents", System: "dropbox"}))
+	h.check(h.m.Connect(ctx, "frm_b", connection.Request{Role: "documents", System: "dropbox"}))
+	list, err := h.m.List(ctx, "frm_a")
+	if err != nil || len(list) != 2 || list[0].ID != a.ID || list[1].ID != b.ID || list[0].AuthorizeURL != "" {
+		t.Fatalf("list %+v, %v", list, err)
+	}
+	_, err = h.m.List(ctx, "frm_zz")
+	h.wantAPIError(err, 404, "resource_not_found", "")
+	for _, c := range []struct {
+		r           connection.Request
+		code, param string
+	}{
+		{connection.Request{Role: "records", Reconnect: true}, "parameter_invalid", "role"},
+		{connection.Request{System: "google_drive", Reconnect: true}, "parameter_invalid", "system"},
+		{connection.Request{TenantID: "org-1", Reconnect: true}, "parameter_invalid", "tenant_id"},
+		{connection.Request{}, "parameter_invalid", "reconnect"},
+		{connection.Request{Reconnect: true, AccessKey: "k"}, "parameter_invalid", "access_key"},
+	} {
+		_, err := h.m.Update(ctx, "frm_a", a.ID, c.r)
+		h.wantAPIError(err, 400, c.code, c.param)
+	}
+	h.check(h.m.Disconnect(ctx, "frm_a", a.ID))
+	_, err = h.m.Update(ctx, "frm_a", a.ID, connection.Request{Reconnect: true})
+	h.wantAPIError(err, 409, "connection_state", "")
+	// The role is free again once disconnected.
+	h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
+}
