@@ -201,16 +201,7 @@ func (m *Manager) checkConnection(ctx context.Context, c connection.Connection) 
 			zap.String("firm", c.Firm), zap.String("type", typ))
 	}
 	if karbon.Refused(err) || len(key) == 0 {
-		_, werr := m.write(ctx, c.ID, func(c *connection.Connection) error {
-			if c.Status != connection.Connected {
-				return errConnectionState(*c, "no longer connected")
-			}
-			c.Status, c.Reason = connection.NeedsReconnect, "Karbon refused the access key; reconnect with a new one"
-			return nil
-		})
-		m.log.Warn("karbon refused a connection's access key: it needs reconnecting", zap.String("connection", c.ID),
-			zap.String("firm", c.Firm))
-		return werr
+		return m.needsReconnect(ctx, c.ID, "Karbon refused the access key; reconnect with a new one")
 	}
 	return err
 }

@@ -403,6 +403,42 @@ func (m *Manager) reconnect(ctx context.Context, c connection.Connection, s syst
 	return m.view(c, u), nil
 }
 
+// NeedsReconnect marks the connection id needs_reconnect with reason (in
+// the gateway's words, never the vendor's): the vendor refused its grant
+// (upstream.Deps.GrantRefused) or its key. A connection that is not
+// connected (pending a consent, disconnected) is left as it is.
+func (m *Manager) NeedsReconnect(ctx context.Context, id, reason string) error {
+	release, err := m.hold(ctx, "connection/"+id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return m.needsReconnect(ctx, id, reason)
+}
+
+// needsReconnect is NeedsReconnect with the connection held.
+func (m *Manager) needsReconnect(ctx context.Context, id, reason string) error {
+	c, err := m.write(ctx, id, func(c *connection.Connection) error {
+		if c.Status != connection.Connected {
+			return errUnchanged
+		}
+		c.Status, c.Reason = connection.NeedsReconnect, reason
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.log.Warn("connection needs reconnecting", zap.String("connection", c.ID), zap.String("firm", c.Firm),
+		zap.String("system", c.System), zap.String("reason", reason))
+	return nil
+}
+
+// errUnchanged is a change that finds nothing to do.
+var errUnchanged = errors.New("nothing to change")
+
 // write applies change to the stored connection id and writes it if no
 // other write came first; otherwise it reads it again and applies change
 // to what is stored now, which may refuse it.

@@ -482,3 +482,29 @@ func TestListAndUpdateRefusals(t *testing.T) {
 	// The role is free again once disconnected.
 	h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
 }
+
+// A grant the vendor refused turns a connected connection needs_reconnect
+// with the gateway's reason; one pending or disconnected is left alone;
+// a reconnect's consent connects it again.
+func TestNeedsReconnect(t *testing.T) {
+	h := newHarness(t)
+	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
+	if err := h.m.NeedsReconnect(ctx, v.ID, "Xero refused the connection's grant"); err != nil {
+		t.Fatal(err)
+	}
+	if c := h.stored(v.ID); c.Status != connection.Pending {
+		t.Fatalf("a pending connection changed: %+v", c)
+	}
+	h.check(h.m.Callback(ctx, h.v.consent(v.AuthorizeURL)))
+	if err := h.m.NeedsReconnect(ctx, v.ID, "Xero refused the connection's grant"); err != nil {
+		t.Fatal(err)
+	}
+	c := h.stored(v.ID)
+	if c.Status != connection.NeedsReconnect || c.Reason != "Xero refused the connection's grant" || c.TenantID != "org-1" {
+		t.Fatalf("%+v", c)
+	}
+	r := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
+	if back := h.check(h.m.Callback(ctx, h.v.consent(r.AuthorizeURL))); back.Status != connection.Connected || back.Reason != "" {
+		t.Fatalf("reconnected: %+v", back.Connection)
+	}
+}
