@@ -8,6 +8,15 @@
 // `connect` block of the practicegw global option (Config).
 package connect
 
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
 // Config is the `connect` block: where the gateway is reached and the
 // vendor apps firms connect through. Secrets are placeholders
 // ({env.X}, {file.X}) until the app is provisioned.
@@ -56,3 +65,115 @@ type KarbonApp struct {
 // connection's secrets: "access_key" (Karbon), "webhook_key" (the
 // signing key of the Karbon subscriptions the gateway made).
 func SecretKey(connection, name string) string { return "connection/" + connection + "/" + name }
+
+// The vendors' published endpoints and the scopes the adapters need,
+// for what an app leaves empty.
+var (
+	xeroDefaults = OAuthApp{
+		AuthorizeURL:   "https://login.xero.com/identity/connect/authorize",
+		TokenURL:       "https://identity.xero.com/connect/token",
+		RevokeURL:      "https://identity.xero.com/connect/revocation",
+		ConnectionsURL: "https://api.xero.com/connections",
+		BaseURL:        "https://api.xero.com",
+		// The ledger reads invoices; Xero Practice Manager reads its
+		// practice and writes clients and jobs.
+		Scopes: []string{"offline_access", "accounting.transactions.read",
+			"practicemanager.client", "practicemanager.job", "practicemanager.read"},
+	}
+	// Microsoft identity offers no revocation endpoint: a grant ends when
+	// the user or an administrator removes the app.
+	microsoftDefaults = OAuthApp{
+		AuthorizeURL: "https://login.microsoftonline.com/common/oauth2/v2.0/authorize",
+		TokenURL:     "https://login.microsoftonline.com/common/oauth2/v2.0/token",
+		BaseURL:      "https://graph.microsoft.com",
+		Scopes:       []string{"offline_access", "Files.Read.All", "Sites.Read.All"},
+	}
+	googleDefaults = OAuthApp{
+		AuthorizeURL: "https://accounts.google.com/o/oauth2/v2/auth",
+		TokenURL:     "https://oauth2.googleapis.com/token",
+		RevokeURL:    "https://oauth2.googleapis.com/revoke",
+		BaseURL:      "https://www.googleapis.com",
+		Scopes:       []string{"https://www.googleapis.com/auth/drive.readonly"},
+	}
+	// Dropbox's scopes are the app's permissions, chosen in its console:
+	// none is asked for here unless the operator names some.
+	dropboxDefaults = OAuthApp{
+		AuthorizeURL: "https://www.dropbox.com/oauth2/authorize",
+		TokenURL:     "https://api.dropboxapi.com/oauth2/token",
+		RevokeURL:    "https://api.dropboxapi.com/2/auth/token/revoke",
+		BaseURL:      "https://api.dropboxapi.com",
+	}
+	karbonBaseURL = "https://api.karbonhq.com"
+)
+
+// Provision expands the placeholders ({env.X}, {file.X}) of every setting
+// and fills each app's endpoints and scopes left empty with the vendor's
+// published ones.
+func (c *Config) Provision(repl *caddy.Replacer) {
+	expand := func(s *string) { *s = strings.TrimSpace(repl.ReplaceAll(*s, "")) }
+	expand(&c.PublicURL)
+	c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
+	for _, a := range []struct {
+		app *OAuthApp
+		def OAuthApp
+	}{{c.Xero, xeroDefaults}, {c.SharePoint, microsoftDefaults}, {c.GoogleDrive, googleDefaults}, {c.Dropbox, dropboxDefaults}} {
+		if a.app == nil {
+			continue
+		}
+		for _, f := range []struct {
+			v   *string
+			def string
+		}{
+			{&a.app.ClientID, ""}, {&a.app.ClientSecret, ""}, {&a.app.WebhookKey, ""},
+			{&a.app.AuthorizeURL, a.def.AuthorizeURL}, {&a.app.TokenURL, a.def.TokenURL},
+			{&a.app.RevokeURL, a.def.RevokeURL}, {&a.app.ConnectionsURL, a.def.ConnectionsURL},
+			{&a.app.BaseURL, a.def.BaseURL},
+		} {
+			expand(f.v)
+			if *f.v == "" {
+				*f.v = f.def
+			}
+		}
+		if len(a.app.Scopes) == 0 {
+			a.app.Scopes = slices.Clone(a.def.Scopes)
+		}
+	}
+	if c.Karbon != nil {
+		expand(&c.Karbon.Bearer)
+		expand(&c.Karbon.BaseURL)
+		if c.Karbon.BaseURL == "" {
+			c.Karbon.BaseURL = karbonBaseURL
+		}
+	}
+}
+
+// Validate checks a provisioned block: where the gateway is reached, and
+// each registered app's credentials.
+func (c *Config) Validate() error {
+	u, err := url.Parse(c.PublicURL)
+	if c.PublicURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("connect: public_url %q must be an absolute http(s) URL without a path, such as https://gw.example.com", c.PublicURL)
+	}
+	for name, app := range map[string]*OAuthApp{"xero": c.Xero, "sharepoint": c.SharePoint, "google_drive": c.GoogleDrive, "dropbox": c.Dropbox} {
+		if app == nil {
+			continue
+		}
+		if app.ClientID == "" || app.ClientSecret == "" {
+			return fmt.Errorf("connect: %s needs client_id and client_secret", name)
+		}
+		for _, e := range []struct{ name, v string }{{"authorize_url", app.AuthorizeURL}, {"token_url", app.TokenURL},
+			{"revoke_url", app.RevokeURL}, {"connections_url", app.ConnectionsURL}, {"base_url", app.BaseURL}} {
+			if e.v == "" {
+				continue
+			}
+			if u, err := url.Parse(e.v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+				return fmt.Errorf("connect: %s %s %q must be an absolute http(s) URL", name, e.name, e.v)
+			}
+		}
+	}
+	if c.Karbon != nil && c.Karbon.Bearer == "" {
+		return fmt.Errorf("connect: karbon needs bearer (the application's bearer token)")
+	}
+	return nil
+}

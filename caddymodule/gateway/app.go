@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/caddymodule/console"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 
@@ -133,6 +134,9 @@ type App struct {
 
 	// Firms are the firms this gateway serves.
 	Firms []Firm `json:"firms,omitempty"`
+	// Connect registers the vendor apps firms connect their own systems
+	// through (POST /v1/connections), and where the gateway is reached.
+	Connect *connect.Config `json:"connect,omitempty"`
 
 	// Deprecated marks /v1 routes that answer with Deprecation, Sunset
 	// and Link headers (and are marked in the OpenAPI document) until they
@@ -263,6 +267,14 @@ func (a *App) expandSettings(repl *caddy.Replacer) error {
 	a.Redis = expand(repl, a.Redis)
 	a.RedisTLS = expandTLS(repl, a.RedisTLS)
 	a.RateLimit = expand(repl, a.RateLimit)
+	if a.Connect != nil {
+		// The vendor apps' secrets are read, and their endpoints
+		// defaulted, before anything serves a consent.
+		a.Connect.Provision(repl)
+		if err := a.Connect.Validate(); err != nil {
+			return fmt.Errorf("practicegw: %w", err)
+		}
+	}
 	return nil
 }
 

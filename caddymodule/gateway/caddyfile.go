@@ -13,6 +13,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/caddymodule/api"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -51,6 +52,11 @@ func init() {
 //	    signing_key <id> <base64-secret>
 //	    secrets_key [<base64-key>]
 //	    deprecated <METHOD> <path> <since YYYY-MM-DD> <sunset YYYY-MM-DD> [<link>]
+//	    connect {
+//	        public_url <https://gw.example.com>
+//	        xero|sharepoint|google_drive|dropbox { client_id ... client_secret ... }
+//	        karbon { bearer ... }
+//	    }
 //	    firm <frm_id> {
 //	        name      <display name>
 //	        records   demo|karbon [{ ... }]
@@ -149,6 +155,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			a.Deprecated = append(a.Deprecated, dep)
+		case "connect":
+			a.Connect = new(connect.Config)
+			if err := a.Connect.UnmarshalCaddyfile(d); err != nil {
+				return err
+			}
 		case "firm":
 			f, err := unmarshalFirm(d)
 			if err != nil {

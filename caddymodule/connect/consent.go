@@ -1,0 +1,285 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"time"
+
+	"go.uber.org/zap"
+	"golang.org/x/oauth2"
+
+	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/sharepoint"
+	"github.com/practicegw/practicegw/adapters/xero"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// exchangeTimeout bounds the code's exchange at the token endpoint.
+const exchangeTimeout = 15 * time.Second
+
+// CallbackPath is where vendors send the administrator back after the
+// consent, under public_url.
+const CallbackPath = "/connect/callback"
+
+// oauthConfig is the library's description of s's app, redirecting to
+// the gateway's callback.
+func (m *Manager) oauthConfig(s system) *oauth2.Config {
+	app := m.cfg.oauthApp(s)
+	return &oauth2.Config{
+		ClientID:     app.ClientID,
+		ClientSecret: app.ClientSecret,
+		Endpoint:     oauth2.Endpoint{AuthURL: app.AuthorizeURL, TokenURL: app.TokenURL, AuthStyle: s.style},
+		RedirectURL:  m.cfg.PublicURL + CallbackPath,
+		Scopes:       app.Scopes,
+	}
+}
+
+// tokenConfig is where the connection's tokens are kept (oauthtoken).
+func (m *Manager) tokenConfig(c connection.Connection, s system) upstream.OAuth2Config {
+	app := m.cfg.oauthApp(s)
+	return upstream.OAuth2Config{ClientID: app.ClientID, ClientSecret: app.ClientSecret, TokenURL: app.TokenURL,
+		Scopes: app.Scopes, Connection: c.ID}
+}
+
+// authorize saves the consent awaited for c's attempt and answers the
+// vendor's consent page: a random state bound to the connection and the
+// attempt, and a PKCE verifier (S256) kept sealed by the store.
+func (m *Manager) authorize(ctx context.Context, c connection.Connection, s system) (string, error) {
+	a := connection.Authorization{
+		State:      randomToken(32),
+		Connection: c.ID,
+		Firm:       c.Firm,
+		Attempt:    c.Attempt,
+		Verifier:   oauth2.GenerateVerifier(),
+		Expires:    m.clock.Now().Add(connection.AuthorizationTTL),
+	}
+	if err := m.d.Authorizations.SaveAuthorization(ctx, a); err != nil {
+		return "", fmt.Errorf("save the consent awaited: %w", err)
+	}
+	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(a.Verifier)}, s.extras...)
+	return m.oauthConfig(s).AuthCodeURL(a.State, opts...), nil
+}
+
+// oauthError keeps an OAuth2 error code that is one (RFC 6749's
+// grammar, restricted) and nothing else a redirect may carry.
+var oauthError = regexp.MustCompile(`^[a-z_]{1,40}$`)
+
+// Callback finishes a consent: the vendor's redirect back to
+// {public_url}/connect/callback with its query. The state is taken once;
+// a forged, used or expired one, or one of an attempt the connection has
+// moved past, changes nothing.
+func (m *Manager) Callback(ctx context.Context, q url.Values) (connection.View, error) {
+	state := q.Get("state")
+	if state == "" {
+		return connection.View{}, errStateInvalid
+	}
+	a, err := m.d.Authorizations.TakeAuthorization(ctx, state, m.clock.Now())
+	if errors.Is(err, connection.ErrNotFound) {
+		return connection.View{}, errStateInvalid
+	}
+	if err != nil {
+		return connection.View{}, fmt.Errorf("take the consent awaited: %w", err)
+	}
+	release, err := m.hold(ctx, "connection/"+a.Connection)
+	if err != nil {
+		return connection.View{}, err
+	}
+	defer release()
+	c, err := m.d.Connections.Connection(ctx, a.Connection)
+	if errors.Is(err, connection.ErrNotFound) {
+		return connection.View{}, errStateInvalid
+	}
+	if err != nil {
+		return connection.View{}, fmt.Errorf("read connection: %w", err)
+	}
+	s, ok := systems[c.System]
+	if !awaits(c, a) || !ok || !m.cfg.registered(s) || s.tokens == "" {
+		return connection.View{}, errStateInvalid
+	}
+	if e := q.Get("error"); e != "" {
+		return connection.View{}, m.refusedConsent(ctx, c, a, s, e)
+	}
+	code := q.Get("code")
+	if code == "" {
+		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_code")
+	}
+	xctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, m.hc), exchangeTimeout)
+	defer cancel()
+	tok, err := m.oauthConfig(s).Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
+	if err != nil {
+		var refused *oauth2.RetrieveError
+		if errors.As(err, &refused) && refused.Response != nil && refused.Response.StatusCode >= 500 {
+			return connection.View{}, &practice.UnavailableError{Upstream: s.name, Err: errors.New("the token endpoint failed")}
+		}
+		if errors.As(err, &refused) {
+			// The library's error quotes the vendor's answer; only its
+			// code is kept.
+			return connection.View{}, m.refusedConsent(ctx, c, a, s, refused.ErrorCode)
+		}
+		var unreachable *url.Error
+		if errors.As(err, &unreachable) {
+			return connection.View{}, &practice.UnavailableError{Upstream: s.name, Err: errors.New("the token endpoint could not be reached")}
+		}
+		return connection.View{}, upstream.Malformed(s.name, "token", errors.New("the token endpoint's answer is not a token"))
+	}
+	if tok.RefreshToken == "" {
+		m.log.Warn("the vendor's token has no refresh token: the app must ask for offline access", zap.String("system", s.name),
+			zap.String("connection", c.ID))
+		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_refresh_token")
+	}
+	tenants, err := m.organisations(ctx, s, tok.AccessToken)
+	if err != nil {
+		return connection.View{}, err
+	}
+	// The token is where the sync reads it before the connection says
+	// connected.
+	if err := oauthtoken.Seed(ctx, m.d.Upstream, s.tokens, m.tokenConfig(c, s), tok); err != nil {
+		return connection.View{}, err
+	}
+	c, err = m.write(ctx, c.ID, func(c *connection.Connection) error {
+		if !awaits(*c, a) {
+			return errStateInvalid
+		}
+		m.settle(c, s, tenants)
+		return nil
+	})
+	if err != nil {
+		m.forgetIfDisconnected(ctx, a.Connection, s)
+		return connection.View{}, err
+	}
+	m.log.Info("connection consented", zap.String("connection", c.ID), zap.String("firm", c.Firm),
+		zap.String("system", c.System), zap.String("status", string(c.Status)))
+	return m.view(c, ""), nil
+}
+
+// awaits reports whether c still waits for the consent a asked for.
+func awaits(c connection.Connection, a connection.Authorization) bool {
+	return c.Firm == a.Firm && c.Attempt == a.Attempt && c.Status == connection.Pending
+}
+
+// refusedConsent notes on the connection that the vendor did not give
+// the consent (code is the OAuth2 error), which stays pending until it is
+// reconnected.
+func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a connection.Authorization, s system, code string) error {
+	if !oauthError.MatchString(code) {
+		code = "unknown_error"
+	}
+	reason, answer := "consent denied at "+s.vendor, errConsentDenied
+	if code != "access_denied" {
+		reason, answer = fmt.Sprintf("%s did not complete the consent (%s); reconnect to try again", s.vendor, code), errConsentFailed
+	}
+	_, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
+		if !awaits(*c, a) {
+			return errStateInvalid
+		}
+		c.Reason = reason
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return answer
+}
+
+// settle gives a consented connection the organisation its grant reaches:
+// the one it had (a reconnect), the only one, or the administrator's
+// choice among several.
+func (m *Manager) settle(c *connection.Connection, s system, tenants []connection.Tenant) {
+	now := m.clock.Now().UTC()
+	connected := func(t connection.Tenant) {
+		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName = connection.Connected, "", nil, t.ID, t.Name
+		c.ConnectedAt = &now
+	}
+	if s.organisations == oneAccount {
+		connected(connection.Tenant{})
+		return
+	}
+	for _, t := range tenants {
+		if c.TenantID != "" && t.ID == c.TenantID {
+			connected(t)
+			return
+		}
+	}
+	switch len(tenants) {
+	case 0:
+		c.Status, c.Choices = connection.Pending, nil
+		c.Reason = fmt.Sprintf("the consent reaches no %s organisation; reconnect with an account that has one", s.vendor)
+	case 1:
+		connected(tenants[0])
+	default:
+		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose the organisation to connect", tenants
+	}
+}
+
+// organisations lists what a new grant reaches, with its access token.
+func (m *Manager) organisations(ctx context.Context, s system, accessToken string) ([]connection.Tenant, error) {
+	if s.organisations == oneAccount {
+		return nil, nil
+	}
+	app := m.cfg.oauthApp(s)
+	base := app.BaseURL
+	if s.organisations == xeroTenants {
+		base = origin(app.ConnectionsURL)
+	}
+	c, err := m.client(s.name, base, upstream.Headers{"Authorization": "Bearer " + accessToken})
+	if err != nil {
+		return nil, err
+	}
+	var out []connection.Tenant
+	switch s.organisations {
+	case xeroTenants:
+		cs, err := xero.Connections(ctx, c, app.ConnectionsURL)
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range cs {
+			out = append(out, connection.Tenant{ID: x.TenantID, Name: x.TenantName})
+		}
+	case graphSites:
+		sites, err := sharepoint.Sites(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		for _, site := range sites {
+			name := site.DisplayName
+			if name == "" {
+				name = site.Name
+			}
+			out = append(out, connection.Tenant{ID: site.ID, Name: name})
+		}
+	}
+	return out, nil
+}
+
+// client is an upstream client for one of the Manager's calls, on the
+// deps' budget, clock and transport.
+func (m *Manager) client(system, base string, auth upstream.Authorizer) (*upstream.Client, error) {
+	return upstream.NewClient(upstream.Options{System: system, BaseURL: base, Auth: auth, Transport: m.hc.Transport},
+		m.d.Upstream)
+}
+
+// origin is scheme://host of u.
+func origin(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	return p.Scheme + "://" + p.Host
+}
+
+// forgetIfDisconnected drops a token a callback seeded after the
+// connection was disconnected meanwhile, so that none outlives it.
+func (m *Manager) forgetIfDisconnected(ctx context.Context, id string, s system) {
+	c, err := m.d.Connections.Connection(ctx, id)
+	if err != nil || c.Status != connection.Disconnected {
+		return
+	}
+	if err := oauthtoken.Forget(ctx, m.d.Upstream, s.tokens, m.tokenConfig(c, s)); err != nil {
+		m.log.Error("a disconnected connection's token could not be forgotten", zap.String("connection", id), zap.Error(err))
+	}
+}

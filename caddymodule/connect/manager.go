@@ -1,0 +1,486 @@
+package connect
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// Connections keeps firms' connections.
+type Connections interface {
+	// CreateConnection stores a new connection (Version 1); connection.ErrExists if its id is taken.
+	CreateConnection(ctx context.Context, c connection.Connection) (connection.Connection, error)
+	// Connection returns one by id; connection.ErrNotFound when unknown.
+	Connection(ctx context.Context, id string) (connection.Connection, error)
+	// Connections lists a firm's connections, or every firm's when firm is "", oldest first.
+	Connections(ctx context.Context, firm string) ([]connection.Connection, error)
+	// UpdateConnection writes c if the stored version is still version, and returns it with Version+1;
+	// connection.ErrVersion when another write came first, ErrNotFound when unknown.
+	UpdateConnection(ctx context.Context, c connection.Connection, version int64) (connection.Connection, error)
+}
+
+// Authorizations keeps the consents awaited.
+type Authorizations interface {
+	// SaveAuthorization keeps a until a.Expires.
+	SaveAuthorization(ctx context.Context, a connection.Authorization) error
+	// TakeAuthorization returns the authorization of state and deletes it in the same atomic step, so a
+	// state is used once across every instance; connection.ErrNotFound when unknown, taken already or
+	// expired at now.
+	TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error)
+}
+
+// Firms are the firms the gateway serves, as its configuration names them.
+type Firms interface {
+	// FirmName is the firm's display name; false for a firm the gateway
+	// does not serve.
+	FirmName(id string) (string, bool)
+	// Configured reports whether the Caddyfile sets the firm's role,
+	// which then takes precedence over any connection.
+	Configured(firm, role string) bool
+}
+
+// Runtime is what runs a firm's connected systems.
+type Runtime interface {
+	// Purge stops the connection's sync and drops its copy in the read
+	// model and every upstream state of its system, raising no events.
+	Purge(ctx context.Context, c connection.Connection) error
+	// State is the last vendor call that succeeded and the state of each
+	// of the connection's syncs, as this instance knows them.
+	State(c connection.Connection) (lastSuccess *time.Time, sync []connection.SyncState)
+}
+
+// Deps are what a Manager works with.
+type Deps struct {
+	Connections    Connections
+	Authorizations Authorizations
+	Firms          Firms
+	Runtime        Runtime
+	// Upstream gives the vendor clients their budget, clock, logger and
+	// locks; its State is the sealed upstream state store, where the
+	// connections' tokens, Karbon access keys and webhook signing keys
+	// are kept (never in a connection).
+	Upstream upstream.Deps
+	// HTTPClient makes the calls to the vendors' identity services and
+	// APIs; nil is a client with a 30 second timeout.
+	HTTPClient *http.Client
+}
+
+// Manager connects, reconnects and disconnects firms' own systems: the
+// service behind /v1/connections, the console's Systems page and
+// `practicegw connect`. Every write of a connection compares its version,
+// so two instances (or an administrator and a callback) never overwrite
+// each other's step.
+type Manager struct {
+	cfg    *Config
+	d      Deps
+	hc     *http.Client
+	clock  upstream.Clock
+	log    *zap.Logger
+	holds  holds
+	holder string
+}
+
+// New makes the Manager of cfg's apps (nil: none registered).
+func New(cfg *Config, d Deps) *Manager {
+	hc := d.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	return &Manager{cfg: cfg, d: d, hc: hc, clock: d.Upstream.ClockOrSystem(),
+		log: d.Upstream.LoggerOrNop().Named("connect"), holder: randomToken(8)}
+}
+
+// The errors the Manager answers besides the parameter errors.
+var (
+	errStateInvalid = apierror.New(http.StatusBadRequest, "invalid_state",
+		"This consent link is unknown, used already or expired; start the connection again from the console or POST /v1/connections.").WithParam("state")
+	errConsentDenied = apierror.New(http.StatusBadRequest, "consent_denied",
+		"Consent was refused at the vendor; the connection waits until it is reconnected.")
+	errConsentFailed = apierror.New(http.StatusBadRequest, "consent_failed",
+		"The vendor did not complete the consent; reconnect to try again.")
+	errNotFound = apierror.New(http.StatusNotFound, "resource_not_found", "No such connection.")
+)
+
+func errRoleConfigured(role string) error {
+	return apierror.New(http.StatusConflict, "role_configured",
+		fmt.Sprintf("The gateway's configuration sets this firm's %s system, which takes precedence; the operator removes it from the Caddyfile first.", role)).WithParam("role")
+}
+
+func errNotRegistered(s system) error {
+	return apierror.New(http.StatusConflict, "system_not_registered",
+		fmt.Sprintf("No %s app is registered with this gateway; the operator registers it in the connect block of the practicegw option (%s { ... }).", s.vendor, s.block)).WithParam("system")
+}
+
+func errRoleConnected(role, id string) error {
+	return apierror.New(http.StatusConflict, "role_connected",
+		fmt.Sprintf("The firm's %s role already has a connection; disconnect %s first.", role, id)).WithParam("role")
+}
+
+func errConnectionState(c connection.Connection, what string) error {
+	return apierror.New(http.StatusConflict, "connection_state",
+		fmt.Sprintf("Connection %s is %s: %s.", c.ID, c.Status, what))
+}
+
+// List is the firm's connections, oldest first.
+func (m *Manager) List(ctx context.Context, firm string) ([]connection.View, error) {
+	if _, ok := m.d.Firms.FirmName(firm); !ok {
+		return nil, errNotFound
+	}
+	cs, err := m.d.Connections.Connections(ctx, firm)
+	if err != nil {
+		return nil, fmt.Errorf("list connections: %w", err)
+	}
+	out := make([]connection.View, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, m.view(c, ""))
+	}
+	return out, nil
+}
+
+// Get is one of the firm's connections.
+func (m *Manager) Get(ctx context.Context, firm, id string) (connection.View, error) {
+	c, err := m.load(ctx, firm, id)
+	if err != nil {
+		return connection.View{}, err
+	}
+	// The consent page is answered by Connect and Update alone: it would
+	// have to be rebuilt from the PKCE verifier, which stays sealed.
+	return m.view(c, ""), nil
+}
+
+// load reads the firm's connection id: another firm's is not found.
+func (m *Manager) load(ctx context.Context, firm, id string) (connection.Connection, error) {
+	c, err := m.d.Connections.Connection(ctx, id)
+	if errors.Is(err, connection.ErrNotFound) || err == nil && c.Firm != firm {
+		return connection.Connection{}, errNotFound
+	}
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("read connection: %w", err)
+	}
+	return c, nil
+}
+
+// loadHeld holds the firm's connection id for one step and reads it.
+func (m *Manager) loadHeld(ctx context.Context, firm, id string) (connection.Connection, func(), error) {
+	if _, err := m.load(ctx, firm, id); err != nil {
+		return connection.Connection{}, nil, err
+	}
+	release, err := m.hold(ctx, "connection/"+id)
+	if err != nil {
+		return connection.Connection{}, nil, err
+	}
+	c, err := m.load(ctx, firm, id)
+	if err != nil {
+		release()
+		return connection.Connection{}, nil, err
+	}
+	return c, release, nil
+}
+
+func (m *Manager) view(c connection.Connection, authorizeURL string) connection.View {
+	v := connection.View{Connection: c}
+	if c.Status == connection.Pending {
+		v.AuthorizeURL = authorizeURL
+	}
+	if m.d.Runtime != nil {
+		v.LastSuccessAt, v.Sync = m.d.Runtime.State(c)
+	}
+	return v
+}
+
+// Connect starts a connection of the firm's role to a system: a pending
+// connection and the vendor's consent page for an OAuth2 system, a
+// connected one for Karbon once its access key works.
+func (m *Manager) Connect(ctx context.Context, firm string, r connection.Request) (connection.View, error) {
+	s, err := m.checkConnect(firm, r)
+	if err != nil {
+		return connection.View{}, err
+	}
+	if s.block == "karbon" {
+		// The key is checked before anything is stored: a refused key
+		// leaves nothing behind.
+		if err := m.checkKarbonKey(ctx, r.AccessKey); err != nil {
+			return connection.View{}, err
+		}
+	}
+	c, err := m.create(ctx, firm, s)
+	if err != nil {
+		return connection.View{}, err
+	}
+	if s.block == "karbon" {
+		release, err := m.hold(ctx, "connection/"+c.ID)
+		if err != nil {
+			return connection.View{}, err
+		}
+		defer release()
+		c, err = m.connectKarbon(ctx, c, r.AccessKey)
+		if err != nil {
+			return connection.View{}, err
+		}
+		return m.view(c, ""), nil
+	}
+	u, err := m.authorize(ctx, c, s)
+	if err != nil {
+		return connection.View{}, err
+	}
+	return m.view(c, u), nil
+}
+
+// checkConnect checks a connect request before anything is read or
+// written.
+func (m *Manager) checkConnect(firm string, r connection.Request) (system, error) {
+	if _, ok := m.d.Firms.FirmName(firm); !ok {
+		return system{}, errNotFound
+	}
+	switch {
+	case r.Role == "":
+		return system{}, practice.Missing("role")
+	case roles[r.Role] == nil:
+		return system{}, practice.Invalid("role", "role must be one of records, ledger, documents.")
+	case r.System == "":
+		return system{}, practice.Missing("system")
+	}
+	s, ok := systems[r.System]
+	if !ok || s.role != r.Role {
+		return system{}, practice.Invalid("system", "The %s role takes one of %s.", r.Role, strings.Join(roles[r.Role], ", "))
+	}
+	switch {
+	case r.TenantID != "":
+		return system{}, practice.Invalid("tenant_id", "tenant_id names the organisation of an existing connection (PATCH /v1/connections/{id}).")
+	case r.Reconnect:
+		return system{}, practice.Invalid("reconnect", "reconnect applies to an existing connection (PATCH /v1/connections/{id}).")
+	case s.block == "karbon" && r.AccessKey == "":
+		return system{}, practice.Missing("access_key")
+	case s.block != "karbon" && r.AccessKey != "":
+		return system{}, practice.Invalid("access_key", "Only Karbon takes an access key; %s is connected through its consent page.", s.vendor)
+	case m.d.Firms.Configured(firm, r.Role):
+		return system{}, errRoleConfigured(r.Role)
+	case !m.cfg.registered(s):
+		return system{}, errNotRegistered(s)
+	}
+	return s, nil
+}
+
+// create stores a new pending connection of s for the firm, unless the
+// firm's role has one that is not disconnected. Connects of one role are
+// taken one at a time (on this instance and, under a lease, across
+// instances), so two administrators racing get one connection.
+func (m *Manager) create(ctx context.Context, firm string, s system) (connection.Connection, error) {
+	unlock, err := m.hold(ctx, "firm/"+firm+"/"+s.role)
+	if err != nil {
+		return connection.Connection{}, err
+	}
+	defer unlock()
+	cs, err := m.d.Connections.Connections(ctx, firm)
+	if err != nil {
+		return connection.Connection{}, fmt.Errorf("list connections: %w", err)
+	}
+	for _, c := range cs {
+		if c.Role == s.role && c.Status != connection.Disconnected {
+			return connection.Connection{}, errRoleConnected(s.role, c.ID)
+		}
+	}
+	now := m.clock.Now().UTC()
+	reason := "waiting for consent at " + s.vendor
+	if s.block == "karbon" {
+		reason = "making Karbon's webhook subscriptions"
+	}
+	for {
+		c, err := m.d.Connections.CreateConnection(ctx, connection.Connection{
+			ID: newID(), Firm: firm, Role: s.role, System: s.name, Status: connection.Pending,
+			Reason: reason, Attempt: 1, CreatedAt: now, UpdatedAt: now,
+		})
+		if errors.Is(err, connection.ErrExists) {
+			continue
+		}
+		if err != nil {
+			return connection.Connection{}, fmt.Errorf("create connection: %w", err)
+		}
+		return c, nil
+	}
+}
+
+// Update chooses the organisation of a connection waiting in
+// choose_tenant (TenantID), or reconnects it (Reconnect: a new consent,
+// or for Karbon a new AccessKey).
+func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error) {
+	c, release, err := m.loadHeld(ctx, firm, id)
+	if err != nil {
+		return connection.View{}, err
+	}
+	defer release()
+	s := systems[c.System]
+	switch {
+	case r.Role != "" && r.Role != c.Role:
+		return connection.View{}, practice.Invalid("role", "A connection's role does not change; disconnect it and connect another.")
+	case r.System != "" && r.System != c.System:
+		return connection.View{}, practice.Invalid("system", "A connection's system does not change; disconnect it and connect another.")
+	case r.TenantID != "" && r.Reconnect:
+		return connection.View{}, practice.Invalid("tenant_id", "Send tenant_id or reconnect, not both.")
+	case r.TenantID != "":
+		if r.AccessKey != "" {
+			return connection.View{}, practice.Invalid("access_key", "access_key is sent with reconnect.")
+		}
+		c, err = m.choose(ctx, c, r.TenantID)
+		if err != nil {
+			return connection.View{}, err
+		}
+		return m.view(c, ""), nil
+	case !r.Reconnect:
+		return connection.View{}, practice.Invalid("reconnect", "Send tenant_id to choose the organisation, or reconnect: true.")
+	case c.Status == connection.Disconnected:
+		return connection.View{}, errConnectionState(c, "connect the system anew (POST /v1/connections)")
+	case !m.cfg.registered(s):
+		return connection.View{}, errNotRegistered(s)
+	case s.block == "karbon":
+		if r.AccessKey == "" {
+			return connection.View{}, practice.Missing("access_key")
+		}
+		if err := m.checkKarbonKey(ctx, r.AccessKey); err != nil {
+			return connection.View{}, err
+		}
+		c, err = m.connectKarbon(ctx, c, r.AccessKey)
+		if err != nil {
+			return connection.View{}, err
+		}
+		return m.view(c, ""), nil
+	case r.AccessKey != "":
+		return connection.View{}, practice.Invalid("access_key", "Only Karbon takes an access key; %s is reconnected through its consent page.", s.vendor)
+	}
+	return m.reconnect(ctx, c, s)
+}
+
+// choose names the organisation of a connection in choose_tenant.
+func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant string) (connection.Connection, error) {
+	return m.write(ctx, c.ID, func(c *connection.Connection) error {
+		if c.Status != connection.ChooseTenant {
+			return errConnectionState(*c, "there is no organisation to choose")
+		}
+		for _, t := range c.Choices {
+			if t.ID == tenant {
+				now := m.clock.Now().UTC()
+				c.Status, c.Reason, c.TenantID, c.TenantName, c.Choices = connection.Connected, "", t.ID, t.Name, nil
+				c.ConnectedAt = &now
+				return nil
+			}
+		}
+		return practice.Invalid("tenant_id", "tenant_id must be one of the connection's choices.")
+	})
+}
+
+// reconnect asks the vendor for a new consent: a new attempt, so that a
+// callback of an older one is refused. The tenant is kept, so that the
+// same organisation is chosen again when the new grant reaches it, and
+// the sync resumes from its checkpoint.
+func (m *Manager) reconnect(ctx context.Context, c connection.Connection, s system) (connection.View, error) {
+	c, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
+		if c.Status == connection.Disconnected {
+			return errConnectionState(*c, "connect the system anew (POST /v1/connections)")
+		}
+		c.Attempt++
+		c.Status, c.Reason, c.Choices = connection.Pending, "reconnecting", nil
+		return nil
+	})
+	if err != nil {
+		return connection.View{}, err
+	}
+	u, err := m.authorize(ctx, c, s)
+	if err != nil {
+		return connection.View{}, err
+	}
+	return m.view(c, u), nil
+}
+
+// NeedsReconnect marks the connection id needs_reconnect with reason (in
+// the gateway's words, never the vendor's): the vendor refused its grant
+// (upstream.Deps.GrantRefused) or its key. A connection that is not
+// connected (pending a consent, disconnected) is left as it is.
+func (m *Manager) NeedsReconnect(ctx context.Context, id, reason string) error {
+	release, err := m.hold(ctx, "connection/"+id)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return m.needsReconnect(ctx, id, reason)
+}
+
+// needsReconnect is NeedsReconnect with the connection held.
+func (m *Manager) needsReconnect(ctx context.Context, id, reason string) error {
+	c, err := m.write(ctx, id, func(c *connection.Connection) error {
+		if c.Status != connection.Connected {
+			return errUnchanged
+		}
+		c.Status, c.Reason = connection.NeedsReconnect, reason
+		return nil
+	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	m.log.Warn("connection needs reconnecting", zap.String("connection", c.ID), zap.String("firm", c.Firm),
+		zap.String("system", c.System), zap.String("reason", reason))
+	return nil
+}
+
+// errUnchanged is a change that finds nothing to do.
+var errUnchanged = errors.New("nothing to change")
+
+// write applies change to the stored connection id and writes it if no
+// other write came first; otherwise it reads it again and applies change
+// to what is stored now, which may refuse it.
+func (m *Manager) write(ctx context.Context, id string, change func(*connection.Connection) error) (connection.Connection, error) {
+	for {
+		c, err := m.d.Connections.Connection(ctx, id)
+		if errors.Is(err, connection.ErrNotFound) {
+			return connection.Connection{}, errNotFound
+		}
+		if err != nil {
+			return connection.Connection{}, fmt.Errorf("read connection: %w", err)
+		}
+		version := c.Version
+		if err := change(&c); err != nil {
+			return connection.Connection{}, err
+		}
+		c.UpdatedAt = m.clock.Now().UTC()
+		saved, err := m.d.Connections.UpdateConnection(ctx, c, version)
+		if errors.Is(err, connection.ErrVersion) {
+			continue
+		}
+		if err != nil {
+			return connection.Connection{}, fmt.Errorf("write connection: %w", err)
+		}
+		return saved, nil
+	}
+}
+
+// newID is con_ and 24 random base32 characters.
+func newID() string {
+	const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
+	b := make([]byte, 24)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[b[i]&31]
+	}
+	return "con_" + string(b)
+}
+
+// randomToken is n random bytes, base64url without padding.
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
