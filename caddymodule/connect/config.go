@@ -75,9 +75,11 @@ var (
 		RevokeURL:      "https://identity.xero.com/connect/revocation",
 		ConnectionsURL: "https://api.xero.com/connections",
 		BaseURL:        "https://api.xero.com",
-		// The ledger reads invoices; Xero Practice Manager reads its
-		// practice and writes clients and jobs.
-		Scopes: []string{"offline_access", "accounting.transactions.read",
+		// The ledger reads invoices: Xero's granular scope, the only one
+		// an app registered since 2 March 2026 may ask for (the broad
+		// accounting.transactions.read is not offered to it). Xero
+		// Practice Manager reads its practice and writes clients and jobs.
+		Scopes: []string{"offline_access", "accounting.invoices.read",
 			"practicemanager.client", "practicemanager.job", "practicemanager.read"},
 	}
 	// Microsoft identity offers no revocation endpoint: a grant ends when
