@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -86,19 +87,8 @@ func connectionSystemList() []string {
 	return out
 }
 
-// SystemNames are the systems' names as people know them.
-var SystemNames = map[string]string{
-	"karbon": "Karbon", "xpm": "Xero Practice Manager", "xero": "Xero", "sharepoint": "SharePoint",
-	"onedrive": "OneDrive", "google_drive": "Google Drive", "dropbox": "Dropbox",
-}
-
 // SystemName is a system's name as people know it.
-func SystemName(system string) string {
-	if n, ok := SystemNames[system]; ok {
-		return n
-	}
-	return system
-}
+func SystemName(system string) string { return adminapi.SystemName(system) }
 
 // ConnectionRoles lists the roles a firm connects a system for, with the
 // systems each takes, in the order pages show them.
