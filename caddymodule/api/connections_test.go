@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -456,5 +457,69 @@ func TestConnectionWebhooksReachTheirHandler(t *testing.T) {
 	}
 	if got := do(t, h, nil, "GET", "/connect/webhooks/xero", ""); got.code != 405 {
 		t.Errorf("GET on the webhook route: %d", got.code)
+	}
+}
+
+// The document describes the connection routes as they answer: the admin
+// scope, the bodies and their required fields, the statuses, the list
+// envelope and the callback's refusals.
+func TestOpenAPIDescribesConnections(t *testing.T) {
+	var doc struct {
+		Paths      map[string]map[string]json.RawMessage
+		Components struct{ Schemas map[string]json.RawMessage }
+	}
+	if err := json.Unmarshal(servedDocument(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	type op struct {
+		Security    []map[string][]string
+		RequestBody struct {
+			Content map[string]struct{ Schema map[string]string }
+		}
+		Responses map[string]struct{ Description string }
+	}
+	get := func(path, method string) op {
+		var o op
+		if err := json.Unmarshal(doc.Paths[path][method], &o); err != nil {
+			t.Fatalf("%s %s: %v", method, path, err)
+		}
+		return o
+	}
+	for _, rt := range [][2]string{{"/v1/connections", "get"}, {"/v1/connections", "post"}, {"/v1/connections/{id}", "get"},
+		{"/v1/connections/{id}", "patch"}, {"/v1/connections/{id}", "delete"}} {
+		o := get(rt[0], rt[1])
+		if len(o.Security) != 1 || len(o.Security[0]["bearer"]) != 1 || o.Security[0]["bearer"][0] != "admin" {
+			t.Errorf("%s %s: security %v, want the admin scope", rt[1], rt[0], o.Security)
+		}
+		for _, st := range []string{"401", "403", "409", "502", "503"} {
+			if _, ok := o.Responses[st]; !ok {
+				t.Errorf("%s %s documents no %s", rt[1], rt[0], st)
+			}
+		}
+	}
+	if s := get("/v1/connections", "post").RequestBody.Content["application/json"].Schema["$ref"]; s != "#/components/schemas/ConnectionCreate" {
+		t.Errorf("create body: %s", s)
+	}
+	cb := get("/connect/callback", "get")
+	if cb.Security == nil || len(cb.Security) != 0 || !strings.Contains(cb.Responses["400"].Description, "invalid_state") ||
+		!strings.Contains(cb.Responses["400"].Description, "consent_denied") {
+		t.Errorf("callback: %+v", cb)
+	}
+	for name, want := range map[string][]string{
+		"ConnectionCreate": {`"required":["role","system"]`, `"enum":["records","ledger","documents"]`},
+		"Connection": {`"enum":["pending","choose_tenant","connected","needs_reconnect","disconnected"]`,
+			`"object":{"const":"connection"`, `"authorize_url"`, `"last_success_at"`, `"choices"`},
+		"ConnectionList": {`"enum":["list"]`, `"has_more"`, `"next_cursor"`},
+		"SyncState":      {`"confirmed_at"`, `"progress"`},
+	} {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, doc.Components.Schemas[name]); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(compact.String(), w) {
+				t.Errorf("schema %s lacks %s: %s", name, w, compact.String())
+			}
+		}
 	}
 }
