@@ -21,6 +21,16 @@ type pageConnections struct {
 	changes []string
 	refuse  error
 	n       int
+	// vendor is the consent page's base URL; a test double's when set.
+	vendor string
+}
+
+func (p *pageConnections) consentURL(state string) string {
+	base := "https://login.xero.example"
+	if p.vendor != "" {
+		base = p.vendor
+	}
+	return base + "/authorize?state=" + state
 }
 
 func (p *pageConnections) List(_ context.Context, firm string) ([]connection.View, error) {
@@ -55,7 +65,7 @@ func (p *pageConnections) Connect(_ context.Context, firm string, r connection.R
 	}
 	p.n++
 	c := connection.View{Connection: connection.Connection{ID: "con_new" + string(rune('0'+p.n)), Firm: firm, Role: r.Role,
-		System: r.System, Status: connection.Pending}, AuthorizeURL: "https://login.xero.example/authorize?state=s&x=<1>"}
+		System: r.System, Status: connection.Pending}, AuthorizeURL: p.consentURL("s&x=<1>")}
 	if r.AccessKey != "" {
 		c.Status, c.AuthorizeURL = connection.Connected, ""
 	}
@@ -83,7 +93,7 @@ func (p *pageConnections) Update(_ context.Context, firm, id string, r connectio
 	}
 	return p.change(firm, id, what, func(c *connection.View) {
 		if r.Reconnect {
-			c.Status, c.AuthorizeURL = connection.Pending, "https://login.xero.example/authorize?state=again"
+			c.Status, c.AuthorizeURL = connection.Pending, p.consentURL("again")
 			return
 		}
 		c.Status, c.TenantID, c.Choices = connection.Connected, r.TenantID, nil
