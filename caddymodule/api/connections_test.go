@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -522,4 +523,48 @@ func TestOpenAPIDescribesConnections(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Whatever a caller or a vendor's redirect sends, the connection routes
+// answer the contract: a 2xx, or a 4xx with the contract's body, never a
+// 500; the service sees only a role that takes the system; and no page
+// shows the vendor's code.
+func FuzzConnectionInput(f *testing.F) {
+	for _, s := range []string{`{"role":"ledger","system":"xero"}`, `{"role":"records","system":"karbon","access_key":"k"}`,
+		`{"tenant_id":"t"}`, `{"reconnect":true}`, `{"reconnect":true,"access_key":""}`, `{"role":null}`, `{`, `[]`} {
+		f.Add([]byte(s), "state=st_1&code=c0de")
+	}
+	f.Add([]byte(`{}`), "error=access_denied&state=st_1")
+	f.Add([]byte(`{}`), "state=%zz")
+	f.Fuzz(func(t *testing.T, body []byte, query string) {
+		svc := newFakeConnections()
+		h := connectionHandler(t, svc)
+		con, _ := svc.Connect(context.Background(), "frm_hollis", connection.Request{Role: "ledger", System: "xero"})
+		for _, rt := range [][2]string{{"POST", "/v1/connections"}, {"PATCH", "/v1/connections/" + con.ID}} {
+			got := do(t, h, liveAdminCred, rt[0], rt[1], string(body))
+			if got.code >= 500 || (got.code >= 300 && got.Error.Code == "") {
+				t.Fatalf("%s %q: %d %s", rt[0], body, got.code, got.body)
+			}
+		}
+		svc.mu.Lock()
+		for _, c := range svc.conns {
+			if !slices.Contains(connectionSystems[c.Role], c.System) {
+				t.Fatalf("%q reached the service as %s/%s", body, c.Role, c.System)
+			}
+		}
+		svc.mu.Unlock()
+		r := httptest.NewRequest("GET", "/connect/callback", nil)
+		r.URL.RawQuery = query
+		r.Header.Set("Accept", "text/html")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r, nil)
+		if w.Code >= 500 && w.Code != http.StatusBadGateway {
+			t.Fatalf("callback %q: %d %s", query, w.Code, w.Body)
+		}
+		if q, err := url.ParseQuery(query); err == nil {
+			if code := q.Get("code"); len(code) > 3 && strings.Contains(w.Body.String(), code) {
+				t.Fatalf("callback %q shows the code: %s", query, w.Body)
+			}
+		}
+	})
 }
