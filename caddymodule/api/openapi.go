@@ -423,6 +423,11 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}
 		description = "Success: a stream of messages, each an event envelope (see webhooks) as its data and a position as its id, and comments."
 	}
+	if rt.op == "connect_callback" {
+		content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		description = "Success: to a browser (Accept: text/html) a page that says the system is connected, or that the organisation " +
+			"must be chosen, linking to the console's Systems page; to any other client the connection."
+	}
 	if rt.op == "list_webhook_deliveries" {
 		// A media type has no description of its own: the response says
 		// what each one holds.
