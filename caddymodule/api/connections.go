@@ -197,18 +197,21 @@ func (h *Handler) connectionService() (ConnectionService, error) {
 	return h.connections, nil
 }
 
-// liveAdmin refuses a sandbox credential: connections are the firm's
-// real systems.
-func liveAdmin(c *call) error {
+// connectionsFor is the connection service for a call. A sandbox
+// credential is refused: connections are the firm's real systems.
+func (h *Handler) connectionsFor(c *call) (ConnectionService, error) {
 	if c.tenant.Sandbox {
-		return apierror.New(http.StatusForbidden, "insufficient_scope",
+		return nil, apierror.New(http.StatusForbidden, "insufficient_scope",
 			"Connections are the firm's real systems; send a live credential (pgw_live_...) with the admin scope.")
 	}
-	return nil
+	return h.connectionService()
 }
 
 func (h *Handler) listConnections(w http.ResponseWriter, r *http.Request, c *call) error {
-	svc, err := h.connectionReady(c, r)
+	if err := noQuery(r.URL.RawQuery); err != nil {
+		return err
+	}
+	svc, err := h.connectionsFor(c)
 	if err != nil {
 		return err
 	}
@@ -224,7 +227,10 @@ func (h *Handler) listConnections(w http.ResponseWriter, r *http.Request, c *cal
 }
 
 func (h *Handler) getConnection(w http.ResponseWriter, r *http.Request, c *call) error {
-	svc, err := h.connectionReady(c, r)
+	if err := noQuery(r.URL.RawQuery); err != nil {
+		return err
+	}
+	svc, err := h.connectionsFor(c)
 	if err != nil {
 		return err
 	}
@@ -236,7 +242,7 @@ func (h *Handler) getConnection(w http.ResponseWriter, r *http.Request, c *call)
 }
 
 func (h *Handler) createConnection(w http.ResponseWriter, r *http.Request, c *call) error {
-	svc, err := h.connectionWriteReady(c)
+	svc, err := h.connectionsFor(c)
 	if err != nil {
 		return err
 	}
@@ -253,7 +259,7 @@ func (h *Handler) createConnection(w http.ResponseWriter, r *http.Request, c *ca
 }
 
 func (h *Handler) updateConnection(w http.ResponseWriter, r *http.Request, c *call) error {
-	svc, err := h.connectionWriteReady(c)
+	svc, err := h.connectionsFor(c)
 	if err != nil {
 		return err
 	}
@@ -274,7 +280,7 @@ func (h *Handler) deleteConnection(w http.ResponseWriter, r *http.Request, c *ca
 	if err := noQuery(r.URL.RawQuery); err != nil {
 		return err
 	}
-	svc, err := h.connectionWriteReady(c)
+	svc, err := h.connectionsFor(c)
 	if err != nil {
 		return err
 	}
@@ -283,21 +289,6 @@ func (h *Handler) deleteConnection(w http.ResponseWriter, r *http.Request, c *ca
 		return connectionError(c, err)
 	}
 	return writeJSON(w, http.StatusOK, connectionObject(v))
-}
-
-// connectionReady checks a read: no query, a live credential, a service.
-func (h *Handler) connectionReady(c *call, r *http.Request) (ConnectionService, error) {
-	if err := noQuery(r.URL.RawQuery); err != nil {
-		return nil, err
-	}
-	return h.connectionWriteReady(c)
-}
-
-func (h *Handler) connectionWriteReady(c *call) (ConnectionService, error) {
-	if err := liveAdmin(c); err != nil {
-		return nil, err
-	}
-	return h.connectionService()
 }
 
 // writeConnection runs a connection write with the body checks and
