@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,10 +54,13 @@ func configureConnect(cmd *cobra.Command, poll time.Duration) {
 		firm, _ := f.GetString("firm")
 		role, _ := f.GetString("role")
 		system, _ := f.GetString("system")
-		key, _ := f.GetString("access-key")
 		wait, _ := f.GetDuration("timeout")
 		if firm == "" || role == "" || system == "" {
 			return fmt.Errorf("--firm, --role and --system are required")
+		}
+		key, err := accessKey(cmd)
+		if err != nil {
+			return err
 		}
 		var v connection.View
 		req := connection.Request{Role: role, System: system, AccessKey: key}
@@ -68,7 +73,7 @@ func configureConnect(cmd *cobra.Command, poll time.Duration) {
 	f.String("firm", "", "the firm, such as frm_hollis")
 	f.String("role", "", "records, ledger or documents")
 	f.String("system", "", "karbon or xpm (records), xero (ledger), sharepoint, onedrive, google_drive or dropbox (documents)")
-	f.String("access-key", "", "the firm's Karbon access key (Karbon only)")
+	f.String("access-key", "", "the firm's Karbon access key (Karbon only); - reads it from standard input")
 	f.Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
 	addAdminFlag(cmd)
 }
@@ -174,7 +179,10 @@ func reconnectCommand(poll time.Duration) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			key, _ := cmd.Flags().GetString("access-key")
+			key, err := accessKey(cmd)
+			if err != nil {
+				return err
+			}
 			wait, _ := cmd.Flags().GetDuration("timeout")
 			var v connection.View
 			if err := adminCall(cmd, "PATCH", connectionsPath(firm, id), connection.Request{Reconnect: true, AccessKey: key}, &v); err != nil {
@@ -183,7 +191,7 @@ func reconnectCommand(poll time.Duration) *cobra.Command {
 			return awaitConnection(cmd, firm, v, wait, poll)
 		},
 	}
-	cmd.Flags().String("access-key", "", "the firm's new Karbon access key (Karbon only)")
+	cmd.Flags().String("access-key", "", "the firm's new Karbon access key (Karbon only); - reads it from standard input")
 	cmd.Flags().Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
 	addConnectionFlags(cmd)
 	return cmd
@@ -257,6 +265,23 @@ func connectionFlags(cmd *cobra.Command) (firm, id string, err error) {
 		return "", "", fmt.Errorf("--firm and --connection are required")
 	}
 	return firm, id, nil
+}
+
+// accessKey is --access-key, read from standard input when it is "-",
+// so that the key need not be in the shell's history or the process list.
+func accessKey(cmd *cobra.Command) (string, error) {
+	key, _ := cmd.Flags().GetString("access-key")
+	if key != "-" {
+		return key, nil
+	}
+	line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading the access key from standard input: %w", err)
+	}
+	if key = strings.TrimSpace(line); key == "" {
+		return "", errors.New("standard input held no access key")
+	}
+	return key, nil
 }
 
 func orDash(s string) string {

@@ -215,9 +215,24 @@ func TestConnectKarbonByAccessKeyConnectsAtOnce(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Karbon is connected for frm_hollis as records (con_1).") || strings.Contains(out, "kbn_secret") {
 		t.Fatalf("karbon: %v\n%s", err, out)
 	}
+	// The key from standard input, kept out of the process list.
+	cmd := connectCommand(time.Hour)
+	cmd.SetIn(strings.NewReader("kbn_from_stdin\n"))
+	if out, err := runCommand(t, cmd, "--firm", "frm_hollis", "--role", "records", "--system", "karbon", "--access-key", "-",
+		"--admin", addr); err != nil || strings.Contains(out, "kbn_from_stdin") {
+		t.Fatalf("karbon from stdin: %v\n%s", err, out)
+	}
+	cmd = connectCommand(time.Hour)
+	cmd.SetIn(strings.NewReader(""))
+	if _, err := runCommand(t, cmd, "--firm", "frm_hollis", "--role", "records", "--system", "karbon", "--access-key", "-",
+		"--admin", addr); err == nil {
+		t.Error("an empty standard input connected")
+	}
 	admin.mu.Lock()
 	defer admin.mu.Unlock()
-	if len(admin.asked) != 1 || admin.bodies[0] != `{"role":"records","system":"karbon","access_key":"kbn_secret"}` {
+	want := []string{`{"role":"records","system":"karbon","access_key":"kbn_secret"}`,
+		`{"role":"records","system":"karbon","access_key":"kbn_from_stdin"}`}
+	if len(admin.asked) != 2 || strings.Join(admin.bodies, "|") != strings.Join(want, "|") {
 		t.Errorf("karbon asked %q with %q", admin.asked, admin.bodies)
 	}
 }
