@@ -46,8 +46,12 @@ type systemRole struct {
 	// disconnected; nil when the role was never connected.
 	Conn *connection.View
 	// CanConnect is true when nothing serves the role through a
-	// connection: no connection, or only disconnected ones.
+	// connection (none, or only disconnected ones) nor through the
+	// gateway's configuration.
 	CanConnect bool
+	// Configured names the system the Caddyfile sets for the role, which
+	// takes precedence over a connection.
+	Configured string
 }
 
 type systemChoice struct{ ID, Name string }
@@ -81,6 +85,10 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 			return err
 		}
 	}
+	configured := map[string]string{}
+	for _, st := range h.syncs.SyncStatus(v.firm.ID) {
+		configured[st.Role] = st.Label
+	}
 	for _, role := range api.ConnectionRoles() {
 		sr := systemRole{Role: role.Role, CanConnect: true}
 		for _, s := range role.Systems {
@@ -89,6 +97,9 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 		if c := roleConnection(conns, role.Role); c != nil {
 			sr.Conn, sr.CanConnect = c, c.Status == connection.Disconnected
 			view.Waiting = view.Waiting || c.Status == connection.Pending || backfilling(c)
+		} else if label, ok := configured[role.Role]; ok {
+			// A real system with no connection behind it: the Caddyfile's.
+			sr.Configured, sr.CanConnect = label, false
 		}
 		view.Roles = append(view.Roles, sr)
 	}

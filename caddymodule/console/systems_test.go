@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -266,6 +267,21 @@ func TestSystemsChangesAreGuarded(t *testing.T) {
 	}
 	if body := rg.do(t, "GET", "/console/systems", nil).Body.String(); !strings.Contains(body, "flash bad") {
 		t.Errorf("the refusal is not shown:\n%s", body)
+	}
+}
+
+// A role the Caddyfile sets is shown as such, with no Connect form: a
+// connection there would be refused.
+func TestSystemsShowsWhatTheCaddyfileSets(t *testing.T) {
+	rg, _ := systemsRig(t)
+	rg.syncs.statuses["frm_acme"] = []readmodel.Status{{Firm: "frm_acme", Role: "records", System: "karbon", Label: "Karbon",
+		State: readmodel.StateLive}}
+	body := rg.do(t, "GET", "/console/systems", nil).Body.String()
+	if !strings.Contains(body, "<strong>Karbon</strong>, set by the gateway's configuration") || strings.Contains(body, `id="connect-records"`) {
+		t.Errorf("records set by the Caddyfile:\n%s", body)
+	}
+	if !strings.Contains(body, `data-connection="con_x"`) {
+		t.Error("the ledger's connection is no longer shown")
 	}
 }
 
