@@ -90,9 +90,12 @@ func connectionsPath(firm, id string) string {
 // polls it until the consent comes back, it fails, or wait is over.
 func awaitConnection(cmd *cobra.Command, firm string, v connection.View, wait, poll time.Duration) error {
 	out := cmd.OutOrStdout()
-	if v.Status == connection.Pending {
+	switch {
+	case v.Status == connection.Pending && v.AuthorizeURL != "":
 		fmt.Fprintf(out, "Connection %s: open this page in a browser and allow access to %s:\n\n  %s\n\nWaiting for the consent (up to %s)...\n",
 			v.ID, adminapi.SystemName(v.System), v.AuthorizeURL, wait)
+	case v.Status == connection.Pending:
+		fmt.Fprintf(out, "Connection %s: waiting for %s (up to %s)...\n", v.ID, adminapi.SystemName(v.System), wait)
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 	defer cancel()
@@ -107,6 +110,9 @@ func awaitConnection(cmd *cobra.Command, firm string, v connection.View, wait, p
 		if err := adminCall(cmd, "GET", connectionsPath(firm, v.ID), nil, &v); err != nil {
 			return err
 		}
+	}
+	if v.Status == connection.Disconnected {
+		return fmt.Errorf("%s was disconnected (%s) before it was connected", adminapi.SystemName(v.System), v.ID)
 	}
 	return reportConnection(out, firm, v)
 }

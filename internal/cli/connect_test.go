@@ -249,6 +249,16 @@ func TestConnectStopsOnAFailureOrTheTimeout(t *testing.T) {
 		t.Fatalf("a refused connection: %v\n%s", r.err, r.out)
 	}
 
+	admin = newConnectAdmin()
+	srv3 := httptest.NewServer(admin)
+	defer srv3.Close()
+	r = runWaiting(t, admin, connectCommand(5*time.Millisecond), connection.View{Connection: connection.Connection{
+		Status: connection.Disconnected}},
+		"--firm", "frm_hollis", "--role", "ledger", "--system", "xero", "--admin", strings.TrimPrefix(srv3.URL, "http://"))
+	if r.err == nil || !strings.Contains(r.err.Error(), "Xero was disconnected (con_1) before it was connected") {
+		t.Fatalf("disconnected meanwhile: %v\n%s", r.err, r.out)
+	}
+
 	// Nothing comes back: the command gives up after --timeout.
 	admin = newConnectAdmin()
 	srv2 := httptest.NewServer(admin)
