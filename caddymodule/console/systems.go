@@ -63,7 +63,7 @@ type systemsView struct {
 	Waiting bool // a connection is pending or backfilling: the page refreshes
 }
 
-// StatusClass colours a connection's status.
+// statusClass colours a connection's status.
 func statusClass(s connection.Status) string {
 	switch s {
 	case connection.Connected:
