@@ -27,8 +27,9 @@ func readDoc(t *testing.T, path string) string {
 }
 
 // contractRoute matches a route as the contract writes it in code spans:
-// methods joined by |, a path, {a,b} lists and <collection> expanded.
-var contractRoute = regexp.MustCompile("`((?:GET|POST|PATCH|DELETE)(?:\\|(?:GET|POST|PATCH|DELETE))*) (/v1/[^` ]*)`")
+// methods joined by |, a path (under /v1, or the vendors' side of
+// connections under /connect), {a,b} lists and <collection> expanded.
+var contractRoute = regexp.MustCompile("`((?:GET|POST|PATCH|DELETE)(?:\\|(?:GET|POST|PATCH|DELETE))*) (/(?:v1|connect)/[^` ]*)`")
 
 func expandPath(p string) []string {
 	if strings.Contains(p, "<collection>") {

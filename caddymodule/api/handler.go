@@ -42,6 +42,11 @@ type Handler struct {
 	replays     replayer
 	feed        eventFeed
 	streams     *streams
+	// connections is nil on a gateway that offers none (no connect
+	// block); webhooks and firms are optional parts of the app too.
+	connections ConnectionService
+	webhooks    connectionWebhooks
+	firms       firmNames
 
 	cursors cursors
 	// positions seals the event stream's ids; standing says whether a
@@ -125,6 +130,11 @@ func (h *Handler) wire(app any) error {
 	}
 	h.events, h.endpoints, h.endpointsW, h.secrets = eng, eng, eng, eng
 	h.deliveries, h.exports, h.replays, h.feed = eng, eng, eng, eng
+	if cs, ok := app.(connectionSource); ok {
+		h.connections = cs.Connections()
+	}
+	h.webhooks, _ = app.(connectionWebhooks)
+	h.firms, _ = app.(firmNames)
 	return nil
 }
 

@@ -38,17 +38,24 @@ var resourceTypes = map[practice.Kind]any{
 // enums documents the closed vocabularies of string fields, by
 // "Type.json_name".
 var enums = map[string][]string{
-	"Job.stage":          practice.JobStages,
-	"StageMove.stage":    practice.JobStages,
-	"Document.kind":      practice.DocumentKinds,
-	"Location.provider":  practice.DocumentProviders,
-	"Invoice.status":     practice.InvoiceStatuses,
-	"Client.status":      practice.ClientStatuses,
-	"ClientInput.status": practice.ClientStatuses,
-	"Client.type":        practice.ClientTypes,
-	"ClientInput.type":   practice.ClientTypes,
-	"Engagement.status":  practice.EngagementStatuses,
-	"Tombstone.object":   tombstoneObjects(),
+	"Job.stage":               practice.JobStages,
+	"StageMove.stage":         practice.JobStages,
+	"Document.kind":           practice.DocumentKinds,
+	"Location.provider":       practice.DocumentProviders,
+	"Invoice.status":          practice.InvoiceStatuses,
+	"Client.status":           practice.ClientStatuses,
+	"ClientInput.status":      practice.ClientStatuses,
+	"Client.type":             practice.ClientTypes,
+	"ClientInput.type":        practice.ClientTypes,
+	"Engagement.status":       practice.EngagementStatuses,
+	"Tombstone.object":        tombstoneObjects(),
+	"Connection.status":       connectionStatuses,
+	"Connection.role":         connectionRoles,
+	"Connection.system":       connectionSystemList(),
+	"ConnectionCreate.role":   connectionRoles,
+	"ConnectionCreate.system": connectionSystemList(),
+	"ConnectionList.object":   {"list"},
+	"SyncState.state":         {"backfilling", "live", "lagging", "failing", "paused"},
 }
 
 // tombstoneObjects are the object names a tombstone can carry: every
@@ -68,19 +75,20 @@ var dates = map[string]bool{
 
 // errorCodes lists every error code by status, as the contract fixes them.
 var errorCodes = map[int][]string{
-	400: {"parameter_invalid", "parameter_missing", "parameter_unknown", "invalid_cursor", "invalid_json"},
+	400: {"parameter_invalid", "parameter_missing", "parameter_unknown", "invalid_cursor", "invalid_json",
+		"invalid_state", "consent_denied"}, // the consent callback's
 	401: {"unauthenticated", "credential_revoked"}, // credential_revoked: an event stream's last message
 	403: {"insufficient_scope"},
 	404: {"resource_not_found", "unknown_api_version"},
 	405: {"method_not_allowed"},
-	409: {"conflict"},
+	409: {"conflict", "system_not_connected"},
 	413: {"payload_too_large"},
 	415: {"unsupported_media_type"},
 	422: {"idempotency_key_reused", "invalid_stage"},
 	429: {"rate_limited"},
 	500: {"internal_error"},
 	502: {"upstream_unavailable"},
-	503: {"upstream_unavailable"},
+	503: {"upstream_unavailable", "connection_needs_reconnect"},
 }
 
 type schemaSet map[string]any
@@ -173,7 +181,9 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		if key == "Tombstone.deleted" {
 			schema["const"] = true
 		}
-		if name == "version" && !isInput(owner) {
+		if name == "version" && owner == "Connection" {
+			schema["description"] = "Increases with each change of the connection."
+		} else if name == "version" && !isInput(owner) {
 			schema["minimum"] = 1
 			schema["description"] = "Increases with each change of the record, the same on every instance. " +
 				"Drop an event whose data.object.version is not greater than the last you applied for the record."
@@ -258,6 +268,7 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 	markRequired(schemas, "EndpointCreate", "url", "events")
 	markRequired(schemas, "ReplayFailed", "since")
 	markRequired(schemas, "TriggerRequest", "event")
+	markRequired(schemas, "ConnectionCreate", "role", "system")
 
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -297,10 +308,10 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 // tagName groups the route in the document and the explorer.
 func (rt *route) tagName() string {
 	switch {
-	case rt.scope == "":
-		return "meta"
 	case rt.tag != "":
 		return rt.tag
+	case rt.scope == "":
+		return "meta"
 	}
 	return string(rt.kind)
 }
@@ -378,6 +389,12 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	case rt.op == "get_openapi":
 		success = map[string]any{"type": "object"}
 	case rt.serve == nil, rt.stream:
+	case rt.responseType() == nil:
+		// A vendor's webhook: its handler answers the vendor.
+		success = map[string]any{}
+	case rt.op == "list_connections":
+		// Unpaged (a firm has a few), but in the list envelope.
+		success = schemas.schemaOf(reflect.TypeOf(ConnectionList{}))
 	case strings.HasPrefix(rt.op, "list_"):
 		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
 		if findParam(rt.query, includeDeleted) != nil {
@@ -405,6 +422,11 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	if rt.stream {
 		content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}
 		description = "Success: a stream of messages, each an event envelope (see webhooks) as its data and a position as its id, and comments."
+	}
+	if rt.op == "connect_callback" {
+		content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		description = "Success: to a browser (Accept: text/html) a page that says the system is connected, or that the organisation " +
+			"must be chosen, linking to the console's Systems page; to any other client the connection."
 	}
 	if rt.op == "list_webhook_deliveries" {
 		// A media type has no description of its own: the response says
@@ -470,6 +492,13 @@ func (rt *route) errorStatuses() []int {
 	if rt.kind != "" {
 		// The firm's system answered with something unreadable.
 		statuses = append(statuses, 502)
+	}
+	if rt.tag == "connections" {
+		// A connection changed meanwhile or its role is set in the
+		// Caddyfile; a vendor that answered what the gateway cannot use,
+		// or that cannot be reached.
+		statuses = append(statuses, 409, 502, 503)
+		statuses = slices.Compact(slices.Sorted(slices.Values(statuses)))
 	}
 	sort.Ints(statuses)
 	return statuses

@@ -86,7 +86,7 @@ func getRoute(k practice.Kind) route {
 }
 
 // routes is every /v1 operation.
-var routes = slices.Concat(resourceRoutes, eventRoutes)
+var routes = slices.Concat(resourceRoutes, eventRoutes, connectionRoutes)
 
 // resourceRoutes serve the practice's records.
 var resourceRoutes = []route{
@@ -137,6 +137,8 @@ func (r *route) noun() string {
 		return "webhook endpoint"
 	case "dlv_":
 		return "delivery"
+	case "con_":
+		return "connection"
 	}
 	return "record"
 }

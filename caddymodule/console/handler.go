@@ -46,6 +46,10 @@ type Handler struct {
 	deliveries deliveryPages
 	replays    replayer
 	exports    exporter
+	// connList and connChange are the app's connection service; nil on a
+	// gateway that offers none (no connect block).
+	connList   connectionLister
+	connChange connectionChanger
 	registry   *auth.Registry
 	logger     *zap.Logger
 	sessions   *sessions
@@ -142,6 +146,14 @@ func (h *Handler) routes() *http.ServeMux {
 
 	m.HandleFunc("POST /console/sync/{system}/resync", h.authed(h.resync))
 
+	m.HandleFunc("GET /console/systems", h.authed(h.systems))
+	m.HandleFunc("POST /console/systems/connect", h.authed(h.connectSystem))
+	m.HandleFunc("GET /console/systems/{id}/consent", h.authed(h.consent))
+	m.HandleFunc("POST /console/systems/{id}/choose", h.authed(h.chooseTenant))
+	m.HandleFunc("POST /console/systems/{id}/reconnect", h.authed(h.reconnect))
+	m.HandleFunc("GET /console/systems/{id}/disconnect", h.authed(h.disconnectPage))
+	m.HandleFunc("POST /console/systems/{id}/disconnect", h.authed(h.disconnect))
+
 	m.HandleFunc("GET /console/access", h.authed(h.access))
 	m.HandleFunc("POST /console/access/issue", h.authed(h.issue))
 	m.HandleFunc("GET /console/access/{id}", h.authed(h.credentialPage))
@@ -183,6 +195,11 @@ func (h *Handler) wire(app any) (deprecations, error) {
 	eng := src.WebhookEngine()
 	h.firms, h.registry, h.sandbox, h.usage, h.syncs = src, src.Credentials(), src, src, src
 	h.endpoints, h.deliveries, h.replays, h.exports = eng, eng, eng, eng
+	if cs, ok := app.(connectionSource); ok {
+		if svc := cs.Connections(); svc != nil {
+			h.connList, h.connChange = svc, svc
+		}
+	}
 	return src, nil
 }
 

@@ -54,7 +54,7 @@ type opGroup struct {
 }
 
 // tagOrder lists the document's tags in the order a reader meets them.
-var tagOrder = []string{"clients", "engagements", "jobs", "documents", "invoices", "people", "events", "webhooks", "meta"}
+var tagOrder = []string{"clients", "engagements", "jobs", "documents", "invoices", "people", "events", "webhooks", "connections", "meta"}
 
 var methodOrder = map[string]int{"GET": 0, "POST": 1, "PATCH": 2, "PUT": 3, "DELETE": 4}
 

@@ -19,7 +19,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/store/connection"
 )
 
 //go:embed templates/*.html
@@ -31,7 +33,7 @@ var assetFS embed.FS
 // pages are the templates that render a whole page; each is parsed with
 // the layout and the shared partials.
 var pages = []string{"signin", "error", "overview", "webhooks", "endpoint", "delivery", "event",
-	"explorer", "traffic", "access", "credential", "revoke"}
+	"explorer", "traffic", "access", "credential", "revoke", "systems", "consent", "disconnect"}
 
 // views holds the parsed templates and the assets' version.
 type views struct {
@@ -77,14 +79,18 @@ type page struct {
 	AdminID string
 	CSRF    string
 	Flashes []flash
-	Assets  string
-	View    any
+	// Reconnect are the firm's connections that need reconnecting, for
+	// the banner every page shows.
+	Reconnect []connection.View
+	Assets    string
+	View      any
 }
 
 // navFor maps a page to the nav item it sits under.
 var navFor = map[string]string{
 	"overview": "overview", "webhooks": "webhooks", "endpoint": "webhooks", "delivery": "webhooks", "event": "webhooks",
 	"explorer": "explorer", "traffic": "traffic", "access": "access", "credential": "access", "revoke": "access",
+	"systems": "systems", "consent": "systems", "disconnect": "systems",
 }
 
 // render writes a page. It renders into a buffer first, so that a
@@ -95,6 +101,7 @@ func (h *Handler) render(w http.ResponseWriter, r *http.Request, v *visit, statu
 		p.Signed, p.Firm, p.FirmID, p.Admin, p.AdminID = true, v.firm.Name, v.firm.ID, v.cred.Name, v.cred.ID
 		p.CSRF = v.csrf
 		p.Flashes = h.sessions.takeFlashes(v.sess.ID)
+		p.Reconnect = h.needsReconnect(r.Context(), v.firm.ID)
 	}
 	var buf bytes.Buffer
 	if err := h.views.pages[name].ExecuteTemplate(&buf, "layout", p); err != nil {
@@ -138,6 +145,9 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"ms":       millis,
 		"pretty":   prettyJSON,
 		"stateCls": stateClass,
+		"connCls":  statusClass,
+		"syncCls":  syncClass,
+		"sysName":  api.SystemName,
 		"codeCls":  codeClass,
 		"codeText": codeText,
 		"add":      func(a, b int) int { return a + b },

@@ -21,6 +21,13 @@
     }
   });
 
+  // The step before a vendor's consent page goes on by itself: a link
+  // rather than a redirect, since forms may lead only to the console.
+  var follow = document.querySelector("a[data-follow]");
+  if (follow) {
+    location.assign(follow.href);
+  }
+
   // Pages that wait on something refresh themselves for a while.
   var auto = document.querySelector("[data-autorefresh]");
   if (auto) {

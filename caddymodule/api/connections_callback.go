@@ -1,0 +1,158 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// The consent callback and the vendors' webhooks for connections. They
+// carry no credential: the callback's proof is its state (single use,
+// bound to one connection, 10 minutes), a webhook's the vendor's
+// signature, which its handler checks.
+
+var (
+	errInvalidState = apierror.New(http.StatusBadRequest, "invalid_state",
+		"This consent link is not one the gateway is waiting for: it was used already, has expired (after 10 minutes) or was never sent; connect again from the console's Systems page.")
+	errConsentDenied = apierror.New(http.StatusBadRequest, "consent_denied",
+		"Consent was refused at the vendor, so the system is not connected; connect again and allow access to connect it.")
+	errConsentFailed = apierror.New(http.StatusBadGateway, "upstream_unavailable",
+		"The vendor could not complete the consent; connect again from the console's Systems page.")
+)
+
+func (h *Handler) connectCallback(w http.ResponseWriter, r *http.Request, _ *call) error {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return invalidParam("state", "The query string is not valid URL encoding.")
+	}
+	v, err := h.finishConsent(r.Context(), q)
+	if !wantsHTML(r) {
+		if err != nil {
+			return err
+		}
+		return writeJSON(w, http.StatusOK, connectionObject(v))
+	}
+	page := callbackPage{Console: "/console/systems"}
+	status := http.StatusOK
+	if err != nil {
+		e := h.toAPIError(r, err)
+		status, page.Error, page.RequestID = e.Status, e, apierror.RequestID(w)
+	} else {
+		page.System, page.Firm, page.Status = SystemName(v.System), h.firmName(v.Firm), string(v.Status)
+		page.Tenant = v.TenantName
+	}
+	return writeCallbackPage(w, status, page)
+}
+
+// finishConsent hands the vendor's redirect to the connection service
+// and names its refusals as the contract does.
+func (h *Handler) finishConsent(ctx context.Context, q url.Values) (connection.View, error) {
+	svc, err := h.connectionService()
+	if err != nil {
+		return connection.View{}, err
+	}
+	if q.Get("state") == "" {
+		return connection.View{}, errInvalidState.WithParam("state")
+	}
+	// The service sees a refusal too: it spends the state, so that the
+	// link cannot be replayed, and keeps the connection pending.
+	v, err := svc.Callback(ctx, q)
+	var apiErr *apierror.Error
+	switch {
+	case errors.Is(err, connection.ErrNotFound):
+		return connection.View{}, errInvalidState.WithParam("state")
+	case errors.As(err, &apiErr):
+		return connection.View{}, err
+	case q.Get("error") == "access_denied":
+		return connection.View{}, errConsentDenied
+	case q.Get("error") != "":
+		return connection.View{}, errConsentFailed
+	case err != nil:
+		return connection.View{}, err
+	}
+	return v, nil
+}
+
+func (h *Handler) firmName(firm string) string {
+	if h.firms != nil {
+		if n, ok := h.firms.FirmName(firm); ok && n != "" {
+			return n
+		}
+	}
+	return firm
+}
+
+// wantsHTML reports whether the request is a browser's: its Accept names
+// an HTML type.
+func wantsHTML(r *http.Request) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if mt == "text/html" || mt == "application/xhtml+xml" {
+			return true
+		}
+	}
+	return false
+}
+
+// callbackPage is what the browser is shown after consent.
+type callbackPage struct {
+	System, Firm, Status, Tenant string
+	Console                      string
+	Error                        *apierror.Error
+	RequestID                    string
+}
+
+//go:embed connections_callback.html
+var callbackHTML string
+
+var callbackTemplate = template.Must(template.New("callback").Parse(callbackHTML))
+
+// writeCallbackPage answers the page. The callback's URL holds the
+// vendor's code: no referrer leaves it, and nothing caches the page.
+func writeCallbackPage(w http.ResponseWriter, status int, page callbackPage) error {
+	var buf bytes.Buffer
+	if err := callbackTemplate.Execute(&buf, page); err != nil {
+		return err
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; frame-ancestors 'none'")
+	w.WriteHeader(status)
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+func (h *Handler) xeroWebhook(w http.ResponseWriter, r *http.Request, _ *call) error {
+	return h.connectionWebhook(w, r, "xero", "")
+}
+
+func (h *Handler) karbonWebhook(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.connectionWebhook(w, r, "karbon", c.id)
+}
+
+// connectionWebhook hands a vendor's webhook to the handler of the
+// connection (or app) it is for, which checks its signature.
+func (h *Handler) connectionWebhook(w http.ResponseWriter, r *http.Request, system, id string) error {
+	if h.webhooks != nil {
+		if hd, ok := h.webhooks.ConnectionWebhook(system, id); ok {
+			hd.ServeHTTP(w, r)
+			return nil
+		}
+	}
+	msg := "No connection of this gateway receives " + SystemName(system) + "'s webhooks here."
+	if id != "" {
+		return apierror.New(http.StatusNotFound, "resource_not_found", msg).WithParam("id")
+	}
+	return apierror.New(http.StatusNotFound, "resource_not_found", msg)
+}

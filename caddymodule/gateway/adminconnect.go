@@ -1,0 +1,142 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// The connection routes of the admin endpoint, for `practicegw connect`:
+// an operator connects a firm's system from a terminal, as its
+// administrator does from the console or /v1/connections.
+//
+//	GET    /practicegw/connections/{firm}        {"data":[connection, ...]}
+//	POST   /practicegw/connections/{firm}        {"role","system","access_key"?} -> 201 connection
+//	GET    /practicegw/connections/{firm}/{id}   connection
+//	PATCH  /practicegw/connections/{firm}/{id}   {"tenant_id"} or {"reconnect":true,"access_key"?}
+//	DELETE /practicegw/connections/{firm}/{id}   connection, disconnected
+
+// What the routes need of the connection service.
+type (
+	connectionLister interface {
+		List(ctx context.Context, firm string) ([]connection.View, error)
+		Get(ctx context.Context, firm, id string) (connection.View, error)
+	}
+	connectionChanger interface {
+		Connect(ctx context.Context, firm string, r connection.Request) (connection.View, error)
+		Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error)
+		Disconnect(ctx context.Context, firm, id string) (connection.View, error)
+	}
+	connectionAdmin interface {
+		connectionLister
+		connectionChanger
+	}
+)
+
+// connectionAdminRoutes serves the routes over the service that service
+// finds when a request comes (nil: the gateway offers no connections);
+// known says whether the gateway serves a firm.
+func connectionAdminRoutes(service func() connectionAdmin, known func(firm string) bool) []caddy.AdminRoute {
+	h := connectionAdminHandler{service: service, known: known}
+	return []caddy.AdminRoute{{Pattern: "/practicegw/connections/", Handler: caddy.AdminHandlerFunc(h.serve)}}
+}
+
+type connectionAdminHandler struct {
+	service func() connectionAdmin
+	known   func(firm string) bool
+}
+
+func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) error {
+	firm, id, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/practicegw/connections/"), "/")
+	if firm == "" || strings.Contains(id, "/") {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
+	}
+	if !h.known(firm) {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown firm %q", firm)}
+	}
+	svc := h.service()
+	if svc == nil {
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable,
+			Err: errors.New("this gateway offers no connections: its configuration has no connect block")}
+	}
+	ctx := r.Context()
+	var (
+		v      connection.View
+		err    error
+		status = http.StatusOK
+	)
+	switch {
+	case id == "" && r.Method == http.MethodGet:
+		views, err := svc.List(ctx, firm)
+		if err != nil {
+			return adminConnectionError(err)
+		}
+		if views == nil {
+			views = []connection.View{}
+		}
+		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
+	case id == "" && r.Method == http.MethodPost:
+		var req connection.Request
+		if req, err = decodeConnectionRequest(w, r); err == nil && (req.TenantID != "" || req.Reconnect) {
+			err = badRequest(errors.New("a new connection takes role, system and access_key; tenant_id and reconnect change one"))
+		}
+		if err == nil {
+			v, err = svc.Connect(ctx, firm, req)
+		}
+		status = http.StatusCreated
+	case id != "" && r.Method == http.MethodGet:
+		v, err = svc.Get(ctx, firm, id)
+	case id != "" && r.Method == http.MethodPatch:
+		var req connection.Request
+		if req, err = decodeConnectionRequest(w, r); err == nil && (req.Role != "" || req.System != "") {
+			err = badRequest(errors.New("a connection's role and system do not change: disconnect it and connect another"))
+		}
+		if err == nil {
+			v, err = svc.Update(ctx, firm, id, req)
+		}
+	case id != "" && r.Method == http.MethodDelete:
+		v, err = svc.Disconnect(ctx, firm, id)
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	if err != nil {
+		return adminConnectionError(err)
+	}
+	return writeJSON(w, status, v)
+}
+
+func decodeConnectionRequest(w http.ResponseWriter, r *http.Request) (connection.Request, error) {
+	var req connection.Request
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return req, badRequest(fmt.Errorf("reading connection request: %w", err))
+	}
+	return req, nil
+}
+
+// adminConnectionError answers the service's refusals with their status
+// and the contract's sentence; anything else is the admin endpoint's 500.
+func adminConnectionError(err error) error {
+	var apiErr caddy.APIError
+	switch {
+	case errors.As(err, &apiErr):
+		return err
+	case errors.Is(err, connection.ErrNotFound):
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such connection")}
+	case errors.Is(err, connection.ErrVersion):
+		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: errors.New("the connection changed meanwhile; try again")}
+	}
+	if e, ok := apierror.From(err); ok {
+		return caddy.APIError{HTTPStatus: e.Status, Err: fmt.Errorf("%s: %s", e.Code, e.Message)}
+	}
+	return err
+}

@@ -1,0 +1,298 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/spf13/cobra"
+
+	"github.com/practicegw/practicegw/internal/adminapi"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+func init() {
+	caddycmd.RegisterCommand(caddycmd.Command{
+		Name:  "connect",
+		Usage: "--firm FIRM --role ROLE --system SYSTEM [--access-key KEY] | choose | list | reconnect | disconnect ...",
+		Short: "Connects a firm's own system (Karbon, XPM, Xero, a document store) on a running gateway",
+		Long: `
+Connects one of a firm's own systems for a role (records, ledger or documents),
+as the firm's administrator does from the console's Systems page: it prints the
+vendor's consent page to open in a browser, then waits for the consent and
+prints the organisation connected, or the organisations to choose from. Karbon
+takes the firm's access key instead and connects at once. The command talks to
+the running gateway's admin endpoint; the gateway's connect block registers the
+vendor apps.
+
+  practicegw connect --firm frm_hollis --role ledger --system xero
+  practicegw connect --firm frm_hollis --role records --system karbon --access-key KEY
+  practicegw connect choose --firm frm_hollis --connection con_... --tenant TENANT_ID
+  practicegw connect list --firm frm_hollis
+  practicegw connect reconnect --firm frm_hollis --connection con_...
+  practicegw connect disconnect --firm frm_hollis --connection con_...
+`,
+		CobraFunc: func(cmd *cobra.Command) {
+			configureConnect(cmd, time.Second)
+			cmd.AddCommand(chooseCommand(), connectionsListCommand(), reconnectCommand(time.Second), disconnectCommand())
+		},
+	})
+}
+
+// configureConnect makes cmd the connect command, polling every poll.
+func configureConnect(cmd *cobra.Command, poll time.Duration) {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		f := cmd.Flags()
+		firm, _ := f.GetString("firm")
+		role, _ := f.GetString("role")
+		system, _ := f.GetString("system")
+		wait, _ := f.GetDuration("timeout")
+		if firm == "" || role == "" || system == "" {
+			return fmt.Errorf("--firm, --role and --system are required")
+		}
+		key, err := accessKey(cmd)
+		if err != nil {
+			return err
+		}
+		var v connection.View
+		req := connection.Request{Role: role, System: system, AccessKey: key}
+		if err := adminCall(cmd, "POST", connectionsPath(firm, ""), req, &v); err != nil {
+			return err
+		}
+		return awaitConnection(cmd, firm, v, wait, poll)
+	}
+	f := cmd.Flags()
+	f.String("firm", "", "the firm, such as frm_hollis")
+	f.String("role", "", "records, ledger or documents")
+	f.String("system", "", "karbon or xpm (records), xero (ledger), sharepoint, onedrive, google_drive or dropbox (documents)")
+	f.String("access-key", "", "the firm's Karbon access key (Karbon only); - reads it from standard input")
+	f.Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
+	addAdminFlag(cmd)
+}
+
+func connectionsPath(firm, id string) string {
+	p := "/practicegw/connections/" + url.PathEscape(firm)
+	if id != "" {
+		p += "/" + url.PathEscape(id)
+	}
+	return p
+}
+
+// awaitConnection prints the consent page of a pending connection and
+// polls it until the consent comes back, it fails, or wait is over.
+func awaitConnection(cmd *cobra.Command, firm string, v connection.View, wait, poll time.Duration) error {
+	out := cmd.OutOrStdout()
+	switch {
+	case v.Status == connection.Pending && v.AuthorizeURL != "":
+		fmt.Fprintf(out, "Connection %s: open this page in a browser and allow access to %s:\n\n  %s\n\nWaiting for the consent (up to %s)...\n",
+			v.ID, adminapi.SystemName(v.System), v.AuthorizeURL, wait)
+	case v.Status == connection.Pending:
+		fmt.Fprintf(out, "Connection %s: waiting for %s (up to %s)...\n", v.ID, adminapi.SystemName(v.System), wait)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), wait)
+	defer cancel()
+	tick := time.NewTicker(poll)
+	defer tick.Stop()
+	for v.Status == connection.Pending {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no consent for %s within %s: it is still pending; run practicegw connect again to get a new page", v.ID, wait)
+		case <-tick.C:
+		}
+		if err := adminCall(cmd, "GET", connectionsPath(firm, v.ID), nil, &v); err != nil {
+			return err
+		}
+	}
+	if v.Status == connection.Disconnected {
+		return fmt.Errorf("%s was disconnected (%s) before it was connected", adminapi.SystemName(v.System), v.ID)
+	}
+	return reportConnection(out, firm, v)
+}
+
+// reportConnection says where a connection stands and what to do next.
+func reportConnection(out io.Writer, firm string, v connection.View) error {
+	name := adminapi.SystemName(v.System)
+	switch v.Status {
+	case connection.Connected:
+		fmt.Fprintf(out, "%s is connected for %s as %s (%s)", name, firm, v.Role, v.ID)
+		if v.TenantName != "" {
+			fmt.Fprintf(out, ": %s", v.TenantName)
+		}
+		fmt.Fprintln(out, ". Its sync has started: practicegw sync status --firm "+firm)
+		return nil
+	case connection.ChooseTenant:
+		fmt.Fprintf(out, "%s gave access to several organisations; choose the one %s should read:\n\n", name, firm)
+		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TENANT\tNAME")
+		for _, c := range v.Choices {
+			fmt.Fprintf(tw, "%s\t%s\n", c.ID, c.Name)
+		}
+		tw.Flush()
+		fmt.Fprintf(out, "\n  practicegw connect choose --firm %s --connection %s --tenant TENANT\n", firm, v.ID)
+		return nil
+	case connection.Disconnected:
+		fmt.Fprintf(out, "%s is disconnected for %s (%s).\n", name, firm, v.ID)
+		return nil
+	}
+	reason := v.Reason
+	if reason == "" {
+		reason = string(v.Status)
+	}
+	return errors.New(name + " was not connected: " + reason)
+}
+
+func chooseCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "choose --firm FIRM --connection CONNECTION --tenant TENANT",
+		Short: "Chooses the organisation a connection waiting in choose_tenant reads",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, id, err := connectionFlags(cmd)
+			if err != nil {
+				return err
+			}
+			tenant, _ := cmd.Flags().GetString("tenant")
+			if tenant == "" {
+				return fmt.Errorf("--tenant is required")
+			}
+			var v connection.View
+			if err := adminCall(cmd, "PATCH", connectionsPath(firm, id), connection.Request{TenantID: tenant}, &v); err != nil {
+				return err
+			}
+			return reportConnection(cmd.OutOrStdout(), firm, v)
+		},
+	}
+	cmd.Flags().String("tenant", "", "the organisation's id, from the list connect printed")
+	addConnectionFlags(cmd)
+	return cmd
+}
+
+func reconnectCommand(poll time.Duration) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reconnect --firm FIRM --connection CONNECTION [--access-key KEY]",
+		Short: "Asks for a new consent for a connection (a new access key for Karbon), and waits for it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, id, err := connectionFlags(cmd)
+			if err != nil {
+				return err
+			}
+			key, err := accessKey(cmd)
+			if err != nil {
+				return err
+			}
+			wait, _ := cmd.Flags().GetDuration("timeout")
+			var v connection.View
+			if err := adminCall(cmd, "PATCH", connectionsPath(firm, id), connection.Request{Reconnect: true, AccessKey: key}, &v); err != nil {
+				return err
+			}
+			return awaitConnection(cmd, firm, v, wait, poll)
+		},
+	}
+	cmd.Flags().String("access-key", "", "the firm's new Karbon access key (Karbon only); - reads it from standard input")
+	cmd.Flags().Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
+	addConnectionFlags(cmd)
+	return cmd
+}
+
+func disconnectCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "disconnect --firm FIRM --connection CONNECTION",
+		Short: "Disconnects a system: revokes its grant, removes its webhooks, stops its sync and purges its copy",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, id, err := connectionFlags(cmd)
+			if err != nil {
+				return err
+			}
+			var v connection.View
+			if err := adminCall(cmd, "DELETE", connectionsPath(firm, id), nil, &v); err != nil {
+				return err
+			}
+			return reportConnection(cmd.OutOrStdout(), firm, v)
+		},
+	}
+	addConnectionFlags(cmd)
+	return cmd
+}
+
+func connectionsListCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "list --firm FIRM [--json]",
+		Short: "Lists a firm's connections and where each stands",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			firm, _ := cmd.Flags().GetString("firm")
+			asJSON, _ := cmd.Flags().GetBool("json")
+			if firm == "" {
+				return fmt.Errorf("--firm is required")
+			}
+			var list struct {
+				Data []connection.View `json:"data"`
+			}
+			if err := adminCall(cmd, "GET", connectionsPath(firm, ""), nil, &list); err != nil {
+				return err
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), list.Data)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "CONNECTION\tROLE\tSYSTEM\tSTATUS\tORGANISATION\tREASON")
+			for _, v := range list.Data {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, v.System, v.Status, orDash(v.TenantName), orDash(v.Reason))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().String("firm", "", "the firm, such as frm_hollis")
+	cmd.Flags().Bool("json", false, "print as JSON")
+	addAdminFlag(cmd)
+	return cmd
+}
+
+func addConnectionFlags(cmd *cobra.Command) {
+	cmd.Flags().String("firm", "", "the firm, such as frm_hollis")
+	cmd.Flags().String("connection", "", "the connection's id, con_...")
+	addAdminFlag(cmd)
+}
+
+func connectionFlags(cmd *cobra.Command) (firm, id string, err error) {
+	firm, _ = cmd.Flags().GetString("firm")
+	id, _ = cmd.Flags().GetString("connection")
+	if firm == "" || id == "" {
+		return "", "", fmt.Errorf("--firm and --connection are required")
+	}
+	return firm, id, nil
+}
+
+// accessKey is --access-key, read from standard input when it is "-",
+// so that the key need not be in the shell's history or the process list.
+func accessKey(cmd *cobra.Command) (string, error) {
+	key, _ := cmd.Flags().GetString("access-key")
+	if key != "-" {
+		return key, nil
+	}
+	line, err := bufio.NewReader(cmd.InOrStdin()).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("reading the access key from standard input: %w", err)
+	}
+	if key = strings.TrimSpace(line); key == "" {
+		return "", errors.New("standard input held no access key")
+	}
+	return key, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
