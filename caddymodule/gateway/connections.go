@@ -332,10 +332,10 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 	b.conns.Store(next)
 	for _, c := range closing {
 		a.closeConnection(c)
-		if w := want[c.opened.Role]; w.disconnected && w.live == nil && a.heldSync(c) {
-			// The sync ran here, and may have written after the
-			// disconnecting instance purged: purge again, now that it
-			// has stopped.
+		if w := want[c.opened.Role]; w.disconnected && w.live == nil {
+			// Its sync may have held the lease here and written after
+			// the disconnecting instance purged: purge again, now that
+			// it has stopped (before any new connection of the role).
 			if err := a.purgeStore(ctx, c.opened.Firm, c.syncs); err != nil {
 				errs = append(errs, err)
 			}
@@ -650,16 +650,6 @@ func (b *firmBackends) connections() []*connSystem {
 		}
 	}
 	return out
-}
-
-// heldSync reports whether one of c's syncs last ran on this instance.
-func (a *App) heldSync(c *connSystem) bool {
-	for _, s := range c.syncs {
-		if s.Status().Holder == a.holder {
-			return true
-		}
-	}
-	return false
 }
 
 // purgeStore deletes the copy syncs kept of a firm's system: the records

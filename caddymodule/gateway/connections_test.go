@@ -1,0 +1,416 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"golang.org/x/oauth2"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	_ "github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/vendortest"
+	_ "github.com/practicegw/practicegw/adapters/xero"
+	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
+	redisstore "github.com/practicegw/practicegw/store/redis"
+)
+
+// fakeConnections keeps connections in memory as the stores do: listed
+// oldest first, updated only at the version read.
+type fakeConnections struct {
+	mu    sync.Mutex
+	byID  map[string]connection.Connection
+	order []string
+}
+
+func newFakeConnections() *fakeConnections {
+	return &fakeConnections{byID: map[string]connection.Connection{}}
+}
+
+func (f *fakeConnections) create(c connection.Connection) connection.Connection {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c.Version = 1
+	f.byID[c.ID] = c
+	f.order = append(f.order, c.ID)
+	return c
+}
+
+func (f *fakeConnections) Connections(_ context.Context, firm string) ([]connection.Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []connection.Connection
+	for _, id := range f.order {
+		if c := f.byID[id]; firm == "" || c.Firm == firm {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeConnections) Connection(_ context.Context, id string) (connection.Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.byID[id]
+	if !ok {
+		return c, connection.ErrNotFound
+	}
+	return c, nil
+}
+
+func (f *fakeConnections) UpdateConnection(_ context.Context, c connection.Connection, version int64) (connection.Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok := f.byID[c.ID]
+	if !ok {
+		return c, connection.ErrNotFound
+	}
+	if cur.Version != version {
+		return cur, connection.ErrVersion
+	}
+	c.Version = version + 1
+	f.byID[c.ID] = c
+	return c, nil
+}
+
+// change rewrites a connection as an administrator's action would.
+func (f *fakeConnections) change(t *testing.T, id string, fn func(*connection.Connection)) {
+	t.Helper()
+	for {
+		c, err := f.Connection(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(&c)
+		if _, err := f.UpdateConnection(context.Background(), c, c.Version); !errors.Is(err, connection.ErrVersion) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// demoRecords stands for the seeded demo records in the tests.
+type demoRecords struct{ practice.Reader }
+
+// world is firms' systems behind the Xero and Karbon doubles, a shared
+// Redis and the connections' store, and the gateway instances that
+// follow it.
+type world struct {
+	t       *testing.T
+	srv     *redistest.Server
+	secrets *sealed.Key
+	conns   *fakeConnections
+	xero    *vendortest.Xero
+	karbon  *vendortest.Karbon
+	connect *connect.Config
+	firms   []string
+	store   *redisstore.Store
+}
+
+func newWorld(t *testing.T, firms ...string) *world {
+	t.Setenv("PRACTICEGW_VENDOR_APIS", "/work/shared/vendor-apis")
+	w := &world{t: t, srv: redistest.Start(t), conns: newFakeConnections(), firms: firms}
+	w.secrets, _ = sealed.Random()
+	w.xero = vendortest.StartXero(t)
+	w.xero.AddLedgerPage(120)
+	w.karbon = vendortest.StartKarbon(t)
+	for i := range 30 {
+		w.karbon.AddContact(vendortest.KarbonContact{ContactKey: fmt.Sprintf("C%03d", i), FirstName: "Ann",
+			LastName: fmt.Sprintf("Client%03d", i), ContactType: "Client", Country: "GB"})
+	}
+	w.connect = &connect.Config{
+		Xero: &connect.OAuthApp{ClientID: "xero-client", ClientSecret: "xero-secret", TokenURL: w.xero.URL + "/token",
+			BaseURL: strings.TrimSuffix(w.xero.URL, "/api.xro/2.0"), WebhookKey: "xero-webhook-key"},
+		Karbon: &connect.KarbonApp{Bearer: w.karbon.Bearer, BaseURL: w.karbon.URL},
+	}
+	w.store = w.redisStore()
+	return w
+}
+
+func (w *world) redisStore() *redisstore.Store {
+	rdb, err := redisstore.NewClient(w.srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.Options{Secrets: w.secrets})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return st
+}
+
+// instance is one gateway: its own Redis client, its own firms' backends.
+func (w *world) instance() *App {
+	st := w.redisStore()
+	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	a := &App{Connect: w.connect, logger: zap.NewNop(), holder: holderID(), caddyCtx: cctx,
+		readStore: st.ReadModel(), readFeed: st.ReadModel(), upstreamState: st, notices: st,
+		budget: upstream.NewLocalBudget(nil), changes: &countingSink{}, connections: w.conns, follow: newConnFollow(),
+		firms: map[string]*firmBackends{}}
+	for _, id := range w.firms {
+		a.Firms = append(a.Firms, Firm{ID: id})
+		d := demoRecords{}
+		a.firms[id] = &firmBackends{records: d, documents: d, ledger: d}
+	}
+	w.t.Cleanup(func() {
+		a.closeConnections()
+		cancel()
+	})
+	return a
+}
+
+// countingSink takes change records.
+type countingSink struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *countingSink) Publish(context.Context, practice.Change) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	return nil
+}
+
+var connectionSeq int
+
+// connectXero is a ledger connection to the Xero double's organisation,
+// whose consent saved the double's token.
+func (w *world) connectXero(firm string) connection.Connection {
+	connectionSeq++
+	c := connection.Connection{ID: fmt.Sprintf("con_x%d", connectionSeq), Firm: firm, Role: "ledger", System: "xero",
+		Status: connection.Connected, TenantID: w.xero.TenantID, Attempt: 1}
+	w.seedXeroToken(c)
+	return w.conns.create(c)
+}
+
+func (w *world) seedXeroToken(c connection.Connection) {
+	err := oauthtoken.Seed(context.Background(), upstream.Deps{State: w.store}, oauthtoken.Xero,
+		upstream.OAuth2Config{ClientID: w.connect.Xero.ClientID, Connection: c.ID},
+		&oauth2.Token{AccessToken: w.xero.Token, RefreshToken: "rt-" + c.ID, Expiry: time.Now().Add(time.Hour)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// connectKarbon is a records connection whose access key was checked
+// and sealed.
+func (w *world) connectKarbon(firm string) connection.Connection {
+	connectionSeq++
+	c := connection.Connection{ID: fmt.Sprintf("con_k%d", connectionSeq), Firm: firm, Role: "records", System: "karbon",
+		Status: connection.Connected, Attempt: 1}
+	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte(w.karbon.AccessKey)); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.conns.create(c)
+}
+
+// stored is what the shared store keeps of a firm's kinds.
+func (w *world) stored(firm string, kinds []practice.Kind) int {
+	n := 0
+	err := w.store.ReadModel().Load(context.Background(), firm, func(u readmodel.Update) error {
+		if slices.Contains(kinds, u.Kind) {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// step is one look at the store by a.
+func step(t *testing.T, a *App) {
+	t.Helper()
+	if err := a.applyConnections(context.Background()); err != nil {
+		t.Fatalf("following the connections: %v", err)
+	}
+}
+
+// checkServes checks that a serves exactly the store's live connections:
+// each live role by the newest live connection, opened for its attempt
+// and tenant, its sync running unless it needs reconnecting; a role whose
+// newest connection is disconnected answers not connected; the rest the
+// demo records.
+func (w *world) checkServes(name string, a *App) {
+	w.t.Helper()
+	list, _ := w.conns.Connections(context.Background(), "")
+	want := wantedConnections(list)
+	a.follow.mu.Lock()
+	defer a.follow.mu.Unlock()
+	for _, firm := range w.firms {
+		b := a.firms[firm]
+		for _, role := range roles {
+			kind := firmsystem.Kinds(role)[0]
+			wr := want[firm][role]
+			var open *connSystem
+			if cur := b.conns.Load(); cur != nil {
+				open = cur.byRole[role]
+			}
+			r := b.Reader(kind)
+			switch {
+			case wr.live != nil:
+				if open == nil || !sameOpening(open.opened, *wr.live) {
+					w.t.Fatalf("%s %s %s: serves %v, want %s attempt %d", name, firm, role, open, wr.live.ID, wr.live.Attempt)
+				}
+				if open.running() != (wr.live.Status == connection.Connected) {
+					w.t.Fatalf("%s %s %s: sync running %t with status %s", name, firm, role, open.running(), wr.live.Status)
+				}
+				if r != practice.Reader(open.model) {
+					w.t.Fatalf("%s %s %s: %s read from %T, not the connection's model", name, firm, role, kind, r)
+				}
+			case open != nil:
+				w.t.Fatalf("%s %s %s: %s still open, not live", name, firm, role, open.opened.ID)
+			case wr.disconnected:
+				if _, err := r.List(context.Background(), practice.Tenant{Firm: firm}, kind, practice.Query{}); !errors.Is(err, practice.ErrNotConnected) {
+					w.t.Fatalf("%s %s %s: a read after the disconnect: %v, want not connected", name, firm, role, err)
+				}
+			default:
+				if _, ok := r.(demoRecords); !ok {
+					w.t.Fatalf("%s %s %s: read from %T, want the demo records", name, firm, role, r)
+				}
+			}
+		}
+	}
+}
+
+// TestInstancesFollowTheConnections drives connections through many
+// seeded interleavings of connects, refused grants, reconnects and
+// disconnects of two firms, looked at by three instances in any order.
+// After each quiet step (every instance has looked), every instance serves
+// exactly the live connections, no sync runs for one that is not live,
+// and a purged copy is gone from the shared store.
+func TestInstancesFollowTheConnections(t *testing.T) {
+	seeds := 12
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			w := newWorld(t, "frm_acme", "frm_beta")
+			apps := []*App{w.instance(), w.instance(), w.instance()}
+			rng := rand.New(rand.NewPCG(uint64(seed), 7))
+			var closed []*connSystem
+			for op := range 14 {
+				a := apps[rng.IntN(len(apps))]
+				firm := w.firms[rng.IntN(len(w.firms))]
+				list, _ := w.conns.Connections(context.Background(), firm)
+				want := wantedConnections(list)[firm]
+				role := []string{"records", "ledger"}[rng.IntN(2)]
+				live := want[role].live
+				switch {
+				case live == nil:
+					if role == "ledger" {
+						w.connectXero(firm)
+					} else {
+						w.connectKarbon(firm)
+					}
+				case live.Status == connection.Connected && rng.IntN(3) == 0:
+					// The vendor refuses the grant, as the adapter on one
+					// instance hears it.
+					a.grantRefused(*live)("the vendor refused the connection's grant")
+				case live.Status == connection.NeedsReconnect && rng.IntN(2) == 0:
+					if live.System == "xero" {
+						w.seedXeroToken(*live)
+					}
+					w.conns.change(t, live.ID, func(c *connection.Connection) {
+						c.Status, c.Reason, c.Attempt = connection.Connected, "", c.Attempt+1
+					})
+				default:
+					w.conns.change(t, live.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+					gone, _ := w.conns.Connection(context.Background(), live.ID)
+					if err := a.Purge(context.Background(), gone); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Some instances look now, the rest later.
+				for _, i := range rng.Perm(len(apps))[:rng.IntN(len(apps)+1)] {
+					step(t, apps[i])
+				}
+				if rng.IntN(2) == 0 {
+					continue
+				}
+				for _, b := range apps {
+					for _, f := range b.firms {
+						closed = append(closed, f.connections()...)
+					}
+				}
+				for i, b := range apps {
+					step(t, b)
+					w.checkServes(fmt.Sprintf("op %d instance %d", op, i), b)
+				}
+				for _, c := range closed {
+					if c.running() && !slices.Contains(allOpen(apps), c) {
+						t.Fatalf("op %d: %s's sync runs after it was closed", op, c.opened.ID)
+					}
+				}
+				for _, firm := range w.firms {
+					list, _ := w.conns.Connections(context.Background(), firm)
+					for role, wr := range wantedConnections(list)[firm] {
+						if wr.disconnected {
+							if n := w.stored(firm, firmsystem.Kinds(role)); n != 0 {
+								t.Fatalf("op %d: %s's disconnected %s keep %d records in the store", op, firm, role, n)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// allOpen are the connections open on any of apps.
+func allOpen(apps []*App) []*connSystem {
+	var out []*connSystem
+	for _, a := range apps {
+		for _, b := range a.firms {
+			out = append(out, b.connections()...)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// backfilled reports whether c's syncs on a have backfilled every kind.
+func backfilled(a *App, c connection.Connection) bool {
+	_, syncs := a.State(c)
+	if len(syncs) == 0 {
+		return false
+	}
+	for _, s := range syncs {
+		if s.State != readmodel.StateLive {
+			return false
+		}
+	}
+	return true
+}
