@@ -1,10 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -413,4 +417,113 @@ func backfilled(a *App, c connection.Connection) bool {
 		}
 	}
 	return true
+}
+
+// checkpointSavedAfter reports whether the sync of a firm's role saved its
+// checkpoint after t, as holder: it has run a round since.
+func (w *world) checkpointSavedAfter(firm, role, holder string, t time.Time) bool {
+	raw, err := w.store.ReadModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
+	if err != nil || raw == nil {
+		return false
+	}
+	var p struct {
+		Holder  string    `json:"holder"`
+		SavedAt time.Time `json:"saved_at"`
+	}
+	_ = json.Unmarshal(raw, &p)
+	return p.Holder == holder && p.SavedAt.After(t)
+}
+
+// A refused grant turns the connection needs_reconnect: the sync stops,
+// the copy is still served and says it is failing, /readyz says the
+// status without the reason. A reconnect reopens the system with the new
+// token and resumes the sync from its checkpoint: no new backfill.
+func TestReconnectResumesWithoutBackfill(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	w.xero.AddLedgerPage(1000) // pages of them to backfill
+	a := w.instance()
+	c := w.connectXero("frm_acme")
+	step(t, a)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, c) })
+	backfill := w.xero.Faults.Hits()
+	if backfill < 5 {
+		t.Fatalf("the backfill made %d calls, want pages of them", backfill)
+	}
+	acme := practice.Tenant{Firm: "frm_acme"}
+	model := a.firms["frm_acme"].Reader(practice.Invoices)
+
+	const reason = "Xero refused the connection's grant (invalid_grant)"
+	a.grantRefused(c)(reason)
+	a.grantRefused(c)("again") // already needs_reconnect: nothing more
+	got, _ := w.conns.Connection(context.Background(), c.ID)
+	if got.Status != connection.NeedsReconnect || got.Reason != reason || got.Version != c.Version+1 {
+		t.Fatalf("after a refused grant: %s %q version %d, want needs_reconnect %q version %d", got.Status, got.Reason, got.Version, reason, c.Version+1)
+	}
+	step(t, a)
+	open := a.firms["frm_acme"].conns.Load().byRole["ledger"]
+	if open.running() {
+		t.Fatal("the sync still runs after its grant was refused")
+	}
+	page, err := model.List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 1000})
+	if err != nil || len(page.Items) != 1000 {
+		t.Fatalf("reads while paused: %d invoices, %v; want the copy's 1000", len(page.Items), err)
+	}
+	if f, _ := open.model.Freshness(practice.Invoices); f.State != readmodel.StateFailing || !f.Backfilled {
+		t.Errorf("while paused, invoices say %+v, want failing and backfilled", f)
+	}
+	if _, syncs := a.State(got); len(syncs) != 1 || syncs[0].State != "paused" {
+		t.Errorf("the connection's view while paused: %+v", syncs)
+	}
+	checks := a.connectionChecks()
+	if len(checks) != 1 || checks[0].Name != "connection xero/frm_acme" || checks[0].OK || checks[0].Detail != "needs_reconnect" || checks[0].Critical {
+		t.Errorf("readiness while paused: %+v", checks)
+	}
+
+	// The administrator consents again: a new token, which the double
+	// now wants.
+	w.xero.Token = "xero-token-2"
+	err = oauthtoken.Seed(context.Background(), upstream.Deps{State: w.store}, oauthtoken.Xero,
+		upstream.OAuth2Config{ClientID: w.connect.Xero.ClientID, Connection: c.ID},
+		&oauth2.Token{AccessToken: "xero-token-2", RefreshToken: "rt-2", Expiry: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status, c.Reason, c.Attempt = connection.Connected, "", 2 })
+	before, reconnected := w.xero.Faults.Hits(), time.Now()
+	step(t, a)
+	waitFor(t, "the resumed sync's first round, live", func() bool {
+		return w.checkpointSavedAfter("frm_acme", "ledger", a.holder, reconnected) && backfilled(a, c)
+	})
+	if calls := w.xero.Faults.Hits() - before; calls >= backfill {
+		t.Errorf("the resumed sync made %d calls, as many as a backfill (%d)", calls, backfill)
+	}
+	// The reopened system reads with the new token: a webhook's invoice
+	// is read from Xero and kept.
+	w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: "0f1e2d3c-0000-4000-8000-000000000001", InvoiceNumber: "INV-NEW",
+		Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
+		Date: time.Now(), DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+	body := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), "0f1e2d3c-0000-4000-8000-000000000001")
+	if status := postXero(t, a, body, vendortest.SignXero(w.connect.Xero.WebhookKey, body)); status != 200 {
+		t.Fatalf("webhook after the reconnect: %d", status)
+	}
+	reader := a.firms["frm_acme"].Reader(practice.Invoices)
+	if _, err := reader.Get(context.Background(), acme, practice.Invoices, "inv_0f1e2d3c-0000-4000-8000-000000000001"); err != nil {
+		t.Errorf("the webhook's invoice after the reconnect: %v", err)
+	}
+	if checks := a.connectionChecks(); len(checks) != 1 || !checks[0].OK || checks[0].Detail != "connected" {
+		t.Errorf("readiness after the reconnect: %+v", checks)
+	}
+}
+
+func postXero(t *testing.T, a *App, body []byte, signature string) int {
+	t.Helper()
+	h, ok := a.ConnectionWebhook("xero", "")
+	if !ok {
+		t.Fatal("no Xero webhook route")
+	}
+	r := httptest.NewRequest(http.MethodPost, "/connect/webhooks/xero", bytes.NewReader(body))
+	r.Header.Set("x-xero-signature", signature)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec.Code
 }
