@@ -50,10 +50,22 @@ type connFollow struct {
 	purged map[string]bool
 	// known is the store's last list, for probes and metrics.
 	known atomic.Pointer[[]connection.Connection]
+	// failed is why each connection's system last failed to open, so
+	// that the log says it once rather than every look.
+	failed map[string]string
+}
+
+// failedAgain reports whether c's system failed to open as it did at
+// the last look; the caller holds mu.
+func (f *connFollow) failedAgain(c connection.Connection, err error) bool {
+	key := fmt.Sprintf("%s/%d", c.ID, c.Attempt)
+	again := f.failed[key] == err.Error()
+	f.failed[key] = err.Error()
+	return again
 }
 
 func newConnFollow() *connFollow {
-	return &connFollow{wake: make(chan struct{}, 1), purged: map[string]bool{}}
+	return &connFollow{wake: make(chan struct{}, 1), purged: map[string]bool{}, failed: map[string]string{}}
 }
 
 // followEvery is how often an instance reads the store's connections.
@@ -315,6 +327,9 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 			// else will.
 			ledgerless := f.LedgerRaw == nil && want["ledger"].live == nil
 			if open, err = a.openConnection(ctx, f, *w.live, ledgerless); err != nil {
+				if a.follow.failedAgain(*w.live, err) {
+					continue
+				}
 				errs = append(errs, fmt.Errorf("%s %s: %w", role, w.live.System, err))
 				continue
 			}

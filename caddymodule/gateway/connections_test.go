@@ -527,3 +527,108 @@ func postXero(t *testing.T, a *App, body []byte, signature string) int {
 	h.ServeHTTP(rec, r)
 	return rec.Code
 }
+
+// Xero's webhooks reach one route for every organisation: a delivery
+// wrongly signed is 401 (Xero's intent-to-receive check), one rightly
+// signed with no events is 200, and each event goes to the connections
+// whose organisation it names, of any firm, and to no other.
+func TestXeroWebhooksAreDispatchedByTenant(t *testing.T) {
+	w := newWorld(t, "frm_acme", "frm_beta")
+	a := w.instance()
+	acme, beta := w.connectXero("frm_acme"), w.connectXero("frm_beta")
+	// frm_beta's organisation is another one than the double serves.
+	w.conns.change(t, beta.ID, func(c *connection.Connection) { c.TenantID = "0b0b0b0b-0000-4000-8000-00000000beta" })
+	step(t, a)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, acme) })
+	key := w.connect.Xero.WebhookKey
+	intent := vendortest.XeroWebhook(w.xero.TenantID, time.Now())
+	if got := postXero(t, a, intent, vendortest.SignXero("another key", intent)); got != http.StatusUnauthorized {
+		t.Errorf("a wrong signature: %d, want 401", got)
+	}
+	if got := postXero(t, a, intent, ""); got != http.StatusUnauthorized {
+		t.Errorf("no signature: %d, want 401", got)
+	}
+	if got := postXero(t, a, intent, vendortest.SignXero(key, intent)); got != http.StatusOK {
+		t.Errorf("the intent to receive: %d, want 200", got)
+	}
+	id := "0f1e2d3c-0000-4000-8000-000000000002"
+	w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-HOOK", Status: "AUTHORISED",
+		ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(), DueDate: time.Now(),
+		Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+	// An organisation no firm connected: acknowledged, read by no one.
+	other := vendortest.XeroWebhook("99999999-0000-4000-8000-000000000000", time.Now(), id)
+	if got := postXero(t, a, other, vendortest.SignXero(key, other)); got != http.StatusOK {
+		t.Errorf("another organisation's event: %d, want 200", got)
+	}
+	get := func(firm string) error {
+		_, err := a.firms[firm].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: firm}, practice.Invoices, "inv_"+id)
+		return err
+	}
+	if err := get("frm_acme"); !errors.Is(err, practice.ErrNotFound) {
+		t.Fatalf("after another organisation's event, the invoice is %v, want not found", err)
+	}
+	hook := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), id)
+	if got := postXero(t, a, hook, vendortest.SignXero(key, hook)); got != http.StatusOK {
+		t.Fatalf("the organisation's event: %d, want 200", got)
+	}
+	if err := get("frm_acme"); err != nil {
+		t.Errorf("the event's invoice at the firm that connected its organisation: %v", err)
+	}
+	if _, ok := a.ConnectionWebhook("xero", acme.ID); ok {
+		t.Error("a Xero route per connection: Xero has one for the app")
+	}
+}
+
+// A Karbon connection's webhooks reach its own adapter; an unknown or
+// disconnected connection has no route.
+func TestKarbonWebhookRouteIsTheLiveConnections(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	c := w.connectKarbon("frm_acme")
+	step(t, a)
+	if h, ok := a.ConnectionWebhook("karbon", c.ID); !ok || h == nil {
+		t.Fatal("no route for a live Karbon connection")
+	}
+	if _, ok := a.ConnectionWebhook("karbon", "con_unknown"); ok {
+		t.Error("a route for an unknown connection")
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	step(t, a)
+	if _, ok := a.ConnectionWebhook("karbon", c.ID); ok {
+		t.Error("a route for a disconnected connection")
+	}
+}
+
+// What a firm gives (a tenant id, an access key) reaches the module as it
+// is: never expanded as one of the gateway's placeholders.
+func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
+	t.Setenv("PRACTICEGW_TEST_SECRET", "gateway-secret")
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	c := connection.Connection{ID: "con_lit", Firm: "frm_acme", Role: "records", System: "karbon", Status: connection.Connected, Attempt: 1}
+	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte("{env.PRACTICEGW_TEST_SECRET}")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := a.connectionConfig(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := a.caddyCtx.LoadModuleByID("practicegw.systems.records.karbon", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(val)
+	if strings.Contains(string(out), "gateway-secret") || !strings.Contains(string(out), `"access_key":"{env.PRACTICEGW_TEST_SECRET}"`) {
+		t.Errorf("the provisioned module: %s", out)
+	}
+	for _, system := range []string{"xero", "xpm", "karbon", "sharepoint", "onedrive", "google_drive", "dropbox"} {
+		c := connection.Connection{ID: "con_" + system, Firm: "frm_acme", System: system, TenantID: "tenant"}
+		c.Role = map[string]string{"xero": "ledger", "xpm": "records", "karbon": "records"}[system]
+		if c.Role == "" {
+			c.Role = "documents"
+		}
+		if _, err := connectionConfigs[system](context.Background(), a, &connect.Config{}, c); err == nil {
+			t.Errorf("%s without its app in the connect block: no error", system)
+		}
+	}
+}

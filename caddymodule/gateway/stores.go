@@ -3,6 +3,7 @@ package gateway
 import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
@@ -16,4 +17,6 @@ var (
 	_ auth.RevocationFeed = (*redisstore.Store)(nil)
 	_ upstream.Locks      = (*boltstore.ReadModel)(nil)
 	_ upstream.Locks      = (*redisstore.ReadModel)(nil)
+	_ readmodel.Purger    = (*boltstore.ReadModel)(nil)
+	_ readmodel.Purger    = (*redisstore.ReadModel)(nil)
 )
