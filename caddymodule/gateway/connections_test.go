@@ -135,7 +135,9 @@ func newWorld(t *testing.T, firms ...string) *world {
 	w.xero = vendortest.StartXero(t)
 	w.xero.AddLedgerPage(120)
 	w.karbon = vendortest.StartKarbon(t)
-	for i := range 30 {
+	// Few enough that two backfills stay within Karbon's 120 calls a
+	// minute: the sync reads each client's card.
+	for i := range 10 {
 		w.karbon.AddContact(vendortest.KarbonContact{ContactKey: fmt.Sprintf("C%03d", i), FirstName: "Ann",
 			LastName: fmt.Sprintf("Client%03d", i), ContactType: "Client", Country: "GB"})
 	}
@@ -185,6 +187,12 @@ func (w *world) instance() *App {
 type countingSink struct {
 	mu sync.Mutex
 	n  int
+}
+
+func (s *countingSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
 }
 
 func (s *countingSink) Publish(context.Context, practice.Change) error {
@@ -630,5 +638,67 @@ func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
 		if _, err := connectionConfigs[system](context.Background(), a, &connect.Config{}, c); err == nil {
 			t.Errorf("%s without its app in the connect block: no error", system)
 		}
+	}
+}
+
+// A disconnect purges the copy from the shared store (records and
+// checkpoints, with no change record), every instance then answers the
+// role not connected, and a later connection of the same system
+// backfills afresh.
+func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a, b := w.instance(), w.instance()
+	c := w.connectKarbon("frm_acme")
+	step(t, a)
+	step(t, b)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, c) && backfilled(b, c) })
+	records := firmsystem.Kinds("records")
+	if n := w.stored("frm_acme", records); n != 10 {
+		t.Fatalf("the store keeps %d records after the backfill, want the double's 10 clients", n)
+	}
+	if last, syncs := a.State(c); last == nil || len(syncs) != 1 || syncs[0].State != readmodel.StateLive || syncs[0].Role != "records" {
+		t.Errorf("the connection's view: last success %v, syncs %+v", last, syncs)
+	}
+	backfill := len(w.karbon.Requests())
+	changed := a.changes.(*countingSink).count() + b.changes.(*countingSink).count()
+
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	gone, _ := w.conns.Connection(context.Background(), c.ID)
+	for range 2 {
+		if err := a.Purge(context.Background(), gone); err != nil {
+			t.Fatalf("purge: %v", err)
+		}
+	}
+	if n := w.stored("frm_acme", records); n != 0 {
+		t.Errorf("the store keeps %d records after the purge", n)
+	}
+	for _, name := range readmodel.SyncCheckpoints("frm_acme", "records") {
+		if raw, err := w.store.ReadModel().Checkpoint(context.Background(), name); err != nil || raw != nil {
+			t.Errorf("checkpoint %s after the purge: %q, %v", name, raw, err)
+		}
+	}
+	step(t, b)
+	for name, app := range map[string]*App{"purging": a, "other": b} {
+		_, err := app.firms["frm_acme"].Reader(practice.Clients).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Clients, practice.Query{})
+		if !errors.Is(err, practice.ErrNotConnected) {
+			t.Errorf("%s instance: clients after the disconnect: %v, want not connected", name, err)
+		}
+		if _, err := app.firms["frm_acme"].Clients().CreateClient(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.ClientInput{}); !errors.Is(err, practice.ErrNotConnected) {
+			t.Errorf("%s instance: a client created after the disconnect: %v, want not connected", name, err)
+		}
+	}
+	if now := a.changes.(*countingSink).count() + b.changes.(*countingSink).count(); now != changed {
+		t.Errorf("the purge raised %d change records", now-changed)
+	}
+
+	again := w.connectKarbon("frm_acme")
+	step(t, a)
+	step(t, b)
+	waitFor(t, "the new connection's backfill", func() bool { return backfilled(a, again) && backfilled(b, again) })
+	if n := w.stored("frm_acme", records); n != 10 {
+		t.Errorf("the new connection's copy has %d records, want 10", n)
+	}
+	if calls := len(w.karbon.Requests()) - backfill; calls < backfill {
+		t.Errorf("the new connection made %d calls, fewer than a backfill (%d): it resumed the old one's", calls, backfill)
 	}
 }
