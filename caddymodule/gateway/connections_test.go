@@ -129,7 +129,6 @@ type world struct {
 }
 
 func newWorld(t *testing.T, firms ...string) *world {
-	t.Setenv("PRACTICEGW_VENDOR_APIS", "/work/shared/vendor-apis")
 	w := &world{t: t, srv: redistest.Start(t), conns: newFakeConnections(), firms: firms}
 	w.secrets, _ = sealed.Random()
 	w.xero = vendortest.StartXero(t)
@@ -336,6 +335,12 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 					} else {
 						w.connectKarbon(firm)
 					}
+				case rng.IntN(5) == 0:
+					// The vendor changes under the syncs.
+					id := fmt.Sprintf("0f1e2d3c-0000-4000-8000-%012d", op)
+					w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-" + id[24:], Status: "AUTHORISED",
+						ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
+						DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
 				case live.Status == connection.Connected && rng.IntN(3) == 0:
 					// The vendor refuses the grant, as the adapter on one
 					// instance hears it.
@@ -701,4 +706,40 @@ func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
 	if calls := len(w.karbon.Requests()) - backfill; calls < backfill {
 		t.Errorf("the new connection made %d calls, fewer than a backfill (%d): it resumed the old one's", calls, backfill)
 	}
+}
+
+// The follow loop looks at every tick, and at once when a grant is
+// refused here, without waiting for the next tick.
+func TestFollowLoopLooksOnEachTickAndWhenWoken(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.followConnections(ctx, tick)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	openHere := func() *connSystem {
+		a.follow.mu.Lock()
+		defer a.follow.mu.Unlock()
+		if cur := a.firms["frm_acme"].conns.Load(); cur != nil {
+			return cur.byRole["ledger"]
+		}
+		return nil
+	}
+	c := w.connectXero("frm_acme")
+	tick <- time.Now()
+	waitFor(t, "the connection opened after a tick", func() bool { return openHere() != nil })
+	a.grantRefused(c)("the vendor refused the connection's grant")
+	waitFor(t, "the sync paused with no tick", func() bool {
+		a.follow.mu.Lock()
+		defer a.follow.mu.Unlock()
+		open := a.firms["frm_acme"].conns.Load().byRole["ledger"]
+		return open != nil && !open.running()
+	})
 }
