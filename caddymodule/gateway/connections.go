@@ -192,7 +192,10 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 	var closing []*connSystem
 	var errs []error
 	for _, role := range roles {
-		if f.sets(role) {
+		if f.sets(role) || b.model != nil && b.model.Owns(firmsystem.Kinds(role)[0]) {
+			// The Caddyfile's system serves the role (XPM's invoices
+			// for a firm that names no ledger among them): two syncs of
+			// one kind would write one copy.
 			continue
 		}
 		w := want[role]
@@ -215,10 +218,7 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 		}
 		if open == nil {
 			var err error
-			// An XPM records connection keeps the ledger too when nothing
-			// else will.
-			ledgerless := f.LedgerRaw == nil && want["ledger"].live == nil
-			if open, err = a.openConnection(ctx, f, *w.live, ledgerless); err != nil {
+			if open, err = a.openConnection(ctx, f, *w.live); err != nil {
 				if a.follow.failedAgain(*w.live, err) {
 					continue
 				}
@@ -272,10 +272,10 @@ func (f *Firm) sets(role string) bool {
 }
 
 // openConnection opens c's system on a read model of its own (the firm's,
-// over the kinds of its role) and makes its syncs, which the caller
+// over the kinds of its role) and makes its sync, which the caller
 // starts. The model is loaded from the store, so a reopened connection
 // serves its copy at once and its sync resumes from its checkpoint.
-func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection, ledgerless bool) (*connSystem, error) {
+func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection) (*connSystem, error) {
 	raw, err := a.connectionConfig(ctx, c)
 	if err != nil {
 		return nil, err
@@ -300,9 +300,10 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	}
 	cs := &connSystem{opened: c, model: model, clients: opened.Clients, jobs: opened.Jobs,
 		upstream: upstreamSystem{role: c.Role, name: c.System, client: opened.Client, webhook: opened.Webhook}}
-	if c.Role == "records" && opened.Ledger != nil && ledgerless {
-		cs.syncs = append(cs.syncs, a.syncFor(f, "ledger", c.System, label, model, opened.Ledger, opened.Client, rec, cfg))
-	}
+	// One sync, of the role's kinds only: an XPM records connection does
+	// not keep the ledger as a Caddyfile XPM may, since a ledger
+	// connection made later would sync the same kind into the same copy;
+	// the firm connects its Xero organisation as its ledger.
 	cs.syncs = append(cs.syncs, a.syncFor(f, c.Role, c.System, label, model, opened.Reader, opened.Client, rec, cfg))
 	readmodel.ShareBudgets(cs.syncs)
 	if err := model.Load(ctx); err != nil {

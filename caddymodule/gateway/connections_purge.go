@@ -36,14 +36,13 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 		a.closeConnection(open)
 		return a.purgeStore(ctx, c.Firm, open.syncs)
 	}
-	// Not open here: what the role keeps and, for a records system,
-	// the ledger it may have kept for a firm with none.
-	kinds, checkpoints := firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role)
-	if c.Role == "records" && !b.servesLedger() {
-		kinds = append(kinds, firmsystem.Kinds("ledger")...)
-		checkpoints = append(checkpoints, readmodel.SyncCheckpoints(c.Firm, "ledger")...)
+	if b.model != nil && b.model.Owns(firmsystem.Kinds(c.Role)[0]) {
+		// The role's copy is the Caddyfile system's, which the
+		// connection never served.
+		return nil
 	}
-	return purger.Purge(ctx, c.Firm, kinds, checkpoints)
+	// Not open here: what the role keeps.
+	return purger.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role))
 }
 
 // opened is connection id when it is open in s.
@@ -57,16 +56,6 @@ func (s *connSet) opened(id string) *connSystem {
 		}
 	}
 	return nil
-}
-
-// servesLedger reports whether something other than a records connection
-// serves the firm's invoices: its Caddyfile or a ledger connection.
-func (b *firmBackends) servesLedger() bool {
-	if b.model != nil && b.model.Owns(practice.Invoices) {
-		return true
-	}
-	cur := b.conns.Load()
-	return cur != nil && cur.byRole["ledger"] != nil
 }
 
 // without is s less connection id in role, which is then disconnected.

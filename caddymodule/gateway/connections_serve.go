@@ -28,16 +28,13 @@ type connSet struct {
 }
 
 // reader is what serves k from the firm's connections: the live
-// connection of k's role, else (invoices) a records connection that keeps
-// them; nil when none does.
+// connection of k's role, or a reader saying the firm disconnected it;
+// nil when neither.
 func (s *connSet) reader(k practice.Kind) practice.Reader {
 	if s == nil {
 		return nil
 	}
 	if c := s.byRole[roleOf(k)]; c != nil && c.model.Owns(k) {
-		return c.model
-	}
-	if c := s.byRole["records"]; c != nil && c.model.Owns(k) {
 		return c.model
 	}
 	if s.disconnected[roleOf(k)] {
