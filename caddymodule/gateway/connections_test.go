@@ -743,3 +743,36 @@ func TestFollowLoopLooksOnEachTickAndWhenWoken(t *testing.T) {
 		return open != nil && !open.running()
 	})
 }
+
+// A role the firm's Caddyfile block sets is served by it whatever the
+// store's connections say, and a purge of such a connection leaves the
+// Caddyfile system's copy alone.
+func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	a.Firms[0].LedgerRaw = json.RawMessage(`{"system":"xero"}`)
+	if err := w.store.ReadModel().Apply(context.Background(), "frm_acme", []readmodel.Update{{Kind: practice.Invoices,
+		ID: "inv_1", Raw: json.RawMessage(`{"id":"inv_1","object":"invoice"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	c := w.connectXero("frm_acme")
+	step(t, a)
+	if open := a.firms["frm_acme"].connections(); len(open) != 0 {
+		t.Fatalf("a ledger connection opened for a firm whose Caddyfile names its ledger: %v", open[0].opened.ID)
+	}
+	if _, ok := a.firms["frm_acme"].Reader(practice.Invoices).(demoRecords); !ok {
+		t.Errorf("invoices read from %T, not the firm's configured ledger", a.firms["frm_acme"].Reader(practice.Invoices))
+	}
+	// The Caddyfile's ledger keeps its copy in the firm's model.
+	m := a.newModel("frm_acme")
+	m.Serve(practice.Invoices, nil)
+	a.firms["frm_acme"].model = m
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	gone, _ := w.conns.Connection(context.Background(), c.ID)
+	if err := a.Purge(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.stored("frm_acme", []practice.Kind{practice.Invoices}); n != 1 {
+		t.Errorf("the Caddyfile ledger's copy has %d invoices after the connection's purge, want 1", n)
+	}
+}
