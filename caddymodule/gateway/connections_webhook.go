@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
@@ -67,7 +68,9 @@ func (a *App) xeroWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	key := ""
 	if a.Connect != nil && a.Connect.Xero != nil {
-		key = a.Connect.Xero.WebhookKey
+		// The operator's secret, a placeholder ({env.X}, {file.X}) until
+		// read here as the modules read theirs.
+		key = caddy.NewReplacer().ReplaceAll(a.Connect.Xero.WebhookKey, "")
 	}
 	if key == "" || !webhooksig.ValidHMAC([]byte(key), body, r.Header.Get("x-xero-signature")) {
 		w.WriteHeader(http.StatusUnauthorized)
