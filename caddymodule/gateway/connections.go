@@ -188,7 +188,7 @@ func (a *App) applyConnections(ctx context.Context) error {
 // holds follow.mu.
 func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[string]wanted) error {
 	cur := b.conns.Load()
-	next := &connSet{byRole: map[string]*connSystem{}, disconnected: map[string]bool{}}
+	next := newConnSet()
 	var closing []*connSystem
 	var errs []error
 	for _, role := range roles {
@@ -213,16 +213,18 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 			open = nil
 		}
 		if w.live == nil {
-			next.disconnected[role] = w.disconnected
+			if w.disconnected {
+				next.unserved[role] = notConnected(role)
+			}
 			continue
 		}
 		if open == nil {
 			var err error
 			if open, err = a.openConnection(ctx, f, *w.live); err != nil {
-				if a.follow.failedAgain(*w.live, err) {
-					continue
+				next.unserved[role] = notOpened(role)
+				if !a.follow.failedAgain(*w.live, err) {
+					errs = append(errs, fmt.Errorf("%s %s: %w", role, w.live.System, err))
 				}
-				errs = append(errs, fmt.Errorf("%s %s: %w", role, w.live.System, err))
 				continue
 			}
 		}

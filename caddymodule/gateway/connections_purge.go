@@ -60,19 +60,19 @@ func (s *connSet) opened(id string) *connSystem {
 
 // without is s less connection id in role, which is then disconnected.
 func (s *connSet) without(id, role string) *connSet {
-	next := &connSet{byRole: map[string]*connSystem{}, disconnected: map[string]bool{}}
+	next := newConnSet()
 	if s != nil {
 		for r, c := range s.byRole {
 			if c.opened.ID != id {
 				next.byRole[r] = c
 			}
 		}
-		for r, d := range s.disconnected {
-			next.disconnected[r] = d
+		for r, u := range s.unserved {
+			next.unserved[r] = u
 		}
 	}
 	if next.byRole[role] == nil {
-		next.disconnected[role] = true
+		next.unserved[role] = notConnected(role)
 	}
 	return next
 }

@@ -21,15 +21,19 @@ import (
 // whole by the follow loop, read by every request.
 type connSet struct {
 	byRole map[string]*connSystem
-	// disconnected are the roles whose newest connection was
-	// disconnected: reads of them say so rather than answer demo
-	// records.
-	disconnected map[string]bool
+	// unserved are the roles a connection should serve and none does
+	// here, and what their reads answer rather than demo records: the
+	// firm disconnected the role's system, or it cannot be opened.
+	unserved map[string]unserved
+}
+
+func newConnSet() *connSet {
+	return &connSet{byRole: map[string]*connSystem{}, unserved: map[string]unserved{}}
 }
 
 // reader is what serves k from the firm's connections: the live
-// connection of k's role, or a reader saying the firm disconnected it;
-// nil when neither.
+// connection of k's role, or a reader saying why none serves it; nil
+// when no connection should.
 func (s *connSet) reader(k practice.Kind) practice.Reader {
 	if s == nil {
 		return nil
@@ -37,14 +41,14 @@ func (s *connSet) reader(k practice.Kind) practice.Reader {
 	if c := s.byRole[roleOf(k)]; c != nil && c.model.Owns(k) {
 		return c.model
 	}
-	if s.disconnected[roleOf(k)] {
-		return notConnected{role: roleOf(k)}
+	if u, ok := s.unserved[roleOf(k)]; ok {
+		return u
 	}
 	return nil
 }
 
 // clients and jobs take the writes of the records connection, or say
-// the firm disconnected it; nil when neither.
+// why none does; nil when no connection should.
 func (s *connSet) clients() practice.ClientWriter {
 	if s == nil {
 		return nil
@@ -52,8 +56,8 @@ func (s *connSet) clients() practice.ClientWriter {
 	if c := s.byRole["records"]; c != nil && c.clients != nil {
 		return c.clients
 	}
-	if s.disconnected["records"] {
-		return notConnected{role: "records"}
+	if u, ok := s.unserved["records"]; ok {
+		return u
 	}
 	return nil
 }
@@ -65,8 +69,8 @@ func (s *connSet) jobs() practice.JobWriter {
 	if c := s.byRole["records"]; c != nil && c.jobs != nil {
 		return c.jobs
 	}
-	if s.disconnected["records"] {
-		return notConnected{role: "records"}
+	if u, ok := s.unserved["records"]; ok {
+		return u
 	}
 	return nil
 }
@@ -82,40 +86,50 @@ func roleOf(k practice.Kind) string {
 	return "records"
 }
 
-// notConnected answers every read of a role whose system the firm
-// disconnected: a clear error until another is connected.
-type notConnected struct{ role string }
+// unserved answers every read and write of a role a connection should
+// serve and none does here, with err: a clear error rather than the demo
+// records.
+type unserved struct{ err error }
 
-func (n notConnected) err() error {
-	return fmt.Errorf("the firm disconnected its %s system: %w", n.role, practice.ErrNotConnected)
+// notConnected is a role whose system the firm disconnected, until it
+// connects another.
+func notConnected(role string) unserved {
+	return unserved{fmt.Errorf("the firm disconnected its %s system: %w", role, practice.ErrNotConnected)}
 }
 
-func (n notConnected) List(context.Context, practice.Tenant, practice.Kind, practice.Query) (practice.Page, error) {
-	return practice.Page{}, n.err()
+// notOpened is a role whose connected system this instance cannot open
+// (its app left the connect block, its secrets are unreadable): the
+// vendor is out of reach, as an outage would leave it.
+func notOpened(role string) unserved {
+	return unserved{fmt.Errorf("the firm's connected %s system cannot be reached: %w", role, practice.ErrUnavailable)}
 }
 
-func (n notConnected) Get(context.Context, practice.Tenant, practice.Kind, string) (json.RawMessage, error) {
-	return nil, n.err()
+func (u unserved) List(context.Context, practice.Tenant, practice.Kind, practice.Query) (practice.Page, error) {
+	return practice.Page{}, u.err
 }
 
-func (n notConnected) CreateClient(context.Context, practice.Tenant, practice.ClientInput) (json.RawMessage, error) {
-	return nil, n.err()
+func (u unserved) Get(context.Context, practice.Tenant, practice.Kind, string) (json.RawMessage, error) {
+	return nil, u.err
 }
 
-func (n notConnected) UpdateClient(context.Context, practice.Tenant, string, practice.ClientInput) (json.RawMessage, error) {
-	return nil, n.err()
+func (u unserved) CreateClient(context.Context, practice.Tenant, practice.ClientInput) (json.RawMessage, error) {
+	return nil, u.err
 }
 
-func (n notConnected) CreateJob(context.Context, practice.Tenant, practice.JobInput) (json.RawMessage, error) {
-	return nil, n.err()
+func (u unserved) UpdateClient(context.Context, practice.Tenant, string, practice.ClientInput) (json.RawMessage, error) {
+	return nil, u.err
 }
 
-func (n notConnected) UpdateJob(context.Context, practice.Tenant, string, practice.JobInput) (json.RawMessage, error) {
-	return nil, n.err()
+func (u unserved) CreateJob(context.Context, practice.Tenant, practice.JobInput) (json.RawMessage, error) {
+	return nil, u.err
 }
 
-func (n notConnected) MoveJob(context.Context, practice.Tenant, string, practice.StageMove) (json.RawMessage, error) {
-	return nil, n.err()
+func (u unserved) UpdateJob(context.Context, practice.Tenant, string, practice.JobInput) (json.RawMessage, error) {
+	return nil, u.err
+}
+
+func (u unserved) MoveJob(context.Context, practice.Tenant, string, practice.StageMove) (json.RawMessage, error) {
+	return nil, u.err
 }
 
 // State is what this instance knows of a connection's use, for its view:

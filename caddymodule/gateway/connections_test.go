@@ -778,3 +778,26 @@ func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 		t.Errorf("the Caddyfile ledger's copy has %d invoices after the connection's purge, want 1", n)
 	}
 }
+
+// A live connection this instance cannot open (its app left the connect
+// block) answers reads of its role unavailable, never the demo records,
+// and is reported once, not at every look.
+func TestUnopenedConnectionIsUnavailable(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	a.Connect = &connect.Config{Karbon: w.connect.Karbon}
+	w.connectXero("frm_acme")
+	if err := a.applyConnections(context.Background()); err == nil || !strings.Contains(err.Error(), "no xero app") {
+		t.Fatalf("the first look: %v, want the missing app said", err)
+	}
+	if err := a.applyConnections(context.Background()); err != nil {
+		t.Errorf("the next look says it again: %v", err)
+	}
+	_, err := a.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, practice.Query{})
+	if !errors.Is(err, practice.ErrUnavailable) {
+		t.Errorf("invoices of a connection not opened: %v, want unavailable", err)
+	}
+	if _, ok := a.firms["frm_acme"].Reader(practice.Clients).(demoRecords); !ok {
+		t.Error("a role with no connection no longer reads the demo records")
+	}
+}
