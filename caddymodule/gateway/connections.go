@@ -132,9 +132,15 @@ func wantedConnections(list []connection.Connection) map[string]map[string]wante
 // followConnections brings this instance in line with the store's
 // connections every tick, and at once when woken (a grant refused here).
 func (a *App) followConnections(ctx context.Context, tick <-chan time.Time) {
+	said := ""
 	for {
-		if err := a.applyConnections(ctx); err != nil && ctx.Err() == nil {
+		err := a.applyConnections(ctx)
+		if err != nil && ctx.Err() == nil && err.Error() != said {
+			// Once per cause, not every look while the store is down.
 			a.logger.Warn("connections not followed; trying again", zap.Error(err))
+		}
+		if said = ""; err != nil {
+			said = err.Error()
 		}
 		select {
 		case <-ctx.Done():
