@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/practicegw/practicegw/caddymodule/connect"
@@ -171,6 +172,16 @@ type App struct {
 	// is the one it reads.
 	syncMetrics *syncCollector
 
+	// connections are the firms' connections in the store, which every
+	// instance follows (connections.go); caddyCtx loads their systems.
+	connections connectionStore
+	caddyCtx    caddy.Context
+	follow      *connFollow
+	// connTick, when set, paces the follow loop instead of a ticker
+	// every followEvery; clock, when set, is the time (tests).
+	connTick <-chan time.Time
+	clock    func() time.Time
+
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
 }
@@ -237,7 +248,18 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.provisionVendorState()
 	a.openReadStore()
+	a.provisionConnections(ctx)
 	return a.provisionFirms(ctx)
+}
+
+// provisionConnections readies the following of the firms' connections,
+// when the store keeps them.
+func (a *App) provisionConnections(ctx caddy.Context) {
+	a.caddyCtx = ctx
+	a.follow = newConnFollow()
+	if cs, ok := a.state.(connectionStore); ok {
+		a.connections = cs
+	}
 }
 
 // provisionRuntime sets up what every later step reports to or counts
@@ -499,6 +521,17 @@ func (a *App) Start() error {
 	}()
 	a.dispatch.start(a.shared.demo, a.logger)
 	a.runSyncs(ctx)
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		tick := a.connTick
+		if tick == nil {
+			t := time.NewTicker(followEvery)
+			defer t.Stop()
+			tick = t.C
+		}
+		a.followConnections(ctx, tick)
+	}()
 	a.syncMetrics.serve(a)
 	return nil
 }
@@ -512,6 +545,7 @@ func (a *App) Stop() error {
 		a.cancel()
 		a.wg.Wait()
 	}
+	a.closeConnections()
 	for _, b := range a.firms {
 		if b.model != nil {
 			// A follower's background catch-up with the shared feed.
@@ -612,11 +646,21 @@ type firmBackends struct {
 	// the kinds they own; syncs keep it current, one per system.
 	model *readmodel.Model
 	syncs []*readmodel.Syncer
+
+	// conns are the firm's connections open here, replaced whole while
+	// requests read it.
+	conns atomic.Pointer[connSet]
 }
 
+// Reader is what serves k: the firm's Caddyfile system, else its
+// connection of k's role (or a notice that it disconnected it), else the
+// demo records.
 func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	if b.model != nil && b.model.Owns(k) {
 		return b.model
+	}
+	if r := b.conns.Load().reader(k); r != nil {
+		return r
 	}
 	switch k {
 	case practice.Documents:
@@ -628,8 +672,27 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	}
 }
 
-func (b *firmBackends) Clients() practice.ClientWriter { return b.clients }
-func (b *firmBackends) Jobs() practice.JobWriter       { return b.jobs }
+// Clients and Jobs take writes: the Caddyfile's records system, else the
+// records connection's.
+func (b *firmBackends) Clients() practice.ClientWriter {
+	if b.model != nil && b.model.Owns(practice.Clients) {
+		return b.clients
+	}
+	if w := b.conns.Load().clients(); w != nil {
+		return w
+	}
+	return b.clients
+}
+
+func (b *firmBackends) Jobs() practice.JobWriter {
+	if b.model != nil && b.model.Owns(practice.Jobs) {
+		return b.jobs
+	}
+	if w := b.conns.Load().jobs(); w != nil {
+		return w
+	}
+	return b.jobs
+}
 
 // Firm names a firm the gateway serves, for the console.
 func (a *App) Firm(id string) (console.Firm, bool) {

@@ -32,5 +32,6 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 		}
 		checks = append(checks, c)
 	}
-	return append(append(checks, a.upstreamChecks()...), a.syncChecks()...)
+	checks = append(append(checks, a.upstreamChecks()...), a.syncChecks()...)
+	return append(checks, a.connectionChecks()...)
 }

@@ -128,6 +128,9 @@ func (a *App) SyncStatus(firm string) []readmodel.Status {
 	for _, s := range b.syncs {
 		out = append(out, s.Status())
 	}
+	for _, c := range b.connections() {
+		out = append(out, c.status()...)
+	}
 	return out
 }
 
@@ -137,7 +140,11 @@ func (a *App) Resync(ctx context.Context, firm, system string) error {
 	if !ok {
 		return fmt.Errorf("no firm %q: %w", firm, practice.ErrNotFound)
 	}
-	for _, s := range b.syncs {
+	syncs := slices.Clone(b.syncs)
+	for _, c := range b.connections() {
+		syncs = append(syncs, c.syncs...)
+	}
+	for _, s := range syncs {
 		if s.Role() == system || s.System() == system {
 			return s.Resync(ctx)
 		}

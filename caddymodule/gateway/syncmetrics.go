@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
 )
 
 // syncStates are the values of practicegw_sync_state's state label, each
@@ -20,6 +21,8 @@ var syncStates = []string{readmodel.StateBackfilling, readmodel.StateLive, readm
 // syncSource is what the sync metrics read at scrape time.
 type syncSource interface {
 	allSyncStatus() []readmodel.Status
+	// allConnections are the firms' connections as the store last said.
+	allConnections() []connection.Connection
 }
 
 // syncCollector exports each firm system's sync as the scrape finds it,
@@ -27,7 +30,7 @@ type syncSource interface {
 // backfill's progress, the data's age), so they are read when asked for
 // rather than copied into gauges that would need a loop to keep current.
 type syncCollector struct {
-	state, age, records, seen, about, calls, budget *prometheus.Desc
+	state, age, records, seen, about, calls, budget, connections *prometheus.Desc
 
 	now func() time.Time
 	mu  sync.Mutex
@@ -56,6 +59,9 @@ func newSyncCollector(now func() time.Time) *syncCollector {
 			"Calls to each firm system's vendor in the last hour by the instance that runs its sync.", system, nil),
 		budget: prometheus.NewDesc("practicegw_sync_vendor_budget_per_hour",
 			"The vendor's published hourly limit for each firm system; absent when unknown.", system, nil),
+		connections: prometheus.NewDesc("practicegw_connections",
+			"Each firm's connection of each role: 1 for its current status, 0 for the others.",
+			[]string{"firm", "role", "system", "status"}, nil),
 	}
 }
 
@@ -97,7 +103,7 @@ func (c *syncCollector) retire(src syncSource) {
 
 // Describe implements prometheus.Collector.
 func (c *syncCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.state, c.age, c.records, c.seen, c.about, c.calls, c.budget} {
+	for _, d := range []*prometheus.Desc{c.state, c.age, c.records, c.seen, c.about, c.calls, c.budget, c.connections} {
 		ch <- d
 	}
 }
@@ -114,6 +120,7 @@ func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
+	c.collectConnections(src.allConnections(), gauge)
 	for _, st := range src.allSyncStatus() {
 		for _, s := range syncStates {
 			v := 0.0
@@ -151,6 +158,38 @@ func (a *App) allSyncStatus() []readmodel.Status {
 		out = append(out, a.SyncStatus(id)...)
 	}
 	return out
+}
+
+// connectionStatuses are the values of practicegw_connections' status
+// label, each exported so that a status's series does not vanish when a
+// connection leaves it.
+var connectionStatuses = []connection.Status{connection.Pending, connection.ChooseTenant, connection.Connected,
+	connection.NeedsReconnect, connection.Disconnected}
+
+// collectConnections exports each connection's status. Only what names a
+// connection goes in a label (firm, role, system, status): never its
+// reason, tenant or id.
+func (c *syncCollector) collectConnections(conns []connection.Connection, gauge func(*prometheus.Desc, float64, ...string)) {
+	// One series per firm, role and system: the newest connection's.
+	type key struct{ firm, role, system string }
+	latest := map[key]connection.Status{}
+	var order []key
+	for _, conn := range conns {
+		k := key{conn.Firm, conn.Role, conn.System}
+		if _, ok := latest[k]; !ok {
+			order = append(order, k)
+		}
+		latest[k] = conn.Status
+	}
+	for _, k := range order {
+		for _, s := range connectionStatuses {
+			v := 0.0
+			if latest[k] == s {
+				v = 1
+			}
+			gauge(c.connections, v, k.firm, k.role, k.system, string(s))
+		}
+	}
 }
 
 var _ prometheus.Collector = (*syncCollector)(nil)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,12 +11,63 @@ import (
 
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
 )
 
-// fixedSyncs is an app whose syncs report what the test says.
-type fixedSyncs struct{ statuses []readmodel.Status }
+// fixedSyncs is an app whose syncs and connections report what the test
+// says.
+type fixedSyncs struct {
+	statuses []readmodel.Status
+	conns    []connection.Connection
+}
 
-func (f *fixedSyncs) allSyncStatus() []readmodel.Status { return f.statuses }
+func (f *fixedSyncs) allSyncStatus() []readmodel.Status       { return f.statuses }
+func (f *fixedSyncs) allConnections() []connection.Connection { return f.conns }
+
+// practicegw_connections says each firm role's newest connection's status,
+// with no label that could carry a secret or the vendor's words.
+func TestConnectionMetricsSayEachStatus(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c, err := registerSyncCollector(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reason = "refresh refused: invalid_grant rt_5ecret"
+	c.serve(&fixedSyncs{conns: []connection.Connection{
+		{ID: "con_old", Firm: "frm_acme", Role: "ledger", System: "xero", Status: connection.Disconnected},
+		{ID: "con_new", Firm: "frm_acme", Role: "ledger", System: "xero", Status: connection.NeedsReconnect, Reason: reason, TenantID: "tenant-1"},
+		{ID: "con_k", Firm: "frm_acme", Role: "records", System: "karbon", Status: connection.Connected},
+	}})
+	var want strings.Builder
+	want.WriteString("# HELP practicegw_connections Each firm's connection of each role: 1 for its current status, 0 for the others.\n# TYPE practicegw_connections gauge\n")
+	for _, sys := range []struct{ role, system, status string }{{"ledger", "xero", "needs_reconnect"}, {"records", "karbon", "connected"}} {
+		for _, st := range []string{"choose_tenant", "connected", "disconnected", "needs_reconnect", "pending"} {
+			v := 0
+			if st == sys.status {
+				v = 1
+			}
+			fmt.Fprintf(&want, "practicegw_connections{firm=\"frm_acme\",role=%q,status=%q,system=%q} %d\n", sys.role, st, sys.system, v)
+		}
+	}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want.String()), "practicegw_connections"); err != nil {
+		t.Fatal(err)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				for _, secret := range []string{"rt_5ecret", "tenant-1", "con_new"} {
+					if strings.Contains(l.GetValue(), secret) {
+						t.Errorf("%s has %s=%q", f.GetName(), l.GetName(), l.GetValue())
+					}
+				}
+			}
+		}
+	}
+}
 
 func TestSyncMetricsReportEachSystemAtScrapeTime(t *testing.T) {
 	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
@@ -28,7 +80,7 @@ func TestSyncMetricsReportEachSystemAtScrapeTime(t *testing.T) {
 	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
 		t.Fatalf("before any app serves: %d series, %v", n, err)
 	}
-	c.serve(&fixedSyncs{[]readmodel.Status{
+	c.serve(&fixedSyncs{statuses: []readmodel.Status{
 		{Firm: "frm_acme", Role: "records", System: "karbon", Label: "Karbon", State: readmodel.StateBackfilling,
 			CallsLastHour: 1234, BudgetPerHour: 3600, Kinds: []readmodel.KindStatus{
 				{Kind: practice.Clients, Backfilled: true, Seen: 120, About: 120, Records: 120},
@@ -94,8 +146,8 @@ func TestSyncMetricsFollowTheNewestApp(t *testing.T) {
 	if first != second {
 		t.Fatal("a second app on the same registry made a second collector")
 	}
-	old := &fixedSyncs{[]readmodel.Status{{Firm: "frm_old", Role: "records", State: readmodel.StateLive}}}
-	current := &fixedSyncs{[]readmodel.Status{{Firm: "frm_new", Role: "records", State: readmodel.StateLagging}}}
+	old := &fixedSyncs{statuses: []readmodel.Status{{Firm: "frm_old", Role: "records", State: readmodel.StateLive}}}
+	current := &fixedSyncs{statuses: []readmodel.Status{{Firm: "frm_new", Role: "records", State: readmodel.StateLagging}}}
 	first.serve(old)
 	second.serve(current)
 	first.retire(old)

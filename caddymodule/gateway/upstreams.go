@@ -44,7 +44,7 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	// reads from, the firm's read model.
 	model := a.newModel(f.ID)
 	rec := &changes.Recorder{State: model}
-	deps := firmsystem.Deps{Firm: f.ID}
+	var records practice.Reader
 	ledgerless := f.LedgerRaw == nil
 	for _, role := range []struct {
 		name  string
@@ -67,31 +67,14 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 			return nil, fmt.Errorf("%s: module %T is not a firm system", role.name, val)
 		}
 		system := mod.CaddyModule().ID.Name()
-		deps.Upstream = upstream.Deps{
-			Logger:        a.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", system)),
-			Budget:        a.budget,
-			Registerer:    ctx.GetMetricsRegistry(),
-			State:         model,
-			Recorder:      rec,
-			Changes:       a.changes,
-			Instance:      system + "/" + f.ID,
-			Notifications: a.notices,
-			// One instance at a time refreshes an OAuth2 token, under the
-			// leases the syncs take turns with.
-			Locks: a.readStore,
-		}
-		opened, err := mod.Open(deps)
+		opened, label, err := a.openSystem(ctx, f.ID, role.name, mod, model, rec, records, nil)
 		if err != nil {
-			return nil, fmt.Errorf("%s %s: %w", role.name, system, err)
-		}
-		label := opened.Label
-		if label == "" {
-			label = system
+			return nil, err
 		}
 		switch role.name {
 		case "records":
 			b.clients, b.jobs = opened.Clients, opened.Jobs
-			deps.Records = opened.Reader
+			records = opened.Reader
 			if opened.Ledger != nil && ledgerless {
 				// The records system keeps invoices too (XPM), and the
 				// firm names no ledger of its own.
@@ -112,6 +95,38 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		b.model = model
 	}
 	return b, nil
+}
+
+// openSystem opens one of a firm's systems in role on its model, with what
+// every system shares (budgets, metrics, upstream state, change sink, the
+// locks of OAuth2 refreshes), whether the Caddyfile or a connection names
+// it; records is the firm's records system for a linked one, and
+// grantRefused is told when the vendor refuses a connection's grant (nil
+// for a Caddyfile system). label is how people name the system.
+func (a *App) openSystem(ctx caddy.Context, firm, role string, mod firmsystem.Module, model *readmodel.Model,
+	rec *changes.Recorder, records practice.Reader, grantRefused func(string)) (opened firmsystem.Opened, label string, err error) {
+	system := mod.CaddyModule().ID.Name()
+	deps := firmsystem.Deps{Firm: firm, Records: records, Upstream: upstream.Deps{
+		Logger:        a.logger.Named("upstream").With(zap.String("firm", firm), zap.String("system", system)),
+		Budget:        a.budget,
+		Registerer:    ctx.GetMetricsRegistry(),
+		State:         model,
+		Recorder:      rec,
+		Changes:       a.changes,
+		Instance:      system + "/" + firm,
+		Notifications: a.notices,
+		// One instance at a time refreshes an OAuth2 token, under the
+		// leases the syncs take turns with.
+		Locks:        a.readStore,
+		GrantRefused: grantRefused,
+	}}
+	if opened, err = mod.Open(deps); err != nil {
+		return opened, "", fmt.Errorf("%s %s: %w", role, system, err)
+	}
+	if label = opened.Label; label == "" {
+		label = system
+	}
+	return opened, label, nil
 }
 
 // IngestHandler is the vendor webhook receiver of a firm's system in a

@@ -216,8 +216,8 @@ func (s *Syncer) now() time.Time {
 	return time.Now().UTC()
 }
 
-func (s *Syncer) name() string      { return "sync/" + s.model.Firm() + "/" + s.sys.Role }
-func (s *Syncer) resyncKey() string { return s.name() + "/resync" }
+func (s *Syncer) name() string      { return syncName(s.model.Firm(), s.sys.Role) }
+func (s *Syncer) resyncKey() string { return s.name() + resyncSuffix }
 func (s *Syncer) tenant() practice.Tenant {
 	return practice.Tenant{Firm: s.model.Firm()}
 }

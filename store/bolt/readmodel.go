@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -253,3 +254,28 @@ var (
 	_ readmodel.Checkpoints = (*ReadModel)(nil)
 	_ readmodel.Leases      = (*ReadModel)(nil)
 )
+
+// Purge implements readmodel.Purger: the kinds' buckets of the firm and
+// the checkpoints, in one transaction.
+func (m *ReadModel) Purge(ctx context.Context, firm string, kinds []practice.Kind, checkpoints []string) error {
+	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
+		if fb := tx.Bucket([]byte(bucketReadModel)).Bucket([]byte(firm)); fb != nil {
+			for _, k := range kinds {
+				if err := fb.DeleteBucket([]byte(k)); err != nil && !errors.Is(err, bbolt.ErrBucketNotFound) {
+					return err
+				}
+			}
+		}
+		cp := tx.Bucket([]byte(bucketCheckpoints))
+		for _, name := range checkpoints {
+			if err := cp.Delete([]byte(name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("purging %s's read model: %w", firm, err)
+	}
+	return nil
+}

@@ -252,6 +252,13 @@ func TestCheckpointsConformance(t *testing.T) {
 	})
 }
 
+func TestReadModelPurgeConformance(t *testing.T) {
+	storetest.ReadModelPurge(t, func(t *testing.T) (storetest.PurgeStore, storetest.PurgeStore) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {
 		st, db := open(t)

@@ -450,3 +450,28 @@ func (m *ReadModel) DropRetiredTombstones(ctx context.Context) error {
 		return drop(ctx, m.s.rdb)
 	})
 }
+
+// Purge implements readmodel.Purger. The firm's record keys share its
+// hash tag, so they go in one DEL; the checkpoints do not, so each goes
+// alone (on Redis Cluster one DEL must stay in one slot). The feed is
+// left alone: it is the order of past writes, which no instance replays
+// into a model loaded afresh.
+func (m *ReadModel) Purge(ctx context.Context, firm string, kinds []practice.Kind, checkpoints []string) error {
+	ctx, cancel := m.s.ctx(ctx)
+	defer cancel()
+	keys := make([]string, 0, len(kinds))
+	for _, k := range kinds {
+		keys = append(keys, recordsKey(firm, k))
+	}
+	if len(keys) > 0 {
+		if err := m.s.rdb.Del(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("purging %s's read model in redis: %w", firm, err)
+		}
+	}
+	for _, name := range checkpoints {
+		if err := m.s.rdb.Del(ctx, keyCheckpoint+name).Err(); err != nil {
+			return fmt.Errorf("purging checkpoint %s in redis: %w", name, err)
+		}
+	}
+	return nil
+}

@@ -318,6 +318,13 @@ func TestCheckpointsConformance(t *testing.T) {
 	})
 }
 
+func TestReadModelPurgeConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.ReadModelPurge(t, func(t *testing.T) (storetest.PurgeStore, storetest.PurgeStore) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -502,5 +503,59 @@ func testApplyAfter(t *testing.T, s headStore, f readmodel.UpdateFeed) {
 	// write taken: none lost, none taken twice.
 	if int64(len(us)) != 1+taken.Load() {
 		t.Fatalf("%d writes taken by racing writers, the feed has %d after them", taken.Load(), len(us)-1)
+	}
+}
+
+// PurgeStore is a read model store that purges a firm system's copy.
+type PurgeStore interface {
+	readmodel.Store
+	readmodel.Checkpoints
+	readmodel.Purger
+}
+
+// ReadModelPurge checks a readmodel.Purger: the kinds named lose every
+// record and tombstone and the checkpoints named are gone, while the
+// firm's other kinds, other firms and other checkpoints stay; purging
+// again, or what was never there, is no error. open returns an empty store
+// and a second handle on the same state.
+func ReadModelPurge(t *testing.T, open func(t *testing.T) (store, reopen PurgeStore)) {
+	st, other := open(t)
+	tomb := `{"id":"job_2","deleted":true,"removed_at":"2026-03-01T09:00:00Z"}`
+	apply(t, st, "frm_a",
+		upd(practice.Clients, "cli_1", `{"id":"cli_1"}`),
+		upd(practice.Jobs, "job_1", `{"id":"job_1"}`),
+		upd(practice.Jobs, "job_2", tomb),
+		upd(practice.Invoices, "inv_1", `{"id":"inv_1"}`))
+	apply(t, st, "frm_b", upd(practice.Jobs, "job_1", `{"id":"job_1","firm":"b"}`))
+	records := readmodel.SyncCheckpoints("frm_a", "records")
+	for _, name := range append(slices.Clone(records), "sync/frm_a/ledger", "sync/frm_b/records") {
+		if err := st.SaveCheckpoint(ctx, name, []byte(`{"kinds":{}}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kinds := []practice.Kind{practice.Clients, practice.Engagements, practice.Jobs, practice.People}
+	for range 2 {
+		if err := other.Purge(ctx, "frm_a", kinds, records); err != nil {
+			t.Fatalf("purge: %v", err)
+		}
+	}
+	if got, want := modelOf(t, st, "frm_a"), map[string]string{"invoices/inv_1": `{"id":"inv_1"}`}; !maps.Equal(got, want) {
+		t.Errorf("frm_a after purging its records: %v, want %v", got, want)
+	}
+	if got, want := modelOf(t, st, "frm_b"), map[string]string{"jobs/job_1": `{"id":"job_1","firm":"b"}`}; !maps.Equal(got, want) {
+		t.Errorf("another firm after the purge: %v, want %v", got, want)
+	}
+	for _, name := range records {
+		if got, err := st.Checkpoint(ctx, name); err != nil || got != nil {
+			t.Errorf("checkpoint %s after the purge: %q, %v; want nil", name, got, err)
+		}
+	}
+	for _, name := range []string{"sync/frm_a/ledger", "sync/frm_b/records"} {
+		if got, err := st.Checkpoint(ctx, name); err != nil || got == nil {
+			t.Errorf("checkpoint %s, not purged: %q, %v; want it kept", name, got, err)
+		}
+	}
+	if err := other.Purge(ctx, "frm_never", kinds, []string{"sync/frm_never/records"}); err != nil {
+		t.Errorf("purging a firm with nothing stored: %v", err)
 	}
 }

@@ -110,6 +110,9 @@ type Client struct {
 	openedAt   atomic.Int64 // Unix nanoseconds the breaker last opened
 	// sent counts requests sent to the vendor, every attempt.
 	sent atomic.Uint64
+	// lastOK is when the vendor last answered 2xx (Unix nanoseconds on
+	// the client's clock), for a firm's view of its connection.
+	lastOK atomic.Int64
 	// outcomes are this upstream's request counters, looked up once
 	// rather than per call.
 	outcomes map[string]prometheus.Counter
@@ -398,6 +401,7 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		c.outcomes[outcomeOK].Inc()
+		c.lastOK.Store(c.clock.Now().UnixNano())
 		return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 	}
 	if rj, ok := c.auth.(Rejecter); ok && resp.StatusCode == http.StatusUnauthorized {
@@ -608,6 +612,15 @@ func (c *Client) sameOriginRedirect(req *http.Request, via []*http.Request) erro
 // Sent counts the requests this client has sent to the vendor's API,
 // every attempt.
 func (c *Client) Sent() uint64 { return c.sent.Load() }
+
+// LastSuccess is when the vendor last answered a call of this client
+// with success; zero before any did.
+func (c *Client) LastSuccess() time.Time {
+	if n := c.lastOK.Load(); n != 0 {
+		return time.Unix(0, n).UTC()
+	}
+	return time.Time{}
+}
 
 // BudgetPerHour is the vendor's published limit this client keeps to,
 // as calls an hour (the tightest of its rate and allowances); 0 when it

@@ -326,3 +326,24 @@ func TestBodies(t *testing.T) {
 		t.Fatalf("over the limit: %v", err)
 	}
 }
+
+// LastSuccess is when the vendor last answered with success: a failed
+// call leaves it where it was.
+func TestLastSuccessIsTheLastAnswerThatSucceeded(t *testing.T) {
+	s := &stub{answers: []func(http.ResponseWriter, *http.Request){status(404), func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte(`{}`)) }, status(404)}}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	start := time.Unix(1_700_000_000, 0)
+	clock := vendortest.NewClock(start)
+	c := newClient(t, srv.URL, upstream.Policy{RateLimit: -1}, clock, nil)
+	if got := c.LastSuccess(); !got.IsZero() {
+		t.Fatalf("before any call: %v, want zero", got)
+	}
+	for i, want := range []time.Time{{}, start.Add(2 * time.Minute), start.Add(2 * time.Minute)} {
+		clock.Advance(time.Minute)
+		_, _ = c.Do(context.Background(), upstream.Request{Path: "/x"})
+		if got := c.LastSuccess(); !got.Equal(want) {
+			t.Errorf("after call %d: %v, want %v", i+1, got, want)
+		}
+	}
+}

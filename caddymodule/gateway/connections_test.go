@@ -1,0 +1,803 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+	"golang.org/x/oauth2"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	_ "github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/vendortest"
+	_ "github.com/practicegw/practicegw/adapters/xero"
+	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/internal/redistest"
+	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
+	redisstore "github.com/practicegw/practicegw/store/redis"
+)
+
+// fakeConnections keeps connections in memory as the stores do: listed
+// oldest first, updated only at the version read.
+type fakeConnections struct {
+	mu    sync.Mutex
+	byID  map[string]connection.Connection
+	order []string
+}
+
+func newFakeConnections() *fakeConnections {
+	return &fakeConnections{byID: map[string]connection.Connection{}}
+}
+
+func (f *fakeConnections) create(c connection.Connection) connection.Connection {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c.Version = 1
+	f.byID[c.ID] = c
+	f.order = append(f.order, c.ID)
+	return c
+}
+
+func (f *fakeConnections) Connections(_ context.Context, firm string) ([]connection.Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []connection.Connection
+	for _, id := range f.order {
+		if c := f.byID[id]; firm == "" || c.Firm == firm {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeConnections) Connection(_ context.Context, id string) (connection.Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c, ok := f.byID[id]
+	if !ok {
+		return c, connection.ErrNotFound
+	}
+	return c, nil
+}
+
+func (f *fakeConnections) UpdateConnection(_ context.Context, c connection.Connection, version int64) (connection.Connection, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur, ok := f.byID[c.ID]
+	if !ok {
+		return c, connection.ErrNotFound
+	}
+	if cur.Version != version {
+		return cur, connection.ErrVersion
+	}
+	c.Version = version + 1
+	f.byID[c.ID] = c
+	return c, nil
+}
+
+// change rewrites a connection as an administrator's action would.
+func (f *fakeConnections) change(t *testing.T, id string, fn func(*connection.Connection)) {
+	t.Helper()
+	for {
+		c, err := f.Connection(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(&c)
+		if _, err := f.UpdateConnection(context.Background(), c, c.Version); !errors.Is(err, connection.ErrVersion) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// demoRecords stands for the seeded demo records in the tests.
+type demoRecords struct{ practice.Reader }
+
+// world is firms' systems behind the Xero and Karbon doubles, a shared
+// Redis and the connections' store, and the gateway instances that
+// follow it.
+type world struct {
+	t       *testing.T
+	srv     *redistest.Server
+	secrets *sealed.Key
+	conns   *fakeConnections
+	xero    *vendortest.Xero
+	karbon  *vendortest.Karbon
+	connect *connect.Config
+	firms   []string
+	store   *redisstore.Store
+}
+
+func newWorld(t *testing.T, firms ...string) *world {
+	w := &world{t: t, srv: redistest.Start(t), conns: newFakeConnections(), firms: firms}
+	w.secrets, _ = sealed.Random()
+	w.xero = vendortest.StartXero(t)
+	w.xero.AddLedgerPage(120)
+	w.karbon = vendortest.StartKarbon(t)
+	// Few enough that two backfills stay within Karbon's 120 calls a
+	// minute: the sync reads each client's card.
+	for i := range 10 {
+		w.karbon.AddContact(vendortest.KarbonContact{ContactKey: fmt.Sprintf("C%03d", i), FirstName: "Ann",
+			LastName: fmt.Sprintf("Client%03d", i), ContactType: "Client", Country: "GB"})
+	}
+	// The app's secrets are placeholders, as an operator configures them.
+	t.Setenv("PRACTICEGW_TEST_XERO_WEBHOOK_KEY", "xero-webhook-key")
+	w.connect = &connect.Config{
+		Xero: &connect.OAuthApp{ClientID: "xero-client", ClientSecret: "xero-secret", TokenURL: w.xero.URL + "/token",
+			BaseURL: strings.TrimSuffix(w.xero.URL, "/api.xro/2.0"), WebhookKey: "{env.PRACTICEGW_TEST_XERO_WEBHOOK_KEY}"},
+		Karbon: &connect.KarbonApp{Bearer: w.karbon.Bearer, BaseURL: w.karbon.URL},
+	}
+	w.store = w.redisStore()
+	return w
+}
+
+func (w *world) redisStore() *redisstore.Store {
+	rdb, err := redisstore.NewClient(w.srv.URL(), redisstore.TLSFiles{}, 5*time.Second)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { rdb.Close() })
+	st, err := redisstore.New(rdb, redisstore.Options{Secrets: w.secrets})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return st
+}
+
+// instance is one gateway: its own Redis client, its own firms' backends.
+func (w *world) instance() *App {
+	st := w.redisStore()
+	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	a := &App{Connect: w.connect, logger: zap.NewNop(), holder: holderID(), caddyCtx: cctx,
+		readStore: st.ReadModel(), readFeed: st.ReadModel(), upstreamState: st, notices: st,
+		budget: upstream.NewLocalBudget(nil), changes: &countingSink{}, connections: w.conns, follow: newConnFollow(),
+		firms: map[string]*firmBackends{}}
+	for _, id := range w.firms {
+		a.Firms = append(a.Firms, Firm{ID: id})
+		d := demoRecords{}
+		a.firms[id] = &firmBackends{records: d, documents: d, ledger: d}
+	}
+	w.t.Cleanup(func() {
+		a.closeConnections()
+		cancel()
+	})
+	return a
+}
+
+// countingSink takes change records.
+type countingSink struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *countingSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+func (s *countingSink) Publish(context.Context, practice.Change) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	return nil
+}
+
+var connectionSeq int
+
+// connectXero is a ledger connection to the Xero double's organisation,
+// whose consent saved the double's token.
+func (w *world) connectXero(firm string) connection.Connection {
+	connectionSeq++
+	c := connection.Connection{ID: fmt.Sprintf("con_x%d", connectionSeq), Firm: firm, Role: "ledger", System: "xero",
+		Status: connection.Connected, TenantID: w.xero.TenantID, Attempt: 1}
+	w.seedXeroToken(c)
+	return w.conns.create(c)
+}
+
+func (w *world) seedXeroToken(c connection.Connection) {
+	err := oauthtoken.Seed(context.Background(), upstream.Deps{State: w.store}, oauthtoken.Xero,
+		upstream.OAuth2Config{ClientID: w.connect.Xero.ClientID, Connection: c.ID},
+		&oauth2.Token{AccessToken: w.xero.Token, RefreshToken: "rt-" + c.ID, Expiry: time.Now().Add(time.Hour)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// connectKarbon is a records connection whose access key was checked
+// and sealed.
+func (w *world) connectKarbon(firm string) connection.Connection {
+	connectionSeq++
+	c := connection.Connection{ID: fmt.Sprintf("con_k%d", connectionSeq), Firm: firm, Role: "records", System: "karbon",
+		Status: connection.Connected, Attempt: 1}
+	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte(w.karbon.AccessKey)); err != nil {
+		w.t.Fatal(err)
+	}
+	return w.conns.create(c)
+}
+
+// stored is what the shared store keeps of a firm's kinds.
+func (w *world) stored(firm string, kinds []practice.Kind) int {
+	n := 0
+	err := w.store.ReadModel().Load(context.Background(), firm, func(u readmodel.Update) error {
+		if slices.Contains(kinds, u.Kind) {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return n
+}
+
+// step is one look at the store by a.
+func step(t *testing.T, a *App) {
+	t.Helper()
+	if err := a.applyConnections(context.Background()); err != nil {
+		t.Fatalf("following the connections: %v", err)
+	}
+}
+
+// checkServes checks that a serves exactly the store's live connections:
+// each live role by the newest live connection, opened for its attempt
+// and tenant, its sync running unless it needs reconnecting; a role whose
+// newest connection is disconnected answers not connected; the rest the
+// demo records.
+func (w *world) checkServes(name string, a *App) {
+	w.t.Helper()
+	list, _ := w.conns.Connections(context.Background(), "")
+	want := wantedConnections(list)
+	a.follow.mu.Lock()
+	defer a.follow.mu.Unlock()
+	for _, firm := range w.firms {
+		b := a.firms[firm]
+		for _, role := range roles {
+			kind := firmsystem.Kinds(role)[0]
+			wr := want[firm][role]
+			var open *connSystem
+			if cur := b.conns.Load(); cur != nil {
+				open = cur.byRole[role]
+			}
+			r := b.Reader(kind)
+			switch {
+			case wr.live != nil:
+				if open == nil || !sameOpening(open.opened, *wr.live) {
+					w.t.Fatalf("%s %s %s: serves %v, want %s attempt %d", name, firm, role, open, wr.live.ID, wr.live.Attempt)
+				}
+				if open.running() != (wr.live.Status == connection.Connected) {
+					w.t.Fatalf("%s %s %s: sync running %t with status %s", name, firm, role, open.running(), wr.live.Status)
+				}
+				if r != practice.Reader(open.model) {
+					w.t.Fatalf("%s %s %s: %s read from %T, not the connection's model", name, firm, role, kind, r)
+				}
+			case open != nil:
+				w.t.Fatalf("%s %s %s: %s still open, not live", name, firm, role, open.opened.ID)
+			case wr.disconnected:
+				if _, err := r.List(context.Background(), practice.Tenant{Firm: firm}, kind, practice.Query{}); !errors.Is(err, practice.ErrNotConnected) {
+					w.t.Fatalf("%s %s %s: a read after the disconnect: %v, want not connected", name, firm, role, err)
+				}
+			default:
+				if _, ok := r.(demoRecords); !ok {
+					w.t.Fatalf("%s %s %s: read from %T, want the demo records", name, firm, role, r)
+				}
+			}
+		}
+	}
+}
+
+// TestInstancesFollowTheConnections drives connections through many
+// seeded interleavings of connects, refused grants, reconnects and
+// disconnects of two firms, looked at by three instances in any order.
+// After each quiet step (every instance has looked), every instance serves
+// exactly the live connections, no sync runs for one that is not live,
+// and a purged copy is gone from the shared store.
+func TestInstancesFollowTheConnections(t *testing.T) {
+	seeds := 12
+	if testing.Short() {
+		seeds = 3
+	}
+	for seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			w := newWorld(t, "frm_acme", "frm_beta")
+			apps := []*App{w.instance(), w.instance(), w.instance()}
+			rng := rand.New(rand.NewPCG(uint64(seed), 7))
+			var closed []*connSystem
+			for op := range 14 {
+				a := apps[rng.IntN(len(apps))]
+				firm := w.firms[rng.IntN(len(w.firms))]
+				list, _ := w.conns.Connections(context.Background(), firm)
+				want := wantedConnections(list)[firm]
+				role := []string{"records", "ledger"}[rng.IntN(2)]
+				live := want[role].live
+				switch {
+				case live == nil:
+					if role == "ledger" {
+						w.connectXero(firm)
+					} else {
+						w.connectKarbon(firm)
+					}
+				case rng.IntN(5) == 0:
+					// The vendor changes under the syncs.
+					id := fmt.Sprintf("0f1e2d3c-0000-4000-8000-%012d", op)
+					w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-" + id[24:], Status: "AUTHORISED",
+						ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
+						DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+				case live.Status == connection.Connected && rng.IntN(3) == 0:
+					// The vendor refuses the grant, as the adapter on one
+					// instance hears it.
+					a.grantRefused(*live)("the vendor refused the connection's grant")
+				case live.Status == connection.NeedsReconnect && rng.IntN(2) == 0:
+					if live.System == "xero" {
+						w.seedXeroToken(*live)
+					}
+					w.conns.change(t, live.ID, func(c *connection.Connection) {
+						c.Status, c.Reason, c.Attempt = connection.Connected, "", c.Attempt+1
+					})
+				default:
+					w.conns.change(t, live.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+					gone, _ := w.conns.Connection(context.Background(), live.ID)
+					if err := a.Purge(context.Background(), gone); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Some instances look now, the rest later.
+				for _, i := range rng.Perm(len(apps))[:rng.IntN(len(apps)+1)] {
+					step(t, apps[i])
+				}
+				if rng.IntN(2) == 0 {
+					continue
+				}
+				for _, b := range apps {
+					for _, f := range b.firms {
+						closed = append(closed, f.connections()...)
+					}
+				}
+				for i, b := range apps {
+					step(t, b)
+					w.checkServes(fmt.Sprintf("op %d instance %d", op, i), b)
+				}
+				for _, c := range closed {
+					if c.running() && !slices.Contains(allOpen(apps), c) {
+						t.Fatalf("op %d: %s's sync runs after it was closed", op, c.opened.ID)
+					}
+				}
+				for _, firm := range w.firms {
+					list, _ := w.conns.Connections(context.Background(), firm)
+					for role, wr := range wantedConnections(list)[firm] {
+						if wr.disconnected {
+							if n := w.stored(firm, firmsystem.Kinds(role)); n != 0 {
+								t.Fatalf("op %d: %s's disconnected %s keep %d records in the store", op, firm, role, n)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// allOpen are the connections open on any of apps.
+func allOpen(apps []*App) []*connSystem {
+	var out []*connSystem
+	for _, a := range apps {
+		for _, b := range a.firms {
+			out = append(out, b.connections()...)
+		}
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// backfilled reports whether c's syncs on a have backfilled every kind.
+func backfilled(a *App, c connection.Connection) bool {
+	_, syncs := a.State(c)
+	if len(syncs) == 0 {
+		return false
+	}
+	for _, s := range syncs {
+		if s.State != readmodel.StateLive {
+			return false
+		}
+	}
+	return true
+}
+
+// checkpointSavedAfter reports whether the sync of a firm's role saved its
+// checkpoint after t, as holder: it has run a round since.
+func (w *world) checkpointSavedAfter(firm, role, holder string, t time.Time) bool {
+	raw, err := w.store.ReadModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
+	if err != nil || raw == nil {
+		return false
+	}
+	var p struct {
+		Holder  string    `json:"holder"`
+		SavedAt time.Time `json:"saved_at"`
+	}
+	_ = json.Unmarshal(raw, &p)
+	return p.Holder == holder && p.SavedAt.After(t)
+}
+
+// A refused grant turns the connection needs_reconnect: the sync stops,
+// the copy is still served and says it is failing, /readyz says the
+// status without the reason. A reconnect reopens the system with the new
+// token and resumes the sync from its checkpoint: no new backfill.
+func TestReconnectResumesWithoutBackfill(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	w.xero.AddLedgerPage(1000) // pages of them to backfill
+	a := w.instance()
+	c := w.connectXero("frm_acme")
+	step(t, a)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, c) })
+	backfill := w.xero.Faults.Hits()
+	if backfill < 5 {
+		t.Fatalf("the backfill made %d calls, want pages of them", backfill)
+	}
+	acme := practice.Tenant{Firm: "frm_acme"}
+	model := a.firms["frm_acme"].Reader(practice.Invoices)
+
+	const reason = "Xero refused the connection's grant (invalid_grant)"
+	a.grantRefused(c)(reason)
+	a.grantRefused(c)("again") // already needs_reconnect: nothing more
+	got, _ := w.conns.Connection(context.Background(), c.ID)
+	if got.Status != connection.NeedsReconnect || got.Reason != reason || got.Version != c.Version+1 {
+		t.Fatalf("after a refused grant: %s %q version %d, want needs_reconnect %q version %d", got.Status, got.Reason, got.Version, reason, c.Version+1)
+	}
+	step(t, a)
+	open := a.firms["frm_acme"].conns.Load().byRole["ledger"]
+	if open.running() {
+		t.Fatal("the sync still runs after its grant was refused")
+	}
+	page, err := model.List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 1000})
+	if err != nil || len(page.Items) != 1000 {
+		t.Fatalf("reads while paused: %d invoices, %v; want the copy's 1000", len(page.Items), err)
+	}
+	if f, _ := open.model.Freshness(practice.Invoices); f.State != readmodel.StateFailing || !f.Backfilled {
+		t.Errorf("while paused, invoices say %+v, want failing and backfilled", f)
+	}
+	if _, syncs := a.State(got); len(syncs) != 1 || syncs[0].State != "paused" {
+		t.Errorf("the connection's view while paused: %+v", syncs)
+	}
+	checks := a.connectionChecks()
+	if len(checks) != 1 || checks[0].Name != "connection xero/frm_acme" || checks[0].OK || checks[0].Detail != "needs_reconnect" || checks[0].Critical {
+		t.Errorf("readiness while paused: %+v", checks)
+	}
+
+	// The administrator consents again: a new token, which the double
+	// now wants.
+	w.xero.Token = "xero-token-2"
+	err = oauthtoken.Seed(context.Background(), upstream.Deps{State: w.store}, oauthtoken.Xero,
+		upstream.OAuth2Config{ClientID: w.connect.Xero.ClientID, Connection: c.ID},
+		&oauth2.Token{AccessToken: "xero-token-2", RefreshToken: "rt-2", Expiry: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status, c.Reason, c.Attempt = connection.Connected, "", 2 })
+	before, reconnected := w.xero.Faults.Hits(), time.Now()
+	step(t, a)
+	waitFor(t, "the resumed sync's first round, live", func() bool {
+		return w.checkpointSavedAfter("frm_acme", "ledger", a.holder, reconnected) && backfilled(a, c)
+	})
+	if calls := w.xero.Faults.Hits() - before; calls >= backfill {
+		t.Errorf("the resumed sync made %d calls, as many as a backfill (%d)", calls, backfill)
+	}
+	// The reopened system reads with the new token: a webhook's invoice
+	// is read from Xero and kept.
+	w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: "0f1e2d3c-0000-4000-8000-000000000001", InvoiceNumber: "INV-NEW",
+		Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
+		Date: time.Now(), DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+	body := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), "0f1e2d3c-0000-4000-8000-000000000001")
+	if status := postXero(t, a, body, vendortest.SignXero("xero-webhook-key", body)); status != 200 {
+		t.Fatalf("webhook after the reconnect: %d", status)
+	}
+	reader := a.firms["frm_acme"].Reader(practice.Invoices)
+	if _, err := reader.Get(context.Background(), acme, practice.Invoices, "inv_0f1e2d3c-0000-4000-8000-000000000001"); err != nil {
+		t.Errorf("the webhook's invoice after the reconnect: %v", err)
+	}
+	if checks := a.connectionChecks(); len(checks) != 1 || !checks[0].OK || checks[0].Detail != "connected" {
+		t.Errorf("readiness after the reconnect: %+v", checks)
+	}
+}
+
+func postXero(t *testing.T, a *App, body []byte, signature string) int {
+	t.Helper()
+	h, ok := a.ConnectionWebhook("xero", "")
+	if !ok {
+		t.Fatal("no Xero webhook route")
+	}
+	r := httptest.NewRequest(http.MethodPost, "/connect/webhooks/xero", bytes.NewReader(body))
+	r.Header.Set("x-xero-signature", signature)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	return rec.Code
+}
+
+// Xero's webhooks reach one route for every organisation: a delivery
+// wrongly signed is 401 (Xero's intent-to-receive check), one rightly
+// signed with no events is 200, and each event goes to the connections
+// whose organisation it names, of any firm, and to no other.
+func TestXeroWebhooksAreDispatchedByTenant(t *testing.T) {
+	w := newWorld(t, "frm_acme", "frm_beta")
+	a := w.instance()
+	acme, beta := w.connectXero("frm_acme"), w.connectXero("frm_beta")
+	// frm_beta's organisation is another one than the double serves.
+	w.conns.change(t, beta.ID, func(c *connection.Connection) { c.TenantID = "0b0b0b0b-0000-4000-8000-00000000beta" })
+	step(t, a)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, acme) })
+	key := "xero-webhook-key"
+	intent := vendortest.XeroWebhook(w.xero.TenantID, time.Now())
+	if got := postXero(t, a, intent, vendortest.SignXero("another key", intent)); got != http.StatusUnauthorized {
+		t.Errorf("a wrong signature: %d, want 401", got)
+	}
+	if got := postXero(t, a, intent, ""); got != http.StatusUnauthorized {
+		t.Errorf("no signature: %d, want 401", got)
+	}
+	if got := postXero(t, a, intent, vendortest.SignXero(key, intent)); got != http.StatusOK {
+		t.Errorf("the intent to receive: %d, want 200", got)
+	}
+	id := "0f1e2d3c-0000-4000-8000-000000000002"
+	w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-HOOK", Status: "AUTHORISED",
+		ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(), DueDate: time.Now(),
+		Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+	// An organisation no firm connected: acknowledged, read by no one.
+	other := vendortest.XeroWebhook("99999999-0000-4000-8000-000000000000", time.Now(), id)
+	if got := postXero(t, a, other, vendortest.SignXero(key, other)); got != http.StatusOK {
+		t.Errorf("another organisation's event: %d, want 200", got)
+	}
+	get := func(firm string) error {
+		_, err := a.firms[firm].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: firm}, practice.Invoices, "inv_"+id)
+		return err
+	}
+	if err := get("frm_acme"); !errors.Is(err, practice.ErrNotFound) {
+		t.Fatalf("after another organisation's event, the invoice is %v, want not found", err)
+	}
+	hook := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), id)
+	if got := postXero(t, a, hook, vendortest.SignXero(key, hook)); got != http.StatusOK {
+		t.Fatalf("the organisation's event: %d, want 200", got)
+	}
+	if err := get("frm_acme"); err != nil {
+		t.Errorf("the event's invoice at the firm that connected its organisation: %v", err)
+	}
+	if _, ok := a.ConnectionWebhook("xero", acme.ID); ok {
+		t.Error("a Xero route per connection: Xero has one for the app")
+	}
+}
+
+// A Karbon connection's webhooks reach its own adapter; an unknown or
+// disconnected connection has no route.
+func TestKarbonWebhookRouteIsTheLiveConnections(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	c := w.connectKarbon("frm_acme")
+	step(t, a)
+	if h, ok := a.ConnectionWebhook("karbon", c.ID); !ok || h == nil {
+		t.Fatal("no route for a live Karbon connection")
+	}
+	if _, ok := a.ConnectionWebhook("karbon", "con_unknown"); ok {
+		t.Error("a route for an unknown connection")
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	step(t, a)
+	if _, ok := a.ConnectionWebhook("karbon", c.ID); ok {
+		t.Error("a route for a disconnected connection")
+	}
+}
+
+// What a firm gives (a tenant id, an access key) reaches the module as it
+// is: never expanded as one of the gateway's placeholders.
+func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
+	t.Setenv("PRACTICEGW_TEST_SECRET", "gateway-secret")
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	c := connection.Connection{ID: "con_lit", Firm: "frm_acme", Role: "records", System: "karbon", Status: connection.Connected, Attempt: 1}
+	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte("{env.PRACTICEGW_TEST_SECRET}")); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := a.connectionConfig(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	val, err := a.caddyCtx.LoadModuleByID("practicegw.systems.records.karbon", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(val)
+	if strings.Contains(string(out), "gateway-secret") || !strings.Contains(string(out), `"access_key":"{env.PRACTICEGW_TEST_SECRET}"`) {
+		t.Errorf("the provisioned module: %s", out)
+	}
+	for _, system := range []string{"xero", "xpm", "karbon", "sharepoint", "onedrive", "google_drive", "dropbox"} {
+		c := connection.Connection{ID: "con_" + system, Firm: "frm_acme", System: system, TenantID: "tenant"}
+		c.Role = map[string]string{"xero": "ledger", "xpm": "records", "karbon": "records"}[system]
+		if c.Role == "" {
+			c.Role = "documents"
+		}
+		if _, err := connectionConfigs[system](context.Background(), a, &connect.Config{}, c); err == nil {
+			t.Errorf("%s without its app in the connect block: no error", system)
+		}
+	}
+}
+
+// A disconnect purges the copy from the shared store (records and
+// checkpoints, with no change record), every instance then answers the
+// role not connected, and a later connection of the same system
+// backfills afresh.
+func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a, b := w.instance(), w.instance()
+	c := w.connectKarbon("frm_acme")
+	step(t, a)
+	step(t, b)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, c) && backfilled(b, c) })
+	records := firmsystem.Kinds("records")
+	if n := w.stored("frm_acme", records); n != 10 {
+		t.Fatalf("the store keeps %d records after the backfill, want the double's 10 clients", n)
+	}
+	if last, syncs := a.State(c); last == nil || len(syncs) != 1 || syncs[0].State != readmodel.StateLive || syncs[0].Role != "records" {
+		t.Errorf("the connection's view: last success %v, syncs %+v", last, syncs)
+	}
+	backfill := len(w.karbon.Requests())
+	changed := a.changes.(*countingSink).count() + b.changes.(*countingSink).count()
+
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	gone, _ := w.conns.Connection(context.Background(), c.ID)
+	for range 2 {
+		if err := a.Purge(context.Background(), gone); err != nil {
+			t.Fatalf("purge: %v", err)
+		}
+	}
+	if n := w.stored("frm_acme", records); n != 0 {
+		t.Errorf("the store keeps %d records after the purge", n)
+	}
+	for _, name := range readmodel.SyncCheckpoints("frm_acme", "records") {
+		if raw, err := w.store.ReadModel().Checkpoint(context.Background(), name); err != nil || raw != nil {
+			t.Errorf("checkpoint %s after the purge: %q, %v", name, raw, err)
+		}
+	}
+	step(t, b)
+	for name, app := range map[string]*App{"purging": a, "other": b} {
+		_, err := app.firms["frm_acme"].Reader(practice.Clients).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Clients, practice.Query{})
+		if !errors.Is(err, practice.ErrNotConnected) {
+			t.Errorf("%s instance: clients after the disconnect: %v, want not connected", name, err)
+		}
+		if _, err := app.firms["frm_acme"].Clients().CreateClient(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.ClientInput{}); !errors.Is(err, practice.ErrNotConnected) {
+			t.Errorf("%s instance: a client created after the disconnect: %v, want not connected", name, err)
+		}
+	}
+	if now := a.changes.(*countingSink).count() + b.changes.(*countingSink).count(); now != changed {
+		t.Errorf("the purge raised %d change records", now-changed)
+	}
+
+	again := w.connectKarbon("frm_acme")
+	step(t, a)
+	step(t, b)
+	waitFor(t, "the new connection's backfill", func() bool { return backfilled(a, again) && backfilled(b, again) })
+	if n := w.stored("frm_acme", records); n != 10 {
+		t.Errorf("the new connection's copy has %d records, want 10", n)
+	}
+	if calls := len(w.karbon.Requests()) - backfill; calls < backfill {
+		t.Errorf("the new connection made %d calls, fewer than a backfill (%d): it resumed the old one's", calls, backfill)
+	}
+}
+
+// The follow loop looks at every tick, and at once when a grant is
+// refused here, without waiting for the next tick.
+func TestFollowLoopLooksOnEachTickAndWhenWoken(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	tick := make(chan time.Time)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.followConnections(ctx, tick)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	openHere := func() *connSystem {
+		a.follow.mu.Lock()
+		defer a.follow.mu.Unlock()
+		if cur := a.firms["frm_acme"].conns.Load(); cur != nil {
+			return cur.byRole["ledger"]
+		}
+		return nil
+	}
+	c := w.connectXero("frm_acme")
+	tick <- time.Now()
+	waitFor(t, "the connection opened after a tick", func() bool { return openHere() != nil })
+	a.grantRefused(c)("the vendor refused the connection's grant")
+	waitFor(t, "the sync paused with no tick", func() bool {
+		a.follow.mu.Lock()
+		defer a.follow.mu.Unlock()
+		open := a.firms["frm_acme"].conns.Load().byRole["ledger"]
+		return open != nil && !open.running()
+	})
+}
+
+// A role the firm's Caddyfile block sets is served by it whatever the
+// store's connections say, and a purge of such a connection leaves the
+// Caddyfile system's copy alone.
+func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	a.Firms[0].LedgerRaw = json.RawMessage(`{"system":"xero"}`)
+	if err := w.store.ReadModel().Apply(context.Background(), "frm_acme", []readmodel.Update{{Kind: practice.Invoices,
+		ID: "inv_1", Raw: json.RawMessage(`{"id":"inv_1","object":"invoice"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	c := w.connectXero("frm_acme")
+	step(t, a)
+	if open := a.firms["frm_acme"].connections(); len(open) != 0 {
+		t.Fatalf("a ledger connection opened for a firm whose Caddyfile names its ledger: %v", open[0].opened.ID)
+	}
+	if _, ok := a.firms["frm_acme"].Reader(practice.Invoices).(demoRecords); !ok {
+		t.Errorf("invoices read from %T, not the firm's configured ledger", a.firms["frm_acme"].Reader(practice.Invoices))
+	}
+	// The Caddyfile's ledger keeps its copy in the firm's model.
+	m := a.newModel("frm_acme")
+	m.Serve(practice.Invoices, nil)
+	a.firms["frm_acme"].model = m
+	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	gone, _ := w.conns.Connection(context.Background(), c.ID)
+	if err := a.Purge(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.stored("frm_acme", []practice.Kind{practice.Invoices}); n != 1 {
+		t.Errorf("the Caddyfile ledger's copy has %d invoices after the connection's purge, want 1", n)
+	}
+}
+
+// A live connection this instance cannot open (its app left the connect
+// block) answers reads of its role unavailable, never the demo records,
+// and is reported once, not at every look.
+func TestUnopenedConnectionIsUnavailable(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	a.Connect = &connect.Config{Karbon: w.connect.Karbon}
+	w.connectXero("frm_acme")
+	if err := a.applyConnections(context.Background()); err == nil || !strings.Contains(err.Error(), "no xero app") {
+		t.Fatalf("the first look: %v, want the missing app said", err)
+	}
+	if err := a.applyConnections(context.Background()); err != nil {
+		t.Errorf("the next look says it again: %v", err)
+	}
+	_, err := a.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, practice.Query{})
+	if !errors.Is(err, practice.ErrUnavailable) {
+		t.Errorf("invoices of a connection not opened: %v, want unavailable", err)
+	}
+	if _, ok := a.firms["frm_acme"].Reader(practice.Clients).(demoRecords); !ok {
+		t.Error("a role with no connection no longer reads the demo records")
+	}
+}
