@@ -51,13 +51,27 @@ func (a *adminAPI) Provision(ctx caddy.Context) error {
 
 // Routes implements caddy.AdminRouter.
 func (a *adminAPI) Routes() []caddy.AdminRoute {
-	return []caddy.AdminRoute{
+	routes := []caddy.AdminRoute{
 		{Pattern: "/practicegw/credentials", Handler: caddy.AdminHandlerFunc(a.credentials)},
 		{Pattern: "/practicegw/credentials/", Handler: caddy.AdminHandlerFunc(a.credential)},
 		{Pattern: "/practicegw/trigger", Handler: caddy.AdminHandlerFunc(a.trigger)},
 		{Pattern: "/practicegw/readiness", Handler: caddy.AdminHandlerFunc(a.readiness)},
 		{Pattern: "/practicegw/sync/", Handler: caddy.AdminHandlerFunc(a.sync)},
 	}
+	service := func() connectionAdmin {
+		if a.app == nil || a.app.connector == nil {
+			return nil
+		}
+		return a.app.connector
+	}
+	known := func(firm string) bool {
+		if a.app == nil {
+			return false
+		}
+		_, ok := a.app.firms[firm]
+		return ok
+	}
+	return append(routes, connectionAdminRoutes(service, known)...)
 }
 
 // readiness is /readyz with the errors behind each failing check, for the

@@ -172,6 +172,9 @@ type App struct {
 	// is the one it reads.
 	syncMetrics *syncCollector
 
+	// connector connects firms' own systems (nil without a connect
+	// block).
+	connector *connect.Manager
 	// connections are the firms' connections in the store, which every
 	// instance follows (connections.go); caddyCtx loads their systems.
 	connections connectionStore
@@ -249,7 +252,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.provisionVendorState()
 	a.openReadStore()
 	a.provisionConnections(ctx)
-	return a.provisionFirms(ctx)
+	if err := a.provisionFirms(ctx); err != nil {
+		return err
+	}
+	a.provisionConnector()
+	return nil
 }
 
 // provisionConnections readies the following of the firms' connections,
@@ -532,6 +539,14 @@ func (a *App) Start() error {
 		}
 		a.followConnections(ctx, tick)
 	}()
+	if a.connector != nil {
+		// Karbon's webhook subscriptions, checked every hour.
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.connector.Run(ctx)
+		}()
+	}
 	a.syncMetrics.serve(a)
 	return nil
 }
