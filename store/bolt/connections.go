@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,14 +30,7 @@ const (
 	bucketAuthorizations = "gw_authorizations"
 )
 
-// whatVerifier binds a sealed verifier to its consent's state: a record
-// copied under another state's digest does not open there.
-func whatVerifier(state string) string { return "connect-verifier:" + state }
-
-func stateKey(state string) []byte {
-	sum := sha256.Sum256([]byte(state))
-	return []byte(hex.EncodeToString(sum[:]))
-}
+func stateKey(state string) []byte { return []byte(connection.StateDigest(state)) }
 
 // CreateConnection stores a new connection as version 1.
 func (s *Store) CreateConnection(ctx context.Context, c connection.Connection) (connection.Connection, error) {
@@ -137,23 +128,15 @@ func loadConnection(tx *bbolt.Tx, id string) (connection.Connection, error) {
 	return c, nil
 }
 
-// authorizationRecord is a consent as stored: the state is the key's
-// digest, the verifier sealed.
-type authorizationRecord struct {
-	Connection string    `json:"connection"`
-	Firm       string    `json:"firm"`
-	Attempt    int       `json:"attempt"`
-	Verifier   string    `json:"sealed_verifier"`
-	Expires    time.Time `json:"expires"`
-}
-
 // SaveAuthorization keeps a until a.Expires (ExpireAuthorizations drops
 // it after).
 func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorization) error {
-	rec := authorizationRecord{Connection: a.Connection, Firm: a.Firm, Attempt: a.Attempt, Expires: a.Expires,
-		Verifier: string(s.secrets.Seal([]byte(a.Verifier), whatVerifier(a.State)))}
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
-		return putJSON(tx.Bucket([]byte(bucketAuthorizations)), string(stateKey(a.State)), rec)
+	v, err := connection.SealAuthorization(s.secrets, a)
+	if err != nil {
+		return err
+	}
+	err = s.update(ctx, func(tx *bbolt.Tx) error {
+		return tx.Bucket([]byte(bucketAuthorizations)).Put(stateKey(a.State), v)
 	})
 	if err != nil {
 		return fmt.Errorf("save authorization of connection %s: %w", a.Connection, err)
@@ -181,19 +164,7 @@ func (s *Store) TakeAuthorization(ctx context.Context, state string, now time.Ti
 	if raw == nil {
 		return connection.Authorization{}, connection.ErrNotFound
 	}
-	var rec authorizationRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return connection.Authorization{}, fmt.Errorf("take authorization: decode: %w", err)
-	}
-	if !now.Before(rec.Expires) {
-		return connection.Authorization{}, connection.ErrNotFound
-	}
-	verifier, err := s.secrets.Open([]byte(rec.Verifier), whatVerifier(state))
-	if err != nil {
-		return connection.Authorization{}, fmt.Errorf("authorization of connection %s: opening its verifier: %w", rec.Connection, err)
-	}
-	return connection.Authorization{State: state, Connection: rec.Connection, Firm: rec.Firm, Attempt: rec.Attempt,
-		Verifier: string(verifier), Expires: rec.Expires}, nil
+	return connection.OpenAuthorization(s.secrets, state, raw, now)
 }
 
 // ExpireAuthorizations drops the consents whose time ran out by the
@@ -205,10 +176,9 @@ func (s *Store) ExpireAuthorizations(ctx context.Context) (int, error) {
 		n = 0
 		c := tx.Bucket([]byte(bucketAuthorizations)).Cursor()
 		for k, v := c.First(); k != nil; {
-			var rec authorizationRecord
 			// A record that does not decode is dropped too: it could
 			// never be taken.
-			if json.Unmarshal(v, &rec) == nil && now.Before(rec.Expires) {
+			if !connection.Expired(v, now) {
 				k, v = c.Next()
 				continue
 			}

@@ -3,8 +3,6 @@ package redis
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,14 +37,7 @@ const (
 	keyAuthorization  = "pgw:{connect}:auth:"
 )
 
-// whatVerifier binds a sealed verifier to its consent's state: a value
-// copied under another state's key does not open there.
-func whatVerifier(state string) string { return "connect-verifier:" + state }
-
-func authorizationKey(state string) string {
-	sum := sha256.Sum256([]byte(state))
-	return keyAuthorization + hex.EncodeToString(sum[:])
-}
+func authorizationKey(state string) string { return keyAuthorization + connection.StateDigest(state) }
 
 // createConnectionScript stores the connection ARGV[2] under id ARGV[1]
 // unless the id is taken, and adds it to its firm's set: 0 when taken.
@@ -186,16 +177,6 @@ func decodeConnection(id string, raw []byte) (connection.Connection, error) {
 	return c, nil
 }
 
-// authorizationRecord is a consent as stored: the state is the key's
-// digest, the verifier sealed.
-type authorizationRecord struct {
-	Connection string    `json:"connection"`
-	Firm       string    `json:"firm"`
-	Attempt    int       `json:"attempt"`
-	Verifier   string    `json:"sealed_verifier"`
-	Expires    time.Time `json:"expires"`
-}
-
 // SaveAuthorization keeps a until a.Expires: Redis drops it then. One
 // already expired is not kept.
 func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorization) error {
@@ -203,10 +184,9 @@ func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorizatio
 	if ttl <= 0 {
 		return nil
 	}
-	v, err := json.Marshal(authorizationRecord{Connection: a.Connection, Firm: a.Firm, Attempt: a.Attempt, Expires: a.Expires,
-		Verifier: string(s.secrets.Seal([]byte(a.Verifier), whatVerifier(a.State)))})
+	v, err := connection.SealAuthorization(s.secrets, a)
 	if err != nil {
-		return fmt.Errorf("save authorization of connection %s: %w", a.Connection, err)
+		return err
 	}
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
@@ -230,17 +210,5 @@ func (s *Store) TakeAuthorization(ctx context.Context, state string, now time.Ti
 	if err != nil {
 		return connection.Authorization{}, fmt.Errorf("take authorization in redis: %w", err)
 	}
-	var rec authorizationRecord
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return connection.Authorization{}, fmt.Errorf("take authorization: decode: %w", err)
-	}
-	if !now.Before(rec.Expires) {
-		return connection.Authorization{}, connection.ErrNotFound
-	}
-	verifier, err := s.secrets.Open([]byte(rec.Verifier), whatVerifier(state))
-	if err != nil {
-		return connection.Authorization{}, fmt.Errorf("authorization of connection %s: opening its verifier: %w", rec.Connection, err)
-	}
-	return connection.Authorization{State: state, Connection: rec.Connection, Firm: rec.Firm, Attempt: rec.Attempt,
-		Verifier: string(verifier), Expires: rec.Expires}, nil
+	return connection.OpenAuthorization(s.secrets, state, raw, now)
 }
