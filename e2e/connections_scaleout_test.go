@@ -343,13 +343,19 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 		t.Error("the disconnect did not revoke the grant at Xero")
 	}
 
+	// The operator connects Xero again from a terminal through A; B
+	// serves it.
+	redirect, printed := connectXeroByCLI(t, a, f)
+	states, codes = append(states, redirect.Query().Get("state")), append(codes, redirect.Query().Get("code"))
+	waitInvoices(t, b, tok, 30)
+
 	// No secret anywhere.
 	secrets := append(f.x.Identity.Issued(), states...)
 	secrets = append(secrets, codes...)
 	secrets = append(secrets, signingKeys...)
 	secrets = append(secrets, f.k.AccessKey, wrong, f.k.Bearer, f.x.Identity.ClientSecret)
 	places := map[string]string{
-		"A's logs": a.logs.String(), "B's logs": b.logs.String(), "an answer": rec.text(),
+		"A's logs": a.logs.String(), "B's logs": b.logs.String(), "an answer": rec.text(), "the command's output": printed,
 		"A's metrics": metrics(t, a), "B's metrics": metrics(t, b), "Redis while connected": connectedRedis, "Redis": redisValues(t, redis),
 	}
 	if !strings.Contains(places["A's metrics"], "practicegw_connections") {
