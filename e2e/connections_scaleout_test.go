@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -405,24 +406,15 @@ func subscribedOnce(t *testing.T, k *vendortest.Karbon, within time.Duration) []
 }
 
 // expire rewrites the consent awaited for state so that it expired a
-// second ago, its TTL in Redis left as it was.
+// second ago, its TTL in Redis left as it was: the gateway takes no
+// injected clock, and the store keeps no consent already expired.
 func expire(t *testing.T, redis *redistest.Server, state string) {
 	t.Helper()
 	rdb := redisClient(t, redis)
 	ctx := context.Background()
-	var key string
-	iter := rdb.Scan(ctx, 0, "*", 0).Iterator()
-	for iter.Next(ctx) {
-		if strings.Contains(iter.Val(), "auth") {
-			if key != "" {
-				t.Fatalf("more than one consent awaited: %s and %s", key, iter.Val())
-			}
-			key = iter.Val()
-		}
-	}
-	if key == "" {
-		t.Fatal("no consent awaited in Redis")
-	}
+	// The store keys a consent awaited by the digest of its state.
+	sum := sha256.Sum256([]byte(state))
+	key := "pgw:{connect}:auth:" + hex.EncodeToString(sum[:])
 	var rec map[string]any
 	raw, err := rdb.Get(ctx, key).Bytes()
 	if err != nil || json.Unmarshal(raw, &rec) != nil || rec["expires"] == nil {
@@ -433,7 +425,6 @@ func expire(t *testing.T, redis *redistest.Server, state string) {
 	if err := rdb.SetArgs(ctx, key, raw, goredis.SetArgs{KeepTTL: true}).Err(); err != nil {
 		t.Fatal(err)
 	}
-	_ = state // its key is a digest of it, the only consent awaited now
 }
 
 func redisClient(t *testing.T, redis *redistest.Server) *goredis.Client {
