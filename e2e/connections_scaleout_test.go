@@ -214,6 +214,15 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	var states, codes []string
 	tok := a.issue("frm_hollis", false, "admin", "invoices:read").Token
 
+	// A connection started and disconnected before its consent: its
+	// state, allowed at the vendor, does not finish the next connection
+	// of the role.
+	gone := connectionOf(t, rec.keep(a.do(t, "POST", "/v1/connections", tok, map[string]any{"role": "ledger", "system": "xero"})))
+	goneConsent := consent(t, f.x, gone["authorize_url"].(string))
+	if r := rec.keep(b.do(t, "DELETE", "/v1/connections/"+gone["id"].(string), tok, nil)); r.StatusCode/100 != 2 {
+		t.Fatalf("disconnecting a pending connection: %d %s", r.StatusCode, r.body)
+	}
+
 	// A connection started through A, its first consent overtaken by a
 	// reconnect: the first attempt's state is refused.
 	created := connectionOf(t, rec.keep(a.do(t, "POST", "/v1/connections", tok, map[string]any{"role": "ledger", "system": "xero"})))
@@ -225,6 +234,10 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	again := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true})))
 	before := stable(t, connectionOf(t, rec.keep(b.do(t, "GET", "/v1/connections/"+id, tok, nil))))
 	refusedState(t, callback(t, a, rec, first), "the state of an attempt the connection moved past")
+	refusedState(t, callback(t, b, rec, goneConsent), "the state of another connection, disconnected")
+	if c := connectionOf(t, rec.keep(a.do(t, "GET", "/v1/connections/"+gone["id"].(string), tok, nil))); c["status"] != "disconnected" {
+		t.Fatalf("a consent of a disconnected connection: %v", c)
+	}
 
 	// A forged state, on either instance.
 	forged := url.Values{"state": {randomHex(32)}, "code": {"c0de"}}
@@ -244,7 +257,7 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	// B is refused and changes nothing.
 	third := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true})))
 	last := consent(t, f.x, third["authorize_url"].(string))
-	for _, u := range []*url.URL{first, second, last} {
+	for _, u := range []*url.URL{goneConsent, first, second, last} {
 		states, codes = append(states, u.Query().Get("state")), append(codes, u.Query().Get("code"))
 	}
 	done := connectionOf(t, callback(t, a, rec, last))
