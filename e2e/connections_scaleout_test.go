@@ -185,11 +185,21 @@ func consent(t *testing.T, x *vendortest.Xero, authorizeURL string) *url.URL {
 	return u
 }
 
-// refusedState checks an answer is the contract's invalid_state.
+// refusedState checks an answer is the contract's invalid_state:
+// {"error":{"code","message","request_id","param":"state"}}.
 func refusedState(t *testing.T, r response, what string) {
 	t.Helper()
-	if r.StatusCode != http.StatusBadRequest || r.Header.Get("Content-Type") != "application/json" ||
-		r.errorCode(t) != "invalid_state" || r.Header.Get("Request-Id") == "" {
+	var body struct {
+		Error struct {
+			Code, Message, Param string
+			RequestID            string `json:"request_id"`
+		} `json:"error"`
+	}
+	err := json.Unmarshal(r.body, &body)
+	e := body.Error
+	if err != nil || r.StatusCode != http.StatusBadRequest || r.Header.Get("Content-Type") != "application/json" ||
+		e.Code != "invalid_state" || e.Message == "" || e.Param != "state" || !strings.HasPrefix(e.RequestID, "req_") ||
+		e.RequestID != r.Header.Get("Request-Id") {
 		t.Fatalf("%s: %d %s %s", what, r.StatusCode, r.Header.Get("Content-Type"), r.body)
 	}
 }
@@ -324,6 +334,23 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 		t.Fatalf("karbon: %v", karbon)
 	}
 	signingKeys := subscribedOnce(t, f.k, 5*time.Second)
+	for _, sub := range f.k.Subscriptions() {
+		if want := "http://" + addrA + "/connect/webhooks/karbon/" + karbon["id"].(string); sub.TargetUrl != want {
+			t.Errorf("the %s subscription delivers to %s, not %s", sub.WebhookType, sub.TargetUrl, want)
+		}
+	}
+
+	// Karbon signs its deliveries with the key B made; A, where they
+	// arrive, checks them with it once it follows the connection (until
+	// then it answers 404, which Karbon delivers again after).
+	f.k.MoveWorkItem("W0001", "Completed", "")
+	eventually.NoError(t, 2*time.Second, 50*time.Millisecond, "A to take Karbon's delivery", func() error {
+		got, err := f.k.Deliver("Work", vendortest.KarbonWebhook("Work", "W0001", "Updated", time.Now()), f.k.AccessKey)
+		if err != nil || len(got) != 1 || got[0] != http.StatusOK {
+			return fmt.Errorf("%v %v", got, err)
+		}
+		return nil
+	})
 
 	// Karbon cancels one; the check a gateway makes at start makes it
 	// again (the hourly check is the unit tests').
