@@ -356,6 +356,7 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	// again (the hourly check is the unit tests').
 	f.k.CancelSubscription("Work")
 	b.stop()
+	firstB := b.logs.String()
 	b.start(f.config)
 	signingKeys = append(signingKeys, subscribedOnce(t, f.k, 20*time.Second)...)
 
@@ -396,7 +397,8 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	secrets = append(secrets, signingKeys...)
 	secrets = append(secrets, f.k.AccessKey, wrong, f.k.Bearer, f.x.Identity.ClientSecret)
 	places := map[string]string{
-		"A's logs": a.logs.String(), "B's logs": b.logs.String(), "an answer": rec.text(), "the command's output": printed,
+		"A's logs": a.logs.String(), "B's logs": firstB + b.logs.String(),
+		"A's /readyz": string(a.do(t, "GET", "/readyz", "", nil).body), "B's /readyz": string(b.do(t, "GET", "/readyz", "", nil).body), "an answer": rec.text(), "the command's output": printed,
 		"A's metrics": metrics(t, a), "B's metrics": metrics(t, b), "Redis while connected": connectedRedis, "Redis": redisValues(t, redis),
 	}
 	if !strings.Contains(places["A's metrics"], "practicegw_connections") {
@@ -542,6 +544,11 @@ func noSecrets(t *testing.T, places map[string]string, secrets []string) {
 	t.Helper()
 	if len(secrets) < 8 {
 		t.Fatalf("only %d secrets to look for", len(secrets))
+	}
+	for where, text := range places {
+		if len(text) < 100 {
+			t.Fatalf("%s has nothing to look in: %q", where, text)
+		}
 	}
 	for _, s := range secrets {
 		if len(s) < 8 {
