@@ -389,6 +389,9 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 		t.Fatalf("karbon: %v", karbon)
 	}
 	signingKeys := subscribedOnce(t, f.k, 5*time.Second)
+	if made := subscriptionsMade(f.k); len(made) != 3 {
+		t.Fatalf("%d subscriptions made for three types: %q", len(made), made)
+	}
 	for _, sub := range f.k.Subscriptions() {
 		if want := "http://" + addrA + "/connect/webhooks/karbon/" + karbon["id"].(string); sub.TargetUrl != want {
 			t.Errorf("the %s subscription delivers to %s, not %s", sub.WebhookType, sub.TargetUrl, want)
@@ -414,6 +417,9 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	firstB := b.logs.String()
 	b.start(f.config)
 	signingKeys = append(signingKeys, subscribedOnce(t, f.k, 20*time.Second)...)
+	if made := subscriptionsMade(f.k); len(made) != 4 {
+		t.Fatalf("%d subscriptions made, not the three and the one cancelled: %q", len(made), made)
+	}
 
 	if reads := fullReads(f.x); len(reads) != 1 {
 		t.Errorf("after B's restart, the invoices were read in full %d times: %q", len(reads), reads)
@@ -468,6 +474,18 @@ func fullReads(x *vendortest.Xero) []string {
 	var out []string
 	for _, r := range x.Requests() {
 		if strings.Contains(r, "page=1&") && strings.Count(r, " ") == 1 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// subscriptionsMade are the requests that made a webhook subscription
+// at the double.
+func subscriptionsMade(k *vendortest.Karbon) []string {
+	var out []string
+	for _, r := range k.Requests() {
+		if strings.HasPrefix(r, "POST /v3/WebhookSubscriptions") {
 			out = append(out, r)
 		}
 	}
