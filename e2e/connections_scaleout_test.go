@@ -399,10 +399,19 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	}
 
 	// Karbon signs its deliveries with the key B made; A, where they
-	// arrive, checks them with it once it follows the connection (until
-	// then it answers 404, which Karbon delivers again after).
+	// arrive, checks them with it. A answers 404 until it follows the
+	// connection (within the follow loop's 500 ms), then 401 to an
+	// unsigned delivery; a delivery is 503 while the Karbon budget the
+	// backfill spends makes it wait too long, which Karbon delivers again.
+	hook := "/connect/webhooks/karbon/" + karbon["id"].(string)
+	eventually.NoError(t, 2*time.Second, poll, "A to follow the Karbon connection", func() error {
+		if r := rec.keep(a.do(t, "POST", hook, "", "{}")); r.StatusCode != http.StatusUnauthorized {
+			return fmt.Errorf("an unsigned delivery: %d %s", r.StatusCode, r.body)
+		}
+		return nil
+	})
 	f.k.MoveWorkItem("W0001", "Completed", "")
-	eventually.NoError(t, 2*time.Second, 50*time.Millisecond, "A to take Karbon's delivery", func() error {
+	eventually.NoError(t, 30*time.Second, 200*time.Millisecond, "A to take Karbon's delivery", func() error {
 		got, err := f.k.Deliver("Work", vendortest.KarbonWebhook("Work", "W0001", "Updated", time.Now()), f.k.AccessKey)
 		if err != nil || len(got) != 1 || got[0] != http.StatusOK {
 			return fmt.Errorf("%v %v", got, err)
