@@ -204,6 +204,23 @@ func (g *grant) snapshot() Grant {
 	return s
 }
 
+// Issued are every access and refresh token the service has issued,
+// expired, replaced and revoked ones included: what a client must never
+// show.
+func (i *Identity) Issued() []string {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	out := make([]string, 0, len(i.access)+len(i.refresh))
+	for tok := range i.access {
+		out = append(out, tok)
+	}
+	for tok := range i.refresh {
+		out = append(out, tok)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Revoke revokes the grant a refresh or access token belongs to, as the
 // firm would by removing the app at the vendor.
 func (i *Identity) Revoke(token string) {

@@ -63,6 +63,7 @@ type Xero struct {
 	mu       sync.Mutex
 	invoices map[string]*XeroInvoice
 	seq      int
+	requests []string
 }
 
 // NewXero starts the double with token "xero-token" and a tenant id.
@@ -85,6 +86,15 @@ func StartXero(t testing.TB) *Xero {
 	t.Cleanup(x.Close)
 	x.Conforms(t)
 	return x
+}
+
+// Requests lists "METHOD path?query [If-Modified-Since]" of every
+// request that reached a tenant's invoices, oldest first: a full read
+// (a backfill page) has no If-Modified-Since.
+func (x *Xero) Requests() []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return append([]string(nil), x.requests...)
 }
 
 // Close stops the server.
@@ -195,6 +205,7 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	x.requests = append(x.requests, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("If-Modified-Since")))
 	rest, ok := strings.CutPrefix(r.URL.Path, "/api.xro/2.0/Invoices")
 	if !ok || r.Method != http.MethodGet {
 		writeJSON(w, http.StatusNotFound, []byte(`{"ErrorNumber":404,"Type":"NotFoundException","Message":"The resource you're looking for cannot be found"}`))

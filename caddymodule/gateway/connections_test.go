@@ -594,6 +594,28 @@ func TestXeroWebhooksAreDispatchedByTenant(t *testing.T) {
 	}
 }
 
+// Xero's webhook route is served only when the Xero app has a webhook
+// key: without one every delivery would be refused unchecked, where the
+// API answers an unknown route with the contract's body.
+func TestXeroWebhookRouteNeedsTheAppsKey(t *testing.T) {
+	t.Setenv("TEST_XERO_HOOK_KEY", "from-the-environment")
+	for _, tt := range []struct {
+		cfg  *connect.Config
+		want bool
+	}{
+		{nil, false},
+		{&connect.Config{}, false},
+		{&connect.Config{Xero: &connect.OAuthApp{ClientID: "c"}}, false},
+		{&connect.Config{Xero: &connect.OAuthApp{WebhookKey: "{env.TEST_XERO_HOOK_KEY_UNSET}"}}, false},
+		{&connect.Config{Xero: &connect.OAuthApp{WebhookKey: "{env.TEST_XERO_HOOK_KEY}"}}, true},
+	} {
+		a := &App{Connect: tt.cfg}
+		if _, ok := a.ConnectionWebhook("xero", ""); ok != tt.want {
+			t.Errorf("connect %+v: route %v, want %v", tt.cfg, ok, tt.want)
+		}
+	}
+}
+
 // A Karbon connection's webhooks reach its own adapter; an unknown or
 // disconnected connection has no route.
 func TestKarbonWebhookRouteIsTheLiveConnections(t *testing.T) {

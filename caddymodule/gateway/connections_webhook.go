@@ -30,7 +30,9 @@ func (a *App) ConnectionWebhook(system, connectionID string) (http.Handler, bool
 			}
 		}
 	case "xero":
-		if connectionID == "" {
+		// Without a webhook key no delivery can be checked: the route is
+		// not served, and the API answers it as unknown.
+		if connectionID == "" && a.xeroWebhookKey() != "" {
 			return http.HandlerFunc(a.xeroWebhook), true
 		}
 	}
@@ -66,12 +68,7 @@ func (a *App) xeroWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 		return
 	}
-	key := ""
-	if a.Connect != nil && a.Connect.Xero != nil {
-		// The operator's secret, a placeholder ({env.X}, {file.X}) until
-		// read here as the modules read theirs.
-		key = caddy.NewReplacer().ReplaceAll(a.Connect.Xero.WebhookKey, "")
-	}
+	key := a.xeroWebhookKey()
 	if key == "" || !webhooksig.ValidHMAC([]byte(key), body, r.Header.Get("x-xero-signature")) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -106,6 +103,17 @@ func (a *App) xeroWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(status)
+}
+
+// xeroWebhookKey is the Xero app's webhook key, "" when none is
+// registered.
+func (a *App) xeroWebhookKey() string {
+	if a.Connect == nil || a.Connect.Xero == nil {
+		return ""
+	}
+	// The operator's secret, a placeholder ({env.X}, {file.X}) until read
+	// here as the modules read theirs.
+	return caddy.NewReplacer().ReplaceAll(a.Connect.Xero.WebhookKey, "")
 }
 
 // statusRecorder keeps the status a connection's receiver answered; its
