@@ -380,8 +380,10 @@ func (i *Identity) consentRequest(w http.ResponseWriter, v url.Values) (c consen
 	return c, problem, true
 }
 
+// consentPage names an empty icon, or a browser showing it would ask the
+// vendor's API for /favicon.ico, which no published description has.
 var consentPage = template.Must(template.New("consent").Parse(`<!doctype html>
-<html><head><meta charset="utf-8"><title>{{.Vendor}}: allow {{.App}}</title></head>
+<html><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>{{.Vendor}}: allow {{.App}}</title></head>
 <body><h1>{{.App}} wants to connect to your {{.Vendor}}</h1>
 <p>Scopes: {{.Scope}}</p>
 <form method="post" action="{{.Action}}">

@@ -148,7 +148,6 @@ func (h *Handler) routes() *http.ServeMux {
 
 	m.HandleFunc("GET /console/systems", h.authed(h.systems))
 	m.HandleFunc("POST /console/systems/connect", h.authed(h.connectSystem))
-	m.HandleFunc("GET /console/systems/{id}/consent", h.authed(h.consent))
 	m.HandleFunc("POST /console/systems/{id}/choose", h.authed(h.chooseTenant))
 	m.HandleFunc("POST /console/systems/{id}/reconnect", h.authed(h.reconnect))
 	m.HandleFunc("GET /console/systems/{id}/disconnect", h.authed(h.disconnectPage))

@@ -176,11 +176,17 @@ func (h *Handler) connectSystem(w http.ResponseWriter, r *http.Request, v *visit
 	return h.afterChange(w, r, v, c)
 }
 
-// afterChange sends a connection waiting for consent to its consent
-// page, and anything else back to Systems with what happened.
+// afterChange answers a connection waiting for consent with the step to
+// its consent page, and sends anything else back to Systems with what
+// happened. The step is the form's answer, not a page redirected to: the
+// connection service answers the consent page's URL to Connect and Update
+// alone (it holds the PKCE verifier's challenge and the state, kept only
+// sealed or hashed), so no later request could show it.
 func (h *Handler) afterChange(w http.ResponseWriter, r *http.Request, v *visit, c connection.View) error {
 	if c.Status == connection.Pending && c.AuthorizeURL != "" {
-		return redirect(w, r, "/console/systems/"+c.ID+"/consent")
+		h.render(w, r, v, http.StatusOK, "consent", "Connect "+api.SystemName(c.System), consentView{
+			Conn: c, System: api.SystemName(c.System)})
+		return nil
 	}
 	h.sessions.addFlash(v.sess.ID, changeFlash(c))
 	return redirect(w, r, "/console/systems")
@@ -203,24 +209,10 @@ func changeFlash(c connection.View) flash {
 	return flash{Kind: "warn", Text: name + " is " + string(c.Status) + "."}
 }
 
-// consent is the step between the Connect button and the vendor: a link
-// to the consent page, which the console's script follows at once. A
+// consentView is the step between the Connect button and the vendor: a
+// link to the consent page, which the console's script follows at once. A
 // redirect would do without the script, but the pages' CSP allows forms
 // to lead only to the console.
-func (h *Handler) consent(w http.ResponseWriter, r *http.Request, v *visit) error {
-	c, err := h.connection(r, v)
-	if err != nil {
-		return err
-	}
-	if c.Status != connection.Pending || c.AuthorizeURL == "" {
-		h.sessions.addFlash(v.sess.ID, changeFlash(c))
-		return redirect(w, r, "/console/systems")
-	}
-	h.render(w, r, v, http.StatusOK, "consent", "Connect "+api.SystemName(c.System), consentView{
-		Conn: c, System: api.SystemName(c.System)})
-	return nil
-}
-
 type consentView struct {
 	Conn   connection.View
 	System string

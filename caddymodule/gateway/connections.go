@@ -318,6 +318,9 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 		model.Close()
 		return nil, err
 	}
+	for _, s := range cs.syncs {
+		s.Load(ctx)
+	}
 	cs.conn.Store(&c)
 	return cs, nil
 }

@@ -338,6 +338,11 @@ func (s *Syncer) sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// Load reads the sync's checkpoint before Run does, so that a sync made
+// again over a copy (a reopened connection) says where it stands from its
+// first Status rather than "backfilling" until Run has read it.
+func (s *Syncer) Load(ctx context.Context) { s.followHolder(ctx) }
+
 // followHolder reads the checkpoint into this instance's progress and the
 // model's freshness.
 func (s *Syncer) followHolder(ctx context.Context) {

@@ -433,6 +433,29 @@ func TestBackfillResumesFromItsCheckpoint(t *testing.T) {
 	}
 }
 
+// A sync made again over a finished backfill's checkpoint is live from
+// its first Status once loaded, before it runs: a reopened connection
+// never shows a backfill it will not do.
+func TestLoadedSyncSaysWhereItStandsBeforeItRuns(t *testing.T) {
+	k := karbonDouble(t)
+	db := openDB(t, t.TempDir())
+	first := newEnv(t, k, db)
+	s1 := first.syncer("first", first.adapter)
+	stop := run(t, s1)
+	waitFor(t, "the backfill", live_(s1))
+	stop()
+
+	second := newEnv(t, k, db)
+	s2 := second.syncer("second", second.adapter)
+	if st := s2.Status(); st.State != readmodel.StateBackfilling {
+		t.Fatalf("a sync that has read nothing says %q", st.State)
+	}
+	s2.Load(context.Background())
+	if st := s2.Status(); st.State != readmodel.StateLive {
+		t.Errorf("a loaded sync over a finished backfill says %q (%s), want live", st.State, st.Progress())
+	}
+}
+
 func TestVendorOutageKeepsServingMarkedFailing(t *testing.T) {
 	e := newEnv(t, karbonDouble(t), openDB(t, t.TempDir()))
 	s := e.syncer("one", e.adapter)
