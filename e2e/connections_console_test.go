@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -272,7 +271,11 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	for i, key := range signingKeys {
 		secrets[fmt.Sprintf("Karbon signing key %d", i)] = key
 	}
-	places := map[string]string{"the gateway's log": g.logs.String(), "/metrics": metrics(t, g), "the error bodies": strings.Join(bodies, "\n")}
+	exposition := metrics(t, g)
+	if !strings.Contains(exposition, "practicegw_connections") {
+		t.Errorf("admin /metrics has no practicegw_connections")
+	}
+	places := map[string]string{"the gateway's log": g.logs.String(), "/metrics": exposition, "the error bodies": strings.Join(bodies, "\n")}
 	// The gateway's pages; the vendor's consent page carries the state in
 	// its URL by design, as the consent step's link to it must.
 	for _, p := range b.pages {
@@ -424,24 +427,6 @@ func readyChecks(t testing.TB, g *gateway) []readyCheck {
 		t.Fatalf("/readyz: %v: %s", err, r.body)
 	}
 	return ready.Checks
-}
-
-// metrics is the admin endpoint's Prometheus exposition.
-func metrics(t *testing.T, g *gateway) string {
-	t.Helper()
-	resp, err := client.Get("http://" + g.admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("admin /metrics: %d %v", resp.StatusCode, err)
-	}
-	if !strings.Contains(string(body), "practicegw_connections") {
-		t.Errorf("admin /metrics has no practicegw_connections")
-	}
-	return string(body)
 }
 
 // openUntil loads a console page again until an element's text contains
