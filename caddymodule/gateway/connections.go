@@ -168,14 +168,16 @@ func (a *App) applyConnections(ctx context.Context) error {
 	if a.connections == nil {
 		return nil
 	}
+	// The list is read under the lock: a look that read it earlier must
+	// not apply an older list over a newer one (run a sync just paused).
+	a.follow.mu.Lock()
+	defer a.follow.mu.Unlock()
 	list, err := a.connections.Connections(ctx, "")
 	if err != nil {
 		return err
 	}
 	a.follow.known.Store(&list)
 	want := wantedConnections(list)
-	a.follow.mu.Lock()
-	defer a.follow.mu.Unlock()
 	var errs []error
 	for i := range a.Firms {
 		f := &a.Firms[i]
