@@ -47,7 +47,8 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	x.Identity.AllowRedirect(public + "/connect/callback")
 	g := startGateway(t, gatewayOptions{addr: addr, config: connectCaddyfile(t, public, k, x),
 		env: []string{"PRACTICEGW_SYNC_POLL=1s", "TEST_XERO_SECRET=" + x.Identity.ClientSecret, "TEST_KARBON_BEARER=" + k.Bearer}})
-	admin := g.issue("frm_hollis", false, "admin").Token
+	adminCred := g.issue("frm_hollis", false, "admin")
+	admin := adminCred.Token
 	reader := g.issue("frm_hollis", false, "invoices:read", "clients:read").Token
 	var bodies []string // every error body the gateway answered
 
@@ -234,6 +235,18 @@ func TestConnectionsInTheConsole(t *testing.T) {
 		b.wait("#connect-" + role)
 	}
 	b.shot("connections-11-disconnected")
+	disconnected := 0
+	for _, c := range g.do(t, "GET", "/v1/connections", admin, nil).json(t)["data"].([]any) {
+		if c := c.(map[string]any); c["status"] == "disconnected" {
+			disconnected++
+			if c["reason"] != "disconnected by "+adminCred.ID {
+				t.Errorf("%s says %q, want it to name the administrator who disconnected it", c["id"], c["reason"])
+			}
+		}
+	}
+	if disconnected < 2 {
+		t.Errorf("%d connections say disconnected, want the ledger's and the records'", disconnected)
+	}
 	for _, gr := range x.Identity.Grants() {
 		if !gr.Revoked {
 			t.Errorf("Xero's grant %s is not revoked after Disconnect", gr.ID)

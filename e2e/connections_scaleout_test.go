@@ -260,7 +260,8 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	b := f.gateway(t, "", env...)
 	rec := &seen{}
 	var states, codes []string
-	tok := a.issue("frm_hollis", false, "admin", "invoices:read").Token
+	admin := a.issue("frm_hollis", false, "admin", "invoices:read")
+	tok := admin.Token
 
 	// A connection started and disconnected before its consent: its
 	// state, allowed at the vendor, does not finish the next connection
@@ -443,7 +444,10 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 
 	// A disconnect through B revokes the grant and stops A serving.
 	refresh := f.x.Identity.Grants()[0].RefreshToken
-	rec.keep(b.do(t, "DELETE", "/v1/connections/"+id, tok, nil))
+	disconnected := rec.keep(b.do(t, "DELETE", "/v1/connections/"+id, tok, nil)).json(t)
+	if want := "disconnected by " + admin.ID; disconnected["status"] != "disconnected" || disconnected["reason"] != want {
+		t.Errorf("the disconnected connection says %v %q, want disconnected %q", disconnected["status"], disconnected["reason"], want)
+	}
 	eventually.NoError(t, 5*time.Second, poll, "A to stop serving the ledger", func() error {
 		r := rec.keep(a.do(t, "GET", "/v1/invoices", tok, nil))
 		if r.StatusCode != http.StatusConflict || r.errorCode(t) != "system_not_connected" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
@@ -284,7 +285,12 @@ func (h *Handler) deleteConnection(w http.ResponseWriter, r *http.Request, c *ca
 	if err != nil {
 		return err
 	}
-	v, err := svc.Disconnect(r.Context(), c.tenant.Firm, c.id)
+	ctx := r.Context()
+	if c.cred != nil {
+		// The disconnected connection's reason names who disconnected it.
+		ctx = connect.WithActor(ctx, c.cred.ID)
+	}
+	v, err := svc.Disconnect(ctx, c.tenant.Firm, c.id)
 	if err != nil {
 		return connectionError(c, err)
 	}

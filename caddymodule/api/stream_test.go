@@ -150,7 +150,7 @@ type client struct {
 	cancel context.CancelFunc
 }
 
-func connect(t *testing.T, srv *httptest.Server, token, query, lastID string) *client {
+func openStream(t *testing.T, srv *httptest.Server, token, query, lastID string) *client {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/v1/events/stream"+query, nil)
@@ -237,7 +237,7 @@ func TestStreamSendsNewEventsOfTheTenantAsFiltered(t *testing.T) {
 	before := newEvent(sandboxTenant, dispatcher.JobOpened)
 	feed.record(before)
 
-	c := connect(t, srv, "sandbox", "?events=job.*,engagement_letter.signed", "")
+	c := openStream(t, srv, "sandbox", "?events=job.*,engagement_letter.signed", "")
 	if c.resp.StatusCode != 200 {
 		t.Fatalf("status %d", c.resp.StatusCode)
 	}
@@ -267,7 +267,7 @@ func TestStreamSendsNewEventsOfTheTenantAsFiltered(t *testing.T) {
 func TestStreamResumesAfterLastEventIDWithoutLossOrRepeat(t *testing.T) {
 	feed := &memFeed{}
 	_, srv := streamServer(t, feed)
-	c := connect(t, srv, "sandbox", "", "")
+	c := openStream(t, srv, "sandbox", "", "")
 	start := c.opening(t)
 	a, b := newEvent(sandboxTenant, dispatcher.InvoicePaid), newEvent(sandboxTenant, dispatcher.JobClosed)
 	feed.record(a, b)
@@ -280,7 +280,7 @@ func TestStreamResumesAfterLastEventIDWithoutLossOrRepeat(t *testing.T) {
 	// Recorded while nobody listens.
 	missed := []dispatcher.Event{newEvent(sandboxTenant, dispatcher.ClientUpdated), newEvent(sandboxTenant, dispatcher.JobOpened)}
 	feed.record(missed...)
-	again := connect(t, srv, "sandbox", "", last.LastEventID)
+	again := openStream(t, srv, "sandbox", "", last.LastEventID)
 	for _, want := range missed {
 		if got := again.next(t); got.Data != envelope(t, want, want.Event) {
 			t.Fatalf("after resuming: %q, want %s", got.Data, want.ID)
@@ -288,7 +288,7 @@ func TestStreamResumesAfterLastEventIDWithoutLossOrRepeat(t *testing.T) {
 	}
 	// From the opening position, nothing was lost before the first event
 	// either.
-	fromStart := connect(t, srv, "sandbox", "", start)
+	fromStart := openStream(t, srv, "sandbox", "", start)
 	for _, want := range append([]dispatcher.Event{a, b}, missed...) {
 		if got := fromStart.next(t); !strings.Contains(got.Data, want.ID) {
 			t.Fatalf("resuming from the opening id: %q, want %s", got.Data, want.ID)
@@ -301,7 +301,7 @@ func TestStreamPollsForEventsOtherProcessesRecord(t *testing.T) {
 	feed := &memFeed{quiet: true}
 	h, srv := streamServer(t, feed)
 	h.streams.poll = 20 * time.Millisecond
-	c := connect(t, srv, "sandbox", "", "")
+	c := openStream(t, srv, "sandbox", "", "")
 	c.opening(t)
 	ev := newEvent(sandboxTenant, dispatcher.DocumentFiled)
 	feed.record(ev)
@@ -314,7 +314,7 @@ func TestStreamWakesWhenThisProcessRecords(t *testing.T) {
 	feed := &memFeed{}
 	h, srv := streamServer(t, feed)
 	h.streams.poll = time.Hour // only the signal can wake it
-	c := connect(t, srv, "sandbox", "", "")
+	c := openStream(t, srv, "sandbox", "", "")
 	c.opening(t)
 	ev := newEvent(sandboxTenant, dispatcher.InvoiceRaised)
 	feed.record(ev)
@@ -326,7 +326,7 @@ func TestStreamWakesWhenThisProcessRecords(t *testing.T) {
 func TestStreamWaitsOutAnUnavailableStore(t *testing.T) {
 	feed := &memFeed{}
 	_, srv := streamServer(t, feed)
-	c := connect(t, srv, "sandbox", "", "")
+	c := openStream(t, srv, "sandbox", "", "")
 	c.opening(t)
 	feed.setFail(errors.New("redis: connection refused"))
 	ev := newEvent(sandboxTenant, dispatcher.JobStageChanged)
@@ -413,7 +413,7 @@ func TestStreamRefusals(t *testing.T) {
 		{"forged Last-Event-ID", "sandbox", "", "cur_AAAAAAAAAAAAAAAAAAAAAAAA", 400, "invalid_cursor", "Last-Event-ID"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := connect(t, srv, tc.token, tc.query, tc.lastID)
+			c := openStream(t, srv, tc.token, tc.query, tc.lastID)
 			var body struct{ Error struct{ Code, Param string } }
 			if err := json.NewDecoder(c.resp.Body).Decode(&body); err != nil || c.resp.StatusCode != tc.status ||
 				body.Error.Code != tc.code || body.Error.Param != tc.param {
@@ -422,7 +422,7 @@ func TestStreamRefusals(t *testing.T) {
 		})
 	}
 	// A live credential with both scopes and live=true streams live events.
-	c := connect(t, srv, "live", "?live=true", "")
+	c := openStream(t, srv, "live", "?live=true", "")
 	c.opening(t)
 	ev := newEvent(liveTenant, dispatcher.InvoicePaid)
 	feed.record(newEvent(sandboxTenant, dispatcher.InvoicePaid), ev)
@@ -432,7 +432,7 @@ func TestStreamRefusals(t *testing.T) {
 	}
 	// Another tenant's position is refused rather than followed: a sealed
 	// position names its tenant.
-	if other := connect(t, srv, "sandbox", "", got.LastEventID); other.resp.StatusCode != 400 {
+	if other := openStream(t, srv, "sandbox", "", got.LastEventID); other.resp.StatusCode != 400 {
 		t.Fatalf("a live stream's id on a sandbox stream: %d", other.resp.StatusCode)
 	}
 }
@@ -442,22 +442,22 @@ func TestStreamsPerCredentialAreBounded(t *testing.T) {
 	_, srv := streamServer(t, feed)
 	var open []*client
 	for range streamsPerCredential {
-		c := connect(t, srv, "sandbox", "", "")
+		c := openStream(t, srv, "sandbox", "", "")
 		c.opening(t)
 		open = append(open, c)
 	}
-	extra := connect(t, srv, "sandbox", "", "")
+	extra := openStream(t, srv, "sandbox", "", "")
 	if extra.resp.StatusCode != http.StatusTooManyRequests || extra.resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("stream %d: %d, want 429 with Retry-After", streamsPerCredential+1, extra.resp.StatusCode)
 	}
 	// Another credential is not held back by this one's streams.
-	if other := connect(t, srv, "live", "?live=true", ""); other.resp.StatusCode != http.StatusOK {
+	if other := openStream(t, srv, "live", "?live=true", ""); other.resp.StatusCode != http.StatusOK {
 		t.Fatalf("another credential: %d", other.resp.StatusCode)
 	}
 	// Closing one frees its slot.
 	open[0].close()
 	eventually.NoError(t, 5*time.Second, 10*time.Millisecond, "a closed stream's slot to be freed", func() error {
-		c := connect(t, srv, "sandbox", "", "")
+		c := openStream(t, srv, "sandbox", "", "")
 		if c.resp.StatusCode == http.StatusOK {
 			return nil
 		}
@@ -472,7 +472,7 @@ func TestStreamsPerCredentialAreBounded(t *testing.T) {
 func TestStreamDeliversAnEventRecordedLate(t *testing.T) {
 	_, eng := webhookHandler(t)
 	_, srv := streamServer(t, eng)
-	c := connect(t, srv, "sandbox", "", "")
+	c := openStream(t, srv, "sandbox", "", "")
 	c.opening(t)
 	ctx := context.Background()
 	ingest := func(id string, at time.Time) {
@@ -628,7 +628,7 @@ func TestStreamEndsWhenItsCredentialNoLongerStands(t *testing.T) {
 			if tc.quiet {
 				h.streams.poll = 250 * time.Millisecond
 			}
-			c := connect(t, srv, "live", "?live=true", "")
+			c := openStream(t, srv, "live", "?live=true", "")
 			c.opening(t)
 			before := newEvent(liveTenant, dispatcher.ClientCreated)
 			feed.record(before)
@@ -651,9 +651,9 @@ func TestStreamEndsWhenItsCredentialNoLongerStands(t *testing.T) {
 func TestStreamPositionsAreSealed(t *testing.T) {
 	feed := &memFeed{}
 	h, srv := streamServer(t, feed)
-	a := connect(t, srv, "sandbox", "", "")
+	a := openStream(t, srv, "sandbox", "", "")
 	first := a.opening(t)
-	b := connect(t, srv, "sandbox", "", "")
+	b := openStream(t, srv, "sandbox", "", "")
 	if second := b.opening(t); second == first {
 		t.Fatalf("two ids of one position are equal (%q): they can be compared", first)
 	}
@@ -668,7 +668,7 @@ func TestStreamPositionsAreSealed(t *testing.T) {
 		t.Fatalf("a sandbox id opened for the live tenant as %q", pos)
 	}
 	earlier := h.cursors.seal(sandboxTenant.String(), "/v1/events/stream", noFilters, "0")
-	c := connect(t, srv, "sandbox", "", earlier)
+	c := openStream(t, srv, "sandbox", "", earlier)
 	var body struct{ Error struct{ Code, Param string } }
 	if err := json.NewDecoder(c.resp.Body).Decode(&body); err != nil || c.resp.StatusCode != 400 ||
 		body.Error.Code != "invalid_cursor" || body.Error.Param != "Last-Event-ID" {
@@ -682,7 +682,7 @@ func TestStreamPositionsAreSealed(t *testing.T) {
 func TestStreamSaysWhenEventsWereMissed(t *testing.T) {
 	feed := &memFeed{}
 	_, srv := streamServer(t, feed)
-	c := connect(t, srv, "sandbox", "", "")
+	c := openStream(t, srv, "sandbox", "", "")
 	start := c.opening(t)
 	c.close()
 	var evs []dispatcher.Event
@@ -696,7 +696,7 @@ func TestStreamSaysWhenEventsWereMissed(t *testing.T) {
 
 	// Resuming, the opening message repeats the id resumed from, so the
 	// client sees no message for it.
-	again := connect(t, srv, "sandbox", "", start)
+	again := openStream(t, srv, "sandbox", "", start)
 	missed := again.next(t)
 	if missed.Type != "events_missed" || missed.LastEventID == "" || missed.LastEventID == start {
 		t.Fatalf("first message %+v, want events_missed with a new id", missed)
@@ -714,7 +714,7 @@ func TestStreamSaysWhenEventsWereMissed(t *testing.T) {
 		}
 	}
 	for _, from := range []string{missed.LastEventID, body.ResumeFrom} {
-		resumed := connect(t, srv, "sandbox", "", from)
+		resumed := openStream(t, srv, "sandbox", "", from)
 		if got := resumed.next(t); got.Type != "" || !strings.Contains(got.Data, evs[3].ID) {
 			t.Fatalf("resuming from the notice's position: %+v, want %s and no second notice", got, evs[3].ID)
 		}

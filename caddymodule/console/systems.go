@@ -11,6 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -259,7 +260,12 @@ func (h *Handler) disconnect(w http.ResponseWriter, r *http.Request, v *visit) e
 	if h.connChange == nil {
 		return notFound("connection service")
 	}
-	c, err := h.connChange.Disconnect(r.Context(), v.firm.ID, r.PathValue("id"))
+	ctx := r.Context()
+	if v.cred != nil {
+		// The disconnected connection's reason names who disconnected it.
+		ctx = connect.WithActor(ctx, v.cred.ID)
+	}
+	c, err := h.connChange.Disconnect(ctx, v.firm.ID, r.PathValue("id"))
 	if err != nil {
 		return h.connectionRefused(w, r, v, err)
 	}
