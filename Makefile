@@ -6,8 +6,11 @@ GO ?= go
 
 .PHONY: test deps vet tidy build bench
 
+# practicegw version prints VERSION: the repository's last tag and commit.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+
 build:
-	$(GO) build -o practicegw ./cmd/practicegw
+	$(GO) build -ldflags "-X github.com/practicegw/practicegw/internal/cli.version=$(VERSION)" -o practicegw ./cmd/practicegw
 
 deps:
 	./scripts/install-test-deps.sh

@@ -1,12 +1,8 @@
-// Command practicegw is Caddy built with the practicegw modules.
+// Command practicegw is Caddy built with the practicegw modules, under
+// practicegw's own command line (internal/cli).
 package main
 
 import (
-	"fmt"
-	"os"
-
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
-
 	_ "github.com/caddyserver/caddy/v2/modules/standard"
 
 	// The firm systems, each a guest module of the practicegw app.
@@ -24,16 +20,7 @@ import (
 	_ "github.com/practicegw/practicegw/caddymodule/health"
 	_ "github.com/practicegw/practicegw/caddymodule/ingest"
 	_ "github.com/practicegw/practicegw/caddymodule/ratelimit"
-	_ "github.com/practicegw/practicegw/internal/cli"
-	"github.com/practicegw/practicegw/internal/listen"
+	"github.com/practicegw/practicegw/internal/cli"
 )
 
-func main() {
-	// Before any command reads a Caddyfile: the Caddyfiles bind the API's
-	// socket to PRACTICEGW_LISTEN's host through variables derived from it.
-	if err := listen.Export(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "practicegw:", err)
-		os.Exit(1)
-	}
-	caddycmd.Main()
-}
+func main() { cli.Main() }
