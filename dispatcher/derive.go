@@ -91,6 +91,9 @@ type record struct {
 	Status       string   `json:"status"`
 	ReleasedJobs []string `json:"released_jobs"`
 	SettledVia   string   `json:"settled_via"`
+	// SignedAt is an engagement's: once set it stays, so a signing taken
+	// back by the vendor and given again is not a second signing.
+	SignedAt *string `json:"signed_at"`
 }
 
 func readRecord(raw json.RawMessage) (record, error) {
@@ -228,7 +231,9 @@ func (d *deriver) engagement(before *record, after record, object json.RawMessag
 	}
 	// An engagement created already signed (an import) has become signed
 	// too: receivers that only listen for signings must still hear of it.
-	if after.Status == engagementSigned && (before == nil || before.Status != engagementSigned) {
+	// One that was signed before (it has a signed_at) is not signed again
+	// when a vendor takes the acceptance back and gives it again.
+	if after.Status == engagementSigned && (before == nil || before.Status != engagementSigned && before.SignedAt == nil) {
 		jobs := after.ReleasedJobs
 		if jobs == nil {
 			jobs = []string{}

@@ -69,7 +69,8 @@ type XPMInvoice struct {
 // pageToken, get, add, update, archive, contacts), jobs (current, list by
 // creation date, by client, get, add, update, state, note, assign), job
 // states, categories, staff and invoices (current, draft, list by date,
-// by job, get, payments). A bearer token and the xero-tenant-id header
+// by job, get, payments) and quotes (current, draft, list by date, get,
+// a job's createquote). A bearer token and the xero-tenant-id header
 // are required. Every request is checked against XPM's published
 // description (Violations; Conforms fails a test on any).
 type XPM struct {
@@ -94,6 +95,7 @@ type XPM struct {
 	jobs       map[string]*XPMJob
 	staff      map[string]*XPMStaff
 	invoices   map[string]*XPMInvoice
+	quotes     map[string]*XPMQuote
 	states     []string
 	categories map[string]string // uuid -> name
 	seq        int
@@ -106,7 +108,7 @@ type XPM struct {
 func NewXPM() *XPM {
 	x := &XPM{Token: "xpm-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", now: time.Now, loc: time.UTC,
 		clients: map[string]*XPMClient{}, jobs: map[string]*XPMJob{}, staff: map[string]*XPMStaff{},
-		invoices: map[string]*XPMInvoice{}, states: []string{"Planned", "In Progress", "Awaiting info", "Completed", "Cancelled"},
+		invoices: map[string]*XPMInvoice{}, quotes: map[string]*XPMQuote{}, states: []string{"Planned", "In Progress", "Awaiting info", "Completed", "Cancelled"},
 		categories:  map[string]string{"5b5e8c54-5a2e-4b1c-9f1a-000000000001": "Accounts", "5b5e8c54-5a2e-4b1c-9f1a-000000000002": "Tax"},
 		conformance: newConformance(xpmDescription)}
 	x.Identity = newIdentity(xeroIdentity, "xero-client")
@@ -343,7 +345,7 @@ func (x *XPM) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	c := xpmCall{w: w, r: r, body: body, q: r.URL.Query()}
-	for _, rt := range xpmRoutes {
+	for _, rt := range append(xpmRoutes, xpmQuoteRoutes...) {
 		if rest, ok := rt.match(r.Method, op); ok {
 			c.rest = rest
 			rt.handle(x, c)

@@ -28,6 +28,12 @@ func TestXPMRequestsAreCheckedAgainstThePublishedDescription(t *testing.T) {
 		{"a job state with a member XPM does not publish", "PUT", "/v3.1/job.api/state", `{"id":"J000001","stage":"planned"}`, "stage"},
 		{"a client with contacts", "POST", "/v3.1/client.api/add",
 			`{"name":"Acme Ltd","isProspect":"No","contacts":[{"name":"Ann","position":"Director","isPrimary":"Yes"}]}`, ""},
+		{"current quotes in detail", "GET", "/v3.1/quote.api/current?detailed=true", "", ""},
+		{"quotes by date in detail", "GET", "/v3.1/quote.api/list?from=20250303&to=20260302&detailed=true", "", ""},
+		{"quotes without their required range", "GET", "/v3.1/quote.api/list?detailed=true", "", `"from"`},
+		{"a quote", "GET", "/v3.1/quote.api/get/Q000001", "", ""},
+		{"quotes modified since", "GET", "/v3.1/quote.api/draft?modifiedSince=2026-03-02T09:00:00", "", `"modifiedSince" is not declared`},
+		{"a quote from a job", "POST", "/v3.1/job.api/createquote/J000001", "", ""},
 		{"a contact flag that is no string", "POST", "/v3.1/client.api/add", `{"name":"Acme Ltd","contacts":[{"name":"Ann","isPrimary":true}]}`, "isPrimary"},
 	}
 	for _, c := range cases {

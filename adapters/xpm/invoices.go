@@ -17,33 +17,53 @@ import (
 // listInvoices walks the current invoices, the drafts, then each year of
 // invoice.api/list less those already read.
 func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
+	return walkDated(ctx, a, datedLists[invoice]{
+		current: "/v3.1/invoice.api/current", draft: "/v3.1/invoice.api/draft", list: "/v3.1/invoice.api/list",
+		fetch:   a.fetchInvoices,
+		id:      func(inv invoice) string { return inv.ID },
+		convert: records(a.invoiceRecord, func(rec *practice.Invoice) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
+	}, cur, limit)
+}
+
+// datedLists are the lists XPM keeps of a kind it dates (invoices,
+// quotes): the current ones, the drafts, and every one a year at a time
+// by its date.
+type datedLists[T any] struct {
+	current, draft, list string
+	fetch                func(ctx context.Context, path string, q url.Values) ([]T, error)
+	id                   func(T) string
+	convert              func(context.Context, []paging.Found[T]) ([]json.RawMessage, error)
+}
+
+// walkDated walks the current list, the drafts, then each year of the
+// dated list less those already read.
+func walkDated[T any](ctx context.Context, a *Adapter, l datedLists[T], cur paging.Cursor, limit int) (practice.Page, error) {
 	first := a.firstWindow()
-	// The current and draft invoices' numbers, as read in this call: the
+	// The current and draft items' numbers, as read in this call: the
 	// yearly lists hold them too.
 	seen := map[string]bool{}
 	read := map[string]bool{}
-	fetch := func(ctx context.Context, path string) ([]invoice, error) {
-		invs, err := a.fetchInvoices(ctx, path, nil)
+	fetch := func(ctx context.Context, path string) ([]T, error) {
+		items, err := l.fetch(ctx, path, nil)
 		if err == nil {
 			read[path] = true
-			for _, inv := range invs {
-				seen[inv.ID] = true
+			for _, it := range items {
+				seen[l.id(it)] = true
 			}
 		}
-		return invs, err
+		return items, err
 	}
-	const current, draft = "/v3.1/invoice.api/current", "/v3.1/invoice.api/draft"
-	w := paging.Walk[invoice]{
-		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[invoice], error) {
-			var page paging.VendorPage[invoice]
+	w := paging.Walk[T]{
+		Fetch: func(ctx context.Context, _, token string) (paging.VendorPage[T], error) {
+			var page paging.VendorPage[T]
 			var err error
 			switch token {
 			case "":
-				page.Items, err = fetch(ctx, current)
+				page.Items, err = fetch(ctx, l.current)
 				page.Next = tokenDraft
 				return page, err
 			case tokenDraft:
-				page.Items, err = fetch(ctx, draft)
+				page.Items, err = fetch(ctx, l.draft)
 				page.Next = first
 				return page, err
 			}
@@ -51,28 +71,27 @@ func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur pagin
 			if err != nil {
 				return page, err
 			}
-			for _, p := range []string{current, draft} {
+			for _, p := range []string{l.current, l.draft} {
 				if !read[p] {
 					if _, err := fetch(ctx, p); err != nil {
 						return page, err
 					}
 				}
 			}
-			invs, err := a.fetchInvoices(ctx, "/v3.1/invoice.api/list",
-				url.Values{"from": {from.Format("20060102")}, "to": {to.Format("20060102")}})
+			items, err := l.fetch(ctx, l.list, url.Values{"from": {from.Format("20060102")}, "to": {to.Format("20060102")}})
 			if err != nil {
 				return page, err
 			}
-			for _, inv := range invs {
-				if !seen[inv.ID] {
-					page.Items = append(page.Items, inv)
+			for _, it := range items {
+				if !seen[l.id(it)] {
+					page.Items = append(page.Items, it)
 				}
 			}
 			page.Next, err = a.nextWindow(token, first)
 			return page, err
 		},
-		ID:       func(inv invoice) string { return inv.ID },
-		Convert:  records(a.invoiceRecord, func(rec *practice.Invoice) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
+		ID:       l.id,
+		Convert:  l.convert,
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)

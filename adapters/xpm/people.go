@@ -13,7 +13,8 @@ import (
 	"github.com/practicegw/practicegw/practice"
 )
 
-// List returns one page of clients, jobs, people or invoices; other kinds
+// List returns one page of clients, jobs, people, invoices or engagements
+// (quotes); other kinds
 // are empty.
 func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !a.serves(t) {
@@ -36,6 +37,8 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 		return a.listPeople(ctx, q.Filter, cur, limit)
 	case practice.Invoices:
 		return a.listInvoices(ctx, q.Filter, cur, limit)
+	case practice.Engagements:
+		return a.listQuotes(ctx, q.Filter, cur, limit)
 	}
 	return practice.Page{Items: []json.RawMessage{}}, nil
 }

@@ -139,6 +139,33 @@ type invoiceOne struct {
 	Invoice *invoice `json:"invoice"`
 }
 
+type quote struct {
+	ID                 string         `json:"id"`
+	Name               string         `json:"name"`
+	Type               string         `json:"type"`
+	State              string         `json:"state"`
+	Date               string         `json:"date"`
+	AmountIncludingTax jsontext.Value `json:"amountIncludingTax"`
+	Client             *party         `json:"client"`
+	// Tasks come with detailed=true; a quote read without them has none.
+	Tasks []quoteTask `json:"tasks"`
+}
+
+type quoteTask struct {
+	Name string `json:"name"`
+}
+
+type quoteList struct {
+	answer
+	// XPM's description lets an entry be null, as for invoices.
+	Quotes []*quote `json:"quotes"`
+}
+
+type quoteOne struct {
+	answer
+	Quote *quote `json:"quote"`
+}
+
 type payment struct {
 	Amount    jsontext.Value `json:"amount"`
 	Date      string         `json:"date"`

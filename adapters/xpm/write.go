@@ -501,7 +501,7 @@ func checkJobInput(in practice.JobInput, create bool) error {
 		return err
 	}
 	if in.Engagement != nil && *in.Engagement != "" {
-		return practice.Invalid("engagement", "Xero Practice Manager has no engagements; leave engagement out for this firm's jobs.")
+		return practice.Invalid("engagement", "Xero Practice Manager links no job to a quote through its API; leave engagement out for this firm's jobs.")
 	}
 	return nil
 }

@@ -1,5 +1,5 @@
-// Package xpm serves a firm's clients, jobs, people and invoices from its
-// Xero Practice Manager (XPM API v3.1, JSON), and translates client and
+// Package xpm serves a firm's clients, jobs, people, invoices and
+// engagements (its quotes) from its Xero Practice Manager (XPM API v3.1, JSON), and translates client and
 // job writes to XPM's. XPM sends no webhooks: change data comes from the
 // gateway's synchronizer polling List with updated_since, so List pushes
 // that filter down wherever XPM takes one and reads as few XPM lists as
@@ -23,6 +23,14 @@
 //     outstanding is paid, and its payments decide paid_at (the latest)
 //     and settled_via (the words of its reference, Config.SettlementRails);
 //     amounts in Config.Currency, which XPM does not name.
+//   - engagement: id eng_<quote number>, a quote (adapters/kit/proposals):
+//     Draft proposed, Issued sent, Accepted signed, Declined declined,
+//     Archived ended; scope the quote's name and its tasks' names; fee its
+//     amount including tax in Config.Currency; billing fixed (estimate
+//     for an estimate); signed_at when a gateway first read it accepted.
+//     XPM publishes no link from a quote to the jobs made for it (only
+//     job.api/createquote's answer names the quote made from a job), so
+//     released_jobs is [].
 //
 // XPM publishes no modification or creation time on any of them, so the
 // gateway stamps records as it reads them (stamps.go): updated_at,
@@ -45,6 +53,9 @@
 //     invoice.api/list for each year of Config.HistoryYears, less those
 //     already read.
 //   - people: staff.api/list.
+//   - engagements: quote.api/current, quote.api/draft, then
+//     quote.api/list for each year of Config.HistoryYears, every one
+//     detailed (the tasks make the scope), less those already read.
 //
 // Lists XPM does not page are read whole and walked in id order (one call
 // per /v1 page); every filter XPM cannot take is applied here.
@@ -65,6 +76,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/filing"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
@@ -132,20 +144,22 @@ type Config struct {
 
 // Adapter is one firm's XPM. It is safe for concurrent use.
 type Adapter struct {
-	cfg     Config
-	c       *upstream.Client
-	log     *zap.Logger
-	clock   upstream.Clock
-	loc     *time.Location
-	stages  *stageMap
-	rails   xero.Rails
-	stamps  *stamps
-	state   changes.StateStore
-	rec     *changes.Recorder
-	changes changes.ChangeSink
-	states  upstream.Cached[[]party]
-	cats    upstream.Cached[[]party]
-	names   upstream.Cached[map[string]string]
+	cfg    Config
+	c      *upstream.Client
+	log    *zap.Logger
+	clock  upstream.Clock
+	loc    *time.Location
+	stages *stageMap
+	rails  xero.Rails
+	stamps *stamps
+	// signings remember when each quote was first read accepted.
+	signings proposals.Signings
+	state    changes.StateStore
+	rec      *changes.Recorder
+	changes  changes.ChangeSink
+	states   upstream.Cached[[]party]
+	cats     upstream.Cached[[]party]
+	names    upstream.Cached[map[string]string]
 }
 
 // New checks cfg and makes the adapter.
@@ -215,17 +229,18 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 	}
 	state := deps.StateStore()
 	return &Adapter{
-		cfg:     cfg,
-		c:       c,
-		log:     deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
-		clock:   deps.ClockOrSystem(),
-		loc:     loc,
-		stages:  stages,
-		rails:   rails,
-		stamps:  newStamps(state, deps.ClockOrSystem(), cfg.Firm),
-		state:   state,
-		rec:     deps.ChangeRecorder(),
-		changes: deps.Changes,
+		cfg:      cfg,
+		c:        c,
+		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
+		clock:    deps.ClockOrSystem(),
+		loc:      loc,
+		stages:   stages,
+		rails:    rails,
+		stamps:   newStamps(state, deps.ClockOrSystem(), cfg.Firm),
+		signings: proposals.Signings{State: state, Firm: cfg.Firm},
+		state:    state,
+		rec:      deps.ChangeRecorder(),
+		changes:  deps.Changes,
 	}, nil
 }
 
@@ -249,7 +264,7 @@ func (a *Adapter) serves(t practice.Tenant) bool {
 
 func (a *Adapter) tenant() practice.Tenant { return practice.Tenant{Firm: a.cfg.Firm} }
 
-// Get returns one client, job, person or invoice.
+// Get returns one client, job, person, invoice or engagement.
 func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !a.serves(t) {
 		return nil, fmt.Errorf("xpm: no records for %s: %w", t, practice.ErrNotFound)
@@ -267,6 +282,8 @@ func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, i
 		return a.getPerson(ctx, key)
 	case practice.Invoices:
 		return a.getInvoice(ctx, key)
+	case practice.Engagements:
+		return a.getQuote(ctx, key)
 	}
 	return nil, notFound(k, id)
 }
@@ -291,7 +308,7 @@ func parseID(k practice.Kind, id string) (string, bool) {
 	switch k {
 	case practice.Clients, practice.People:
 		return key, uuidRE.MatchString(key)
-	case practice.Jobs, practice.Invoices:
+	case practice.Jobs, practice.Invoices, practice.Engagements:
 		return key, numberRE.MatchString(key)
 	}
 	return "", false
