@@ -548,6 +548,7 @@ func (a *App) Start() error {
 		}()
 	}
 	a.syncMetrics.serve(a)
+	a.sayWhereThingsAre()
 	return nil
 }
 

@@ -5,13 +5,16 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 
-	caddycmd "github.com/caddyserver/caddy/v2/cmd"
+	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
 	"github.com/practicegw/practicegw/internal/envconfig"
@@ -31,30 +34,80 @@ func addAdminFlag(cmd *cobra.Command) {
 }
 
 // adminCall sends one request to the gateway's admin endpoint and decodes
-// the JSON answer into out.
+// the JSON answer into out. Its errors are for the person at the
+// terminal: a gateway that is not there names the address tried and how
+// to point elsewhere, and a refusal is the gateway's own sentence.
 func adminCall(cmd *cobra.Command, method, path string, in, out any) error {
+	addr := adminAddr(cmd)
 	var body io.Reader
-	headers := http.Header{}
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
 			return err
 		}
 		body = bytes.NewReader(b)
-		headers.Set("Content-Type", "application/json")
 	}
-	resp, err := caddycmd.AdminAPIRequest(adminAddr(cmd), method, path, headers, body)
+	network, err := caddy.ParseNetworkAddress(addr)
+	if err != nil || network.PortRangeSize() != 1 {
+		return fmt.Errorf("the admin address %q is not one: give --admin or PRACTICEGW_ADMIN as host:port, such as localhost:2019", addr)
+	}
+	origin := "http://" + network.JoinHostPort(0)
+	if network.IsUnixNetwork() {
+		// Caddy's admin endpoint on a socket takes this host alone.
+		origin = "http://127.0.0.1"
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, origin+path, body)
 	if err != nil {
-		return fmt.Errorf("talking to the gateway at %s: %w", adminAddr(cmd), err)
+		return err
+	}
+	if !network.IsUnixNetwork() {
+		// Caddy's admin endpoint checks the origin of each request.
+		req.Header.Set("Origin", origin)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network.Network, network.JoinHostPort(0))
+		},
+	}}
+	resp, err := client.Do(req)
+	if err != nil {
+		return unreachable(addr)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return adminRefusal(resp)
+	}
 	if out == nil {
 		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("reading the gateway's answer: %w", err)
+		return fmt.Errorf("the admin endpoint at %s answered %s with something other than the gateway's JSON: is it a practicegw gateway?", addr, path)
 	}
 	return nil
+}
+
+// unreachable says that no gateway answered at addr, and how to point the
+// command at one.
+func unreachable(addr string) error {
+	return fmt.Errorf("no gateway answers at %s (its admin endpoint): start one with `practicegw run`, "+
+		"or point this command at yours with --admin host:port or PRACTICEGW_ADMIN", addr)
+}
+
+// adminRefusal is the sentence of the admin endpoint's error body
+// ({"error": "..."}), else its status.
+func adminRefusal(resp *http.Response) error {
+	var answer struct {
+		Error string `json:"error"`
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &answer) == nil && answer.Error != "" {
+		return errors.New(answer.Error)
+	}
+	return fmt.Errorf("the gateway refused the request (%s)", resp.Status)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -39,8 +39,9 @@ signed with Standard Webhooks headers under a session secret it prints
 first. One line per delivery tells the time, the event, its id and the local
 answer's status and duration.
 
-It reconnects on its own, through whichever gateway instance answers, and
-resumes after the last event it received; if the gateway no longer keeps
+Once connected, it reconnects on its own, through whichever gateway instance
+answers, and resumes after the last event it received (a gateway that is not
+there at all when it starts ends it, naming the address tried); if the gateway no longer keeps
 events that far back, it says that events may be missing and goes on. A
 receiver that is slow or down does not hold the stream back: events beyond
 a queue of 100 are dropped, and said so. Nothing is registered with the
@@ -207,6 +208,10 @@ func (l *listener) follow(ctx context.Context, queue chan<- []byte) error {
 			continue
 		case errors.As(err, &refused):
 			return err
+		case !connected && errors.As(err, new(*notThere)):
+			// Never reached: a mistyped --url or a gateway not started,
+			// which waiting would not mend.
+			return fmt.Errorf("%w: start one with `practicegw run`, or give yours with --url, such as --url http://localhost:8080", err)
 		}
 		if ok {
 			connected, wait = true, first
@@ -241,6 +246,9 @@ func (l *listener) connect(ctx context.Context, lastID *string, queue chan<- []b
 	}
 	resp, err := l.streamClient.Do(req)
 	if err != nil {
+		if ctx.Err() == nil {
+			return false, &notThere{gateway: req.URL.Scheme + "://" + req.URL.Host}
+		}
 		return false, err
 	}
 	defer resp.Body.Close()
@@ -297,6 +305,12 @@ func (l *listener) connect(ctx context.Context, lastID *string, queue chan<- []b
 	}
 	return true, errors.New("the gateway closed the stream")
 }
+
+// notThere is a gateway that gave no answer at all: nothing listens at its
+// address, or its name does not resolve.
+type notThere struct{ gateway string }
+
+func (e *notThere) Error() string { return "no gateway answers at " + e.gateway }
 
 // answerError reads a refusal's JSON error body. 429 and 5xx may pass;
 // anything else is for good.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -224,5 +225,35 @@ func TestListenSaysWhenEventsWereMissed(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "not an event") {
 		t.Fatalf("the notice was forwarded as an event:\n%s", out.String())
+	}
+}
+
+// A gateway that is not there at all when listen starts ends it at once,
+// naming the address tried and how to give another; it does not retry
+// for ever.
+func TestListenGivesUpOnAGatewayThatIsNotThere(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	out := &lines{}
+	l := &listener{stream: "http://" + addr + "/v1/events/stream", token: "pgw_test_x", forwardTo: "http://127.0.0.1:1/hooks",
+		secret: "whsec_c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2U=", out: out, streamClient: http.DefaultClient, idle: time.Minute,
+		forwardClient: http.DefaultClient, queue: 1}
+	done := make(chan error, 1)
+	go func() { done <- l.run(context.Background()) }()
+	select {
+	case err := <-done:
+		want := "no gateway answers at http://" + addr + ": start one with `practicegw run`, or give yours with --url"
+		if err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Fatalf("listen ended with %v, want %q", err, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("listen still runs 10s after finding no gateway")
+	}
+	if strings.Contains(out.String(), "reconnecting") {
+		t.Errorf("listen tried again:\n%s", out.String())
 	}
 }

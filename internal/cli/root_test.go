@@ -2,7 +2,11 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -105,5 +109,39 @@ func TestExitCodeOfCaddysCommands(t *testing.T) {
 	}
 	if got := exitCode(errors.New("--firm is required")); got != 1 {
 		t.Errorf("a plain error exits %d, want 1", got)
+	}
+}
+
+// A command that finds no gateway says where it looked and how to point
+// it elsewhere; a refusal is the gateway's own sentence, not the admin
+// endpoint's JSON.
+func TestAdminErrorsAreForAPerson(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	_, err = runCommand(t, listCommand(), "--firm", "frm_acme", "--admin", closed)
+	if err == nil {
+		t.Fatal("credential list against no gateway succeeded")
+	}
+	for _, want := range []string{closed, "--admin", "PRACTICEGW_ADMIN", "practicegw run"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("%q does not say %s", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "dial tcp") {
+		t.Errorf("%q speaks of the dialer", err)
+	}
+
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		json.NewEncoder(w).Encode(map[string]string{"error": `unknown firm "frm_nope" <check the firm block>`})
+	}))
+	defer srv.Close()
+	_, err = runCommand(t, listCommand(), "--firm", "frm_nope", "--admin", strings.TrimPrefix(srv.URL, "http://"))
+	if err == nil || err.Error() != `unknown firm "frm_nope" <check the firm block>` {
+		t.Errorf("a refusal reads %v", err)
 	}
 }

@@ -108,7 +108,7 @@ func TestSyncResyncCommand(t *testing.T) {
 		t.Fatalf("resync: %v\n%s", err, out)
 	}
 	if _, err := runCommand(t, resyncCommand(), "--firm", "frm_acme", "--system", "documents", "--admin", addr); err == nil ||
-		!strings.Contains(err.Error(), "404") {
+		err.Error() != "firm frm_acme has no real documents system: not found" {
 		t.Errorf("resync of a system the firm lacks: %v", err)
 	}
 	if _, err := runCommand(t, resyncCommand(), "--firm", "frm_acme", "--admin", addr); err == nil {
