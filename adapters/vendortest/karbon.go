@@ -89,8 +89,8 @@ var defaultKarbonStatuses = []KarbonStatus{
 }
 
 // Karbon is a double of Karbon API v3 under /v3: contacts, organizations,
-// client groups, work items, users, tenant settings, notes and webhook
-// subscriptions (one per type and access key), with OData
+// client groups, work items, users, tenant settings, notes, invoices and
+// payments (karbon_billing.go) and webhook subscriptions (one per type and access key), with OData
 // paging ($top at most 100, $skip, @odata.nextLink), the documented
 // $filter subset, $expand of a record's related parts, Bearer plus
 // AccessKey authentication, and Karbon's error bodies. Every request is
@@ -128,6 +128,9 @@ type Karbon struct {
 	// subs are the webhook subscriptions, by access key and type
 	// (karbon_webhooks.go).
 	subs map[string]map[string]*KarbonSubscription
+	// invoices and payments are the firm's billing (karbon_billing.go).
+	invoices map[string]*KarbonInvoice
+	payments []*KarbonInvoicePayment
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and
@@ -162,6 +165,14 @@ func StartKarbon(t testing.TB) *Karbon {
 
 // Close stops the server.
 func (k *Karbon) Close() { k.srv.Close() }
+
+// SetNow sets the double's clock, which stamps the changes it makes (an
+// invoice's UpdatedAt).
+func (k *Karbon) SetNow(now func() time.Time) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.now = now
+}
 
 // LoopNextLinks makes every list answer's @odata.nextLink point at the
 // page just served, as a vendor fault that would have a client read the

@@ -50,6 +50,14 @@ func (k *Karbon) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	switch {
+	case r.Method == http.MethodGet && coll == "Invoices" && key == "":
+		k.listInvoices(w, r)
+	case r.Method == http.MethodGet && coll == "Invoices":
+		k.getInvoice(w, key, expansions(r))
+	case r.Method == http.MethodGet && coll == "Payments" && key == "":
+		k.listPayments(w, r)
+	case r.Method == http.MethodGet && coll == "Payments":
+		k.getPayment(w, key)
 	case r.Method == http.MethodGet && key == "":
 		k.list(w, r, coll)
 	case r.Method == http.MethodGet:
