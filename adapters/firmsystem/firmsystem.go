@@ -47,6 +47,10 @@ type Deps struct {
 	// through the records system (link_clients records) asks it for the
 	// resolver it needs.
 	Records practice.Reader
+	// KeepsLedger says, to a records system, that the firm names no
+	// ledger: the invoices the system keeps too (Opened.Ledger) are the
+	// firm's, and the system reads their notifications.
+	KeepsLedger bool
 }
 
 // Opened is a firm's system, ready to serve.

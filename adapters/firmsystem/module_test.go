@@ -24,6 +24,8 @@ func TestModulesValidate(t *testing.T) {
 		{"records.karbon", "access_key a\nbearer b", ""},
 		{"records.karbon", "access_key a", "access_key and bearer are both required"},
 		{"records.karbon", "access_key a\nbearer b\nclient_group_type castle", `client_group_type "castle"`},
+		{"ledger.karbon", "access_key a\nbearer b\nsettlement_rail \"Other\" bank_transfer", ""},
+		{"ledger.karbon", "bearer b", "access_key and bearer are both required"},
 		{"ledger.xero", "tenant_id t\nclient_id c\nclient_secret s\nlink_clients records", ""},
 		{"ledger.xero", "client_id c\nclient_secret s", "tenant_id is required"},
 		{"ledger.xero", "tenant_id t\nclient_id c\nclient_secret s\nlink_clients ledger", `link_clients "ledger"`},

@@ -4,9 +4,11 @@
 // writes translated to Karbon's, and Karbon's webhooks turned into change
 // records.
 //
-// Karbon has no engagements, documents or invoices: List answers an empty
-// page and Get practice.ErrNotFound for them. The firm's engagement letters
-// stay with the demo records or its document store.
+// Karbon's billing is the firm's ledger when the firm says so (ledger
+// karbon, or records karbon with no ledger named): invoices.go. Karbon has
+// no engagements or documents: List answers an empty page and Get
+// practice.ErrNotFound for them. The firm's engagement letters stay with
+// the demo records or its document store.
 //
 // Each /v1 record is built from Karbon's published shapes:
 //
@@ -24,6 +26,13 @@
 //     item carries (a webhook's TimeStamp is used on change records).
 //   - person: id usr_<UserKey>, role from the user's first Karbon role.
 //     Karbon publishes no times for users; they read as the zero time.
+//   - invoice: id inv_<InvoiceKey>; number, total, amount due, currency,
+//     issued and due dates as Karbon gives them; client the billed
+//     client's cli_ id; status from InvoiceStatus and what is due
+//     (invoiceStatus); settled_via and paid_at from the latest payment
+//     not reversed (a card or a bank debit through Karbon Payments, a
+//     manual payment by its method, Config.SettlementRails); updated_at
+//     UpdatedAt, created_at the invoice date.
 //
 // Paging walks Karbon's OData pages: the first asks for $top (at most
 // 100), each later one is read at the @odata.nextLink Karbon gave, as
@@ -57,6 +66,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 )
@@ -121,6 +131,11 @@ type Config struct {
 	// and left to the sync (polling and the reconciliation).
 	WebhookMaxRecords int `json:"webhook_max_records,omitempty"`
 
+	// SettlementRails maps words of a manual payment's method (or a
+	// Karbon Payments bank debit's funding) to the settled_via rail, over
+	// the defaults (those of every ledger, and cash, other).
+	SettlementRails map[string]string `json:"settlement_rails,omitempty"`
+
 	// PageSize is the $top of each Karbon page [100, Karbon's maximum].
 	PageSize int `json:"page_size,omitempty"`
 	// MaxScanPages bounds the Karbon pages one List reads [10].
@@ -142,6 +157,8 @@ type Adapter struct {
 	stages   *stageMap
 	statuses map[string]string
 	rec      *changes.Recorder
+	state    changes.StateStore
+	rails    xero.Rails
 	changes  changes.ChangeSink
 	notices  notifications.Guard
 	details  *detailCache
@@ -151,10 +168,20 @@ type Adapter struct {
 	// (resolve.go).
 	dir    clientDirectory
 	looked resolutions
+	// ledger says the firm's invoices are Karbon's: its Invoice
+	// webhooks are read; otherwise they are acknowledged unread.
+	ledger bool
 }
 
+// Option changes New.
+type Option func(*Adapter)
+
+// AsLedger makes the adapter keep the firm's invoices: Karbon's billing is
+// the firm's ledger, and its Invoice notifications are read.
+func AsLedger() Option { return func(a *Adapter) { a.ledger = true } }
+
 // New checks cfg and makes the adapter.
-func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
+func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	if cfg.AccessKey == "" || cfg.Bearer == "" {
 		return nil, fmt.Errorf("karbon: access_key and bearer are both required")
 	}
@@ -193,6 +220,10 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 	if err != nil {
 		return nil, err
 	}
+	rails, err := newRails(cfg.SettlementRails)
+	if err != nil {
+		return nil, fmt.Errorf("karbon: %w", err)
+	}
 	c, err := upstream.NewClient(upstream.Options{
 		System:   "karbon",
 		BaseURL:  cfg.BaseURL,
@@ -204,7 +235,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("karbon: %w", err)
 	}
-	return &Adapter{
+	a := &Adapter{
 		cfg:      cfg,
 		c:        c,
 		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
@@ -212,10 +243,16 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		stages:   stages,
 		statuses: statuses,
 		rec:      deps.ChangeRecorder(),
+		state:    deps.StateStore(),
+		rails:    rails,
 		changes:  deps.Changes,
 		notices:  deps.NotificationGuard(),
 		details:  newDetailCache(10000),
-	}, nil
+	}
+	for _, o := range opts {
+		o(a)
+	}
+	return a, nil
 }
 
 // serves reports whether t is a tenant this adapter holds records for: its
@@ -226,7 +263,8 @@ func (a *Adapter) serves(t practice.Tenant) bool {
 
 func (a *Adapter) tenant() practice.Tenant { return practice.Tenant{Firm: a.cfg.Firm} }
 
-// List returns one page of clients, jobs or people; other kinds are empty.
+// List returns one page of clients, jobs, people or invoices; other kinds
+// are empty.
 func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !a.serves(t) {
 		return practice.Page{}, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
@@ -246,11 +284,13 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 		return a.listJobs(ctx, q.Filter, cur, limit)
 	case practice.People:
 		return a.listPeople(ctx, q.Filter, cur, limit)
+	case practice.Invoices:
+		return a.listInvoices(ctx, q.Filter, cur, limit)
 	}
 	return practice.Page{Items: []json.RawMessage{}}, nil
 }
 
-// Get returns one client, job or person.
+// Get returns one client, job, person or invoice.
 func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !a.serves(t) {
 		return nil, fmt.Errorf("karbon: no records for %s: %w", t, practice.ErrNotFound)
@@ -274,6 +314,12 @@ func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, i
 			return nil, notFound(k, id)
 		}
 		return a.getPerson(ctx, key)
+	case practice.Invoices:
+		key, ok := parseKey(id, "inv_")
+		if !ok {
+			return nil, notFound(k, id)
+		}
+		return a.getInvoice(ctx, key)
 	}
 	return nil, notFound(k, id)
 }
@@ -315,8 +361,11 @@ func (a *Adapter) Upstream() *upstream.Client { return a.c }
 // modification time: clients (contacts, organizations and client groups
 // carry LastModifiedDateTime; a poll reads contacts and organizations
 // newest first, a page of each when nothing changed, and the client
-// groups' list, and each record in full only when it changed). Work
+// groups' list, and each record in full only when it changed) and
+// invoices (UpdatedAt, read most recently updated first). Work
 // items and users carry no modification time; Karbon's webhooks and the
 // reconciliation keep them current, and polling them would read every
 // page to find nothing.
-func (a *Adapter) Incremental(k practice.Kind) bool { return k == practice.Clients }
+func (a *Adapter) Incremental(k practice.Kind) bool {
+	return k == practice.Clients || k == practice.Invoices
+}

@@ -10,6 +10,7 @@ import (
 
 func init() {
 	caddy.RegisterModule(Module{})
+	caddy.RegisterModule(Ledger{})
 }
 
 // Module is Karbon as a firm's records system:
@@ -21,7 +22,8 @@ func init() {
 //	    ...
 //	}
 //
-// Its options are Config's fields by their JSON names.
+// Its options are Config's fields by their JSON names. Its invoices
+// (Karbon's billing) are the firm's ledger when the firm names no other.
 type Module struct {
 	Config
 }
@@ -55,11 +57,71 @@ func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	k, err := New(cfg, d.Upstream)
+	var opts []Option
+	if d.KeepsLedger {
+		opts = append(opts, AsLedger())
+	}
+	k, err := New(cfg, d.Upstream, opts...)
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook}, nil
+	opened := firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook}
+	if d.KeepsLedger {
+		opened.Ledger = k
+	}
+	return opened, nil
+}
+
+// Ledger is Karbon's billing as a firm's ledger, beside another records
+// system or with Karbon's own records:
+//
+//	ledger karbon {
+//	    access_key {env.KARBON_ACCESS_KEY}
+//	    bearer {env.KARBON_BEARER}
+//	    settlement_rail "Other" bank_transfer
+//	    ...
+//	}
+//
+// Its options are Config's fields by their JSON names; with records
+// karbon it spends the same access key's allowance.
+type Ledger struct {
+	Config
+}
+
+// CaddyModule returns the Caddy module information.
+func (Ledger) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  caddy.ModuleID(firmsystem.Namespace("ledger") + ".karbon"),
+		New: func() caddy.Module { return new(Ledger) },
+	}
+}
+
+// Provision reads the configuration's placeholders ({env.X}, {file.X}).
+func (m *Ledger) Provision(caddy.Context) error {
+	firmsystem.Expand(&m.Config)
+	return nil
+}
+
+// Validate checks the configuration as New would use it.
+func (m *Ledger) Validate() error {
+	_, err := New(m.Config, upstream.Deps{})
+	return err
+}
+
+// UnmarshalCaddyfile reads the `ledger karbon { ... }` block.
+func (m *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return firmsystem.UnmarshalCaddyfile(d, &m.Config)
+}
+
+// Open connects the firm to its Karbon billing.
+func (m *Ledger) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
+	cfg := m.Config
+	cfg.Firm = d.Firm
+	k, err := New(cfg, d.Upstream, AsLedger())
+	if err != nil {
+		return firmsystem.Opened{}, err
+	}
+	return firmsystem.Opened{Label: "Karbon", Reader: k, Client: k.Upstream(), Webhook: k.Webhook}, nil
 }
 
 // Interface guards
@@ -68,4 +130,8 @@ var (
 	_ caddy.Provisioner     = (*Module)(nil)
 	_ caddy.Validator       = (*Module)(nil)
 	_ caddyfile.Unmarshaler = (*Module)(nil)
+	_ firmsystem.Module     = (*Ledger)(nil)
+	_ caddy.Provisioner     = (*Ledger)(nil)
+	_ caddy.Validator       = (*Ledger)(nil)
+	_ caddyfile.Unmarshaler = (*Ledger)(nil)
 )

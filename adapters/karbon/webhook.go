@@ -18,7 +18,7 @@ import (
 )
 
 // notification is Karbon's webhook payload (contact-webhook,
-// work-webhook, user-webhook in the API description).
+// work-webhook, user-webhook, invoice-webhook in the API description).
 type notification struct {
 	ResourcePermaKey string
 	ResourceType     string
@@ -27,7 +27,9 @@ type notification struct {
 }
 
 // Webhook is the ingest route for the firm's Karbon webhook subscriptions
-// (WebhookType Contact, Work and User). It accepts a POST only when the
+// (WebhookType Contact, Work and User, and Invoice when Karbon's billing
+// is the firm's ledger; otherwise an Invoice notification is acknowledged
+// unread). It accepts a POST only when the
 // Signature header is the hex HMAC-SHA256 of the raw body under
 // Config.WebhookSigningKey (the SigningKey given when subscribing), then
 // reads the record that changed, compares it with the last state seen and
@@ -167,11 +169,19 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 	case "User":
 		kind, id = practice.People, userID(n.ResourcePermaKey)
 		after, err = a.getPerson(ctx, n.ResourcePermaKey)
+	case "Invoice":
+		if !a.ledger {
+			return nil
+		}
+		kind, id = practice.Invoices, "inv_"+n.ResourcePermaKey
+		after, err = a.getInvoice(ctx, n.ResourcePermaKey)
 	default:
 		return nil
 	}
 	if errors.Is(err, practice.ErrNotFound) {
-		return nil // gone again, or not a client
+		// Gone again, or not a client. An invoice gone is the
+		// reconciliation's to remove, on Karbon's word.
+		return nil
 	}
 	if err != nil {
 		return err

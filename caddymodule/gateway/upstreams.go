@@ -67,7 +67,10 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 			return nil, fmt.Errorf("%s: module %T is not a firm system", role.name, val)
 		}
 		system := mod.CaddyModule().ID.Name()
-		opened, label, err := a.openSystem(ctx, f.ID, role.name, mod, model, rec, records, nil)
+		// A records system keeps the firm's invoices too (XPM, Karbon's
+		// billing) when the firm names no ledger.
+		keepsLedger := role.name == "records" && ledgerless
+		opened, label, err := a.openSystem(ctx, f.ID, role.name, mod, model, rec, records, keepsLedger, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -76,8 +79,8 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 			b.clients, b.jobs = opened.Clients, opened.Jobs
 			records = opened.Reader
 			if opened.Ledger != nil && ledgerless {
-				// The records system keeps invoices too (XPM), and the
-				// firm names no ledger of its own.
+				// Its invoices are synced as the ledger; its webhook
+				// route (records) receives their notifications too.
 				b.syncs = append(b.syncs, a.syncFor(f, "ledger", system, label, model, opened.Ledger, opened.Client, rec, cfg))
 			}
 		}
@@ -100,13 +103,14 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 // openSystem opens one of a firm's systems in role on its model, with what
 // every system shares (budgets, metrics, upstream state, change sink, the
 // locks of OAuth2 refreshes), whether the Caddyfile or a connection names
-// it; records is the firm's records system for a linked one, and
+// it; records is the firm's records system for a linked one, keepsLedger
+// tells a records system that its invoices are the firm's, and
 // grantRefused is told when the vendor refuses a connection's grant (nil
 // for a Caddyfile system). label is how people name the system.
 func (a *App) openSystem(ctx caddy.Context, firm, role string, mod firmsystem.Module, model *readmodel.Model,
-	rec *changes.Recorder, records practice.Reader, grantRefused func(string)) (opened firmsystem.Opened, label string, err error) {
+	rec *changes.Recorder, records practice.Reader, keepsLedger bool, grantRefused func(string)) (opened firmsystem.Opened, label string, err error) {
 	system := mod.CaddyModule().ID.Name()
-	deps := firmsystem.Deps{Firm: firm, Records: records, Upstream: upstream.Deps{
+	deps := firmsystem.Deps{Firm: firm, Records: records, KeepsLedger: keepsLedger, Upstream: upstream.Deps{
 		Logger:        a.logger.Named("upstream").With(zap.String("firm", firm), zap.String("system", system)),
 		Budget:        a.budget,
 		Registerer:    ctx.GetMetricsRegistry(),
