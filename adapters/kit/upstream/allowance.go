@@ -4,8 +4,9 @@ import "time"
 
 // Allowances are the vendor account's limits this client keeps to: its
 // rate (Karbon's 120 a minute) and the further allowances (Xero's 5,000
-// a day), so that what spends them can plan (the read model's sync). None
-// when the budget is turned off.
+// a day) and those the vendor meters (Options.Metered), so that what
+// spends them can plan (the read model's sync). None when the budget is
+// turned off.
 func (c *Client) Allowances() []Allowance {
 	if c.p.RateLimit <= 0 || c.p.RatePeriod <= 0 {
 		return nil
@@ -14,7 +15,7 @@ func (c *Client) Allowances() []Allowance {
 	for _, a := range c.allowances {
 		out = append(out, a.Allowance)
 	}
-	return out
+	return append(out, c.metered...)
 }
 
 // BudgetAccount names the vendor account whose allowances the client

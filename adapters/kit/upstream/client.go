@@ -68,6 +68,18 @@ type Options struct {
 	// the same budget beside Policy's rate (Xero's 5,000 calls a day per
 	// organisation). A configured negative RateLimit turns them off too.
 	Allowances []Allowance
+	// Metered are allowances the vendor bills rather than refuses
+	// (QuickBooks' reads, metered by the app's plan): the client sends
+	// past them, and the read model's sync plans its polls within them.
+	Metered []Allowance
+	// MaxConcurrent bounds the calls in flight at once (QuickBooks: 10
+	// per company); 0 is no bound.
+	MaxConcurrent int
+	// RateLimitedWait is how long a 429 without Retry-After asks to wait
+	// (QuickBooks: 60 s); until it has passed every call of the client
+	// fails at once, unsent, rather than spend the vendor's patience.
+	// 0 leaves such a 429 to the backoff.
+	RateLimitedWait time.Duration
 	// Transport replaces the HTTP transport (tests, benchmarks).
 	Transport http.RoundTripper
 }
@@ -103,11 +115,18 @@ type Client struct {
 	budgetKey string
 	// allowances are the further limits, each under its own key.
 	allowances []keyedAllowance
-	clock      Clock
-	log        *zap.Logger
-	m          *metrics
-	cb         *gobreaker.CircuitBreaker[*Response]
-	openedAt   atomic.Int64 // Unix nanoseconds the breaker last opened
+	metered    []Allowance
+	// slots holds a token per call in flight when calls are bounded.
+	slots chan struct{}
+	// rateLimitedWait and heldUntil (Unix nanoseconds on clock) are
+	// Options.RateLimitedWait and the end of the wait a 429 asked for.
+	rateLimitedWait time.Duration
+	heldUntil       atomic.Int64
+	clock           Clock
+	log             *zap.Logger
+	m               *metrics
+	cb              *gobreaker.CircuitBreaker[*Response]
+	openedAt        atomic.Int64 // Unix nanoseconds the breaker last opened
 	// sent counts requests sent to the vendor, every attempt.
 	sent atomic.Uint64
 	// lastOK is when the vendor last answered 2xx (Unix nanoseconds on
@@ -154,6 +173,12 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		clock:     d.clock(),
 		log:       d.logger().With(zap.String("upstream", d.Label(o.System))),
 		m:         m,
+		metered:   o.Metered,
+
+		rateLimitedWait: o.RateLimitedWait,
+	}
+	if o.MaxConcurrent > 0 {
+		c.slots = make(chan struct{}, o.MaxConcurrent)
 	}
 	for _, a := range dailyLimit(o.Allowances, p.DailyLimit) {
 		if a.Limit > 0 && a.Per > 0 {
@@ -254,6 +279,14 @@ func (c *Client) Do(ctx context.Context, r Request) (*Response, error) {
 		r.Method = http.MethodGet
 	}
 	idempotent := r.Idempotent || r.Method == http.MethodGet || r.Method == http.MethodHead
+	if c.slots != nil {
+		select {
+		case c.slots <- struct{}{}:
+			defer func() { <-c.slots }()
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s %s %s: %w", c.label, r.Method, r.Path, ctx.Err())
+		}
+	}
 	for attempt := 1; ; attempt++ {
 		if err := c.admit(ctx); err != nil {
 			return nil, err
@@ -292,6 +325,10 @@ func (c *Client) admit(ctx context.Context) error {
 	if c.cb.State() == gobreaker.StateOpen {
 		c.outcomes[outcomeBreakerOpen].Inc()
 		return c.breakerOpen()
+	}
+	if left := time.Duration(c.heldUntil.Load() - c.clock.Now().UnixNano()); left > 0 {
+		c.outcomes[outcomeRateLimited].Inc()
+		return &practice.UnavailableError{Upstream: c.label, RetryAfter: left, Err: errRateLimited}
 	}
 	if c.p.RateLimit < 0 {
 		return nil
@@ -348,7 +385,10 @@ func (c *Client) breakerOpen() error {
 	return &practice.UnavailableError{Upstream: c.label, RetryAfter: max(left, time.Second), Err: errBreakerOpen}
 }
 
-var errBreakerOpen = errors.New("circuit breaker open after repeated failures")
+var (
+	errBreakerOpen = errors.New("circuit breaker open after repeated failures")
+	errRateLimited = errors.New("waiting out the vendor's rate limit (429)")
+)
 
 // send is one attempt.
 func (c *Client) send(ctx context.Context, r Request, u string) (*Response, error) {
@@ -409,6 +449,12 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	}
 	serr := &practice.StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
 		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}
+	if resp.StatusCode == http.StatusTooManyRequests && c.rateLimitedWait > 0 {
+		if serr.RetryAfter == 0 {
+			serr.RetryAfter = c.rateLimitedWait
+		}
+		c.heldUntil.Store(c.clock.Now().Add(serr.RetryAfter).UnixNano())
+	}
 	c.outcomes[outcomeOf(serr)].Inc()
 	return nil, serr
 }
