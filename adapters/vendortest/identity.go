@@ -85,6 +85,9 @@ type identityVendor struct {
 	authorize, token, revoke   string
 	clientAuth, revocationAuth string
 	xeroConnections            bool
+	// realmOnCallback is Intuit's: the consent chooses one company, which
+	// the callback names (realmId) and the grant alone reaches.
+	realmOnCallback bool
 }
 
 var (
@@ -96,6 +99,10 @@ var (
 		clientAuth: "body", revocationAuth: "none"}
 	dropboxIdentity = identityVendor{name: "Dropbox", authorize: "/oauth2/authorize", token: "/oauth2/token",
 		revoke: "/2/auth/token/revoke", clientAuth: "body", revocationAuth: "bearer"}
+	// Intuit's three hosts (appcenter.intuit.com, oauth.platform.intuit.com,
+	// developer.api.intuit.com) are one server here, at their paths.
+	intuitIdentity = identityVendor{name: "Intuit", authorize: "/connect/oauth2", token: "/oauth2/v1/tokens/bearer",
+		revoke: "/v2/oauth2/tokens/revoke", clientAuth: "basic", revocationAuth: "client", realmOnCallback: true}
 )
 
 // CodeTTL is how long an authorization code can be exchanged.
@@ -103,7 +110,9 @@ const CodeTTL = 10 * time.Minute
 
 type authCode struct {
 	clientID, redirectURI, challenge, scope string
-	expires                                 time.Time
+	// realm is the company an Intuit consent chose.
+	realm   string
+	expires time.Time
 }
 
 type grant struct {
@@ -423,10 +432,16 @@ func (i *Identity) authorize(w http.ResponseWriter, r *http.Request) {
 		}
 		i.mu.Lock()
 		code := i.secret("code")
-		i.codes[code] = &authCode{clientID: c.clientID, redirectURI: c.redirectURI, challenge: c.challenge, scope: c.scope,
+		ac := &authCode{clientID: c.clientID, redirectURI: c.redirectURI, challenge: c.challenge, scope: c.scope,
 			expires: i.now().Add(CodeTTL)}
+		i.codes[code] = ac
+		back := url.Values{"code": {code}, "state": {c.state}}
+		if i.vendor.realmOnCallback && len(i.tenants) > 0 {
+			ac.realm = i.tenants[0].ID
+			back.Set("realmId", ac.realm)
+		}
 		i.mu.Unlock()
-		redirect(w, r, c.redirectURI, url.Values{"code": {code}, "state": {c.state}})
+		redirect(w, r, c.redirectURI, back)
 	default:
 		w.WriteHeader(http.StatusMethodNotAllowed)
 	}
@@ -518,7 +533,9 @@ func (i *Identity) exchange(f url.Values) *grant {
 	}
 	g := &grant{Grant: Grant{ID: newUUID(), ClientID: c.clientID, Scope: c.scope}}
 	for _, t := range i.tenants {
-		g.connections = append(g.connections, xeroConnection{id: newUUID(), tenantID: t.ID, created: i.now()})
+		if c.realm == "" || c.realm == t.ID {
+			g.connections = append(g.connections, xeroConnection{id: newUUID(), tenantID: t.ID, created: i.now()})
+		}
 	}
 	i.grants = append(i.grants, g)
 	return g
@@ -551,6 +568,17 @@ func (i *Identity) revocation(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tok := r.PostForm.Get("token")
+	if i.vendor.realmOnCallback {
+		// Intuit's takes {"token": ...} as JSON.
+		var body struct {
+			Token string `json:"token"`
+		}
+		if !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") || json.NewDecoder(r.Body).Decode(&body) != nil || body.Token == "" {
+			oauthError(w, http.StatusBadRequest, "invalid_request")
+			return
+		}
+		tok = body.Token
+	}
 	switch i.vendor.revocationAuth {
 	case "client":
 		if !i.client(r) {

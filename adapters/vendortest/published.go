@@ -297,6 +297,9 @@ func (p *published) checkWebhook(name string, body []byte) error {
 // conformance is a double's record of the requests it received that its
 // vendor's description does not allow.
 type conformance struct {
+	// checker is what requests are checked against: desc, or another
+	// vendor's published definition (QuickBooks' schemas).
+	checker requestChecker
 	desc    *published
 	loadErr error
 
@@ -306,22 +309,35 @@ type conformance struct {
 	links map[string]bool
 }
 
+// requestChecker says what in a request a vendor's published definition
+// does not allow (nil: nothing), and names that definition.
+type requestChecker interface {
+	check(r *http.Request, body []byte, vendorLink bool) error
+	name() string
+}
+
+func (p *published) name() string { return p.file }
+
 func newConformance(file string) *conformance {
 	d, err := loadPublished(file)
-	return &conformance{desc: d, loadErr: err, links: map[string]bool{}}
+	c := &conformance{desc: d, loadErr: err, links: map[string]bool{}}
+	if d != nil {
+		c.checker = d
+	}
+	return c
 }
 
 // wrap checks each request before h answers it, faults included: what the
 // adapter sent is the question, not what the double answers.
 func (c *conformance) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if c.desc != nil {
+		if c.checker != nil {
 			body, _ := io.ReadAll(r.Body)
 			r.Body = io.NopCloser(bytes.NewReader(body))
 			c.mu.Lock()
 			link := c.links[r.URL.RequestURI()]
 			c.mu.Unlock()
-			if err := c.desc.check(r, body, link); err != nil {
+			if err := c.checker.check(r, body, link); err != nil {
 				c.mu.Lock()
 				c.violations = append(c.violations, r.Method+" "+r.URL.RequestURI()+": "+strings.Join(strings.Fields(err.Error()), " "))
 				c.mu.Unlock()
@@ -370,7 +386,15 @@ func (c *conformance) Conforms(t testing.TB) {
 	}
 	t.Cleanup(func() {
 		for _, v := range c.Violations() {
-			t.Errorf("request not in %s: %s", c.desc.file, v)
+			t.Errorf("request not in %s: %s", c.checker.name(), v)
 		}
 	})
+}
+
+// note records a violation the double found itself (an answer of its
+// own that the vendor's definition does not allow).
+func (c *conformance) note(v string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.violations = append(c.violations, v)
 }
