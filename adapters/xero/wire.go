@@ -233,3 +233,7 @@ func positive(n amount) bool {
 	}
 	return false
 }
+
+// Decimal2 writes a decimal amount written as a JSON number (another
+// ledger's, QuickBooks') with exactly two places, as decimal2 does Xero's.
+func Decimal2(s string) (string, error) { return decimal2(amount(s)) }

@@ -9,6 +9,7 @@ import (
 	_ "github.com/practicegw/practicegw/adapters/dropbox"
 	_ "github.com/practicegw/practicegw/adapters/google_drive"
 	_ "github.com/practicegw/practicegw/adapters/karbon"
+	_ "github.com/practicegw/practicegw/adapters/quickbooks"
 	_ "github.com/practicegw/practicegw/adapters/sharepoint"
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	_ "github.com/practicegw/practicegw/adapters/xpm"

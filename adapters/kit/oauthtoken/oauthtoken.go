@@ -1,5 +1,5 @@
 // Package oauthtoken gets and renews the OAuth2 bearer tokens that vendor
-// APIs take (Xero, Microsoft Graph, Google Drive, Dropbox), keeping a
+// APIs take (Xero, Microsoft Graph, Google Drive, Dropbox, Intuit), keeping a
 // refresh token the vendor rotates where every gateway instance finds it.
 package oauthtoken
 
@@ -28,7 +28,7 @@ import (
 // Source is an upstream.Authorizer sending "Authorization: Bearer <token>" and
 // renewing the token a minute before it expires. golang.org/x/oauth2 runs
 // the grants; OAuth2 adds what the library leaves to its caller: a refresh
-// token the vendor rotates (Xero, Microsoft and Dropbox do, and the old one
+// token the vendor rotates (Xero, Microsoft, Dropbox and Intuit do, and the old one
 // stops working) is kept in the StateStore, so a restart, or another
 // gateway sharing the store, carries on with the newest.
 //
@@ -144,6 +144,7 @@ const (
 	Graph   = "graph"
 	GDrive  = "gdrive"
 	Dropbox = "dropbox"
+	Intuit  = "intuit" // QuickBooks Online
 )
 
 // keyPrefix is where the tokens of system's app, or of one connection

@@ -1,0 +1,89 @@
+package quickbooks
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+)
+
+func init() {
+	caddy.RegisterModule(Module{})
+}
+
+// Module is QuickBooks Online as a firm's ledger:
+//
+//	ledger quickbooks {
+//	    realm_id {env.QBO_REALM_ID}
+//	    client_id {env.QBO_CLIENT_ID}
+//	    client_secret {env.QBO_CLIENT_SECRET}
+//	    refresh_token {env.QBO_REFRESH_TOKEN}
+//	    verifier_token {env.QBO_VERIFIER_TOKEN}
+//	    settlement_rail "Stripe" stripe
+//	    link_clients records
+//	}
+//
+// Its options are Config's fields by their JSON names (the oauth2 ones at
+// the top of the block too), and link_clients.
+type Module struct {
+	Config
+	// LinkClients is "records" when invoices name their client through
+	// the firm's records system (a customer looked up there).
+	LinkClients string `json:"link_clients,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Module) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  caddy.ModuleID(firmsystem.Namespace("ledger") + ".quickbooks"),
+		New: func() caddy.Module { return new(Module) },
+	}
+}
+
+// Provision reads the configuration's placeholders ({env.X}, {file.X}).
+func (m *Module) Provision(caddy.Context) error {
+	firmsystem.Expand(&m.Config)
+	return nil
+}
+
+// Validate checks the configuration as New would use it.
+func (m *Module) Validate() error {
+	if _, err := firmsystem.Linked(m.LinkClients); err != nil {
+		return err
+	}
+	_, err := New(m.Config, upstream.Deps{})
+	return err
+}
+
+// UnmarshalCaddyfile reads the `ledger quickbooks { ... }` block.
+func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return firmsystem.UnmarshalCaddyfile(d, m)
+}
+
+// Open connects the firm to its QuickBooks company.
+func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
+	cfg := m.Config
+	cfg.Firm = d.Firm
+	var opts []Option
+	if linked, _ := firmsystem.Linked(m.LinkClients); linked {
+		r, err := firmsystem.Resolver[ClientResolver](d)
+		if err != nil {
+			return firmsystem.Opened{}, err
+		}
+		opts = append(opts, WithClientResolver(r))
+	}
+	a, err := New(cfg, d.Upstream, opts...)
+	if err != nil {
+		return firmsystem.Opened{}, err
+	}
+	return firmsystem.Opened{Label: "QuickBooks Online", Reader: a, Client: a.Upstream(), Webhook: a.Webhook}, nil
+}
+
+// Interface guards
+var (
+	_ firmsystem.Module     = (*Module)(nil)
+	_ caddy.Provisioner     = (*Module)(nil)
+	_ caddy.Validator       = (*Module)(nil)
+	_ caddyfile.Unmarshaler = (*Module)(nil)
+)
