@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -126,9 +127,27 @@ func ValidateURL(ctx context.Context, policy *AddressPolicy, raw string) error {
 		return practice.Invalid("url", "The url must not contain a user name or password; authenticate with the webhook signature.")
 	}
 	if err := policy.CheckHost(ctx, u.Hostname()); err != nil {
+		var blocked *BlockedAddressError
+		if errors.As(err, &blocked) && blocked.Range.IsValid() {
+			return practice.Invalid("url", "The url is not allowed: %v; %s.", err, waysOut(blocked, raw))
+		}
 		return practice.Invalid("url", "The url is not allowed: %v.", err)
 	}
 	return nil
+}
+
+// waysOut says how a receiver at a blocked address gets webhooks after
+// all: on this machine, practicegw listen forwards them to it; anywhere,
+// the gateway's allow-list can name its range.
+func waysOut(blocked *BlockedAddressError, raw string) string {
+	allow := blocked.Range.String()
+	if blocked.Addr.Unmap().IsLoopback() {
+		allow = "127.0.0.0/8,::1/128"
+		return fmt.Sprintf("for a receiver on this machine, run `practicegw listen --forward-to %s`, "+
+			"or start the gateway with PRACTICEGW_WEBHOOK_ALLOW_CIDRS=%s", raw, allow)
+	}
+	return fmt.Sprintf("for a receiver in your own network, start the gateway with PRACTICEGW_WEBHOOK_ALLOW_CIDRS=%s, "+
+		"or forward to it with `practicegw listen --forward-to %s`", allow, raw)
 }
 
 // validateEvents checks a subscription list and returns it without

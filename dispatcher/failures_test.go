@@ -309,7 +309,7 @@ func TestConnectTimeCheckRefusesWhatRegistrationAllowed(t *testing.T) {
 		}
 		d := h.waitAttempts(h.only(ep.ID).ID, 1)
 		a := d.Attempts[0]
-		if d.State != dispatcher.StateFailed || a.ResponseCode != 0 || !strings.Contains(a.Error, "not allowed for webhooks (loopback)") {
+		if d.State != dispatcher.StateFailed || a.ResponseCode != 0 || !strings.Contains(a.Error, "webhooks may not be sent to 127.0.0.1 (loopback)") {
 			t.Fatalf("after a refused connect: %s %+v", d.State, a)
 		}
 		if rc.count() != 0 {

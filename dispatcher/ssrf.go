@@ -77,10 +77,19 @@ func NewAddressPolicy(allow []netip.Prefix) *AddressPolicy {
 type BlockedAddressError struct {
 	Addr   netip.Addr
 	Reason string
+	// Range is the blocked range the address is in, which
+	// PRACTICEGW_WEBHOOK_ALLOW_CIDRS could allow; invalid for an address
+	// no allow-list opens (a cloud metadata service).
+	Range netip.Prefix
+	// Host is the name that resolved to Addr, if one did.
+	Host string
 }
 
 func (e *BlockedAddressError) Error() string {
-	return fmt.Sprintf("the address %s is not allowed for webhooks (%s)", e.Addr, e.Reason)
+	if e.Host != "" {
+		return fmt.Sprintf("webhooks may not be sent to %s, which resolves to %s (%s)", e.Host, e.Addr.Unmap(), e.Reason)
+	}
+	return fmt.Sprintf("webhooks may not be sent to %s (%s)", e.Addr, e.Reason)
 }
 
 // Check refuses an address that is not public, unless the allow-list
@@ -92,7 +101,7 @@ func (p *AddressPolicy) Check(ip netip.Addr) error {
 	ip = ip.Unmap()
 	for _, m := range p.metadata {
 		if ip == m {
-			return &BlockedAddressError{orig, "a cloud metadata service"}
+			return &BlockedAddressError{Addr: orig, Reason: "a cloud metadata service"}
 		}
 	}
 	for _, a := range p.allow {
@@ -105,16 +114,16 @@ func (p *AddressPolicy) Check(ip netip.Addr) error {
 	if inner, ok := embeddedIPv4(ip); ok {
 		var blocked *BlockedAddressError
 		if errors.As(p.Check(inner), &blocked) {
-			return &BlockedAddressError{orig, blocked.Reason + ", through an IPv6 translation prefix"}
+			return &BlockedAddressError{Addr: orig, Reason: blocked.Reason + ", through an IPv6 translation prefix"}
 		}
 	}
 	for _, r := range p.blocked {
 		if r.prefix.Contains(ip) {
-			return &BlockedAddressError{orig, r.reason}
+			return &BlockedAddressError{Addr: orig, Reason: r.reason, Range: r.prefix}
 		}
 	}
 	if !ip.IsGlobalUnicast() {
-		return &BlockedAddressError{orig, "not a public unicast address"}
+		return &BlockedAddressError{Addr: orig, Reason: "not a public unicast address"}
 	}
 	return nil
 }
@@ -175,7 +184,13 @@ func (p *AddressPolicy) CheckHost(ctx context.Context, host string) error {
 	}
 	for _, ip := range ips {
 		if err := p.Check(ip); err != nil {
-			return fmt.Errorf("%s resolves to %w", host, err)
+			var blocked *BlockedAddressError
+			if errors.As(err, &blocked) {
+				named := *blocked
+				named.Host = host
+				return &named
+			}
+			return err
 		}
 	}
 	return nil

@@ -124,3 +124,24 @@ func TestDialControlRefusesLoopbackAtConnectTime(t *testing.T) {
 		t.Fatal("the request reached the server")
 	}
 }
+
+// A refused receiver on this machine is told, in one sentence, both ways
+// to get webhooks there: practicegw listen, or the gateway's allow-list.
+func TestLoopbackRefusalNamesBothWaysOut(t *testing.T) {
+	closed := dispatcher.NewAddressPolicy(nil)
+	for url, want := range map[string]string{
+		"http://localhost:3000/hooks": "The url is not allowed: webhooks may not be sent to localhost, which resolves to 127.0.0.1 (loopback); " +
+			"for a receiver on this machine, run `practicegw listen --forward-to http://localhost:3000/hooks`, " +
+			"or start the gateway with PRACTICEGW_WEBHOOK_ALLOW_CIDRS=127.0.0.0/8,::1/128.",
+		"http://10.1.2.3/hooks": "The url is not allowed: webhooks may not be sent to 10.1.2.3 (a private network); " +
+			"for a receiver in your own network, start the gateway with PRACTICEGW_WEBHOOK_ALLOW_CIDRS=10.0.0.0/8, " +
+			"or forward to it with `practicegw listen --forward-to http://10.1.2.3/hooks`.",
+		"http://169.254.169.254/": "The url is not allowed: webhooks may not be sent to 169.254.169.254 (a cloud metadata service).",
+	} {
+		err := dispatcher.ValidateURL(context.Background(), closed, url)
+		var invalid *practice.InvalidError
+		if !errors.As(err, &invalid) || invalid.Message != want {
+			t.Errorf("%s:\n got %v\nwant %s", url, err, want)
+		}
+	}
+}

@@ -407,8 +407,9 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 				"description": "A record; with include_deleted=true, also the tombstone of a removed record: `deleted` is true, and it has the fields of the Tombstone schema only."}
 		}
 		success = map[string]any{
-			"type": "object", "required": []string{"data", "has_more", "next_cursor"}, "additionalProperties": false,
+			"type": "object", "required": []string{"object", "data", "has_more", "next_cursor"}, "additionalProperties": false,
 			"properties": map[string]any{
+				"object":      map[string]any{"type": "string", "const": "list"},
 				"data":        map[string]any{"type": "array", "items": item},
 				"has_more":    map[string]any{"type": "boolean"},
 				"next_cursor": map[string]any{"type": []string{"string", "null"}, "pattern": "^cur_"},

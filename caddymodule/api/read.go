@@ -53,7 +53,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request, c *call) error {
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer bufPool.Put(buf)
 	buf.Reset()
-	buf.WriteString(`{"data":[`)
+	buf.WriteString(`{"object":"list","data":[`)
 	for i, item := range page.Items {
 		if i > 0 {
 			buf.WriteByte(',')

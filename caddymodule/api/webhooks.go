@@ -1,13 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
 	"time"
+
+	jsonv2 "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+	jsonv1 "github.com/go-json-experiment/json/v1"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/dispatcher"
@@ -388,24 +391,27 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 	return nil
 }
 
-// marshal encodes without HTML escaping, as the envelope is signed that way.
+// answerOptions encode an answer as encoding/json would, but without HTML
+// escaping (the envelope is signed that way) and with every time to the
+// millisecond, the precision records and events carry, so that no answer
+// prints nanoseconds beside another's milliseconds.
+var answerOptions = jsonv2.JoinOptions(jsonv1.DefaultOptionsV1(), jsontext.EscapeForHTML(false),
+	jsonv2.WithMarshalers(jsonv2.MarshalToFunc(func(enc *jsontext.Encoder, t time.Time) error {
+		return enc.WriteToken(jsontext.String(t.Truncate(time.Millisecond).Format(time.RFC3339Nano)))
+	})))
+
 func marshal(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+	return jsonv2.Marshal(v, answerOptions)
 }
 
 // writePage answers a collection of Go values in the list envelope.
 func writePage[T any](w http.ResponseWriter, r *http.Request, h *Handler, c *call, q parsedQuery, items []T, hasMore bool, next string) error {
 	out := struct {
+		Object     string  `json:"object"`
 		Data       []T     `json:"data"`
 		HasMore    bool    `json:"has_more"`
 		NextCursor *string `json:"next_cursor"`
-	}{Data: items, HasMore: hasMore}
+	}{Object: "list", Data: items, HasMore: hasMore}
 	if out.Data == nil {
 		out.Data = []T{}
 	}

@@ -3,6 +3,7 @@
 package apierror
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
@@ -67,8 +68,13 @@ func Marshal(w http.ResponseWriter, e *Error) []byte {
 	var b body
 	b.Error.Error = e
 	b.Error.RequestID = RequestID(w)
-	out, _ := json.Marshal(b)
-	return append(out, '\n')
+	// A message is read by people: "Bearer <token>" stays as written
+	// rather than \u003ctoken\u003e (the body is JSON, never HTML).
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.Encode(b)
+	return out.Bytes()
 }
 
 const requestIDHeader = "Request-Id"

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
+	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/store/credential"
 )
 
@@ -106,6 +108,13 @@ type issueForm struct {
 	Problem   string
 }
 
+// defaultRate is the ceiling a credential issued without one gets: the
+// environment's table, as the gateway fills its rate_limit.
+func defaultRate() string { return envconfig.Value(os.LookupEnv, "PRACTICEGW_RATE_LIMIT") }
+
+// DefaultRate is the form's placeholder for the rate limit.
+func (issueForm) DefaultRate() string { return defaultRate() }
+
 type accessView struct {
 	Rows    []accessRow
 	Active  int
@@ -176,7 +185,7 @@ func (h *Handler) issue(w http.ResponseWriter, r *http.Request, v *visit) error 
 	}
 	if form.Problem == "" && form.RateLimit != "" {
 		if _, err := ratelimit.ParseRate(form.RateLimit); err != nil {
-			form.Problem = "Rate limit: write it as N/h, N/m or N/s, such as 3600/h."
+			form.Problem = "Rate limit: write it as N/h, N/m or N/s, such as " + defaultRate() + "."
 		}
 	}
 	var (

@@ -23,6 +23,7 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	listenaddr "github.com/practicegw/practicegw/internal/listen"
 )
 
 func init() {
@@ -58,7 +59,7 @@ error instead of reconnecting.
 			f := cmd.Flags()
 			f.String("forward-to", "", "the local URL each event is POSTed to, such as http://localhost:3000/hooks")
 			f.String("events", "", "comma-separated event kinds or patterns, such as job.*,invoice.paid (default: all)")
-			f.String("url", "http://localhost:8080", "the gateway's base URL")
+			f.String("url", "", "the gateway's base URL (default: where PRACTICEGW_LISTEN puts it on this machine, http://localhost:8080 unset)")
 			f.String("token", "", "the credential's token (default $PRACTICEGW_TOKEN)")
 			f.Bool("live", false, "receive a live credential's events, which carry client data")
 			cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -111,6 +112,12 @@ func newListener(cmd *cobra.Command) (*listener, error) {
 	}
 	if u, err := url.Parse(forwardTo); forwardTo == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errors.New("--forward-to must be an http or https URL, such as http://localhost:3000/hooks")
+	}
+	if base == "" {
+		var err error
+		if base, err = listenaddr.URL(os.Getenv(listenaddr.Var)); err != nil {
+			return nil, fmt.Errorf("--url is not given and %w", err)
+		}
 	}
 	gw, err := url.Parse(strings.TrimRight(base, "/"))
 	if err != nil || (gw.Scheme != "http" && gw.Scheme != "https") || gw.Host == "" {

@@ -124,3 +124,21 @@ func fromEnvFiles(args []string) (string, error) {
 	}
 	return "", nil
 }
+
+// URL is the base URL a client on this machine reaches the API at when
+// it listens on addr (PRACTICEGW_LISTEN's value): localhost when it
+// listens on every interface, else its host.
+func URL(addr string) (string, error) {
+	bind, port, err := Split(addr)
+	if err != nil {
+		return "", err
+	}
+	host := bind
+	if _, h, ok := strings.Cut(bind, "/"); ok {
+		host = h
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, port), nil
+}

@@ -77,3 +77,18 @@ func TestExportFromEnvFile(t *testing.T) {
 		t.Errorf("the environment sets it, so a missing file is Caddy's to report: %v", err)
 	}
 }
+
+func TestURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"": "http://localhost:8080", ":9090": "http://localhost:9090", "9090": "http://localhost:9090",
+		"127.0.0.1:8081": "http://127.0.0.1:8081", "[::1]:8080": "http://[::1]:8080", "0.0.0.0:8080": "http://localhost:8080",
+		"[::]:8080": "http://localhost:8080", "gw.internal:80": "http://gw.internal:80",
+	} {
+		if got, err := URL(addr); err != nil || got != want {
+			t.Errorf("URL(%q) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+	if _, err := URL("x:y"); err == nil {
+		t.Error("URL of a bad address succeeded")
+	}
+}
