@@ -147,9 +147,17 @@ var (
 	// firm's administrator can reconnect it.
 	ErrNeedsReconnect = errors.New("the firm's connection to this system needs to be reconnected")
 
-	// ErrNotConnected means the firm disconnected the system that served
-	// this role and has connected none since.
+	// ErrNotConnected means no system serves this role of the firm: its
+	// block neither names one nor leaves it to the demo records, and no
+	// connection of it has connected (none made, the first still waiting
+	// for consent, or disconnected).
 	ErrNotConnected = errors.New("the firm has no system connected for this role")
+
+	// ErrReconnecting means the firm's connection in this role waits for
+	// its administrator (a reconnect under way, an organisation to choose,
+	// a grant or key the vendor refused): reads answer from the copy held,
+	// writes wait until it is connected again.
+	ErrReconnecting = errors.New("the firm's connection to this system waits to be reconnected")
 )
 
 // InvalidError reports a rejected field of a write.

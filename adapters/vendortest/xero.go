@@ -39,6 +39,9 @@ type XeroInvoice struct {
 	Payments                 []XeroPayment
 	FullyPaidOn              time.Time
 	Updated                  time.Time
+	// Tenant is the organisation that keeps the invoice; empty, it is
+	// served to every organisation that keeps none of its own.
+	Tenant string
 }
 
 // Xero is a double of the Xero Accounting API's invoices under
@@ -62,6 +65,8 @@ type Xero struct {
 
 	mu       sync.Mutex
 	invoices map[string]*XeroInvoice
+	// keeping are the tenants with invoices of their own.
+	keeping  map[string]bool
 	seq      int
 	requests []string
 }
@@ -69,7 +74,7 @@ type Xero struct {
 // NewXero starts the double with token "xero-token" and a tenant id.
 func NewXero() *Xero {
 	x := &Xero{Token: "xero-token", TenantID: "aef86862-2015-4b6b-88bc-d89032cecc50", invoices: map[string]*XeroInvoice{},
-		conformance: newConformance(xeroDescription)}
+		keeping: map[string]bool{}, conformance: newConformance(xeroDescription)}
 	x.Identity = newIdentity(xeroIdentity, "xero-client")
 	x.Identity.AddTenant(x.TenantID, "Demo Company (UK)")
 	x.srv = httptest.NewServer(x.Identity.mount(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve)))))
@@ -111,6 +116,9 @@ func (x *Xero) AddInvoice(inv XeroInvoice) {
 		inv.AmountPaid = "0.00"
 	}
 	x.invoices[inv.InvoiceID] = &inv
+	if inv.Tenant != "" {
+		x.keeping[inv.Tenant] = true
+	}
 }
 
 // Pay applies a payment that settles the invoice in full, as a bookkeeper
@@ -176,7 +184,8 @@ func (x *Xero) json(inv *XeroInvoice) map[string]any {
 }
 
 // AddTenant adds an organisation that consents from now on reach, beside
-// TenantID ("Demo Company (UK)"). Every tenant is served the same invoices.
+// TenantID ("Demo Company (UK)"). A tenant is served the invoices added
+// for it (XeroInvoice.Tenant), or, when it has none, those of no tenant.
 func (x *Xero) AddTenant(id, name string) { x.Identity.AddTenant(id, name) }
 
 // ConnectionsURL is Xero's GET /connections on the double.
@@ -211,9 +220,10 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, []byte(`{"ErrorNumber":404,"Type":"NotFoundException","Message":"The resource you're looking for cannot be found"}`))
 		return
 	}
+	tenant := x.invoiceTenant(r.Header.Get("xero-tenant-id"))
 	if id := strings.TrimPrefix(rest, "/"); id != "" {
 		inv := x.invoices[id]
-		if inv == nil {
+		if inv == nil || inv.Tenant != tenant {
 			writeJSON(w, http.StatusNotFound, []byte(`{"ErrorNumber":404,"Type":"NotFoundException","Message":"The resource you're looking for cannot be found"}`))
 			return
 		}
@@ -251,7 +261,7 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 	var matched []*XeroInvoice
 	for _, id := range ids {
 		inv := x.invoices[id]
-		if (typ == "" || inv.Type == typ) && (since.IsZero() || !inv.Updated.Before(since)) {
+		if inv.Tenant == tenant && (typ == "" || inv.Type == typ) && (since.IsZero() || !inv.Updated.Before(since)) {
 			matched = append(matched, inv)
 		}
 	}
@@ -270,6 +280,15 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 		"Invoices":   x.jsonAll(matched[start:end])}
 	b, _ := json.Marshal(body)
 	writeJSON(w, http.StatusOK, b)
+}
+
+// invoiceTenant is whose invoices a tenant is served: its own, or when it
+// keeps none, those of no tenant ("").
+func (x *Xero) invoiceTenant(tenant string) string {
+	if x.keeping[tenant] {
+		return tenant
+	}
+	return ""
 }
 
 func (x *Xero) jsonAll(invs []*XeroInvoice) []any {

@@ -81,7 +81,7 @@ var errorCodes = map[int][]string{
 	403: {"insufficient_scope"},
 	404: {"resource_not_found", "unknown_api_version"},
 	405: {"method_not_allowed"},
-	409: {"conflict", "system_not_connected", "role_configured", "role_connected", "system_not_registered"},
+	409: {"conflict", "system_not_connected", "connection_needs_reconnect", "role_configured", "role_connected", "system_not_registered"},
 	413: {"payload_too_large"},
 	415: {"unsupported_media_type"},
 	422: {"idempotency_key_reused", "invalid_stage"},

@@ -64,9 +64,12 @@ func From(err error) (e *Error, ok bool) {
 	case errors.Is(err, practice.ErrNeedsReconnect):
 		return New(http.StatusServiceUnavailable, "connection_needs_reconnect",
 			"The firm's connection to the system behind this route needs its administrator to reconnect it (console, Systems)."), true
+	case errors.Is(err, practice.ErrReconnecting):
+		return New(http.StatusConflict, "connection_needs_reconnect",
+			"The firm's connection to the system behind this route waits for its administrator to reconnect it (console, Systems); reads answer from its copy meanwhile."), true
 	case errors.Is(err, practice.ErrNotConnected):
 		return New(http.StatusConflict, "system_not_connected",
-			"The firm has disconnected the system behind this route and connected none since; connect one (POST /v1/connections)."), true
+			"The firm has no system connected behind this route; its administrator connects one (POST /v1/connections, console, Systems)."), true
 	case errors.Is(err, practice.ErrUnavailable):
 		retry, _ := practice.RetryAfter(err)
 		return unavailable(retry, "The firm's system behind this route is unavailable; try again shortly."), true

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,11 +204,17 @@ type Firm struct {
 	Name string `json:"name,omitempty"`
 	// RecordsRaw, LedgerRaw and DocumentsRaw are the firm's own systems in
 	// each role, Caddy modules in the practicegw.systems.<role> namespaces
-	// (see adapters/firmsystem); a role left empty is served by the seeded
-	// demo records. Sandbox credentials always reach the demo records.
+	// (see adapters/firmsystem).
 	RecordsRaw   json.RawMessage `json:"records,omitempty" caddy:"namespace=practicegw.systems.records inline_key=system"`
 	LedgerRaw    json.RawMessage `json:"ledger,omitempty" caddy:"namespace=practicegw.systems.ledger inline_key=system"`
 	DocumentsRaw json.RawMessage `json:"documents,omitempty" caddy:"namespace=practicegw.systems.documents inline_key=system"`
+	// Demo are the roles the firm's block leaves to the seeded demo
+	// records (`records demo`). A live credential reads demo records only
+	// there: a role the firm neither sets nor connects answers
+	// system_not_connected, so that made-up records are never served as
+	// the firm's own. A connection may still be made for a demo role.
+	// Sandbox credentials always reach the demo records.
+	Demo []string `json:"demo,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -245,7 +252,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
 
 	d := a.shared.demo
-	a.demoBackends = &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
+	a.demoBackends = &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d, demo: allDemo}
 	if err := a.provisionDispatch(); err != nil {
 		return fmt.Errorf("practicegw: %w", err)
 	}
@@ -494,6 +501,14 @@ func (a *App) Validate() error {
 			return fmt.Errorf("practicegw: firm %s is configured twice", f.ID)
 		}
 		seen[f.ID] = true
+		for _, role := range f.Demo {
+			if !slices.Contains(roles, role) {
+				return fmt.Errorf("practicegw: firm %s: demo role %q is none of %s", f.ID, role, strings.Join(roles, ", "))
+			}
+			if f.sets(role) {
+				return fmt.Errorf("practicegw: firm %s: %s is set to demo records and to a system", f.ID, role)
+			}
+		}
 	}
 	keys := map[string]bool{}
 	for i, k := range a.SigningKeys {
@@ -666,17 +681,27 @@ type firmBackends struct {
 	// conns are the firm's connections open here, replaced whole while
 	// requests read it.
 	conns atomic.Pointer[connSet]
+	// demo are the roles served by the demo records when no connection
+	// serves them (Firm.Demo; every role for sandbox credentials).
+	demo map[string]bool
 }
 
+// allDemo serves every role by the demo records.
+var allDemo = map[string]bool{"records": true, "ledger": true, "documents": true}
+
 // Reader is what serves k: the firm's Caddyfile system, else its
-// connection of k's role (or a notice that it disconnected it), else the
-// demo records.
+// connection of k's role (or why none serves it), else the demo records
+// where the firm's block sets the role to demo, else nothing: the firm
+// has no system connected in that role.
 func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	if b.model != nil && b.model.Owns(k) {
 		return b.model
 	}
 	if r := b.conns.Load().reader(k); r != nil {
 		return r
+	}
+	if !b.demo[roleOf(k)] {
+		return notConnected(roleOf(k))
 	}
 	switch k {
 	case practice.Documents:
@@ -689,13 +714,17 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 }
 
 // Clients and Jobs take writes: the Caddyfile's records system, else the
-// records connection's.
+// records connection's, else the demo records where the firm's block
+// sets them.
 func (b *firmBackends) Clients() practice.ClientWriter {
 	if b.model != nil && b.model.Owns(practice.Clients) {
 		return b.clients
 	}
 	if w := b.conns.Load().clients(); w != nil {
 		return w
+	}
+	if !b.demo["records"] {
+		return notConnected("records")
 	}
 	return b.clients
 }
@@ -706,6 +735,9 @@ func (b *firmBackends) Jobs() practice.JobWriter {
 	}
 	if w := b.conns.Load().jobs(); w != nil {
 		return w
+	}
+	if !b.demo["records"] {
+		return notConnected("records")
 	}
 	return b.jobs
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -348,7 +349,7 @@ func unmarshalRedisTLS(d *caddyfile.Dispenser, files *redisstore.TLSFiles) error
 }
 
 // unmarshalSystem reads a firm's `records|ledger|documents <system> {...}`
-// line: demo (no block) leaves the role to the demo records; any other
+// line: demo (no block) leaves the role to the demo records (Firm.Demo); any other
 // system is the guest module of that name in the role's namespace, which
 // reads its own block.
 func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
@@ -362,6 +363,9 @@ func unmarshalSystem(d *caddyfile.Dispenser, f *Firm, role string) error {
 		}
 		if d.NextBlock(d.Nesting()) {
 			return d.Errf("%s demo takes no options", role)
+		}
+		if !slices.Contains(f.Demo, role) {
+			f.Demo = append(f.Demo, role)
 		}
 		return nil
 	}

@@ -72,10 +72,11 @@ const followEvery = 500 * time.Millisecond
 var roles = []string{"records", "ledger", "documents"}
 
 // connSystem is one connection open on this instance: its system, the
-// read model of the kinds it serves and their syncs.
+// read model of the kinds it serves and their syncs; or, while the
+// connection is reconnected, the copy it holds alone (held).
 type connSystem struct {
 	// opened is the connection the system was opened for (its attempt
-	// and tenant); conn is it as the store last said.
+	// and organisation); conn is it as the store last said.
 	opened   connection.Connection
 	conn     atomic.Pointer[connection.Connection]
 	model    *readmodel.Model
@@ -83,6 +84,10 @@ type connSystem struct {
 	upstream upstreamSystem
 	clients  practice.ClientWriter
 	jobs     practice.JobWriter
+	// held is a copy served while the connection waits for a new consent
+	// or organisation: no system is open, nothing syncs and nothing
+	// writes, so the copy is not followed either.
+	held bool
 
 	// cancel stops the syncs, nil while they are paused; wg waits for
 	// them.
@@ -97,19 +102,45 @@ func (c *connSystem) running() bool { return c.cancel != nil }
 // current is the connection as the store last said.
 func (c *connSystem) current() connection.Connection { return *c.conn.Load() }
 
-// paused reports whether the connection waits for a reconnect.
-func (c *connSystem) paused() bool { return c.current().Status == connection.NeedsReconnect }
+// paused reports whether the connection waits for its administrator:
+// needs_reconnect, or a reconnect under way. Its copy is served failing.
+func (c *connSystem) paused() bool { return c.current().Status != connection.Connected }
 
 // wanted is what the store says a firm's role should be served by: its
-// live connection (the newest), or nothing, and whether the newest
-// connection of the role was disconnected.
-type wanted struct {
-	live         *connection.Connection
-	disconnected bool
+// newest connection, nil when it has none.
+type wanted struct{ conn *connection.Connection }
+
+// serving is how the role's newest connection serves it.
+type serving int
+
+const (
+	// servedByNone: no connection was ever made.
+	servedByNone serving = iota
+	// servedNotConnected: disconnected, or its first consent not given.
+	servedNotConnected
+	// servedBySystem: connected (its sync runs) or needs_reconnect (its
+	// sync is paused): the system is open.
+	servedBySystem
+	// servedByHeldCopy: a reconnect under way (pending, choose_tenant
+	// after it had connected): the copy is served, no system is open.
+	servedByHeldCopy
+)
+
+func (w wanted) serving() serving {
+	switch {
+	case w.conn == nil:
+		return servedByNone
+	case w.conn.Live():
+		return servedBySystem
+	case w.conn.Status == connection.Disconnected || w.conn.ConnectedAt == nil:
+		return servedNotConnected
+	}
+	return servedByHeldCopy
 }
 
 // wantedConnections reads the store's connections, oldest first, into
-// what each firm's roles want.
+// what each firm's roles want. A role has at most one connection that is
+// not disconnected (the Manager refuses another), so the newest decides.
 func wantedConnections(list []connection.Connection) map[string]map[string]wanted {
 	out := map[string]map[string]wanted{}
 	for i := range list {
@@ -117,14 +148,7 @@ func wantedConnections(list []connection.Connection) map[string]map[string]wante
 		if out[c.Firm] == nil {
 			out[c.Firm] = map[string]wanted{}
 		}
-		w := out[c.Firm][c.Role]
-		switch {
-		case c.Live():
-			w.live, w.disconnected = c, false
-		case c.Status == connection.Disconnected:
-			w.disconnected = w.live == nil
-		}
-		out[c.Firm][c.Role] = w
+		out[c.Firm][c.Role] = wanted{conn: c}
 	}
 	return out
 }
@@ -207,41 +231,50 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 			continue
 		}
 		w := want[role]
-		if w.live != nil && a.follow.purged[w.live.ID] {
-			// Purged here while the store still said live: never
+		how := w.serving()
+		if how != servedByNone && a.follow.purged[w.conn.ID] {
+			// Purged here while the store still said otherwise: never
 			// opened again.
-			w = wanted{disconnected: true}
+			how = servedNotConnected
 		}
 		var open *connSystem
 		if cur != nil {
 			open = cur.byRole[role]
 		}
-		if open != nil && (w.live == nil || !sameOpening(open.opened, *w.live)) {
+		if open != nil && (how != servedBySystem && how != servedByHeldCopy || !sameOpening(open, *w.conn, how)) {
 			closing = append(closing, open)
 			open = nil
 		}
-		if w.live == nil {
-			if w.disconnected {
-				next.unserved[role] = notConnected(role)
-			}
+		switch how {
+		case servedByNone:
+			continue
+		case servedNotConnected:
+			next.unserved[role] = notConnected(role)
 			continue
 		}
 		if open == nil {
 			var err error
-			if open, err = a.openConnection(ctx, f, *w.live); err != nil {
+			if how == servedByHeldCopy {
+				open, err = a.holdCopy(ctx, f, *w.conn)
+			} else {
+				open, err = a.openConnection(ctx, f, *w.conn)
+			}
+			if err != nil {
 				next.unserved[role] = notOpened(role)
-				if !a.follow.failedAgain(*w.live, err) {
-					errs = append(errs, fmt.Errorf("%s %s: %w", role, w.live.System, err))
+				if !a.follow.failedAgain(*w.conn, err) {
+					errs = append(errs, fmt.Errorf("%s %s: %w", role, w.conn.System, err))
 				}
 				continue
 			}
 		}
-		live := *w.live
-		open.conn.Store(&live)
-		if w.live.Status == connection.NeedsReconnect {
+		c := *w.conn
+		open.conn.Store(&c)
+		if c.Status == connection.Connected {
+			if !open.running() {
+				a.runConnection(open)
+			}
+		} else {
 			a.pauseConnection(open)
-		} else if !open.running() {
-			a.runConnection(open)
 		}
 		next.byRole[role] = open
 	}
@@ -249,7 +282,7 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 	b.conns.Store(next)
 	for _, c := range closing {
 		a.closeConnection(c)
-		if w := want[c.opened.Role]; w.disconnected && w.live == nil {
+		if w := want[c.opened.Role]; w.conn != nil && w.conn.Status == connection.Disconnected {
 			// Its sync may have held the lease here and written after
 			// the disconnecting instance purged: purge again, now that
 			// it has stopped (before any new connection of the role).
@@ -261,10 +294,12 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 	return errors.Join(errs...)
 }
 
-// sameOpening reports whether a system opened for was opened as c asks:
-// the same connection, consent and organisation.
-func sameOpening(was, c connection.Connection) bool {
-	return was.ID == c.ID && was.Attempt == c.Attempt && was.TenantID == c.TenantID
+// sameOpening reports whether open was opened as c asks when served how:
+// the same connection, consent and organisation, as a system or as a
+// held copy.
+func sameOpening(open *connSystem, c connection.Connection, how serving) bool {
+	was := open.opened
+	return was.ID == c.ID && was.Attempt == c.Attempt && was.TenantID == c.TenantID && open.held == (how == servedByHeldCopy)
 }
 
 // sets reports whether the firm's Caddyfile block names its system in
@@ -327,6 +362,31 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	return cs, nil
 }
 
+// holdCopy serves c's copy while the connection is reconnected: the
+// role's kinds loaded from the store, failing, with the checkpoint's
+// progress, and no system, sync or writer. The copy is not followed
+// either: nothing writes it until the connection is connected again,
+// and then the system is opened anew on the store's copy.
+func (a *App) holdCopy(ctx context.Context, f *Firm, c connection.Connection) (*connSystem, error) {
+	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Other: a.upstreamState})
+	kinds := firmsystem.Kinds(c.Role)
+	for _, k := range kinds {
+		model.Serve(k, nil)
+	}
+	if err := model.Load(ctx); err != nil {
+		model.Close()
+		return nil, err
+	}
+	sync := readmodel.NewSyncer(readmodel.SyncedSystem{Role: c.Role, System: c.System, Label: c.System, Kinds: kinds},
+		readmodel.SyncDeps{Model: model, Checkpoints: a.readStore, Leases: a.readStore, Holder: a.holder},
+		readmodel.SyncConfig{})
+	sync.Load(ctx)
+	cs := &connSystem{opened: c, model: model, syncs: []*readmodel.Syncer{sync}, held: true,
+		upstream: upstreamSystem{role: c.Role, name: c.System}}
+	cs.conn.Store(&c)
+	return cs, nil
+}
+
 // runConnection starts c's syncs: a new connection's backfill, or a
 // resumed one's polls from its checkpoint.
 func (a *App) runConnection(c *connSystem) {
@@ -351,12 +411,10 @@ func (a *App) pauseConnection(c *connSystem) {
 		c.cancel = nil
 	}
 	c.wg.Wait()
-	for _, s := range c.syncs {
-		for _, st := range s.Status().Kinds {
-			f, _ := c.model.Freshness(st.Kind)
-			f.State = readmodel.StateFailing
-			c.model.SetFreshness(st.Kind, f)
-		}
+	for _, k := range firmsystem.Kinds(c.opened.Role) {
+		f, _ := c.model.Freshness(k)
+		f.State = readmodel.StateFailing
+		c.model.SetFreshness(k, f)
 	}
 }
 

@@ -48,12 +48,17 @@ func (s *connSet) reader(k practice.Kind) practice.Reader {
 }
 
 // clients and jobs take the writes of the records connection, or say
-// why none does; nil when no connection should.
+// why none does; nil when no connection should. A connection that waits
+// for its administrator takes none: its vendor would refuse them, or
+// they would go to an organisation about to be replaced.
 func (s *connSet) clients() practice.ClientWriter {
 	if s == nil {
 		return nil
 	}
-	if c := s.byRole["records"]; c != nil && c.clients != nil {
+	if c := s.byRole["records"]; c != nil {
+		if c.paused() || c.clients == nil {
+			return reconnecting("records")
+		}
 		return c.clients
 	}
 	if u, ok := s.unserved["records"]; ok {
@@ -66,7 +71,10 @@ func (s *connSet) jobs() practice.JobWriter {
 	if s == nil {
 		return nil
 	}
-	if c := s.byRole["records"]; c != nil && c.jobs != nil {
+	if c := s.byRole["records"]; c != nil {
+		if c.paused() || c.jobs == nil {
+			return reconnecting("records")
+		}
 		return c.jobs
 	}
 	if u, ok := s.unserved["records"]; ok {
@@ -86,15 +94,20 @@ func roleOf(k practice.Kind) string {
 	return "records"
 }
 
-// unserved answers every read and write of a role a connection should
-// serve and none does here, with err: a clear error rather than the demo
-// records.
+// unserved answers every read and write of a role no system serves
+// here, with err: a clear error rather than the demo records.
 type unserved struct{ err error }
 
-// notConnected is a role whose system the firm disconnected, until it
-// connects another.
+// notConnected is a role no system serves: the firm's block sets none
+// and no connection of it has connected (or it was disconnected).
 func notConnected(role string) unserved {
-	return unserved{fmt.Errorf("the firm disconnected its %s system: %w", role, practice.ErrNotConnected)}
+	return unserved{fmt.Errorf("the firm has no %s system: %w", role, practice.ErrNotConnected)}
+}
+
+// reconnecting takes the writes of a role whose connection waits for its
+// administrator; its reads answer from the copy.
+func reconnecting(role string) unserved {
+	return unserved{fmt.Errorf("the firm's %s connection waits to be reconnected: %w", role, practice.ErrReconnecting)}
 }
 
 // notOpened is a role whose connected system this instance cannot open
@@ -169,7 +182,12 @@ func (c *connSystem) status() []readmodel.Status {
 	for _, s := range c.syncs {
 		st := s.Status()
 		if c.paused() {
-			st.State, st.Why = readmodel.StateFailing, "the connection needs reconnecting"
+			// The connection's reason is the gateway's words, never the
+			// vendor's.
+			st.State, st.Why = readmodel.StateFailing, c.current().Reason
+			if st.Why == "" {
+				st.Why = "the connection waits to be reconnected"
+			}
 			for i := range st.Kinds {
 				st.Kinds[i].State, st.Kinds[i].Why = readmodel.StateFailing, st.Why
 			}

@@ -172,10 +172,20 @@ func (w *world) instance() *App {
 		readStore: st.ReadModel(), readFeed: st.ReadModel(), upstreamState: st, notices: st,
 		budget: upstream.NewLocalBudget(nil), changes: &countingSink{}, connections: w.conns, follow: newConnFollow(),
 		firms: map[string]*firmBackends{}}
-	for _, id := range w.firms {
-		a.Firms = append(a.Firms, Firm{ID: id})
+	for i, id := range w.firms {
+		// The first firm's block sets every role to demo, the others
+		// none.
+		f := Firm{ID: id}
+		if i == 0 {
+			f.Demo = roles
+		}
+		a.Firms = append(a.Firms, f)
 		d := demoRecords{}
-		a.firms[id] = &firmBackends{records: d, documents: d, ledger: d}
+		b := &firmBackends{records: d, documents: d, ledger: d, demo: map[string]bool{}}
+		for _, role := range f.Demo {
+			b.demo[role] = true
+		}
+		a.firms[id] = b
 	}
 	w.t.Cleanup(func() {
 		a.closeConnections()
@@ -209,8 +219,9 @@ var connectionSeq int
 // whose consent saved the double's token.
 func (w *world) connectXero(firm string) connection.Connection {
 	connectionSeq++
+	now := time.Now()
 	c := connection.Connection{ID: fmt.Sprintf("con_x%d", connectionSeq), Firm: firm, Role: "ledger", System: "xero",
-		Status: connection.Connected, TenantID: w.xero.TenantID, Attempt: 1}
+		Status: connection.Connected, TenantID: w.xero.TenantID, Attempt: 1, ConnectedAt: &now}
 	w.seedXeroToken(c)
 	return w.conns.create(c)
 }
@@ -228,8 +239,9 @@ func (w *world) seedXeroToken(c connection.Connection) {
 // and sealed.
 func (w *world) connectKarbon(firm string) connection.Connection {
 	connectionSeq++
+	now := time.Now()
 	c := connection.Connection{ID: fmt.Sprintf("con_k%d", connectionSeq), Firm: firm, Role: "records", System: "karbon",
-		Status: connection.Connected, Attempt: 1}
+		Status: connection.Connected, Attempt: 1, ConnectedAt: &now}
 	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte(w.karbon.AccessKey)); err != nil {
 		w.t.Fatal(err)
 	}
@@ -259,19 +271,23 @@ func step(t *testing.T, a *App) {
 	}
 }
 
-// checkServes checks that a serves exactly the store's live connections:
-// each live role by the newest live connection, opened for its attempt
-// and tenant, its sync running unless it needs reconnecting; a role whose
-// newest connection is disconnected answers not connected; the rest the
-// demo records.
+// checkServes checks that a serves exactly what the store's connections
+// say: each role with a connected or needs_reconnect connection by its
+// system, opened for its attempt and organisation, its sync running only
+// while connected; a role being reconnected by the copy held, failing,
+// with writes refused; a role whose newest connection is disconnected or
+// never connected answers not connected; a role with none the demo
+// records where the firm's block sets it to demo, else not connected.
 func (w *world) checkServes(name string, a *App) {
 	w.t.Helper()
-	list, _ := w.conns.Connections(context.Background(), "")
+	ctx := context.Background()
+	list, _ := w.conns.Connections(ctx, "")
 	want := wantedConnections(list)
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
 	for _, firm := range w.firms {
 		b := a.firms[firm]
+		tenant := practice.Tenant{Firm: firm}
 		for _, role := range roles {
 			kind := firmsystem.Kinds(role)[0]
 			wr := want[firm][role]
@@ -280,25 +296,57 @@ func (w *world) checkServes(name string, a *App) {
 				open = cur.byRole[role]
 			}
 			r := b.Reader(kind)
-			switch {
-			case wr.live != nil:
-				if open == nil || !sameOpening(open.opened, *wr.live) {
-					w.t.Fatalf("%s %s %s: serves %v, want %s attempt %d", name, firm, role, open, wr.live.ID, wr.live.Attempt)
+			notConnected := func() {
+				w.t.Helper()
+				if _, err := r.List(ctx, tenant, kind, practice.Query{}); !errors.Is(err, practice.ErrNotConnected) {
+					w.t.Fatalf("%s %s %s: a read: %v, want not connected", name, firm, role, err)
 				}
-				if open.running() != (wr.live.Status == connection.Connected) {
-					w.t.Fatalf("%s %s %s: sync running %t with status %s", name, firm, role, open.running(), wr.live.Status)
+			}
+			// What the contract says, from the connection alone.
+			how := servedByNone
+			switch c := wr.conn; {
+			case c == nil:
+			case c.Status == connection.Connected || c.Status == connection.NeedsReconnect:
+				how = servedBySystem
+			case (c.Status == connection.Pending || c.Status == connection.ChooseTenant) && c.ConnectedAt != nil:
+				how = servedByHeldCopy
+			default:
+				how = servedNotConnected
+			}
+			switch how {
+			case servedBySystem, servedByHeldCopy:
+				if open == nil || !sameOpening(open, *wr.conn, how) {
+					w.t.Fatalf("%s %s %s: serves %v, want %s attempt %d (held %t)", name, firm, role, open, wr.conn.ID, wr.conn.Attempt, how == servedByHeldCopy)
+				}
+				if open.running() != (wr.conn.Status == connection.Connected) {
+					w.t.Fatalf("%s %s %s: sync running %t with status %s", name, firm, role, open.running(), wr.conn.Status)
 				}
 				if r != practice.Reader(open.model) {
 					w.t.Fatalf("%s %s %s: %s read from %T, not the connection's model", name, firm, role, kind, r)
 				}
-			case open != nil:
-				w.t.Fatalf("%s %s %s: %s still open, not live", name, firm, role, open.opened.ID)
-			case wr.disconnected:
-				if _, err := r.List(context.Background(), practice.Tenant{Firm: firm}, kind, practice.Query{}); !errors.Is(err, practice.ErrNotConnected) {
-					w.t.Fatalf("%s %s %s: a read after the disconnect: %v, want not connected", name, firm, role, err)
+				if wr.conn.Status == connection.Connected {
+					continue
 				}
+				if f, _ := open.model.Freshness(kind); f.State != readmodel.StateFailing {
+					w.t.Fatalf("%s %s %s: %s while %s, want failing", name, firm, role, f.State, wr.conn.Status)
+				}
+				if role == "records" {
+					if _, err := b.Clients().CreateClient(ctx, tenant, practice.ClientInput{}); !errors.Is(err, practice.ErrReconnecting) {
+						w.t.Fatalf("%s %s %s: a write while %s: %v, want reconnecting", name, firm, role, wr.conn.Status, err)
+					}
+				}
+			case servedNotConnected:
+				if open != nil {
+					w.t.Fatalf("%s %s %s: %s still open while %s", name, firm, role, open.opened.ID, wr.conn.Status)
+				}
+				notConnected()
 			default:
-				if _, ok := r.(demoRecords); !ok {
+				if open != nil {
+					w.t.Fatalf("%s %s %s: %s open with no connection", name, firm, role, open.opened.ID)
+				}
+				if !b.demo[role] {
+					notConnected()
+				} else if _, ok := r.(demoRecords); !ok {
 					w.t.Fatalf("%s %s %s: read from %T, want the demo records", name, firm, role, r)
 				}
 			}
@@ -329,13 +377,24 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 				list, _ := w.conns.Connections(context.Background(), firm)
 				want := wantedConnections(list)[firm]
 				role := []string{"records", "ledger"}[rng.IntN(2)]
-				live := want[role].live
+				cur := want[role].conn
+				consented := func(c *connection.Connection) {
+					now := time.Now()
+					c.Status, c.Reason, c.Choices, c.ConnectedAt = connection.Connected, "", nil, &now
+				}
 				switch {
-				case live == nil:
+				case cur == nil || cur.Status == connection.Disconnected:
+					var c connection.Connection
 					if role == "ledger" {
-						w.connectXero(firm)
+						c = w.connectXero(firm)
 					} else {
-						w.connectKarbon(firm)
+						c = w.connectKarbon(firm)
+					}
+					if rng.IntN(3) == 0 {
+						// Its first consent is still awaited.
+						w.conns.change(t, c.ID, func(c *connection.Connection) {
+							c.Status, c.Reason, c.ConnectedAt = connection.Pending, "waiting for consent", nil
+						})
 					}
 				case rng.IntN(5) == 0:
 					// The vendor changes under the syncs.
@@ -343,20 +402,31 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 					w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-" + id[24:], Status: "AUTHORISED",
 						ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
 						DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
-				case live.Status == connection.Connected && rng.IntN(3) == 0:
+				case cur.Status == connection.Connected && rng.IntN(3) == 0:
 					// The vendor refuses the grant, as the adapter on one
 					// instance hears it.
-					a.grantRefused(*live)("the vendor refused the connection's grant")
-				case live.Status == connection.NeedsReconnect && rng.IntN(2) == 0:
-					if live.System == "xero" {
-						w.seedXeroToken(*live)
-					}
-					w.conns.change(t, live.ID, func(c *connection.Connection) {
-						c.Status, c.Reason, c.Attempt = connection.Connected, "", c.Attempt+1
+					a.grantRefused(*cur)("the vendor refused the connection's grant")
+				case cur.Live() && rng.IntN(2) == 0:
+					// The administrator reconnects: a new consent is
+					// awaited.
+					w.conns.change(t, cur.ID, func(c *connection.Connection) {
+						c.Status, c.Reason, c.Attempt = connection.Pending, "reconnecting", c.Attempt+1
 					})
+				case cur.Status == connection.Pending && cur.System == "xero" && cur.ConnectedAt != nil && rng.IntN(3) == 0:
+					// The new consent reaches another organisation too.
+					w.conns.change(t, cur.ID, func(c *connection.Connection) {
+						c.Status, c.Reason = connection.ChooseTenant, "choose the organisation to connect"
+						c.Choices = []connection.Tenant{{ID: c.TenantID, Name: "Demo"}, {ID: "another", Name: "Another"}}
+					})
+				case (cur.Status == connection.Pending || cur.Status == connection.ChooseTenant) && rng.IntN(3) != 0:
+					// The consent is given (the same organisation chosen).
+					if cur.System == "xero" {
+						w.seedXeroToken(*cur)
+					}
+					w.conns.change(t, cur.ID, consented)
 				default:
-					w.conns.change(t, live.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
-					gone, _ := w.conns.Connection(context.Background(), live.ID)
+					w.conns.change(t, cur.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+					gone, _ := w.conns.Connection(context.Background(), cur.ID)
 					if err := a.Purge(context.Background(), gone); err != nil {
 						t.Fatal(err)
 					}
@@ -385,7 +455,7 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 				for _, firm := range w.firms {
 					list, _ := w.conns.Connections(context.Background(), firm)
 					for role, wr := range wantedConnections(list)[firm] {
-						if wr.disconnected {
+						if wr.conn.Status == connection.Disconnected {
 							if n := w.stored(firm, firmsystem.Kinds(role)); n != 0 {
 								t.Fatalf("op %d: %s's disconnected %s keep %d records in the store", op, firm, role, n)
 							}

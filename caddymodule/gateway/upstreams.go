@@ -30,12 +30,16 @@ type upstreamSystem struct {
 }
 
 // backends builds a firm's backends: the systems its configuration names
-// for each role, loaded as guest modules, and demo records for the rest.
+// for each role, loaded as guest modules, and demo records for the roles
+// it sets to demo.
 // Records come first, since a ledger or document store may name its
 // clients through them.
 func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	d := a.shared.demo
-	b := &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d}
+	b := &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d, demo: map[string]bool{}}
+	for _, role := range f.Demo {
+		b.demo[role] = true
+	}
 	cfg, err := a.Sync.config()
 	if err != nil {
 		return nil, err
