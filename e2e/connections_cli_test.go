@@ -129,9 +129,10 @@ func TestConnectFromTheTerminal(t *testing.T) {
 func connectXeroByCLI(t *testing.T, g *gateway, f *connectFirm) (redirect *url.URL, printed string) {
 	t.Helper()
 	run := g.cliStart(t, nil, "connect", "--firm", "frm_hollis", "--role", "ledger", "--system", "xero")
-	page := run.await(t, regexp.MustCompile(`^\s+(http://\S+/identity/connect/authorize\?\S+)$`), 10*time.Second)[1]
-	redirect = consent(t, f.x, page)
-	if r := g.do(t, "GET", "/connect/callback?"+redirect.RawQuery, "", nil, "Accept", "text/html"); r.StatusCode != 200 ||
+	page := run.await(t, regexp.MustCompile(`^\s+(http://\S+/connect/start/\S+)$`), 10*time.Second)[1]
+	br := newConsentBrowser(t)
+	redirect = consent(t, f.x, br, page)
+	if r := br.callback(t, g, redirect, "Accept", "text/html"); r.StatusCode != 200 ||
 		!strings.Contains(string(r.body), "Demo Company (UK)") {
 		t.Fatalf("the callback page: %d %s", r.StatusCode, r.body)
 	}

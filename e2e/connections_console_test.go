@@ -308,8 +308,15 @@ func TestConnectionsInTheConsole(t *testing.T) {
 			t.Errorf("%s shows a token or code of Xero's (%.8s…)", where, m)
 		}
 	}
-	if n := strings.Count(g.logs.String(), `"uri":"/connect/callback"`); n < 2 {
-		t.Errorf("the gateway's access log has %d lines for the consents' callbacks, want them without their query", n)
+	masked := regexp.MustCompile(`"uri":"/connect/callback\?code=REDACTED(&|\\u0026)state=REDACTED"`)
+	if n := len(masked.FindAllString(g.logs.String(), -1)); n < 2 {
+		t.Errorf("the gateway's access log has %d lines for the consents' callbacks, want them with their query masked", n)
+	}
+	if n := strings.Count(g.logs.String(), `"uri":"/connect/start/REDACTED"`); n < 2 {
+		t.Errorf("the gateway's access log has %d lines for the consents' start links, want them with their token masked", n)
+	}
+	if start := regexp.MustCompile(`/connect/start/[A-Za-z0-9_-]{43}`).FindString(g.logs.String()); start != "" {
+		t.Errorf("the gateway's log shows a consent's start link")
 	}
 }
 

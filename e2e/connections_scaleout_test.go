@@ -38,7 +38,8 @@ type connectFirm struct {
 
 // startConnectFirm fills the doubles as startVendors does and writes the
 // Caddyfile, whose public_url is publicAddr (host:port of the gateway the
-// vendors send the administrator back to).
+// vendors send the administrator back to), with the root Caddyfile's
+// access log.
 func startConnectFirm(t *testing.T, publicAddr string) *connectFirm {
 	t.Helper()
 	v := startVendors(t, vendorOptions{})
@@ -71,6 +72,7 @@ func startConnectFirm(t *testing.T, publicAddr string) *connectFirm {
 }
 
 http://{$PRACTICEGW_LISTEN} {
+%s
 	@probes path /healthz /readyz
 	handle @probes {
 		practicegw_health
@@ -87,7 +89,8 @@ http://{$PRACTICEGW_LISTEN} {
 		practicegw_api
 	}
 }
-`, publicAddr, v.x.Identity.AuthorizeURL(), v.x.Identity.TokenURL(), v.x.Identity.RevokeURL(), v.x.ConnectionsURL(), v.x.Identity.URL, v.k.URL)
+`, publicAddr, v.x.Identity.AuthorizeURL(), v.x.Identity.TokenURL(), v.x.Identity.RevokeURL(), v.x.ConnectionsURL(), v.x.Identity.URL, v.k.URL,
+		rootAccessLog(t))
 	path := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(path, []byte(caddyfile), 0o644); err != nil {
 		t.Fatal(err)
@@ -119,18 +122,14 @@ func (s *seen) keep(r response) response {
 }
 
 // withoutConsentPage is an answer without its authorize_url, the one
-// place the state is meant to be: the administrator's browser takes it to
-// the vendor.
+// place the consent's start link is meant to be: the administrator's
+// browser opens it.
 func withoutConsentPage(body []byte) string {
 	var c map[string]any
 	if json.Unmarshal(body, &c) != nil || c["authorize_url"] == nil {
 		return string(body)
 	}
-	u, err := url.Parse(c["authorize_url"].(string))
-	if err != nil {
-		return string(body)
-	}
-	return strings.ReplaceAll(string(body), u.Query().Get("state"), "")
+	return strings.ReplaceAll(string(body), c["authorize_url"].(string), "")
 }
 
 func (s *seen) text(more ...string) string {
@@ -165,15 +164,15 @@ func stable(t *testing.T, c map[string]any) string {
 }
 
 // callback sends the query of the vendor's redirect to g's callback, as
-// the browser would were it sent there.
-func callback(t *testing.T, g *gateway, rec *seen, redirect *url.URL) response {
+// the browser br would were it sent there.
+func callback(t *testing.T, g *gateway, rec *seen, br *consentBrowser, redirect *url.URL) response {
 	t.Helper()
-	return rec.keep(g.do(t, "GET", "/connect/callback?"+redirect.RawQuery, "", nil))
+	return rec.keep(br.callback(t, g, redirect))
 }
 
 // racedCallbacks sends the redirect's query to each gateway's callback at
-// once, and returns the answers.
-func racedCallbacks(t *testing.T, gs []*gateway, redirect *url.URL) []response {
+// once, from the browser br, and returns the answers.
+func racedCallbacks(t *testing.T, gs []*gateway, br *consentBrowser, redirect *url.URL) []response {
 	t.Helper()
 	out := make([]response, len(gs))
 	errs := make([]error, len(gs))
@@ -189,7 +188,7 @@ func racedCallbacks(t *testing.T, gs []*gateway, redirect *url.URL) []response {
 				return
 			}
 			<-start
-			resp, err := client.Do(req)
+			resp, err := br.c.Do(req)
 			if err != nil {
 				errs[i] = err
 				return
@@ -209,11 +208,12 @@ func racedCallbacks(t *testing.T, gs []*gateway, redirect *url.URL) []response {
 	return out
 }
 
-// consent opens the authorize URL at the double and allows, returning
-// the redirect to the gateway's callback.
-func consent(t *testing.T, x *vendortest.Xero, authorizeURL string) *url.URL {
+// consent opens the consent's start link in the browser br, which it
+// sends to the double's consent page, and allows there, returning the
+// redirect to the gateway's callback.
+func consent(t *testing.T, x *vendortest.Xero, br *consentBrowser, authorizeURL string) *url.URL {
 	t.Helper()
-	u, err := x.Identity.Allow(authorizeURL)
+	u, err := x.Identity.Allow(br.start(t, authorizeURL))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,14 +260,17 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	b := f.gateway(t, "", env...)
 	rec := &seen{}
 	var states, codes []string
-	admin := a.issue("frm_hollis", false, "admin", "invoices:read")
-	tok := admin.Token
+	adminCred := a.issue("frm_hollis", false, "admin", "invoices:read")
+	tok := adminCred.Token
+	// The administrator's browser: every consent starts and finishes in
+	// it, on whichever instance its requests land.
+	admin := newConsentBrowser(t)
 
 	// A connection started and disconnected before its consent: its
 	// state, allowed at the vendor, does not finish the next connection
 	// of the role.
 	gone := connectionOf(t, rec.keep(a.do(t, "POST", "/v1/connections", tok, map[string]any{"role": "ledger", "system": "xero"})))
-	goneConsent := consent(t, f.x, gone["authorize_url"].(string))
+	goneConsent := consent(t, f.x, admin, gone["authorize_url"].(string))
 	if r := rec.keep(b.do(t, "DELETE", "/v1/connections/"+gone["id"].(string), tok, nil)); r.StatusCode/100 != 2 {
 		t.Fatalf("disconnecting a pending connection: %d %s", r.StatusCode, r.body)
 	}
@@ -279,25 +282,25 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	if created["status"] != "pending" || !strings.HasPrefix(id, "con_") {
 		t.Fatalf("created: %v", created)
 	}
-	first := consent(t, f.x, created["authorize_url"].(string))
+	first := consent(t, f.x, admin, created["authorize_url"].(string))
 	again := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true})))
 	before := stable(t, connectionOf(t, rec.keep(b.do(t, "GET", "/v1/connections/"+id, tok, nil))))
-	refusedState(t, callback(t, a, rec, first), "the state of an attempt the connection moved past")
-	refusedState(t, callback(t, b, rec, goneConsent), "the state of another connection, disconnected")
+	refusedState(t, callback(t, a, rec, admin, first), "the state of an attempt the connection moved past")
+	refusedState(t, callback(t, b, rec, admin, goneConsent), "the state of another connection, disconnected")
 	if c := connectionOf(t, rec.keep(a.do(t, "GET", "/v1/connections/"+gone["id"].(string), tok, nil))); c["status"] != "disconnected" {
 		t.Fatalf("a consent of a disconnected connection: %v", c)
 	}
 
 	// A forged state, on either instance.
 	forged := url.Values{"state": {randomHex(32)}, "code": {"c0de"}}
-	refusedState(t, callback(t, a, rec, &url.URL{RawQuery: forged.Encode()}), "a forged state on A")
-	refusedState(t, callback(t, b, rec, &url.URL{RawQuery: forged.Encode()}), "a forged state on B")
+	refusedState(t, callback(t, a, rec, admin, &url.URL{RawQuery: forged.Encode()}), "a forged state on A")
+	refusedState(t, callback(t, b, rec, admin, &url.URL{RawQuery: forged.Encode()}), "a forged state on B")
 
 	// An expired state: its record in Redis says it expired a second ago
 	// (its TTL left as it was), as it would after ten minutes.
-	second := consent(t, f.x, again["authorize_url"].(string))
+	second := consent(t, f.x, admin, again["authorize_url"].(string))
 	expire(t, redis, second.Query().Get("state"))
-	refusedState(t, callback(t, b, rec, second), "an expired state")
+	refusedState(t, callback(t, b, rec, admin, second), "an expired state")
 	if now := stable(t, connectionOf(t, rec.keep(a.do(t, "GET", "/v1/connections/"+id, tok, nil)))); now != before {
 		t.Fatalf("refused consents changed the connection:\nbefore %s\nafter  %s", before, now)
 	}
@@ -305,7 +308,7 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	// The third attempt's consent connects; its link replayed on A or on
 	// B is refused and changes nothing.
 	third := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true})))
-	last := consent(t, f.x, third["authorize_url"].(string))
+	last := consent(t, f.x, admin, third["authorize_url"].(string))
 	for _, u := range []*url.URL{goneConsent, first, second, last} {
 		states, codes = append(states, u.Query().Get("state")), append(codes, u.Query().Get("code"))
 	}
@@ -313,7 +316,7 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	// click behind a load balancer): one finishes the consent, every other
 	// is refused.
 	var done map[string]any
-	for _, r := range racedCallbacks(t, []*gateway{a, b, a, b, a, b}, last) {
+	for _, r := range racedCallbacks(t, []*gateway{a, b, a, b, a, b}, admin, last) {
 		rec.keep(r)
 		if r.StatusCode == http.StatusOK {
 			if done != nil {
@@ -331,8 +334,8 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 		t.Fatalf("the code was exchanged into %d grants", n)
 	}
 	connected := stable(t, connectionOf(t, rec.keep(a.do(t, "GET", "/v1/connections/"+id, tok, nil))))
-	refusedState(t, callback(t, a, rec, last), "the link replayed on A")
-	refusedState(t, callback(t, b, rec, last), "the link replayed on B")
+	refusedState(t, callback(t, a, rec, admin, last), "the link replayed on A")
+	refusedState(t, callback(t, b, rec, admin, last), "the link replayed on B")
 	if now := stable(t, connectionOf(t, rec.keep(b.do(t, "GET", "/v1/connections/"+id, tok, nil)))); now != connected {
 		t.Fatalf("a replayed link changed the connection:\nbefore %s\nafter  %s", connected, now)
 	}
@@ -445,7 +448,7 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	// A disconnect through B revokes the grant and stops A serving.
 	refresh := f.x.Identity.Grants()[0].RefreshToken
 	disconnected := rec.keep(b.do(t, "DELETE", "/v1/connections/"+id, tok, nil)).json(t)
-	if want := "disconnected by " + admin.ID; disconnected["status"] != "disconnected" || disconnected["reason"] != want {
+	if want := "disconnected by " + adminCred.ID; disconnected["status"] != "disconnected" || disconnected["reason"] != want {
 		t.Errorf("the disconnected connection says %v %q, want disconnected %q", disconnected["status"], disconnected["reason"], want)
 	}
 	eventually.NoError(t, 5*time.Second, poll, "A to stop serving the ledger", func() error {
@@ -538,11 +541,18 @@ func subscribedOnce(t *testing.T, k *vendortest.Karbon, within time.Duration) []
 // injected clock, and the store keeps no consent already expired.
 func expire(t *testing.T, redis *redistest.Server, state string) {
 	t.Helper()
+	// The store keys a consent awaited by the digest of its state.
+	expireInRedis(t, redis, "pgw:{connect}:auth:", state)
+}
+
+// expireInRedis rewrites the record Redis keeps under prefix and the
+// SHA-256 of secret so that it says it expired a second ago.
+func expireInRedis(t *testing.T, redis *redistest.Server, prefix, secret string) {
+	t.Helper()
 	rdb := redisClient(t, redis)
 	ctx := context.Background()
-	// The store keys a consent awaited by the digest of its state.
-	sum := sha256.Sum256([]byte(state))
-	key := "pgw:{connect}:auth:" + hex.EncodeToString(sum[:])
+	sum := sha256.Sum256([]byte(secret))
+	key := prefix + hex.EncodeToString(sum[:])
 	var rec map[string]any
 	raw, err := rdb.Get(ctx, key).Bytes()
 	if err != nil || json.Unmarshal(raw, &rec) != nil || rec["expires"] == nil {

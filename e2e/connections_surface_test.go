@@ -13,7 +13,8 @@ import (
 // credential without admin; the OpenAPI document names every route.
 func TestConnectionSurfaceOnTheRootCaddyfile(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
-	for _, rt := range [][2]string{{"GET", "/connect/callback?state=forged&code=c0de"}, {"POST", "/connect/webhooks/xero"},
+	for _, rt := range [][2]string{{"GET", "/connect/callback?state=forged&code=c0de"}, {"GET", "/connect/start/c0de"},
+		{"POST", "/connect/webhooks/xero"},
 		{"POST", "/connect/webhooks/karbon/con_unknown"}} {
 		r := g.do(t, rt[0], rt[1], "", nil)
 		if r.StatusCode < 400 || r.StatusCode >= 500 || r.Header.Get("Request-Id") == "" {
@@ -44,7 +45,8 @@ func TestConnectionSurfaceOnTheRootCaddyfile(t *testing.T) {
 		}
 	}
 	doc := string(g.do(t, "GET", "/v1/openapi.json", "", nil).body)
-	for _, p := range []string{`"/v1/connections"`, `"/v1/connections/{id}"`, `"/connect/callback"`, `"/connect/webhooks/xero"`,
+	for _, p := range []string{`"/v1/connections"`, `"/v1/connections/{id}"`, `"/connect/start/{token}"`, `"/connect/callback"`,
+		`"/connect/webhooks/xero"`,
 		`"/connect/webhooks/karbon/{id}"`, `"connection_needs_reconnect"`, `"invalid_state"`} {
 		if !strings.Contains(doc, p) {
 			t.Errorf("the OpenAPI document does not name %s", p)

@@ -54,6 +54,7 @@ func TestARoleServesOnlyTheFirmsOrganisation(t *testing.T) {
 	both := []*gateway{a, b}
 	rec := &seen{}
 	tok := a.issue("frm_hollis", false, "admin", "invoices:read", "clients:read", "clients:write").Token
+	admin := newConsentBrowser(t)
 
 	for _, g := range both {
 		refusedWith(t, g.do(t, "GET", "/v1/invoices", tok, nil), http.StatusConflict, "system_not_connected", "invoices with no ledger")
@@ -74,7 +75,7 @@ func TestARoleServesOnlyTheFirmsOrganisation(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	if done := connectionOf(t, callback(t, a, rec, consent(t, f.x, created["authorize_url"].(string)))); done["status"] != "connected" {
+	if done := connectionOf(t, callback(t, a, rec, admin, consent(t, f.x, admin, created["authorize_url"].(string)))); done["status"] != "connected" {
 		t.Fatalf("after the consent: %v", done)
 	}
 	for _, g := range both {
@@ -96,18 +97,18 @@ func TestARoleServesOnlyTheFirmsOrganisation(t *testing.T) {
 			t.Errorf("the connection while reconnecting: %v", c)
 		}
 	}
-	denied, err := f.x.Identity.Deny(again["authorize_url"].(string))
+	denied, err := f.x.Identity.Deny(admin.start(t, again["authorize_url"].(string)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	refusedWith(t, callback(t, a, rec, denied), http.StatusBadRequest, "consent_denied", "a denied consent")
+	refusedWith(t, callback(t, a, rec, admin, denied), http.StatusBadRequest, "consent_denied", "a denied consent")
 	for _, g := range both {
 		if err := servesCopy(t, g, tok, 30, "INV-", "failing"); err != nil {
 			t.Errorf("after a denied consent: %v", err)
 		}
 	}
 	third := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true})))
-	if done := connectionOf(t, callback(t, b, rec, consent(t, f.x, third["authorize_url"].(string)))); done["status"] != "connected" {
+	if done := connectionOf(t, callback(t, b, rec, admin, consent(t, f.x, admin, third["authorize_url"].(string)))); done["status"] != "connected" {
 		t.Fatalf("after the consent given again: %v", done)
 	}
 	for _, g := range both {

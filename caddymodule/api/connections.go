@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -33,10 +34,14 @@ type (
 		Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error)
 		Disconnect(ctx context.Context, firm, id string) (connection.View, error)
 	}
-	// consentCallback finishes a consent the vendor redirected back
-	// from: q is the redirect's query (state, code or error).
+	// consentCallback starts a consent in the administrator's browser
+	// (token is its start link's, browser the value of its
+	// connect.BrowserCookie, "" when it has none) and finishes it when
+	// the vendor redirects that browser back: q is the redirect's query
+	// (state, code or error).
 	consentCallback interface {
-		Callback(ctx context.Context, q url.Values) (connection.View, error)
+		Start(ctx context.Context, token, browser string) (connect.Started, error)
+		Callback(ctx context.Context, q url.Values, browser string) (connection.View, error)
 	}
 )
 
@@ -146,8 +151,8 @@ var connectionRoutes = []route{
 		summary: "List the firm's connections to its own systems", schema: Connection{}, status: http.StatusOK,
 		note: connectionsNote, serve: (*Handler).listConnections},
 	{method: http.MethodPost, pattern: "/v1/connections", scope: "admin", op: "create_connection", tag: "connections",
-		summary: "Connect a system for a role: answers the connection, pending with the vendor's consent page " +
-			"(authorize_url), or connected at once for Karbon's access key",
+		summary: "Connect a system for a role: answers the connection, pending with the gateway's single-use link to the vendor's " +
+			"consent page (authorize_url), or connected at once for Karbon's access key",
 		body: ConnectionCreate{}, schema: Connection{}, status: http.StatusCreated, note: connectionsNote,
 		serve: (*Handler).createConnection},
 	{method: http.MethodGet, pattern: "/v1/connections/{id}", scope: "admin", op: "get_connection", tag: "connections",
@@ -164,8 +169,12 @@ var connectionRoutes = []route{
 		prefix: "con_", schema: Connection{}, status: http.StatusOK, note: connectionsNote,
 		serve: (*Handler).deleteConnection},
 
-	// The vendor's side: no credential, the state (or the vendor's
-	// signature) is the proof.
+	// The vendor's side: no credential, the start token and the browser's
+	// cookie, the state (or the vendor's signature) are the proof.
+	{method: http.MethodGet, pattern: "/connect/start/{token}", op: "start_consent", tag: "connections",
+		summary: "The link authorize_url names ({public_url}/connect/start/<token>): binds the consent to the browser " +
+			"that opens it with a cookie and redirects it to the vendor's consent page",
+		status: http.StatusFound, note: startNote, serve: (*Handler).startConsent},
 	{method: http.MethodGet, pattern: "/connect/callback", op: "connect_callback", tag: "connections",
 		summary: "Where a vendor sends the administrator's browser back after consent ({public_url}/connect/callback)",
 		query:   callbackParams, schema: Connection{}, status: http.StatusOK, note: callbackNote,
@@ -179,14 +188,20 @@ var connectionRoutes = []route{
 }
 
 var callbackParams = []param{
-	{name: "state", typ: "string", desc: "The state the gateway sent with the consent request: single use, valid 10 minutes."},
+	{name: "state", typ: "string", desc: "The state the gateway sent with the consent request: single use, valid 10 minutes, " +
+		"and only in the browser that opened the consent's start link (its practicegw_consent cookie)."},
 	{name: "code", typ: "string", desc: "The vendor's authorization code."},
 	{name: "error", typ: "string", desc: "The vendor's refusal, such as access_denied."},
 }
 
 const callbackNote = "Answers an HTML page to a browser (Accept: text/html), JSON otherwise: the connection, " +
-	"400 invalid_state for a state that is unknown, used already or expired, 400 consent_denied when the " +
-	"administrator refused consent at the vendor."
+	"400 invalid_state for a state that is unknown, used already or expired, or whose consent another browser started " +
+	"(no practicegw_consent cookie, or another's: nothing is exchanged and the consent waits for the browser that started it), " +
+	"400 consent_denied when the administrator refused consent at the vendor."
+
+const startNote = "Single use and valid as long as its consent (10 minutes). Answers 302 to the vendor's consent page with " +
+	"Set-Cookie: practicegw_consent (HttpOnly, SameSite=Lax, Path=/connect, Secure when public_url is https), which the " +
+	"callback requires; a link opened already, expired or unknown is 400 invalid_state (a page to a browser)."
 
 // connectionService is the app's connection service, or an error that
 // says the gateway offers none.
@@ -298,15 +313,24 @@ func (h *Handler) deleteConnection(w http.ResponseWriter, r *http.Request, c *ca
 }
 
 // writeConnection runs a connection write with the body checks and
-// Idempotency-Key of every write.
+// Idempotency-Key of every write. The consent's start link is answered
+// once: a replay of the key answers the same connection without it, so
+// that the idempotency store keeps no usable link (a new one comes from a
+// reconnect).
 func (h *Handler) writeConnection(w http.ResponseWriter, r *http.Request, c *call,
 	apply func(ctx context.Context, body []byte) (connection.View, error)) error {
-	return h.writeJSONWith(w, r, c, func(ctx context.Context, body []byte) (any, error) {
+	return h.writeKeeping(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, json.RawMessage, error) {
 		v, err := apply(ctx, body)
 		if err != nil {
-			return nil, connectionError(c, err)
+			return nil, nil, h.notFoundFor(c, connectionError(c, err))
 		}
-		return connectionObject(v), nil
+		out, err := marshal(connectionObject(v))
+		if err != nil {
+			return nil, nil, err
+		}
+		v.AuthorizeURL = ""
+		kept, err := marshal(connectionObject(v))
+		return out, kept, err
 	})
 }
 

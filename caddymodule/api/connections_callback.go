@@ -11,29 +11,70 @@ import (
 	"strings"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
-// The consent callback and the vendors' webhooks for connections. They
-// carry no credential: the callback's proof is its state (single use,
-// bound to one connection, 10 minutes), a webhook's the vendor's
-// signature, which its handler checks.
+// The consent's start link and callback, and the vendors' webhooks for
+// connections. They carry no credential: the start link's proof is its
+// token (single use, 10 minutes), the callback's its state (single use,
+// bound to one connection, 10 minutes) and the cookie the start link gave
+// the browser, a webhook's the vendor's signature, which its handler
+// checks.
 
 var (
 	errInvalidState = apierror.New(http.StatusBadRequest, "invalid_state",
 		"This consent link is not one the gateway is waiting for: it was used already, has expired (after 10 minutes) or was never sent; connect again from the console's Systems page.")
+	errStartInvalid = apierror.New(http.StatusBadRequest, "invalid_state",
+		"This consent link was opened already, has expired (after 10 minutes) or was never sent; connect again from the console's Systems page.")
 	errConsentDenied = apierror.New(http.StatusBadRequest, "consent_denied",
 		"Consent was refused at the vendor, so the system is not connected; connect again and allow access to connect it.")
 	errConsentFailed = apierror.New(http.StatusBadGateway, "upstream_unavailable",
 		"The vendor could not complete the consent; connect again from the console's Systems page.")
 )
 
+// startConsent follows a consent's start link: the cookie that binds the
+// consent to this browser, and the vendor's consent page.
+func (h *Handler) startConsent(w http.ResponseWriter, r *http.Request, c *call) error {
+	svc, err := h.connectionService()
+	if err == nil {
+		var started connect.Started
+		started, err = svc.Start(r.Context(), c.id, browserOf(r))
+		if errors.Is(err, connection.ErrNotFound) {
+			err = errStartInvalid
+		}
+		if err == nil {
+			http.SetCookie(w, started.Cookie)
+			hd := w.Header()
+			// The Location carries the state: nothing keeps or forwards it.
+			hd.Set("Cache-Control", "no-store")
+			hd.Set("Referrer-Policy", "no-referrer")
+			hd.Set("Location", started.Location)
+			w.WriteHeader(http.StatusFound)
+			return nil
+		}
+	}
+	if !wantsHTML(r) {
+		return err
+	}
+	e := h.toAPIError(r, err)
+	return writeCallbackPage(w, e.Status, callbackPage{Console: "/console/systems", Error: e, RequestID: apierror.RequestID(w)})
+}
+
+// browserOf is the value of the request's consent cookie, "" without one.
+func browserOf(r *http.Request) string {
+	if c, err := r.Cookie(connect.BrowserCookie); err == nil {
+		return c.Value
+	}
+	return ""
+}
+
 func (h *Handler) connectCallback(w http.ResponseWriter, r *http.Request, _ *call) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return invalidParam("state", "The query string is not valid URL encoding.")
 	}
-	v, err := h.finishConsent(r.Context(), q)
+	v, err := h.finishConsent(r.Context(), q, browserOf(r))
 	if !wantsHTML(r) {
 		if err != nil {
 			return err
@@ -54,7 +95,7 @@ func (h *Handler) connectCallback(w http.ResponseWriter, r *http.Request, _ *cal
 
 // finishConsent hands the vendor's redirect to the connection service
 // and names its refusals as the contract does.
-func (h *Handler) finishConsent(ctx context.Context, q url.Values) (connection.View, error) {
+func (h *Handler) finishConsent(ctx context.Context, q url.Values, browser string) (connection.View, error) {
 	svc, err := h.connectionService()
 	if err != nil {
 		return connection.View{}, err
@@ -64,10 +105,10 @@ func (h *Handler) finishConsent(ctx context.Context, q url.Values) (connection.V
 	}
 	// The service sees a refusal too: it spends the state, so that the
 	// link cannot be replayed, and keeps the connection pending.
-	v, err := svc.Callback(ctx, q)
+	v, err := svc.Callback(ctx, q, browser)
 	var apiErr *apierror.Error
 	switch {
-	case errors.Is(err, connection.ErrNotFound):
+	case errors.Is(err, connection.ErrNotFound), errors.Is(err, connection.ErrOtherBrowser):
 		return connection.View{}, errInvalidState.WithParam("state")
 	case errors.As(err, &apiErr):
 		return connection.View{}, err

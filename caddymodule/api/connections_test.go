@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/bolt"
@@ -28,18 +29,23 @@ import (
 
 // fakeConnections is a connection service at the edge of the API: it
 // keeps connections in memory and finishes a consent the way the contract
-// says the real one does (a state is used once, for one connection).
+// says the real one does (a start link is used once and binds its state
+// to the browser, a state is used once, for one connection, by that
+// browser).
 type fakeConnections struct {
-	mu     sync.Mutex
-	conns  map[string]connection.View
-	states map[string]string // state -> connection id
-	calls  int               // Connect calls
-	err    error             // answered by every call when set
-	n      int
+	mu       sync.Mutex
+	conns    map[string]connection.View
+	states   map[string]string // state -> connection id
+	starts   map[string]string // start token -> state
+	browsers map[string]string // state -> the browser that started it
+	calls    int               // Connect calls
+	err      error             // answered by every call when set
+	n        int
 }
 
 func newFakeConnections() *fakeConnections {
-	return &fakeConnections{conns: map[string]connection.View{}, states: map[string]string{}}
+	return &fakeConnections{conns: map[string]connection.View{}, states: map[string]string{}, starts: map[string]string{},
+		browsers: map[string]string{}}
 }
 
 func (f *fakeConnections) List(_ context.Context, firm string) ([]connection.View, error) {
@@ -77,9 +83,9 @@ func (f *fakeConnections) Connect(_ context.Context, firm string, r connection.R
 	if r.AccessKey != "" {
 		v.Status = connection.Connected
 	} else {
-		state := fmt.Sprintf("st_%d", f.n)
-		f.states[state] = v.ID
-		v.AuthorizeURL = "https://login.example/authorize?state=" + state
+		state, token := fmt.Sprintf("st_%d", f.n), fmt.Sprintf("start_%d", f.n)
+		f.states[state], f.starts[token] = v.ID, state
+		v.AuthorizeURL = "https://gw.example/connect/start/" + token
 	}
 	f.conns[v.ID] = v
 	return v, nil
@@ -112,12 +118,31 @@ func (f *fakeConnections) Disconnect(_ context.Context, firm, id string) (connec
 	return v, f.err
 }
 
-func (f *fakeConnections) Callback(_ context.Context, q url.Values) (connection.View, error) {
+func (f *fakeConnections) Start(_ context.Context, token, browser string) (connect.Started, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	state, ok := f.starts[token]
+	if !ok {
+		return connect.Started{}, connection.ErrNotFound
+	}
+	delete(f.starts, token)
+	if browser == "" {
+		browser = "browser-of-" + state
+	}
+	f.browsers[state] = browser
+	return connect.Started{Location: "https://login.example/authorize?state=" + state,
+		Cookie: &http.Cookie{Name: connect.BrowserCookie, Value: browser, Path: "/connect", HttpOnly: true, SameSite: http.SameSiteLaxMode}}, nil
+}
+
+func (f *fakeConnections) Callback(_ context.Context, q url.Values, browser string) (connection.View, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id, ok := f.states[q.Get("state")]
 	if !ok {
 		return connection.View{}, connection.ErrNotFound
+	}
+	if b := f.browsers[q.Get("state")]; b == "" || b != browser {
+		return connection.View{}, connection.ErrOtherBrowser
 	}
 	delete(f.states, q.Get("state"))
 	if q.Get("error") != "" {
@@ -167,9 +192,10 @@ var (
 )
 
 type answer struct {
-	code  int
-	body  string
-	Error struct{ Code, Message, Param string }
+	code   int
+	body   string
+	header http.Header
+	Error  struct{ Code, Message, Param string }
 }
 
 func do(t *testing.T, h *Handler, cred *credential.Credential, method, path, body string, header ...string) answer {
@@ -186,7 +212,7 @@ func do(t *testing.T, h *Handler, cred *credential.Credential, method, path, bod
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r, nil)
-	a := answer{code: w.Code, body: w.Body.String()}
+	a := answer{code: w.Code, body: w.Body.String(), header: w.Header()}
 	if strings.HasPrefix(w.Header().Get("Content-Type"), "application/json") {
 		var e struct {
 			Error *struct{ Code, Message, Param string }
@@ -243,16 +269,46 @@ func TestConnectingXeroThroughItsConsentPage(t *testing.T) {
 	if con.Object != "connection" || con.Status != connection.Pending || con.AuthorizeURL == "" || con.Firm != "frm_hollis" {
 		t.Fatalf("create answered %+v", con)
 	}
-	// A retry with the same key replays the first answer: one connection.
+	// A retry with the same key replays the first answer, the same
+	// connection, without its start link: a link is given once.
 	again := do(t, h, liveAdminCred, "POST", "/v1/connections", `{"role":"ledger","system":"xero"}`, "Idempotency-Key", "k1")
-	if again.code != http.StatusCreated || again.body != got.body || svc.calls != 1 {
+	var replayed Connection
+	if err := json.Unmarshal([]byte(again.body), &replayed); err != nil || again.code != http.StatusCreated || svc.calls != 1 ||
+		replayed.ID != con.ID || replayed.Status != connection.Pending || replayed.AuthorizeURL != "" ||
+		again.header.Get("Idempotent-Replayed") != "true" {
 		t.Fatalf("idempotent retry: %d %s after %d connects", again.code, again.body, svc.calls)
 	}
+	token := strings.TrimPrefix(con.AuthorizeURL, "https://gw.example/connect/start/")
 
-	u, _ := url.Parse(con.AuthorizeURL)
+	// The start link sets the browser's cookie and sends it to the vendor.
+	started := do(t, h, nil, "GET", "/connect/start/"+token, "", "Accept", "text/html")
+	cookie := (&http.Response{Header: started.header}).Cookies()
+	if started.code != http.StatusFound || len(cookie) != 1 || cookie[0].Name != connect.BrowserCookie ||
+		started.header.Get("Cache-Control") != "no-store" || started.header.Get("Referrer-Policy") != "no-referrer" {
+		t.Fatalf("start: %d %v", started.code, started.header)
+	}
+	u, _ := url.Parse(started.header.Get("Location"))
 	state := u.Query().Get("state")
+	if u.Host != "login.example" || state == "" {
+		t.Fatalf("start sends the browser to %s", u)
+	}
+	// Opened again, the link is refused: to a browser a page, else JSON.
+	if again := do(t, h, nil, "GET", "/connect/start/"+token, "", "Accept", "text/html"); again.code != http.StatusBadRequest ||
+		!strings.Contains(again.body, "invalid_state") || again.header.Get("Location") != "" {
+		t.Fatalf("start link opened twice: %d %s", again.code, again.body)
+	}
+	if again := do(t, h, nil, "GET", "/connect/start/"+token, ""); again.code != http.StatusBadRequest || again.Error.Code != "invalid_state" {
+		t.Fatalf("start link opened twice: %d %s", again.code, again.body)
+	}
 	cb := "/connect/callback?code=SECRETCODE&state=" + state
-	page := do(t, h, nil, "GET", cb, "", "Accept", "text/html,application/xhtml+xml;q=0.9")
+	// Another browser, or none, is refused, and the consent waits.
+	for _, jar := range []string{"", connect.BrowserCookie + "=another-browser"} {
+		if other := do(t, h, nil, "GET", cb, "", "Cookie", jar); other.code != http.StatusBadRequest || other.Error.Code != "invalid_state" {
+			t.Fatalf("callback from another browser (%q): %d %s", jar, other.code, other.body)
+		}
+	}
+	browser := "Cookie"
+	page := do(t, h, nil, "GET", cb, "", "Accept", "text/html,application/xhtml+xml;q=0.9", browser, cookie[0].String())
 	if page.code != http.StatusOK || !strings.Contains(page.body, "Xero is connected for Hollis &amp; Vane &lt;LLP&gt;") {
 		t.Fatalf("callback page: %d %s", page.code, page.body)
 	}
@@ -264,7 +320,7 @@ func TestConnectingXeroThroughItsConsentPage(t *testing.T) {
 	}
 
 	// The state was spent: a replay is refused, to a browser and to JSON.
-	replay := do(t, h, nil, "GET", cb, "")
+	replay := do(t, h, nil, "GET", cb, "", browser, cookie[0].String())
 	if replay.code != http.StatusBadRequest || replay.Error.Code != "invalid_state" || replay.Error.Param != "state" {
 		t.Fatalf("replayed state: %d %s", replay.code, replay.body)
 	}
@@ -302,8 +358,7 @@ func TestCallbackRefusals(t *testing.T) {
 	svc := newFakeConnections()
 	h := connectionHandler(t, svc)
 	con, _ := svc.Connect(context.Background(), "frm_hollis", connection.Request{Role: "ledger", System: "xero"})
-	u, _ := url.Parse(con.AuthorizeURL)
-	state := u.Query().Get("state")
+	state, cookie := startConsent(t, h, con)
 	for _, tt := range []struct {
 		query, code string
 		status      int
@@ -314,17 +369,36 @@ func TestCallbackRefusals(t *testing.T) {
 		// The refusal spent the state.
 		{"code=c&state=" + state, "invalid_state", 400},
 	} {
-		got := do(t, h, nil, "GET", "/connect/callback?"+tt.query, "")
+		got := do(t, h, nil, "GET", "/connect/callback?"+tt.query, "", "Cookie", cookie)
 		if got.code != tt.status || got.Error.Code != tt.code {
 			t.Errorf("%s: %d %s, want %d %s", tt.query, got.code, got.body, tt.status, tt.code)
 		}
 	}
 	con, _ = svc.Connect(context.Background(), "frm_hollis", connection.Request{Role: "ledger", System: "xero"})
-	u, _ = url.Parse(con.AuthorizeURL)
-	got := do(t, h, nil, "GET", "/connect/callback?error=server_error&state="+u.Query().Get("state"), "")
+	state, cookie = startConsent(t, h, con)
+	got := do(t, h, nil, "GET", "/connect/callback?error=server_error&state="+state, "", "Cookie", cookie)
 	if got.code != http.StatusBadGateway || got.Error.Code != "upstream_unavailable" {
 		t.Errorf("a vendor's error: %d %s, want 502", got.code, got.body)
 	}
+	for _, token := range []string{"start_unknown", "start_1"} {
+		if got := do(t, h, nil, "GET", "/connect/start/"+token, ""); got.code != http.StatusBadRequest || got.Error.Code != "invalid_state" {
+			t.Errorf("start link %s: %d %s, want 400 invalid_state", token, got.code, got.body)
+		}
+	}
+}
+
+// startConsent opens con's start link as a browser: the state the vendor
+// is sent and the Cookie header the browser then sends.
+func startConsent(t *testing.T, h *Handler, con connection.View) (state, cookie string) {
+	t.Helper()
+	_, token, _ := strings.Cut(con.AuthorizeURL, "/connect/start/")
+	got := do(t, h, nil, "GET", "/connect/start/"+token, "")
+	cookies := (&http.Response{Header: got.header}).Cookies()
+	u, err := url.Parse(got.header.Get("Location"))
+	if got.code != http.StatusFound || len(cookies) != 1 || err != nil {
+		t.Fatalf("start: %d %v %s", got.code, got.header, got.body)
+	}
+	return u.Query().Get("state"), cookies[0].Name + "=" + cookies[0].Value
 }
 
 // Bodies are read as strictly as every other write's, and a connection

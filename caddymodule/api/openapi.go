@@ -331,6 +331,10 @@ func (rt *route) parameters() []parameter {
 		out = append(out, parameter{name: "id", in: "path", required: true,
 			schema: map[string]any{"type": "string", "pattern": "^" + rt.prefix}})
 	}
+	if strings.Contains(rt.pattern, "{token}") {
+		out = append(out, parameter{name: "token", in: "path", required: true,
+			desc: "The start link's token, as authorize_url names it: single use.", schema: map[string]any{"type": "string"}})
+	}
 	for _, p := range rt.query {
 		out = append(out, parameter{name: p.name, in: "query", desc: p.desc, schema: paramSchema(p)})
 	}
@@ -439,6 +443,18 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 	}
 	out := map[string]any{
 		fmt.Sprint(rt.status): map[string]any{"description": description, "headers": headers, "content": content},
+	}
+	if rt.op == "start_consent" {
+		out[fmt.Sprint(rt.status)] = map[string]any{
+			"description": "To the vendor's consent page, with the cookie the callback requires.",
+			"headers": map[string]any{
+				"Request-Id": map[string]any{"$ref": "#/components/headers/Request-Id"},
+				"Location": map[string]any{"description": "The vendor's consent page (it carries the consent's state).",
+					"schema": map[string]any{"type": "string", "format": "uri"}},
+				"Set-Cookie": map[string]any{"description": "practicegw_consent: HttpOnly, SameSite=Lax, Path=/connect, " +
+					"Secure when public_url is https, for as long as the consent lasts.", "schema": map[string]any{"type": "string"}},
+			},
+		}
 	}
 	if rt.conditional() {
 		headers["ETag"] = map[string]any{"$ref": "#/components/headers/ETag"}

@@ -165,7 +165,7 @@ func match(method, path string) (rt *route, id string, allow []string) {
 }
 
 // matchPattern matches path against a pattern whose one variable segment
-// is {id}.
+// is {id} (or {token}, a consent's start link).
 func matchPattern(pattern, path string) (string, bool) {
 	var id string
 	for {
@@ -174,7 +174,7 @@ func matchPattern(pattern, path string) (string, bool) {
 		if pmore != more {
 			return "", false
 		}
-		if pseg == "{id}" {
+		if pseg == "{id}" || pseg == "{token}" {
 			if seg == "" {
 				return "", false
 			}

@@ -95,6 +95,17 @@ func (h *Handler) moveJob(w http.ResponseWriter, r *http.Request, c *call) error
 // answer for retries.
 func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 	apply func(ctx context.Context, body []byte) (json.RawMessage, error)) error {
+	return h.writeKeeping(w, r, c, func(ctx context.Context, body []byte) (json.RawMessage, json.RawMessage, error) {
+		out, err := apply(ctx, body)
+		return out, out, err
+	})
+}
+
+// writeKeeping is write for an answer that holds what is given once:
+// apply answers the first request with out and leaves kept, which says
+// less, to be remembered for the key's replays.
+func (h *Handler) writeKeeping(w http.ResponseWriter, r *http.Request, c *call,
+	apply func(ctx context.Context, body []byte) (out, kept json.RawMessage, err error)) error {
 	if r.URL.RawQuery != "" {
 		if err := noQuery(r.URL.RawQuery); err != nil {
 			return err
@@ -106,7 +117,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 	}
 	key := r.Header.Get("Idempotency-Key")
 	if key == "" {
-		out, err := apply(r.Context(), body)
+		out, _, err := apply(r.Context(), body)
 		if err != nil {
 			return h.writeError(c, err)
 		}
@@ -139,8 +150,8 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 	// The outcome is recorded with a context of its own: the caller
 	// hanging up must not leave the key reserved.
 	bg := context.WithoutCancel(r.Context())
-	out, err := apply(r.Context(), body)
-	rec := idempotency.Record{Fingerprint: fingerprint, Status: c.route.status, Body: append(out, '\n'), CreatedAt: time.Now()}
+	out, kept, err := apply(r.Context(), body)
+	rec := idempotency.Record{Fingerprint: fingerprint, Status: c.route.status, Body: append(kept, '\n'), CreatedAt: time.Now()}
 	var apiErr *apierror.Error
 	if err != nil {
 		apiErr = h.toAPIError(r, h.writeError(c, err))
@@ -159,7 +170,7 @@ func (h *Handler) write(w http.ResponseWriter, r *http.Request, c *call,
 		apierror.Write(w, r, apiErr)
 		return nil
 	}
-	writeBody(w, rec.Status, rec.Body)
+	writeBody(w, rec.Status, append(out, '\n'))
 	return nil
 }
 

@@ -46,12 +46,14 @@ func (m *Manager) tokenConfig(c connection.Connection, s system) upstream.OAuth2
 		Scopes: app.Scopes, Connection: c.ID}
 }
 
-// authorize saves the consent awaited for c's attempt and answers the
-// vendor's consent page: a random state bound to the connection and the
-// attempt, and a PKCE verifier (S256) kept sealed by the store.
+// authorize saves the consent awaited for c's attempt and answers its
+// start link (start.go): a random state bound to the connection and the
+// attempt, a PKCE verifier (S256) kept sealed by the store, and the
+// single-use token of the link.
 func (m *Manager) authorize(ctx context.Context, c connection.Connection, s system) (string, error) {
 	a := connection.Authorization{
 		State:      randomToken(32),
+		Start:      randomToken(32),
 		Connection: c.ID,
 		Firm:       c.Firm,
 		Attempt:    c.Attempt,
@@ -61,8 +63,7 @@ func (m *Manager) authorize(ctx context.Context, c connection.Connection, s syst
 	if err := m.d.Authorizations.SaveAuthorization(ctx, a); err != nil {
 		return "", fmt.Errorf("save the consent awaited: %w", err)
 	}
-	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(a.Verifier)}, s.extras...)
-	return m.oauthConfig(s).AuthCodeURL(a.State, opts...), nil
+	return m.startURL(a.Start), nil
 }
 
 // oauthError keeps an OAuth2 error code that is one (RFC 6749's
@@ -70,17 +71,24 @@ func (m *Manager) authorize(ctx context.Context, c connection.Connection, s syst
 var oauthError = regexp.MustCompile(`^[a-z_]{1,40}$`)
 
 // Callback finishes a consent: the vendor's redirect back to
-// {public_url}/connect/callback with its query. The state is taken once;
-// a forged, used or expired one, or one of an attempt the connection has
-// moved past, changes nothing.
-func (m *Manager) Callback(ctx context.Context, q url.Values) (connection.View, error) {
+// {public_url}/connect/callback with its query, in the browser whose
+// BrowserCookie value is browser. The state is taken once, and only by
+// the browser that opened the consent's start link: another browser's
+// callback is refused and leaves the consent for that one. A forged,
+// used or expired state, or one of an attempt the connection has moved
+// past, changes nothing.
+func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (connection.View, error) {
 	state := q.Get("state")
 	if state == "" {
 		return connection.View{}, errStateInvalid
 	}
-	a, err := m.d.Authorizations.TakeAuthorization(ctx, state, m.clock.Now())
+	a, err := m.d.Authorizations.TakeAuthorization(ctx, state, browser, m.clock.Now())
 	if errors.Is(err, connection.ErrNotFound) {
 		return connection.View{}, errStateInvalid
+	}
+	if errors.Is(err, connection.ErrOtherBrowser) {
+		m.log.Warn("a consent's callback came from a browser that did not start it: refused, the consent left for the one that did")
+		return connection.View{}, errOtherBrowser
 	}
 	if err != nil {
 		return connection.View{}, fmt.Errorf("take the consent awaited: %w", err)

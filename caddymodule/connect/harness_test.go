@@ -40,7 +40,8 @@ type memStore struct {
 	cons         map[string]connection.Connection
 	order        []string
 	auths        map[string]connection.Authorization
-	verifiers    []string // every one saved, to look for in logs and views
+	browsers     map[string]string // state -> the browser that started its consent
+	verifiers    []string          // every one saved, to look for in logs and views
 	beforeUpdate func()
 	// yield, when set, runs before every call: a scheduler's chance to
 	// run another goroutine first.
@@ -54,7 +55,7 @@ func (s *memStore) sched() {
 }
 
 func newMemStore() *memStore {
-	return &memStore{cons: map[string]connection.Connection{}, auths: map[string]connection.Authorization{}}
+	return &memStore{cons: map[string]connection.Connection{}, auths: map[string]connection.Authorization{}, browsers: map[string]string{}}
 }
 
 func (s *memStore) CreateConnection(_ context.Context, c connection.Connection) (connection.Connection, error) {
@@ -127,11 +128,31 @@ func (s *memStore) SaveAuthorization(_ context.Context, a connection.Authorizati
 	return nil
 }
 
-func (s *memStore) TakeAuthorization(_ context.Context, state string, now time.Time) (connection.Authorization, error) {
+func (s *memStore) StartAuthorization(_ context.Context, token, browser string, now time.Time) (connection.Authorization, error) {
+	s.sched()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for state, a := range s.auths {
+		if a.Start != "" && a.Start == token {
+			a.Start = ""
+			s.auths[state], s.browsers[state] = a, browser
+			if !now.Before(a.Expires) {
+				return connection.Authorization{}, connection.ErrNotFound
+			}
+			return a, nil
+		}
+	}
+	return connection.Authorization{}, connection.ErrNotFound
+}
+
+func (s *memStore) TakeAuthorization(_ context.Context, state, browser string, now time.Time) (connection.Authorization, error) {
 	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a, ok := s.auths[state]
+	if ok && now.Before(a.Expires) && (browser == "" || s.browsers[state] != browser) {
+		return connection.Authorization{}, connection.ErrOtherBrowser
+	}
 	delete(s.auths, state)
 	if !ok || !now.Before(a.Expires) {
 		return connection.Authorization{}, connection.ErrNotFound
@@ -253,6 +274,49 @@ func newVendor(t *testing.T) *vendor {
 }
 
 func (v *vendor) URL() string { return v.srv.URL }
+
+// adminBrowser is the value of the administrator's browser's consent
+// cookie, one the gateway could have made.
+const adminBrowser = "YWRtaW5pc3RyYXRvcnMtYnJvd3Nlci1jb29raWUtMDE"
+
+// open is the administrator's browser following a consent's start link
+// through m: the vendor's consent page it is sent to, after the checks of
+// the cookie it is given.
+func (h *harness) open(m *connect.Manager, startURL string) (string, error) {
+	h.t.Helper()
+	token, ok := strings.CutPrefix(startURL, "https://gw.example.com"+connect.StartPath)
+	if !ok {
+		h.t.Fatalf("the consent's link %q is not the gateway's start link", startURL)
+	}
+	started, err := m.Start(ctx, token, adminBrowser)
+	if err != nil {
+		return "", err
+	}
+	c := started.Cookie
+	if c.Name != connect.BrowserCookie || c.Value != adminBrowser || c.Path != "/connect" || !c.HttpOnly || !c.Secure ||
+		c.SameSite != http.SameSiteLaxMode || c.MaxAge <= 0 || c.MaxAge > int(connection.AuthorizationTTL/time.Second) {
+		h.t.Fatalf("the start link's cookie: %+v", c)
+	}
+	return started.Location, nil
+}
+
+// consentPage is the vendor's consent page the start link sends the
+// administrator's browser to.
+func (h *harness) consentPage(startURL string) string {
+	h.t.Helper()
+	page, err := h.open(h.m, startURL)
+	if err != nil {
+		h.t.Fatalf("opening the consent's link: %v", err)
+	}
+	return page
+}
+
+// allow is the administrator following a consent's start link and
+// allowing at the vendor: the query of the vendor's redirect back.
+func (h *harness) allow(startURL string) url.Values {
+	h.t.Helper()
+	return h.v.consent(h.consentPage(startURL))
+}
 
 // consent is the administrator's browser at the consent page: it checks
 // the page's parameters and answers the redirect back to the gateway.

@@ -38,13 +38,13 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 		}
 		ms := []*connect.Manager{h.m, h.manager()}
 		v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-		first := h.v.consent(v.AuthorizeURL)
+		first := h.allow(v.AuthorizeURL)
 		h.store.yield = func() {
 			for range draw(3) {
 				runtime.Gosched()
 			}
 		}
-		callback := func(m *connect.Manager, q url.Values) error { _, err := m.Callback(ctx, q); return err }
+		callback := func(m *connect.Manager, q url.Values) error { _, err := m.Callback(ctx, q, adminBrowser); return err }
 		steps := []func(m *connect.Manager) (string, error){
 			func(m *connect.Manager) (string, error) { return "callback", callback(m, first) },
 			func(m *connect.Manager) (string, error) { return "replayed callback", callback(m, first) },
@@ -53,7 +53,13 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 				if err != nil {
 					return "reconnect", err
 				}
-				return "reconnect's callback", callback(ms[draw(2)], h.v.consent(r.AuthorizeURL))
+				// The link opened on either instance, the callback landing on
+				// either: the connection may have moved on meanwhile.
+				page, err := h.open(ms[draw(2)], r.AuthorizeURL)
+				if err != nil {
+					return "reconnect's start", err
+				}
+				return "reconnect's callback", callback(ms[draw(2)], h.v.consent(page))
 			},
 			func(m *connect.Manager) (string, error) {
 				_, err := m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-2"})

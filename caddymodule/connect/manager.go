@@ -33,12 +33,17 @@ type Connections interface {
 
 // Authorizations keeps the consents awaited.
 type Authorizations interface {
-	// SaveAuthorization keeps a until a.Expires.
+	// SaveAuthorization keeps a until a.Expires, found by its start token (a.Start) and by its state.
 	SaveAuthorization(ctx context.Context, a connection.Authorization) error
+	// StartAuthorization spends the start token and binds its consent to browser (the cookie's value)
+	// in the same atomic step, so a token is used once across every instance, and returns the
+	// consent; connection.ErrNotFound when unknown, used already or expired at now.
+	StartAuthorization(ctx context.Context, token, browser string, now time.Time) (connection.Authorization, error)
 	// TakeAuthorization returns the authorization of state and deletes it in the same atomic step, so a
-	// state is used once across every instance; connection.ErrNotFound when unknown, taken already or
-	// expired at now.
-	TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error)
+	// state is used once across every instance, if browser started it: connection.ErrOtherBrowser,
+	// leaving it, when another browser (or none) did; connection.ErrNotFound when unknown, taken
+	// already or expired at now.
+	TakeAuthorization(ctx context.Context, state, browser string, now time.Time) (connection.Authorization, error)
 }
 
 // Firms are the firms the gateway serves, as its configuration names them.

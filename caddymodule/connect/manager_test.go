@@ -63,16 +63,17 @@ func TestXeroConsentConnectsTheOneOrganisation(t *testing.T) {
 	if v.Status != connection.Pending || v.Attempt != 1 || !strings.HasPrefix(v.ID, "con_") || len(v.ID) != 28 {
 		t.Fatalf("connect: %+v", v.Connection)
 	}
-	u, _ := url.Parse(v.AuthorizeURL)
+	page := h.consentPage(v.AuthorizeURL)
+	u, _ := url.Parse(page)
 	q := u.Query()
 	if u.Path != "/authorize" || q.Get("redirect_uri") != "https://gw.example.com/connect/callback" ||
 		q.Get("client_id") != "xero" || !strings.Contains(q.Get("scope"), "offline_access") || len(q.Get("state")) != 43 {
-		t.Fatalf("consent page %s", v.AuthorizeURL)
+		t.Fatalf("consent page %s", page)
 	}
 	if got := h.check(h.m.Get(ctx, "frm_a", v.ID)); got.AuthorizeURL != "" || len(got.Sync) != 1 {
 		t.Fatalf("GET shows %+v", got)
 	}
-	done := h.check(h.m.Callback(ctx, h.v.consent(v.AuthorizeURL)))
+	done := h.check(h.m.Callback(ctx, h.v.consent(page), adminBrowser))
 	if done.Status != connection.Connected || done.TenantID != "org-1" || done.TenantName != "Hollis Ledger" ||
 		done.ConnectedAt == nil || done.Reason != "" {
 		t.Fatalf("after the consent: %+v", done.Connection)
@@ -87,40 +88,40 @@ func TestXeroConsentConnectsTheOneOrganisation(t *testing.T) {
 func TestCallbackRefusesForgedReplayedExpiredAndStaleStates(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-	cb := h.v.consent(v.AuthorizeURL)
+	cb := h.allow(v.AuthorizeURL)
 
 	forged := url.Values{"code": cb["code"], "state": {"AAAA" + cb.Get("state")[4:]}}
-	_, err := h.m.Callback(ctx, forged)
+	_, err := h.m.Callback(ctx, forged, adminBrowser)
 	h.wantAPIError(err, 400, "invalid_state", "state")
-	_, err = h.m.Callback(ctx, url.Values{"code": cb["code"]})
+	_, err = h.m.Callback(ctx, url.Values{"code": cb["code"]}, adminBrowser)
 	h.wantAPIError(err, 400, "invalid_state", "state")
 	if c := h.stored(v.ID); c.Status != connection.Pending || c.Version != 1 {
 		t.Fatalf("a forged state changed the connection: %+v", c)
 	}
 
-	h.check(h.m.Callback(ctx, cb))
-	_, err = h.m.Callback(ctx, cb)
+	h.check(h.m.Callback(ctx, cb, adminBrowser))
+	_, err = h.m.Callback(ctx, cb, adminBrowser)
 	h.wantAPIError(err, 400, "invalid_state", "state")
 
 	// Expired: ten minutes is the whole consent.
 	v2 := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "documents", System: "dropbox"}))
-	cb2 := h.v.consent(v2.AuthorizeURL)
+	cb2 := h.allow(v2.AuthorizeURL)
 	h.clock.Advance(connection.AuthorizationTTL)
-	_, err = h.m.Callback(ctx, cb2)
+	_, err = h.m.Callback(ctx, cb2, adminBrowser)
 	h.wantAPIError(err, 400, "invalid_state", "state")
 	if c := h.stored(v2.ID); c.Status != connection.Pending || h.token(c, oauthtoken.Dropbox, "dbx") != nil {
 		t.Fatalf("an expired state connected: %+v", c)
 	}
 
 	// An older attempt's consent, after a reconnect asked for another.
-	old := h.v.consent(h.check(h.m.Update(ctx, "frm_a", v2.ID, connection.Request{Reconnect: true})).AuthorizeURL)
+	old := h.allow(h.check(h.m.Update(ctx, "frm_a", v2.ID, connection.Request{Reconnect: true})).AuthorizeURL)
 	newer := h.check(h.m.Update(ctx, "frm_a", v2.ID, connection.Request{Reconnect: true}))
-	_, err = h.m.Callback(ctx, old)
+	_, err = h.m.Callback(ctx, old, adminBrowser)
 	h.wantAPIError(err, 400, "invalid_state", "state")
 	if c := h.stored(v2.ID); c.Status != connection.Pending || c.Attempt != 3 {
 		t.Fatalf("a stale attempt's consent changed the connection: %+v", c)
 	}
-	if done := h.check(h.m.Callback(ctx, h.v.consent(newer.AuthorizeURL))); done.Status != connection.Connected {
+	if done := h.check(h.m.Callback(ctx, h.allow(newer.AuthorizeURL), adminBrowser)); done.Status != connection.Connected {
 		t.Fatalf("the current attempt: %+v", done.Connection)
 	}
 }
@@ -137,14 +138,14 @@ func TestTwoInstancesRacingOneCallbackConnectOnce(t *testing.T) {
 			role, system = "documents", "google_drive"
 		}
 		v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: role, System: system}))
-		cb := h.v.consent(v.AuthorizeURL)
+		cb := h.allow(v.AuthorizeURL)
 		h.v.mu.Lock()
 		before := h.v.exchanges
 		h.v.mu.Unlock()
 		var wg sync.WaitGroup
 		errs := make([]error, 2)
 		for j, m := range []*connect.Manager{h.m, other} {
-			wg.Go(func() { _, errs[j] = m.Callback(ctx, cb) })
+			wg.Go(func() { _, errs[j] = m.Callback(ctx, cb, adminBrowser) })
 		}
 		wg.Wait()
 		won := 0
@@ -172,7 +173,7 @@ func TestChooseTenantThenReconnectKeepsIt(t *testing.T) {
 	h := newHarness(t)
 	h.v.tenants = append(h.v.tenants, map[string]string{"id": "c2", "tenantId": "org-2", "tenantType": "ORGANISATION", "tenantName": "Hollis Practice"})
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "xpm"}))
-	waiting := h.check(h.m.Callback(ctx, h.v.consent(v.AuthorizeURL)))
+	waiting := h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser))
 	if waiting.Status != connection.ChooseTenant || len(waiting.Choices) != 2 || waiting.TenantID != "" {
 		t.Fatalf("two organisations: %+v", waiting.Connection)
 	}
@@ -189,7 +190,7 @@ func TestChooseTenantThenReconnectKeepsIt(t *testing.T) {
 	if again.Status != connection.Pending || again.Reason != "reconnecting" || again.Attempt != 2 || again.TenantID != "org-2" || again.AuthorizeURL == "" {
 		t.Fatalf("reconnect: %+v", again)
 	}
-	back := h.check(h.m.Callback(ctx, h.v.consent(again.AuthorizeURL)))
+	back := h.check(h.m.Callback(ctx, h.allow(again.AuthorizeURL), adminBrowser))
 	if back.Status != connection.Connected || back.TenantID != "org-2" {
 		t.Fatalf("after the reconnect: %+v", back.Connection)
 	}
@@ -200,13 +201,13 @@ func TestChooseTenantThenReconnectKeepsIt(t *testing.T) {
 func TestSharePointSites(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "documents", System: "sharepoint"}))
-	none := h.check(h.m.Callback(ctx, h.v.consent(v.AuthorizeURL)))
+	none := h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser))
 	if none.Status != connection.Pending || !strings.Contains(none.Reason, "no SharePoint organisation") {
 		t.Fatalf("no site: %+v", none.Connection)
 	}
 	h.v.sites = []map[string]string{{"id": "contoso.sharepoint.com,1,2", "displayName": "Clients"}}
 	again := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
-	one := h.check(h.m.Callback(ctx, h.v.consent(again.AuthorizeURL)))
+	one := h.check(h.m.Callback(ctx, h.allow(again.AuthorizeURL), adminBrowser))
 	if one.Status != connection.Connected || one.TenantID != "contoso.sharepoint.com,1,2" || one.TenantName != "Clients" {
 		t.Fatalf("one site: %+v", one.Connection)
 	}
@@ -217,8 +218,8 @@ func TestSharePointSites(t *testing.T) {
 func TestConsentDenied(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-	state := h.v.consent(v.AuthorizeURL).Get("state")
-	_, err := h.m.Callback(ctx, url.Values{"error": {"access_denied"}, "state": {state}})
+	state := h.allow(v.AuthorizeURL).Get("state")
+	_, err := h.m.Callback(ctx, url.Values{"error": {"access_denied"}, "state": {state}}, adminBrowser)
 	h.wantAPIError(err, 400, "consent_denied", "")
 	if c := h.stored(v.ID); c.Status != connection.Pending || c.Reason != "consent denied at Xero" {
 		t.Fatalf("denied: %+v", c)
@@ -232,7 +233,7 @@ func TestConsentDenied(t *testing.T) {
 func TestCallbackLosesToADisconnectMeanwhile(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-	cb := h.v.consent(v.AuthorizeURL)
+	cb := h.allow(v.AuthorizeURL)
 	h.store.beforeUpdate = func() {
 		c := h.stored(v.ID)
 		c.Status = connection.Disconnected
@@ -240,7 +241,7 @@ func TestCallbackLosesToADisconnectMeanwhile(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	_, err := h.m.Callback(ctx, cb)
+	_, err := h.m.Callback(ctx, cb, adminBrowser)
 	h.wantAPIError(err, 400, "invalid_state", "state")
 	c := h.stored(v.ID)
 	if c.Status != connection.Disconnected || h.token(c, oauthtoken.Xero, "xero") != nil {
@@ -330,12 +331,12 @@ func TestConcurrentConnectsOfOneRoleMakeOne(t *testing.T) {
 func TestConsentPagesAskForOfflineAccess(t *testing.T) {
 	h := newHarness(t)
 	g := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "documents", System: "google_drive"}))
-	if q := mustQuery(t, g.AuthorizeURL); q.Get("access_type") != "offline" || q.Get("prompt") != "consent" {
+	if q := mustQuery(t, h.consentPage(g.AuthorizeURL)); q.Get("access_type") != "offline" || q.Get("prompt") != "consent" {
 		t.Errorf("google: %s", g.AuthorizeURL)
 	}
 	h.check(h.m.Disconnect(ctx, "frm_a", g.ID))
 	d := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "documents", System: "dropbox"}))
-	if q := mustQuery(t, d.AuthorizeURL); q.Get("token_access_type") != "offline" {
+	if q := mustQuery(t, h.consentPage(d.AuthorizeURL)); q.Get("token_access_type") != "offline" {
 		t.Errorf("dropbox: %s", d.AuthorizeURL)
 	}
 }
@@ -355,7 +356,7 @@ func TestDisconnectRevokesAndPurges(t *testing.T) {
 	h := newHarness(t)
 	connectOAuth := func(role, system string) connection.View {
 		v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: role, System: system}))
-		return h.check(h.m.Callback(ctx, h.v.consent(v.AuthorizeURL)))
+		return h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser))
 	}
 	x := connectOAuth("ledger", "xero")
 	rt := *h.token(x.Connection, oauthtoken.Xero, "xero")
@@ -428,7 +429,7 @@ func TestUnusableVendorAnswersAre502(t *testing.T) {
 			h := newHarness(t)
 			h.v.garbage[path] = true
 			v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-			_, err := h.m.Callback(ctx, h.v.consent(v.AuthorizeURL))
+			_, err := h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser)
 			h.wantAPIError(err, 502, "upstream_unavailable", "")
 			if c := h.stored(v.ID); c.Status != connection.Pending || h.token(c, oauthtoken.Xero, "xero") != nil {
 				t.Fatalf("after an unusable answer: %+v", c)
@@ -443,7 +444,7 @@ func TestTokenEndpointDownIs503(t *testing.T) {
 	h := newHarness(t)
 	h.v.down["/token"] = true
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-	_, err := h.m.Callback(ctx, h.v.consent(v.AuthorizeURL))
+	_, err := h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser)
 	h.wantAPIError(err, 503, "upstream_unavailable", "")
 	if c := h.stored(v.ID); c.Status != connection.Pending {
 		t.Fatalf("%+v", c)
@@ -495,7 +496,7 @@ func TestNeedsReconnect(t *testing.T) {
 	if c := h.stored(v.ID); c.Status != connection.Pending {
 		t.Fatalf("a pending connection changed: %+v", c)
 	}
-	h.check(h.m.Callback(ctx, h.v.consent(v.AuthorizeURL)))
+	h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser))
 	if err := h.m.NeedsReconnect(ctx, v.ID, "Xero refused the connection's grant"); err != nil {
 		t.Fatal(err)
 	}
@@ -504,7 +505,7 @@ func TestNeedsReconnect(t *testing.T) {
 		t.Fatalf("%+v", c)
 	}
 	r := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
-	if back := h.check(h.m.Callback(ctx, h.v.consent(r.AuthorizeURL))); back.Status != connection.Connected || back.Reason != "" {
+	if back := h.check(h.m.Callback(ctx, h.allow(r.AuthorizeURL), adminBrowser)); back.Status != connection.Connected || back.Reason != "" {
 		t.Fatalf("reconnected: %+v", back.Connection)
 	}
 }

@@ -84,7 +84,7 @@ var (
 
 func bucketNames() []string {
 	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketNotices, bucketSecrets,
-		bucketConnections, bucketAuthorizations,
+		bucketConnections, bucketAuthorizations, bucketConsentStarts,
 		bucketReadModel, bucketCheckpoints, bucketRMLeases,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,

@@ -322,7 +322,7 @@ func TestExpireAuthorizations(t *testing.T) {
 	now := time.Now()
 	st := reopen(t, db)
 	for state, expires := range map[string]time.Time{"state-gone": now.Add(-time.Second), "state-due": now, "state-awaited": now.Add(time.Minute)} {
-		a := connection.Authorization{State: state, Connection: "con_a", Firm: "frm_acme", Verifier: "v-" + state, Expires: expires}
+		a := connection.Authorization{State: state, Start: "start-" + state, Connection: "con_a", Firm: "frm_acme", Verifier: "v-" + state, Expires: expires}
 		if err := st.SaveAuthorization(ctx, a); err != nil {
 			t.Fatal(err)
 		}
@@ -331,18 +331,23 @@ func TestExpireAuthorizations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.ExpireAuthorizations(ctx); err != nil || n != 2 {
-		t.Fatalf("expired %d, %v; want 2", n, err)
+	// Two consents and their two start links.
+	if n, err := st.ExpireAuthorizations(ctx); err != nil || n != 4 {
+		t.Fatalf("expired %d, %v; want 4", n, err)
 	}
-	var left int
+	var left, starts int
 	db.View(func(tx *bbolt.Tx) error {
 		left = tx.Bucket([]byte("gw_authorizations")).Stats().KeyN
+		starts = tx.Bucket([]byte("gw_consent_starts")).Stats().KeyN
 		return nil
 	})
-	if left != 1 {
-		t.Fatalf("%d consents left, want the one awaited", left)
+	if left != 1 || starts != 1 {
+		t.Fatalf("%d consents and %d start links left, want the one awaited", left, starts)
 	}
-	if a, err := st.TakeAuthorization(ctx, "state-awaited", now); err != nil || a.Verifier != "v-state-awaited" {
+	if _, err := st.StartAuthorization(ctx, "start-state-awaited", "browser", now); err != nil {
+		t.Fatalf("the consent awaited: %v", err)
+	}
+	if a, err := st.TakeAuthorization(ctx, "state-awaited", "browser", now); err != nil || a.Verifier != "v-state-awaited" {
 		t.Fatalf("the consent awaited: %+v, %v", a, err)
 	}
 }

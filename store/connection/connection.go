@@ -75,11 +75,18 @@ type Tenant struct {
 func (c Connection) Live() bool { return c.Status == Connected || c.Status == NeedsReconnect }
 
 // Authorization is one consent the gateway asked a vendor for: what its
-// callback needs to finish it. It is found by its state, used once, and
-// refused after Expires.
+// start link and its callback need to finish it. It is found by its start
+// token once, which binds it to the browser that followed the link, then
+// by its state, used once and only by that browser, and refused after
+// Expires.
 type Authorization struct {
 	// State is the random value sent to the vendor and back.
-	State      string `json:"state"`
+	State string `json:"state"`
+	// Start is the token of the gateway's start link
+	// ({public_url}/connect/start/<token>), the one address the
+	// administrator is given: stores keep it only as its digest, and
+	// return it empty.
+	Start      string `json:"start,omitempty"`
 	Connection string `json:"connection"`
 	Firm       string `json:"firm"`
 	Attempt    int    `json:"attempt"`
@@ -101,6 +108,9 @@ var (
 	ErrVersion = errors.New("connection changed meanwhile")
 	// ErrExists is returned when creating a connection whose id is taken.
 	ErrExists = errors.New("connection exists")
+	// ErrOtherBrowser is returned for a state whose consent was started
+	// by another browser, or by none: the consent is left as it was.
+	ErrOtherBrowser = errors.New("the consent was started by another browser")
 )
 
 // Request is what an administrator asks of a connection: to connect a
@@ -120,7 +130,9 @@ type Request struct {
 // gateway knows of its use.
 type View struct {
 	Connection
-	// AuthorizeURL is the vendor's consent page, while Pending.
+	// AuthorizeURL is the gateway's start link of the consent, which
+	// sends the browser that opens it on to the vendor's consent page:
+	// answered once, by the write that asked for the consent.
 	AuthorizeURL string `json:"authorize_url,omitempty"`
 	// LastSuccessAt is the last vendor call that succeeded, as this
 	// instance saw it.

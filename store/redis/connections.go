@@ -20,8 +20,11 @@ import (
 //	pgw:{connect}:connections     hash: connection id -> its JSON
 //	pgw:{connect}:firm:<firm>     set: the firm's connection ids
 //	pgw:{connect}:auth:<digest>   a consent, under the SHA-256 of its state
-//	                              (hex), its verifier sealed; TTL: until
-//	                              it expires
+//	                              (hex), its verifier sealed, and once
+//	                              started the SHA-256 of the browser's
+//	                              value; TTL: until it expires
+//	pgw:{connect}:start:<digest>  its start link, under the SHA-256 of the
+//	                              token, the state sealed; the same TTL
 //
 // Every instance lists every connection twice a second to follow the
 // others' changes, and there are hundreds at most: one HGETALL. The
@@ -29,15 +32,42 @@ import (
 // creating one writes its hash and its firm's set on Redis Cluster too.
 // Connections are never deleted (a disconnected one stays, for the firm
 // to see) and never change firm, so a firm's set only grows with its
-// connections. A consent is kept under its state's digest, so that
-// neither the state nor the verifier is in Redis to be read.
+// connections. A consent is kept under its state's digest, and its start
+// link under its token's, so that neither the state, the token, the
+// browser's value nor the verifier is in Redis to be read.
 const (
 	keyConnections    = "pgw:{connect}:connections"
 	keyFirmConnection = "pgw:{connect}:firm:"
 	keyAuthorization  = "pgw:{connect}:auth:"
+	keyConsentStart   = "pgw:{connect}:start:"
 )
 
 func authorizationKey(state string) string { return keyAuthorization + connection.StateDigest(state) }
+
+func startKey(token string) string { return keyConsentStart + connection.StateDigest(token) }
+
+// bindAuthorizationScript binds the consent KEYS[1] to the browser digest
+// ARGV[1], its TTL kept, and answers it as it was: nil when it is gone or
+// bound already (a consent is started once).
+var bindAuthorizationScript = goredis.NewScript(`
+local raw = redis.call('GET', KEYS[1])
+if not raw then return false end
+local ok, rec = pcall(cjson.decode, raw)
+if not ok or rec.browser then return false end
+rec.browser = ARGV[1]
+redis.call('SET', KEYS[1], cjson.encode(rec), 'KEEPTTL')
+return raw`)
+
+// takeAuthorizationScript deletes the consent KEYS[1] and answers it if
+// the browser digest ARGV[1] started it: {1, consent}; {2} when another
+// browser (or none) did, leaving it; {0} when it is gone.
+var takeAuthorizationScript = goredis.NewScript(`
+local raw = redis.call('GET', KEYS[1])
+if not raw then return {0} end
+local ok, rec = pcall(cjson.decode, raw)
+if not ok or ARGV[1] == '' or rec.browser ~= ARGV[1] then return {2} end
+redis.call('DEL', KEYS[1])
+return {1, raw}`)
 
 // createConnectionScript stores the connection ARGV[2] under id ARGV[1]
 // unless the id is taken, and adds it to its firm's set: 0 when taken.
@@ -177,8 +207,8 @@ func decodeConnection(id string, raw []byte) (connection.Connection, error) {
 	return c, nil
 }
 
-// SaveAuthorization keeps a until a.Expires: Redis drops it then. One
-// already expired is not kept.
+// SaveAuthorization keeps a and its start link until a.Expires: Redis
+// drops them then. One already expired is not kept.
 func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorization) error {
 	ttl := time.Until(a.Expires).Truncate(time.Millisecond)
 	if ttl <= 0 {
@@ -188,27 +218,78 @@ func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorizatio
 	if err != nil {
 		return err
 	}
+	start, err := connection.SealStart(s.secrets, a)
+	if err != nil {
+		return err
+	}
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
-	if err := s.rdb.Set(ctx, authorizationKey(a.State), v, ttl).Err(); err != nil {
+	_, err = s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
+		p.Set(ctx, authorizationKey(a.State), v, ttl)
+		p.Set(ctx, startKey(a.Start), start, ttl)
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("save authorization of connection %s in redis: %w", a.Connection, err)
 	}
 	return nil
 }
 
-// TakeAuthorization returns the consent of state and deletes it with one
-// GETDEL, so that of instances racing on one state one gets it; one
-// expired at now is deleted and not returned (now may run ahead of the
-// TTL's clock).
-func (s *Store) TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error) {
+// StartAuthorization takes the start link of token with one GETDEL, so
+// that of instances racing on one link one gets it, then binds its
+// consent to browser. Should the process stop between the two, the link
+// is spent and its consent bound to no browser: the administrator asks
+// for a new link, as after any lost one.
+func (s *Store) StartAuthorization(ctx context.Context, token, browser string, now time.Time) (connection.Authorization, error) {
 	cctx, cancel := s.lookup(ctx)
 	defer cancel()
-	raw, err := s.rdb.GetDel(cctx, authorizationKey(state)).Bytes()
+	raw, err := s.rdb.GetDel(cctx, startKey(token)).Bytes()
 	if isNil(err) {
 		return connection.Authorization{}, connection.ErrNotFound
 	}
 	if err != nil {
+		return connection.Authorization{}, fmt.Errorf("start authorization in redis: %w", err)
+	}
+	state, err := connection.OpenStart(s.secrets, token, raw, now)
+	if err != nil {
+		return connection.Authorization{}, err
+	}
+	rec, err := bindAuthorizationScript.Run(cctx, s.rdb, []string{authorizationKey(state)}, connection.StateDigest(browser)).Text()
+	if isNil(err) {
+		return connection.Authorization{}, connection.ErrNotFound
+	}
+	if err != nil {
+		return connection.Authorization{}, fmt.Errorf("start authorization in redis: %w", err)
+	}
+	return connection.OpenAuthorization(s.secrets, state, []byte(rec), now)
+}
+
+// TakeAuthorization returns the consent of state and deletes it in one
+// script, so that of instances racing on one state one gets it, if
+// browser started it; one another browser started is left as it was. One
+// expired at now is deleted and not returned (now may run ahead of the
+// TTL's clock).
+func (s *Store) TakeAuthorization(ctx context.Context, state, browser string, now time.Time) (connection.Authorization, error) {
+	cctx, cancel := s.lookup(ctx)
+	defer cancel()
+	digest := ""
+	if browser != "" {
+		digest = connection.StateDigest(browser)
+	}
+	res, err := takeAuthorizationScript.Run(cctx, s.rdb, []string{authorizationKey(state)}, digest).Slice()
+	if err != nil {
 		return connection.Authorization{}, fmt.Errorf("take authorization in redis: %w", err)
 	}
-	return connection.OpenAuthorization(s.secrets, state, raw, now)
+	switch {
+	case len(res) == 1 && res[0] == int64(0):
+		return connection.Authorization{}, connection.ErrNotFound
+	case len(res) == 1 && res[0] == int64(2):
+		return connection.Authorization{}, connection.ErrOtherBrowser
+	case len(res) == 2 && res[0] == int64(1):
+		raw, ok := res[1].(string)
+		if ok {
+			return connection.OpenAuthorization(s.secrets, state, []byte(raw), now)
+		}
+	}
+	return connection.Authorization{}, fmt.Errorf("take authorization in redis: unexpected script answer %v", res)
 }

@@ -466,22 +466,31 @@ func TestAuthorizationsExpireInRedis(t *testing.T) {
 	rdb := client(t, srv)
 	ctx := context.Background()
 	saved := time.Now()
-	awaited := connection.Authorization{State: "state-awaited", Connection: "con_a", Firm: "frm_acme", Verifier: "v",
-		Expires: saved.Add(connection.AuthorizationTTL)}
+	awaited := connection.Authorization{State: "state-awaited", Start: "start-awaited", Connection: "con_a", Firm: "frm_acme",
+		Verifier: "v", Expires: saved.Add(connection.AuthorizationTTL)}
 	late := awaited
-	late.State, late.Expires = "state-late", saved.Add(-time.Second)
+	late.State, late.Start, late.Expires = "state-late", "start-late", saved.Add(-time.Second)
 	for _, a := range []connection.Authorization{awaited, late} {
 		if err := st.SaveAuthorization(ctx, a); err != nil {
 			t.Fatal(err)
 		}
 	}
-	keys, err := rdb.Keys(ctx, "pgw:{connect}:auth:*").Result()
-	if err != nil || len(keys) != 1 {
-		t.Fatalf("consent keys %v, %v; want the awaited one's", keys, err)
+	for _, pattern := range []string{"pgw:{connect}:auth:*", "pgw:{connect}:start:*"} {
+		keys, err := rdb.Keys(ctx, pattern).Result()
+		if err != nil || len(keys) != 1 {
+			t.Fatalf("keys %v, %v; want the awaited consent's", keys, err)
+		}
+		ttl, err := rdb.PTTL(ctx, keys[0]).Result()
+		if err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL || ttl < connection.AuthorizationTTL-time.Since(saved)-time.Second {
+			t.Fatalf("%s lives %v (%v), want about %v", keys[0], ttl, err, connection.AuthorizationTTL)
+		}
 	}
-	ttl, err := rdb.PTTL(ctx, keys[0]).Result()
-	if err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL || ttl < connection.AuthorizationTTL-time.Since(saved)-time.Second {
-		t.Fatalf("the consent's key lives %v (%v), want about %v", ttl, err, connection.AuthorizationTTL)
+	// Started, the consent keeps its time to live.
+	if _, err := st.StartAuthorization(ctx, awaited.Start, "browser", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := rdb.PTTL(ctx, authorizationKey(awaited.State)).Result(); err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL {
+		t.Fatalf("the started consent's key lives %v (%v)", ttl, err)
 	}
 }
 
@@ -507,9 +516,12 @@ func TestAuthorizationsThroughAnOutage(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithAOF())
 	st := open(t, srv)
 	ctx := context.Background()
-	a := connection.Authorization{State: "state-outage", Connection: "con_a", Firm: "frm_acme", Verifier: "v-outage",
-		Expires: time.Now().Add(connection.AuthorizationTTL)}
+	a := connection.Authorization{State: "state-outage", Start: "start-outage", Connection: "con_a", Firm: "frm_acme",
+		Verifier: "v-outage", Expires: time.Now().Add(connection.AuthorizationTTL)}
 	if err := st.SaveAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.StartAuthorization(ctx, a.Start, "browser", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.CreateConnection(ctx, connection.Connection{ID: "con_a", Firm: "frm_acme", Status: connection.Pending}); err != nil {
@@ -520,7 +532,7 @@ func TestAuthorizationsThroughAnOutage(t *testing.T) {
 	srv.Stop()
 
 	started := time.Now()
-	if _, err := st.TakeAuthorization(ctx, a.State, time.Now()); err == nil || errors.Is(err, connection.ErrNotFound) {
+	if _, err := st.TakeAuthorization(ctx, a.State, "browser", time.Now()); err == nil || errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("take with Redis down: %v, want an outage error", err)
 	}
 	if _, err := st.Connection(ctx, "con_a"); err == nil || errors.Is(err, connection.ErrNotFound) {
@@ -531,7 +543,7 @@ func TestAuthorizationsThroughAnOutage(t *testing.T) {
 	}
 
 	srv.Restart()
-	got, err := st.TakeAuthorization(ctx, a.State, time.Now())
+	got, err := st.TakeAuthorization(ctx, a.State, "browser", time.Now())
 	if err != nil || got.Verifier != a.Verifier {
 		t.Fatalf("after the outage: %+v, %v", got, err)
 	}

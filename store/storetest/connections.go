@@ -28,7 +28,8 @@ type ConnectionStore interface {
 // Authorizations.
 type AuthorizationStore interface {
 	SaveAuthorization(ctx context.Context, a connection.Authorization) error
-	TakeAuthorization(ctx context.Context, state string, now time.Time) (connection.Authorization, error)
+	StartAuthorization(ctx context.Context, token, browser string, now time.Time) (connection.Authorization, error)
+	TakeAuthorization(ctx context.Context, state, browser string, now time.Time) (connection.Authorization, error)
 }
 
 // ConnectStore is both, as each backend's Store is.
@@ -53,9 +54,11 @@ type ConnectionsBackend struct {
 }
 
 // Connections checks a backend's connections and authorizations: reads
-// and lists, compare-and-set under racing writers, a consent's state used
-// once across instances and refused after it expires, and the PKCE
-// verifier sealed. fresh returns a backend with an empty state.
+// and lists, compare-and-set under racing writers, a consent's start link
+// used once across instances and binding it to one browser, its state
+// used once and by that browser alone, both refused after they expire,
+// and the PKCE verifier sealed. fresh returns a backend with an empty
+// state.
 func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 	key, _ := sealed.Random()
 	open := func(t *testing.T, b ConnectionsBackend) ConnectStore {
@@ -77,6 +80,10 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 		{"AuthorizationUsedOnce", testTakeAuthorization},
 		{"AuthorizationExpires", testAuthorizationExpires},
 		{"AuthorizationRacingTakers", testRacingTakers},
+		{"StartUsedOnce", testStartOnce},
+		{"StartExpires", testStartExpires},
+		{"StartRacingBrowsers", testRacingStarters},
+		{"AuthorizationBoundToItsBrowser", testOtherBrowser},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			b := fresh(t)
@@ -93,20 +100,22 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 				t.Fatal(err)
 			}
 		}
+		start(t, st, auths[0], browserA)
 		raw := b.Raw()
 		if len(raw) == 0 {
 			t.Fatal("the backend holds nothing")
 		}
 		for _, a := range auths {
-			// The state is kept out too: with it and a code, a copy of the
-			// store would finish someone's consent.
-			for _, secret := range []string{a.Verifier, a.State} {
+			// The state, the start token and the browser's value are kept
+			// out too: with them and a code, a copy of the store would
+			// finish someone's consent.
+			for _, secret := range []string{a.Verifier, a.State, a.Start, browserA} {
 				if bytes.Contains(raw, []byte(secret)) {
 					t.Errorf("the backend holds %q in plain text", secret)
 				}
 			}
 		}
-		got, err := open(t, b).TakeAuthorization(ctx, auths[0].State, time.Now())
+		got, err := open(t, b).TakeAuthorization(ctx, auths[0].State, browserA, time.Now())
 		if err != nil || !sameAuthorization(got, auths[0]) {
 			t.Fatalf("taken %+v, %v; saved %+v", got, err, auths[0])
 		}
@@ -119,12 +128,13 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 		if err := st.SaveAuthorization(ctx, a); err != nil {
 			t.Fatal(err)
 		}
+		start(t, st, a, browserA)
 		b.CopyAuthorization(a.State, "state-elsewhere")
-		got, err := st.TakeAuthorization(ctx, "state-elsewhere", time.Now())
+		got, err := st.TakeAuthorization(ctx, "state-elsewhere", browserA, time.Now())
 		if !errors.Is(err, sealed.ErrDamaged) || got.Verifier != "" {
 			t.Fatalf("a consent copied under another state was taken: %+v, %v; want sealed.ErrDamaged", got, err)
 		}
-		if got, err := st.TakeAuthorization(ctx, a.State, time.Now()); err != nil || !sameAuthorization(got, a) {
+		if got, err := st.TakeAuthorization(ctx, a.State, browserA, time.Now()); err != nil || !sameAuthorization(got, a) {
 			t.Fatalf("the original: %+v, %v", got, err)
 		}
 	})
@@ -144,9 +154,9 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 			}
 			return
 		}
-		got, err := st.TakeAuthorization(ctx, a.State, time.Now())
+		got, err := st.StartAuthorization(ctx, a.Start, browserA, time.Now())
 		if !errors.Is(err, sealed.ErrWrongKey) || got.Verifier != "" {
-			t.Fatalf("taken under another key: %+v, %v; want sealed.ErrWrongKey", got, err)
+			t.Fatalf("started under another key: %+v, %v; want sealed.ErrWrongKey", got, err)
 		}
 	})
 }
@@ -366,7 +376,7 @@ func testRacingUpdates(t *testing.T, st, other ConnectStore) {
 // authorization is a consent awaited, expiring AuthorizationTTL from the
 // wall clock: a shared store keeps it for as long as that.
 func authorization(state string) connection.Authorization {
-	return connection.Authorization{State: state, Connection: "con_a", Firm: "frm_acme", Attempt: 3,
+	return connection.Authorization{State: state, Start: "start-of-" + state, Connection: "con_a", Firm: "frm_acme", Attempt: 3,
 		Verifier: "pkce-verifier-of-" + state + "-dBjftJeZ4CVP-mB92K27uhbUJU1p1r",
 		Expires:  time.Now().Add(connection.AuthorizationTTL).Round(time.Millisecond).UTC()}
 }
@@ -376,52 +386,201 @@ func sameAuthorization(a, b connection.Authorization) bool {
 		a.Verifier == b.Verifier && a.Expires.Equal(b.Expires)
 }
 
-func testTakeAuthorization(t *testing.T, st, other ConnectStore) {
-	a := authorization("state-once")
+// The values of two browsers' cookies, as caddymodule/connect makes them.
+const (
+	browserA = "browser-a-Zm9vYmFyYmF6cXV4cXV1eGNvcmdlZ3JhdWx0"
+	browserB = "browser-b-YmFyYmF6cXV4Zm9vY29yZ2VncmF1bHRxdXV4"
+)
+
+// start saves nothing: it follows a's start link in browser, failing t
+// unless that starts a.
+func start(t *testing.T, st ConnectStore, a connection.Authorization, browser string) {
+	t.Helper()
+	got, err := st.StartAuthorization(ctx, a.Start, browser, time.Now())
+	if err != nil || !sameAuthorization(got, a) {
+		t.Fatalf("started %+v, %v; saved %+v", got, err, a)
+	}
+}
+
+// saveStarted saves a and starts it in browser.
+func saveStarted(t *testing.T, st ConnectStore, a connection.Authorization, browser string) {
+	t.Helper()
 	if err := st.SaveAuthorization(ctx, a); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SaveAuthorization(ctx, authorization("state-kept")); err != nil {
-		t.Fatal(err)
-	}
-	got, err := other.TakeAuthorization(ctx, a.State, time.Now())
+	start(t, st, a, browser)
+}
+
+func testTakeAuthorization(t *testing.T, st, other ConnectStore) {
+	a := authorization("state-once")
+	saveStarted(t, st, a, browserA)
+	saveStarted(t, st, authorization("state-kept"), browserA)
+	got, err := other.TakeAuthorization(ctx, a.State, browserA, time.Now())
 	if err != nil || !sameAuthorization(got, a) {
 		t.Fatalf("taken %+v, %v; saved %+v", got, err, a)
 	}
 	for _, h := range []ConnectStore{st, other} {
-		if _, err := h.TakeAuthorization(ctx, a.State, time.Now()); !errors.Is(err, connection.ErrNotFound) {
+		if _, err := h.TakeAuthorization(ctx, a.State, browserA, time.Now()); !errors.Is(err, connection.ErrNotFound) {
 			t.Fatalf("taken twice: %v, want connection.ErrNotFound", err)
 		}
 	}
-	if _, err := st.TakeAuthorization(ctx, "state-never-saved", time.Now()); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := st.TakeAuthorization(ctx, "state-never-saved", browserA, time.Now()); !errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("an unknown state: %v, want connection.ErrNotFound", err)
 	}
-	if _, err := st.TakeAuthorization(ctx, "state-kept", time.Now()); err != nil {
+	if _, err := st.TakeAuthorization(ctx, "state-kept", browserA, time.Now()); err != nil {
 		t.Fatalf("taking one state took another: %v", err)
 	}
 }
 
 func testAuthorizationExpires(t *testing.T, st, other ConnectStore) {
 	a := authorization("state-expiring")
-	if err := st.SaveAuthorization(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	saveStarted(t, st, a, browserA)
 	// Expired at its Expires: a consent has AuthorizationTTL, not a
 	// moment more.
-	if _, err := other.TakeAuthorization(ctx, a.State, a.Expires); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := other.TakeAuthorization(ctx, a.State, browserA, a.Expires); !errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("taken at its expiry: %v, want connection.ErrNotFound", err)
 	}
 	// An expired consent is gone, not kept for a clock that reads earlier.
-	if _, err := st.TakeAuthorization(ctx, a.State, a.Expires.Add(-time.Minute)); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := st.TakeAuthorization(ctx, a.State, browserA, a.Expires.Add(-time.Minute)); !errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("taken after it expired once: %v, want connection.ErrNotFound", err)
 	}
 
 	b := authorization("state-in-time")
+	saveStarted(t, st, b, browserA)
+	if got, err := other.TakeAuthorization(ctx, b.State, browserA, b.Expires.Add(-time.Millisecond)); err != nil || !sameAuthorization(got, b) {
+		t.Fatalf("taken a millisecond before its expiry: %+v, %v", got, err)
+	}
+}
+
+// testStartOnce follows a start link twice, on either instance: the first
+// starts the consent, every other is refused, as is a token never saved.
+func testStartOnce(t *testing.T, st, other ConnectStore) {
+	a := authorization("state-started-once")
+	if err := st.SaveAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	start(t, other, a, browserA)
+	for _, h := range []ConnectStore{st, other} {
+		for _, browser := range []string{browserA, browserB} {
+			if got, err := h.StartAuthorization(ctx, a.Start, browser, time.Now()); !errors.Is(err, connection.ErrNotFound) {
+				t.Fatalf("started twice: %+v, %v; want connection.ErrNotFound", got, err)
+			}
+		}
+	}
+	if _, err := st.StartAuthorization(ctx, "start-never-saved", browserA, time.Now()); !errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("an unknown start token: %v, want connection.ErrNotFound", err)
+	}
+	// The state can be presented as a token: it starts nothing.
+	if _, err := st.StartAuthorization(ctx, a.State, browserB, time.Now()); !errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("the state as a start token: %v, want connection.ErrNotFound", err)
+	}
+	if _, err := other.TakeAuthorization(ctx, a.State, browserA, time.Now()); err != nil {
+		t.Fatalf("the started consent: %v", err)
+	}
+}
+
+// testStartExpires: a start link lives as long as its consent.
+func testStartExpires(t *testing.T, st, other ConnectStore) {
+	a := authorization("state-start-expiring")
+	if err := st.SaveAuthorization(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := other.StartAuthorization(ctx, a.Start, browserA, a.Expires); !errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("started at its expiry: %+v, %v; want connection.ErrNotFound", got, err)
+	}
+	if _, err := st.StartAuthorization(ctx, a.Start, browserA, a.Expires.Add(-time.Minute)); !errors.Is(err, connection.ErrNotFound) {
+		t.Fatalf("started after it expired once: %v, want connection.ErrNotFound", err)
+	}
+	b := authorization("state-start-in-time")
 	if err := st.SaveAuthorization(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := other.TakeAuthorization(ctx, b.State, b.Expires.Add(-time.Millisecond)); err != nil || !sameAuthorization(got, b) {
-		t.Fatalf("taken a millisecond before its expiry: %+v, %v", got, err)
+	if got, err := other.StartAuthorization(ctx, b.Start, browserA, b.Expires.Add(-time.Millisecond)); err != nil || !sameAuthorization(got, b) {
+		t.Fatalf("started a millisecond before its expiry: %+v, %v", got, err)
+	}
+}
+
+// testOtherBrowser is the attack a browser-bound consent stops: a consent
+// started in browser A whose callback comes from browser B, or from a
+// browser with no value, or one never started, is refused and left for
+// browser A, which then finishes it.
+func testOtherBrowser(t *testing.T, st, other ConnectStore) {
+	unstarted := authorization("state-never-started")
+	if err := st.SaveAuthorization(ctx, unstarted); err != nil {
+		t.Fatal(err)
+	}
+	a := authorization("state-of-browser-a")
+	saveStarted(t, st, a, browserA)
+	for _, h := range []ConnectStore{st, other} {
+		for _, browser := range []string{browserB, ""} {
+			if got, err := h.TakeAuthorization(ctx, a.State, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
+				t.Fatalf("browser %q took A's consent: %+v, %v; want connection.ErrOtherBrowser", browser, got, err)
+			}
+			if got, err := h.TakeAuthorization(ctx, unstarted.State, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
+				t.Fatalf("browser %q took a consent never started: %+v, %v; want connection.ErrOtherBrowser", browser, got, err)
+			}
+		}
+	}
+	if got, err := other.TakeAuthorization(ctx, a.State, browserA, time.Now()); err != nil || !sameAuthorization(got, a) {
+		t.Fatalf("browser A, after B was refused: %+v, %v", got, err)
+	}
+	// The consent never started is still there to be started.
+	start(t, other, unstarted, browserB)
+	if _, err := st.TakeAuthorization(ctx, unstarted.State, browserB, time.Now()); err != nil {
+		t.Fatalf("the consent refused before it was started: %v", err)
+	}
+}
+
+// testRacingStarters has browsers race on one start link through both
+// instances, as a link sent to two people would: one starts the consent,
+// and only that browser can finish it.
+func testRacingStarters(t *testing.T, st, other ConnectStore) {
+	const links, browsers = 10, 8
+	for i := range links {
+		a := authorization(fmt.Sprintf("state-start-race-%02d", i))
+		if err := []ConnectStore{st, other}[i%2].SaveAuthorization(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			wg     sync.WaitGroup
+			mu     sync.Mutex
+			winner []string
+		)
+		begin := make(chan struct{})
+		for k := range browsers {
+			h := []ConnectStore{st, other}[k%2]
+			browser := fmt.Sprintf("browser-%d-of-%s", k, a.State)
+			wg.Go(func() {
+				<-begin
+				got, err := h.StartAuthorization(ctx, a.Start, browser, time.Now())
+				switch {
+				case err == nil:
+					if !sameAuthorization(got, a) {
+						t.Errorf("started %+v, saved %+v", got, a)
+					}
+					mu.Lock()
+					winner = append(winner, browser)
+					mu.Unlock()
+				case !errors.Is(err, connection.ErrNotFound):
+					t.Error(err)
+				}
+			})
+		}
+		close(begin)
+		wg.Wait()
+		if len(winner) != 1 {
+			t.Fatalf("%s was started by %d of %d browsers", a.Start, len(winner), browsers)
+		}
+		for k := range browsers {
+			if browser := fmt.Sprintf("browser-%d-of-%s", k, a.State); browser != winner[0] {
+				if _, err := st.TakeAuthorization(ctx, a.State, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
+					t.Fatalf("a browser that lost the start took the consent: %v", err)
+				}
+			}
+		}
+		if _, err := other.TakeAuthorization(ctx, a.State, winner[0], time.Now()); err != nil {
+			t.Fatalf("the browser that started it: %v", err)
+		}
 	}
 }
 
@@ -432,9 +591,7 @@ func testRacingTakers(t *testing.T, st, other ConnectStore) {
 	const states, takers = 20, 8
 	for i := range states {
 		a := authorization(fmt.Sprintf("state-race-%02d", i))
-		if err := []ConnectStore{st, other}[i%2].SaveAuthorization(ctx, a); err != nil {
-			t.Fatal(err)
-		}
+		saveStarted(t, []ConnectStore{st, other}[i%2], a, browserA)
 		var (
 			wg      sync.WaitGroup
 			mu      sync.Mutex
@@ -447,7 +604,7 @@ func testRacingTakers(t *testing.T, st, other ConnectStore) {
 			go func() {
 				defer wg.Done()
 				<-start
-				got, err := h.TakeAuthorization(ctx, a.State, time.Now())
+				got, err := h.TakeAuthorization(ctx, a.State, browserA, time.Now())
 				switch {
 				case err == nil:
 					if !sameAuthorization(got, a) {
