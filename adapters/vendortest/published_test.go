@@ -147,6 +147,11 @@ func TestXeroRequestsAreCheckedAgainstThePublishedDescription(t *testing.T) {
 		{"no organisation", "/Invoices?page=1", map[string]string{"Authorization": "Bearer " + x.Token}, `"xero-tenant-id"`},
 		{"a page that is no number", "/Invoices?page=last", auth, `"page"`},
 		{"an undeclared parameter", "/Invoices?limit=5", auth, `"limit" is not declared`},
+		{"a page of quotes", "/Quotes?page=2&order=QuoteID%20ASC", auth, ""},
+		{"quotes modified since", "/Quotes?page=1&order=QuoteID%20ASC", map[string]string{"Authorization": "Bearer " + x.Token,
+			"xero-tenant-id": x.TenantID, "If-Modified-Since": "2026-03-02T09:00:00Z"}, ""},
+		{"one quote", "/Quotes/00000000-0000-0000-0000-000000000001", auth, ""},
+		{"a quote page size Xero does not take", "/Quotes?page=1&pageSize=100", auth, `"pageSize" is not declared`},
 	}
 	for _, c := range cases {
 		before := len(x.Violations())

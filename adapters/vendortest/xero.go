@@ -44,9 +44,10 @@ type XeroInvoice struct {
 	Tenant string
 }
 
-// Xero is a double of the Xero Accounting API's invoices under
+// Xero is a double of the Xero Accounting API's invoices and quotes under
 // /api.xro/2.0: GET /Invoices with page, pageSize, where (Type only),
-// order and If-Modified-Since; GET /Invoices/{id}; a bearer token and the
+// order and If-Modified-Since; GET /Invoices/{id}; GET /Quotes with page,
+// order and If-Modified-Since, 100 a page; GET /Quotes/{id}; a bearer token and the
 // xero-tenant-id header required; pagination in the answer. Every request
 // is checked against Xero's published Accounting API description
 // (Violations; Conforms fails a test on any).
@@ -67,6 +68,7 @@ type Xero struct {
 	invoices map[string]*XeroInvoice
 	// keeping are the tenants with invoices of their own.
 	keeping  map[string]bool
+	quotes   map[string]*XeroQuote
 	seq      int
 	requests []string
 }
@@ -215,6 +217,11 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.requests = append(x.requests, strings.TrimSpace(r.Method+" "+r.URL.RequestURI()+" "+r.Header.Get("If-Modified-Since")))
+	if rest, ok := strings.CutPrefix(r.URL.Path, "/api.xro/2.0/Quotes"); ok && r.Method == http.MethodGet &&
+		(rest == "" || strings.HasPrefix(rest, "/")) {
+		x.serveQuotes(w, r, strings.TrimPrefix(rest, "/"))
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/api.xro/2.0/Invoices")
 	if !ok || r.Method != http.MethodGet {
 		writeJSON(w, http.StatusNotFound, []byte(`{"ErrorNumber":404,"Type":"NotFoundException","Message":"The resource you're looking for cannot be found"}`))

@@ -50,6 +50,25 @@ type invoice struct {
 
 type contact struct{ ContactID, Name string }
 
+type quotes struct {
+	Quotes []quote
+}
+
+type quote struct {
+	QuoteID        string
+	QuoteNumber    string
+	Title          string
+	Status         string
+	Contact        contact
+	Date           string
+	Total          amount
+	CurrencyCode   string
+	UpdatedDateUTC string
+	LineItems      []lineItem
+}
+
+type lineItem struct{ Description string }
+
 type payment struct {
 	Date      string
 	Reference string

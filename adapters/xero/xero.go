@@ -1,6 +1,8 @@
 // Package xero serves a firm's invoices from its Xero organisation (Xero
 // Accounting API 2.0) as the read-only practice view of /v1/invoices, and
-// turns Xero's invoice webhooks into change records. The ledger stays the
+// its quotes as /v1/engagements when the firm's engagements come from its
+// ledger (quote.go), and turns Xero's invoice webhooks into change
+// records. The ledger stays the
 // system of record: this package never writes to Xero.
 //
 // An invoice is Xero's sales invoice (Type ACCREC) with id
@@ -15,8 +17,9 @@
 // contact when a ClientResolver links them (the Karbon adapter does, by
 // the contact's ExternalKey), else cli_x-<ContactID>.
 //
-// Paging follows Xero's page parameter in InvoiceID order, which edits
-// do not reorder; updated_since goes to Xero as If-Modified-Since.
+// Paging follows Xero's page parameter in InvoiceID (QuoteID) order, which
+// edits do not reorder; updated_since goes to Xero as If-Modified-Since.
+// Xero sends no webhook for quotes: they change by the sync's polls.
 package xero
 
 import (
@@ -34,6 +37,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -105,6 +109,8 @@ type Adapter struct {
 	clients ClientResolver
 	rec     *changes.Recorder
 	notices notifications.Guard
+	// signings remember when each quote was first read accepted.
+	signings proposals.Signings
 }
 
 // New checks cfg and makes the adapter.
@@ -147,13 +153,14 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("xero: %w", err)
 	}
 	a := &Adapter{
-		cfg:     cfg,
-		c:       c,
-		log:     deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
-		clock:   deps.ClockOrSystem(),
-		rails:   rails,
-		rec:     deps.ChangeRecorder(),
-		notices: deps.NotificationGuard(),
+		cfg:      cfg,
+		c:        c,
+		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
+		clock:    deps.ClockOrSystem(),
+		rails:    rails,
+		rec:      deps.ChangeRecorder(),
+		notices:  deps.NotificationGuard(),
+		signings: proposals.Signings{State: deps.StateStore(), Firm: cfg.Firm},
 	}
 	for _, o := range opts {
 		o(a)
@@ -181,7 +188,8 @@ func (a *Adapter) serves(t practice.Tenant) bool {
 	return !t.Sandbox && (a.cfg.Firm == "" || t.Firm == a.cfg.Firm)
 }
 
-// List returns a page of invoices; other kinds are empty.
+// List returns a page of invoices or engagements (quotes); other kinds
+// are empty.
 func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !a.serves(t) {
 		return practice.Page{}, fmt.Errorf("xero: no records for %s: %w", t, practice.ErrNotFound)
@@ -190,12 +198,16 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 	if err != nil {
 		return practice.Page{}, err
 	}
-	if k != practice.Invoices {
-		return practice.Page{Items: []json.RawMessage{}}, nil
-	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = 50
+	}
+	switch k {
+	case practice.Engagements:
+		return a.listQuotes(ctx, t, q.Filter, cur, limit)
+	case practice.Invoices:
+	default:
+		return practice.Page{Items: []json.RawMessage{}}, nil
 	}
 	since := q.Filter.UpdatedSince
 	// Xero applies every filter, so a page of ours is the next limit
@@ -268,10 +280,13 @@ func (a *Adapter) fetchInvoices(ctx context.Context, since time.Time, token stri
 	return page, nil
 }
 
-// Get returns one invoice.
+// Get returns one invoice or engagement.
 func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !a.serves(t) {
 		return nil, fmt.Errorf("xero: no records for %s: %w", t, practice.ErrNotFound)
+	}
+	if quoteID, ok := strings.CutPrefix(id, "eng_"); k == practice.Engagements && ok && isUUID(quoteID) {
+		return a.getQuote(ctx, t, quoteID)
 	}
 	invID, ok := parseID(id)
 	if k != practice.Invoices || !ok {
