@@ -13,9 +13,12 @@
 package firmsystem
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"reflect"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -64,6 +67,10 @@ type Opened struct {
 	// Ledger is invoices, when the records system keeps them too; served
 	// when the firm configures no ledger.
 	Ledger practice.Reader
+	// Engagements says the system keeps the firm's proposals (quotes,
+	// estimates) and its Reader serves them as engagements. A firm's
+	// engagements come from one system (EngagementsRole).
+	Engagements bool
 	// Clients and Jobs take writes; records systems only.
 	Clients practice.ClientWriter
 	Jobs    practice.JobWriter
@@ -76,8 +83,9 @@ type Opened struct {
 }
 
 // Kinds are the kinds a system owns in the read model by its role, whatever
-// the vendor: the contract gives the records system clients, engagements,
-// jobs and people, the ledger invoices and the document store documents.
+// the vendor, in a firm whose engagements come from its records system:
+// the contract gives the records system clients, engagements, jobs and
+// people, the ledger invoices and the document store documents.
 func Kinds(role string) []practice.Kind {
 	switch role {
 	case "records":
@@ -88,6 +96,93 @@ func Kinds(role string) []practice.Kind {
 		return []practice.Kind{practice.Documents}
 	}
 	return nil
+}
+
+// The sources of a firm's engagements, as a firm block names them
+// (`engagements records|ledger|none`).
+const (
+	EngagementsRecords = "records"
+	EngagementsLedger  = "ledger"
+	EngagementsNone    = "none"
+)
+
+// EngagementsRole is the role whose system keeps a firm's engagements:
+// the one the firm names, else the first of records and ledger whose
+// system keeps them (keeps[role]), else records, which every firm had
+// before proposals were read. none is named alone: the firm's
+// engagements are kept by no system and /v1 serves none. A named role
+// whose system keeps no proposals is an error, said at start.
+func EngagementsRole(named string, keeps map[string]bool) (string, error) {
+	switch named {
+	case "":
+		for _, role := range []string{EngagementsRecords, EngagementsLedger} {
+			if keeps[role] {
+				return role, nil
+			}
+		}
+		return EngagementsRecords, nil
+	case EngagementsNone:
+		return named, nil
+	case EngagementsRecords, EngagementsLedger:
+		if !keeps[named] {
+			return "", fmt.Errorf("engagements %s: the firm's %s system keeps no proposals (quotes or estimates)", named, named)
+		}
+		return named, nil
+	}
+	return "", fmt.Errorf("engagements %q: one of records, ledger or none", named)
+}
+
+// KindsOf are the kinds role owns in the read model of a firm whose
+// engagements come from the system in the role engagements names
+// (EngagementsRole): the role's own kinds, with engagements moved to
+// the system that keeps them. With none, the records system keeps the
+// kind and serves it empty (see NoEngagements), so that /v1 answers
+// what every firm answers: an empty list, confirmed.
+func KindsOf(role, engagements string) []practice.Kind {
+	if engagements == EngagementsNone {
+		engagements = EngagementsRecords
+	}
+	var out []practice.Kind
+	for _, k := range Kinds(role) {
+		if k != practice.Engagements || role == engagements {
+			out = append(out, k)
+		}
+	}
+	if role == engagements && !slices.Contains(out, practice.Engagements) {
+		out = append(out, practice.Engagements)
+	}
+	return out
+}
+
+// NoEngagements serves a reader's kinds but engagements, which it answers
+// as none: the records system that keeps proposals of a firm that says
+// `engagements none`.
+type NoEngagements struct{ practice.Reader }
+
+// Incremental tells the read model's sync that engagements need no poll
+// (there are none to find), and what the reader says of its other kinds.
+func (n NoEngagements) Incremental(k practice.Kind) bool {
+	if k == practice.Engagements {
+		return false
+	}
+	if inc, ok := n.Reader.(interface{ Incremental(practice.Kind) bool }); ok {
+		return inc.Incremental(k)
+	}
+	return true
+}
+
+func (n NoEngagements) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	if k == practice.Engagements {
+		return practice.Page{Items: []json.RawMessage{}}, nil
+	}
+	return n.Reader.List(ctx, t, k, q)
+}
+
+func (n NoEngagements) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	if k == practice.Engagements {
+		return nil, fmt.Errorf("no engagement %q: the firm's engagements are kept by none of its systems: %w", id, practice.ErrNotFound)
+	}
+	return n.Reader.Get(ctx, t, k, id)
 }
 
 // Linked reports whether a ledger's or document store's Caddyfile said

@@ -64,7 +64,7 @@ func syncAdminServer(t *testing.T) (*httptest.Server, *savedCheckpoints) {
 	acme := &Firm{ID: "frm_acme"}
 	model := app.newModel(acme.ID)
 	app.firms[acme.ID] = &firmBackends{model: model,
-		syncs: []*readmodel.Syncer{app.syncFor(acme, "records", "karbon", "Karbon", model, nil, nil, nil, readmodel.SyncConfig{})}}
+		syncs: []*readmodel.Syncer{app.syncFor(acme, "records", firmsystem.Kinds("records"), "karbon", "Karbon", model, nil, nil, nil, readmodel.SyncConfig{})}}
 	app.firms["frm_demo"] = &firmBackends{}
 
 	mux := http.NewServeMux()

@@ -215,6 +215,11 @@ type Firm struct {
 	// the firm's own. A connection may still be made for a demo role.
 	// Sandbox credentials always reach the demo records.
 	Demo []string `json:"demo,omitempty"`
+	// Engagements names the system the firm's engagements come from:
+	// records, ledger or none. Default: the first of the records system
+	// and the ledger that keeps proposals (Xero Practice Manager's quotes,
+	// the Xero ledger's quotes), else the records system.
+	Engagements string `json:"engagements,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.

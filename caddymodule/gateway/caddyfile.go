@@ -63,6 +63,7 @@ func init() {
 //	        records   demo|karbon [{ ... }]
 //	        documents demo|sharepoint|onedrive|google_drive|dropbox [{ ... }]
 //	        ledger    demo|xero [{ ... }]
+//	        engagements records|ledger|none
 //	    }
 //	}
 //
@@ -196,6 +197,19 @@ func unmarshalFirm(d *caddyfile.Dispenser) (Firm, error) {
 		case "records", "documents", "ledger":
 			if err := unmarshalSystem(d, &f, opt); err != nil {
 				return f, err
+			}
+		case "engagements":
+			if !d.NextArg() {
+				return f, d.ArgErr()
+			}
+			f.Engagements = d.Val()
+			if d.NextArg() {
+				return f, d.ArgErr()
+			}
+			switch f.Engagements {
+			case firmsystem.EngagementsRecords, firmsystem.EngagementsLedger, firmsystem.EngagementsNone:
+			default:
+				return f, d.Errf("engagements %q: the source is records, ledger or none", f.Engagements)
 			}
 		default:
 			return f, d.Errf("unknown firm option %q", opt)

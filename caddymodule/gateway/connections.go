@@ -349,7 +349,7 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	// not keep the ledger as a Caddyfile XPM may, since a ledger
 	// connection made later would sync the same kind into the same copy;
 	// the firm connects its Xero organisation as its ledger.
-	cs.syncs = append(cs.syncs, a.syncFor(f, c.Role, c.System, label, model, opened.Reader, opened.Client, rec, cfg))
+	cs.syncs = append(cs.syncs, a.syncFor(f, c.Role, firmsystem.Kinds(c.Role), c.System, label, model, opened.Reader, opened.Client, rec, cfg))
 	readmodel.ShareBudgets(cs.syncs)
 	if err := model.Load(ctx); err != nil {
 		model.Close()

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
@@ -64,7 +65,7 @@ func backfillingFirm(t *testing.T) (*readmodel.Model, *gettingVendor, *vendortes
 	app := &App{logger: zap.NewNop(), holder: "test/1", readStore: cp, firms: map[string]*firmBackends{}}
 	model := app.newModel("frm_acme")
 	v := &gettingVendor{}
-	app.syncFor(&Firm{ID: "frm_acme"}, "records", "karbon", "Karbon", model, v, client, &changes.Recorder{State: model}, readmodel.SyncConfig{})
+	app.syncFor(&Firm{ID: "frm_acme"}, "records", firmsystem.Kinds("records"), "karbon", "Karbon", model, v, client, &changes.Recorder{State: model}, readmodel.SyncConfig{})
 	if err := model.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +161,8 @@ func TestAdminSyncStatusSaysThePlan(t *testing.T) {
 	model := app.newModel(acme.ID)
 	v := &gettingVendor{}
 	syncs := []*readmodel.Syncer{
-		app.syncFor(acme, "records", "xpm", "Xero Practice Manager", model, v, client, nil, readmodel.SyncConfig{}),
-		app.syncFor(acme, "ledger", "xpm", "Xero Practice Manager", model, v, client, nil, readmodel.SyncConfig{}),
+		app.syncFor(acme, "records", firmsystem.Kinds("records"), "xpm", "Xero Practice Manager", model, v, client, nil, readmodel.SyncConfig{}),
+		app.syncFor(acme, "ledger", firmsystem.Kinds("ledger"), "xpm", "Xero Practice Manager", model, v, client, nil, readmodel.SyncConfig{}),
 	}
 	readmodel.ShareBudgets(syncs)
 	views := []adminapi.SyncView{}

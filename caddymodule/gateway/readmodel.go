@@ -14,7 +14,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/practice"
@@ -66,12 +65,12 @@ func (a *App) openReadStore() {
 	}
 }
 
-// syncFor builds the sync of one of a firm's systems over the kinds its
-// role serves in the model; label is how people name the system.
-func (a *App) syncFor(f *Firm, role, system, label string, model *readmodel.Model, reader practice.Reader,
+// syncFor builds the sync of one of a firm's systems in role over the
+// kinds it serves in the model (firmsystem.KindsOf); label is how people
+// name the system.
+func (a *App) syncFor(f *Firm, role string, kinds []practice.Kind, system, label string, model *readmodel.Model, reader practice.Reader,
 	client *upstream.Client, rec *changes.Recorder, cfg readmodel.SyncConfig) *readmodel.Syncer {
 	store := a.readStore
-	kinds := firmsystem.Kinds(role)
 	// A record not copied yet is read from the vendor within a small
 	// share of its allowances, and a miss is remembered.
 	onDemand := upstream.NewOnDemand(reader, client, a.budget, f.ID+"/"+role)

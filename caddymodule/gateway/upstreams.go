@@ -50,6 +50,14 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	rec := &changes.Recorder{State: model}
 	var records practice.Reader
 	ledgerless := f.LedgerRaw == nil
+	// The systems are opened first and their syncs made after, once it is
+	// known which of them keeps the firm's engagements.
+	type openedSystem struct {
+		role, system, label string
+		opened              firmsystem.Opened
+	}
+	var systems []openedSystem
+	keeps := map[string]bool{}
 	for _, role := range []struct {
 		name  string
 		field string
@@ -78,20 +86,31 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		if err != nil {
 			return nil, err
 		}
-		switch role.name {
-		case "records":
+		if role.name == "records" {
 			b.clients, b.jobs = opened.Clients, opened.Jobs
 			records = opened.Reader
-			if opened.Ledger != nil && ledgerless {
-				// Its invoices are synced as the ledger; its webhook
-				// route (records) receives their notifications too.
-				b.syncs = append(b.syncs, a.syncFor(f, "ledger", system, label, model, opened.Ledger, opened.Client, rec, cfg))
-			}
 		}
-		b.syncs = append(b.syncs, a.syncFor(f, role.name, system, label, model, opened.Reader, opened.Client, rec, cfg))
+		keeps[role.name] = opened.Engagements && role.name != "documents"
+		systems = append(systems, openedSystem{role.name, system, label, opened})
 		// The sync's backfill is the first look at the records: no
 		// separate priming.
 		b.upstreams = append(b.upstreams, upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook})
+	}
+	engagements, err := firmsystem.EngagementsRole(f.Engagements, keeps)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range systems {
+		reader := s.opened.Reader
+		if s.role == "records" && engagements == firmsystem.EngagementsNone && s.opened.Engagements {
+			reader = firmsystem.NoEngagements{Reader: reader}
+		}
+		if s.role == "records" && s.opened.Ledger != nil && ledgerless {
+			// Its invoices are synced as the ledger; its webhook route
+			// (records) receives their notifications too.
+			b.syncs = append(b.syncs, a.syncFor(f, "ledger", firmsystem.Kinds("ledger"), s.system, s.label, model, s.opened.Ledger, s.opened.Client, rec, cfg))
+		}
+		b.syncs = append(b.syncs, a.syncFor(f, s.role, firmsystem.KindsOf(s.role, engagements), s.system, s.label, model, reader, s.opened.Client, rec, cfg))
 	}
 	if len(b.syncs) > 0 {
 		// The firm's systems on one vendor account share its allowances.
