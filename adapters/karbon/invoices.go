@@ -94,9 +94,6 @@ func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur pagin
 				if err != nil {
 					return err
 				}
-				if f.Status != "" && rec.Status != f.Status || f.Client != "" && rec.Client != f.Client {
-					return nil
-				}
 				out[i], err = json.Marshal(&rec)
 				return err
 			})

@@ -303,9 +303,18 @@ func TestInvoiceWebhook(t *testing.T) {
 		t.Fatalf("%s -> %s via %q", before.Status, after.Status, after.SettledVia)
 	}
 
+	// An invoice never seen is left to the sync, which announces it:
+	// nothing is read for it here.
+	k.AddInvoice(vendortest.KarbonInvoice{InvoiceKey: "I9000", InvoiceNumber: "KIN-9000", ClientKey: "C001", ClientType: "Contact",
+		Total: "10.00", Status: "Approved", InvoiceDate: epoch, DueDate: epoch})
+	n := len(k.Requests())
+	body = vendortest.KarbonWebhook("Invoice", "I9000", "Updated", epoch.Add(time.Hour))
+	if code := deliver(h, body, vendortest.SignKarbon(key, body)); code != http.StatusOK || len(s.all()) != 1 || len(k.Requests()) != n {
+		t.Fatalf("an invoice never seen: status %d, %d changes, reads %v", code, len(s.all()), k.Requests()[n:])
+	}
+
 	records, _ := newAdapter(t, k)
 	other := &sink{}
-	n := len(k.Requests())
 	body = vendortest.KarbonWebhook("Invoice", "I0043", "Updated", epoch.Add(time.Hour))
 	if code := deliver(records.Webhook(other), body, vendortest.SignKarbon(key, body)); code != http.StatusOK {
 		t.Fatalf("records-only adapter answered %d", code)

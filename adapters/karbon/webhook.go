@@ -174,6 +174,14 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 			return nil
 		}
 		kind, id = practice.Invoices, "inv_"+n.ResourcePermaKey
+		// Karbon tells an invoice's first appearance as Updated too. One
+		// never seen is left to the sync: its poll announces it raised
+		// (its backfill takes it silently), where a state remembered
+		// here would never be announced.
+		seen, err := a.rec.State.Last(ctx, changes.StateKey(a.tenant(), kind, id))
+		if err != nil || seen == nil {
+			return err
+		}
 		after, err = a.getInvoice(ctx, n.ResourcePermaKey)
 	default:
 		return nil
