@@ -155,7 +155,7 @@ func (k *Karbon) settle(inv *KarbonInvoice) {
 	if inv == nil {
 		return
 	}
-	due := k.amountDue(inv)
+	due := dueOf(inv, k.paid())
 	switch {
 	case due.Sign() <= 0 && (inv.Status == "Approved" || inv.Status == "AwaitingPayment"):
 		inv.Status = "Paid"
@@ -175,16 +175,29 @@ func (k *Karbon) touch(was time.Time) time.Time {
 	return now
 }
 
-// amountDue is the invoice's total less its payments not reversed; k.mu
-// is held.
-func (k *Karbon) amountDue(inv *KarbonInvoice) *big.Rat {
+// dueOf is the invoice's total less what its payments come to (paid()).
+func dueOf(inv *KarbonInvoice, paid map[string]*big.Rat) *big.Rat {
 	due := decimal(inv.Total)
-	for _, p := range k.payments {
-		if p.InvoiceKey == inv.InvoiceKey && !p.Reversed {
-			due.Sub(due, decimal(p.Amount))
-		}
+	if p := paid[inv.InvoiceKey]; p != nil {
+		due.Sub(due, p)
 	}
 	return due
+}
+
+// paid is what each invoice's payments not reversed come to; k.mu is
+// held.
+func (k *Karbon) paid() map[string]*big.Rat {
+	out := map[string]*big.Rat{}
+	for _, p := range k.payments {
+		if p.Reversed {
+			continue
+		}
+		if out[p.InvoiceKey] == nil {
+			out[p.InvoiceKey] = new(big.Rat)
+		}
+		out[p.InvoiceKey].Add(out[p.InvoiceKey], decimal(p.Amount))
+	}
+	return out
 }
 
 func decimal(s string) *big.Rat {
@@ -204,8 +217,10 @@ func number(r *big.Rat) json.Number {
 	return json.Number(s)
 }
 
-func (k *Karbon) invoiceRow(inv *KarbonInvoice) map[string]any {
-	total, tax := decimal(inv.Total), decimal(inv.Tax)
+// invoiceRow is an invoice as a list gives it, paid being what its
+// payments come to (paid()).
+func (k *Karbon) invoiceRow(inv *KarbonInvoice, paid map[string]*big.Rat) map[string]any {
+	total, tax, due := decimal(inv.Total), decimal(inv.Tax), dueOf(inv, paid)
 	var client any
 	if inv.ClientKey != "" {
 		client = map[string]any{"ClientKey": inv.ClientKey, "ClientType": inv.ClientType, "Name": inv.ClientName,
@@ -222,7 +237,7 @@ func (k *Karbon) invoiceRow(inv *KarbonInvoice) map[string]any {
 	}
 	return map[string]any{
 		"InvoiceKey": inv.InvoiceKey, "InvoiceNumber": inv.InvoiceNumber,
-		"TotalAmountDue": number(k.amountDue(inv)), "InvoiceTotal": number(total),
+		"TotalAmountDue": number(due), "InvoiceTotal": number(total),
 		"InvoiceSubTotal": number(new(big.Rat).Sub(total, tax)), "InvoiceTaxTotal": number(tax),
 		"InvoiceDate":    inv.InvoiceDate.UTC().Truncate(24 * time.Hour).Format(time.RFC3339),
 		"PaymentDueDate": inv.DueDate.UTC().Truncate(24 * time.Hour).Format(time.RFC3339),
@@ -272,8 +287,9 @@ func (k *Karbon) listInvoices(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	rows := make([]map[string]any, 0, len(invs))
+	paid := k.paid()
 	for _, inv := range invs {
-		rows = append(rows, k.invoiceRow(inv))
+		rows = append(rows, k.invoiceRow(inv, paid))
 	}
 	k.odataPage(w, r, "Invoices", rows, map[string]func(map[string]any) string{
 		"InvoiceStatus": func(m map[string]any) string { s, _ := m["InvoiceStatus"].(string); return s },
@@ -287,7 +303,7 @@ func (k *Karbon) getInvoice(w http.ResponseWriter, key string, expand map[string
 		karbonError(w, http.StatusNotFound, "4004", "No Invoice found for provided key")
 		return
 	}
-	body := k.invoiceRow(inv)
+	body := k.invoiceRow(inv, k.paid())
 	body["@odata.context"] = k.URL + "/v3/$metadata#Invoices/$entity"
 	body["InvoiceMagicLink"] = "https://clientportal.karbonhq.com/invoice-link?token=" + inv.InvoiceKey
 	body["InvoicePdfUrl"] = "/v3/Files?token=" + inv.InvoiceKey

@@ -1,8 +1,9 @@
 // Package vendorday is the benchmark "a day of vendor calls" (issue #23):
 // the read model's syncs with the default configuration run for 24 hours
 // of a fake clock (testing/synctest) over the vendor doubles, for a small
-// and a large firm on Karbon + Xero + SharePoint and on Xero Practice
-// Manager + SharePoint, and print the calls each vendor received against
+// and a large firm on Karbon + Xero + SharePoint, on Karbon with its
+// billing as the ledger + SharePoint, and on Xero Practice Manager +
+// SharePoint, and print the calls each vendor received against
 // its published daily and per-minute limits. Targets: at most 50% of
 // each daily allowance, no minute over its limit.
 //
@@ -146,12 +147,9 @@ func openSharePoint(g *vendortest.Graph, deps upstream.Deps) (system, error) {
 	return system{"documents", a, a.Upstream()}, nil
 }
 
-// karbonXero is a firm on Karbon, Xero and SharePoint.
-func karbonXero(t *testing.T, s size) firm {
-	k, x := vendortest.NewKarbon(), vendortest.NewXero()
-	name := func(i int) string { return fmt.Sprintf("Client %05d", i) }
-	g := sharepointDrive(s, name)
-	t.Cleanup(func() { k.Close(); x.Close(); g.Close() })
+// fillKarbon fills a Karbon double with a firm's staff, clients and work
+// items.
+func fillKarbon(k *vendortest.Karbon, s size) {
 	for i := range s.staff {
 		k.AddUser(vendortest.KarbonUser{Id: fmt.Sprintf("U%03d", i), Name: fmt.Sprintf("Staff %d", i),
 			EmailAddress: fmt.Sprintf("staff%d@firm.example", i), Roles: []string{"Manager"}})
@@ -167,6 +165,15 @@ func karbonXero(t *testing.T, s size) firm {
 			AssigneeKey: fmt.Sprintf("U%03d", i%s.staff), ClientKey: fmt.Sprintf("C%05d", i%s.clients), ClientType: "Contact",
 			StartDate: epoch.Format(time.RFC3339), DeadlineDate: &deadline, WorkType: "Accounts", PrimaryStatus: "Planned"})
 	}
+}
+
+// karbonXero is a firm on Karbon, Xero and SharePoint.
+func karbonXero(t *testing.T, s size) firm {
+	k, x := vendortest.NewKarbon(), vendortest.NewXero()
+	name := func(i int) string { return fmt.Sprintf("Client %05d", i) }
+	g := sharepointDrive(s, name)
+	t.Cleanup(func() { k.Close(); x.Close(); g.Close() })
+	fillKarbon(k, s)
 	for i := range s.invoices {
 		x.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("00000000-0000-4000-8000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%05d", i),
 			Status: "AUTHORISED", ContactID: fmt.Sprintf("xc-%d", i%s.clients), ContactName: name(i % s.clients),
@@ -188,6 +195,48 @@ func karbonXero(t *testing.T, s size) firm {
 		}
 		sp, err := openSharePoint(g, deps)
 		return []system{{"records", ka, ka.Upstream()}, {"ledger", xa, xa.Upstream()}, sp}, err
+	}
+	return f
+}
+
+// karbonBilling is a firm on Karbon (records, and its billing as the
+// ledger) and SharePoint: a fifth of its invoices paid, half of those by
+// card through Karbon Payments, the rest by check.
+func karbonBilling(t *testing.T, s size) firm {
+	k := vendortest.NewKarbon()
+	name := func(i int) string { return fmt.Sprintf("Client %05d", i) }
+	g := sharepointDrive(s, name)
+	t.Cleanup(func() { k.Close(); g.Close() })
+	fillKarbon(k, s)
+	k.SetNow(func() time.Time { return epoch })
+	for i := range s.invoices {
+		key := fmt.Sprintf("I%06d", i)
+		k.AddInvoice(vendortest.KarbonInvoice{InvoiceKey: key, InvoiceNumber: fmt.Sprintf("KIN-%06d", i),
+			ClientKey: fmt.Sprintf("C%05d", i%s.clients), ClientType: "Contact", ClientName: name(i % s.clients),
+			Total: "1200.00", Tax: "200.00", CurrencyCode: "GBP", Status: "AwaitingPayment",
+			InvoiceDate: epoch.AddDate(0, 0, -20), DueDate: epoch.AddDate(0, 0, 10), CreatedAt: epoch, UpdatedAt: epoch})
+		switch i % 10 {
+		case 0:
+			k.PayInvoice(vendortest.KarbonInvoicePayment{InvoiceKey: key, PaymentType: "Payment", PaymentMethod: "Card",
+				CardType: "Visa", CardFunding: "credit", Amount: "1200.00", PaymentDate: epoch})
+		case 1:
+			k.PayInvoice(vendortest.KarbonInvoicePayment{InvoiceKey: key, PaymentMethod: "Check", Amount: "1200.00", PaymentDate: epoch})
+		}
+	}
+	k.SetNow(func() time.Time { return time.Now().UTC().Truncate(time.Second) })
+	f := firm{name: "Karbon with its billing + SharePoint, " + s.name,
+		hosts: map[string]string{host(k.URL): "Karbon", host(g.URL): "SharePoint"}}
+	f.serve.Hosts = map[string]http.Handler{host(k.URL): k.Handler(), host(g.URL): g.Handler()}
+	f.open = func(deps upstream.Deps) ([]system, error) {
+		// As the gateway opens records karbon for a firm that names no
+		// ledger: one adapter, synced as records and as the ledger.
+		ka, err := karbon.New(karbon.Config{Firm: "frm_bench", AccessKey: k.AccessKey, Bearer: k.Bearer, BaseURL: k.URL,
+			WebhookSigningKey: "bench-signing-key-0001"}, deps, karbon.AsLedger())
+		if err != nil {
+			return nil, err
+		}
+		sp, err := openSharePoint(g, deps)
+		return []system{{"records", ka, ka.Upstream()}, {"ledger", ka, ka.Upstream()}, sp}, err
 	}
 	return f
 }
@@ -272,7 +321,7 @@ func TestADayOfVendorCalls(t *testing.T) {
 		sizes = sizes[1:]
 	}
 	for _, s := range sizes {
-		for _, f := range []firm{karbonXero(t, s), onXPM(t, s)} {
+		for _, f := range []firm{karbonXero(t, s), karbonBilling(t, s), onXPM(t, s)} {
 			c := day(t, f)
 			vendors := make([]string, 0, len(c.byVendor))
 			for v := range c.byVendor {

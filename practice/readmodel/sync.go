@@ -298,7 +298,7 @@ func (s *Syncer) round(ctx context.Context, run func(context.Context, func(conte
 	took := held && !s.holding
 	s.holding = held
 	s.mu.Unlock()
-	if !held || took {
+	if !held || took || s.overtaken(ctx) {
 		// Follow the holder, or resume from the last holder's checkpoint.
 		s.followHolder(ctx)
 	}
@@ -365,6 +365,28 @@ func (s *Syncer) followHolder(ctx context.Context) {
 	s.mu.Unlock()
 	s.plan.load(p.Costs)
 	s.publish()
+}
+
+// overtaken reports whether the checkpoint is not the one this instance
+// last saved: its lease expired (a pause), another instance held it and
+// moved the sync on, and this one took it again without a gap it could
+// see. Its own progress is then behind, and resuming it would redo a
+// backfill the other ended, taking records created since silently.
+func (s *Syncer) overtaken(ctx context.Context) bool {
+	b, err := s.checkpoints.Checkpoint(ctx, s.name())
+	if err != nil || b == nil {
+		return false
+	}
+	var p struct {
+		Holder  string    `json:"holder"`
+		SavedAt time.Time `json:"saved_at"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return p.Holder != s.holder || !p.SavedAt.Equal(s.progress.SavedAt)
 }
 
 func (s *Syncer) kindProgress(k practice.Kind) *kindProgress {

@@ -8,7 +8,12 @@
 // interval and a reconciliation, it checks that every instance's model
 // equals the vendor, that no record was unreadable while it existed, and
 // that the change records never reverse a newer state and raise one per
-// distinct state.
+// distinct state. With Options.KarbonInvoices the firm's ledger is
+// Karbon's billing too, synced on its own beside the records: invoices
+// listed most recently updated first, webhooks that tell updates alone
+// (never a creation, never a deletion) and are left to the sync for an
+// invoice the instance has not seen, deletions found by the
+// reconciliation alone.
 package readmodelsim
 
 import (
@@ -17,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/practicegw/practicegw/practice"
@@ -28,6 +34,7 @@ const firm = "frm_sim"
 
 var (
 	tenant = practice.Tenant{Firm: firm}
+	// kinds are the records system's.
 	kinds  = []practice.Kind{practice.Clients, practice.Jobs}
 	start  = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	config = readmodel.SyncConfig{Poll: 30 * time.Second, Reconcile: 3 * time.Minute, LeaseTTL: 30 * time.Second}
@@ -41,6 +48,9 @@ type Options struct {
 	Events int
 	// Trace, when set, is told every event.
 	Trace func(format string, args ...any)
+	// KarbonInvoices adds the ledger's invoices as Karbon's billing
+	// gives them, with their own sync.
+	KarbonInvoices bool
 }
 
 // Result is what a run did and found.
@@ -56,7 +66,9 @@ type Result struct {
 }
 
 type world struct {
-	o      Options
+	o Options
+	// kinds are every kind the vendor has, the ledger's too.
+	kinds  []practice.Kind
 	r      *rand.Rand
 	now    time.Time
 	store  *Store
@@ -75,15 +87,20 @@ type world struct {
 	// seen is, per instance, the records it has served: each must stay
 	// readable while the vendor has it.
 	seen [2]map[string]bool
-	div  []string
+	// invoicesFrom is the vendor's version when the ledger's checkpoint
+	// first said invoices were backfilled: every invoice created after it
+	// must be announced, whichever way it is first noticed.
+	invoicesFrom int64
+	div          []string
 }
 
 type instance struct {
-	model  *readmodel.Model
-	rec    *changes.Recorder
-	syncer *readmodel.Syncer
-	busy   bool
-	bg     []func(context.Context)
+	model *readmodel.Model
+	rec   *changes.Recorder
+	// syncers are the records' and, with invoices, the ledger's.
+	syncers []*readmodel.Syncer
+	busy    bool
+	bg      []func(context.Context)
 }
 
 // notice is a vendor webhook: which record, and whether it is new.
@@ -104,7 +121,7 @@ func (w *world) Now() time.Time { return w.now }
 
 func (w *world) Publish(_ context.Context, c practice.Change) error {
 	w.changes = append(w.changes, c)
-	w.trace("change %s of %s: %s", c.ID, c.ResourceID, c.After)
+	w.trace("change %s of %s: %s (before %s)", c.ID, c.ResourceID, c.After, c.Before)
 	return nil
 }
 
@@ -125,7 +142,10 @@ func Run(o Options) Result {
 	if o.Events <= 0 {
 		o.Events = 300
 	}
-	w := &world{o: o, r: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: start}
+	w := &world{o: o, r: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: start, kinds: kinds}
+	if o.KarbonInvoices {
+		w.kinds = append(slices.Clone(kinds), practice.Invoices)
+	}
 	w.store = NewStore(w.Now)
 	w.vendor = NewVendor(w.Now, 3)
 	w.vendor.Between = w.between
@@ -133,6 +153,9 @@ func Run(o Options) Result {
 	for range 4 + w.r.IntN(8) {
 		w.create(practice.Clients)
 		w.create(practice.Jobs)
+		if o.KarbonInvoices {
+			w.create(practice.Invoices)
+		}
 	}
 	w.webhooks = nil
 	for i := range w.inst {
@@ -153,17 +176,21 @@ func (w *world) start(i int) {
 	in := &instance{}
 	in.model = readmodel.New(readmodel.Config{Firm: firm, Store: w.store, Updates: w.store,
 		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }})
-	for _, k := range kinds {
+	for _, k := range w.kinds {
 		in.model.Serve(k, w.vendor)
 	}
 	if err := in.model.Load(context.Background()); err != nil {
 		w.diverge("instance %d does not load: %v", i, err)
 	}
 	in.rec = &changes.Recorder{State: in.model, Clock: w}
-	in.syncer = readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
-		readmodel.SyncDeps{Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
-			Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts)},
-		config, readmodel.WithClock(w.Now))
+	deps := readmodel.SyncDeps{Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
+		Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts)}
+	in.syncers = []*readmodel.Syncer{readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
+		deps, config, readmodel.WithClock(w.Now))}
+	if w.o.KarbonInvoices {
+		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "karbon",
+			Kinds: []practice.Kind{practice.Invoices}, Reader: w.vendor}, deps, config, readmodel.WithClock(w.Now)))
+	}
 	w.restarts++
 	w.inst[i] = in
 }
@@ -194,11 +221,11 @@ func (w *world) event() {
 	ctx := context.Background()
 	switch n := w.r.IntN(100); {
 	case n < 8:
-		w.create(kinds[w.r.IntN(2)])
+		w.create(w.kinds[w.r.IntN(len(w.kinds))])
 	case n < 20:
-		w.update(kinds[w.r.IntN(2)])
+		w.update(w.kinds[w.r.IntN(len(w.kinds))])
 	case n < 25:
-		w.remove(kinds[w.r.IntN(2)])
+		w.remove(w.kinds[w.r.IntN(len(w.kinds))])
 	case n < 37:
 		w.deliverNotice(ctx)
 	case n < 45:
@@ -266,10 +293,14 @@ func (w *world) remove(k practice.Kind) {
 	w.trace("vendor deletes %s", id)
 }
 
-// notify sends the vendor's webhook, unless it is lost.
+// notify sends the vendor's webhook, unless it is lost. Karbon's Invoice
+// webhook tells every change as Updated.
 func (w *world) notify(k practice.Kind, id string, created bool) {
 	if w.r.IntN(4) == 0 {
 		return
+	}
+	if k == practice.Invoices {
+		created = false
 	}
 	w.webhooks = append(w.webhooks, notice{kind: k, id: id, created: created, at: w.now})
 }
@@ -287,6 +318,15 @@ func (w *world) deliverNotice(ctx context.Context) {
 		w.webhooks = append(w.webhooks[:i], w.webhooks[i+1:]...)
 	}
 	to := w.r.IntN(2)
+	if n.kind == practice.Invoices {
+		// The Karbon adapter leaves an invoice its instance has not seen
+		// to the sync, reading nothing for it.
+		seen, err := w.inst[to].rec.State.Last(ctx, changes.StateKey(tenant, n.kind, n.id))
+		if err != nil || seen == nil {
+			w.trace("webhook for %s to %d: never seen, left to the sync (%v)", n.id, to, err)
+			return
+		}
+	}
 	readAt := w.now
 	raw, err := w.vendor.Get(ctx, tenant, n.kind, n.id)
 	if err != nil {
@@ -327,10 +367,27 @@ func (w *world) tick(ctx context.Context, i int) bool {
 	if in.busy {
 		return false
 	}
+	s := in.syncers[0]
+	if len(in.syncers) > 1 {
+		s = in.syncers[w.r.IntN(len(in.syncers))]
+	}
+	return w.tickSyncer(ctx, i, s)
+}
+
+// tickSyncer runs one round of one of instance i's syncs.
+func (w *world) tickSyncer(ctx context.Context, i int, s *readmodel.Syncer) bool {
+	in := w.inst[i]
+	if in.busy {
+		return false
+	}
 	in.busy = true
 	defer func() { in.busy = false }()
-	held, more := in.syncer.Tick(ctx)
-	w.trace("instance %d ticks: held %t, more %t", i, held, more)
+	held, more := s.Tick(ctx)
+	w.trace("instance %d ticks %s: held %t, more %t", i, s.Role(), held, more)
+	if w.o.KarbonInvoices && w.invoicesFrom == 0 && w.invoicesBackfilled(ctx) {
+		w.invoicesFrom = w.vendor.version
+		w.trace("the ledger's checkpoint says invoices are backfilled, at vendor version %d", w.invoicesFrom)
+	}
 	return held && more
 }
 
@@ -350,7 +407,7 @@ func (w *world) background(ctx context.Context, i int) {
 // missing.
 func (w *world) read(ctx context.Context, i int) {
 	m := w.inst[i].model
-	for _, k := range kinds {
+	for _, k := range w.kinds {
 		if f, _ := m.Freshness(k); !f.Backfilled {
 			continue
 		}
@@ -389,7 +446,9 @@ func (w *world) settle() {
 			for len(w.inst[i].bg) > 0 {
 				w.background(ctx, i)
 			}
-			for n := 0; n < 100 && w.tick(ctx, i); n++ {
+			for _, s := range w.inst[i].syncers {
+				for n := 0; n < 100 && w.tickSyncer(ctx, i, s); n++ {
+				}
 			}
 		}
 		w.ops++
@@ -410,9 +469,13 @@ func (w *world) check() {
 		if err := in.model.CatchUp(ctx); err != nil {
 			w.diverge("instance %d does not catch up: %v", i, err)
 		}
-		for _, k := range kinds {
+		for _, k := range w.kinds {
 			if f, _ := in.model.Freshness(k); f.State != readmodel.StateLive {
-				w.diverge("instance %d: %s is %s after the quiet, not live: %s", i, k, f.State, in.syncer.Status().Why)
+				var why []string
+				for _, s := range in.syncers {
+					why = append(why, s.Status().Why)
+				}
+				w.diverge("instance %d: %s is %s after the quiet, not live: %v", i, k, f.State, why)
 			}
 			got := map[string]string{}
 			q := practice.Query{Limit: 500}
@@ -446,6 +509,44 @@ func (w *world) check() {
 		}
 	}
 	w.checkChanges()
+	w.checkRaised()
+}
+
+// invoicesBackfilled reads the ledger sync's checkpoint, the progress
+// every instance resumes from: a backfill an instance ended but could not
+// save (its lease lost) is done again, and takes what it finds silently.
+func (w *world) invoicesBackfilled(ctx context.Context) bool {
+	b, err := w.store.Checkpoint(ctx, "sync/"+firm+"/ledger")
+	if err != nil || b == nil {
+		return false
+	}
+	var p struct {
+		Kinds map[practice.Kind]struct {
+			Backfilled bool `json:"backfilled"`
+		} `json:"kinds"`
+	}
+	return json.Unmarshal(b, &p) == nil && p.Kinds[practice.Invoices].Backfilled
+}
+
+// checkRaised finds a change record of its creation for every invoice the
+// vendor has that was created after the backfill: an invoice created
+// since must reach receivers as raised, even when Karbon's webhook, which
+// tells it as an update, comes before any poll.
+func (w *world) checkRaised() {
+	if !w.o.KarbonInvoices || w.invoicesFrom == 0 {
+		return
+	}
+	created := map[string]bool{}
+	for _, c := range w.changes {
+		if c.Kind == practice.Invoices && c.Before == nil {
+			created[c.ResourceID] = true
+		}
+	}
+	for id := range w.vendor.Records(practice.Invoices) {
+		if w.vendor.created[string(practice.Invoices)+"/"+id] > w.invoicesFrom && !created[id] {
+			w.diverge("invoice %s, created after the backfill, was never announced", id)
+		}
+	}
 }
 
 // checkChanges reads the change records as a receiver that drops a

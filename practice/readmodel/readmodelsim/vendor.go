@@ -1,6 +1,7 @@
 package readmodelsim
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,7 +16,11 @@ import (
 // lists by offset, a small page at a time, so that a record created or
 // deleted during a walk shifts every later page (Karbon's $skip); it
 // reads one record; it lists clients by modification time but not jobs
-// (Karbon keeps no modification time on work items). Every call lets the
+// (Karbon keeps no modification time on work items). Invoices are
+// listed as Karbon's billing lists them: a full pass in creation order,
+// what changed since a time most recently updated first and ending at
+// the first one updated before it, so that an invoice updated during a
+// walk moves to the front and shifts the rest back. Every call lets the
 // scheduler run other events after the answer is read and before it is
 // returned, so that answers arrive stale.
 type Vendor struct {
@@ -23,6 +28,8 @@ type Vendor struct {
 	pageSize int
 	kinds    map[practice.Kind]map[string]Record
 	version  int64
+	// created orders each record by its creation.
+	created map[string]int64
 	// Between runs after each call's answer is read.
 	Between func()
 	// Fail, when it returns an error, fails the call (an outage).
@@ -42,7 +49,7 @@ type Record struct {
 
 // JSON is the record in /v1 shape, as an adapter would give it.
 func (r Record) JSON() json.RawMessage {
-	obj := map[practice.Kind]string{practice.Clients: "client", practice.Jobs: "job"}[r.Kind]
+	obj := map[practice.Kind]string{practice.Clients: "client", practice.Jobs: "job", practice.Invoices: "invoice"}[r.Kind]
 	b, _ := json.Marshal(map[string]any{"id": r.ID, "object": obj, "name": r.Name, "version": r.Version,
 		"updated_at": r.Updated.UTC().Format(time.RFC3339Nano)})
 	return b
@@ -50,8 +57,8 @@ func (r Record) JSON() json.RawMessage {
 
 // NewVendor makes an empty vendor on the clock now.
 func NewVendor(now func() time.Time, pageSize int) *Vendor {
-	return &Vendor{now: now, pageSize: pageSize, kinds: map[practice.Kind]map[string]Record{
-		practice.Clients: {}, practice.Jobs: {},
+	return &Vendor{now: now, pageSize: pageSize, created: map[string]int64{}, kinds: map[practice.Kind]map[string]Record{
+		practice.Clients: {}, practice.Jobs: {}, practice.Invoices: {},
 	}}
 }
 
@@ -59,6 +66,9 @@ func NewVendor(now func() time.Time, pageSize int) *Vendor {
 func (v *Vendor) Put(k practice.Kind, id, name string) Record {
 	v.version++
 	r := Record{Kind: k, ID: id, Name: name, Version: v.version, Updated: v.now()}
+	if _, ok := v.kinds[k][id]; !ok {
+		v.created[string(k)+"/"+id] = v.version
+	}
 	v.kinds[k][id] = r
 	return r
 }
@@ -111,11 +121,7 @@ func (v *Vendor) List(ctx context.Context, _ practice.Tenant, k practice.Kind, q
 		skip = n
 	}
 	var all []json.RawMessage
-	for _, id := range v.IDs(k) {
-		r := v.kinds[k][id]
-		if !q.Filter.UpdatedSince.IsZero() && r.Updated.Before(q.Filter.UpdatedSince) {
-			continue
-		}
+	for _, r := range v.listed(k, q.Filter.UpdatedSince) {
 		all = append(all, r.JSON())
 	}
 	page := practice.Page{Items: []json.RawMessage{}}
@@ -143,8 +149,41 @@ func (v *Vendor) Get(ctx context.Context, _ practice.Tenant, k practice.Kind, id
 	return r.JSON(), ctx.Err()
 }
 
-// Incremental implements readmodel.Incremental: clients are listed by
-// modification time, jobs are not.
-func (v *Vendor) Incremental(k practice.Kind) bool { return k == practice.Clients }
+// listed are k's records changed since since (all of them when zero) in
+// the order the vendor lists them.
+func (v *Vendor) listed(k practice.Kind, since time.Time) []Record {
+	var out []Record
+	if k != practice.Invoices {
+		for _, id := range v.IDs(k) {
+			if r := v.kinds[k][id]; since.IsZero() || !r.Updated.Before(since) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for _, r := range v.kinds[k] {
+		out = append(out, r)
+	}
+	if since.IsZero() {
+		slices.SortFunc(out, func(a, b Record) int {
+			return cmp.Compare(v.created[string(k)+"/"+a.ID], v.created[string(k)+"/"+b.ID])
+		})
+		return out
+	}
+	slices.SortFunc(out, func(a, b Record) int { return cmp.Compare(b.Version, a.Version) })
+	for i, r := range out {
+		if r.Updated.Before(since) {
+			// Every invoice after this one was updated earlier still.
+			return out[:i]
+		}
+	}
+	return out
+}
+
+// Incremental implements readmodel.Incremental: clients and invoices are
+// listed by modification time, jobs are not.
+func (v *Vendor) Incremental(k practice.Kind) bool {
+	return k == practice.Clients || k == practice.Invoices
+}
 
 var _ practice.Reader = (*Vendor)(nil)
