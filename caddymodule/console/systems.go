@@ -178,11 +178,11 @@ func (h *Handler) connectSystem(w http.ResponseWriter, r *http.Request, v *visit
 }
 
 // afterChange answers a connection waiting for consent with the step to
-// its consent page, and sends anything else back to Systems with what
+// its consent link, and sends anything else back to Systems with what
 // happened. The step is the form's answer, not a page redirected to: the
-// connection service answers the consent page's URL to Connect and Update
-// alone (it holds the PKCE verifier's challenge and the state, kept only
-// sealed or hashed), so no later request could show it.
+// connection service answers the link (the gateway's single-use start
+// link, which binds the consent to this browser and sends it on to the
+// vendor) to Connect and Update alone, so no later request could show it.
 func (h *Handler) afterChange(w http.ResponseWriter, r *http.Request, v *visit, c connection.View) error {
 	if c.Status == connection.Pending && c.AuthorizeURL != "" {
 		h.render(w, r, v, http.StatusOK, "consent", "Connect "+api.SystemName(c.System), consentView{

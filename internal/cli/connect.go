@@ -26,7 +26,8 @@ func init() {
 		Long: `
 Connects one of a firm's own systems for a role (records, ledger or documents),
 as the firm's administrator does from the console's Systems page: it prints the
-vendor's consent page to open in a browser, then waits for the consent and
+gateway's consent link to open in a browser (single use: the consent finishes
+only in the browser that opened it), then waits for the consent and
 prints the organisation connected, or the organisations to choose from. Karbon
 takes the firm's access key instead and connects at once. The command talks to
 the running gateway's admin endpoint; the gateway's connect block registers the
