@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/practicegw/practicegw/practice"
 )
@@ -19,7 +20,7 @@ func (e *Engine) ListEvents(ctx context.Context, q EventQuery) (EventPage, error
 	for _, k := range q.Kinds {
 		k = canonicalKind(k)
 		if !isKind(k) {
-			return EventPage{}, practice.Invalid("event", "%q is not an event kind; use any of %v.", k, Kinds())
+			return EventPage{}, practice.Invalid("event", "%q is not an event kind; use any of %s.", k, strings.Join(Kinds(), ", "))
 		}
 		kinds = append(kinds, k)
 	}

@@ -3,6 +3,7 @@ package practice
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -203,10 +204,10 @@ func (in ClientInput) Validate(create bool) error {
 		return Invalid("name", "The name must be between 1 and 200 characters.")
 	}
 	if in.Type != nil && !contains(ClientTypes, *in.Type) {
-		return Invalid("type", "The type must be one of %v.", ClientTypes)
+		return Invalid("type", "The type must be one of %s.", strings.Join(ClientTypes, ", "))
 	}
 	if in.Status != nil && !contains(ClientStatuses, *in.Status) {
-		return Invalid("status", "The status must be one of %v.", ClientStatuses)
+		return Invalid("status", "The status must be one of %s.", strings.Join(ClientStatuses, ", "))
 	}
 	if in.Country != nil && len(*in.Country) != 2 {
 		return Invalid("country", "The country must be an ISO 3166-1 alpha-2 code such as GB.")
@@ -271,7 +272,7 @@ func (m StageMove) Validate() error {
 	}
 	if !ValidStage(m.Stage) {
 		return &InvalidError{Code: "invalid_stage", Param: "stage",
-			Message: fmt.Sprintf("%q is not a job stage; use one of %v.", m.Stage, JobStages)}
+			Message: fmt.Sprintf("%q is not a job stage; use one of %s.", m.Stage, strings.Join(JobStages, ", "))}
 	}
 	if len(m.Note) > 2000 {
 		return Invalid("note", "The note must be at most 2000 characters.")

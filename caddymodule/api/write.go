@@ -207,8 +207,15 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 // route does not take. Whatever it accepts is a body the route's type
 // describes; everything else is a 400 that says what to fix.
 func decodeBody(body []byte, v any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
 		return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is empty; send a JSON object.")
+	}
+	if trimmed[0] != '{' {
+		if jsontext.Value(trimmed).IsValid() {
+			return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is "+jsonKind(trimmed[0])+"; send a JSON object.")
+		}
+		return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is not a JSON object; send one.")
 	}
 	err := jsonv2.Unmarshal(body, v, jsonv2.RejectUnknownMembers(true))
 	if err == nil {
@@ -233,7 +240,38 @@ func decodeBody(body []byte, v any) error {
 		return apierror.New(http.StatusBadRequest, "invalid_json",
 			fmt.Sprintf("The body names the field %q more than once; send each field once.", field)).WithParam(field)
 	}
-	return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is not a valid JSON object: "+err.Error()+".")
+	if errors.As(err, &synErr) {
+		// The decoder's own words, without its byte offset, and the
+		// member it was reading named as the error's param is.
+		where := ""
+		if field := pointerParam(synErr.JSONPointer); field != "" {
+			where = fmt.Sprintf(" (in the field %q)", field)
+		}
+		if strings.Contains(synErr.Err.Error(), "after top-level value") {
+			return apierror.New(http.StatusBadRequest, "invalid_json", "The request body has more after its JSON object; send the object alone.")
+		}
+		if errors.Is(synErr.Err, io.ErrUnexpectedEOF) {
+			return apierror.New(http.StatusBadRequest, "invalid_json", "The request body ends before its JSON does"+where+"; send a whole JSON object.")
+		}
+		return apierror.New(http.StatusBadRequest, "invalid_json",
+			"The request body is not valid JSON: "+strings.TrimPrefix(synErr.Err.Error(), "jsontext: ")+where+".")
+	}
+	return apierror.New(http.StatusBadRequest, "invalid_json", "The request body is not a JSON object with the fields this route takes.")
+}
+
+// jsonKind names the JSON value that starts with b, other than an object.
+func jsonKind(b byte) string {
+	switch b {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 // pointerParam names the member a JSON pointer points at as the error's

@@ -160,6 +160,7 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"int64f":   func(f float64) int64 { return int64(math.Round(f)) },
 		"deref":    func(t *time.Time) time.Time { return *t },
 		"rows":     func(s string) int { return min(max(strings.Count(s, "\n")+2, 4), 24) },
+		"reason":   reasonOf,
 	}
 }
 
