@@ -12,4 +12,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PRACTICEGW_BENCH_VENDORDAY=1
-exec go test -count=1 -timeout 60m -run TestADayOfVendorCalls -v "$@" ./bench/vendorday
+exec go test -count=1 -timeout 60m -run "TestADayOfVendorCalls|TestADayOfQuickBooksCalls" -v "$@" ./bench/vendorday
