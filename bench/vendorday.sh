@@ -6,7 +6,10 @@
 # Manager + SharePoint, and print each vendor's calls in
 # the day against its published daily allowance and its busiest minute
 # against its per-minute limit. Targets: at most 50% of each daily
-# allowance, no minute over its limit. See bench/vendorday.
+# allowance, no minute over its limit. A QuickBooks Online company is run
+# alone, idle and at 200 changes an hour (told by webhooks): target at most
+# 1,000 calls a day idle, never over 500 a minute or 10 a second. See
+# bench/vendorday.
 #
 #   bench/vendorday.sh [-short]     -short: the small firms alone
 set -euo pipefail

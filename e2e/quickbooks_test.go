@@ -203,10 +203,15 @@ func TestQuickBooksLedger(t *testing.T) {
 	})
 	throttled := time.Now()
 	q.Change("11", "999.00", time.Now().UTC())
+	// Callers read throughout the wait, a few times a second (within
+	// their credential's own rate).
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
 	for time.Since(throttled) < 2*time.Second {
 		if r := g.do(t, "GET", "/v1/invoices?limit=5", tok, nil); r.StatusCode != http.StatusOK {
 			t.Fatalf("a read while QuickBooks throttles: %d %s", r.StatusCode, r.body)
 		}
+		<-tick.C
 	}
 	eventually.True(t, 15*time.Second, poll, "the change after the 429 to be read", func() bool {
 		r := g.do(t, "GET", "/v1/invoices/inv_qb-11", tok, nil)

@@ -44,9 +44,9 @@ func TestCaddyfileBlock(t *testing.T) {
 		t.Errorf("module not registered: %v", err)
 	}
 	for block, want := range map[string]string{
-		"quickbooks {\nclient_id c\nclient_secret s\n}":                             "realm_id is required",
-		"quickbooks {\nrealm_id 1\n}":                                               "client_id",
-		"quickbooks {\nrealm_id 1\naccess_token a\nlink_clients ledger\n}":          `link_clients "ledger"`,
+		"quickbooks {\nclient_id c\nclient_secret s\n}":                            "realm_id is required",
+		"quickbooks {\nrealm_id 1\n}":                                              "client_id",
+		"quickbooks {\nrealm_id 1\naccess_token a\nlink_clients ledger\n}":         `link_clients "ledger"`,
 		"quickbooks {\nrealm_id 1\naccess_token a\nsettlement_rail \"\" stripe\n}": "settlement_rails",
 	} {
 		var m quickbooks.Module

@@ -240,9 +240,16 @@ func TestWebhookFormats(t *testing.T) {
 	}
 
 	pid := q.Pay("50", "MasterCard", "", epoch.Add(2*time.Hour))
-	legacy := vendortest.QuickBooksLegacy(q.RealmID, vendortest.QBEvent{Entity: "Payment", ID: pid, Operation: "Create", At: epoch.Add(2 * time.Hour)})
+	// Intuit names the invoice a payment pays as well: it is read once.
+	legacy := vendortest.QuickBooksLegacy(q.RealmID,
+		vendortest.QBEvent{Entity: "Invoice", ID: "50", Operation: "Update", At: epoch.Add(2 * time.Hour)},
+		vendortest.QBEvent{Entity: "Payment", ID: pid, Operation: "Create", At: epoch.Add(2 * time.Hour)})
+	n = len(q.Requests())
 	if code, err := q.Notify(srv.URL, legacy); err != nil || code != http.StatusOK {
 		t.Fatalf("legacy: %d %v", code, err)
+	}
+	if reqs := q.Requests()[n:]; len(reqs) != 2 {
+		t.Errorf("the payment and its invoice cost %d reads, want 2: %q", len(reqs), reqs)
 	}
 	got = s.all()
 	if len(got) != 2 {
@@ -250,6 +257,14 @@ func TestWebhookFormats(t *testing.T) {
 	}
 	if inv := decodeInvoice(t, got[1].After); inv.Status != "paid" || inv.SettledVia != "card" || got[1].Before == nil {
 		t.Errorf("the payment's change: %+v", inv)
+	}
+
+	// An update of an invoice this company's state never held is left
+	// to change data capture, which announces it raised.
+	n, before := len(q.Requests()), len(s.all())
+	update := vendortest.QuickBooksCloudEvents(q.RealmID, vendortest.QBEvent{Entity: "Invoice", ID: "2", Operation: "Update", At: epoch})
+	if code, _ := q.Notify(srv.URL, update); code != http.StatusOK || len(q.Requests()) != n || len(s.all()) != before {
+		t.Errorf("an update of an invoice never seen: %d, %d reads, %d changes", code, len(q.Requests())-n, len(s.all())-before)
 	}
 
 	n = len(q.Requests())

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,8 +167,15 @@ func (a *Adapter) Deliver(ctx context.Context, sink changes.ChangeSink, body []b
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.WebhookTimeout))
 	defer cancel()
 	repeat, err := a.notices.Once(ctx, "quickbooks/"+a.cfg.Firm+"/"+a.cfg.RealmID, body, func(ctx context.Context) error {
+		// A payment is read first, with the invoices it pays: Intuit
+		// names those invoices too, and they need no second read.
+		slices.SortStableFunc(mine, func(x, y Event) int { return strings.Compare(y.Entity, x.Entity) })
+		read := map[string]bool{}
 		for _, e := range mine {
-			if err := a.ingest(ctx, sink, e); err != nil {
+			if e.Entity == "invoice" && read[e.ID] {
+				continue
+			}
+			if err := a.ingest(ctx, sink, e, read); err != nil {
 				return fmt.Errorf("%s %s: %w", e.Entity, e.ID, err)
 			}
 		}
@@ -203,8 +211,15 @@ func (a *Adapter) ownEvents(events []Event) []Event {
 	return kept
 }
 
-func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event) error {
+// ingest reads what e names and records it; read collects the invoices
+// read.
+func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, read map[string]bool) error {
 	if e.Entity == "invoice" {
+		read[e.ID] = true
+		created := e.Operation == "created"
+		if seen, err := a.seen(ctx, e.ID); err != nil || !seen && !created {
+			return err
+		}
 		inv, payments, err := a.readInvoice(ctx, e.ID)
 		if errors.Is(err, practice.ErrNotFound) {
 			return nil // deleted since: change data capture says so
@@ -212,7 +227,7 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event) 
 		if err != nil {
 			return err
 		}
-		return a.observe(ctx, sink, &inv, payments, e.At, e.Operation == "created")
+		return a.observe(ctx, sink, &inv, payments, e.At, created)
 	}
 	body, err := a.get(ctx, "/payment/"+e.ID, nil, "payment "+e.ID)
 	if errors.Is(err, practice.ErrNotFound) {
@@ -226,7 +241,14 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event) 
 	}
 	known := map[string]*payment{body.Payment.ID: body.Payment}
 	for _, id := range body.Payment.invoices() {
-		if !digitsOnly(id) {
+		if !digitsOnly(id) || read[id] {
+			continue
+		}
+		read[id] = true
+		if seen, err := a.seen(ctx, id); err != nil || !seen {
+			if err != nil {
+				return err
+			}
 			continue
 		}
 		got, err := a.get(ctx, "/invoice/"+id, nil, "invoice "+id)
@@ -248,6 +270,16 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event) 
 		}
 	}
 	return nil
+}
+
+// seen reports whether the invoice's state has been recorded: by the
+// sync's backfill, a change data capture read or an earlier webhook. An
+// invoice never seen is left to change data capture unless the webhook
+// tells its creation: its next read announces it raised, where a state
+// remembered here from an update would never be announced.
+func (a *Adapter) seen(ctx context.Context, qbID string) (bool, error) {
+	last, err := a.rec.State.Last(ctx, changes.StateKey(practice.Tenant{Firm: a.cfg.Firm}, practice.Invoices, invoiceID(qbID)))
+	return last != nil, err
 }
 
 func (a *Adapter) observe(ctx context.Context, sink changes.ChangeSink, inv *invoice, payments map[string]*payment, at time.Time, created bool) error {

@@ -7,7 +7,11 @@
 //
 // Usage:
 //
-//	go run ./bench/readmodel-sim [-seeds 5000] [-from 1] [-events 300]
+//	go run ./bench/readmodel-sim [-seeds 5000] [-from 1] [-events 300] [-quickbooks-invoices]
+//
+// -quickbooks-invoices adds the ledger's invoices as QuickBooks Online
+// gives them, followed through its change data capture; a divergent seed
+// of it replays with -run TestSyncSimulationWithQuickBooksInvoices.
 package main
 
 import (
@@ -23,12 +27,13 @@ func main() {
 	seeds := flag.Int("seeds", 5000, "how many schedules to run")
 	from := flag.Uint64("from", 1, "the first seed")
 	events := flag.Int("events", 300, "events per schedule before the vendor goes quiet")
+	qbo := flag.Bool("quickbooks-invoices", false, "add QuickBooks Online's invoices, followed through its change data capture")
 	flag.Parse()
 	start := time.Now()
 	ops, changes, divergent := 0, 0, 0
 	var first []string
 	for i := range *seeds {
-		res := readmodelsim.Run(readmodelsim.Options{Seed: *from + uint64(i), Events: *events})
+		res := readmodelsim.Run(readmodelsim.Options{Seed: *from + uint64(i), Events: *events, QuickBooksInvoices: *qbo})
 		ops += res.Operations
 		changes += res.Changes
 		if len(res.Divergences) > 0 {

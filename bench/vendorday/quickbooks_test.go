@@ -15,6 +15,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/quickbooks"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 // QuickBooks Online meters reads rather than refusing them past a daily
@@ -55,7 +56,10 @@ func qboDay(t *testing.T, s size, changesPerHour int) (minutes, seconds map[int6
 			minutes[int64(time.Since(start)/time.Minute)]++
 			seconds[int64(time.Since(start)/time.Second)]++
 		}}
-		deps := upstream.Deps{Budget: upstream.NewLocalBudget(nil), Clock: upstream.SystemClock{}, Transport: serve}
+		// The firm's recorder, on the model syncs makes: the webhooks
+		// compare with what the sync has read.
+		rec := &changes.Recorder{}
+		deps := upstream.Deps{Budget: upstream.NewLocalBudget(nil), Clock: upstream.SystemClock{}, Transport: serve, Recorder: rec}
 		a, err := quickbooks.New(quickbooks.Config{Firm: "frm_bench", RealmID: q.RealmID, BaseURL: q.URL,
 			VerifierToken: q.VerifierToken, OAuth2: upstream.OAuth2Config{AccessToken: q.Token}}, deps)
 		if err != nil {
@@ -63,7 +67,7 @@ func qboDay(t *testing.T, s size, changesPerHour int) (minutes, seconds map[int6
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for _, sy := range syncs("frm_bench", []system{{"ledger", a, a.Upstream()}}) {
+		for _, sy := range syncsRecording("frm_bench", []system{{"ledger", a, a.Upstream()}}, rec) {
 			wg.Go(func() { sy.Run(ctx) })
 		}
 		if changesPerHour > 0 {

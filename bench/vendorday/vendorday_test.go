@@ -85,9 +85,15 @@ type system struct {
 // syncs builds the firm's syncs as the gateway does, with the default
 // configuration.
 func syncs(firm string, systems []system) []*readmodel.Syncer {
+	return syncsRecording(firm, systems, &changes.Recorder{})
+}
+
+// syncsRecording is syncs with the firm's recorder, which the systems'
+// webhooks share, compared with the model syncs makes.
+func syncsRecording(firm string, systems []system, rec *changes.Recorder) []*readmodel.Syncer {
 	st := readmodelsim.NewStore(nil)
 	model := readmodel.New(readmodel.Config{Firm: firm, Store: st})
-	rec := &changes.Recorder{State: model}
+	rec.State = model
 	var out []*readmodel.Syncer
 	for _, s := range systems {
 		for _, k := range firmsystem.Kinds(s.role) {

@@ -8,7 +8,9 @@
 // interval and a reconciliation, it checks that every instance's model
 // equals the vendor, that no record was unreadable while it existed, and
 // that the change records never reverse a newer state and raise one per
-// distinct state. With Options.KarbonInvoices the firm's ledger is
+// distinct state. With Options.QuickBooksInvoices the firm's ledger is
+// QuickBooks Online's invoices, followed through its change data capture.
+// With Options.KarbonInvoices the firm's ledger is
 // Karbon's billing too, synced on its own beside the records: invoices
 // listed most recently updated first, webhooks that tell updates alone
 // (never a creation, never a deletion) and are left to the sync for an
@@ -51,6 +53,12 @@ type Options struct {
 	// KarbonInvoices adds the ledger's invoices as Karbon's billing
 	// gives them, with their own sync.
 	KarbonInvoices bool
+	// QuickBooksInvoices adds the ledger's invoices as QuickBooks Online
+	// gives them, with their own sync following its change data capture
+	// (CDC: time positions answered with an overlap, stale answers,
+	// deletions as Gone, a look-back and a cap past which the sync
+	// reconciles), and webhooks that tell creations and updates.
+	QuickBooksInvoices bool
 }
 
 // Result is what a run did and found.
@@ -73,6 +81,9 @@ type world struct {
 	now    time.Time
 	store  *Store
 	vendor *Vendor
+	// ledger is how the ledger's adapter reads the vendor's invoices:
+	// the vendor, or its change data capture.
+	ledger practice.Reader
 	inst   [2]*instance
 	// changes are every change record, in recording order.
 	changes  []practice.Change
@@ -143,17 +154,23 @@ func Run(o Options) Result {
 		o.Events = 300
 	}
 	w := &world{o: o, r: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: start, kinds: kinds}
-	if o.KarbonInvoices {
+	if w.invoices() {
 		w.kinds = append(slices.Clone(kinds), practice.Invoices)
 	}
 	w.store = NewStore(w.Now)
 	w.vendor = NewVendor(w.Now, 3)
 	w.vendor.Between = w.between
 	w.vendor.Fail = w.fail
+	w.ledger = w.vendor
+	if o.QuickBooksInvoices {
+		// A look-back that the clock's steps and pauses pass now and then,
+		// and a cap that a busy spell reaches.
+		w.ledger = CDC{Vendor: w.vendor, Kind: practice.Invoices, LookBack: 2 * time.Minute, Overlap: 5 * time.Second, Cap: 8}
+	}
 	for range 4 + w.r.IntN(8) {
 		w.create(practice.Clients)
 		w.create(practice.Jobs)
-		if o.KarbonInvoices {
+		if w.invoices() {
 			w.create(practice.Invoices)
 		}
 	}
@@ -170,6 +187,9 @@ func Run(o Options) Result {
 	return Result{Seed: o.Seed, Operations: w.ops, Changes: len(w.changes), Divergences: w.div}
 }
 
+// invoices reports whether the firm's ledger is in the run.
+func (w *world) invoices() bool { return w.o.KarbonInvoices || w.o.QuickBooksInvoices }
+
 // start (re)starts instance i: a process with a new model loaded from
 // the shared store and a new holder name, as after a kill.
 func (w *world) start(i int) {
@@ -177,6 +197,10 @@ func (w *world) start(i int) {
 	in.model = readmodel.New(readmodel.Config{Firm: firm, Store: w.store, Updates: w.store,
 		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }})
 	for _, k := range w.kinds {
+		if k == practice.Invoices {
+			in.model.Serve(k, w.ledger)
+			continue
+		}
 		in.model.Serve(k, w.vendor)
 	}
 	if err := in.model.Load(context.Background()); err != nil {
@@ -187,9 +211,13 @@ func (w *world) start(i int) {
 		Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts)}
 	in.syncers = []*readmodel.Syncer{readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
 		deps, config, readmodel.WithClock(w.Now))}
-	if w.o.KarbonInvoices {
+	switch {
+	case w.o.KarbonInvoices:
 		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "karbon",
 			Kinds: []practice.Kind{practice.Invoices}, Reader: w.vendor}, deps, config, readmodel.WithClock(w.Now)))
+	case w.o.QuickBooksInvoices:
+		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "quickbooks",
+			Kinds: []practice.Kind{practice.Invoices}, Reader: w.ledger}, deps, config, readmodel.WithClock(w.Now)))
 	}
 	w.restarts++
 	w.inst[i] = in
@@ -299,7 +327,7 @@ func (w *world) notify(k practice.Kind, id string, created bool) {
 	if w.r.IntN(4) == 0 {
 		return
 	}
-	if k == practice.Invoices {
+	if k == practice.Invoices && w.o.KarbonInvoices {
 		created = false
 	}
 	w.webhooks = append(w.webhooks, notice{kind: k, id: id, created: created, at: w.now})
@@ -318,9 +346,10 @@ func (w *world) deliverNotice(ctx context.Context) {
 		w.webhooks = append(w.webhooks[:i], w.webhooks[i+1:]...)
 	}
 	to := w.r.IntN(2)
-	if n.kind == practice.Invoices {
+	if n.kind == practice.Invoices && (w.o.KarbonInvoices || w.o.QuickBooksInvoices && !n.created) {
 		// The Karbon adapter leaves an invoice its instance has not seen
-		// to the sync, reading nothing for it.
+		// to the sync, reading nothing for it; the QuickBooks adapter
+		// does so unless the webhook tells the invoice's creation.
 		seen, err := w.inst[to].rec.State.Last(ctx, changes.StateKey(tenant, n.kind, n.id))
 		if err != nil || seen == nil {
 			w.trace("webhook for %s to %d: never seen, left to the sync (%v)", n.id, to, err)
@@ -384,7 +413,7 @@ func (w *world) tickSyncer(ctx context.Context, i int, s *readmodel.Syncer) bool
 	defer func() { in.busy = false }()
 	held, more := s.Tick(ctx)
 	w.trace("instance %d ticks %s: held %t, more %t", i, s.Role(), held, more)
-	if w.o.KarbonInvoices && w.invoicesFrom == 0 && w.invoicesBackfilled(ctx) {
+	if w.invoices() && w.invoicesFrom == 0 && w.invoicesBackfilled(ctx) {
 		w.invoicesFrom = w.vendor.version
 		w.trace("the ledger's checkpoint says invoices are backfilled, at vendor version %d", w.invoicesFrom)
 	}
@@ -533,7 +562,7 @@ func (w *world) invoicesBackfilled(ctx context.Context) bool {
 // since must reach receivers as raised, even when Karbon's webhook, which
 // tells it as an update, comes before any poll.
 func (w *world) checkRaised() {
-	if !w.o.KarbonInvoices || w.invoicesFrom == 0 {
+	if !w.invoices() || w.invoicesFrom == 0 {
 		return
 	}
 	created := map[string]bool{}

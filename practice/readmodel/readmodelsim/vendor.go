@@ -30,6 +30,9 @@ type Vendor struct {
 	version  int64
 	// created orders each record by its creation.
 	created map[string]int64
+	// gone is when each record was deleted, for a change data capture
+	// feed to report.
+	gone map[practice.Kind]map[string]time.Time
 	// Between runs after each call's answer is read.
 	Between func()
 	// Fail, when it returns an error, fails the call (an outage).
@@ -59,7 +62,7 @@ func (r Record) JSON() json.RawMessage {
 func NewVendor(now func() time.Time, pageSize int) *Vendor {
 	return &Vendor{now: now, pageSize: pageSize, created: map[string]int64{}, kinds: map[practice.Kind]map[string]Record{
 		practice.Clients: {}, practice.Jobs: {}, practice.Invoices: {},
-	}}
+	}, gone: map[practice.Kind]map[string]time.Time{}}
 }
 
 // Put creates or changes a record, stamping a new version.
@@ -74,7 +77,13 @@ func (v *Vendor) Put(k practice.Kind, id, name string) Record {
 }
 
 // Delete removes a record.
-func (v *Vendor) Delete(k practice.Kind, id string) { delete(v.kinds[k], id) }
+func (v *Vendor) Delete(k practice.Kind, id string) {
+	delete(v.kinds[k], id)
+	if v.gone[k] == nil {
+		v.gone[k] = map[string]time.Time{}
+	}
+	v.gone[k][id] = v.now()
+}
 
 // Records are k's records now, by id.
 func (v *Vendor) Records(k practice.Kind) map[string]Record { return v.kinds[k] }
@@ -187,3 +196,49 @@ func (v *Vendor) Incremental(k practice.Kind) bool {
 }
 
 var _ practice.Reader = (*Vendor)(nil)
+
+// CDC is a vendor whose adapter follows its change data capture, as
+// QuickBooks Online's does: a position is a time, and each call answers
+// the records of Kind changed and deleted since a little before it
+// (Overlap), as they are now; a position older than LookBack, or an
+// answer of Cap objects or more (which cannot be paged), is
+// practice.ErrFeedExpired and the sync reconciles. It replaces polling.
+type CDC struct {
+	*Vendor
+	Kind              practice.Kind
+	LookBack, Overlap time.Duration
+	Cap               int
+}
+
+// Changes implements readmodel.ChangeFeed.
+func (c CDC) Changes(ctx context.Context, _ practice.Tenant, cursor string) (practice.ChangesPage, error) {
+	now := c.now()
+	if cursor == "" {
+		return practice.ChangesPage{Next: now.Format(time.RFC3339Nano)}, nil
+	}
+	since, err := time.Parse(time.RFC3339Nano, cursor)
+	if err != nil || now.Sub(since) > c.LookBack {
+		return practice.ChangesPage{}, fmt.Errorf("position %q: %w", cursor, practice.ErrFeedExpired)
+	}
+	if err := c.call(); err != nil {
+		return practice.ChangesPage{}, err
+	}
+	from := since.Add(-c.Overlap)
+	page := practice.ChangesPage{Next: now.Format(time.RFC3339Nano)}
+	for _, id := range c.IDs(c.Kind) {
+		if r := c.kinds[c.Kind][id]; !r.Updated.Before(from) {
+			page.Changed = append(page.Changed, r.JSON())
+		}
+	}
+	for id, at := range c.gone[c.Kind] {
+		if !at.Before(from) {
+			page.Gone = append(page.Gone, id)
+		}
+	}
+	slices.Sort(page.Gone)
+	c.between()
+	if len(page.Changed)+len(page.Gone) >= c.Cap {
+		return practice.ChangesPage{}, fmt.Errorf("%d changes since %s: %w", len(page.Changed)+len(page.Gone), from, practice.ErrFeedExpired)
+	}
+	return page, ctx.Err()
+}
