@@ -220,6 +220,21 @@ func TestQuickBooksLedger(t *testing.T) {
 	if d := time.Since(throttled); d < 2*time.Second {
 		t.Errorf("the change was read %s after the 429, within the 2 s it asked", d)
 	}
+
+	// A Fault: the sync says it fails, in the gateway's words alone.
+	hits = q.Faults.Hits()
+	q.Faults.Down(vendortest.Fault{Status: http.StatusBadRequest,
+		Body: vendortest.QuickBooksFault("ValidationFault", "2010", "Request has invalid or unsupported property BirchSecret")})
+	waitSyncs(t, g, 15*time.Second, "the sync to fail on the Fault", func(s map[string]string) bool {
+		return q.Faults.Hits() > hits && !strings.HasPrefix(s["quickbooks"], "live")
+	})
+	for _, path := range []string{"/readyz", "/v1/invoices?limit=5", "/v1/invoices/inv_qb-11"} {
+		r := g.do(t, "GET", path, tok, nil)
+		if strings.Contains(string(r.body), "BirchSecret") || strings.Contains(string(r.body), "invalid or unsupported") || r.StatusCode >= 500 && path != "/readyz" {
+			t.Errorf("GET %s during the Fault: %d %s", path, r.StatusCode, r.body)
+		}
+	}
+	q.Faults.Up()
 }
 
 // TestQuickBooksTwoGatewaysReadEachChangeOnce: two gateways on one Redis
