@@ -207,6 +207,11 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invo
 	if err != nil {
 		return bad(err)
 	}
+	if status == "void" {
+		// Nothing is owed on a voided invoice, whatever Karbon left in
+		// TotalAmountDue: as every other ledger and the demo records say.
+		due = new(big.Rat)
+	}
 	currency := strings.ToUpper(strings.TrimSpace(inv.CurrencyCode))
 	if len(currency) != 3 {
 		return bad(fmt.Errorf("CurrencyCode %q", inv.CurrencyCode))

@@ -110,7 +110,7 @@ func TestInvoicesFromKarbonBilling(t *testing.T) {
 		special["check"]:    {"paid", "0.00", "check", "cli_c-C003"},
 		special["cash"]:     {"paid", "0.00", "cash", "cli_c-C004"},
 		special["part"]:     {"partially_paid", "749.50", "", "cli_c-C005"},
-		special["void"]:     {"void", "1200.00", "", "cli_c-C006"},
+		special["void"]:     {"void", "0.00", "", "cli_c-C006"},
 		"I0007":             {"issued", "1200.00", "", "cli_o-O007"},
 		special["approved"]: {"issued", "1200.00", "", "cli_c-C008"},
 		special["exported"]: {"paid", "0.00", "direct_debit", "cli_c-C009"},

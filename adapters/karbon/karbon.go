@@ -29,7 +29,7 @@
 //   - invoice: id inv_<InvoiceKey>; number, total, amount due, currency,
 //     issued and due dates as Karbon gives them; client the billed
 //     client's cli_ id; status from InvoiceStatus and what is due
-//     (invoiceStatus); settled_via and paid_at from the latest payment
+//     (invoiceStatus), nothing due on a voided one; settled_via and paid_at from the latest payment
 //     not reversed (a card or a bank debit through Karbon Payments, a
 //     manual payment by its method, Config.SettlementRails); updated_at
 //     UpdatedAt, created_at the invoice date.
