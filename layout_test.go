@@ -69,6 +69,25 @@ var rules = []rule{
 	{"caddymodule/ratelimit", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
 }
 
+// shared are what the vendor systems' packages have in common and the
+// Caddy modules may use: the contract of a firm's system (adapters/firmsystem),
+// the kit the adapters share, and the demo records, which are no vendor's.
+var shared = []string{"adapters/firmsystem", "adapters/kit", "adapters/demo"}
+
+// vendorSystem reports whether rel is under one vendor system's folder,
+// adapters/<system> (or its doubles, adapters/vendortest).
+func vendorSystem(rel string) bool {
+	if !under(rel, "adapters") || rel == "adapters" {
+		return false
+	}
+	for _, s := range shared {
+		if under(rel, s) {
+			return false
+		}
+	}
+	return true
+}
+
 // allowed are the imports that run sideways against a rule for a reason
 // the architecture page gives, each by its exact pair of packages: none
 // now.
@@ -99,6 +118,11 @@ func violations(pkgs []pkg) []string {
 			if layer(to) > layer(from) {
 				out = append(out, from+" -> "+to+": imports a layer above it")
 				continue
+			}
+			if under(from, "caddymodule") && vendorSystem(to) {
+				// A system is a plug-in: one folder and one import line
+				// in cmd/practicegw, never named by the host.
+				out = append(out, from+" -> "+to+": a Caddy module names no vendor system; it loads the system's modules (adapters/firmsystem)")
 			}
 			for _, r := range rules {
 				if under(from, r.from) && under(to, r.to) && (r.except == "" || !under(to, r.except)) {
@@ -160,6 +184,10 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		{"caddymodule/api", "caddymodule/gateway"},
 		{"caddymodule/gateway", "internal/cli"},
 		{"store/redis", "adapters/karbon"},
+		{"caddymodule/gateway", "adapters/karbon"},
+		{"caddymodule/connect", "adapters/xero"},
+		{"caddymodule/api", "adapters/google_drive"},
+		{"caddymodule/console", "adapters/vendortest"},
 	} {
 		got := violations([]pkg{{ImportPath: module + c.from, Imports: []string{module + c.to, "net/http"}}})
 		if len(got) == 0 {
@@ -173,6 +201,10 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		{"internal/cli", "dispatcher"},
 		{"practice/readmodel", "practice/changes"},
 		{"cmd/practicegw", "caddymodule/gateway"},
+		{"cmd/practicegw", "adapters/karbon"},
+		{"caddymodule/gateway", "adapters/demo"},
+		{"caddymodule/gateway", "adapters/firmsystem"},
+		{"caddymodule/connect", "adapters/kit/oauthtoken"},
 	} {
 		if got := violations([]pkg{{ImportPath: module + c.from, Imports: []string{module + c.to}}}); len(got) > 0 {
 			t.Errorf("%s -> %s refused: %v", c.from, c.to, got)

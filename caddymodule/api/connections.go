@@ -12,7 +12,6 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/connect"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -71,37 +70,28 @@ type (
 	}
 )
 
-// Roles and the systems each can be connected to.
-var connectionSystems = map[string][]string{
-	"records":   {"karbon", "xpm"},
-	"ledger":    {"xero"},
-	"documents": {"sharepoint", "onedrive", "google_drive", "dropbox"},
-}
+var connectionStatuses = []string{string(connection.Pending), string(connection.ChooseTenant),
+	string(connection.Connected), string(connection.NeedsReconnect), string(connection.Disconnected)}
 
-var (
-	connectionRoles    = []string{"records", "ledger", "documents"}
-	connectionStatuses = []string{string(connection.Pending), string(connection.ChooseTenant),
-		string(connection.Connected), string(connection.NeedsReconnect), string(connection.Disconnected)}
-)
-
-// connectionSystemList is every system a role can be connected to.
+// connectionSystemList is every system a role can be connected to: the
+// systems whose modules can be connected (connect.Systems).
 func connectionSystemList() []string {
 	var out []string
-	for _, r := range connectionRoles {
-		out = append(out, connectionSystems[r]...)
+	for _, s := range connect.Systems() {
+		out = append(out, s.Name)
 	}
 	return out
 }
 
-// SystemName is a system's name as people know it.
-func SystemName(system string) string { return adminapi.SystemName(system) }
+// SystemName is a system's name as people know it, as its module says.
+func SystemName(system string) string { return connect.Label(system) }
 
 // ConnectionRoles lists the roles a firm connects a system for, with the
 // systems each takes, in the order pages show them.
 func ConnectionRoles() []ConnectionRole {
-	out := make([]ConnectionRole, len(connectionRoles))
-	for i, r := range connectionRoles {
-		out[i] = ConnectionRole{Role: r, Systems: slices.Clone(connectionSystems[r])}
+	out := make([]ConnectionRole, len(connect.Roles))
+	for i, r := range connect.Roles {
+		out[i] = ConnectionRole{Role: r, Systems: connect.SystemNames(r)}
 	}
 	return out
 }
@@ -356,18 +346,20 @@ func (in ConnectionCreate) validate() error {
 	switch {
 	case in.Role == "":
 		return practice.Missing("role")
-	case connectionSystems[in.Role] == nil:
-		return invalidParam("role", "role must be one of %s.", strings.Join(connectionRoles, ", "))
+	case !slices.Contains(connect.Roles, in.Role):
+		return invalidParam("role", "role must be one of %s.", strings.Join(connect.Roles, ", "))
 	case in.System == "":
 		return practice.Missing("system")
-	case !slices.Contains(connectionSystems[in.Role], in.System):
+	}
+	s, ok := connect.Lookup(in.Role, in.System)
+	switch {
+	case !ok || s.Role != in.Role:
 		return invalidParam("system", "The %s role is connected to one of %s, not %q.",
-			in.Role, strings.Join(connectionSystems[in.Role], ", "), in.System)
-	case in.System == "karbon" && in.AccessKey == "":
+			in.Role, strings.Join(connect.SystemNames(in.Role), ", "), in.System)
+	case s.Key && in.AccessKey == "":
 		return practice.Missing("access_key")
-	case in.System != "karbon" && in.AccessKey != "":
-		return invalidParam("access_key", "Only Karbon takes an access_key; %s is connected through its consent page.",
-			SystemName(in.System))
+	case !s.Key && in.AccessKey != "":
+		return invalidParam("access_key", "%s is connected through its consent page and takes no access_key.", s.Label)
 	}
 	return nil
 }

@@ -622,7 +622,7 @@ func FuzzConnectionInput(f *testing.F) {
 		}
 		svc.mu.Lock()
 		for _, c := range svc.conns {
-			if !slices.Contains(connectionSystems[c.Role], c.System) {
+			if !slices.Contains(connect.SystemNames(c.Role), c.System) {
 				t.Fatalf("%q reached the service as %s/%s", body, c.Role, c.System)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -38,24 +39,33 @@ var resourceTypes = map[practice.Kind]any{
 // enums documents the closed vocabularies of string fields, by
 // "Type.json_name".
 var enums = map[string][]string{
-	"Job.stage":               practice.JobStages,
-	"StageMove.stage":         practice.JobStages,
-	"Document.kind":           practice.DocumentKinds,
-	"Location.provider":       practice.DocumentProviders,
-	"Invoice.status":          practice.InvoiceStatuses,
-	"Client.status":           practice.ClientStatuses,
-	"ClientInput.status":      practice.ClientStatuses,
-	"Client.type":             practice.ClientTypes,
-	"ClientInput.type":        practice.ClientTypes,
-	"Engagement.status":       practice.EngagementStatuses,
-	"Tombstone.object":        tombstoneObjects(),
-	"Connection.status":       connectionStatuses,
-	"Connection.role":         connectionRoles,
-	"Connection.system":       connectionSystemList(),
-	"ConnectionCreate.role":   connectionRoles,
-	"ConnectionCreate.system": connectionSystemList(),
-	"ConnectionList.object":   {"list"},
-	"SyncState.state":         {"backfilling", "live", "lagging", "failing", "paused"},
+	"Job.stage":             practice.JobStages,
+	"StageMove.stage":       practice.JobStages,
+	"Document.kind":         practice.DocumentKinds,
+	"Location.provider":     practice.DocumentProviders,
+	"Invoice.status":        practice.InvoiceStatuses,
+	"Client.status":         practice.ClientStatuses,
+	"ClientInput.status":    practice.ClientStatuses,
+	"Client.type":           practice.ClientTypes,
+	"ClientInput.type":      practice.ClientTypes,
+	"Engagement.status":     practice.EngagementStatuses,
+	"Tombstone.object":      tombstoneObjects(),
+	"Connection.status":     connectionStatuses,
+	"Connection.role":       connect.Roles,
+	"ConnectionCreate.role": connect.Roles,
+	"ConnectionList.object": {"list"},
+	"SyncState.state":       {"backfilling", "live", "lagging", "failing", "paused"},
+}
+
+// enum is the closed vocabulary of a field, if it has one. The systems a
+// firm can connect are those whose modules the build registers, read when
+// the document is built.
+func enum(key string) []string {
+	switch key {
+	case "Connection.system", "ConnectionCreate.system":
+		return connectionSystemList()
+	}
+	return enums[key]
 }
 
 // tombstoneObjects are the object names a tombstone can carry: every
@@ -165,7 +175,7 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		}
 		schema := s.schemaOf(f.Type)
 		key := owner + "." + name
-		if e, ok := enums[key]; ok {
+		if e := enum(key); len(e) > 0 {
 			schema["enum"] = e
 		}
 		if dates[key] {
@@ -175,7 +185,7 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 				schema["format"] = "date"
 			}
 		}
-		if name == "object" && f.Type.Kind() == reflect.String && enums[key] == nil {
+		if name == "object" && f.Type.Kind() == reflect.String && enum(key) == nil {
 			schema["const"] = strings.ToLower(owner)
 		}
 		if key == "Tombstone.deleted" {

@@ -2,180 +2,200 @@
 // systems (POST /v1/connections, the console's Systems page, practicegw
 // connect) instead of a platform engineer editing the Caddyfile: the
 // OAuth2 consent flow with PKCE and its callback, the choice of the vendor
-// organisation, Karbon's access key and the webhook subscriptions the
-// gateway makes for it, revocation on disconnect. The vendor apps a
-// connection goes through are registered once by the operator, in the
-// `connect` block of the practicegw global option (Config).
+// organisation, access keys and the webhook subscriptions the gateway
+// makes for them, revocation on disconnect. The vendor apps a connection
+// goes through are registered once by the operator, in the `connect`
+// block of the practicegw global option (Config); each app, and each
+// system that can be connected, is a guest module of its vendor's package
+// (adapters/firmsystem): this package names no vendor.
 package connect
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 )
 
 // Config is the `connect` block: where the gateway is reached and the
-// vendor apps firms connect through. Secrets are placeholders
-// ({env.X}, {file.X}) until the app is provisioned.
+// vendor apps firms connect through. Its JSON is one object: public_url
+// and each app by its name in firmsystem.ConnectNamespace, in the order
+// written ({"public_url": ..., "xero": {...}, "karbon": {...}}).
 type Config struct {
 	// PublicURL is where browsers and vendors reach the gateway; the
 	// consent callback is {public_url}/connect/callback.
-	PublicURL string `json:"public_url,omitempty"`
-	// Xero is the Xero app: the Xero ledger, and Xero Practice Manager
-	// through the same identity service.
-	Xero *OAuthApp `json:"xero,omitempty"`
-	// Karbon is the Karbon application; firms give access keys.
-	Karbon *KarbonApp `json:"karbon,omitempty"`
-	// SharePoint is the Microsoft identity app of Graph: SharePoint and
-	// OneDrive.
-	SharePoint  *OAuthApp `json:"sharepoint,omitempty"`
-	GoogleDrive *OAuthApp `json:"google_drive,omitempty"`
-	Dropbox     *OAuthApp `json:"dropbox,omitempty"`
+	PublicURL string
+	// Apps are the vendor apps' configurations, each its module's JSON.
+	Apps []AppConfig
+
+	// apps are the apps provisioned, by name.
+	apps map[string]caddy.Module
 }
 
-// OAuthApp is a vendor's OAuth2 app. An endpoint left empty is the
-// vendor's published one.
-type OAuthApp struct {
-	ClientID     string `json:"client_id,omitempty"`
-	ClientSecret string `json:"client_secret,omitempty"`
-	AuthorizeURL string `json:"authorize_url,omitempty"`
-	TokenURL     string `json:"token_url,omitempty"`
-	RevokeURL    string `json:"revoke_url,omitempty"`
-	// ConnectionsURL lists the organisations a grant reaches (Xero's
-	// GET /connections).
-	ConnectionsURL string   `json:"connections_url,omitempty"`
-	BaseURL        string   `json:"base_url,omitempty"`
-	Scopes         []string `json:"scopes,omitempty"`
-	// WebhookKey verifies the app's webhooks (Xero signs every
-	// organisation's events with the app's one key).
-	WebhookKey string `json:"webhook_key,omitempty"`
-}
-
-// KarbonApp is the Karbon application: its bearer token, with which a
-// firm's access key is used.
-type KarbonApp struct {
-	Bearer  string `json:"bearer,omitempty"`
-	BaseURL string `json:"base_url,omitempty"`
+// AppConfig is one vendor app of the connect block.
+type AppConfig struct {
+	// Name is the app's module name in firmsystem.ConnectNamespace.
+	Name string
+	Raw  json.RawMessage
 }
 
 // SecretKey is the upstream state key (sealed there) of one of a
-// connection's secrets: "access_key" (Karbon), "webhook_key" (the
-// signing key of the Karbon subscriptions the gateway made).
+// connection's secrets: "access_key" (an access key system's),
+// "webhook_key" (the signing key of the subscriptions the gateway made).
 func SecretKey(connection, name string) string { return "connection/" + connection + "/" + name }
 
-// The vendors' published endpoints and the scopes the adapters need,
-// for what an app leaves empty.
-var (
-	xeroDefaults = OAuthApp{
-		AuthorizeURL:   "https://login.xero.com/identity/connect/authorize",
-		TokenURL:       "https://identity.xero.com/connect/token",
-		RevokeURL:      "https://identity.xero.com/connect/revocation",
-		ConnectionsURL: "https://api.xero.com/connections",
-		BaseURL:        "https://api.xero.com",
-		// The ledger reads invoices: Xero's granular scope, the only one
-		// an app registered since 2 March 2026 may ask for (the broad
-		// accounting.transactions.read is not offered to it). Xero
-		// Practice Manager reads its practice and writes clients and jobs.
-		Scopes: []string{"offline_access", "accounting.invoices.read",
-			"practicemanager.client", "practicemanager.job", "practicemanager.read"},
-	}
-	// Microsoft identity offers no revocation endpoint: a grant ends when
-	// the user or an administrator removes the app.
-	microsoftDefaults = OAuthApp{
-		AuthorizeURL: "https://login.microsoftonline.com/common/oauth2/v2.0/authorize",
-		TokenURL:     "https://login.microsoftonline.com/common/oauth2/v2.0/token",
-		BaseURL:      "https://graph.microsoft.com",
-		Scopes:       []string{"offline_access", "Files.Read.All", "Sites.Read.All"},
-	}
-	googleDefaults = OAuthApp{
-		AuthorizeURL: "https://accounts.google.com/o/oauth2/v2/auth",
-		TokenURL:     "https://oauth2.googleapis.com/token",
-		RevokeURL:    "https://oauth2.googleapis.com/revoke",
-		BaseURL:      "https://www.googleapis.com",
-		Scopes:       []string{"https://www.googleapis.com/auth/drive.readonly"},
-	}
-	// Dropbox's scopes are the app's permissions, chosen in its console:
-	// none is asked for here unless the operator names some.
-	dropboxDefaults = OAuthApp{
-		AuthorizeURL: "https://www.dropbox.com/oauth2/authorize",
-		TokenURL:     "https://api.dropboxapi.com/oauth2/token",
-		RevokeURL:    "https://api.dropboxapi.com/2/auth/token/revoke",
-		BaseURL:      "https://api.dropboxapi.com",
-	}
-	karbonBaseURL = "https://api.karbonhq.com"
-)
-
-// Provision expands the placeholders ({env.X}, {file.X}) of every setting
-// and fills each app's endpoints and scopes left empty with the vendor's
-// published ones.
-func (c *Config) Provision(repl *caddy.Replacer) {
-	expand := func(s *string) { *s = strings.TrimSpace(repl.ReplaceAll(*s, "")) }
-	expand(&c.PublicURL)
-	c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
-	for _, a := range []struct {
-		app *OAuthApp
-		def OAuthApp
-	}{{c.Xero, xeroDefaults}, {c.SharePoint, microsoftDefaults}, {c.GoogleDrive, googleDefaults}, {c.Dropbox, dropboxDefaults}} {
-		if a.app == nil {
-			continue
+// MarshalJSON writes public_url, then each app in its order.
+func (c Config) MarshalJSON() ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte('{')
+	put := func(name string, v []byte) {
+		if buf.Len() > 1 {
+			buf.WriteByte(',')
 		}
-		for _, f := range []struct {
-			v   *string
-			def string
-		}{
-			{&a.app.ClientID, ""}, {&a.app.ClientSecret, ""}, {&a.app.WebhookKey, ""},
-			{&a.app.AuthorizeURL, a.def.AuthorizeURL}, {&a.app.TokenURL, a.def.TokenURL},
-			{&a.app.RevokeURL, a.def.RevokeURL}, {&a.app.ConnectionsURL, a.def.ConnectionsURL},
-			{&a.app.BaseURL, a.def.BaseURL},
-		} {
-			expand(f.v)
-			if *f.v == "" {
-				*f.v = f.def
-			}
-		}
-		if len(a.app.Scopes) == 0 {
-			a.app.Scopes = slices.Clone(a.def.Scopes)
-		}
+		k, _ := json.Marshal(name)
+		buf.Write(k)
+		buf.WriteByte(':')
+		buf.Write(v)
 	}
-	if c.Karbon != nil {
-		expand(&c.Karbon.Bearer)
-		expand(&c.Karbon.BaseURL)
-		if c.Karbon.BaseURL == "" {
-			c.Karbon.BaseURL = karbonBaseURL
+	if c.PublicURL != "" {
+		v, err := json.Marshal(c.PublicURL)
+		if err != nil {
+			return nil, err
 		}
+		put("public_url", v)
 	}
+	for _, a := range c.Apps {
+		raw := a.Raw
+		if len(raw) == 0 {
+			raw = json.RawMessage("{}")
+		}
+		put(a.Name, raw)
+	}
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
-// Validate checks a provisioned block: where the gateway is reached, and
-// each registered app's credentials.
+// UnmarshalJSON reads public_url and every other member as an app,
+// keeping their order; into a Config that has apps already (the app's
+// configuration read again after the environment's defaults, which pass
+// through a map), the apps it had keep theirs. Each app's members are put
+// in its module's order, so that `practicegw adapt` writes them as the
+// Caddyfile does.
+func (c *Config) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return fmt.Errorf("connect: want an object")
+	}
+	before := c.Apps
+	*c = Config{}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return fmt.Errorf("connect: %w", err)
+		}
+		name, _ := t.(string)
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return fmt.Errorf("connect: %s: %w", name, err)
+		}
+		if seen[name] {
+			return fmt.Errorf("connect: %s twice", name)
+		}
+		seen[name] = true
+		if name == "public_url" {
+			if err := json.Unmarshal(raw, &c.PublicURL); err != nil {
+				return fmt.Errorf("connect: public_url: %w", err)
+			}
+			continue
+		}
+		c.Apps = append(c.Apps, AppConfig{Name: name, Raw: inModuleOrder(name, raw)})
+	}
+	if _, err := dec.Token(); err != nil {
+		return err
+	}
+	slices.SortStableFunc(c.Apps, func(x, y AppConfig) int {
+		return cmp.Compare(position(before, x.Name), position(before, y.Name))
+	})
+	return nil
+}
+
+// position is where app name stood in apps; after them all when it did
+// not.
+func position(apps []AppConfig, name string) int {
+	for i, a := range apps {
+		if a.Name == name {
+			return i
+		}
+	}
+	return len(apps)
+}
+
+// inModuleOrder is an app's JSON with its members in its module's order;
+// as it is when no module of this build reads it, or when its module
+// would not take it (Provision then says why).
+func inModuleOrder(name string, raw json.RawMessage) json.RawMessage {
+	info, err := caddy.GetModule(firmsystem.ConnectNamespace + "." + name)
+	if err != nil {
+		return raw
+	}
+	mod := info.New()
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(mod); err != nil {
+		return raw
+	}
+	out, err := json.Marshal(mod)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// Provision expands the placeholders ({env.X}, {file.X}) of public_url
+// and loads each vendor app, which reads its own and fills the endpoints
+// and scopes left out with the vendor's published ones.
+func (c *Config) Provision(ctx caddy.Context) error {
+	c.PublicURL = strings.TrimSuffix(firmsystem.ExpandValue(caddy.NewReplacer(), c.PublicURL), "/")
+	c.apps = map[string]caddy.Module{}
+	for _, a := range c.Apps {
+		if _, err := caddy.GetModule(firmsystem.ConnectNamespace + "." + a.Name); err != nil {
+			return fmt.Errorf("connect: no vendor app %q is known to this build", a.Name)
+		}
+		mod, err := ctx.LoadModuleByID(firmsystem.ConnectNamespace+"."+a.Name, a.Raw)
+		if err != nil {
+			return fmt.Errorf("connect: %s: %w", a.Name, err)
+		}
+		c.apps[a.Name] = mod.(caddy.Module)
+	}
+	return nil
+}
+
+// Validate checks where the gateway is reached; each app checked itself
+// when it was loaded.
 func (c *Config) Validate() error {
 	u, err := url.Parse(c.PublicURL)
 	if c.PublicURL == "" || err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
 		(u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("connect: public_url %q must be an absolute http(s) URL without a path, such as https://gw.example.com", c.PublicURL)
 	}
-	for name, app := range map[string]*OAuthApp{"xero": c.Xero, "sharepoint": c.SharePoint, "google_drive": c.GoogleDrive, "dropbox": c.Dropbox} {
-		if app == nil {
-			continue
-		}
-		if app.ClientID == "" || app.ClientSecret == "" {
-			return fmt.Errorf("connect: %s needs client_id and client_secret", name)
-		}
-		for _, e := range []struct{ name, v string }{{"authorize_url", app.AuthorizeURL}, {"token_url", app.TokenURL},
-			{"revoke_url", app.RevokeURL}, {"connections_url", app.ConnectionsURL}, {"base_url", app.BaseURL}} {
-			if e.v == "" {
-				continue
-			}
-			if u, err := url.Parse(e.v); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-				return fmt.Errorf("connect: %s %s %q must be an absolute http(s) URL", name, e.name, e.v)
-			}
-		}
-	}
-	if c.Karbon != nil && c.Karbon.Bearer == "" {
-		return fmt.Errorf("connect: karbon needs bearer (the application's bearer token)")
-	}
 	return nil
+}
+
+// App is the provisioned app named name; nil when the operator registered
+// none.
+func (c *Config) App(name string) caddy.Module { return c.app(name) }
+
+func (c *Config) app(name string) caddy.Module {
+	if c == nil {
+		return nil
+	}
+	return c.apps[name]
 }

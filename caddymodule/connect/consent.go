@@ -11,10 +11,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
-	"github.com/practicegw/practicegw/adapters/sharepoint"
-	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -26,31 +25,33 @@ const exchangeTimeout = 15 * time.Second
 // consent, under public_url.
 const CallbackPath = "/connect/callback"
 
-// oauthConfig is the library's description of s's app, redirecting to
-// the gateway's callback.
-func (m *Manager) oauthConfig(s system) *oauth2.Config {
-	app := m.cfg.oauthApp(s)
-	return &oauth2.Config{
-		ClientID:     app.ClientID,
-		ClientSecret: app.ClientSecret,
-		Endpoint:     oauth2.Endpoint{AuthURL: app.AuthorizeURL, TokenURL: app.TokenURL, AuthStyle: s.style},
-		RedirectURL:  m.cfg.PublicURL + CallbackPath,
-		Scopes:       app.Scopes,
-	}
+// consent is s's app as a consent uses it; nil when the operator
+// registered none, or its app takes no consent.
+func (m *Manager) consent(s System) firmsystem.Consent {
+	app, _ := m.cfg.app(s.App).(firmsystem.Consent)
+	return app
+}
+
+// oauthConfig is s's OAuth2 client, redirecting to the gateway's
+// callback; the consent app is registered.
+func (m *Manager) oauthConfig(s System) (*oauth2.Config, firmsystem.OAuthClient) {
+	client := m.consent(s).OAuth(s.Name)
+	cfg := client.Config
+	cfg.RedirectURL = m.cfg.PublicURL + CallbackPath
+	return &cfg, client
 }
 
 // tokenConfig is where the connection's tokens are kept (oauthtoken).
-func (m *Manager) tokenConfig(c connection.Connection, s system) upstream.OAuth2Config {
-	app := m.cfg.oauthApp(s)
-	return upstream.OAuth2Config{ClientID: app.ClientID, ClientSecret: app.ClientSecret, TokenURL: app.TokenURL,
-		Scopes: app.Scopes, Connection: c.ID}
+func tokenConfig(c connection.Connection, client firmsystem.OAuthClient) upstream.OAuth2Config {
+	return upstream.OAuth2Config{ClientID: client.Config.ClientID, ClientSecret: client.Config.ClientSecret,
+		TokenURL: client.Config.Endpoint.TokenURL, Scopes: client.Config.Scopes, Connection: c.ID}
 }
 
 // authorize saves the consent awaited for c's attempt and answers its
 // start link (start.go): a random state bound to the connection and the
 // attempt, a PKCE verifier (S256) kept sealed by the store, and the
 // single-use token of the link.
-func (m *Manager) authorize(ctx context.Context, c connection.Connection, s system) (string, error) {
+func (m *Manager) authorize(ctx context.Context, c connection.Connection, s System) (string, error) {
 	a := connection.Authorization{
 		State:      randomToken(32),
 		Start:      randomToken(32),
@@ -105,8 +106,8 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 	if err != nil {
 		return connection.View{}, fmt.Errorf("read connection: %w", err)
 	}
-	s, ok := systems[c.System]
-	if !awaits(c, a) || !ok || !m.cfg.registered(s) || s.tokens == "" {
+	s, ok := Lookup(c.Role, c.System)
+	if !awaits(c, a) || !ok || m.consent(s) == nil {
 		return connection.View{}, errStateInvalid
 	}
 	if e := q.Get("error"); e != "" {
@@ -118,11 +119,12 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 	}
 	xctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, m.hc), exchangeTimeout)
 	defer cancel()
-	tok, err := m.oauthConfig(s).Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
+	cfg, client := m.oauthConfig(s)
+	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
 	if err != nil {
 		var refused *oauth2.RetrieveError
 		if errors.As(err, &refused) && refused.Response != nil && refused.Response.StatusCode >= 500 {
-			return connection.View{}, &practice.UnavailableError{Upstream: s.name, Err: errors.New("the token endpoint failed")}
+			return connection.View{}, &practice.UnavailableError{Upstream: s.Name, Err: errors.New("the token endpoint failed")}
 		}
 		if errors.As(err, &refused) {
 			// The library's error quotes the vendor's answer; only its
@@ -131,12 +133,12 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 		}
 		var unreachable *url.Error
 		if errors.As(err, &unreachable) {
-			return connection.View{}, &practice.UnavailableError{Upstream: s.name, Err: errors.New("the token endpoint could not be reached")}
+			return connection.View{}, &practice.UnavailableError{Upstream: s.Name, Err: errors.New("the token endpoint could not be reached")}
 		}
-		return connection.View{}, upstream.Malformed(s.name, "token", errors.New("the token endpoint's answer is not a token"))
+		return connection.View{}, upstream.Malformed(s.Name, "token", errors.New("the token endpoint's answer is not a token"))
 	}
 	if tok.RefreshToken == "" {
-		m.log.Warn("the vendor's token has no refresh token: the app must ask for offline access", zap.String("system", s.name),
+		m.log.Warn("the vendor's token has no refresh token: the app must ask for offline access", zap.String("system", s.Name),
 			zap.String("connection", c.ID))
 		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_refresh_token")
 	}
@@ -146,7 +148,7 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 	}
 	// The token is where the sync reads it before the connection says
 	// connected.
-	if err := oauthtoken.Seed(ctx, m.d.Upstream, s.tokens, m.tokenConfig(c, s), tok); err != nil {
+	if err := oauthtoken.Seed(ctx, m.d.Upstream, client.Tokens, tokenConfig(c, client), tok); err != nil {
 		return connection.View{}, err
 	}
 	c, err = m.write(ctx, c.ID, func(c *connection.Connection) error {
@@ -157,7 +159,7 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 		return nil
 	})
 	if err != nil {
-		m.forgetIfDisconnected(ctx, a.Connection, s)
+		m.forgetIfDisconnected(ctx, a.Connection, client)
 		return connection.View{}, err
 	}
 	m.log.Info("connection consented", zap.String("connection", c.ID), zap.String("firm", c.Firm),
@@ -173,13 +175,13 @@ func awaits(c connection.Connection, a connection.Authorization) bool {
 // refusedConsent notes on the connection that the vendor did not give
 // the consent (code is the OAuth2 error), which stays pending until it is
 // reconnected.
-func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a connection.Authorization, s system, code string) error {
+func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a connection.Authorization, s System, code string) error {
 	if !oauthError.MatchString(code) {
 		code = "unknown_error"
 	}
-	reason, answer := "consent denied at "+s.vendor, errConsentDenied
+	reason, answer := "consent denied at "+s.Label, errConsentDenied
 	if code != "access_denied" {
-		reason, answer = fmt.Sprintf("%s did not complete the consent (%s); reconnect to try again", s.vendor, code), errConsentFailed
+		reason, answer = fmt.Sprintf("%s did not complete the consent (%s); reconnect to try again", s.Label, code), errConsentFailed
 	}
 	_, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if !awaits(*c, a) {
@@ -197,13 +199,13 @@ func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a
 // settle gives a consented connection the organisation its grant reaches:
 // the one it had (a reconnect), the only one, or the administrator's
 // choice among several.
-func (m *Manager) settle(c *connection.Connection, s system, tenants []connection.Tenant) {
+func (m *Manager) settle(c *connection.Connection, s System, tenants []connection.Tenant) {
 	now := m.clock.Now().UTC()
 	connected := func(t connection.Tenant) {
 		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName = connection.Connected, "", nil, t.ID, t.Name
 		c.ConnectedAt = &now
 	}
-	if s.organisations == oneAccount {
+	if !s.Chooses {
 		connected(connection.Tenant{})
 		return
 	}
@@ -216,7 +218,7 @@ func (m *Manager) settle(c *connection.Connection, s system, tenants []connectio
 	switch len(tenants) {
 	case 0:
 		c.Status, c.Choices = connection.Pending, nil
-		c.Reason = fmt.Sprintf("the consent reaches no %s organisation; reconnect with an account that has one", s.vendor)
+		c.Reason = fmt.Sprintf("the consent reaches no %s organisation; reconnect with an account that has one", s.Label)
 	case 1:
 		connected(tenants[0])
 	default:
@@ -225,69 +227,39 @@ func (m *Manager) settle(c *connection.Connection, s system, tenants []connectio
 }
 
 // organisations lists what a new grant reaches, with its access token.
-func (m *Manager) organisations(ctx context.Context, s system, accessToken string) ([]connection.Tenant, error) {
-	if s.organisations == oneAccount {
+func (m *Manager) organisations(ctx context.Context, s System, accessToken string) ([]connection.Tenant, error) {
+	if !s.Chooses {
 		return nil, nil
 	}
-	app := m.cfg.oauthApp(s)
-	base := app.BaseURL
-	if s.organisations == xeroTenants {
-		base = origin(app.ConnectionsURL)
-	}
-	c, err := m.client(s.name, base, upstream.Headers{"Authorization": "Bearer " + accessToken})
+	orgs, err := m.consent(s).Organisations(ctx, m.vendorDeps(), s.Name, accessToken)
 	if err != nil {
 		return nil, err
 	}
-	var out []connection.Tenant
-	switch s.organisations {
-	case xeroTenants:
-		cs, err := xero.Connections(ctx, c, app.ConnectionsURL)
-		if err != nil {
-			return nil, err
-		}
-		for _, x := range cs {
-			out = append(out, connection.Tenant{ID: x.TenantID, Name: x.TenantName})
-		}
-	case graphSites:
-		sites, err := sharepoint.Sites(ctx, c)
-		if err != nil {
-			return nil, err
-		}
-		for _, site := range sites {
-			name := site.DisplayName
-			if name == "" {
-				name = site.Name
-			}
-			out = append(out, connection.Tenant{ID: site.ID, Name: name})
-		}
+	out := make([]connection.Tenant, 0, len(orgs))
+	for _, o := range orgs {
+		out = append(out, connection.Tenant{ID: o.ID, Name: o.Name})
 	}
 	return out, nil
 }
 
-// client is an upstream client for one of the Manager's calls, on the
-// deps' budget, clock and transport.
-func (m *Manager) client(system, base string, auth upstream.Authorizer) (*upstream.Client, error) {
-	return upstream.NewClient(upstream.Options{System: system, BaseURL: base, Auth: auth, Transport: m.hc.Transport},
-		m.d.Upstream)
-}
-
-// origin is scheme://host of u.
-func origin(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return u
+// vendorDeps are what a vendor app's calls are made with: the deps'
+// budget, clock and locks, on the Manager's transport.
+func (m *Manager) vendorDeps() upstream.Deps {
+	d := m.d.Upstream
+	if m.hc.Transport != nil {
+		d.Transport = m.hc.Transport
 	}
-	return p.Scheme + "://" + p.Host
+	return d
 }
 
 // forgetIfDisconnected drops a token a callback seeded after the
 // connection was disconnected meanwhile, so that none outlives it.
-func (m *Manager) forgetIfDisconnected(ctx context.Context, id string, s system) {
+func (m *Manager) forgetIfDisconnected(ctx context.Context, id string, client firmsystem.OAuthClient) {
 	c, err := m.d.Connections.Connection(ctx, id)
 	if err != nil || c.Status != connection.Disconnected {
 		return
 	}
-	if err := oauthtoken.Forget(ctx, m.d.Upstream, s.tokens, m.tokenConfig(c, s)); err != nil {
+	if err := oauthtoken.Forget(ctx, m.d.Upstream, client.Tokens, tokenConfig(c, client)); err != nil {
 		m.log.Error("a disconnected connection's token could not be forgotten", zap.String("connection", id), zap.Error(err))
 	}
 }

@@ -23,8 +23,15 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	_ "github.com/practicegw/practicegw/adapters/dropbox"
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	_ "github.com/practicegw/practicegw/adapters/google_drive"
+	_ "github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	_ "github.com/practicegw/practicegw/adapters/sharepoint"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	_ "github.com/practicegw/practicegw/adapters/xero"
+	_ "github.com/practicegw/practicegw/adapters/xpm"
 	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -536,25 +543,52 @@ func newHarness(t *testing.T) *harness {
 		clock: testclock.New(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)), rt: &fakeRuntime{}}
 	h.locks = &memLocks{now: h.clock.Now, held: map[string]string{}, until: map[string]time.Time{}}
 	u := h.v.URL()
-	app := func(client string) *connect.OAuthApp {
-		return &connect.OAuthApp{ClientID: client, ClientSecret: "{env.CONNECT_TEST_SECRET_" + strings.ToUpper(client) + "}",
+	app := func(name, client string, change func(*firmsystem.OAuthApp)) connect.AppConfig {
+		a := firmsystem.OAuthApp{ClientID: client, ClientSecret: "{env.CONNECT_TEST_SECRET_" + strings.ToUpper(client) + "}",
 			AuthorizeURL: u + "/authorize", TokenURL: u + "/token", RevokeURL: u + "/revoke",
 			ConnectionsURL: u + "/connections", BaseURL: u}
+		if change != nil {
+			change(&a)
+		}
+		return appConfig(t, name, a)
 	}
 	for _, c := range []string{"xero", "ms", "google", "dbx"} {
 		t.Setenv("CONNECT_TEST_SECRET_"+strings.ToUpper(c), "app-secret-"+c)
 	}
-	h.cfg = &connect.Config{PublicURL: "https://gw.example.com/", Xero: app("xero"), SharePoint: app("ms"),
-		GoogleDrive: app("google"), Dropbox: app("dbx"), Karbon: &connect.KarbonApp{Bearer: "kb-app-bearer", BaseURL: u}}
-	h.cfg.Dropbox.RevokeURL = u + "/2/auth/token/revoke"
-	h.cfg.SharePoint.RevokeURL = ""
-	h.cfg.Provision(caddy.NewReplacer())
-	if err := h.cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	h.cfg = &connect.Config{PublicURL: "https://gw.example.com/", Apps: []connect.AppConfig{
+		app("xero", "xero", nil),
+		app("sharepoint", "ms", func(a *firmsystem.OAuthApp) { a.RevokeURL = "" }),
+		app("google_drive", "google", nil),
+		app("dropbox", "dbx", func(a *firmsystem.OAuthApp) { a.RevokeURL = u + "/2/auth/token/revoke" }),
+		appConfig(t, "karbon", map[string]string{"bearer": "kb-app-bearer", "base_url": u}),
+	}}
+	provision(t, h.cfg)
 	h.m = h.manager()
 	t.Cleanup(h.checkNoSecretLogged)
 	return h
+}
+
+// appConfig is the connect block's app name configured as cfg.
+func appConfig(t *testing.T, name string, cfg any) connect.AppConfig {
+	t.Helper()
+	raw, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return connect.AppConfig{Name: name, Raw: raw}
+}
+
+// provision loads cfg's apps as the practicegw app does, and checks it.
+func provision(t *testing.T, cfg *connect.Config) {
+	t.Helper()
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := cfg.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // manager is another instance's Manager on the same store and state.

@@ -170,7 +170,7 @@ func TestRunRecreatesCancelledSubscriptions(t *testing.T) {
 	if !slices.Equal(calls, want) {
 		t.Fatalf("calls %q\nwant %q", calls, want)
 	}
-	if n := countLogged(h, "karbon webhook subscription made again"); n != 2 {
+	if n := countLogged(h, "webhook subscription made again"); n != 2 {
 		t.Fatalf("%d subscriptions logged as made again; want 2", n)
 	}
 
@@ -202,7 +202,7 @@ func TestCheckSubscriptionsUnderALease(t *testing.T) {
 	h.v.mu.Lock()
 	delete(h.v.subs, "User")
 	h.v.mu.Unlock()
-	if ok, _ := h.locks.Lease(ctx, "connect/karbon-subscriptions", "another-instance", time.Hour); !ok {
+	if ok, _ := h.locks.Lease(ctx, "connect/webhook-subscriptions", "another-instance", time.Hour); !ok {
 		t.Fatal("lease")
 	}
 	if err := h.m.CheckSubscriptions(ctx); err != nil {

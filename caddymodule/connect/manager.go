@@ -7,11 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
@@ -123,9 +125,9 @@ func errRoleConfigured(role string) error {
 		fmt.Sprintf("The gateway's configuration sets this firm's %s system, which takes precedence; the operator removes it from the Caddyfile first.", role)).WithParam("role")
 }
 
-func errNotRegistered(s system) error {
+func errNotRegistered(s System) error {
 	return apierror.New(http.StatusConflict, "system_not_registered",
-		fmt.Sprintf("No %s app is registered with this gateway; the operator registers it in the connect block of the practicegw option (%s { ... }).", s.vendor, s.block)).WithParam("system")
+		fmt.Sprintf("No %s app is registered with this gateway; the operator registers it in the connect block of the practicegw option (%s { ... }).", s.Label, s.App)).WithParam("system")
 }
 
 func errRoleConnected(role, id string) error {
@@ -195,7 +197,7 @@ func (m *Manager) loadHeld(ctx context.Context, firm, id string) (connection.Con
 }
 
 func (m *Manager) view(c connection.Connection, authorizeURL string) connection.View {
-	v := connection.View{Connection: c}
+	v := connection.View{Connection: c, SystemName: Label(c.System)}
 	if c.Status == connection.Pending {
 		v.AuthorizeURL = authorizeURL
 	}
@@ -213,10 +215,10 @@ func (m *Manager) Connect(ctx context.Context, firm string, r connection.Request
 	if err != nil {
 		return connection.View{}, err
 	}
-	if s.block == "karbon" {
+	if s.Key {
 		// The key is checked before anything is stored: a refused key
 		// leaves nothing behind.
-		if err := m.checkKarbonKey(ctx, r.AccessKey); err != nil {
+		if err := m.checkKey(ctx, s, r.AccessKey); err != nil {
 			return connection.View{}, err
 		}
 	}
@@ -224,13 +226,13 @@ func (m *Manager) Connect(ctx context.Context, firm string, r connection.Request
 	if err != nil {
 		return connection.View{}, err
 	}
-	if s.block == "karbon" {
+	if s.Key {
 		release, err := m.hold(ctx, "connection/"+c.ID)
 		if err != nil {
 			return connection.View{}, err
 		}
 		defer release()
-		c, err = m.connectKarbon(ctx, c, r.AccessKey)
+		c, err = m.connectKey(ctx, c, s, r.AccessKey)
 		if err != nil {
 			return connection.View{}, err
 		}
@@ -245,35 +247,35 @@ func (m *Manager) Connect(ctx context.Context, firm string, r connection.Request
 
 // checkConnect checks a connect request before anything is read or
 // written.
-func (m *Manager) checkConnect(firm string, r connection.Request) (system, error) {
+func (m *Manager) checkConnect(firm string, r connection.Request) (System, error) {
 	if _, ok := m.d.Firms.FirmName(firm); !ok {
-		return system{}, errNotFound
+		return System{}, errNotFound
 	}
 	switch {
 	case r.Role == "":
-		return system{}, practice.Missing("role")
-	case roles[r.Role] == nil:
-		return system{}, practice.Invalid("role", "role must be one of records, ledger, documents.")
+		return System{}, practice.Missing("role")
+	case !slices.Contains(Roles, r.Role):
+		return System{}, practice.Invalid("role", "role must be one of %s.", strings.Join(Roles, ", "))
 	case r.System == "":
-		return system{}, practice.Missing("system")
+		return System{}, practice.Missing("system")
 	}
-	s, ok := systems[r.System]
-	if !ok || s.role != r.Role {
-		return system{}, practice.Invalid("system", "The %s role takes one of %s.", r.Role, strings.Join(roles[r.Role], ", "))
+	s, ok := Lookup(r.Role, r.System)
+	if !ok || s.Role != r.Role {
+		return System{}, practice.Invalid("system", "The %s role takes one of %s.", r.Role, strings.Join(SystemNames(r.Role), ", "))
 	}
 	switch {
 	case r.TenantID != "":
-		return system{}, practice.Invalid("tenant_id", "tenant_id names the organisation of an existing connection (PATCH /v1/connections/{id}).")
+		return System{}, practice.Invalid("tenant_id", "tenant_id names the organisation of an existing connection (PATCH /v1/connections/{id}).")
 	case r.Reconnect:
-		return system{}, practice.Invalid("reconnect", "reconnect applies to an existing connection (PATCH /v1/connections/{id}).")
-	case s.block == "karbon" && r.AccessKey == "":
-		return system{}, practice.Missing("access_key")
-	case s.block != "karbon" && r.AccessKey != "":
-		return system{}, practice.Invalid("access_key", "Only Karbon takes an access key; %s is connected through its consent page.", s.vendor)
+		return System{}, practice.Invalid("reconnect", "reconnect applies to an existing connection (PATCH /v1/connections/{id}).")
+	case s.Key && r.AccessKey == "":
+		return System{}, practice.Missing("access_key")
+	case !s.Key && r.AccessKey != "":
+		return System{}, practice.Invalid("access_key", "%s is connected through its consent page and takes no access key.", s.Label)
 	case m.d.Firms.Configured(firm, r.Role):
-		return system{}, errRoleConfigured(r.Role)
-	case !m.cfg.registered(s):
-		return system{}, errNotRegistered(s)
+		return System{}, errRoleConfigured(r.Role)
+	case m.cfg.app(s.App) == nil:
+		return System{}, errNotRegistered(s)
 	}
 	return s, nil
 }
@@ -282,8 +284,8 @@ func (m *Manager) checkConnect(firm string, r connection.Request) (system, error
 // firm's role has one that is not disconnected. Connects of one role are
 // taken one at a time (on this instance and, under a lease, across
 // instances), so two administrators racing get one connection.
-func (m *Manager) create(ctx context.Context, firm string, s system) (connection.Connection, error) {
-	unlock, err := m.hold(ctx, "firm/"+firm+"/"+s.role)
+func (m *Manager) create(ctx context.Context, firm string, s System) (connection.Connection, error) {
+	unlock, err := m.hold(ctx, "firm/"+firm+"/"+s.Role)
 	if err != nil {
 		return connection.Connection{}, err
 	}
@@ -293,18 +295,21 @@ func (m *Manager) create(ctx context.Context, firm string, s system) (connection
 		return connection.Connection{}, fmt.Errorf("list connections: %w", err)
 	}
 	for _, c := range cs {
-		if c.Role == s.role && c.Status != connection.Disconnected {
-			return connection.Connection{}, errRoleConnected(s.role, c.ID)
+		if c.Role == s.Role && c.Status != connection.Disconnected {
+			return connection.Connection{}, errRoleConnected(s.Role, c.ID)
 		}
 	}
 	now := m.clock.Now().UTC()
-	reason := "waiting for consent at " + s.vendor
-	if s.block == "karbon" {
-		reason = "making Karbon's webhook subscriptions"
+	reason := "waiting for consent at " + s.Label
+	if s.Key {
+		reason = "checking the access key with " + s.Label
+		if _, ok := m.cfg.app(s.App).(firmsystem.Subscriber); ok {
+			reason = "making " + s.Label + "'s webhook subscriptions"
+		}
 	}
 	for {
 		c, err := m.d.Connections.CreateConnection(ctx, connection.Connection{
-			ID: newID(), Firm: firm, Role: s.role, System: s.name, Status: connection.Pending,
+			ID: newID(), Firm: firm, Role: s.Role, System: s.Name, Status: connection.Pending,
 			Reason: reason, Attempt: 1, CreatedAt: now, UpdatedAt: now,
 		})
 		if errors.Is(err, connection.ErrExists) {
@@ -326,7 +331,7 @@ func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Requ
 		return connection.View{}, err
 	}
 	defer release()
-	s := systems[c.System]
+	s, _ := Lookup(c.Role, c.System)
 	switch {
 	case r.Role != "" && r.Role != c.Role:
 		return connection.View{}, practice.Invalid("role", "A connection's role does not change; disconnect it and connect another.")
@@ -347,22 +352,22 @@ func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Requ
 		return connection.View{}, practice.Invalid("reconnect", "Send tenant_id to choose the organisation, or reconnect: true.")
 	case c.Status == connection.Disconnected:
 		return connection.View{}, errConnectionState(c, "connect the system anew (POST /v1/connections)")
-	case !m.cfg.registered(s):
+	case m.cfg.app(s.App) == nil:
 		return connection.View{}, errNotRegistered(s)
-	case s.block == "karbon":
+	case s.Key:
 		if r.AccessKey == "" {
 			return connection.View{}, practice.Missing("access_key")
 		}
-		if err := m.checkKarbonKey(ctx, r.AccessKey); err != nil {
+		if err := m.checkKey(ctx, s, r.AccessKey); err != nil {
 			return connection.View{}, err
 		}
-		c, err = m.connectKarbon(ctx, c, r.AccessKey)
+		c, err = m.connectKey(ctx, c, s, r.AccessKey)
 		if err != nil {
 			return connection.View{}, err
 		}
 		return m.view(c, ""), nil
 	case r.AccessKey != "":
-		return connection.View{}, practice.Invalid("access_key", "Only Karbon takes an access key; %s is reconnected through its consent page.", s.vendor)
+		return connection.View{}, practice.Invalid("access_key", "%s is reconnected through its consent page and takes no access key.", s.Label)
 	}
 	return m.reconnect(ctx, c, s)
 }
@@ -389,7 +394,7 @@ func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant st
 // callback of an older one is refused. The tenant is kept, so that the
 // same organisation is chosen again when the new grant reaches it, and
 // the sync resumes from its checkpoint.
-func (m *Manager) reconnect(ctx context.Context, c connection.Connection, s system) (connection.View, error) {
+func (m *Manager) reconnect(ctx context.Context, c connection.Connection, s System) (connection.View, error) {
 	c, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if c.Status == connection.Disconnected {
 			return errConnectionState(*c, "connect the system anew (POST /v1/connections)")

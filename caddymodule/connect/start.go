@@ -96,13 +96,14 @@ func (m *Manager) Start(ctx context.Context, token, browser string) (Started, er
 	if err != nil {
 		return Started{}, fmt.Errorf("read connection: %w", err)
 	}
-	s, ok := systems[c.System]
-	if !awaits(c, a) || !ok || !m.cfg.registered(s) || s.tokens == "" {
+	s, ok := Lookup(c.Role, c.System)
+	if !awaits(c, a) || !ok || m.consent(s) == nil {
 		return Started{}, errStartInvalid
 	}
-	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(a.Verifier)}, s.extras...)
+	cfg, client := m.oauthConfig(s)
+	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(a.Verifier)}, client.Params...)
 	return Started{
-		Location: m.oauthConfig(s).AuthCodeURL(a.State, opts...),
+		Location: cfg.AuthCodeURL(a.State, opts...),
 		Cookie: &http.Cookie{
 			Name: BrowserCookie, Value: browser, Path: "/connect",
 			// The browser keeps it as long as the consent it started lasts.

@@ -1,85 +1,81 @@
 package connect
 
 import (
-	"golang.org/x/oauth2"
+	"github.com/caddyserver/caddy/v2"
 
-	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 )
 
-// system is one vendor system a firm can connect: the role it fills and
-// the app it goes through.
-type system struct {
-	name   string // as the Caddyfile and /v1/connections name it
-	role   string
-	vendor string // in messages and reasons
-	block  string // the connect block's app
-	// tokens is the system name its OAuth2 tokens are kept under
-	// (oauthtoken); empty for Karbon, which has no OAuth.
-	tokens string
-	style  oauth2.AuthStyle
-	// extras are the vendor's authorize parameters for a refresh token.
-	extras []oauth2.AuthCodeOption
-	// organisations says how the organisation a grant reaches is found.
-	organisations organisations
+// System is a system a firm can connect, as its module declares it.
+type System struct {
+	// Name is the system as the Caddyfile and /v1/connections name it.
+	Name string
+	// Role is the role it plays.
+	Role string
+	firmsystem.Connects
+	// Key is true when the firm gives an access key rather than its
+	// consent at the vendor.
+	Key bool
 }
 
-// organisations is how a system's grant names what it reaches.
-type organisations int
+// Roles are the roles a firm connects a system for, in the order pages
+// show them; records first, since a ledger's invoices may come from a
+// records system that keeps them.
+var Roles = []string{"records", "ledger", "documents"}
 
-const (
-	oneAccount  organisations = iota // the one drive or account of the grant
-	xeroTenants                      // Xero's GET /connections
-	graphSites                       // Graph's sites search
-)
-
-var systems = map[string]system{
-	"karbon": {name: "karbon", role: "records", vendor: "Karbon", block: "karbon"},
-	"xpm": {name: "xpm", role: "records", vendor: "Xero Practice Manager", block: "xero", tokens: oauthtoken.Xero,
-		style: oauth2.AuthStyleInHeader, organisations: xeroTenants},
-	"xero": {name: "xero", role: "ledger", vendor: "Xero", block: "xero", tokens: oauthtoken.Xero,
-		style: oauth2.AuthStyleInHeader, organisations: xeroTenants},
-	"sharepoint": {name: "sharepoint", role: "documents", vendor: "SharePoint", block: "sharepoint", tokens: oauthtoken.Graph,
-		style: oauth2.AuthStyleInParams, organisations: graphSites},
-	"onedrive": {name: "onedrive", role: "documents", vendor: "OneDrive", block: "sharepoint", tokens: oauthtoken.Graph,
-		style: oauth2.AuthStyleInParams},
-	"google_drive": {name: "google_drive", role: "documents", vendor: "Google Drive", block: "google_drive", tokens: oauthtoken.GDrive,
-		style:  oauth2.AuthStyleInParams,
-		extras: []oauth2.AuthCodeOption{oauth2.AccessTypeOffline, oauth2.SetAuthURLParam("prompt", "consent")}},
-	"dropbox": {name: "dropbox", role: "documents", vendor: "Dropbox", block: "dropbox", tokens: oauthtoken.Dropbox,
-		style: oauth2.AuthStyleInParams, extras: []oauth2.AuthCodeOption{oauth2.SetAuthURLParam("token_access_type", "offline")}},
-}
-
-// roles are the roles a firm connects a system for, with the systems
-// each accepts, as the contract lists them.
-var roles = map[string][]string{
-	"records":   {"karbon", "xpm"},
-	"ledger":    {"xero"},
-	"documents": {"sharepoint", "onedrive", "google_drive", "dropbox"},
-}
-
-// oauthApp is the registered app a system goes through; nil when the
-// operator registered none.
-func (c *Config) oauthApp(s system) *OAuthApp {
-	if c == nil {
-		return nil
+// Systems are the systems a firm can connect with this build, by role in
+// Roles' order and by name: every system module that is Connectable
+// through a vendor app module registered under the name it gives. Which
+// of them a gateway offers depends on the apps its connect block
+// registers (Manager.Offered).
+func Systems() []System {
+	var out []System
+	for _, role := range Roles {
+		for _, info := range caddy.GetModules(firmsystem.Namespace(role)) {
+			c, ok := info.New().(firmsystem.Connectable)
+			if !ok {
+				continue
+			}
+			s := System{Name: info.ID.Name(), Role: role, Connects: c.Connects()}
+			app, err := caddy.GetModule(firmsystem.ConnectNamespace + "." + s.App)
+			if err != nil {
+				continue
+			}
+			_, s.Key = app.New().(firmsystem.AccessKey)
+			out = append(out, s)
+		}
 	}
-	switch s.block {
-	case "xero":
-		return c.Xero
-	case "sharepoint":
-		return c.SharePoint
-	case "google_drive":
-		return c.GoogleDrive
-	case "dropbox":
-		return c.Dropbox
-	}
-	return nil
+	return out
 }
 
-// registered reports whether the operator registered s's app.
-func (c *Config) registered(s system) bool {
-	if s.block == "karbon" {
-		return c != nil && c.Karbon != nil
+// Lookup is the system named name a firm can connect for role.
+func Lookup(role, name string) (System, bool) {
+	for _, s := range Systems() {
+		if s.Role == role && s.Name == name {
+			return s, true
+		}
 	}
-	return c.oauthApp(s) != nil
+	return System{}, false
+}
+
+// Label is how people name a system ("Xero Practice Manager"); its name
+// when no module declares one.
+func Label(name string) string {
+	for _, s := range Systems() {
+		if s.Name == name && s.Label != "" {
+			return s.Label
+		}
+	}
+	return name
+}
+
+// SystemNames are the names of the systems a firm can connect for role.
+func SystemNames(role string) []string {
+	var out []string
+	for _, s := range Systems() {
+		if s.Role == role {
+			out = append(out, s.Name)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -53,6 +54,11 @@ type systemRole struct {
 	// Configured names the system the Caddyfile sets for the role, which
 	// takes precedence over a connection.
 	Configured string
+	// KeyLabel names the role's systems a firm connects with an access
+	// key ("Karbon"), whose field the connect form then has.
+	KeyLabel string
+	// ConnKey is true when the role's connection takes an access key.
+	ConnKey bool
 }
 
 type systemChoice struct{ ID, Name string }
@@ -92,11 +98,16 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 	}
 	for _, role := range api.ConnectionRoles() {
 		sr := systemRole{Role: role.Role, CanConnect: true}
+		var keyed []string
 		for _, s := range role.Systems {
 			sr.Systems = append(sr.Systems, systemChoice{ID: s, Name: api.SystemName(s)})
+			if takesKey(role.Role, s) {
+				keyed = append(keyed, api.SystemName(s))
+			}
 		}
+		sr.KeyLabel = strings.Join(keyed, " or ")
 		if c := roleConnection(conns, role.Role); c != nil {
-			sr.Conn, sr.CanConnect = c, c.Status == connection.Disconnected
+			sr.Conn, sr.CanConnect, sr.ConnKey = c, c.Status == connection.Disconnected, takesKey(c.Role, c.System)
 			view.Waiting = view.Waiting || c.Status == connection.Pending || backfilling(c)
 		} else if label, ok := configured[role.Role]; ok {
 			// A real system with no connection behind it: the Caddyfile's.
@@ -106,6 +117,13 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 	}
 	h.render(w, r, v, http.StatusOK, "systems", "Systems", view)
 	return nil
+}
+
+// takesKey reports whether a firm connects system for role with an
+// access key.
+func takesKey(role, system string) bool {
+	s, ok := connect.Lookup(role, system)
+	return ok && s.Key
 }
 
 // roleConnection is the connection that stands for a role: one that is
@@ -164,8 +182,9 @@ func (h *Handler) connectSystem(w http.ResponseWriter, r *http.Request, v *visit
 		return notFound("connection service")
 	}
 	req := connection.Request{Role: r.PostForm.Get("role"), System: r.PostForm.Get("system")}
-	if req.System == "karbon" {
-		// The key field is on every records form; it is Karbon's alone.
+	if takesKey(req.Role, req.System) {
+		// The key field is on the role's form whichever system is
+		// chosen; it is the keyed system's alone.
 		req.AccessKey = r.PostForm.Get("access_key")
 	}
 	c, err := h.connChange.Connect(r.Context(), v.firm.ID, req)

@@ -239,6 +239,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.expandSettings(repl); err != nil {
 		return err
 	}
+	if err := a.provisionConnectApps(ctx); err != nil {
+		return err
+	}
 	ids, err := a.firmIDs()
 	if err != nil {
 		return err
@@ -308,13 +311,21 @@ func (a *App) expandSettings(repl *caddy.Replacer) error {
 	a.Redis = expand(repl, a.Redis)
 	a.RedisTLS = expandTLS(repl, a.RedisTLS)
 	a.RateLimit = expand(repl, a.RateLimit)
-	if a.Connect != nil {
-		// The vendor apps' secrets are read, and their endpoints
-		// defaulted, before anything serves a consent.
-		a.Connect.Provision(repl)
-		if err := a.Connect.Validate(); err != nil {
-			return fmt.Errorf("practicegw: %w", err)
-		}
+	return nil
+}
+
+// provisionConnectApps loads the connect block's vendor apps, each its
+// vendor's module: their secrets are read, and their endpoints defaulted,
+// before anything serves a consent.
+func (a *App) provisionConnectApps(ctx caddy.Context) error {
+	if a.Connect == nil {
+		return nil
+	}
+	if err := a.Connect.Provision(ctx); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+	if err := a.Connect.Validate(); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
 	}
 	return nil
 }

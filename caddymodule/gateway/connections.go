@@ -321,7 +321,7 @@ func (f *Firm) sets(role string) bool {
 // starts. The model is loaded from the store, so a reopened connection
 // serves its copy at once and its sync resumes from its checkpoint.
 func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection) (*connSystem, error) {
-	raw, err := a.connectionConfig(ctx, c)
+	raw, err := a.Connect.ModuleConfig(ctx, a.upstreamState, c)
 	if err != nil {
 		return nil, err
 	}

@@ -142,11 +142,10 @@ func newWorld(t *testing.T, firms ...string) *world {
 	}
 	// The app's secrets are placeholders, as an operator configures them.
 	t.Setenv("PRACTICEGW_TEST_XERO_WEBHOOK_KEY", "xero-webhook-key")
-	w.connect = &connect.Config{
-		Xero: &connect.OAuthApp{ClientID: "xero-client", ClientSecret: "xero-secret", TokenURL: w.xero.URL + "/token",
-			BaseURL: strings.TrimSuffix(w.xero.URL, "/api.xro/2.0"), WebhookKey: "{env.PRACTICEGW_TEST_XERO_WEBHOOK_KEY}"},
-		Karbon: &connect.KarbonApp{Bearer: w.karbon.Bearer, BaseURL: w.karbon.URL},
-	}
+	w.connect = provisionedConnect(t, fmt.Sprintf(`{"xero":{"client_id":"xero-client","client_secret":"xero-secret",`+
+		`"token_url":%q,"base_url":%q,"webhook_key":"{env.PRACTICEGW_TEST_XERO_WEBHOOK_KEY}"},`+
+		`"karbon":{"bearer":%q,"base_url":%q}}`,
+		w.xero.URL+"/token", strings.TrimSuffix(w.xero.URL, "/api.xro/2.0"), w.karbon.Bearer, w.karbon.URL))
 	w.store = w.redisStore()
 	return w
 }
@@ -228,7 +227,7 @@ func (w *world) connectXero(firm string) connection.Connection {
 
 func (w *world) seedXeroToken(c connection.Connection) {
 	err := oauthtoken.Seed(context.Background(), upstream.Deps{State: w.store}, oauthtoken.Xero,
-		upstream.OAuth2Config{ClientID: w.connect.Xero.ClientID, Connection: c.ID},
+		upstream.OAuth2Config{ClientID: "xero-client", Connection: c.ID},
 		&oauth2.Token{AccessToken: w.xero.Token, RefreshToken: "rt-" + c.ID, Expiry: time.Now().Add(time.Hour)})
 	if err != nil {
 		w.t.Fatal(err)
@@ -568,7 +567,7 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	// now wants.
 	w.xero.Token = "xero-token-2"
 	err = oauthtoken.Seed(context.Background(), upstream.Deps{State: w.store}, oauthtoken.Xero,
-		upstream.OAuth2Config{ClientID: w.connect.Xero.ClientID, Connection: c.ID},
+		upstream.OAuth2Config{ClientID: "xero-client", Connection: c.ID},
 		&oauth2.Token{AccessToken: "xero-token-2", RefreshToken: "rt-2", Expiry: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)
@@ -667,6 +666,19 @@ func TestXeroWebhooksAreDispatchedByTenant(t *testing.T) {
 // Xero's webhook route is served only when the Xero app has a webhook
 // key: without one every delivery would be refused unchecked, where the
 // API answers an unknown route with the contract's body.
+// provisionedConnect is a connect block from its JSON, its apps loaded as
+// the app loads them.
+func provisionedConnect(t *testing.T, raw string) *connect.Config {
+	t.Helper()
+	c := connectConfig(t, raw)
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	t.Cleanup(cancel)
+	if err := c.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func TestXeroWebhookRouteNeedsTheAppsKey(t *testing.T) {
 	t.Setenv("TEST_XERO_HOOK_KEY", "from-the-environment")
 	for _, tt := range []struct {
@@ -674,10 +686,11 @@ func TestXeroWebhookRouteNeedsTheAppsKey(t *testing.T) {
 		want bool
 	}{
 		{nil, false},
-		{&connect.Config{}, false},
-		{&connect.Config{Xero: &connect.OAuthApp{ClientID: "c"}}, false},
-		{&connect.Config{Xero: &connect.OAuthApp{WebhookKey: "{env.TEST_XERO_HOOK_KEY_UNSET}"}}, false},
-		{&connect.Config{Xero: &connect.OAuthApp{WebhookKey: "{env.TEST_XERO_HOOK_KEY}"}}, true},
+		{provisionedConnect(t, `{}`), false},
+		{provisionedConnect(t, `{"karbon":{"bearer":"b"}}`), false},
+		{provisionedConnect(t, `{"xero":{"client_id":"c","client_secret":"s"}}`), false},
+		{provisionedConnect(t, `{"xero":{"client_id":"c","client_secret":"s","webhook_key":"{env.TEST_XERO_HOOK_KEY_UNSET}"}}`), false},
+		{provisionedConnect(t, `{"xero":{"client_id":"c","client_secret":"s","webhook_key":"{env.TEST_XERO_HOOK_KEY}"}}`), true},
 	} {
 		a := &App{Connect: tt.cfg}
 		if _, ok := a.ConnectionWebhook("xero", ""); ok != tt.want {
@@ -716,7 +729,7 @@ func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
 	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte("{env.PRACTICEGW_TEST_SECRET}")); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := a.connectionConfig(context.Background(), c)
+	raw, err := a.Connect.ModuleConfig(context.Background(), a.upstreamState, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -734,7 +747,7 @@ func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
 		if c.Role == "" {
 			c.Role = "documents"
 		}
-		if _, err := connectionConfigs[system](context.Background(), a, &connect.Config{}, c); err == nil {
+		if _, err := (&connect.Config{}).ModuleConfig(context.Background(), a.upstreamState, c); err == nil {
 			t.Errorf("%s without its app in the connect block: no error", system)
 		}
 	}
@@ -877,7 +890,7 @@ func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 func TestUnopenedConnectionIsUnavailable(t *testing.T) {
 	w := newWorld(t, "frm_acme")
 	a := w.instance()
-	a.Connect = &connect.Config{Karbon: w.connect.Karbon}
+	a.Connect = provisionedConnect(t, fmt.Sprintf(`{"karbon":{"bearer":"b","base_url":%q}}`, w.karbon.URL))
 	w.connectXero("frm_acme")
 	if err := a.applyConnections(context.Background()); err == nil || !strings.Contains(err.Error(), "no xero app") {
 		t.Fatalf("the first look: %v, want the missing app said", err)

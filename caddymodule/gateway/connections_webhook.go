@@ -2,39 +2,45 @@ package gateway
 
 import (
 	"bytes"
-	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
-	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 )
 
-// maxXeroWebhook bounds the body of a Xero webhook read before its
-// signature is checked, as the adapter's own receiver does.
-const maxXeroWebhook = 1 << 20
+// maxAppWebhook bounds the body of an app's webhook read before its
+// signature is checked, as the adapters' own receivers do.
+const maxAppWebhook = 1 << 20
 
 // ConnectionWebhook is the receiver of a connected system's vendor
-// webhooks: for "karbon", the Karbon connection named (each has its own
-// subscriptions and signing key); for "xero", with no connection, the one
-// route of the Xero app, whose deliveries carry events of every
-// organisation that connected it. false when there is none here.
+// webhooks: with a connection's id, the webhooks of the subscriptions the
+// gateway made for it (each has its own, and its signing key); with
+// none, the one address of the connect block's app named system, whose
+// deliveries carry events of every organisation connected through it
+// (firmsystem.Deliveries). false when there is none here.
 func (a *App) ConnectionWebhook(system, connectionID string) (http.Handler, bool) {
-	switch system {
-	case "karbon":
+	if connectionID != "" {
 		for _, c := range a.liveConnections() {
-			if c.opened.ID == connectionID && c.opened.System == "karbon" && c.upstream.webhook != nil {
+			if c.opened.ID != connectionID || c.opened.System != system || c.upstream.webhook == nil {
+				continue
+			}
+			// Only the subscriptions the gateway made deliver to a
+			// connection's own address.
+			s, _ := connect.Lookup(c.opened.Role, system)
+			if _, ok := a.Connect.App(s.App).(firmsystem.Subscriber); ok {
 				return c.upstream.webhook(a.changes), true
 			}
 		}
-	case "xero":
-		// Without a webhook key no delivery can be checked: the route is
-		// not served, and the API answers it as unknown.
-		if connectionID == "" && a.xeroWebhookKey() != "" {
-			return http.HandlerFunc(a.xeroWebhook), true
-		}
+		return nil, false
+	}
+	// Without its webhook key an app can check no delivery: the address
+	// is not served, and it is answered as unknown.
+	if app, ok := a.Connect.App(system).(firmsystem.Deliveries); ok && app.Receives() {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.appWebhook(w, r, system, app) }), true
 	}
 	return nil, false
 }
@@ -50,47 +56,44 @@ func (a *App) liveConnections() []*connSystem {
 	return out
 }
 
-// xeroWebhook checks a delivery's signature under the Xero app's webhook
-// key (401 when wrong: Xero's intent-to-receive check sends both kinds),
-// then hands it to each connection whose organisation one of its events
-// names. Each connection's receiver reads its own organisation's events
-// and checks the signature again. 200 when all took it; otherwise the
-// first refusal, so that Xero delivers again (a connection that took it
-// already finds the body handled and answers at once).
-func (a *App) xeroWebhook(w http.ResponseWriter, r *http.Request) {
+// appWebhook checks a delivery's signature with the app named name (401
+// when wrong: Xero's intent-to-receive check sends both kinds), then
+// hands it to each connection through the app whose organisation one of
+// its events names. Each connection's receiver reads its own
+// organisation's events and checks the signature again. 200 when all took
+// it; otherwise the first refusal, so that the vendor delivers again (a
+// connection that took it already finds the body handled and answers at
+// once).
+func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, app firmsystem.Deliveries) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxXeroWebhook))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAppWebhook))
 	if err != nil {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 		return
 	}
-	key := a.xeroWebhookKey()
-	if key == "" || !webhooksig.ValidHMAC([]byte(key), body, r.Header.Get("x-xero-signature")) {
+	orgs, err := app.Route(r.Header, body)
+	if errors.Is(err, firmsystem.ErrUnsigned) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
 	}
-	var p struct {
-		Events []struct {
-			TenantID string `json:"tenantId"`
-		} `json:"events"`
-	}
-	if err := json.Unmarshal(body, &p); err != nil {
-		// Signed by Xero yet unreadable: sending it again will not help.
-		a.logger.Error("xero webhook payload unreadable", zap.Error(err))
+	if err != nil {
+		// Signed by the vendor yet unreadable: sending it again will
+		// not help.
+		a.logger.Error("vendor webhook payload unreadable", zap.String("app", name), zap.Error(err))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
 	tenants := map[string]bool{}
-	for _, e := range p.Events {
-		tenants[e.TenantID] = true
+	for _, o := range orgs {
+		tenants[o] = true
 	}
 	status := http.StatusOK
 	for _, c := range a.liveConnections() {
-		if c.opened.System != "xero" && c.opened.System != "xpm" || c.upstream.webhook == nil || !tenants[c.opened.TenantID] {
+		if s, ok := connect.Lookup(c.opened.Role, c.opened.System); !ok || s.App != name || c.upstream.webhook == nil || !tenants[c.opened.TenantID] {
 			continue
 		}
 		rec := &statusRecorder{header: http.Header{}, status: http.StatusOK}
@@ -103,17 +106,6 @@ func (a *App) xeroWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.WriteHeader(status)
-}
-
-// xeroWebhookKey is the Xero app's webhook key, "" when none is
-// registered.
-func (a *App) xeroWebhookKey() string {
-	if a.Connect == nil || a.Connect.Xero == nil {
-		return ""
-	}
-	// The operator's secret, a placeholder ({env.X}, {file.X}) until read
-	// here as the modules read theirs.
-	return caddy.NewReplacer().ReplaceAll(a.Connect.Xero.WebhookKey, "")
 }
 
 // statusRecorder keeps the status a connection's receiver answered; its

@@ -89,18 +89,3 @@ type Triggered struct {
 	Resource string          `json:"resource_id"`
 	Object   json.RawMessage `json:"object"`
 }
-
-// systemNames are the firm systems' names as people know them.
-var systemNames = map[string]string{
-	"karbon": "Karbon", "xpm": "Xero Practice Manager", "xero": "Xero", "sharepoint": "SharePoint",
-	"onedrive": "OneDrive", "google_drive": "Google Drive", "dropbox": "Dropbox",
-}
-
-// SystemName is a firm system's name as people know it, for what the
-// console, the consent callback and the CLI say of a connection.
-func SystemName(system string) string {
-	if n, ok := systemNames[system]; ok {
-		return n
-	}
-	return system
-}

@@ -14,7 +14,6 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -94,9 +93,9 @@ func awaitConnection(cmd *cobra.Command, firm string, v connection.View, wait, p
 	switch {
 	case v.Status == connection.Pending && v.AuthorizeURL != "":
 		fmt.Fprintf(out, "Connection %s: open this page in a browser and allow access to %s:\n\n  %s\n\nWaiting for the consent (up to %s)...\n",
-			v.ID, adminapi.SystemName(v.System), v.AuthorizeURL, wait)
+			v.ID, systemName(v), v.AuthorizeURL, wait)
 	case v.Status == connection.Pending:
-		fmt.Fprintf(out, "Connection %s: waiting for %s (up to %s)...\n", v.ID, adminapi.SystemName(v.System), wait)
+		fmt.Fprintf(out, "Connection %s: waiting for %s (up to %s)...\n", v.ID, systemName(v), wait)
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 	defer cancel()
@@ -113,14 +112,14 @@ func awaitConnection(cmd *cobra.Command, firm string, v connection.View, wait, p
 		}
 	}
 	if v.Status == connection.Disconnected {
-		return fmt.Errorf("%s was disconnected (%s) before it was connected", adminapi.SystemName(v.System), v.ID)
+		return fmt.Errorf("%s was disconnected (%s) before it was connected", systemName(v), v.ID)
 	}
 	return reportConnection(out, firm, v)
 }
 
 // reportConnection says where a connection stands and what to do next.
 func reportConnection(out io.Writer, firm string, v connection.View) error {
-	name := adminapi.SystemName(v.System)
+	name := systemName(v)
 	switch v.Status {
 	case connection.Connected:
 		fmt.Fprintf(out, "%s is connected for %s as %s (%s)", name, firm, v.Role, v.ID)
@@ -296,4 +295,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// systemName is how people name a connection's system, as the gateway
+// answered it.
+func systemName(v connection.View) string {
+	if v.SystemName != "" {
+		return v.SystemName
+	}
+	return v.System
 }

@@ -59,7 +59,8 @@ func (a *connectAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		v := &connection.View{Connection: connection.Connection{ID: "con_1", Firm: "frm_hollis", Role: req.Role,
-			System: req.System, Status: connection.Pending}, AuthorizeURL: "https://login.xero.example/authorize?state=st_1"}
+			System: req.System, Status: connection.Pending}, AuthorizeURL: "https://login.xero.example/authorize?state=st_1",
+			SystemName: gatewayNames[req.System]}
 		if req.AccessKey != "" {
 			v.Status, v.AuthorizeURL = connection.Connected, ""
 		}
@@ -99,6 +100,9 @@ func (a *connectAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"method not allowed"}`, http.StatusMethodNotAllowed)
 	}
 }
+
+// gatewayNames are how the gateway names the systems in its answers.
+var gatewayNames = map[string]string{"xero": "Xero", "xpm": "Xero Practice Manager", "karbon": "Karbon"}
 
 // give makes the vendor's consent arrive: the connection becomes what
 // the callback would make it.

@@ -130,6 +130,9 @@ type Request struct {
 // gateway knows of its use.
 type View struct {
 	Connection
+	// SystemName is how people name the system ("Xero Practice
+	// Manager"), as its module says.
+	SystemName string `json:"system_name,omitempty"`
 	// AuthorizeURL is the gateway's start link of the consent, which
 	// sends the browser that opens it on to the vendor's consent page:
 	// answered once, by the write that asked for the consent.

@@ -1,0 +1,153 @@
+package xero
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"golang.org/x/oauth2"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the Xero app firms connect their Xero organisation (the ledger)
+// and Xero Practice Manager through, registered in the connect block
+// (`connect { xero { client_id ... } }`; firmsystem.OAuthApp's options).
+// Its webhook key checks the app's one webhook address, to which Xero
+// sends the events of every organisation that connected it.
+type App struct {
+	firmsystem.OAuthApp
+}
+
+// published are Xero's published endpoints and the scopes the adapters
+// need. The ledger reads invoices: Xero's granular scope, the only one an
+// app registered since 2 March 2026 may ask for (the broad
+// accounting.transactions.read is not offered to it). Xero Practice
+// Manager reads its practice and writes clients and jobs.
+var published = firmsystem.OAuthApp{
+	AuthorizeURL:   "https://login.xero.com/identity/connect/authorize",
+	TokenURL:       "https://identity.xero.com/connect/token",
+	RevokeURL:      "https://identity.xero.com/connect/revocation",
+	ConnectionsURL: "https://api.xero.com/connections",
+	BaseURL:        "https://api.xero.com",
+	Scopes: []string{"offline_access", "accounting.invoices.read",
+		"practicemanager.client", "practicemanager.job", "practicemanager.read"},
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  firmsystem.ConnectNamespace + ".xero",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision reads the placeholders and defaults what the operator left
+// out to Xero's published endpoints and the scopes the adapters need.
+func (a *App) Provision(caddy.Context) error {
+	a.OAuthApp.Provision(published)
+	return nil
+}
+
+// Validate checks the provisioned app.
+func (a *App) Validate() error { return a.OAuthApp.Validate("xero") }
+
+// UnmarshalCaddyfile reads the `xero { ... }` block of connect.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return a.OAuthApp.UnmarshalCaddyfile(d)
+}
+
+// OAuth is the app's client: Xero's identity service takes the client's
+// credentials in HTTP Basic, and gives the ledger and XPM one grant.
+func (a *App) OAuth(string) firmsystem.OAuthClient {
+	return a.Client(oauth2.AuthStyleInHeader, oauthtoken.Xero)
+}
+
+// Organisations are the organisations a grant reaches (GET /connections).
+func (a *App) Organisations(ctx context.Context, d upstream.Deps, system, accessToken string) ([]firmsystem.Organisation, error) {
+	c, err := upstream.NewClient(upstream.Options{System: system, BaseURL: oauthtoken.Origin(a.ConnectionsURL),
+		Auth: upstream.Headers{"Authorization": "Bearer " + accessToken}}, d)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := Connections(ctx, c, a.ConnectionsURL)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]firmsystem.Organisation, 0, len(cs))
+	for _, x := range cs {
+		out = append(out, firmsystem.Organisation{ID: x.TenantID, Name: x.TenantName})
+	}
+	return out, nil
+}
+
+// Revoke revokes the connection's refresh token (RFC 7009), which also
+// removes the organisations the grant reached from GET /connections.
+func (a *App) Revoke(ctx context.Context, d upstream.Deps, system, connection string) error {
+	return a.RevokeGrant(ctx, d, system, connection, a.OAuth(system))
+}
+
+// Receives reports whether the app's webhook key is registered.
+func (a *App) Receives() bool { return a.WebhookKey != "" }
+
+// Route checks a delivery's x-xero-signature under the app's webhook key
+// (Xero's intent-to-receive check sends good and bad ones) and names the
+// organisations its events are for.
+func (a *App) Route(header http.Header, body []byte) ([]string, error) {
+	if a.WebhookKey == "" || !webhooksig.ValidHMAC([]byte(a.WebhookKey), body, header.Get("x-xero-signature")) {
+		return nil, firmsystem.ErrUnsigned
+	}
+	var p webhookPayload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return nil, fmt.Errorf("xero webhook payload unreadable: %w", err)
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, e := range p.Events {
+		if !seen[e.TenantID] {
+			seen[e.TenantID] = true
+			out = append(out, e.TenantID)
+		}
+	}
+	return out, nil
+}
+
+// Connects: a firm connects its Xero organisation as its ledger through
+// the Xero app, choosing it among those its grant reaches.
+func (m *Module) Connects() firmsystem.Connects {
+	return firmsystem.Connects{App: "xero", Label: "Xero", Chooses: true}
+}
+
+// Configure fills the module of a connection: its organisation, its own
+// tokens, and the app's webhook key, under which the connection's
+// receiver checks the deliveries the app's address hands it.
+func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
+	a, ok := app.(*App)
+	if !ok {
+		return fmt.Errorf("xero connects through the xero app, not %T", app)
+	}
+	m.Config = Config{TenantID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.Under("/api.xro/2.0"),
+		WebhookKey: a.WebhookKey}
+	return nil
+}
+
+// Interface guards
+var (
+	_ firmsystem.Consent     = (*App)(nil)
+	_ firmsystem.Revoker     = (*App)(nil)
+	_ firmsystem.Deliveries  = (*App)(nil)
+	_ firmsystem.Connectable = (*Module)(nil)
+	_ caddy.Provisioner      = (*App)(nil)
+	_ caddy.Validator        = (*App)(nil)
+	_ caddyfile.Unmarshaler  = (*App)(nil)
+)

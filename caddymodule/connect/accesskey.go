@@ -1,0 +1,219 @@
+package connect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// A system connected by an access key (Karbon) has no OAuth: the firm
+// gives a key, which works with the operator's app. The gateway checks
+// it, keeps it sealed (SecretKey(id, "access_key")), and, when the app
+// manages the vendor's webhooks (firmsystem.Subscriber), makes the
+// subscriptions that keep the read model current, delivered to the
+// connection's own address and signed with a key it generates
+// (SecretKey(id, "webhook_key")).
+
+// WebhookPath is where vendors deliver the webhooks of the subscriptions
+// the gateway made, under public_url: the system and the connection's id
+// follow (/connect/webhooks/karbon/con_…); an app that receives every
+// organisation's webhooks (firmsystem.Deliveries) is served at
+// WebhookPath + its name.
+const WebhookPath = "/connect/webhooks/"
+
+// keyApp is s's app, which takes access keys; nil when not registered.
+func (m *Manager) keyApp(s System) firmsystem.AccessKey {
+	app, _ := m.cfg.app(s.App).(firmsystem.AccessKey)
+	return app
+}
+
+// checkKey makes one cheap call with the key: a key the vendor refuses
+// is the caller's parameter error, in the app's words (never quoting the
+// key back).
+func (m *Manager) checkKey(ctx context.Context, s System, accessKey string) error {
+	app := m.keyApp(s)
+	if app == nil {
+		return errNotRegistered(s)
+	}
+	err := app.CheckKey(ctx, m.vendorDeps(), accessKey)
+	var refused *firmsystem.RefusedError
+	if errors.As(err, &refused) {
+		return practice.Invalid("access_key", "%s", refused.Message)
+	}
+	return err
+}
+
+// connectKey keeps the access key, makes sure of the connection's
+// webhook subscriptions when its app manages them, and marks it
+// connected. The signing key is made once per connection: a reconnect
+// with a new access key keeps it, so a subscription the vendor still
+// holds stays valid.
+func (m *Manager) connectKey(ctx context.Context, c connection.Connection, s System, accessKey string) (connection.Connection, error) {
+	state := m.d.Upstream.StateStore()
+	if err := state.Save(ctx, SecretKey(c.ID, "access_key"), []byte(accessKey)); err != nil {
+		return c, fmt.Errorf("keep the access key: %w", err)
+	}
+	if sub, ok := m.cfg.app(s.App).(firmsystem.Subscriber); ok {
+		if err := m.subscribe(ctx, c, s, sub, accessKey); err != nil {
+			return c, err
+		}
+	}
+	return m.write(ctx, c.ID, func(c *connection.Connection) error {
+		if c.Status == connection.Disconnected {
+			return errConnectionState(*c, "it was disconnected meanwhile")
+		}
+		now := m.clock.Now().UTC()
+		c.Status, c.Reason, c.Choices = connection.Connected, "", nil
+		c.ConnectedAt = &now
+		return nil
+	})
+}
+
+// subscribe makes the connection's webhook subscriptions, with the
+// signing key made for it at its first.
+func (m *Manager) subscribe(ctx context.Context, c connection.Connection, s System, sub firmsystem.Subscriber, accessKey string) error {
+	state := m.d.Upstream.StateStore()
+	signing, err := state.Last(ctx, SecretKey(c.ID, "webhook_key"))
+	if err != nil {
+		return fmt.Errorf("read the webhook signing key: %w", err)
+	}
+	if len(signing) == 0 {
+		// Vendors take letters, digits, dashes and underscores (Karbon),
+		// and the adapters' checks use the key's bytes as they are: 32
+		// random bytes in base64url are both.
+		signing = []byte(randomToken(32))
+		if err := state.Save(ctx, SecretKey(c.ID, "webhook_key"), signing); err != nil {
+			return fmt.Errorf("keep the webhook signing key: %w", err)
+		}
+	}
+	if _, err := sub.Subscribe(ctx, m.vendorDeps(), accessKey, m.webhookTarget(c), string(signing)); err != nil {
+		m.log.Warn("webhook subscriptions not made", zap.String("connection", c.ID), zap.String("system", c.System), zap.Error(err))
+		_, _ = m.write(ctx, c.ID, func(c *connection.Connection) error {
+			if c.Status == connection.Disconnected {
+				return errConnectionState(*c, "it was disconnected meanwhile")
+			}
+			c.Reason = s.Label + "'s webhook subscriptions could not be made; reconnect to try again"
+			return nil
+		})
+		return err
+	}
+	return nil
+}
+
+// webhookTarget is the address of c's own webhook subscriptions.
+func (m *Manager) webhookTarget(c connection.Connection) string {
+	return m.cfg.PublicURL + WebhookPath + c.System + "/" + c.ID
+}
+
+// SubscriptionCheck is how often Run checks the vendors' subscriptions.
+const SubscriptionCheck = time.Hour
+
+// Run checks, every SubscriptionCheck until ctx ends, the webhook
+// subscriptions of every connected connection whose app manages them
+// (CheckSubscriptions).
+func (m *Manager) Run(ctx context.Context) error {
+	for {
+		if err := m.CheckSubscriptions(ctx); err != nil && ctx.Err() == nil {
+			m.log.Warn("webhook subscriptions not checked; next check in an hour", zap.Error(err))
+		}
+		if err := m.clock.Sleep(ctx, SubscriptionCheck); err != nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// CheckSubscriptions is one round of Run, under a lease so that one
+// instance at a time makes it: the subscriptions a vendor cancelled are
+// made again for each connected connection whose app manages them, and a
+// connection whose access key the vendor refuses needs reconnecting.
+func (m *Manager) CheckSubscriptions(ctx context.Context) error {
+	if !m.subscribes() {
+		return nil
+	}
+	if locks := m.d.Upstream.Locks; locks != nil {
+		const name = "connect/webhook-subscriptions"
+		ok, err := locks.Lease(ctx, name, m.holder, 10*time.Minute)
+		if err != nil || !ok {
+			return err
+		}
+		defer func() { _ = locks.Release(context.WithoutCancel(ctx), name, m.holder) }()
+	}
+	cs, err := m.d.Connections.Connections(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list connections: %w", err)
+	}
+	var failed error
+	for _, c := range cs {
+		if c.Status != connection.Connected {
+			continue
+		}
+		s, ok := Lookup(c.Role, c.System)
+		sub, subscribes := m.cfg.app(s.App).(firmsystem.Subscriber)
+		if !ok || !subscribes {
+			continue
+		}
+		if err := m.checkConnection(ctx, c, s, sub); err != nil {
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", c.ID, err))
+		}
+	}
+	return failed
+}
+
+// subscribes reports whether a registered app manages webhook
+// subscriptions.
+func (m *Manager) subscribes() bool {
+	if m.cfg == nil {
+		return false
+	}
+	for _, app := range m.cfg.apps {
+		if _, ok := app.(firmsystem.Subscriber); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Manager) checkConnection(ctx context.Context, c connection.Connection, s System, sub firmsystem.Subscriber) error {
+	// Held, and read again: a disconnect that removed the subscriptions
+	// meanwhile must not see them made again.
+	release, err := m.hold(ctx, "connection/"+c.ID)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if c, err = m.d.Connections.Connection(ctx, c.ID); err != nil || c.Status != connection.Connected {
+		return err
+	}
+	state := m.d.Upstream.StateStore()
+	key, err := state.Last(ctx, SecretKey(c.ID, "access_key"))
+	if err != nil {
+		return err
+	}
+	signing, err := state.Last(ctx, SecretKey(c.ID, "webhook_key"))
+	if err != nil {
+		return err
+	}
+	var made []string
+	if len(key) > 0 {
+		made, err = sub.Subscribe(ctx, m.vendorDeps(), string(key), m.webhookTarget(c), string(signing))
+	}
+	for _, kind := range made {
+		m.log.Info("webhook subscription made again: the vendor had ended it", zap.String("connection", c.ID),
+			zap.String("firm", c.Firm), zap.String("system", c.System), zap.String("type", kind))
+	}
+	var refused *firmsystem.RefusedError
+	if errors.As(err, &refused) || len(key) == 0 {
+		return m.needsReconnect(ctx, c.ID, s.Label+" refused the access key; reconnect with a new one")
+	}
+	return err
+}
