@@ -211,3 +211,21 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		}
 	}
 }
+
+// The practicegw binary carries nothing of the vendor doubles: they serve
+// the tests and cmd/practicegw-vendors alone.
+func TestBinaryHoldsNoVendorDouble(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/practicegw").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 100 {
+		t.Fatalf("go list -deps found %d packages; practicegw has more", len(deps))
+	}
+	for _, d := range deps {
+		if strings.HasPrefix(d, module+"adapters/vendortest") || strings.HasPrefix(d, module+"internal/redistest") || d == "testing" {
+			t.Errorf("the practicegw binary imports %s", d)
+		}
+	}
+}

@@ -27,12 +27,7 @@ import (
 // subscriptions and purges. No secret of either vendor, nor the consent's
 // code or state, shows in a page, the log, the metrics or an error body.
 func TestConnectionsInTheConsole(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing: run `make test`, which installs it", chromiumPath)
-		}
-		t.Skipf("%s is missing (run `make test`, which installs it)", chromiumPath)
-	}
+	needChromium(t)
 	const contacts = 10
 	v := startVendors(t, vendorOptions{contacts: contacts, workItems: 10})
 	k, x := v.k, v.x

@@ -30,12 +30,7 @@ const screenshotDir = "../artifacts/console"
 // issue and revoke credentials, try requests against the sandbox, raise a
 // sandbox event, sign out. Every view is saved as a screenshot.
 func TestConsoleInBrowser(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s is missing: run `make test`, which installs it", chromiumPath)
-		}
-		t.Skipf("%s is missing (run `make test`, which installs it)", chromiumPath)
-	}
+	needChromium(t)
 	g := startGateway(t, gatewayOptions{env: []string{
 		"PRACTICEGW_WEBHOOK_BACKOFF_BASE=20ms", "PRACTICEGW_WEBHOOK_BACKOFF_FACTOR=1", "PRACTICEGW_WEBHOOK_BREAKER_COOLDOWN=10ms"}})
 

@@ -32,9 +32,16 @@ const stopGrace = 20 * time.Second
 // of the test, showing the end of its output if the test failed.
 func startProcess(t testing.TB, env []string, args ...string) *process {
 	t.Helper()
-	p := &process{t: t, name: "practicegw " + args[0], out: &lockedBuffer{}, done: make(chan struct{}), stopSignal: syscall.SIGTERM}
-	p.cmd = exec.Command(binary, args...)
-	p.cmd.Env = env
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env
+	return startCommand(t, "practicegw "+args[0], cmd, syscall.SIGTERM)
+}
+
+// startCommand runs another command the same way (a shell line of the
+// README, practicegw-vendors), stopped at the end of the test with stop.
+func startCommand(t testing.TB, name string, cmd *exec.Cmd, stop os.Signal) *process {
+	t.Helper()
+	p := &process{t: t, name: name, cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{}), stopSignal: stop}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -42,6 +49,18 @@ func startProcess(t testing.TB, env []string, args ...string) *process {
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	t.Cleanup(p.stop)
 	return p
+}
+
+// needChromium skips a browser test where Chromium is missing, and fails
+// it in CI.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing: run `make test`, which installs it", chromiumPath)
+		}
+		t.Skipf("%s is missing (run `make test`, which installs it)", chromiumPath)
+	}
 }
 
 // exited reports whether the process has ended.

@@ -197,14 +197,7 @@ func (r *readmeRun) last(prefix string) string {
 // background starts a command the README leaves running, and ends it with
 // the test.
 func (r *readmeRun) background(command string) *process {
-	p := &process{t: r.t, name: command, out: &lockedBuffer{}, done: make(chan struct{}), stopSignal: syscall.SIGINT}
-	p.cmd = exec.Command("bash", "-c", command)
-	p.cmd.Dir, p.cmd.Env = r.dir, r.env
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		r.t.Fatal(err)
-	}
-	go func() { p.err = p.cmd.Wait(); close(p.done) }()
-	r.t.Cleanup(p.stop)
-	return p
+	cmd := exec.Command("bash", "-c", command)
+	cmd.Dir, cmd.Env = r.dir, r.env
+	return startCommand(r.t, command, cmd, syscall.SIGINT)
 }

@@ -1,0 +1,177 @@
+package vendortest
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FirstPort is where Local starts by default: Karbon, then Xero (with
+// Xero Practice Manager), Microsoft Graph, Google Drive, Dropbox and
+// QuickBooks Online on the ports after it, as
+// config/try-connections.Caddyfile names them.
+const FirstPort = 7101
+
+// Served is one double as Local serves it: its name, its base URL and
+// what a gateway's connect block needs to reach it.
+type Served struct {
+	Name, URL string
+	// Connect is what to give the gateway and the consent page: the app's
+	// client id and secret, Karbon's bearer and a firm's access key.
+	Connect []string
+}
+
+// Local is every vendor double on fixed local ports with a little seeded
+// data, so that practicegw's connections can be tried without a vendor
+// account (cmd/practicegw-vendors). Each double is the one the tests use:
+// it runs on its own loopback port as ever, and a front server on the
+// fixed port passes requests to it, so the URLs it writes (paging links,
+// its consent page) name the fixed port.
+type Local struct {
+	Served  []Served
+	fronts  []*http.Server
+	closers []func()
+}
+
+// ServeLocal starts the doubles on host, ports from first up, taking
+// consents that return to gateway's /connect/callback (its localhost and
+// 127.0.0.1 spellings alike). Close stops them.
+func ServeLocal(host string, first int, gateway string) (*Local, error) {
+	l := &Local{}
+	epoch := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	callbacks := callbacksOf(gateway)
+	addr := func(i int) string { return net.JoinHostPort(host, strconv.Itoa(first+i)) }
+	var errs []error
+	front := func(i int, name string, to func(r *http.Request) string, connect ...string) string {
+		ln, err := net.Listen("tcp", addr(i))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			return ""
+		}
+		base := "http://" + ln.Addr().String()
+		proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			target, _ := url.Parse(to(pr.In))
+			pr.SetURL(target)
+			pr.Out.Host = pr.In.Host
+		}}
+		srv := &http.Server{Handler: proxy, ReadHeaderTimeout: 10 * time.Second}
+		go srv.Serve(ln)
+		l.fronts = append(l.fronts, srv)
+		l.Served = append(l.Served, Served{Name: name, URL: base, Connect: connect})
+		return base
+	}
+
+	k := NewKarbon()
+	l.closers = append(l.closers, k.Close)
+	k.AddUser(KarbonUser{Id: "U1", Name: "Pat Partner", EmailAddress: "pat@hollis.example", Roles: []string{"Partner"}})
+	for i := range 8 {
+		k.AddContact(KarbonContact{ContactKey: fmt.Sprintf("C%03d", i), FirstName: localFirstNames[i], LastName: "Client",
+			ContactType: "Client", Email: fmt.Sprintf("client%d@example.com", i), Country: "GB", OwnerKey: "U1", LastModified: epoch})
+		deadline := epoch.AddDate(0, 1, i).Format(time.RFC3339)
+		k.AddWorkItem(KarbonWorkItem{WorkItemKey: fmt.Sprintf("W%04d", i), Title: fmt.Sprintf("Year-end accounts %d", 2025+i%2),
+			AssigneeKey: "U1", ClientKey: fmt.Sprintf("C%03d", i), ClientType: "Contact", StartDate: epoch.Format(time.RFC3339),
+			DeadlineDate: &deadline, WorkType: "Accounts", PrimaryStatus: "InProgress"})
+	}
+	karbon := k.srv.URL
+	k.URL = front(0, "Karbon", fixed(karbon), "bearer "+k.Bearer, "a firm's access key: "+k.AccessKey)
+
+	x, xpm := NewXero(), NewXPM()
+	l.closers = append(l.closers, x.Close, xpm.Close)
+	// One Xero app and one identity service reach both APIs, as at Xero.
+	xpm.Identity = x.Identity
+	for i := range 8 {
+		x.AddInvoice(XeroInvoice{InvoiceID: fmt.Sprintf("00000000-0000-0000-0000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-%04d", i),
+			Status: "AUTHORISED", ContactID: fmt.Sprintf("xc-%d", i), ContactName: localFirstNames[i] + " Client",
+			Date: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "1200.00", AmountDue: "1200.00", CurrencyCode: "GBP", Updated: epoch})
+		xpm.AddClient(XPMClient{UUID: fmt.Sprintf("c0000000-0000-0000-0000-%012d", i), Name: localFirstNames[i] + " Client",
+			Email: fmt.Sprintf("client%d@example.com", i), Country: "United Kingdom", Modified: epoch})
+		xpm.AddJob(XPMJob{ID: fmt.Sprintf("J%06d", i), UUID: fmt.Sprintf("j0000000-0000-0000-0000-%012d", i), Name: "Year-end accounts",
+			ClientUUID: fmt.Sprintf("c0000000-0000-0000-0000-%012d", i), State: "In Progress", Type: "Accounts",
+			Start: epoch, Due: epoch.AddDate(0, 1, i), Created: epoch})
+	}
+	xeroAPI, xpmAPI := x.srv.URL, xpm.srv.URL
+	base := front(1, "Xero and Xero Practice Manager", func(r *http.Request) string {
+		if strings.HasPrefix(r.URL.Path, "/practicemanager") {
+			return xpmAPI
+		}
+		return xeroAPI
+	}, "client_id "+x.Identity.ClientID, "client_secret "+x.Identity.ClientSecret)
+	x.URL, xpm.URL, x.Identity.URL = base+"/api.xro/2.0", base+"/practicemanager", base
+
+	g := NewGraph()
+	l.closers = append(l.closers, g.Close)
+	gd := NewGDrive()
+	l.closers = append(l.closers, gd.Close)
+	d := NewDropbox()
+	l.closers = append(l.closers, d.Close)
+	for i := range 4 {
+		p := fmt.Sprintf("/Clients/%s Client/2025/Tax return/Tax return 2025.pdf", localFirstNames[i])
+		g.AddFile(p, 120_000, "application/pdf", epoch)
+		gd.AddFile(p, 120_000, "application/pdf", epoch)
+		d.AddFile(p, 120_000, epoch)
+	}
+	graph, drive, dropbox := g.srv.URL, gd.srv.URL, d.srv.URL
+	base = front(2, "Microsoft Graph (SharePoint, OneDrive)", fixed(graph), "client_id "+g.Identity.ClientID, "client_secret "+g.Identity.ClientSecret)
+	g.URL, g.Identity.URL = base+"/v1.0", base
+	base = front(3, "Google Drive", fixed(drive), "client_id "+gd.Identity.ClientID, "client_secret "+gd.Identity.ClientSecret)
+	gd.URL, gd.Identity.URL = base+"/drive/v3", base
+	base = front(4, "Dropbox", fixed(dropbox), "client_id "+d.Identity.ClientID, "client_secret "+d.Identity.ClientSecret)
+	d.URL, d.Identity.URL = base, base
+
+	q := NewQuickBooks()
+	l.closers = append(l.closers, q.Close)
+	for i := range 8 {
+		q.AddInvoice(QBInvoice{ID: strconv.Itoa(100 + i), DocNumber: fmt.Sprintf("10%02d", i), CustomerID: strconv.Itoa(i + 1),
+			CustomerName: localFirstNames[i] + " Client", TxnDate: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "900.00", Balance: "900.00",
+			Created: epoch, Updated: epoch})
+	}
+	quickbooks := q.srv.URL
+	base = front(5, "QuickBooks Online", fixed(quickbooks), "client_id "+q.Identity.ClientID, "client_secret "+q.Identity.ClientSecret)
+	q.URL, q.Identity.URL = base, base
+
+	for _, id := range []*Identity{x.Identity, g.Identity, gd.Identity, d.Identity, q.Identity} {
+		for _, c := range callbacks {
+			id.AllowRedirect(c)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("serving the vendor doubles: %w", err)
+	}
+	return l, nil
+}
+
+// Close stops every double and its front.
+func (l *Local) Close() {
+	for _, s := range l.fronts {
+		s.Close()
+	}
+	for _, c := range l.closers {
+		c()
+	}
+}
+
+var localFirstNames = []string{"Ada", "Ben", "Cleo", "Dev", "Esme", "Finn", "Gita", "Hal"}
+
+func fixed(target string) func(*http.Request) string {
+	return func(*http.Request) string { return target }
+}
+
+// callbacksOf are the consent callbacks of a gateway reached at base, in
+// both of the loopback spellings a browser may use.
+func callbacksOf(base string) []string {
+	base = strings.TrimRight(base, "/")
+	out := []string{base + "/connect/callback"}
+	for _, swap := range [][2]string{{"//localhost", "//127.0.0.1"}, {"//127.0.0.1", "//localhost"}} {
+		if strings.Contains(base, swap[0]) {
+			out = append(out, strings.Replace(base, swap[0], swap[1], 1)+"/connect/callback")
+		}
+	}
+	return out
+}
