@@ -47,6 +47,9 @@ type Handler struct {
 	connections ConnectionService
 	webhooks    connectionWebhooks
 	firms       firmNames
+	// peers sends a request for a firm this instance does not hold to
+	// one that does; nil when every instance holds every firm.
+	peers peers
 
 	cursors cursors
 	// positions seals the event stream's ids; standing says whether a
@@ -135,6 +138,7 @@ func (h *Handler) wire(app any) error {
 	}
 	h.webhooks, _ = app.(connectionWebhooks)
 	h.firms, _ = app.(firmNames)
+	h.peers, _ = app.(peers)
 	return nil
 }
 
@@ -168,7 +172,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		return nil
 	}
 	rec := &statusRecorder{ResponseWriter: w}
-	op, err := h.serve(rec, r)
+	var op string
+	var err error
+	if strings.HasPrefix(r.URL.Path, forwardedPrefix) {
+		op, err = h.serveForwarded(rec, r)
+	} else {
+		op, err = h.serve(rec, r)
+	}
 	var refused error
 	if err != nil {
 		e := h.toAPIError(r, err)
@@ -233,6 +243,9 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request) (*route, error) 
 		}
 		c.cred, c.backends = cred, b
 		c.tenant = practice.Tenant{Firm: cred.Firm, Sandbox: cred.Sandbox}
+		if rt.kind != "" && !rt.stream && h.peers != nil && !fromPeer(r) && h.peers.Forward(w, r, cred, rt.kind) {
+			return rt, nil
+		}
 	}
 	if id != "" && !strings.HasPrefix(id, rt.prefix) {
 		return rt, apierror.New(http.StatusNotFound, "resource_not_found",

@@ -134,6 +134,11 @@ type App struct {
 	// brought up to date.
 	Sync SyncConfig `json:"sync,omitzero"`
 
+	// ReadModel bounds the memory firms' read models take on each
+	// instance; with Redis and a bound, each firm is held by a few
+	// instances and the others send its requests to them.
+	ReadModel ReadModelConfig `json:"read_model,omitzero"`
+
 	// Firms are the firms this gateway serves.
 	Firms []Firm `json:"firms,omitempty"`
 	// Connect registers the vendor apps firms connect their own systems
@@ -172,6 +177,12 @@ type App struct {
 	// syncMetrics exports the syncs' status; the app that starts last
 	// is the one it reads.
 	syncMetrics *syncCollector
+	// placer holds this instance's share of the firms' read models, nil
+	// when every instance holds every firm (no bound, or no Redis);
+	// forwardKey signs the requests it sends to the others.
+	placer     *placer
+	forwardKey []byte
+	rmMetrics  *readModelCollector
 
 	// connector connects firms' own systems (nil without a connect
 	// block).
@@ -266,6 +277,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.provisionVendorState()
 	a.openReadStore()
+	if err := a.provisionPlacement(); err != nil {
+		return err
+	}
+	if a.placer != nil {
+		a.forwardKey = a.shared.secrets.Derive("forwarded requests v1")
+	}
 	a.provisionConnections(ctx)
 	if err := a.provisionFirms(ctx); err != nil {
 		return err
@@ -295,6 +312,9 @@ func (a *App) provisionRuntime(ctx caddy.Context) error {
 	var err error
 	if a.syncMetrics, err = registerSyncCollector(a.metrics); err != nil {
 		return fmt.Errorf("practicegw: sync metrics: %w", err)
+	}
+	if a.rmMetrics, err = registerReadModelCollector(a.metrics); err != nil {
+		return fmt.Errorf("practicegw: read model metrics: %w", err)
 	}
 	if err := a.applyEnvironment(os.LookupEnv); err != nil {
 		return fmt.Errorf("practicegw: %w", err)
@@ -559,6 +579,13 @@ func (a *App) Start() error {
 	}()
 	a.dispatch.start(a.shared.demo, a.logger)
 	a.runSyncs(ctx)
+	if a.placer != nil {
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			a.placer.run(ctx)
+		}()
+	}
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
@@ -579,6 +606,7 @@ func (a *App) Start() error {
 		}()
 	}
 	a.syncMetrics.serve(a)
+	a.rmMetrics.serve(a)
 	a.sayWhereThingsAre()
 	return nil
 }
@@ -587,6 +615,9 @@ func (a *App) Start() error {
 func (a *App) Stop() error {
 	if a.syncMetrics != nil {
 		a.syncMetrics.retire(a)
+	}
+	if a.rmMetrics != nil {
+		a.rmMetrics.retire(a)
 	}
 	if a.cancel != nil {
 		a.cancel()
@@ -700,6 +731,12 @@ type firmBackends struct {
 	// demo are the roles served by the demo records when no connection
 	// serves them (Firm.Demo; every role for sandbox credentials).
 	demo map[string]bool
+
+	// placed, when set, says whether this instance holds the firm's
+	// model (firm); when it does not, a read it answers itself (no holder
+	// took it) comes from the shared store and says so.
+	placed *placer
+	firm   string
 }
 
 // allDemo serves every role by the demo records.
@@ -711,6 +748,9 @@ var allDemo = map[string]bool{"records": true, "ledger": true, "documents": true
 // has no system connected in that role.
 func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	if b.model != nil && b.model.Owns(k) {
+		if b.placed != nil && !b.placed.holds(b.firm) {
+			return storeServed{b.model}
+		}
 		return b.model
 	}
 	if r := b.conns.Load().reader(k); r != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/internal/envconfig"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -139,6 +140,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "sync":
 			if err := unmarshalSync(d, &a.Sync); err != nil {
+				return err
+			}
+		case "read_model":
+			if err := unmarshalReadModel(d, &a.ReadModel); err != nil {
 				return err
 			}
 		case "secrets_key":
@@ -325,6 +330,47 @@ func unmarshalSync(d *caddyfile.Dispenser, s *SyncConfig) error {
 			err = durationOption(d, val, &s.Reconcile)
 		default:
 			return d.Errf("unknown sync option %q", opt)
+		}
+		if err != nil {
+			return err
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+// unmarshalReadModel reads the read_model block; a value left empty (an
+// unset {$VAR}) keeps the default:
+//
+//	read_model {
+//		memory    512MiB
+//		replicas  2
+//		advertise http://10.1.2.3:8080
+//	}
+func unmarshalReadModel(d *caddyfile.Dispenser, c *ReadModelConfig) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		val := ""
+		if d.NextArg() {
+			val = d.Val()
+		}
+		var err error
+		switch opt {
+		case "memory":
+			if val != "" && !strings.Contains(val, "{") {
+				if _, perr := envconfig.ParseSize(val); perr != nil {
+					return d.Errf("read_model memory: %v", perr)
+				}
+			}
+			c.Memory = val
+		case "replicas":
+			err = countOption(d, val, &c.Replicas)
+		case "advertise":
+			c.Advertise = val
+		default:
+			return d.Errf("unknown read_model option %q", opt)
 		}
 		if err != nil {
 			return err

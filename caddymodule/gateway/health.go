@@ -32,6 +32,9 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 		}
 		checks = append(checks, c)
 	}
+	if p := a.placer; p != nil {
+		checks = append(checks, p.check())
+	}
 	checks = append(append(checks, a.upstreamChecks()...), a.syncChecks()...)
 	return append(checks, a.connectionChecks()...)
 }

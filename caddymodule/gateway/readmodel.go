@@ -106,6 +106,10 @@ func holderID() string {
 // runSyncs starts every firm system's sync; Stop ends them.
 func (a *App) runSyncs(ctx context.Context) {
 	for _, b := range a.firms {
+		if b.placed != nil {
+			// Run by the placement, where the firm is held.
+			continue
+		}
 		for _, s := range b.syncs {
 			a.wg.Add(1)
 			go func() {

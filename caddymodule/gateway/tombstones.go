@@ -15,7 +15,8 @@ import (
 func (a *App) sweepTombstones(ctx context.Context, now time.Time) {
 	before := now.Add(-practice.TombstoneRetention)
 	for firm, b := range a.firms {
-		if b.model == nil {
+		if b.model == nil || !b.model.Loaded() {
+			// A firm held elsewhere is swept by its holders.
 			continue
 		}
 		if _, err := b.model.SweepTombstones(ctx, before, now); err != nil {

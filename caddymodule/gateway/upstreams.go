@@ -115,7 +115,11 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	if len(b.syncs) > 0 {
 		// The firm's systems on one vendor account share its allowances.
 		readmodel.ShareBudgets(b.syncs)
-		if err := model.Load(ctx); err != nil {
+		if a.placer != nil {
+			// Loaded only where the placement puts it (placement.go).
+			model.MarkUnloaded()
+			b.placed, b.firm = a.placer, f.ID
+		} else if err := model.Load(ctx); err != nil {
 			return nil, err
 		}
 		b.model = model

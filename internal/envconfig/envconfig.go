@@ -15,10 +15,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/dustin/go-humanize"
 )
 
 // Type is how a variable's value is written into the configuration.
@@ -34,6 +36,8 @@ const (
 	Number
 	// Bool is true or false.
 	Bool
+	// Size is a positive amount of bytes, as "512MiB" or "2GB".
+	Size
 )
 
 // Var is one environment variable.
@@ -76,6 +80,9 @@ var Vars = []Var{
 	{Name: "PRACTICEGW_WEBHOOK_RETENTION", Default: "720h", Path: "webhooks.retention"}, // a duration or off
 	{Name: "PRACTICEGW_SYNC_POLL", Default: "1m", Path: "sync.poll", Type: Duration},
 	{Name: "PRACTICEGW_SYNC_RECONCILE", Default: "24h", Path: "sync.reconcile", Type: Duration},
+	{Name: "PRACTICEGW_READ_MODEL_MEMORY", Path: "read_model.memory", Type: Size},
+	{Name: "PRACTICEGW_READ_MODEL_REPLICAS", Path: "read_model.replicas", Type: Number},
+	{Name: "PRACTICEGW_ADVERTISE", Path: "read_model.advertise"},
 	{Name: "PRACTICEGW_SIGNING_KEY", ReadBy: "signing_key, only where a configuration writes {env.PRACTICEGW_SIGNING_KEY}"},
 	{Name: "PRACTICEGW_SECRETS_KEY", Path: "secrets_key", Secret: true},
 	{Name: "PRACTICEGW_KAFKA_CHANGES_TOPIC", Default: "practicegw.changes", Path: "kafka_changes_topic"},
@@ -178,6 +185,10 @@ func (v Var) value(lookup Lookup) (any, bool, error) {
 			return nil, false, fmt.Errorf("%s %q must be a positive whole number", v.Name, s)
 		}
 		return json.Number(s), true, nil
+	case Size:
+		if _, err := ParseSize(s); err != nil {
+			return nil, false, fmt.Errorf("%s: %w", v.Name, err)
+		}
 	case Bool:
 		b, err := strconv.ParseBool(s)
 		if err != nil {
@@ -186,6 +197,16 @@ func (v Var) value(lookup Lookup) (any, bool, error) {
 		return b, true, nil
 	}
 	return s, true, nil
+}
+
+// ParseSize reads an amount of bytes: a number with a unit (B, KB, KiB,
+// MB, MiB, GB, GiB, ...), positive.
+func ParseSize(s string) (int64, error) {
+	n, err := humanize.ParseBytes(s)
+	if err != nil || n == 0 || n > math.MaxInt64 {
+		return 0, fmt.Errorf("%q is not a positive size such as 512MiB", s)
+	}
+	return int64(n), nil
 }
 
 // isSet reports whether the configuration names a value at path.

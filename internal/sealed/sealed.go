@@ -49,6 +49,9 @@ var (
 type Key struct {
 	id   string
 	aead cipher.AEAD
+	// root derives the keys of other purposes (Derive), apart from the
+	// cipher key and the id.
+	root []byte
 }
 
 // New makes a Key from KeySize bytes of key material.
@@ -66,6 +69,10 @@ func New(key []byte) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
+	root, err := hkdf.Key(sha256.New, key, nil, "practicegw sealed v1 derive", 32)
+	if err != nil {
+		return nil, err
+	}
 	block, err := aes.NewCipher(encKey)
 	if err != nil {
 		return nil, err
@@ -74,7 +81,7 @@ func New(key []byte) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Key{id: hex.EncodeToString(id), aead: aead}, nil
+	return &Key{id: hex.EncodeToString(id), aead: aead, root: root}, nil
 }
 
 // Parse reads a configured key: standard base64 of KeySize bytes, and
@@ -104,6 +111,18 @@ func Random() (*Key, string) {
 
 // ID names the key in sealed values and in errors.
 func (k *Key) ID() string { return k.id }
+
+// Derive is a 32-byte key for purpose, the same wherever this key is
+// configured and telling nothing of it or of another purpose's: what
+// every instance sharing the secrets key signs its messages to the others
+// with.
+func (k *Key) Derive(purpose string) []byte {
+	b, err := hkdf.Key(sha256.New, k.root, nil, "practicegw "+purpose, 32)
+	if err != nil {
+		panic(err) // unreachable: 32 bytes of SHA-256 HKDF
+	}
+	return b
+}
 
 // Seal encrypts plaintext bound to what it is (what), which Open must be
 // given again.

@@ -51,6 +51,10 @@ type Model struct {
 	// reaches the feed's head.
 	behind   atomic.Bool
 	catching atomic.Bool
+	// unloaded is set while this instance does not hold the firm
+	// (Unload): memory keeps none of its records, and the next catch-up
+	// loads them whole before anything is read or compared.
+	unloaded atomic.Bool
 	// goBackground runs the catch-up; the model's own goroutine unless a
 	// test schedules it.
 	goBackground func(func(context.Context))
@@ -247,14 +251,13 @@ func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q 
 		return practice.Page{}, &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",
 			Message: "The cursor is not one this collection issued; pass the next_cursor of the previous page."}
 	}
-	m.catchUpForRead(ctx)
 	limit := q.Limit
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return km.col.Page(q, limit), nil
+	var page practice.Page
+	err = m.whileLoaded(ctx, m.catchUpForRead, func() { page = km.col.Page(q, limit) })
+	return page, err
 }
 
 // Get serves one record. Until the backfill of k has ended, a record not
@@ -265,14 +268,17 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 	if err != nil {
 		return nil, err
 	}
-	m.catchUpForRead(ctx)
-	if raw := m.find(km, id); raw != nil {
+	var raw json.RawMessage
+	if err := m.whileLoaded(ctx, m.catchUpForRead, func() { raw = m.findLocked(km, id) }); err != nil {
+		return nil, err
+	}
+	if raw != nil {
 		return raw, nil
 	}
 	if km.freshness.Load().Backfilled || km.vendor == nil {
 		return nil, fmt.Errorf("%s %s: %w", k.Singular(), id, practice.ErrNotFound)
 	}
-	raw, err := km.vendor.Get(ctx, t, k, id)
+	raw, err = km.vendor.Get(ctx, t, k, id)
 	if err != nil {
 		return nil, err
 	}
@@ -297,10 +303,34 @@ func (m *Model) kind(t practice.Tenant, k practice.Kind) (*kindModel, error) {
 func (m *Model) find(km *kindModel, id string) json.RawMessage {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
+	return m.findLocked(km, id)
+}
+
+// findLocked is find; the caller holds mu.
+func (m *Model) findLocked(km *kindModel, id string) json.RawMessage {
 	if e := km.col.Find(id); e != nil {
 		return e.Raw
 	}
 	return nil
+}
+
+// whileLoaded catches up with catchUp, then runs fn under the read lock
+// over memory that holds the firm: an Unload between the two (this
+// instance no longer holds the firm) makes it load and catch up again
+// rather than answer from an empty copy.
+func (m *Model) whileLoaded(ctx context.Context, catchUp func(context.Context) error, fn func()) error {
+	for {
+		if err := catchUp(ctx); err != nil {
+			return err
+		}
+		m.mu.RLock()
+		if !m.unloaded.Load() {
+			fn()
+			m.mu.RUnlock()
+			return nil
+		}
+		m.mu.RUnlock()
+	}
 }
 
 // Apply writes updates to the store, then to memory, so that this
@@ -318,8 +348,11 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	defer m.write.Unlock()
 	if m.updates != nil && !m.catching.Load() {
 		// Compared with what every instance wrote, as far as the feed
-		// can tell in the time the write may take.
-		_ = m.followOrCatchUp(ctx)
+		// can tell in the time the write may take; an unloaded model
+		// has nothing to compare with until it has loaded.
+		if err := m.followOrCatchUp(ctx); err != nil && m.unloaded.Load() {
+			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
+		}
 	}
 	return m.applyHeld(ctx, us)
 }
@@ -522,17 +555,14 @@ func (m *Model) Removed(ctx context.Context, key string) (time.Time, bool, error
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return time.Time{}, false, nil
 	}
-	if err := m.CatchUp(ctx); err != nil {
+	var last json.RawMessage
+	err := m.whileLoaded(ctx, m.CatchUp, func() {
+		if m.kinds[k].col.Find(id) == nil {
+			last = m.kinds[k].gone[id]
+		}
+	})
+	if err != nil || last == nil {
 		return time.Time{}, false, err
-	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if m.kinds[k].col.Find(id) != nil {
-		return time.Time{}, false, nil
-	}
-	last, ok := m.kinds[k].gone[id]
-	if !ok {
-		return time.Time{}, false, nil
 	}
 	var ts tombstoneRecord
 	_ = json.Unmarshal(last, &ts)
@@ -579,15 +609,25 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 // on another instance) goes on in the background, and the read is
 // answered from what this instance holds, marked lagging until it is
 // done; so is a read while the shared store cannot be reached.
-func (m *Model) catchUpForRead(ctx context.Context) {
-	if m.updates == nil || m.catching.Load() {
-		return
+//
+// An unloaded model has nothing to answer from: it loads the firm within
+// the caller's own deadline, or the read fails as unavailable.
+func (m *Model) catchUpForRead(ctx context.Context) error {
+	if m.updates == nil {
+		return nil
+	}
+	if m.unloaded.Load() {
+		return m.CatchUp(ctx)
+	}
+	if m.catching.Load() {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, readSyncTimeout)
 	defer cancel()
 	if err := m.CatchUp(ctx); err != nil {
 		m.catchUpLater()
 	}
+	return nil
 }
 
 // readSyncTimeout bounds the catch-up before a read, so that a shared store
@@ -622,8 +662,12 @@ func (m *Model) CatchUp(ctx context.Context) error {
 }
 
 // followUpdates applies the feed from this instance's position to its head; a
-// position the feed no longer keeps is ErrGap.
+// position the feed no longer keeps is ErrGap. An unloaded model loads
+// the firm whole instead.
 func (m *Model) followUpdates(ctx context.Context) error {
+	if m.unloaded.Load() {
+		return m.reload(ctx)
+	}
 	head, err := m.updates.Head(ctx, m.tenant.Firm)
 	if err != nil {
 		return err
@@ -752,10 +796,9 @@ func (m *Model) Last(ctx context.Context, key string) ([]byte, error) {
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return m.other.Last(ctx, key)
 	}
-	if err := m.CatchUp(ctx); err != nil {
-		return nil, err
-	}
-	return m.find(m.kinds[k], id), nil
+	var raw json.RawMessage
+	err := m.whileLoaded(ctx, m.CatchUp, func() { raw = m.findLocked(m.kinds[k], id) })
+	return raw, err
 }
 
 // Save is the state store's write: a record of the model becomes its new
@@ -775,12 +818,9 @@ func (m *Model) LastReadAt(ctx context.Context, key string) (time.Time, error) {
 	if !ok || t != m.tenant || !m.Owns(k) {
 		return time.Time{}, nil
 	}
-	if err := m.CatchUp(ctx); err != nil {
-		return time.Time{}, err
-	}
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.kinds[k].readAt[id], nil
+	var at time.Time
+	err := m.whileLoaded(ctx, m.CatchUp, func() { at = m.kinds[k].readAt[id] })
+	return at, err
 }
 
 // SaveRead is Save of a state whose read began at readAt.

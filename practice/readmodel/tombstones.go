@@ -27,23 +27,26 @@ func (m *Model) Tombstones(ctx context.Context, t practice.Tenant, k practice.Ki
 	if err != nil {
 		return nil, err
 	}
-	m.catchUpForRead(ctx)
 	since := q.Since.Truncate(time.Millisecond)
 	var out []practice.Tombstone
-	m.mu.RLock()
-	for id, raw := range km.gone {
-		if id <= q.After && q.After != "" {
-			continue
+	err = m.whileLoaded(ctx, m.catchUpForRead, func() {
+		out = out[:0]
+		for id, raw := range km.gone {
+			if id <= q.After && q.After != "" {
+				continue
+			}
+			ts := listed(k, id, raw)
+			if ts.DeletedAt.IsZero() || ts.DeletedAt.Before(since) {
+				// Undated: removed by a version that kept no time; the
+				// sweep dates it, then it is listed.
+				continue
+			}
+			out = append(out, ts)
 		}
-		ts := listed(k, id, raw)
-		if ts.DeletedAt.IsZero() || ts.DeletedAt.Before(since) {
-			// Undated: removed by a version that kept no time; the
-			// sweep dates it, then it is listed.
-			continue
-		}
-		out = append(out, ts)
+	})
+	if err != nil {
+		return nil, err
 	}
-	m.mu.RUnlock()
 	slices.SortFunc(out, func(a, b practice.Tombstone) int { return strings.Compare(a.ID, b.ID) })
 	if q.Limit > 0 && len(out) > q.Limit {
 		out = out[:q.Limit]
