@@ -208,7 +208,7 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 
 func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
 	v := adminapi.SyncView{Firm: st.Firm, Role: st.Role, System: st.System, State: st.State, Why: st.Why,
-		Holder: st.Holder, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
+		Holder: st.Holder, HeldBy: st.HeldBy, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
 		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []adminapi.SyncKindView{},
 		Plan: st.Plan.String(), PlanCalls: st.Plan.CallsPerPeriod, PlanLimit: st.Plan.Limit}
 	if st.Plan.Limit > 0 {

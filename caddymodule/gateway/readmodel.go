@@ -134,6 +134,12 @@ func (a *App) SyncStatus(firm string) []readmodel.Status {
 	for _, c := range b.connections() {
 		out = append(out, c.status()...)
 	}
+	if a.placer != nil && b.model != nil {
+		held := a.placer.holders(firm)
+		for i := range out {
+			out[i].HeldBy = held
+		}
+	}
 	return out
 }
 

@@ -48,6 +48,9 @@ type SyncView struct {
 	State  string `json:"state"`
 	Why    string `json:"why,omitempty"`
 	Holder string `json:"holder,omitempty"`
+	// HeldBy are the instances holding the firm's read model, when each
+	// holds a share of the firms.
+	HeldBy []string `json:"held_by,omitempty"`
 	// ConfirmedAt and AgeSeconds say how fresh the data is; absent until
 	// every kind is backfilled.
 	ConfirmedAt   time.Time `json:"confirmed_at,omitzero"`

@@ -104,6 +104,9 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 			fmt.Fprintf(w, "\n%s (%s) %s\n", s.Role, s.System, s.Plan)
 		}
 	}
+	if len(syncs) > 0 && len(syncs[0].HeldBy) > 0 {
+		fmt.Fprintf(w, "\nHeld in memory by %s\n", strings.Join(syncs[0].HeldBy, ", "))
+	}
 	return nil
 }
 

@@ -21,6 +21,10 @@ type Status struct {
 	Why   string
 	// Holder is the instance that runs the sync.
 	Holder string
+	// HeldBy are the instances (as they advertise themselves) that hold
+	// the firm's read model in memory, when each instance holds a share
+	// of the firms; empty when every instance holds every firm.
+	HeldBy []string
 	Kinds  []KindStatus
 	// ConfirmedAt is the oldest of the kinds' (zero until every kind is
 	// backfilled): every record served is at least this fresh.
