@@ -101,7 +101,7 @@ func TestSystemsInBrowser(t *testing.T) {
 	conns.conns[0].Status, conns.conns[0].Reason = connection.NeedsReconnect, "Xero refused the grant (revoked)"
 	conns.mu.Unlock()
 	do(chromedp.Navigate(console.URL + "/console/webhooks"))
-	text(".banner", "Xero needs to be reconnected: Xero refused the grant (revoked)")
+	text(".banner", "Xero needs to be reconnected: it no longer accepts the gateway's access (why is on Systems).")
 	do(chromedp.Click(chromedp.CSS(".banner a")), chromedp.WaitVisible(chromedp.CSS("#reconnect-ledger button")))
 	do(chromedp.Click(chromedp.CSS("#reconnect-ledger button")), chromedp.WaitVisible(chromedp.ID("allow")))
 	do(chromedp.Click(chromedp.ID("allow")))

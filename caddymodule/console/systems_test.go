@@ -173,7 +173,7 @@ func TestSystemsPageShowsEachRole(t *testing.T) {
 // Systems; another firm's never shows.
 func TestNeedsReconnectBannerOnEveryPage(t *testing.T) {
 	rg, conns := systemsRig(t)
-	banner := "Xero needs to be reconnected: Xero refused the grant &lt;revoked&gt;."
+	banner := "Xero needs to be reconnected: it no longer accepts the gateway's access (why is on Systems)."
 	for _, path := range []string{"/console", "/console/webhooks", "/console/explorer", "/console/traffic",
 		"/console/access", "/console/systems", "/console/no-such-page"} {
 		body := rg.do(t, "GET", path, nil).Body.String()
