@@ -16,8 +16,8 @@ func (s *Store) Begin(_ context.Context, key, fingerprint string) (*idempotency.
 	err := s.db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(bucketIdempotency))
 		if v := b.Get([]byte(key)); v != nil {
-			var rec idempotency.Record
-			if err := json.Unmarshal(v, &rec); err != nil {
+			rec, err := idempotency.Open(s.secrets, key, v)
+			if err != nil {
 				return err
 			}
 			ttl := idempotency.TTL
@@ -29,18 +29,21 @@ func (s *Store) Begin(_ context.Context, key, fingerprint string) (*idempotency.
 				return nil
 			}
 		}
-		v, _ := json.Marshal(idempotency.Record{Fingerprint: fingerprint, CreatedAt: now})
+		v, err := idempotency.Seal(s.secrets, key, idempotency.Record{Fingerprint: fingerprint, CreatedAt: now})
+		if err != nil {
+			return err
+		}
 		return b.Put([]byte(key), v)
 	})
 	return prior, err
 }
 
-// Finish stores the answer to replay, remembered for the TTL from now, as
-// Redis does; a key no longer reserved (released after InFlight,
+// Finish stores the answer to replay, sealed, remembered for the TTL from
+// now, as Redis does; a key no longer reserved (released after InFlight,
 // abandoned) is not brought back.
 func (s *Store) Finish(_ context.Context, key string, rec idempotency.Record) error {
 	rec.CreatedAt = s.now()
-	v, err := json.Marshal(rec)
+	v, err := idempotency.Seal(s.secrets, key, rec)
 	if err != nil {
 		return err
 	}

@@ -77,6 +77,28 @@ func TestIdempotencyConformance(t *testing.T) {
 		_, db := open(t)
 		return reopen(t, db, boltstore.WithInFlight(inFlight)), reopen(t, db, boltstore.WithInFlight(inFlight))
 	})
+	t.Run("sealed", func(t *testing.T) {
+		st, db := open(t)
+		storetest.IdempotencySealed(t, st, reopen(t, db), func() []byte { return dumpBolt(db) })
+	})
+}
+
+// An answer an earlier version remembered in plain text is still
+// replayed, until its key expires.
+func TestIdempotencyOfAnEarlierVersion(t *testing.T) {
+	st, db := open(t)
+	now := time.Now().UTC()
+	err := db.Update(func(tx *bbolt.Tx) error {
+		raw := fmt.Sprintf(`{"fingerprint":"fp","status":201,"body":"eyJpZCI6ImNsaV8xIn0=","created_at":%q}`, now.Format(time.RFC3339Nano))
+		return tx.Bucket([]byte("gw_idempotency")).Put([]byte("crd_a:old"), []byte(raw))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prior, err := st.Begin(context.Background(), "crd_a:old", "fp")
+	if err != nil || prior == nil || string(prior.Body) != `{"id":"cli_1"}` || prior.Status != 201 {
+		t.Fatalf("the earlier version's answer: %+v, %v", prior, err)
+	}
 }
 
 func TestUsageConformance(t *testing.T) {

@@ -1,10 +1,15 @@
 // Package idempotency defines what the gateway remembers of a write sent
-// with an Idempotency-Key, so that a retry replays the first answer.
+// with an Idempotency-Key, so that a retry replays the first answer, and
+// how every store keeps it: the answer sealed.
 package idempotency
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/sealed"
 )
 
 // TTL is how long a key is remembered once its request is answered.
@@ -40,3 +45,49 @@ var (
 	// ErrInProgress is a key whose first request has not been answered.
 	ErrInProgress = errors.New("idempotency key in use by a request in progress")
 )
+
+// stored is a Record as every backend keeps it: the answer sealed, for an
+// answer may hold what is given once (a webhook endpoint's secret) and a
+// copy of the store must not give it away. Body is an earlier version's
+// answer, kept in plain text, read as it is until its key expires.
+type stored struct {
+	Fingerprint string    `json:"fingerprint"`
+	Status      int       `json:"status"`
+	Body        []byte    `json:"body,omitempty"`
+	SealedBody  []byte    `json:"sealed_body,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+}
+
+// whatBody binds a sealed answer to its key: an answer copied under
+// another key does not open there.
+func whatBody(key string) string { return "idempotency:" + key }
+
+// Seal is r as a store keeps it under key, its answer sealed under k.
+func Seal(k *sealed.Key, key string, r Record) ([]byte, error) {
+	s := stored{Fingerprint: r.Fingerprint, Status: r.Status, CreatedAt: r.CreatedAt}
+	if len(r.Body) > 0 {
+		s.SealedBody = k.Seal(r.Body, whatBody(key))
+	}
+	v, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("idempotency key: encode: %w", err)
+	}
+	return v, nil
+}
+
+// Open reads the record Seal made of key.
+func Open(k *sealed.Key, key string, raw []byte) (Record, error) {
+	var s stored
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return Record{}, fmt.Errorf("idempotency key: decode: %w", err)
+	}
+	r := Record{Fingerprint: s.Fingerprint, Status: s.Status, Body: s.Body, CreatedAt: s.CreatedAt}
+	if len(s.SealedBody) > 0 {
+		body, err := k.Open(s.SealedBody, whatBody(key))
+		if err != nil {
+			return Record{}, fmt.Errorf("idempotency key: opening its answer: %w", err)
+		}
+		r.Body = body
+	}
+	return r, nil
+}

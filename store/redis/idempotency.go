@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -16,7 +15,10 @@ import (
 func (s *Store) Begin(ctx context.Context, key, fingerprint string) (*idempotency.Record, error) {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
-	v, _ := json.Marshal(idempotency.Record{Fingerprint: fingerprint, CreatedAt: time.Now()})
+	v, err := idempotency.Seal(s.secrets, key, idempotency.Record{Fingerprint: fingerprint, CreatedAt: time.Now()})
+	if err != nil {
+		return nil, err
+	}
 	// Reserved for InFlight: a request that dies leaves nothing that
 	// blocks its retry for long. Finish keeps the answer for the TTL.
 	ok, err := s.rdb.SetNX(ctx, keyIdempotency+key, v, s.inFlight).Result()
@@ -34,19 +36,19 @@ func (s *Store) Begin(ctx context.Context, key, fingerprint string) (*idempotenc
 	if err != nil {
 		return nil, fmt.Errorf("reading idempotency key from redis: %w", err)
 	}
-	var rec idempotency.Record
-	if err := json.Unmarshal(raw, &rec); err != nil {
-		return nil, fmt.Errorf("decoding idempotency record: %w", err)
+	rec, err := idempotency.Open(s.secrets, key, raw)
+	if err != nil {
+		return nil, err
 	}
 	return &rec, nil
 }
 
-// Finish stores the answer to replay for the TTL; a key no longer
+// Finish stores the answer to replay, sealed, for the TTL; a key no longer
 // reserved (released after InFlight, abandoned) is not brought back.
 func (s *Store) Finish(ctx context.Context, key string, rec idempotency.Record) error {
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
-	v, err := json.Marshal(rec)
+	v, err := idempotency.Seal(s.secrets, key, rec)
 	if err != nil {
 		return err
 	}

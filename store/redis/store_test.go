@@ -56,6 +56,11 @@ func TestIdempotencyConformance(t *testing.T) {
 		opts := redisstore.Options{Timeout: 5 * time.Second, InFlight: inFlight}
 		return openWith(t, srv, opts), anotherWith(t, srv, opts)
 	})
+	t.Run("sealed", func(t *testing.T) {
+		opts := redisstore.Options{Timeout: 5 * time.Second}
+		st := openWith(t, srv, opts)
+		storetest.IdempotencySealed(t, st, anotherWith(t, srv, opts), func() []byte { return dumpRedis(t, client(t, srv)) })
+	})
 }
 
 // The rate limiter's hourly usage, which its Lua script also writes.

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -132,4 +134,31 @@ func Idempotency(t *testing.T, openIn func(t *testing.T, inFlight time.Duration)
 			}
 		}
 	})
+}
+
+// IdempotencySealed checks that a backend keeps a remembered answer
+// sealed: an answer may hold what is given once (a webhook endpoint's
+// secret), which a copy of the store must not give away. raw is every key
+// and value the backend holds.
+func IdempotencySealed(t *testing.T, st, other IdempotencyStore, raw func() []byte) {
+	ctx := context.Background()
+	const secret = "whsec_c2VjcmV0LWdpdmVuLW9uY2UtaW4tdGhlLWFuc3dlcg"
+	if _, err := st.Begin(ctx, "crd_a:sealed", "fp"); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"id":"we_1","secret":"` + secret + `"}`)
+	if err := st.Finish(ctx, "crd_a:sealed", idempotency.Record{Fingerprint: "fp", Status: 201, Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	// In plain text, or merely encoded as JSON encodes bytes.
+	held := raw()
+	for _, plain := range []string{secret, base64.StdEncoding.EncodeToString(body)} {
+		if len(held) == 0 || bytes.Contains(held, []byte(plain)) {
+			t.Fatalf("the backend holds the answer unsealed (%d bytes)", len(held))
+		}
+	}
+	prior, err := other.Begin(ctx, "crd_a:sealed", "fp")
+	if err != nil || prior == nil || !bytes.Equal(prior.Body, body) || prior.Status != 201 {
+		t.Fatalf("replay: %+v, %v", prior, err)
+	}
 }
