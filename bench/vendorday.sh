@@ -3,7 +3,8 @@
 # default configuration run for 24 hours of a fake clock over the vendor
 # doubles, for a small and a large firm on Karbon + Xero + SharePoint, on
 # Karbon with its billing as the ledger + SharePoint and on Xero Practice
-# Manager + SharePoint, and print each vendor's calls in
+# Manager + SharePoint (the Xero and XPM firms with their quotes as
+# engagements), and print each vendor's calls in
 # the day against its published daily allowance and its busiest minute
 # against its per-minute limit. Targets: at most 50% of each daily
 # allowance, no minute over its limit. A QuickBooks Online company is run

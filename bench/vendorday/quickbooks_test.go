@@ -67,7 +67,7 @@ func qboDay(t *testing.T, s size, changesPerHour int) (minutes, seconds map[int6
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for _, sy := range syncsRecording("frm_bench", []system{{"ledger", a, a.Upstream()}}, rec) {
+		for _, sy := range syncsRecording(t, "frm_bench", []system{{"ledger", a, a.Upstream(), false}}, rec) {
 			wg.Go(func() { sy.Run(ctx) })
 		}
 		if changesPerHour > 0 {

@@ -3,7 +3,8 @@
 // of a fake clock (testing/synctest) over the vendor doubles, for a small
 // and a large firm on Karbon + Xero + SharePoint, on Karbon with its
 // billing as the ledger + SharePoint, and on Xero Practice Manager +
-// SharePoint, and print the calls each vendor received against
+// SharePoint (the Xero and XPM firms with their quotes as engagements),
+// and print the calls each vendor received against
 // its published daily and per-minute limits. Targets: at most 50% of
 // each daily allowance, no minute over its limit.
 //
@@ -38,13 +39,13 @@ import (
 
 // size is how much a firm keeps in its systems.
 type size struct {
-	name                                      string
-	clients, jobs, invoices, documents, staff int
+	name                                              string
+	clients, jobs, invoices, documents, staff, quotes int
 }
 
 var sizes = []size{
-	{"small", 200, 1000, 600, 100, 8},
-	{"large", 2000, 10000, 5000, 1000, 30},
+	{"small", 200, 1000, 600, 100, 8, 150},
+	{"large", 2000, 10000, 5000, 1000, 30, 1500},
 }
 
 // limit is a vendor's published limits: calls a minute and a day (a day
@@ -75,35 +76,46 @@ func (c *calls) add(vendor string) {
 	m[int64(time.Since(c.start)/time.Minute)]++
 }
 
-// system is one of a firm's systems as the gateway opens it.
+// system is one of a firm's systems as the gateway opens it; engagements
+// says it keeps the firm's proposals (firmsystem.Opened.Engagements).
 type system struct {
-	role   string
-	reader practice.Reader
-	client *upstream.Client
+	role        string
+	reader      practice.Reader
+	client      *upstream.Client
+	engagements bool
 }
 
 // syncs builds the firm's syncs as the gateway does, with the default
-// configuration.
-func syncs(firm string, systems []system) []*readmodel.Syncer {
-	return syncsRecording(firm, systems, &changes.Recorder{})
+// configuration: engagements synced by the system that keeps them.
+func syncs(t *testing.T, firm string, systems []system) []*readmodel.Syncer {
+	return syncsRecording(t, firm, systems, &changes.Recorder{})
 }
 
 // syncsRecording is syncs with the firm's recorder, which the systems'
 // webhooks share, compared with the model syncs makes.
-func syncsRecording(firm string, systems []system, rec *changes.Recorder) []*readmodel.Syncer {
+func syncsRecording(t *testing.T, firm string, systems []system, rec *changes.Recorder) []*readmodel.Syncer {
 	st := readmodelsim.NewStore(nil)
 	model := readmodel.New(readmodel.Config{Firm: firm, Store: st})
 	rec.State = model
+	keeps := map[string]bool{}
+	for _, s := range systems {
+		keeps[s.role] = keeps[s.role] || s.engagements
+	}
+	engagements, err := firmsystem.EngagementsRole("", keeps)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var out []*readmodel.Syncer
 	for _, s := range systems {
-		for _, k := range firmsystem.Kinds(s.role) {
+		kinds := firmsystem.KindsOf(s.role, engagements)
+		for _, k := range kinds {
 			model.Serve(k, s.reader)
 		}
 		budget := readmodel.SyncBudget{Account: s.client.BudgetAccount()}
 		for _, a := range s.client.Allowances() {
 			budget.Allowances = append(budget.Allowances, readmodel.Allowance{Limit: a.Limit, Per: a.Per})
 		}
-		sy := readmodel.NewSyncer(readmodel.SyncedSystem{Role: s.role, Kinds: firmsystem.Kinds(s.role), Reader: s.reader},
+		sy := readmodel.NewSyncer(readmodel.SyncedSystem{Role: s.role, Kinds: kinds, Reader: s.reader},
 			readmodel.SyncDeps{Model: model, Recorder: rec, Sink: discard{}, Checkpoints: st, Leases: st, Holder: "bench"},
 			readmodel.SyncConfig{}, readmodel.WithVendorCalls(s.client.Sent, 0), readmodel.WithBudget(budget))
 		out = append(out, sy)
@@ -150,7 +162,7 @@ func openSharePoint(g *vendortest.Graph, deps upstream.Deps) (system, error) {
 	if err != nil {
 		return system{}, err
 	}
-	return system{"documents", a, a.Upstream()}, nil
+	return system{"documents", a, a.Upstream(), false}, nil
 }
 
 // fillKarbon fills a Karbon double with a firm's staff, clients and work
@@ -185,6 +197,12 @@ func karbonXero(t *testing.T, s size) firm {
 			Status: "AUTHORISED", ContactID: fmt.Sprintf("xc-%d", i%s.clients), ContactName: name(i % s.clients),
 			Date: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "1200.00", AmountDue: "1200.00", CurrencyCode: "GBP", Updated: epoch})
 	}
+	for i := range s.quotes {
+		x.AddQuote(vendortest.XeroQuote{QuoteID: fmt.Sprintf("b1e2d3c4-0000-4000-8000-%012d", i), QuoteNumber: fmt.Sprintf("QU-%05d", i),
+			Title: "Annual accounts", Status: []string{"DRAFT", "SENT", "ACCEPTED", "INVOICED"}[i%4], ContactID: fmt.Sprintf("xc-%d", i%s.clients),
+			ContactName: name(i % s.clients), Date: epoch, Expiry: epoch.AddDate(0, 1, 0), Lines: []string{"Statutory accounts", "Tax return"},
+			Total: "2450.00", CurrencyCode: "GBP", Updated: epoch})
+	}
 	f := firm{name: "Karbon + Xero + SharePoint, " + s.name,
 		hosts: map[string]string{host(k.URL): "Karbon", host(x.URL): "Xero", host(g.URL): "SharePoint"}}
 	f.serve.Hosts = map[string]http.Handler{host(k.URL): k.Handler(), host(x.URL): x.Handler(), host(g.URL): g.Handler()}
@@ -200,7 +218,7 @@ func karbonXero(t *testing.T, s size) firm {
 			return nil, err
 		}
 		sp, err := openSharePoint(g, deps)
-		return []system{{"records", ka, ka.Upstream()}, {"ledger", xa, xa.Upstream()}, sp}, err
+		return []system{{"records", ka, ka.Upstream(), false}, {"ledger", xa, xa.Upstream(), true}, sp}, err
 	}
 	return f
 }
@@ -242,7 +260,7 @@ func karbonBilling(t *testing.T, s size) firm {
 			return nil, err
 		}
 		sp, err := openSharePoint(g, deps)
-		return []system{{"records", ka, ka.Upstream()}, {"ledger", ka, ka.Upstream()}, sp}, err
+		return []system{{"records", ka, ka.Upstream(), false}, {"ledger", ka, ka.Upstream(), false}, sp}, err
 	}
 	return f
 }
@@ -273,6 +291,11 @@ func onXPM(t *testing.T, s size) firm {
 			Status: "Approved", ClientUUID: client(i % s.clients), JobID: fmt.Sprintf("J%06d", i%s.jobs), Date: epoch.AddDate(0, 0, -20),
 			Due: epoch.AddDate(0, 0, 10), Total: "1200.50", Paid: "0.00", Outstanding: "1200.50"})
 	}
+	for i := range s.quotes {
+		x.AddQuote(vendortest.XPMQuote{ID: fmt.Sprintf("Q%06d", i), Name: fmt.Sprintf("Year-end accounts %d", i),
+			State: []string{"Draft", "Issued", "Accepted", "Declined"}[i%4], ClientUUID: client(i % s.clients),
+			Date: epoch.AddDate(0, 0, -20), Amount: "1500.00", Tax: "300.00", Tasks: []string{"Accounts preparation", "Tax return"}})
+	}
 	f := firm{name: "Xero Practice Manager + SharePoint, " + s.name,
 		hosts: map[string]string{host(x.URL): "Xero", host(g.URL): "SharePoint"}}
 	f.serve.Hosts = map[string]http.Handler{host(x.URL): x.Handler(), host(g.URL): g.Handler()}
@@ -283,7 +306,9 @@ func onXPM(t *testing.T, s size) firm {
 			return nil, err
 		}
 		sp, err := openSharePoint(g, deps)
-		return []system{{"records", xa, xa.Upstream()}, {"ledger", xa, xa.Upstream()}, sp}, err
+		// XPM's own invoices as the ledger: its quotes are the records
+		// system's.
+		return []system{{"records", xa, xa.Upstream(), true}, {"ledger", xa, xa.Upstream(), false}, sp}, err
 	}
 	return f
 }
@@ -305,7 +330,7 @@ func day(t *testing.T, f firm) *calls {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for _, s := range syncs("frm_bench", systems) {
+		for _, s := range syncs(t, "frm_bench", systems) {
 			wg.Go(func() { s.Run(ctx) })
 		}
 		time.Sleep(24 * time.Hour)
