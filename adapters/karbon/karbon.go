@@ -224,14 +224,13 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("karbon: %w", err)
 	}
-	c, err := upstream.NewClient(upstream.Options{
+	c, err := newKeyClient(upstream.Options{
 		System:   "karbon",
 		BaseURL:  cfg.BaseURL,
 		Policy:   cfg.Upstream,
 		Defaults: upstream.Policy{RateLimit: 120, RatePeriod: upstream.Duration(time.Minute)},
-		Auth:     upstream.Headers{"Authorization": "Bearer " + cfg.Bearer, "AccessKey": cfg.AccessKey},
 		Account:  cfg.AccessKey,
-	}, deps)
+	}, cfg.Bearer, cfg.AccessKey, deps)
 	if err != nil {
 		return nil, fmt.Errorf("karbon: %w", err)
 	}

@@ -187,7 +187,8 @@ var callbackParams = []param{
 const callbackNote = "Answers an HTML page to a browser (Accept: text/html), JSON otherwise: the connection, " +
 	"400 invalid_state for a state that is unknown, used already or expired, or whose consent another browser started " +
 	"(no practicegw_consent cookie, or another's: nothing is exchanged and the consent waits for the browser that started it), " +
-	"400 consent_denied when the administrator refused consent at the vendor."
+	"400 consent_denied when the administrator refused consent at the vendor (error=access_denied), " +
+	"502 upstream_unavailable when the vendor failed it (server_error, temporarily_unavailable or any other error)."
 
 const startNote = "Single use and valid as long as its consent (10 minutes). Answers 302 to the vendor's consent page with " +
 	"Set-Cookie: practicegw_consent (HttpOnly, SameSite=Lax, Path=/connect, Secure when public_url is https), which the " +

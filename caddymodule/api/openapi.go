@@ -517,8 +517,12 @@ func (rt *route) errorStatuses() []int {
 		statuses = append(statuses, 409)
 	}
 	if rt.kind != "" {
-		// The firm's system answered with something unreadable.
-		statuses = append(statuses, 502)
+		// No system serves the firm's role (system_not_connected), or its
+		// connection waits for its administrator to reconnect it
+		// (connection_needs_reconnect, writes); the firm's system answered
+		// with something unreadable.
+		statuses = append(statuses, 409, 502)
+		statuses = slices.Compact(slices.Sorted(slices.Values(statuses)))
 	}
 	if rt.tag == "connections" {
 		// A connection changed meanwhile or its role is set in the

@@ -56,24 +56,52 @@ func (m *Manager) checkKey(ctx context.Context, s System, accessKey string) erro
 // with a new access key keeps it, so a subscription the vendor still
 // holds stays valid.
 func (m *Manager) connectKey(ctx context.Context, c connection.Connection, s System, accessKey string) (connection.Connection, error) {
+	return m.keepKey(ctx, c, s, accessKey, false)
+}
+
+// reconnectKey is connectKey with a new key for a connection that had
+// one: a new attempt, so that every instance opens the system again with
+// the key (it reads it when the attempt changes), the running adapters'
+// old key being one the vendor may already refuse.
+func (m *Manager) reconnectKey(ctx context.Context, c connection.Connection, s System, accessKey string) (connection.Connection, error) {
+	return m.keepKey(ctx, c, s, accessKey, true)
+}
+
+func (m *Manager) keepKey(ctx context.Context, c connection.Connection, s System, accessKey string, reconnect bool) (connection.Connection, error) {
+	// Saved before the attempt is written: an instance that opens the
+	// new attempt reads the new key.
 	state := m.d.Upstream.StateStore()
 	if err := state.Save(ctx, SecretKey(c.ID, "access_key"), []byte(accessKey)); err != nil {
 		return c, fmt.Errorf("keep the access key: %w", err)
 	}
+	var subscribed error
 	if sub, ok := m.cfg.app(s.App).(firmsystem.Subscriber); ok {
-		if err := m.subscribe(ctx, c, s, sub, accessKey); err != nil {
-			return c, err
-		}
+		subscribed = m.subscribe(ctx, c, s, sub, accessKey)
 	}
-	return m.write(ctx, c.ID, func(c *connection.Connection) error {
+	saved, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if c.Status == connection.Disconnected {
 			return errConnectionState(*c, "it was disconnected meanwhile")
+		}
+		if reconnect {
+			c.Attempt++
+		}
+		if subscribed != nil {
+			c.Reason = s.Label + "'s webhook subscriptions could not be made; reconnect to try again"
+			return nil
 		}
 		now := m.clock.Now().UTC()
 		c.Status, c.Reason, c.Choices = connection.Connected, "", nil
 		c.ConnectedAt = &now
 		return nil
 	})
+	if subscribed != nil {
+		m.log.Warn("webhook subscriptions not made", zap.String("connection", c.ID), zap.String("system", c.System), zap.Error(subscribed))
+		if err == nil {
+			c = saved
+		}
+		return c, subscribed
+	}
+	return saved, err
 }
 
 // subscribe makes the connection's webhook subscriptions, with the
@@ -93,18 +121,8 @@ func (m *Manager) subscribe(ctx context.Context, c connection.Connection, s Syst
 			return fmt.Errorf("keep the webhook signing key: %w", err)
 		}
 	}
-	if _, err := sub.Subscribe(ctx, m.vendorDeps(), accessKey, m.webhookTarget(c), string(signing)); err != nil {
-		m.log.Warn("webhook subscriptions not made", zap.String("connection", c.ID), zap.String("system", c.System), zap.Error(err))
-		_, _ = m.write(ctx, c.ID, func(c *connection.Connection) error {
-			if c.Status == connection.Disconnected {
-				return errConnectionState(*c, "it was disconnected meanwhile")
-			}
-			c.Reason = s.Label + "'s webhook subscriptions could not be made; reconnect to try again"
-			return nil
-		})
-		return err
-	}
-	return nil
+	_, err = sub.Subscribe(ctx, m.vendorDeps(), accessKey, m.webhookTarget(c), string(signing))
+	return err
 }
 
 // webhookTarget is the address of c's own webhook subscriptions.
@@ -211,9 +229,23 @@ func (m *Manager) checkConnection(ctx context.Context, c connection.Connection, 
 		m.log.Info("webhook subscription made again: the vendor had ended it", zap.String("connection", c.ID),
 			zap.String("firm", c.Firm), zap.String("system", c.System), zap.String("type", kind))
 	}
+	reason := s.Label + " refused the access key; reconnect with a new one"
+	if len(key) == 0 {
+		return m.needsReconnect(ctx, c.ID, reason)
+	}
 	var refused *firmsystem.RefusedError
-	if errors.As(err, &refused) || len(key) == 0 {
-		return m.needsReconnect(ctx, c.ID, s.Label+" refused the access key; reconnect with a new one")
+	if errors.As(err, &refused) {
+		// Confirmed by a second call, so that one glitch does not pause
+		// the connection.
+		app := m.keyApp(s)
+		if app == nil {
+			return err
+		}
+		checked := app.CheckKey(ctx, m.vendorDeps(), string(key))
+		if !errors.As(checked, &refused) {
+			return errors.Join(err, checked)
+		}
+		return m.needsReconnect(ctx, c.ID, reason)
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"regexp"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -179,9 +181,14 @@ func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a
 	if !oauthError.MatchString(code) {
 		code = "unknown_error"
 	}
-	reason, answer := "consent denied at "+s.Label, errConsentDenied
+	reason, answer := "consent denied at "+s.Label, error(errConsentDenied)
 	if code != "access_denied" {
-		reason, answer = fmt.Sprintf("%s did not complete the consent (%s); reconnect to try again", s.Label, code), errConsentFailed
+		// The vendor failed (server_error, temporarily_unavailable, an
+		// answer without a code or refresh token): not the
+		// administrator's refusal.
+		reason = fmt.Sprintf("%s did not complete the consent (%s); reconnect to try again", s.Label, code)
+		answer = apierror.New(http.StatusBadGateway, "upstream_unavailable",
+			fmt.Sprintf("%s did not complete the consent (%s); reconnect to try again.", s.Label, code))
 	}
 	_, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if !awaits(*c, a) {
@@ -198,7 +205,8 @@ func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a
 
 // settle gives a consented connection the organisation its grant reaches:
 // the one it had (a reconnect), the only one, or the administrator's
-// choice among several.
+// choice among several, or among all when a reconnect's grant no longer
+// reaches the one it had.
 func (m *Manager) settle(c *connection.Connection, s System, tenants []connection.Tenant) {
 	now := m.clock.Now().UTC()
 	connected := func(t connection.Tenant) {
@@ -214,6 +222,19 @@ func (m *Manager) settle(c *connection.Connection, s System, tenants []connectio
 			connected(t)
 			return
 		}
+	}
+	if c.TenantID != "" && len(tenants) > 0 {
+		// A reconnect whose consent does not reach the organisation
+		// connected before: never another picked in its place, since its
+		// records would replace the firm's copy. The administrator
+		// chooses, or reconnects with an account that reaches it.
+		before := c.TenantName
+		if before == "" {
+			before = "the organisation connected before"
+		}
+		c.Status, c.Choices = connection.ChooseTenant, tenants
+		c.Reason = fmt.Sprintf("the new consent does not reach %s; choose the organisation to connect, or reconnect with an account that reaches it", before)
+		return
 	}
 	switch len(tenants) {
 	case 0:

@@ -50,6 +50,7 @@ type memStore struct {
 	browsers     map[string]string // state -> the browser that started its consent
 	verifiers    []string          // every one saved, to look for in logs and views
 	beforeUpdate func()
+	history      *history
 	// yield, when set, runs before every call: a scheduler's chance to
 	// run another goroutine first.
 	yield func()
@@ -62,7 +63,8 @@ func (s *memStore) sched() {
 }
 
 func newMemStore() *memStore {
-	return &memStore{cons: map[string]connection.Connection{}, auths: map[string]connection.Authorization{}, browsers: map[string]string{}}
+	return &memStore{cons: map[string]connection.Connection{}, auths: map[string]connection.Authorization{}, browsers: map[string]string{},
+		history: &history{}}
 }
 
 func (s *memStore) CreateConnection(_ context.Context, c connection.Connection) (connection.Connection, error) {
@@ -123,7 +125,28 @@ func (s *memStore) UpdateConnection(_ context.Context, c connection.Connection, 
 	}
 	c.Version = version + 1
 	s.cons[c.ID] = c
+	s.history.add(fmt.Sprintf("%s %s %s", c.ID, c.Status, c.TenantID))
 	return c, nil
+}
+
+// history is what the store and the runtime were asked, in order: each
+// write of a connection ("<id> <status> <organisation>") and each purge of
+// an organisation ("purge <id> <organisation>").
+type history struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (h *history) add(line string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, line)
+}
+
+func (h *history) all() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.lines)
 }
 
 func (s *memStore) SaveAuthorization(_ context.Context, a connection.Authorization) error {
@@ -213,6 +236,19 @@ type fakeRuntime struct {
 	mu     sync.Mutex
 	purged []string
 	fail   error
+	// history is the store's, where purges of an organisation are
+	// written in order with the connection's writes.
+	history *history
+}
+
+func (r *fakeRuntime) PurgeOrganisation(_ context.Context, c connection.Connection) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.history.add(fmt.Sprintf("purge %s %s", c.ID, c.TenantID))
+	return nil
 }
 
 func (r *fakeRuntime) Purge(_ context.Context, c connection.Connection) error {
@@ -255,9 +291,12 @@ type vendor struct {
 	garbage    map[string]bool // paths answered 200 with a body no vendor sends
 	down       map[string]bool // paths answered 503
 	karbonKey  string
-	subs       map[string]map[string]any
-	subCalls   []string
-	tokens     []string // every token and code handed out
+	// karbonGlitches are how many of the next Karbon calls are refused
+	// whatever their key: a glitch at Karbon.
+	karbonGlitches int
+	subs           map[string]map[string]any
+	subCalls       []string
+	tokens         []string // every token and code handed out
 }
 
 type grant struct {
@@ -443,7 +482,11 @@ func (v *vendor) token(w http.ResponseWriter, r *http.Request, body []byte) {
 // that Karbon's published description of POST /v3/WebhookSubscriptions
 // does not allow.
 func (v *vendor) karbon(w http.ResponseWriter, r *http.Request, body []byte) {
-	if r.Header.Get("Authorization") != "Bearer kb-app-bearer" || r.Header.Get("AccessKey") != v.karbonKey {
+	glitch := v.karbonGlitches > 0
+	if glitch {
+		v.karbonGlitches--
+	}
+	if glitch || r.Header.Get("Authorization") != "Bearer kb-app-bearer" || r.Header.Get("AccessKey") != v.karbonKey {
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, `{"error":{"code":"401","message":"Unauthorized"}}`)
 		return
@@ -540,7 +583,8 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness {
 	h := &harness{t: t, v: newVendor(t), store: newMemStore(), state: changes.NewMemoryState(),
-		clock: testclock.New(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)), rt: &fakeRuntime{}}
+		clock: testclock.New(time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC))}
+	h.rt = &fakeRuntime{history: h.store.history}
 	h.locks = &memLocks{now: h.clock.Now, held: map[string]string{}, until: map[string]time.Time{}}
 	u := h.v.URL()
 	app := func(name, client string, change func(*firmsystem.OAuthApp)) connect.AppConfig {

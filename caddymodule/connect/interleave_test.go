@@ -2,10 +2,13 @@ package connect_test
 
 import (
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"net/url"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
@@ -17,12 +20,18 @@ import (
 var seeds = flag.Int("connect.seeds", 200, "schedules TestStepsOfOneConnectionUnderManyInterleavings runs")
 
 // Two instances finish, reconnect, choose and disconnect one connection at
-// once, each step's store calls yielding to the others as a seeded
-// scheduler decides. Whatever the order: every answer is a contract error
-// or a success; a disconnect that succeeded is final, with no token left
-// and the copy purged; a connection that says connected or waits for a
-// choice has its token where the sync reads it; no code is exchanged
-// twice.
+// once, while the firm moves the app to another organisation, and
+// reconnect, check hourly and disconnect a Karbon connection whose key
+// Karbon may revoke or glitch on, each step's store calls yielding to the
+// others as a seeded scheduler decides. Whatever the order: every answer
+// is a contract error or a success; a disconnect that succeeded is final,
+// with no token left and the copy purged; a connection that says
+// connected or waits for a choice has its token where the sync reads it;
+// no code is exchanged twice; a connection reaches another organisation
+// only by the administrator's choice, after the old one's copy was
+// purged; Karbon's connection needs reconnecting only when Karbon
+// refuses its key, each new key is a new attempt, and a disconnected one
+// keeps no key.
 func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 	for seed := range *seeds {
 		h := newHarness(t)
@@ -39,6 +48,20 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 		ms := []*connect.Manager{h.m, h.manager()}
 		v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
 		first := h.allow(v.AuthorizeURL)
+		kv := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey}))
+		karbonKey := func() string {
+			h.v.mu.Lock()
+			defer h.v.mu.Unlock()
+			return h.v.karbonKey
+		}
+		var revoked, triedKarbon, reconnectedKarbon atomic.Int32
+		if draw(2) == 0 {
+			// The first consent is finished before the rest: what
+			// follows moves a connected connection.
+			if _, err := h.m.Callback(ctx, first, adminBrowser); err != nil {
+				t.Fatal(err)
+			}
+		}
 		h.store.yield = func() {
 			for range draw(3) {
 				runtime.Gosched()
@@ -69,6 +92,45 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 				_, err := m.Disconnect(ctx, "frm_a", v.ID)
 				return "disconnect", err
 			},
+			func(*connect.Manager) (string, error) {
+				// The firm gives the app another organisation in place
+				// of the first: a later consent reaches that one alone.
+				h.v.mu.Lock()
+				h.v.tenants = []map[string]string{{"id": "c2", "tenantId": "org-2", "tenantName": "Second"}}
+				h.v.mu.Unlock()
+				return "organisation moved", nil
+			},
+			func(m *connect.Manager) (string, error) {
+				key := "kb-" + randomKey(draw)
+				h.v.mu.Lock()
+				h.v.karbonKey = key
+				h.v.mu.Unlock()
+				revoked.Add(1)
+				triedKarbon.Add(1)
+				_, err := m.Update(ctx, "frm_a", kv.ID, connection.Request{Reconnect: true, AccessKey: key})
+				if err == nil {
+					reconnectedKarbon.Add(1)
+				}
+				return "karbon reconnect", err
+			},
+			func(*connect.Manager) (string, error) {
+				h.v.mu.Lock()
+				h.v.karbonKey = "kb-" + randomKey(draw)
+				h.v.mu.Unlock()
+				revoked.Add(1)
+				return "karbon key revoked", nil
+			},
+			func(*connect.Manager) (string, error) {
+				h.v.mu.Lock()
+				h.v.karbonGlitches++
+				h.v.mu.Unlock()
+				return "karbon glitch", nil
+			},
+			func(m *connect.Manager) (string, error) { return "karbon hourly check", m.CheckSubscriptions(ctx) },
+			func(m *connect.Manager) (string, error) {
+				_, err := m.Disconnect(ctx, "frm_a", kv.ID)
+				return "karbon disconnect", err
+			},
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -85,7 +147,7 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 					disconnected = true
 					mu.Unlock()
 				}
-				if _, known := apierror.From(err); err != nil && !known {
+				if _, known := apierror.From(err); err != nil && !known && name != "karbon hourly check" {
 					t.Errorf("seed %d: %s: %v is no contract error", seed, name, err)
 				}
 			})
@@ -98,7 +160,7 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 		switch {
 		case disconnected && c.Status != connection.Disconnected:
 			t.Fatalf("seed %d: disconnected, then %+v", seed, c)
-		case c.Status == connection.Disconnected && (tok != nil || len(h.rt.purges()) != 1):
+		case c.Status == connection.Disconnected && (tok != nil || countOf(h.rt.purges(), v.ID) != 1):
 			t.Fatalf("seed %d: disconnected with token %v, purges %v", seed, tok, h.rt.purges())
 		case (c.Status == connection.Connected || c.Status == connection.ChooseTenant) && tok == nil:
 			t.Fatalf("seed %d: %s without a token", seed, c.Status)
@@ -111,5 +173,71 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 		if exchanges > consents {
 			t.Fatalf("seed %d: %d exchanges for %d consents", seed, exchanges, consents)
 		}
+		if err := anotherOrganisationChosen(h.store.history.all(), v.ID); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+
+		k := h.stored(kv.ID)
+		stored := h.secretOf(kv.ID, "access_key")
+		switch {
+		case k.Status == connection.NeedsReconnect && (revoked.Load() == 0 || stored == karbonKey()):
+			t.Fatalf("seed %d: Karbon's connection needs reconnecting with a key Karbon takes (%d revocations)", seed, revoked.Load())
+		case k.Status == connection.Disconnected && stored != "":
+			t.Fatalf("seed %d: a disconnected Karbon connection keeps its key", seed)
+		case k.Status != connection.Disconnected && (k.Attempt < 1+int(reconnectedKarbon.Load()) || k.Attempt > 1+int(triedKarbon.Load())):
+			// A key Karbon took is a new attempt even when its
+			// subscriptions could not all be made.
+			t.Fatalf("seed %d: Karbon's attempt %d after %d reconnects of %d", seed, k.Attempt, reconnectedKarbon.Load(), triedKarbon.Load())
+		}
 	}
+}
+
+// anotherOrganisationChosen checks the writes of connection id in
+// history: it moves from one organisation to another only from
+// choose_tenant, the administrator's choice, and only after the old
+// organisation's copy was purged.
+func anotherOrganisationChosen(history []string, id string) error {
+	reached, previous := "", ""
+	purged := map[string]bool{}
+	for _, line := range history {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[0] == "purge" && f[1] == id:
+			purged[f[2]] = true
+		case len(f) >= 2 && f[0] == id:
+			status, org := f[1], ""
+			if len(f) == 3 {
+				org = f[2]
+			}
+			if status == string(connection.Connected) {
+				if reached != "" && org != reached && (previous != string(connection.ChooseTenant) || !purged[reached]) {
+					return fmt.Errorf("connected to %s after %s from %s, purged %v: %q", org, reached, previous, purged, history)
+				}
+				reached = org
+				purged = map[string]bool{}
+			}
+			previous = status
+		}
+	}
+	return nil
+}
+
+// randomKey is a Karbon access key drawn from the schedule.
+func randomKey(draw func(int) int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, 16)
+	for i := range b {
+		b[i] = alphabet[draw(len(alphabet))]
+	}
+	return string(b)
+}
+
+func countOf(list []string, s string) int {
+	n := 0
+	for _, x := range list {
+		if x == s {
+			n++
+		}
+	}
+	return n
 }

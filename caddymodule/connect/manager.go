@@ -63,6 +63,10 @@ type Runtime interface {
 	// Purge stops the connection's sync and drops its copy in the read
 	// model and every upstream state of its system, raising no events.
 	Purge(ctx context.Context, c connection.Connection) error
+	// PurgeOrganisation drops what the connection holds of the
+	// organisation it reached (c.Organisation) before it reaches
+	// another, as Purge does, but leaves it to be opened again.
+	PurgeOrganisation(ctx context.Context, c connection.Connection) error
 	// State is the last vendor call that succeeded and the state of each
 	// of the connection's syncs, as this instance knows them.
 	State(c connection.Connection) (lastSuccess *time.Time, sync []connection.SyncState)
@@ -115,8 +119,6 @@ var (
 		"This consent link is unknown, used already or expired; start the connection again from the console or POST /v1/connections.").WithParam("state")
 	errConsentDenied = apierror.New(http.StatusBadRequest, "consent_denied",
 		"Consent was refused at the vendor; the connection waits until it is reconnected.")
-	errConsentFailed = apierror.New(http.StatusBadRequest, "consent_failed",
-		"The vendor did not complete the consent; reconnect to try again.")
 	errNotFound = apierror.New(http.StatusNotFound, "resource_not_found", "No such connection.")
 )
 
@@ -217,7 +219,11 @@ func (m *Manager) Connect(ctx context.Context, firm string, r connection.Request
 	}
 	if s.Key {
 		// The key is checked before anything is stored: a refused key
-		// leaves nothing behind.
+		// leaves nothing behind. A role already connected is said first:
+		// that is what the administrator must change, whatever the key.
+		if err := m.roleFree(ctx, firm, s.Role); err != nil {
+			return connection.View{}, err
+		}
 		if err := m.checkKey(ctx, s, r.AccessKey); err != nil {
 			return connection.View{}, err
 		}
@@ -270,6 +276,8 @@ func (m *Manager) checkConnect(firm string, r connection.Request) (System, error
 		return System{}, practice.Invalid("reconnect", "reconnect applies to an existing connection (PATCH /v1/connections/{id}).")
 	case s.Key && r.AccessKey == "":
 		return System{}, practice.Missing("access_key")
+	case s.Key && !wellFormedKey(r.AccessKey):
+		return System{}, errKeyMalformed
 	case !s.Key && r.AccessKey != "":
 		return System{}, practice.Invalid("access_key", "%s is connected through its consent page and takes no access key.", s.Label)
 	case m.d.Firms.Configured(firm, r.Role):
@@ -290,14 +298,8 @@ func (m *Manager) create(ctx context.Context, firm string, s System) (connection
 		return connection.Connection{}, err
 	}
 	defer unlock()
-	cs, err := m.d.Connections.Connections(ctx, firm)
-	if err != nil {
-		return connection.Connection{}, fmt.Errorf("list connections: %w", err)
-	}
-	for _, c := range cs {
-		if c.Role == s.Role && c.Status != connection.Disconnected {
-			return connection.Connection{}, errRoleConnected(s.Role, c.ID)
-		}
+	if err := m.roleFree(ctx, firm, s.Role); err != nil {
+		return connection.Connection{}, err
 	}
 	now := m.clock.Now().UTC()
 	reason := "waiting for consent at " + s.Label
@@ -320,6 +322,43 @@ func (m *Manager) create(ctx context.Context, firm string, s System) (connection
 		}
 		return c, nil
 	}
+}
+
+// roleFree refuses a connect of the firm's role while it has a
+// connection that is not disconnected.
+func (m *Manager) roleFree(ctx context.Context, firm, role string) error {
+	cs, err := m.d.Connections.Connections(ctx, firm)
+	if err != nil {
+		return fmt.Errorf("list connections: %w", err)
+	}
+	for _, c := range cs {
+		if c.Role == role && c.Status != connection.Disconnected {
+			return errRoleConnected(role, c.ID)
+		}
+	}
+	return nil
+}
+
+// maxAccessKey bounds an access key: vendors' are far shorter (Karbon's),
+// and a key goes into every request's headers.
+const maxAccessKey = 512
+
+var errKeyMalformed = practice.Invalid("access_key",
+	"An access key is printable ASCII of at most %d characters; copy it again from the system's settings.", maxAccessKey)
+
+// wellFormedKey reports whether key can be an access key at all: printable
+// ASCII, which a request header carries as it is, and not too long. Any
+// other is refused before the vendor is asked.
+func wellFormedKey(key string) bool {
+	if len(key) > maxAccessKey {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x20 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }
 
 // Update chooses the organisation of a connection waiting in
@@ -358,10 +397,13 @@ func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Requ
 		if r.AccessKey == "" {
 			return connection.View{}, practice.Missing("access_key")
 		}
+		if !wellFormedKey(r.AccessKey) {
+			return connection.View{}, errKeyMalformed
+		}
 		if err := m.checkKey(ctx, s, r.AccessKey); err != nil {
 			return connection.View{}, err
 		}
-		c, err = m.connectKey(ctx, c, s, r.AccessKey)
+		c, err = m.reconnectKey(ctx, c, s, r.AccessKey)
 		if err != nil {
 			return connection.View{}, err
 		}
@@ -372,8 +414,25 @@ func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Requ
 	return m.reconnect(ctx, c, s)
 }
 
-// choose names the organisation of a connection in choose_tenant.
+// choose names the organisation of a connection in choose_tenant. One
+// other than the organisation it reached before (a reconnect whose
+// consent did not reach that one) replaces it: the old organisation's
+// copy, checkpoints and upstream state are purged first, so that the new
+// one's backfill starts afresh and /v1 never lists both.
 func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant string) (connection.Connection, error) {
+	if c.Status != connection.ChooseTenant {
+		return connection.Connection{}, errConnectionState(c, "there is no organisation to choose")
+	}
+	if !slices.ContainsFunc(c.Choices, func(t connection.Tenant) bool { return t.ID == tenant }) {
+		return connection.Connection{}, practice.Invalid("tenant_id", "tenant_id must be one of the connection's choices.")
+	}
+	if c.TenantID != "" && c.TenantID != tenant && m.d.Runtime != nil {
+		if err := m.d.Runtime.PurgeOrganisation(ctx, c); err != nil {
+			return connection.Connection{}, fmt.Errorf("purge the organisation connected before: %w", err)
+		}
+		m.log.Info("connection moves to another organisation: the copy of the one before is purged",
+			zap.String("connection", c.ID), zap.String("firm", c.Firm), zap.String("system", c.System))
+	}
 	return m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if c.Status != connection.ChooseTenant {
 			return errConnectionState(*c, "there is no organisation to choose")

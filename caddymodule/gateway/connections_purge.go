@@ -45,6 +45,42 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 	return purger.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role))
 }
 
+// PurgeOrganisation drops what connection c holds of the organisation it
+// reached (c.TenantID), called by the instance where its administrator
+// chooses another: its system or held copy closes here and its copy's
+// records, tombstones and checkpoints are deleted from the store (no
+// change record, no event), so that the next organisation backfills
+// afresh and /v1 never lists records of both. Until the connection
+// reaches the new organisation, this instance answers the role as
+// reconnecting; the others, which stopped its sync when the reconnect
+// began, serve their held copy until they see the new organisation and
+// load the store's. Unlike Purge, the connection is opened again.
+func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) error {
+	b, ok := a.firms[c.Firm]
+	if !ok {
+		return fmt.Errorf("no firm %q: %w", c.Firm, practice.ErrNotFound)
+	}
+	purger, ok := a.readStore.(readmodel.Purger)
+	if !ok {
+		return fmt.Errorf("the read model's store cannot purge a copy")
+	}
+	a.follow.mu.Lock()
+	defer a.follow.mu.Unlock()
+	cur := b.conns.Load()
+	if open := cur.opened(c.ID); open != nil {
+		next := cur.without(c.ID, c.Role)
+		next.unserved[c.Role] = reconnecting(c.Role)
+		b.conns.Store(next)
+		a.closeConnection(open)
+	}
+	if b.model != nil && b.model.Owns(firmsystem.Kinds(c.Role)[0]) {
+		// The role's copy is the Caddyfile system's, which the
+		// connection never served.
+		return nil
+	}
+	return purger.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role))
+}
+
 // opened is connection id when it is open in s.
 func (s *connSet) opened(id string) *connSystem {
 	if s == nil {

@@ -906,3 +906,134 @@ func TestUnopenedConnectionIsUnavailable(t *testing.T) {
 		t.Error("a role with no connection no longer reads the demo records")
 	}
 }
+
+// A correctly signed Xero delivery is answered 200 whatever the state of
+// the connection whose organisation it names: the events of one that
+// needs reconnecting are dropped (its sync catches up after the
+// reconnect), rather than failing the app's one webhook for every firm.
+func TestPausedConnectionNeverFailsXerosWebhook(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a := w.instance()
+	c := w.connectXero("frm_acme")
+	step(t, a)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, c) })
+	// The firm removes the app at Xero: its token and grant are refused.
+	w.xero.Token = "another-token"
+	a.grantRefused(c)("Xero refused the connection's grant (invalid_grant)")
+	step(t, a)
+	id := "0f1e2d3c-0000-4000-8000-000000000003"
+	w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-PAUSED", Status: "AUTHORISED",
+		ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(), DueDate: time.Now(),
+		Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+	for range 3 {
+		hook := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), id)
+		if got := postXero(t, a, hook, vendortest.SignXero("xero-webhook-key", hook)); got != http.StatusOK {
+			t.Fatalf("a delivery naming the paused connection's organisation: %d, want 200", got)
+		}
+	}
+	_, err := a.firms["frm_acme"].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_"+id)
+	if !errors.Is(err, practice.ErrNotFound) {
+		t.Errorf("the paused connection took the event: %v", err)
+	}
+}
+
+// A reconnect that moves a connection to another organisation: while it
+// waits, every instance serves the old organisation's copy, failing; the
+// instance where the administrator chooses the new one purges the old
+// copy and its checkpoints first; then every instance serves the new
+// organisation's records alone, backfilled afresh. No read on any
+// instance ever lists records of both.
+func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	a, b := w.instance(), w.instance()
+	c := w.connectXero("frm_acme")
+	step(t, a)
+	step(t, b)
+	waitFor(t, "the backfill", func() bool { return backfilled(a, c) && backfilled(b, c) })
+	acme := practice.Tenant{Firm: "frm_acme"}
+
+	// Every read of either instance, all along, is of one organisation.
+	done := make(chan struct{})
+	var mu sync.Mutex
+	var mixed []string
+	var reads sync.WaitGroup
+	for _, app := range []*App{a, b} {
+		reads.Add(1)
+		go func() {
+			defer reads.Done()
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+				if err != nil {
+					continue
+				}
+				org2 := 0
+				for _, raw := range page.Items {
+					if strings.Contains(string(raw), "INV-ORG2") {
+						org2++
+					}
+				}
+				if org2 != 0 && org2 != len(page.Items) {
+					mu.Lock()
+					mixed = append(mixed, fmt.Sprintf("%d of %d invoices of the new organisation", org2, len(page.Items)))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		c.Status, c.Reason, c.Attempt = connection.Pending, "reconnecting", c.Attempt+1
+	})
+	step(t, a)
+	step(t, b)
+	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose", []connection.Tenant{{ID: org2, Name: "Second"}}
+	})
+	step(t, a)
+	step(t, b)
+	for name, app := range map[string]*App{"a": a, "b": b} {
+		page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+		if err != nil || len(page.Items) != 120 {
+			t.Fatalf("%s while the organisation is chosen: %d invoices, %v; want the held copy's 120", name, len(page.Items), err)
+		}
+	}
+	// The vendor's second organisation and its invoices.
+	w.xero.TenantID = org2
+	for i := range 5 {
+		w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("0b0b0b0b-0000-4000-8000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-ORG2-%d", i),
+			Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
+			DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now(), Tenant: org2})
+	}
+	chosen, _ := w.conns.Connection(context.Background(), c.ID)
+	if err := a.PurgeOrganisation(context.Background(), chosen); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.stored("frm_acme", []practice.Kind{practice.Invoices}); n != 0 {
+		t.Fatalf("the old organisation's copy keeps %d invoices after the purge", n)
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		now := time.Now()
+		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
+	})
+	step(t, b)
+	step(t, a)
+	now, _ := w.conns.Connection(context.Background(), c.ID)
+	waitFor(t, "the new organisation's backfill", func() bool { return backfilled(a, now) && backfilled(b, now) })
+	close(done)
+	reads.Wait()
+	if len(mixed) > 0 {
+		t.Fatalf("reads listed both organisations: %q", mixed[:min(3, len(mixed))])
+	}
+	for name, app := range map[string]*App{"a": a, "b": b} {
+		page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+		if err != nil || len(page.Items) != 5 {
+			t.Fatalf("%s after the new organisation's backfill: %d invoices, %v; want its 5", name, len(page.Items), err)
+		}
+	}
+}

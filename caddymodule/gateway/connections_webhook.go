@@ -58,12 +58,16 @@ func (a *App) liveConnections() []*connSystem {
 
 // appWebhook checks a delivery's signature with the app named name (401
 // when wrong: Xero's intent-to-receive check sends both kinds), then
-// hands it to each connection through the app whose organisation one of
-// its events names. Each connection's receiver reads its own
-// organisation's events and checks the signature again. 200 when all took
-// it; otherwise the first refusal, so that the vendor delivers again (a
-// connection that took it already finds the body handled and answers at
-// once).
+// hands it to each connected connection through the app whose
+// organisation one of its events names. Each connection's receiver reads
+// its own organisation's events and checks the signature again. 200 when
+// all took it; otherwise the first refusal, so that the vendor delivers
+// again (a connection that took it already finds the body handled and
+// answers at once). The events of a connection that waits for its
+// administrator (needs_reconnect, a reconnect under way) are dropped: its
+// sync catches up once it is reconnected, and one firm's paused
+// connection must not fail the app's one webhook for every firm, which
+// the vendor disables after enough failures.
 func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, app firmsystem.Deliveries) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -93,7 +97,8 @@ func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, ap
 	}
 	status := http.StatusOK
 	for _, c := range a.liveConnections() {
-		if s, ok := connect.Lookup(c.opened.Role, c.opened.System); !ok || s.App != name || c.upstream.webhook == nil || !tenants[c.opened.TenantID] {
+		if s, ok := connect.Lookup(c.opened.Role, c.opened.System); !ok || s.App != name || c.upstream.webhook == nil ||
+			!tenants[c.opened.TenantID] || c.paused() {
 			continue
 		}
 		rec := &statusRecorder{header: http.Header{}, status: http.StatusOK}

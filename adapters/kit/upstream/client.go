@@ -447,6 +447,9 @@ func (c *Client) send(ctx context.Context, r Request, u string) (*Response, erro
 	if rj, ok := c.auth.(Rejecter); ok && resp.StatusCode == http.StatusUnauthorized {
 		rj.Rejected(req.Header)
 	}
+	if kr, ok := c.auth.(KeyRejecter); ok && (resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		kr.KeyRejected(ctx, resp.StatusCode)
+	}
 	serr := &practice.StatusError{Upstream: c.label, Method: r.Method, Path: r.Path, Status: resp.StatusCode,
 		Body: b[:min(len(b), 512)], RetryAfter: parseRetryAfter(resp.Header.Get("Retry-After"), c.clock.Now())}
 	if resp.StatusCode == http.StatusTooManyRequests && c.rateLimitedWait > 0 {

@@ -1,6 +1,9 @@
 package upstream
 
-import "net/http"
+import (
+	"context"
+	"net/http"
+)
 
 // Rejecter is an Authorizer told that the vendor answered 401 to the
 // credentials it put in h: an OAuth2 token source then stops using that
@@ -9,6 +12,14 @@ import "net/http"
 // was refused.
 type Rejecter interface {
 	Rejected(h http.Header)
+}
+
+// KeyRejecter is an Authorizer of a key the vendor may stop taking (a
+// firm's Karbon access key), told of every 401 or 403 answered to it, with
+// the call's context: it may confirm the refusal with a call of its own
+// and tell Deps.GrantRefused.
+type KeyRejecter interface {
+	KeyRejected(ctx context.Context, status int)
 }
 
 // OAuth2Config is how an adapter gets its bearer token. Set AccessToken for
