@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
@@ -118,5 +119,180 @@ func TestARoleServesOnlyTheFirmsOrganisation(t *testing.T) {
 	}
 	if reads := fullReads(f.x); len(reads) != 1 {
 		t.Errorf("the invoices were read in full %d times: a reconnect to the same organisation backfilled", len(reads))
+	}
+}
+
+// TestAReconnectToAnotherOrganisationIsChosen is two gateways on Redis
+// whose firm reconnects Xero with a consent that no longer reaches the
+// organisation it had: the connection waits in choose_tenant with the one
+// it reaches, never taking it by itself, and both serve the old copy,
+// failing; once the administrator chooses it, both serve the new
+// organisation's invoices alone, backfilled afresh. No read of either
+// gateway ever lists invoices of both.
+func TestAReconnectToAnotherOrganisationIsChosen(t *testing.T) {
+	redis := redistest.Start(t)
+	addrA := freePort(t)
+	f := startConnectFirm(t, addrA)
+	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
+	a := f.gateway(t, addrA, env...)
+	b := f.gateway(t, "", env...)
+	both := []*gateway{a, b}
+	rec := &seen{}
+	tok := a.issue("frm_hollis", false, "admin", "invoices:read").Token
+
+	created := connectionOf(t, rec.keep(a.do(t, "POST", "/v1/connections", tok, map[string]any{"role": "ledger", "system": "xero"})))
+	id := created["id"].(string)
+	connectionOf(t, callback(t, a, rec, consent(t, f.x, created["authorize_url"].(string))))
+	for _, g := range both {
+		eventually.NoError(t, 30*time.Second, 20*time.Millisecond, "the first organisation's invoices", func() error {
+			return servesCopy(t, g, tok, 30, "INV-", "live")
+		})
+	}
+
+	// Every read of either gateway, until the end, is of one
+	// organisation.
+	stop, mixed := make(chan struct{}), make(chan string, 1)
+	readersDone := make(chan struct{})
+	go func() {
+		defer close(readersDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, g := range both {
+				r := g.do(t, "GET", "/v1/invoices?limit=100", tok, nil)
+				body := string(r.body)
+				if strings.Contains(body, `"number":"INV-`) && strings.Contains(body, `"number":"ORG2-`) {
+					select {
+					case mixed <- tail(body, 400):
+					default:
+					}
+				}
+			}
+		}
+	}()
+
+	// The administrator who consents now belongs to another organisation
+	// only.
+	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
+	f.x.Identity.AddTenant(org2, "Second Practice Ltd")
+	f.x.Identity.RemoveTenant(f.x.TenantID)
+	for i := range 5 {
+		f.x.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("0b0b0b0b-0000-4000-8000-%012d", i), InvoiceNumber: fmt.Sprintf("ORG2-%04d", i),
+			Status: "AUTHORISED", ContactID: "xc-org2", ContactName: "Org Two Client", Date: time.Now(), DueDate: time.Now(),
+			Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now(), Tenant: org2})
+	}
+	again := connectionOf(t, rec.keep(b.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true})))
+	waiting := connectionOf(t, callback(t, b, rec, consent(t, f.x, again["authorize_url"].(string))))
+	choices, _ := waiting["choices"].([]any)
+	if waiting["status"] != "choose_tenant" || len(choices) != 1 || choices[0].(map[string]any)["id"] != org2 ||
+		waiting["tenant_id"] != f.x.TenantID || !strings.Contains(fmt.Sprint(waiting["reason"]), "Demo Company (UK)") {
+		t.Fatalf("a reconnect reaching another organisation only: %v", waiting)
+	}
+	for _, g := range both {
+		eventually.NoError(t, 2*time.Second, poll, "the old copy, failing, while the organisation is chosen", func() error {
+			return servesCopy(t, g, tok, 30, "INV-", "failing")
+		})
+	}
+	chosen := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"tenant_id": org2})))
+	if chosen["status"] != "connected" || chosen["tenant_id"] != org2 || chosen["tenant_name"] != "Second Practice Ltd" {
+		t.Fatalf("chosen: %v", chosen)
+	}
+	for _, g := range both {
+		eventually.NoError(t, 30*time.Second, 20*time.Millisecond, "the new organisation's invoices alone, live", func() error {
+			return servesCopy(t, g, tok, 5, "ORG2-", "live")
+		})
+	}
+	close(stop)
+	<-readersDone
+	select {
+	case body := <-mixed:
+		t.Fatalf("a read listed invoices of both organisations: %s", body)
+	default:
+	}
+	if reads := fullReads(f.x); len(reads) != 2 {
+		t.Errorf("the invoices were read in full %d times, want once per organisation: %q", len(reads), reads)
+	}
+}
+
+// TestKarbonRefusingTheKeyPausesTheConnection is two gateways on Redis
+// whose firm connected Karbon: Karbon refusing the access key on every
+// call turns the connection needs_reconnect with the reason in words on
+// both, /readyz and the metric say so, writes answer 409
+// connection_needs_reconnect and reads answer the copy, failing; a
+// reconnect with a key Karbon takes resumes it on both within 2 s.
+func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
+	redis := redistest.Start(t)
+	addrA := freePort(t)
+	f := startConnectFirm(t, addrA)
+	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
+	a := f.gateway(t, addrA, env...)
+	b := f.gateway(t, "", env...)
+	both := []*gateway{a, b}
+	rec := &seen{}
+	tok := a.issue("frm_hollis", false, "admin", "clients:read", "clients:write").Token
+	karbon := connectionOf(t, rec.keep(a.do(t, "POST", "/v1/connections", tok,
+		map[string]any{"role": "records", "system": "karbon", "access_key": f.k.AccessKey})))
+	id := karbon["id"].(string)
+	for _, g := range both {
+		// Karbon's 120 calls a minute make the backfill of 130 clients'
+		// cards last a minute: it is under way.
+		eventually.NoError(t, 30*time.Second, 20*time.Millisecond, "clients served from Karbon's sync", func() error {
+			if r := g.do(t, "GET", "/v1/clients?limit=5", tok, nil); r.StatusCode != 200 || r.Header.Get("Data-State") == "" {
+				return fmt.Errorf("%d %q %s", r.StatusCode, r.Header.Get("Data-State"), tail(string(r.body), 200))
+			}
+			return nil
+		})
+	}
+
+	// Karbon refuses the key, on every call.
+	f.k.Faults.Down(vendortest.Fault{Status: http.StatusUnauthorized, Body: `{"error":{"code":"401","message":"Unauthorized"}}`})
+	for _, g := range both {
+		eventually.NoError(t, 30*time.Second, 50*time.Millisecond, "the connection to need reconnecting", func() error {
+			c := connectionOf(t, g.do(t, "GET", "/v1/connections/"+id, tok, nil))
+			if c["status"] != "needs_reconnect" || !strings.Contains(fmt.Sprint(c["reason"]), "Karbon refused the access key") {
+				return fmt.Errorf("%v %v", c["status"], c["reason"])
+			}
+			if s := connectionStates(t, g)["karbon"]; s != "needs_reconnect" {
+				return fmt.Errorf("/readyz says %q", s)
+			}
+			return nil
+		})
+		if m := metrics(t, g); !strings.Contains(m, `practicegw_connections{firm="frm_hollis",role="records",status="needs_reconnect",system="karbon"} 1`) {
+			t.Errorf("the metric does not say needs_reconnect")
+		}
+		refusedWith(t, g.do(t, "POST", "/v1/clients", tok, map[string]any{"name": "Made Up Ltd", "type": "company"}),
+			http.StatusConflict, "connection_needs_reconnect", "a client written while Karbon refuses the key")
+		r := g.do(t, "GET", "/v1/clients?limit=5", tok, nil)
+		if r.StatusCode != 200 || r.Header.Get("Data-State") != "failing" {
+			t.Errorf("clients while Karbon refuses the key: %d %q %s", r.StatusCode, r.Header.Get("Data-State"), tail(string(r.body), 200))
+		}
+	}
+
+	f.k.Faults.Up()
+	back := connectionOf(t, rec.keep(b.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"reconnect": true, "access_key": f.k.AccessKey})))
+	if back["status"] != "connected" || back["attempt"] != float64(2) {
+		t.Fatalf("reconnected: %v", back)
+	}
+	for _, g := range both {
+		eventually.NoError(t, 2*time.Second, poll, "Karbon opened again with the key", func() error {
+			c := connectionOf(t, g.do(t, "GET", "/v1/connections/"+id, tok, nil))
+			syncs, _ := c["sync"].([]any)
+			if len(syncs) != 1 || syncs[0].(map[string]any)["state"] == "paused" {
+				return fmt.Errorf("%v", c["sync"])
+			}
+			return nil
+		})
+	}
+	for _, g := range both {
+		eventually.NoError(t, 60*time.Second, 50*time.Millisecond, "the sync's next round to succeed", func() error {
+			r := g.do(t, "GET", "/v1/clients?limit=5", tok, nil)
+			if r.StatusCode != 200 || r.Header.Get("Data-State") == "failing" {
+				return fmt.Errorf("%d %q", r.StatusCode, r.Header.Get("Data-State"))
+			}
+			return nil
+		})
 	}
 }

@@ -171,6 +171,15 @@ func (i *Identity) AddTenant(id, name string) {
 	i.tenants = append(i.tenants, Tenant{ID: id, Name: name})
 }
 
+// RemoveTenant stops consents from now on reaching an organisation, as
+// when the user who consents no longer belongs to it; grants made before
+// keep it.
+func (i *Identity) RemoveTenant(id string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.tenants = slices.DeleteFunc(i.tenants, func(t Tenant) bool { return t.ID == id })
+}
+
 // SetNow sets the clock codes, tokens and grace periods expire on.
 func (i *Identity) SetNow(now func() time.Time) {
 	i.mu.Lock()
