@@ -91,8 +91,8 @@ type record struct {
 	Status       string   `json:"status"`
 	ReleasedJobs []string `json:"released_jobs"`
 	SettledVia   string   `json:"settled_via"`
-	// SignedAt is an engagement's: once set it stays, so a signing taken
-	// back by the vendor and given again is not a second signing.
+	// SignedAt is an engagement's: the first time it was seen signed,
+	// which names its signing (SigningID).
 	SignedAt *string `json:"signed_at"`
 }
 
@@ -210,6 +210,19 @@ func (d *deriver) job(before *record, after record, object json.RawMessage) ([]E
 	return d.done()
 }
 
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// SigningID is the id of the engagement.signed event of an engagement
+// signed at at: the same for every change that shows that signing.
+func SigningID(firm string, sandbox bool, engagementID string, at time.Time) string {
+	return EventID(fmt.Sprintf("signing|%s|%t|%s|%s", firm, sandbox, engagementID, at.UTC().Format(time.RFC3339Nano)), EngagementSigned, at)
+}
+
 type engagementData struct {
 	EngagementID string          `json:"engagement_id"`
 	ClientID     string          `json:"client_id,omitempty"`
@@ -231,15 +244,22 @@ func (d *deriver) engagement(before *record, after record, object json.RawMessag
 	}
 	// An engagement created already signed (an import) has become signed
 	// too: receivers that only listen for signings must still hear of it.
-	// One that was signed before (it has a signed_at) is not signed again
-	// when a vendor takes the acceptance back and gives it again.
-	if after.Status == engagementSigned && (before == nil || before.Status != engagementSigned && before.SignedAt == nil) {
+	if after.Status == engagementSigned && (before == nil || before.Status != engagementSigned) {
 		jobs := after.ReleasedJobs
 		if jobs == nil {
 			jobs = []string{}
 		}
 		d.raise(EngagementSigned, signedData{EngagementID: d.id, ClientID: after.Client,
 			ReleasedJobs: jobs, Object: object})
+		// A signing is one event however many changes show it: an
+		// acceptance a vendor takes back and gives again, or one whose
+		// first state was never recorded, carries the signed_at first
+		// seen, and the event's id is the engagement's and that time's,
+		// so the event log records it once.
+		if at, err := time.Parse(time.RFC3339Nano, deref(after.SignedAt)); err == nil {
+			e := &d.out[len(d.out)-1]
+			e.ID, e.OccurredAt = SigningID(d.c.Firm, d.c.Sandbox, d.id, at), at.UTC()
+		}
 	}
 	return d.done()
 }

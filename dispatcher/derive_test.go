@@ -39,7 +39,6 @@ func TestDerive(t *testing.T) {
 		engSent      = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[]}`
 		engSigned    = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":["job_1","job_2"]}`
 		engEnded     = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"ended","released_jobs":["job_1","job_2"]}`
-		engTakenBack = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[],"signed_at":"2026-03-01T10:00:00Z"}`
 		doc          = `{"id":"doc_1","object":"document","client":"cli_1","engagement":"eng_1","kind":"engagement_letter"}`
 		docMoved     = `{"id":"doc_1","object":"document","client":"cli_1","kind":"signed_engagement_letter"}`
 		invDraft     = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"draft"}`
@@ -78,7 +77,6 @@ func TestDerive(t *testing.T) {
 		{"engagement created signed", practice.Engagements, "", engSigned, "", []string{EngagementCreated, EngagementSigned},
 			map[string]any{"engagement_id": "eng_1"}},
 		{"signed engagement ended", practice.Engagements, engSigned, engEnded, "", nil, nil},
-		{"acceptance taken back and given again", practice.Engagements, engTakenBack, engSigned, "", nil, nil},
 		{"document filed", practice.Documents, "", doc, "", []string{DocumentFiled},
 			map[string]any{"document_id": "doc_1", "client_id": "cli_1", "engagement_id": "eng_1"}},
 		{"document edited", practice.Documents, doc, docMoved, "", nil, nil},
@@ -294,5 +292,36 @@ func TestEventTooLargeIsRefused(t *testing.T) {
 	noFirm.Firm = ""
 	if _, err := Derive(noFirm); !errors.Is(err, ErrInvalidChange) {
 		t.Fatalf("Derive without a firm = %v", err)
+	}
+}
+
+// A signing is one event whichever change shows it: the first acceptance,
+// or the same acceptance given again after a vendor took it back (its
+// signed_at the first one seen), derive one event id, which the event log
+// records once; another signing time is another event.
+func TestSigningIsOneEventAcrossChanges(t *testing.T) {
+	const (
+		sent     = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[],"signed_at":null}`
+		signed   = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":[],"signed_at":"2026-03-01T10:00:00.123Z"}`
+		takeBack = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[],"signed_at":"2026-03-01T10:00:00.123Z","version":3}`
+		again    = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":[],"signed_at":"2026-03-01T10:00:00.123Z","version":4}`
+		other    = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":[],"signed_at":"2026-03-02T10:00:00Z","version":5}`
+	)
+	signing := func(id, before, after string) Event {
+		t.Helper()
+		evs, err := Derive(practice.Change{ID: id, Firm: "frm_acme", Kind: practice.Engagements, ResourceID: "eng_1",
+			Before: json.RawMessage(before), After: json.RawMessage(after), OccurredAt: testAt})
+		if err != nil || len(evs) != 1 || evs[0].Event != EngagementSigned {
+			t.Fatalf("%s: %v %v", id, evs, err)
+		}
+		return evs[0]
+	}
+	first, second := signing("chg_1", sent, signed), signing("chg_2", takeBack, again)
+	at := time.Date(2026, 3, 1, 10, 0, 0, 123e6, time.UTC)
+	if first.ID != second.ID || first.ID != SigningID("frm_acme", false, "eng_1", at) || !first.OccurredAt.Equal(at) {
+		t.Errorf("one signing, two ids: %s %s (occurred %s)", first.ID, second.ID, first.OccurredAt)
+	}
+	if signing("chg_3", takeBack, other).ID == first.ID {
+		t.Error("another signing time, the same event")
 	}
 }
