@@ -29,25 +29,25 @@ func mkChange(id string, kind practice.Kind, before, after string) practice.Chan
 
 func TestDerive(t *testing.T) {
 	const (
-		client       = `{"id":"cli_1","object":"client","name":"Ada & Co","status":"active"}`
-		clientEdit   = `{"id":"cli_1","object":"client","name":"Ada & Co Ltd","status":"active"}`
-		jobPlanned   = `{"id":"job_1","object":"job","client":"cli_1","stage":"planned","title":"VAT"}`
-		jobRetitle   = `{"id":"job_1","object":"job","client":"cli_1","stage":"planned","title":"VAT Q1"}`
-		jobReview    = `{"id":"job_1","object":"job","client":"cli_1","stage":"in_review"}`
-		jobDone      = `{"id":"job_1","object":"job","client":"cli_1","stage":"completed"}`
-		jobCancel    = `{"id":"job_1","object":"job","client":"cli_1","stage":"cancelled"}`
-		engSent      = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[]}`
-		engSigned    = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":["job_1","job_2"]}`
-		engEnded     = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"ended","released_jobs":["job_1","job_2"]}`
-		doc          = `{"id":"doc_1","object":"document","client":"cli_1","engagement":"eng_1","kind":"engagement_letter"}`
-		docMoved     = `{"id":"doc_1","object":"document","client":"cli_1","kind":"signed_engagement_letter"}`
-		invDraft     = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"draft"}`
-		invAwait     = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"awaiting_approval"}`
-		invIssued    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"issued"}`
-		invPart      = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"partially_paid"}`
-		invPaid      = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"paid","settled_via":"gocardless"}`
-		invVoid      = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"void"}`
-		person       = `{"id":"usr_1","object":"person","name":"Grace"}`
+		client     = `{"id":"cli_1","object":"client","name":"Ada & Co","status":"active"}`
+		clientEdit = `{"id":"cli_1","object":"client","name":"Ada & Co Ltd","status":"active"}`
+		jobPlanned = `{"id":"job_1","object":"job","client":"cli_1","stage":"planned","title":"VAT"}`
+		jobRetitle = `{"id":"job_1","object":"job","client":"cli_1","stage":"planned","title":"VAT Q1"}`
+		jobReview  = `{"id":"job_1","object":"job","client":"cli_1","stage":"in_review"}`
+		jobDone    = `{"id":"job_1","object":"job","client":"cli_1","stage":"completed"}`
+		jobCancel  = `{"id":"job_1","object":"job","client":"cli_1","stage":"cancelled"}`
+		engSent    = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"sent","released_jobs":[]}`
+		engSigned  = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"signed","released_jobs":["job_1","job_2"]}`
+		engEnded   = `{"id":"eng_1","object":"engagement","client":"cli_1","status":"ended","released_jobs":["job_1","job_2"]}`
+		doc        = `{"id":"doc_1","object":"document","client":"cli_1","engagement":"eng_1","kind":"engagement_letter"}`
+		docMoved   = `{"id":"doc_1","object":"document","client":"cli_1","kind":"signed_engagement_letter"}`
+		invDraft   = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"draft"}`
+		invAwait   = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"awaiting_approval"}`
+		invIssued  = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"issued"}`
+		invPart    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"partially_paid"}`
+		invPaid    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"paid","settled_via":"gocardless"}`
+		invVoid    = `{"id":"inv_1","object":"invoice","client":"cli_1","status":"void"}`
+		person     = `{"id":"usr_1","object":"person","name":"Grace"}`
 	)
 	tests := []struct {
 		name          string
