@@ -66,7 +66,10 @@ func TestXPMQuoteAcceptedIsOneSigning(t *testing.T) {
 	if e := engs["eng_Q000004"]; e["status"] != "signed" || e["signed_at"] == nil {
 		t.Fatalf("accepted quote: %v", e)
 	}
-	after := time.Now().UTC()
+	// updated_since is to the second: the acceptance is read in a second
+	// after every stamp of the backfill.
+	after := time.Now().UTC().Truncate(time.Second).Add(time.Second)
+	eventually.True(t, 2*time.Second, 10*time.Millisecond, "the next second", func() bool { return time.Now().After(after) })
 
 	f.x.EditQuote("Q000001", func(q *vendortest.XPMQuote) { q.State = "Accepted" })
 	eventually.NoError(t, 15*time.Second, 20*time.Millisecond, "an engagement.signed for eng_Q000001", func() error {
@@ -81,7 +84,7 @@ func TestXPMQuoteAcceptedIsOneSigning(t *testing.T) {
 	}
 	// Only the one accepted since: the quotes found by the backfill, the
 	// one accepted before among them, raised nothing.
-	recent := pageAll(t, g, tok, "/v1/engagements?updated_since="+url.QueryEscape(after.Truncate(time.Second).Format(time.RFC3339)), 1)
+	recent := pageAll(t, g, tok, "/v1/engagements?updated_since="+url.QueryEscape(after.Format(time.RFC3339)), 1)
 	if len(recent) != 1 || recent[0]["id"] != "eng_Q000001" {
 		t.Fatalf("engagements updated since the acceptance: %v", recent)
 	}
