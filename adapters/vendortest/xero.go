@@ -241,18 +241,9 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	ids := sortedKeys(x.invoices)
-	if o := q.Get("order"); o != "" && o != "InvoiceID ASC" {
-		writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":16,"Type":"QueryParseException","Message":"unsupported order"}`))
+	since, ok := listQuery(w, r, "InvoiceID ASC")
+	if !ok {
 		return
-	}
-	var since time.Time
-	if v := r.Header.Get("If-Modified-Since"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":10,"Type":"ValidationException","Message":"bad If-Modified-Since"}`))
-			return
-		}
-		since = t
 	}
 	typ := ""
 	if where := q.Get("where"); where != "" {

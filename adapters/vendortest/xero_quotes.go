@@ -84,18 +84,9 @@ func (x *Xero) serveQuotes(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	q := r.URL.Query()
-	if o := q.Get("order"); o != "" && o != "QuoteID ASC" {
-		writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":16,"Type":"QueryParseException","Message":"unsupported order"}`))
+	since, ok := listQuery(w, r, "QuoteID ASC")
+	if !ok {
 		return
-	}
-	var since time.Time
-	if v := r.Header.Get("If-Modified-Since"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":10,"Type":"ValidationException","Message":"bad If-Modified-Since"}`))
-			return
-		}
-		since = t
 	}
 	var matched []any
 	for _, qid := range sortedKeys(x.quotes) {
@@ -113,4 +104,23 @@ func (x *Xero) serveQuotes(w http.ResponseWriter, r *http.Request, id string) {
 	b, _ := json.Marshal(map[string]any{"Id": "resp", "Status": "OK", "ProviderName": "practicegw test",
 		"DateTimeUTC": msDate(time.Now()), "Quotes": append([]any{}, matched[start:end]...)})
 	writeJSON(w, http.StatusOK, b)
+}
+
+// listQuery reads what a Xero list takes of every list alike: order (the
+// one the double keeps) and If-Modified-Since; it answers Xero's 400 and
+// reports false for what it cannot take.
+func listQuery(w http.ResponseWriter, r *http.Request, order string) (since time.Time, ok bool) {
+	if o := r.URL.Query().Get("order"); o != "" && o != order {
+		writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":16,"Type":"QueryParseException","Message":"unsupported order"}`))
+		return since, false
+	}
+	if v := r.Header.Get("If-Modified-Since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, []byte(`{"ErrorNumber":10,"Type":"ValidationException","Message":"bad If-Modified-Since"}`))
+			return since, false
+		}
+		since = t
+	}
+	return since, true
 }
