@@ -99,17 +99,32 @@ func walkDated[T any](ctx context.Context, a *Adapter, l datedLists[T], cur pagi
 
 // fetchInvoices reads one of XPM's invoice lists, in number order.
 func (a *Adapter) fetchInvoices(ctx context.Context, path string, q url.Values) ([]invoice, error) {
-	var l invoiceList
-	if err := a.read(ctx, path, q, "invoices", &l); err != nil {
+	return fetchNumbered(ctx, a, path, q, "invoices", &invoiceList{}, func(inv invoice) string { return inv.ID })
+}
+
+// numberedList is an answer of XPM's whose entries may be null (invoices,
+// quotes).
+type numberedList[T any] interface {
+	xpmAnswer
+	entries() []*T
+}
+
+func (l *invoiceList) entries() []*invoice { return l.Invoices }
+func (l *quoteList) entries() []*quote     { return l.Quotes }
+
+// fetchNumbered reads one of XPM's lists into l and returns its entries
+// that are not null, in number order.
+func fetchNumbered[T any](ctx context.Context, a *Adapter, path string, q url.Values, what string, l numberedList[T], number func(T) string) ([]T, error) {
+	if err := a.read(ctx, path, q, what, l); err != nil {
 		return nil, err
 	}
-	out := make([]invoice, 0, len(l.Invoices))
-	for _, inv := range l.Invoices {
-		if inv != nil {
-			out = append(out, *inv)
+	out := make([]T, 0, len(l.entries()))
+	for _, it := range l.entries() {
+		if it != nil {
+			out = append(out, *it)
 		}
 	}
-	slices.SortFunc(out, func(x, y invoice) int { return strings.Compare(x.ID, y.ID) })
+	slices.SortFunc(out, func(x, y T) int { return strings.Compare(number(x), number(y)) })
 	return out, nil
 }
 

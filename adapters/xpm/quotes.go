@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
@@ -32,18 +31,7 @@ func (a *Adapter) fetchQuotes(ctx context.Context, path string, q url.Values) ([
 		q = url.Values{}
 	}
 	q.Set("detailed", "true")
-	var l quoteList
-	if err := a.read(ctx, path, q, "quotes", &l); err != nil {
-		return nil, err
-	}
-	out := make([]quote, 0, len(l.Quotes))
-	for _, qt := range l.Quotes {
-		if qt != nil {
-			out = append(out, *qt)
-		}
-	}
-	slices.SortFunc(out, func(x, y quote) int { return strings.Compare(x.ID, y.ID) })
-	return out, nil
+	return fetchNumbered(ctx, a, path, q, "quotes", &quoteList{}, func(qt quote) string { return qt.ID })
 }
 
 func (a *Adapter) getQuote(ctx context.Context, number string) (json.RawMessage, error) {
