@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/caddyserver/caddy/v2"
 	"golang.org/x/oauth2"
@@ -78,6 +79,16 @@ type Consent interface {
 	// Organisations lists the organisations a new grant of system reaches,
 	// with its access token; called only for a system that Chooses.
 	Organisations(ctx context.Context, d upstream.Deps, system, accessToken string) ([]Organisation, error)
+}
+
+// CallbackConsent is a Consent app whose vendor names the organisation a
+// grant reaches on the consent's callback (Intuit's realmId) rather than
+// listing them for the token: the gateway asks it, with the callback's
+// query, instead of Organisations.
+type CallbackConsent interface {
+	// CallbackOrganisations lists the organisations the consent's
+	// callback names (its query), with the new grant's access token.
+	CallbackOrganisations(ctx context.Context, d upstream.Deps, system, accessToken string, callback url.Values) ([]Organisation, error)
 }
 
 // OAuthClient is what a consent needs of an OAuth2 app.

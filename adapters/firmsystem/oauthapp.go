@@ -49,6 +49,13 @@ type OAuthApp struct {
 //	    webhook_key     <key>
 //	}
 func (a *OAuthApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return a.UnmarshalCaddyfileWith(d, nil)
+}
+
+// UnmarshalCaddyfileWith reads an app's block with the vendor's own
+// options beside the common ones: each of extra's names sets its string
+// (Intuit's verifier_token).
+func (a *OAuthApp) UnmarshalCaddyfileWith(d *caddyfile.Dispenser, extra map[string]*string) error {
 	d.Next()
 	name := d.Val()
 	if d.NextArg() {
@@ -58,6 +65,9 @@ func (a *OAuthApp) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		"client_id": &a.ClientID, "client_secret": &a.ClientSecret,
 		"authorize_url": &a.AuthorizeURL, "token_url": &a.TokenURL, "revoke_url": &a.RevokeURL,
 		"connections_url": &a.ConnectionsURL, "base_url": &a.BaseURL, "webhook_key": &a.WebhookKey,
+	}
+	for name, dst := range extra {
+		fields[name] = dst
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()

@@ -175,6 +175,12 @@ var connectionRoutes = []route{
 	{method: http.MethodPost, pattern: "/connect/webhooks/karbon/{id}", op: "receive_karbon_webhook", tag: "connections",
 		summary: "Karbon's webhooks for one connection, at the URL of the subscriptions the gateway made", prefix: "con_",
 		status: http.StatusOK, serve: (*Handler).karbonWebhook},
+	// After the routes above, which name their system: any other connect
+	// app that receives every organisation's webhooks at one address.
+	{method: http.MethodPost, pattern: "/connect/webhooks/{id}", op: "receive_app_webhook", tag: "connections",
+		summary: "The webhooks of a connect app (named by the path, as the connect block names it, such as quickbooks) " +
+			"for every organisation connected through it: the app's one webhook URL, each event handed to the connection of its organisation",
+		status: http.StatusOK, serve: (*Handler).appWebhook},
 }
 
 var callbackParams = []param{

@@ -182,6 +182,11 @@ func (h *Handler) karbonWebhook(w http.ResponseWriter, r *http.Request, c *call)
 	return h.connectionWebhook(w, r, "karbon", c.id)
 }
 
+// appWebhook is the one address of the connect app the path names.
+func (h *Handler) appWebhook(w http.ResponseWriter, r *http.Request, c *call) error {
+	return h.connectionWebhook(w, r, c.id, "")
+}
+
 // connectionWebhook hands a vendor's webhook to the handler of the
 // connection (or app) it is for, which checks its signature.
 func (h *Handler) connectionWebhook(w http.ResponseWriter, r *http.Request, system, id string) error {

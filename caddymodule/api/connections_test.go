@@ -515,14 +515,21 @@ func TestConnectionWebhooksReachTheirHandler(t *testing.T) {
 			w.WriteHeader(http.StatusOK)
 		})
 	}
-	h.webhooks = fakeWebhooks{"xero/": handler("xero"), "karbon/con_k1": handler("karbon")}
+	h.webhooks = fakeWebhooks{"xero/": handler("xero"), "karbon/con_k1": handler("karbon"), "ledgerly/": handler("ledgerly")}
 	if got := do(t, h, nil, "POST", "/connect/webhooks/xero", `{"events":[]}`, "X-Xero-Signature", "sig"); got.code != 200 {
 		t.Errorf("xero: %d %s", got.code, got.body)
 	}
 	if got := do(t, h, nil, "POST", "/connect/webhooks/karbon/con_k1", `{}`); got.code != 200 {
 		t.Errorf("karbon: %d %s", got.code, got.body)
 	}
-	if seen["xero"] != "sigapplication/json" || seen["karbon"] != "application/json" {
+	// A connect app no route names receives at its own address.
+	if got := do(t, h, nil, "POST", "/connect/webhooks/ledgerly", `{}`); got.code != 200 {
+		t.Errorf("ledgerly: %d %s", got.code, got.body)
+	}
+	if got := do(t, h, nil, "POST", "/connect/webhooks/unheard-of", `{}`); got.code != 404 || got.Error.Code != "resource_not_found" {
+		t.Errorf("an app this gateway has not: %d %s", got.code, got.body)
+	}
+	if seen["xero"] != "sigapplication/json" || seen["karbon"] != "application/json" || seen["ledgerly"] != "application/json" {
 		t.Errorf("handlers saw %v", seen)
 	}
 	for _, path := range []string{"/connect/webhooks/karbon/con_gone", "/connect/webhooks/karbon/cli_1"} {

@@ -144,7 +144,7 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 			zap.String("connection", c.ID))
 		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_refresh_token")
 	}
-	tenants, err := m.organisations(ctx, s, tok.AccessToken)
+	tenants, err := m.organisations(ctx, s, tok.AccessToken, q)
 	if err != nil {
 		return connection.View{}, err
 	}
@@ -247,12 +247,19 @@ func (m *Manager) settle(c *connection.Connection, s System, tenants []connectio
 	}
 }
 
-// organisations lists what a new grant reaches, with its access token.
-func (m *Manager) organisations(ctx context.Context, s System, accessToken string) ([]connection.Tenant, error) {
+// organisations lists what a new grant reaches, with its access token,
+// or what the callback's query names where the vendor names it there.
+func (m *Manager) organisations(ctx context.Context, s System, accessToken string, callback url.Values) ([]connection.Tenant, error) {
 	if !s.Chooses {
 		return nil, nil
 	}
-	orgs, err := m.consent(s).Organisations(ctx, m.vendorDeps(), s.Name, accessToken)
+	var orgs []firmsystem.Organisation
+	var err error
+	if named, ok := m.consent(s).(firmsystem.CallbackConsent); ok {
+		orgs, err = named.CallbackOrganisations(ctx, m.vendorDeps(), s.Name, accessToken, callback)
+	} else {
+		orgs, err = m.consent(s).Organisations(ctx, m.vendorDeps(), s.Name, accessToken)
+	}
 	if err != nil {
 		return nil, err
 	}
