@@ -186,7 +186,7 @@ func faultOf(status int, body []byte) *FaultError {
 }
 
 func digitsOnly(s string) bool {
-	return s != "" && len(s) <= 10 && strings.Trim(s, "0123456789") == ""
+	return s != "" && len(s) <= 20 && strings.Trim(s, "0123456789") == ""
 }
 
 // qbTime reads QuickBooks' times (RFC 3339 with the company's offset,
