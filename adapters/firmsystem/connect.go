@@ -129,12 +129,15 @@ type AccessKey interface {
 // ({public_url}/connect/webhooks/<system>/<connection>) and signed with a
 // key the gateway makes for it. The gateway checks them every hour.
 type Subscriber interface {
-	// Subscribe makes every subscription the connection of key needs that
-	// the vendor does not hold, to target, signed with signingKey, and
-	// answers the kinds it made.
-	Subscribe(ctx context.Context, d upstream.Deps, key, target, signingKey string) ([]string, error)
-	// Unsubscribe deletes every subscription made with key.
-	Unsubscribe(ctx context.Context, d upstream.Deps, key string) error
+	// Subscribe makes every subscription the connection of key in role
+	// needs that the vendor does not hold, to target, signed with
+	// signingKey, and answers the kinds it made. The role decides which:
+	// a firm's records and ledger on one vendor account each have their
+	// own.
+	Subscribe(ctx context.Context, d upstream.Deps, role, key, target, signingKey string) ([]string, error)
+	// Unsubscribe deletes every subscription the connection of key in
+	// role made.
+	Unsubscribe(ctx context.Context, d upstream.Deps, role, key string) error
 }
 
 // Deliveries is a connect app whose vendor sends the webhooks of every

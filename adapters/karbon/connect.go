@@ -107,17 +107,17 @@ func (a *App) CheckKey(ctx context.Context, d upstream.Deps, key string) error {
 	return err
 }
 
-// Subscribe makes every subscription of SubscriptionTypes that Karbon
-// does not hold as it should: none (Karbon ends one after ten failed
+// Subscribe makes every subscription of the role's SubscriptionTypes that
+// Karbon does not hold as it should: none (Karbon ends one after ten failed
 // deliveries) or one to another address, which is replaced (Karbon holds
 // one subscription per type).
-func (a *App) Subscribe(ctx context.Context, d upstream.Deps, key, target, signingKey string) ([]string, error) {
+func (a *App) Subscribe(ctx context.Context, d upstream.Deps, role, key, target, signingKey string) ([]string, error) {
 	c, err := a.client(d, key)
 	if err != nil {
 		return nil, err
 	}
 	var made []string
-	for _, typ := range SubscriptionTypes {
+	for _, typ := range SubscriptionTypes(role) {
 		sub, err := SubscriptionOf(ctx, c, typ)
 		if err != nil {
 			return made, refusal(err)
@@ -138,14 +138,15 @@ func (a *App) Subscribe(ctx context.Context, d upstream.Deps, key, target, signi
 	return made, nil
 }
 
-// Unsubscribe deletes the subscription of every type the gateway makes.
-func (a *App) Unsubscribe(ctx context.Context, d upstream.Deps, key string) error {
+// Unsubscribe deletes the subscription of every type the gateway makes for
+// the role.
+func (a *App) Unsubscribe(ctx context.Context, d upstream.Deps, role, key string) error {
 	c, err := a.client(d, key)
 	if err != nil {
 		return err
 	}
 	var failed error
-	for _, typ := range SubscriptionTypes {
+	for _, typ := range SubscriptionTypes(role) {
 		failed = errors.Join(failed, Unsubscribe(ctx, c, typ))
 	}
 	return failed
@@ -165,6 +166,22 @@ func (m *Module) Connects() firmsystem.Connects {
 	return firmsystem.Connects{App: "karbon", Label: "Karbon"}
 }
 
+// Connects: a firm connects Karbon's billing as its ledger through the
+// Karbon application, with the records' access key or another.
+func (m *Ledger) Connects() firmsystem.Connects {
+	return firmsystem.Connects{App: "karbon", Label: "Karbon"}
+}
+
+// Configure fills the ledger module of a connection, as a records one.
+func (m *Ledger) Configure(app caddy.Module, c firmsystem.Connection) error {
+	var r Module
+	if err := r.Configure(app, c); err != nil {
+		return err
+	}
+	m.Config = r.Config
+	return nil
+}
+
 // Configure fills the module of a connection: its access key with the
 // application's bearer, and the signing key of its subscriptions (none
 // yet refuses every webhook, as the adapter does without a key).
@@ -182,6 +199,7 @@ var (
 	_ firmsystem.AccessKey   = (*App)(nil)
 	_ firmsystem.Subscriber  = (*App)(nil)
 	_ firmsystem.Connectable = (*Module)(nil)
+	_ firmsystem.Connectable = (*Ledger)(nil)
 	_ caddy.Provisioner      = (*App)(nil)
 	_ caddy.Validator        = (*App)(nil)
 	_ caddyfile.Unmarshaler  = (*App)(nil)

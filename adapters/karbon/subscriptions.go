@@ -19,9 +19,20 @@ import (
 // Karbon's published description defines them) that keep the read model
 // current. Each is one call over a client NewAPIClient makes.
 
-// SubscriptionTypes are the WebhookTypes the gateway subscribes to: work
-// items, contacts (with organisations and client groups) and users.
-var SubscriptionTypes = []string{"Work", "Contact", "User"}
+// SubscriptionTypes are the WebhookTypes the gateway subscribes to for a
+// Karbon connected in role: work items, contacts (with organisations and
+// client groups) and users for the records; invoices for the ledger
+// (Karbon's billing). Karbon keeps one subscription per type and access
+// key, so a firm's records and ledger on one key never take each other's.
+func SubscriptionTypes(role string) []string {
+	switch role {
+	case "records":
+		return []string{"Work", "Contact", "User"}
+	case "ledger":
+		return []string{"Invoice"}
+	}
+	return nil
+}
 
 // Subscription is one webhook subscription, as Karbon shows it.
 type Subscription struct {

@@ -416,7 +416,7 @@ func TestConnectionBodiesAreStrict(t *testing.T) {
 		{"POST", `{"system":"xero"}`, "parameter_missing", "role"},
 		{"POST", `{"role":"ledger"}`, "parameter_missing", "system"},
 		{"POST", `{"role":"payroll","system":"xero"}`, "parameter_invalid", "role"},
-		{"POST", `{"role":"ledger","system":"karbon"}`, "parameter_invalid", "system"},
+		{"POST", `{"role":"ledger","system":"xpm"}`, "parameter_invalid", "system"},
 		{"POST", `{"role":"records","system":"karbon"}`, "parameter_missing", "access_key"},
 		{"POST", `{"role":"ledger","system":"xero","access_key":"k"}`, "parameter_invalid", "access_key"},
 		{"PATCH", `{}`, "parameter_missing", "tenant_id"},

@@ -121,7 +121,7 @@ func (m *Manager) subscribe(ctx context.Context, c connection.Connection, s Syst
 			return fmt.Errorf("keep the webhook signing key: %w", err)
 		}
 	}
-	_, err = sub.Subscribe(ctx, m.vendorDeps(), accessKey, m.webhookTarget(c), string(signing))
+	_, err = sub.Subscribe(ctx, m.vendorDeps(), c.Role, accessKey, m.webhookTarget(c), string(signing))
 	return err
 }
 
@@ -223,7 +223,7 @@ func (m *Manager) checkConnection(ctx context.Context, c connection.Connection, 
 	}
 	var made []string
 	if len(key) > 0 {
-		made, err = sub.Subscribe(ctx, m.vendorDeps(), string(key), m.webhookTarget(c), string(signing))
+		made, err = sub.Subscribe(ctx, m.vendorDeps(), c.Role, string(key), m.webhookTarget(c), string(signing))
 	}
 	for _, kind := range made {
 		m.log.Info("webhook subscription made again: the vendor had ended it", zap.String("connection", c.ID),

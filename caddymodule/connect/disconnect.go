@@ -91,7 +91,7 @@ func (m *Manager) revoke(ctx context.Context, c connection.Connection, s System)
 		if err != nil || len(key) == 0 {
 			return err
 		}
-		return sub.Unsubscribe(ctx, m.vendorDeps(), string(key))
+		return sub.Unsubscribe(ctx, m.vendorDeps(), c.Role, string(key))
 	}
 	if r, ok := app.(firmsystem.Revoker); ok {
 		if err := r.Revoke(ctx, m.vendorDeps(), s.Name, c.ID); err != nil {

@@ -260,3 +260,31 @@ func TestKarbonSubscriptionsFailingLeaveThePendingConnection(t *testing.T) {
 		t.Fatalf("reconnected: %+v, %v", v.Connection, h.subscriptions())
 	}
 }
+
+// Karbon's billing connected as the ledger on the records' access key:
+// its connection subscribes to Invoice alone, each connection's webhooks
+// reach its own route, and disconnecting the ledger leaves the records'
+// subscriptions.
+func TestKarbonLedgerBesideKarbonRecords(t *testing.T) {
+	h := newHarness(t)
+	records := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey}))
+	h.secret(h.secretOf(records.ID, "webhook_key"))
+	ledger := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "karbon", AccessKey: h.v.karbonKey}))
+	h.secret(h.secretOf(ledger.ID, "webhook_key"))
+	if ledger.Status != connection.Connected || ledger.Role != "ledger" || ledger.System != "karbon" {
+		t.Fatalf("ledger: %+v", ledger.Connection)
+	}
+	subs := h.subscriptions()
+	for typ, id := range map[string]string{"Work": records.ID, "Contact": records.ID, "User": records.ID, "Invoice": ledger.ID} {
+		if s := subs[typ]; s["TargetUrl"] != "https://gw.example.com/connect/webhooks/karbon/"+id {
+			t.Errorf("%s subscription %v, want it to reach %s", typ, s, id)
+		}
+	}
+	if len(subs) != 4 {
+		t.Fatalf("subscriptions %v", subs)
+	}
+	h.check(h.m.Disconnect(ctx, "frm_a", ledger.ID))
+	if subs := h.subscriptions(); len(subs) != 3 || subs["Invoice"] != nil || subs["Work"] == nil {
+		t.Fatalf("after the ledger's disconnect: %v", subs)
+	}
+}

@@ -83,17 +83,18 @@ var (
 func TestSystemsAreTheRegisteredModules(t *testing.T) {
 	got := map[string]string{}
 	for _, s := range connect.Systems() {
-		got[s.Name] = fmt.Sprintf("%s %s %q key=%v chooses=%v", s.Role, s.App, s.Label, s.Key, s.Chooses)
+		got[s.Role+"/"+s.Name] = fmt.Sprintf("%s %q key=%v chooses=%v", s.App, s.Label, s.Key, s.Chooses)
 	}
 	want := map[string]string{
-		"karbon":       `records karbon "Karbon" key=true chooses=false`,
-		"xpm":          `records xero "Xero Practice Manager" key=false chooses=true`,
-		"xero":         `ledger xero "Xero" key=false chooses=true`,
-		"ledgerly":     `ledger ledgerly "Ledgerly" key=true chooses=false`,
-		"sharepoint":   `documents sharepoint "SharePoint" key=false chooses=true`,
-		"onedrive":     `documents sharepoint "OneDrive" key=false chooses=false`,
-		"google_drive": `documents google_drive "Google Drive" key=false chooses=false`,
-		"dropbox":      `documents dropbox "Dropbox" key=false chooses=false`,
+		"records/karbon":         `karbon "Karbon" key=true chooses=false`,
+		"records/xpm":            `xero "Xero Practice Manager" key=false chooses=true`,
+		"ledger/xero":            `xero "Xero" key=false chooses=true`,
+		"ledger/karbon":          `karbon "Karbon" key=true chooses=false`,
+		"ledger/ledgerly":        `ledgerly "Ledgerly" key=true chooses=false`,
+		"documents/sharepoint":   `sharepoint "SharePoint" key=false chooses=true`,
+		"documents/onedrive":     `sharepoint "OneDrive" key=false chooses=false`,
+		"documents/google_drive": `google_drive "Google Drive" key=false chooses=false`,
+		"documents/dropbox":      `dropbox "Dropbox" key=false chooses=false`,
 	}
 	for name, w := range want {
 		if got[name] != w {
@@ -103,7 +104,7 @@ func TestSystemsAreTheRegisteredModules(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("systems %v, want %v", got, want)
 	}
-	if names := connect.SystemNames("ledger"); !slices.Equal(names, []string{"ledgerly", "xero"}) {
+	if names := connect.SystemNames("ledger"); !slices.Equal(names, []string{"karbon", "ledgerly", "xero"}) {
 		t.Errorf("the ledger's systems: %v", names)
 	}
 	if connect.Label("ledgerly") != "Ledgerly" || connect.Label("nothing") != "nothing" {

@@ -87,6 +87,8 @@ func TestSystemsInBrowser(t *testing.T) {
 	}
 
 	do(chromedp.Navigate(console.URL+"/signed-in"), chromedp.WaitVisible(chromedp.CSS("#connect-ledger")))
+	// Karbon's billing is a ledger too: the firm picks Xero.
+	do(chromedp.SetValue(chromedp.ID("connect-ledger-system"), "xero"))
 	do(chromedp.Click(chromedp.CSS("#connect-ledger button")), chromedp.WaitVisible(chromedp.ID("allow")))
 	if loc, _ := chromedp.Run(ctx, chromedp.Location()); !strings.HasPrefix(loc, vendor.URL+"/authorize?state=") {
 		t.Fatalf("Connect led to %s, not the vendor's consent page", loc)

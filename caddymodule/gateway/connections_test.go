@@ -1037,3 +1037,32 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 		}
 	}
 }
+
+// Karbon's billing connected as a firm's ledger is opened as the ledger
+// karbon module and syncs the firm's invoices from Karbon.
+func TestKarbonLedgerConnectionSyncsInvoices(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	for i := range 5 {
+		w.karbon.AddInvoice(vendortest.KarbonInvoice{InvoiceKey: fmt.Sprintf("I%03d", i), InvoiceNumber: fmt.Sprintf("KIN-%d", i),
+			ClientKey: "C001", ClientType: "Contact", Total: "100.00", Status: "AwaitingPayment",
+			InvoiceDate: time.Now(), DueDate: time.Now().AddDate(0, 0, 14)})
+	}
+	a := w.instance()
+	c := w.connectKarbon("frm_acme")
+	c.ID, c.Role = c.ID+"l", "ledger"
+	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte(w.karbon.AccessKey)); err != nil {
+		t.Fatal(err)
+	}
+	c = w.conns.create(c)
+	step(t, a)
+	waitFor(t, "the ledger's backfill", func() bool { return backfilled(a, c) })
+	if n := w.stored("frm_acme", firmsystem.Kinds("ledger")); n != 5 {
+		t.Fatalf("the store keeps %d invoices, want Karbon's 5", n)
+	}
+	if _, syncs := a.State(c); len(syncs) != 1 || syncs[0].Role != "ledger" {
+		t.Fatalf("the ledger connection's syncs: %+v", syncs)
+	}
+	if h, ok := a.ConnectionWebhook("karbon", c.ID); !ok || h == nil {
+		t.Fatal("the ledger connection's webhook route is not served")
+	}
+}
