@@ -79,3 +79,15 @@ func SystemNames(role string) []string {
 	}
 	return out
 }
+
+// Registered are the systems of role a firm can connect on this gateway:
+// those whose app the operator registered in the connect block.
+func (m *Manager) Registered(role string) []string {
+	var out []string
+	for _, s := range Systems() {
+		if s.Role == role && m.cfg.app(s.App) != nil {
+			out = append(out, s.Name)
+		}
+	}
+	return out
+}

@@ -50,13 +50,16 @@ type Handler struct {
 	// gateway that offers none (no connect block).
 	connList   connectionLister
 	connChange connectionChanger
-	registry   *auth.Registry
-	logger     *zap.Logger
-	sessions   *sessions
-	views      *views
-	ops        []operation
-	mux        *http.ServeMux
-	now        func() time.Time
+	// demo says which roles a firm leaves to the demo records; nil
+	// when the app does not say.
+	demo     demoRoles
+	registry *auth.Registry
+	logger   *zap.Logger
+	sessions *sessions
+	views    *views
+	ops      []operation
+	mux      *http.ServeMux
+	now      func() time.Time
 }
 
 // CaddyModule returns the Caddy module information.
@@ -194,6 +197,7 @@ func (h *Handler) wire(app any) (deprecations, error) {
 	eng := src.WebhookEngine()
 	h.firms, h.registry, h.sandbox, h.usage, h.syncs = src, src.Credentials(), src, src, src
 	h.endpoints, h.deliveries, h.replays, h.exports = eng, eng, eng, eng
+	h.demo, _ = app.(demoRoles)
 	if cs, ok := app.(connectionSource); ok {
 		if svc := cs.Connections(); svc != nil {
 			h.connList, h.connChange = svc, svc

@@ -37,6 +37,16 @@ type (
 	connectionSource interface {
 		Connections() api.ConnectionService
 	}
+	// registeredSystems is a connection service that says which systems
+	// the operator registered an app for: only those are offered.
+	registeredSystems interface {
+		Registered(role string) []string
+	}
+	// demoRoles is an app that says which of a firm's roles its
+	// configuration leaves to the demo records.
+	demoRoles interface {
+		DemoRoles(firm string) []string
+	}
 )
 
 // systemRole is one role on the Systems page: its connection, if any,
@@ -59,6 +69,9 @@ type systemRole struct {
 	KeyLabel string
 	// ConnKey is true when the role's connection takes an access key.
 	ConnKey bool
+	// Demo is true when the role, with no connection, serves the demo
+	// records: made up, not the firm's.
+	Demo bool
 }
 
 type systemChoice struct{ ID, Name string }
@@ -96,10 +109,20 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 	for _, st := range h.syncs.SyncStatus(v.firm.ID) {
 		configured[st.Role] = st.Label
 	}
+	var demo []string
+	if h.demo != nil {
+		demo = h.demo.DemoRoles(v.firm.ID)
+	}
+	registered, _ := h.connList.(registeredSystems)
 	for _, role := range api.ConnectionRoles() {
 		sr := systemRole{Role: role.Role, CanConnect: true}
+		systems := role.Systems
+		if registered != nil {
+			// Only what the operator registered can be connected.
+			systems = registered.Registered(role.Role)
+		}
 		var keyed []string
-		for _, s := range role.Systems {
+		for _, s := range systems {
 			sr.Systems = append(sr.Systems, systemChoice{ID: s, Name: api.SystemName(s)})
 			if takesKey(role.Role, s) {
 				keyed = append(keyed, api.SystemName(s))
@@ -112,7 +135,10 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 		} else if label, ok := configured[role.Role]; ok {
 			// A real system with no connection behind it: the Caddyfile's.
 			sr.Configured, sr.CanConnect = label, false
+		} else {
+			sr.Demo = slices.Contains(demo, role.Role)
 		}
+		sr.CanConnect = sr.CanConnect && len(sr.Systems) > 0
 		view.Roles = append(view.Roles, sr)
 	}
 	h.render(w, r, v, http.StatusOK, "systems", "Systems", view)

@@ -303,3 +303,45 @@ func TestSystemsWithoutConnections(t *testing.T) {
 		t.Errorf("connect without a service: %d", w.Code)
 	}
 }
+
+// registeringConnections is the connection service of a gateway whose
+// connect block registers the apps of some systems only.
+type registeringConnections struct {
+	*pageConnections
+	registered map[string][]string
+}
+
+func (r registeringConnections) Registered(role string) []string { return r.registered[role] }
+
+type demoApp []string
+
+func (d demoApp) DemoRoles(string) []string { return d }
+
+// The Systems page offers only the systems whose app the operator
+// registered, says so when none is, and says in words that a role with
+// no connection serves made-up demo records where the firm's block sets
+// it to demo, and nothing at all otherwise.
+func TestSystemsOffersWhatIsRegisteredAndSaysDemoRecords(t *testing.T) {
+	rg, conns := systemsRig(t)
+	conns.conns = conns.conns[:1] // the ledger's connection alone
+	svc := registeringConnections{pageConnections: conns, registered: map[string][]string{"records": {"karbon"}}}
+	rg.h.connList, rg.h.demo = svc, demoApp{"records"}
+	body := rg.do(t, "GET", "/console/systems", nil).Body.String()
+	for _, want := range []string{
+		`id="connect-records"`, `<option value="karbon">Karbon</option>`,
+		"<strong>Demo records.</strong>",
+		`data-not-connected`, `data-none-registered`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Systems page lacks %q", want)
+		}
+	}
+	for _, refused := range []string{`<option value="xpm">`, `id="connect-documents"`, `<option value="sharepoint">`} {
+		if strings.Contains(body, refused) {
+			t.Errorf("the Systems page offers %q, which the operator did not register", refused)
+		}
+	}
+	if n := strings.Count(body, "data-demo"); n != 1 {
+		t.Errorf("%d roles say demo records, want the records role alone", n)
+	}
+}

@@ -76,3 +76,14 @@ func (a *App) Configured(firm, role string) bool {
 	}
 	return false
 }
+
+// DemoRoles are the roles the firm's block leaves to the demo records
+// (Firm.Demo), for the console to say so.
+func (a *App) DemoRoles(firm string) []string {
+	for _, f := range a.Firms {
+		if f.ID == firm {
+			return f.Demo
+		}
+	}
+	return nil
+}

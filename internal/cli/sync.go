@@ -58,7 +58,10 @@ func syncStatusCommand() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), list.Data)
 			}
 			if len(list.Data) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s has no real systems: its records are demo records.\n", firm)
+				// Not "demo records": a role may be disconnected, waiting
+				// for its first consent or never connected; the console's
+				// Systems page and practicegw connect list say which.
+				fmt.Fprintf(cmd.OutOrStdout(), "%s has no real system syncing: each role is on demo records, not connected, or waiting for its first consent (practicegw connect list --firm %s).\n", firm, firm)
 				return nil
 			}
 			return printSyncs(cmd.OutOrStdout(), list.Data)

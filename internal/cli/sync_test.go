@@ -89,7 +89,7 @@ func TestSyncStatusCommand(t *testing.T) {
 	}
 
 	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_demo", "--admin", addr)
-	if err != nil || !strings.Contains(out, "frm_demo has no real systems") {
+	if err != nil || !strings.Contains(out, "frm_demo has no real system syncing") || strings.Contains(out, "its records are demo records") {
 		t.Errorf("a firm on demo records: %v\n%s", err, out)
 	}
 	if _, err := runCommand(t, syncStatusCommand(), "--admin", addr); err == nil {
