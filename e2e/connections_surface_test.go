@@ -6,16 +6,17 @@ import (
 	"testing"
 )
 
-// The connection surface on the root Caddyfile: the consent callback and
-// the vendors' webhook routes are answered by practicegw_api through the
-// site's catch-all (the contract's body, not Caddy's empty 404), with no
-// credential; /v1/connections refuses a sandbox credential and a
-// credential without admin; the OpenAPI document names every route.
+// The connection surface on the root Caddyfile: the consent's start and
+// callback are answered by practicegw_api through the site's catch-all,
+// the vendors' webhook addresses by practicegw_ingest, their front door
+// (the contract's body, not Caddy's empty 404), with no credential;
+// /v1/connections refuses a sandbox credential and a credential without
+// admin; the OpenAPI document names every route of the API.
 func TestConnectionSurfaceOnTheRootCaddyfile(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
 	for _, rt := range [][2]string{{"GET", "/connect/callback?state=forged&code=c0de"}, {"GET", "/connect/start/c0de"},
 		{"POST", "/connect/webhooks/xero"},
-		{"POST", "/connect/webhooks/karbon/con_unknown"}} {
+		{"POST", "/connect/webhooks/karbon/con_unknown"}, {"POST", "/ingest/frm_acme/karbon"}} {
 		r := g.do(t, rt[0], rt[1], "", nil)
 		if r.StatusCode < 400 || r.StatusCode >= 500 || r.Header.Get("Request-Id") == "" {
 			t.Errorf("%s %s: %d %s", rt[0], rt[1], r.StatusCode, r.body)
@@ -46,8 +47,7 @@ func TestConnectionSurfaceOnTheRootCaddyfile(t *testing.T) {
 	}
 	doc := string(g.do(t, "GET", "/v1/openapi.json", "", nil).body)
 	for _, p := range []string{`"/v1/connections"`, `"/v1/connections/{id}"`, `"/connect/start/{token}"`, `"/connect/callback"`,
-		`"/connect/webhooks/xero"`,
-		`"/connect/webhooks/karbon/{id}"`, `"connection_needs_reconnect"`, `"invalid_state"`} {
+		`"connection_needs_reconnect"`, `"invalid_state"`} {
 		if !strings.Contains(doc, p) {
 			t.Errorf("the OpenAPI document does not name %s", p)
 		}

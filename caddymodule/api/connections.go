@@ -58,12 +58,6 @@ type (
 	connectionSource interface {
 		Connections() ConnectionService
 	}
-	// connectionWebhooks finds the handler of a vendor's webhooks for
-	// connections: ("xero", "") for the one route of the Xero app,
-	// ("karbon", "con_…") for a Karbon connection's subscriptions.
-	connectionWebhooks interface {
-		ConnectionWebhook(system, connection string) (http.Handler, bool)
-	}
 	// firmNames names a firm for the pages a browser is shown.
 	firmNames interface {
 		FirmName(firm string) (string, bool)
@@ -169,18 +163,6 @@ var connectionRoutes = []route{
 		summary: "Where a vendor sends the administrator's browser back after consent ({public_url}/connect/callback)",
 		query:   callbackParams, schema: Connection{}, status: http.StatusOK, note: callbackNote,
 		serve: (*Handler).connectCallback},
-	{method: http.MethodPost, pattern: "/connect/webhooks/xero", op: "receive_xero_webhook", tag: "connections",
-		summary: "Xero's webhooks for every connected organisation: the Xero app's one webhook URL", status: http.StatusOK,
-		serve: (*Handler).xeroWebhook},
-	{method: http.MethodPost, pattern: "/connect/webhooks/karbon/{id}", op: "receive_karbon_webhook", tag: "connections",
-		summary: "Karbon's webhooks for one connection, at the URL of the subscriptions the gateway made", prefix: "con_",
-		status: http.StatusOK, serve: (*Handler).karbonWebhook},
-	// After the routes above, which name their system: any other connect
-	// app that receives every organisation's webhooks at one address.
-	{method: http.MethodPost, pattern: "/connect/webhooks/{id}", op: "receive_app_webhook", tag: "connections",
-		summary: "The webhooks of a connect app (named by the path, as the connect block names it, such as quickbooks) " +
-			"for every organisation connected through it: the app's one webhook URL, each event handed to the connection of its organisation",
-		status: http.StatusOK, serve: (*Handler).appWebhook},
 }
 
 var callbackParams = []param{

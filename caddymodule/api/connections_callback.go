@@ -15,12 +15,12 @@ import (
 	"github.com/practicegw/practicegw/store/connection"
 )
 
-// The consent's start link and callback, and the vendors' webhooks for
-// connections. They carry no credential: the start link's proof is its
-// token (single use, 10 minutes), the callback's its state (single use,
-// bound to one connection, 10 minutes) and the cookie the start link gave
-// the browser, a webhook's the vendor's signature, which its handler
-// checks.
+// The consent's start link and callback. They carry no credential: the
+// start link's proof is its token (single use, 10 minutes), the
+// callback's its state (single use, bound to one connection, 10 minutes)
+// and the cookie the start link gave the browser. The vendors' webhooks
+// for connections come in by the front door of every vendor webhook,
+// practicegw_ingest.
 
 var (
 	errInvalidState = apierror.New(http.StatusBadRequest, "invalid_state",
@@ -172,33 +172,4 @@ func writeCallbackPage(w http.ResponseWriter, status int, page callbackPage) err
 	w.WriteHeader(status)
 	_, err := w.Write(buf.Bytes())
 	return err
-}
-
-func (h *Handler) xeroWebhook(w http.ResponseWriter, r *http.Request, _ *call) error {
-	return h.connectionWebhook(w, r, "xero", "")
-}
-
-func (h *Handler) karbonWebhook(w http.ResponseWriter, r *http.Request, c *call) error {
-	return h.connectionWebhook(w, r, "karbon", c.id)
-}
-
-// appWebhook is the one address of the connect app the path names.
-func (h *Handler) appWebhook(w http.ResponseWriter, r *http.Request, c *call) error {
-	return h.connectionWebhook(w, r, c.id, "")
-}
-
-// connectionWebhook hands a vendor's webhook to the handler of the
-// connection (or app) it is for, which checks its signature.
-func (h *Handler) connectionWebhook(w http.ResponseWriter, r *http.Request, system, id string) error {
-	if h.webhooks != nil {
-		if hd, ok := h.webhooks.ConnectionWebhook(system, id); ok {
-			hd.ServeHTTP(w, r)
-			return nil
-		}
-	}
-	msg := "No connection of this gateway receives " + SystemName(system) + "'s webhooks here."
-	if id != "" {
-		return apierror.New(http.StatusNotFound, "resource_not_found", msg).WithParam("id")
-	}
-	return apierror.New(http.StatusNotFound, "resource_not_found", msg)
 }

@@ -158,13 +158,6 @@ type fakeFirms map[string]string
 
 func (f fakeFirms) FirmName(id string) (string, bool) { n, ok := f[id]; return n, ok }
 
-type fakeWebhooks map[string]http.Handler
-
-func (f fakeWebhooks) ConnectionWebhook(system, id string) (http.Handler, bool) {
-	h, ok := f[system+"/"+id]
-	return h, ok
-}
-
 func connectionHandler(t *testing.T, svc ConnectionService) *Handler {
 	t.Helper()
 	db, err := bbolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
@@ -494,51 +487,11 @@ func TestNoConnectionServiceIsAClearError(t *testing.T) {
 		{"GET", "/v1/connections", "", liveAdminCred},
 		{"POST", "/v1/connections", `{"role":"ledger","system":"xero"}`, liveAdminCred},
 		{"GET", "/connect/callback?state=s&code=c", "", nil},
-		{"POST", "/connect/webhooks/xero", `{}`, nil},
 	} {
 		got := do(t, h, rt.cred, rt.method, rt.path, rt.body)
 		if got.code != 404 || got.Error.Code != "resource_not_found" || got.Error.Message == "" {
 			t.Errorf("%s %s: %d %s", rt.method, rt.path, got.code, got.body)
 		}
-	}
-}
-
-func TestConnectionWebhooksReachTheirHandler(t *testing.T) {
-	h := connectionHandler(t, newFakeConnections())
-	var mu sync.Mutex
-	seen := map[string]string{}
-	handler := func(name string) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			mu.Lock()
-			seen[name] = r.Header.Get("X-Xero-Signature") + r.Header.Get("Content-Type")
-			mu.Unlock()
-			w.WriteHeader(http.StatusOK)
-		})
-	}
-	h.webhooks = fakeWebhooks{"xero/": handler("xero"), "karbon/con_k1": handler("karbon"), "ledgerly/": handler("ledgerly")}
-	if got := do(t, h, nil, "POST", "/connect/webhooks/xero", `{"events":[]}`, "X-Xero-Signature", "sig"); got.code != 200 {
-		t.Errorf("xero: %d %s", got.code, got.body)
-	}
-	if got := do(t, h, nil, "POST", "/connect/webhooks/karbon/con_k1", `{}`); got.code != 200 {
-		t.Errorf("karbon: %d %s", got.code, got.body)
-	}
-	// A connect app no route names receives at its own address.
-	if got := do(t, h, nil, "POST", "/connect/webhooks/ledgerly", `{}`); got.code != 200 {
-		t.Errorf("ledgerly: %d %s", got.code, got.body)
-	}
-	if got := do(t, h, nil, "POST", "/connect/webhooks/unheard-of", `{}`); got.code != 404 || got.Error.Code != "resource_not_found" {
-		t.Errorf("an app this gateway has not: %d %s", got.code, got.body)
-	}
-	if seen["xero"] != "sigapplication/json" || seen["karbon"] != "application/json" || seen["ledgerly"] != "application/json" {
-		t.Errorf("handlers saw %v", seen)
-	}
-	for _, path := range []string{"/connect/webhooks/karbon/con_gone", "/connect/webhooks/karbon/cli_1"} {
-		if got := do(t, h, nil, "POST", path, `{}`); got.code != 404 || got.Error.Code != "resource_not_found" {
-			t.Errorf("%s: %d %s", path, got.code, got.body)
-		}
-	}
-	if got := do(t, h, nil, "GET", "/connect/webhooks/xero", ""); got.code != 405 {
-		t.Errorf("GET on the webhook route: %d", got.code)
 	}
 }
 

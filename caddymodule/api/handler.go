@@ -43,9 +43,8 @@ type Handler struct {
 	feed        eventFeed
 	streams     *streams
 	// connections is nil on a gateway that offers none (no connect
-	// block); webhooks and firms are optional parts of the app too.
+	// block); firms are an optional part of the app too.
 	connections ConnectionService
-	webhooks    connectionWebhooks
 	firms       firmNames
 	// peers sends a request for a firm this instance does not hold to
 	// one that does; nil when every instance holds every firm.
@@ -136,7 +135,6 @@ func (h *Handler) wire(app any) error {
 	if cs, ok := app.(connectionSource); ok {
 		h.connections = cs.Connections()
 	}
-	h.webhooks, _ = app.(connectionWebhooks)
 	h.firms, _ = app.(firmNames)
 	h.peers, _ = app.(peers)
 	return nil

@@ -198,3 +198,20 @@ type changeSink struct{ app *App }
 func (s changeSink) Publish(ctx context.Context, c practice.Change) error {
 	return s.app.dispatch.publish(ctx, []practice.Change{c})
 }
+
+// FirmWebhook is the receiver of the webhooks of the system named system
+// that a firm's Caddyfile block names (/ingest/<firm>/<system>), in role
+// order when a package serves two roles (records karbon, ledger karbon);
+// false when the firm has no such system that receives webhooks.
+func (a *App) FirmWebhook(firm, system string) (http.Handler, bool) {
+	b, ok := a.firms[firm]
+	if !ok {
+		return nil, false
+	}
+	for _, u := range b.upstreams {
+		if u.name == system && u.webhook != nil {
+			return u.webhook(a.changes), true
+		}
+	}
+	return nil, false
+}
