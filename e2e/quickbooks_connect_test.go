@@ -58,6 +58,10 @@ http://{$PRACTICEGW_LISTEN} {
 	handle @probes {
 		practicegw_health
 	}
+	@vendor_webhooks path /ingest/* /connect/webhooks/*
+	handle @vendor_webhooks {
+		practicegw_ingest
+	}
 	handle /v1/openapi.json {
 		practicegw_api
 	}
