@@ -207,14 +207,14 @@ func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a
 // the one it had (a reconnect), the only one, or the administrator's
 // choice among several, or among all when a reconnect's grant no longer
 // reaches the one it had.
-func (m *Manager) settle(c *connection.Connection, s System, tenants []connection.Tenant) {
+func (m *Manager) settle(c *connection.Connection, s System, tenants []connection.Organisation) {
 	now := m.clock.Now().UTC()
-	connected := func(t connection.Tenant) {
+	connected := func(t connection.Organisation) {
 		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName = connection.Connected, "", nil, t.ID, t.Name
 		c.ConnectedAt = &now
 	}
 	if !s.Chooses {
-		connected(connection.Tenant{})
+		connected(connection.Organisation{})
 		return
 	}
 	for _, t := range tenants {
@@ -249,7 +249,7 @@ func (m *Manager) settle(c *connection.Connection, s System, tenants []connectio
 
 // organisations lists what a new grant reaches, with its access token,
 // or what the callback's query names where the vendor names it there.
-func (m *Manager) organisations(ctx context.Context, s System, accessToken string, callback url.Values) ([]connection.Tenant, error) {
+func (m *Manager) organisations(ctx context.Context, s System, accessToken string, callback url.Values) ([]connection.Organisation, error) {
 	if !s.Chooses {
 		return nil, nil
 	}
@@ -263,9 +263,9 @@ func (m *Manager) organisations(ctx context.Context, s System, accessToken strin
 	if err != nil {
 		return nil, err
 	}
-	out := make([]connection.Tenant, 0, len(orgs))
+	out := make([]connection.Organisation, 0, len(orgs))
 	for _, o := range orgs {
-		out = append(out, connection.Tenant{ID: o.ID, Name: o.Name})
+		out = append(out, connection.Organisation{ID: o.ID, Name: o.Name})
 	}
 	return out, nil
 }

@@ -423,7 +423,7 @@ func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant st
 	if c.Status != connection.ChooseTenant {
 		return connection.Connection{}, errConnectionState(c, "there is no organisation to choose")
 	}
-	if !slices.ContainsFunc(c.Choices, func(t connection.Tenant) bool { return t.ID == tenant }) {
+	if !slices.ContainsFunc(c.Choices, func(t connection.Organisation) bool { return t.ID == tenant }) {
 		return connection.Connection{}, practice.Invalid("tenant_id", "tenant_id must be one of the connection's choices.")
 	}
 	if c.TenantID != "" && c.TenantID != tenant && m.d.Runtime != nil {

@@ -130,7 +130,7 @@ func systemsRig(t *testing.T) (*consoleRig, *pageConnections) {
 			LastSuccessAt: &at,
 			Sync:          []connection.SyncState{{Role: "ledger", State: "failing", ConfirmedAt: &at}}},
 		{Connection: connection.Connection{ID: "con_d", Firm: "frm_acme", Role: "documents", System: "sharepoint",
-			Status: connection.ChooseTenant, Choices: []connection.Tenant{{ID: "site-1", Name: "Clients"}, {ID: "site-2", Name: "Archive"}}}},
+			Status: connection.ChooseTenant, Choices: []connection.Organisation{{ID: "site-1", Name: "Clients"}, {ID: "site-2", Name: "Archive"}}}},
 		{Connection: connection.Connection{ID: "con_other", Firm: "frm_birch", Role: "records", System: "karbon",
 			Status: connection.NeedsReconnect, Reason: "another firm's"}},
 	}}

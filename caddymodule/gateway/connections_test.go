@@ -415,7 +415,7 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 					// The new consent reaches another organisation too.
 					w.conns.change(t, cur.ID, func(c *connection.Connection) {
 						c.Status, c.Reason = connection.ChooseTenant, "choose the organisation to connect"
-						c.Choices = []connection.Tenant{{ID: c.TenantID, Name: "Demo"}, {ID: "another", Name: "Another"}}
+						c.Choices = []connection.Organisation{{ID: c.TenantID, Name: "Demo"}, {ID: "another", Name: "Another"}}
 					})
 				case (cur.Status == connection.Pending || cur.Status == connection.ChooseTenant) && rng.IntN(3) != 0:
 					// The consent is given (the same organisation chosen).
@@ -993,7 +993,7 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 	step(t, b)
 	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
 	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose", []connection.Tenant{{ID: org2, Name: "Second"}}
+		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
 	})
 	step(t, a)
 	step(t, b)

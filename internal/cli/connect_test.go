@@ -189,7 +189,7 @@ func TestConnectOffersTheChoiceOfOrganisation(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	r := runWaiting(t, admin, connectCommand(5*time.Millisecond), connection.View{Connection: connection.Connection{
-		Status: connection.ChooseTenant, Choices: []connection.Tenant{{ID: "t-uk", Name: "Demo UK"}, {ID: "t-us", Name: "Demo US"}}}},
+		Status: connection.ChooseTenant, Choices: []connection.Organisation{{ID: "t-uk", Name: "Demo UK"}, {ID: "t-us", Name: "Demo US"}}}},
 		"--firm", "frm_hollis", "--role", "ledger", "--system", "xero", "--admin", addr)
 	if r.err != nil {
 		t.Fatalf("connect: %v\n%s", r.err, r.out)

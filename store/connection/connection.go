@@ -51,7 +51,7 @@ type Connection struct {
 	TenantName string `json:"tenant_name,omitempty"`
 	// Choices are the organisations the grant reaches, while the status
 	// is ChooseTenant.
-	Choices []Tenant `json:"choices,omitempty"`
+	Choices []Organisation `json:"choices,omitempty"`
 	// Attempt counts the consents asked for; a callback for an older
 	// attempt than the connection's is refused.
 	Attempt     int        `json:"attempt"`
@@ -63,8 +63,10 @@ type Connection struct {
 	Version int64 `json:"version"`
 }
 
-// Tenant is one vendor organisation a grant reaches.
-type Tenant struct {
+// Organisation is one vendor organisation a grant reaches (a Xero
+// organisation, a SharePoint site): not a practice.Tenant, which is a
+// firm's live or sandbox side of the gateway.
+type Organisation struct {
 	ID   string `json:"id"`
 	Name string `json:"name"`
 }

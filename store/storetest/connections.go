@@ -167,7 +167,7 @@ func conn(id, firm string, created time.Time) connection.Connection {
 	connected := created.Add(time.Minute)
 	return connection.Connection{ID: id, Firm: firm, Role: "ledger", System: "xero", Status: connection.ChooseTenant,
 		Reason: "the grant reaches 2 organisations", TenantID: "tnt-1", TenantName: "Hollis & Vane <Ltd>",
-		Choices: []connection.Tenant{{ID: "tnt-1", Name: "Hollis & Vane <Ltd>"}, {ID: "tnt-2", Name: "Hollis Trust"}},
+		Choices: []connection.Organisation{{ID: "tnt-1", Name: "Hollis & Vane <Ltd>"}, {ID: "tnt-2", Name: "Hollis Trust"}},
 		Attempt: 2, CreatedAt: created, UpdatedAt: created, ConnectedAt: &connected}
 }
 
