@@ -346,7 +346,7 @@ func (m *Model) Apply(ctx context.Context, us []Update) error {
 	}
 	m.write.Lock()
 	defer m.write.Unlock()
-	if m.updates != nil && !m.catching.Load() {
+	if m.updates != nil && (!m.catching.Load() || m.unloaded.Load()) {
 		// Compared with what every instance wrote, as far as the feed
 		// can tell in the time the write may take; an unloaded model
 		// has nothing to compare with until it has loaded.
@@ -648,7 +648,9 @@ func (m *Model) CatchUp(ctx context.Context) error {
 	if m.updates == nil {
 		return nil
 	}
-	if m.catching.Load() {
+	if m.catching.Load() && !m.unloaded.Load() {
+		// An unloaded copy loads here all the same: it has nothing to
+		// answer from while the background catch-up goes on.
 		return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, errBehind)
 	}
 	err := m.followUpdates(ctx)

@@ -59,6 +59,15 @@ type Options struct {
 	// deletions as Gone, a look-back and a cap past which the sync
 	// reconciles), and webhooks that tell creations and updates.
 	QuickBooksInvoices bool
+	// Membership makes the instances hold the firm and let go of it
+	// between steps, as the placement of firms over a memory bound does:
+	// an instance that lets go stops its syncs, gives up their leases
+	// and unloads its copy, answering what it is asked from the shared
+	// store; a killed one starts again holding the firm or not. Callers
+	// read through either instance, and none is ever answered a record
+	// older than one it was answered before (unless the answer says it
+	// lags).
+	Membership bool
 }
 
 // Result is what a run did and found.
@@ -103,6 +112,9 @@ type world struct {
 	// must be announced, whichever way it is first noticed.
 	invoicesFrom int64
 	div          []string
+	// served is, per caller, the newest version of each record it was
+	// answered (Membership).
+	served [3]map[string]int64
 }
 
 type instance struct {
@@ -112,6 +124,10 @@ type instance struct {
 	syncers []*readmodel.Syncer
 	busy    bool
 	bg      []func(context.Context)
+	holder  string
+	// away is set while the instance does not hold the firm (Membership):
+	// its syncs do not run, and its copy is unloaded between steps.
+	away bool
 }
 
 // notice is a vendor webhook: which record, and whether it is new.
@@ -179,6 +195,9 @@ func Run(o Options) Result {
 		w.seen[i] = map[string]bool{}
 		w.start(i)
 	}
+	for c := range w.served {
+		w.served[c] = map[string]int64{}
+	}
 	for range o.Events {
 		w.event()
 	}
@@ -203,12 +222,17 @@ func (w *world) start(i int) {
 		}
 		in.model.Serve(k, w.vendor)
 	}
-	if err := in.model.Load(context.Background()); err != nil {
+	if w.o.Membership && w.r.IntN(2) == 0 {
+		// Started where the placement puts the firm elsewhere.
+		in.model.MarkUnloaded()
+		in.away = true
+	} else if err := in.model.Load(context.Background()); err != nil {
 		w.diverge("instance %d does not load: %v", i, err)
 	}
 	in.rec = &changes.Recorder{State: in.model, Clock: w}
+	in.holder = fmt.Sprintf("inst-%d-%d", i, w.restarts)
 	deps := readmodel.SyncDeps{Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
-		Holder: fmt.Sprintf("inst-%d-%d", i, w.restarts)}
+		Holder: in.holder}
 	in.syncers = []*readmodel.Syncer{readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
 		deps, config, readmodel.WithClock(w.Now))}
 	switch {
@@ -278,6 +302,10 @@ func (w *world) event() {
 		}
 	case n < 90:
 		w.background(ctx, w.r.IntN(2))
+	case n < 94:
+		w.read(ctx, w.r.IntN(2))
+	case n < 98 && w.o.Membership:
+		w.membership(ctx, w.r.IntN(2))
 	case n < 98:
 		w.read(ctx, w.r.IntN(2))
 	default:
@@ -393,7 +421,7 @@ func (w *world) observe(ctx context.Context, to int, o changes.Observation) {
 
 func (w *world) tick(ctx context.Context, i int) bool {
 	in := w.inst[i]
-	if in.busy {
+	if in.busy || in.away {
 		return false
 	}
 	s := in.syncers[0]
@@ -436,6 +464,10 @@ func (w *world) background(ctx context.Context, i int) {
 // missing.
 func (w *world) read(ctx context.Context, i int) {
 	m := w.inst[i].model
+	if w.o.Membership {
+		w.callerRead(ctx, i)
+		defer w.unloadAway(i)
+	}
 	for _, k := range w.kinds {
 		if f, _ := m.Freshness(k); !f.Backfilled {
 			continue
@@ -468,6 +500,10 @@ func (w *world) settle() {
 		w.deliverNotice(ctx)
 	}
 	w.quiet, w.failures = true, 0
+	if w.inst[0].away && w.inst[1].away {
+		// The placement puts the firm somewhere.
+		w.inst[w.r.IntN(2)].away = false
+	}
 	until := w.now.Add(config.Poll + config.Reconcile + 3*config.LeaseTTL)
 	for w.now.Before(until) {
 		w.now = w.now.Add(5 * time.Second)
@@ -476,6 +512,12 @@ func (w *world) settle() {
 				w.background(ctx, i)
 			}
 			for _, s := range w.inst[i].syncers {
+				if w.inst[i].away {
+					// An instance that does not hold the firm reads
+					// its holder's checkpoints, for what it reports.
+					s.Load(ctx)
+					continue
+				}
 				for n := 0; n < 100 && w.tickSyncer(ctx, i, s); n++ {
 				}
 			}
@@ -616,4 +658,62 @@ func (w *world) checkChanges() {
 		}
 		st.version = max(st.version, v.Version)
 	}
+}
+
+// membership makes instance i let go of the firm, or hold it again.
+func (w *world) membership(ctx context.Context, i int) {
+	in := w.inst[i]
+	if in.busy {
+		return
+	}
+	if in.away {
+		w.trace("instance %d holds the firm again", i)
+		in.away = false
+		return
+	}
+	// A hand-over: its syncs stop and give up their leases, then its copy
+	// goes; the firm is answered from the shared store meanwhile.
+	in.away = true
+	for _, s := range in.syncers {
+		_ = w.store.Release(ctx, "sync/"+firm+"/"+s.Role(), in.holder)
+	}
+	in.model.Unload()
+	w.trace("instance %d lets go of the firm", i)
+}
+
+// unloadAway unloads the copy an instance that does not hold the firm
+// loaded to answer, as the placement's next round does.
+func (w *world) unloadAway(i int) {
+	if in := w.inst[i]; in.away {
+		in.model.Unload()
+	}
+}
+
+// callerRead is a read by one of three callers through instance i, of a
+// record the vendor has: an answer not marked lagging is never older
+// than one the caller had before, through either instance.
+func (w *world) callerRead(ctx context.Context, i int) {
+	c := w.r.IntN(len(w.served))
+	k := w.kinds[w.r.IntN(len(w.kinds))]
+	ids := w.vendor.IDs(k)
+	if len(ids) == 0 {
+		return
+	}
+	id := ids[w.r.IntN(len(ids))]
+	m := w.inst[i].model
+	raw, err := m.Get(ctx, tenant, k, id)
+	if err != nil {
+		return
+	}
+	if f, _ := m.Freshness(k); f.State == readmodel.StateLagging && !w.inst[i].away {
+		return
+	}
+	var v struct{ Version int64 }
+	_ = json.Unmarshal(raw, &v)
+	key := string(k) + "/" + id
+	if v.Version < w.served[c][key] {
+		w.diverge("caller %d reads %s at version %d through instance %d, after version %d", c, key, v.Version, i, w.served[c][key])
+	}
+	w.served[c][key] = max(w.served[c][key], v.Version)
+	w.trace("caller %d reads %s at version %d through instance %d", c, key, v.Version, i)
 }
