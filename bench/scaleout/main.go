@@ -1,0 +1,590 @@
+// Command scaleout measures the scale-out of the read models by firms:
+// several gateways (the real binary) on one redis-server, each firm on its
+// own Karbon double (adapters/vendortest), each instance holding a share
+// of the firms within a memory bound (read_model { memory, replicas }).
+// It prints:
+//
+//   - each instance's peak RSS and the records and bytes it holds, against
+//     the firms' total;
+//   - /v1 read p50/p99 through instances that hold the firm and through
+//     instances that do not (forwarded), and their ratio (target: the
+//     non-holders' p99 within 1.5x of the holders');
+//   - the time until every firm is held `replicas` times again after one
+//     instance is SIGKILLed (target: 15 s);
+//   - with -compare, each instance's peak RSS without a bound, over the
+//     same data in the same Redis.
+//
+// Run it through bench/scaleout.sh; -firms and -records make it smaller.
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/practicegw/practicegw/adapters/vendortest"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.bin, "bin", "", "the practicegw binary (required)")
+	flag.IntVar(&o.firms, "firms", 20, "firms, each on its own Karbon double")
+	flag.IntVar(&o.records, "records", 200_000, "records over all firms (30% clients, 70% work items)")
+	flag.IntVar(&o.instances, "instances", 3, "gateway instances")
+	flag.IntVar(&o.replicas, "replicas", 2, "instances holding each firm")
+	flag.StringVar(&o.memory, "memory", "", "the bound on each instance (default: room for 1.2x its share, so that placement is forced)")
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of the read load")
+	flag.IntVar(&o.rate, "rate", 40, "reads a second through each instance")
+	flag.BoolVar(&o.compare, "compare", false, "also run the instances without a bound over the same data, for their RSS")
+	flag.Parse()
+	if o.bin == "" {
+		fail(errors.New("-bin is required"))
+	}
+	if err := run(o); err != nil {
+		fail(err)
+	}
+}
+
+type options struct {
+	bin                                 string
+	firms, records, instances, replicas int
+	memory                              string
+	duration                            time.Duration
+	rate                                int
+	compare                             bool
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scaleout:", err)
+	os.Exit(1)
+}
+
+// bytesPerRecord is about what a Karbon record takes in a read model, as
+// the bound counts it (practicegw_read_model_bytes over records).
+const bytesPerRecord = 900
+
+func run(o options) error {
+	dir, err := os.MkdirTemp("", "practicegw-bench-scaleout-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	redis, redisURL, err := startRedis(dir)
+	if err != nil {
+		return err
+	}
+	defer stopProcess(redis)
+
+	per := o.records / o.firms
+	firms := make([]string, o.firms)
+	var blocks strings.Builder
+	for i := range firms {
+		firms[i] = fmt.Sprintf("frm_s%02d", i)
+		k := karbon(per)
+		defer k.Close()
+		fmt.Fprintf(&blocks, `
+		firm %s {
+			records karbon {
+				access_key %s
+				bearer %s
+				base_url %s
+				upstream {
+					timeout 10s
+					rate_limit 600000/m
+				}
+			}
+		}`, firms[i], k.AccessKey, k.Bearer, k.URL)
+	}
+	config := filepath.Join(dir, "Caddyfile")
+	if err := os.WriteFile(config, []byte(caddyfile(blocks.String())), 0o600); err != nil {
+		return err
+	}
+	if o.memory == "" {
+		share := int64(o.records) * bytesPerRecord * int64(o.replicas) / int64(o.instances)
+		o.memory = strconv.FormatInt(share*12/10/(1<<20)+1, 10) + "MiB"
+	}
+	secrets := make([]byte, 32)
+	for i := range secrets {
+		secrets[i] = byte(rand.IntN(256))
+	}
+	env := []string{"PRACTICEGW_REDIS=" + redisURL, "PRACTICEGW_SECRETS_KEY=" + base64.StdEncoding.EncodeToString(secrets),
+		"PRACTICEGW_READ_MODEL_MEMORY=" + o.memory, "PRACTICEGW_READ_MODEL_REPLICAS=" + strconv.Itoa(o.replicas),
+		"PRACTICEGW_SYNC_POLL=5m", "PRACTICEGW_SYNC_RECONCILE=24h"}
+	fmt.Printf("%d firms of %d records (%d in all) on %d instances, replicas %d, memory %s each\n",
+		o.firms, per, per*o.firms, o.instances, o.replicas, o.memory)
+
+	gws := make([]*gateway, o.instances)
+	for i := range gws {
+		if gws[i], err = startGateway(o.bin, config, dir, fmt.Sprintf("gw%d", i), env, true); err != nil {
+			return err
+		}
+		defer gws[i].stop()
+	}
+	tokens := map[string]string{}
+	for _, f := range firms {
+		if tokens[f], err = gws[0].issue(f); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	if err := waitLive(gws, firms, tokens, 30*time.Minute); err != nil {
+		return err
+	}
+	fmt.Printf("backfilled and placed in %s\n", time.Since(start).Round(time.Second))
+	if err := waitPlaced(gws, firms, o.replicas, time.Minute); err != nil {
+		return err
+	}
+
+	holders := map[string][]string{}
+	for _, f := range firms {
+		if holders[f], err = gws[0].heldBy(f); err != nil {
+			return err
+		}
+	}
+	held, nonHeld, err := load(gws, firms, tokens, holders, per, o.rate, o.duration)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nreads (%d a second through each instance for %s; a page of 50 clients, a page of jobs in one stage, a job by id):\n", o.rate, o.duration)
+	fmt.Printf("  through a holder:     %6d reads  p50 %s  p99 %s\n", len(held), ms(pct(held, 0.50)), ms(pct(held, 0.99)))
+	fmt.Printf("  through a non-holder: %6d reads  p50 %s  p99 %s\n", len(nonHeld), ms(pct(nonHeld, 0.50)), ms(pct(nonHeld, 0.99)))
+	ratio := float64(pct(nonHeld, 0.99)) / float64(pct(held, 0.99))
+	fmt.Printf("  non-holder p99 / holder p99 = %.2f (target at most 1.5) %s\n", ratio, verdict(ratio <= 1.5))
+
+	fmt.Printf("\nper instance (bound %s):\n", o.memory)
+	var total float64
+	for _, g := range gws {
+		m, err := g.metrics()
+		if err != nil {
+			return err
+		}
+		total += m.records
+		fmt.Printf("  %s: peak RSS %s, holds %d firms, %.0f records (%.0f%% of %d), %s as the bound counts\n",
+			g.name, mib(g.peakRSS()), int(m.firms), m.records, 100*m.records/float64(per*o.firms), per*o.firms, mib(int64(m.bytes)))
+	}
+	fmt.Printf("  records held in all: %.0f = %.2f x the firms' %d\n", total, total/float64(per*o.firms), per*o.firms)
+
+	victim := gws[len(gws)-1]
+	killed := time.Now()
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	_ = victim.cmd.Wait()
+	rest := gws[:len(gws)-1]
+	if err := waitPlaced(rest, firms, o.replicas, time.Minute); err != nil {
+		return err
+	}
+	took := time.Since(killed)
+	fmt.Printf("\nSIGKILL of %s: every firm held %d times by the others again after %s (target 15s) %s\n",
+		victim.name, o.replicas, took.Round(10*time.Millisecond), verdict(took <= 15*time.Second))
+
+	if o.compare {
+		for _, g := range gws {
+			g.stop()
+		}
+		unbounded := slices.DeleteFunc(slices.Clone(env), func(v string) bool { return strings.HasPrefix(v, "PRACTICEGW_READ_MODEL_") })
+		fmt.Printf("\nwithout a bound, over the same data:\n")
+		for i := range o.instances {
+			g, err := startGateway(o.bin, config, dir, fmt.Sprintf("unbounded%d", i), unbounded, false)
+			if err != nil {
+				return err
+			}
+			defer g.stop()
+			if err := waitLive([]*gateway{g}, firms, tokens, 30*time.Minute); err != nil {
+				return err
+			}
+			m, err := g.metrics()
+			if err != nil {
+				return err
+			}
+			fmt.Printf("  %s: peak RSS %s, holds %d firms, %.0f records\n", g.name, mib(g.peakRSS()), int(m.firms), m.records)
+		}
+	}
+	return nil
+}
+
+// karbon is a Karbon double with n records: 30% contacts, 70% work items.
+func karbon(n int) *vendortest.Karbon {
+	epoch := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	k := vendortest.NewKarbon()
+	k.KeepListRows(true)
+	for i := range 10 {
+		k.AddUser(vendortest.KarbonUser{Id: fmt.Sprintf("U%03d", i), Name: fmt.Sprintf("Staff %d", i),
+			EmailAddress: fmt.Sprintf("staff%d@firm.example", i), Roles: []string{"Manager"}})
+	}
+	contacts := max(1, n*3/10)
+	for i := range contacts {
+		k.AddContact(vendortest.KarbonContact{ContactKey: fmt.Sprintf("C%06d", i), FirstName: "Client", LastName: fmt.Sprintf("%06d", i),
+			ContactType: "Client", Email: fmt.Sprintf("c%d@example.com", i), Country: "GB", OwnerKey: fmt.Sprintf("U%03d", i%10),
+			LastModified: epoch})
+	}
+	statuses := [][2]string{{"InProgress", ""}, {"InProgress", "In Review"}, {"Planned", ""}, {"Completed", "Filed"}}
+	for i := range n - contacts {
+		st := statuses[i%len(statuses)]
+		deadline := epoch.AddDate(0, 0, i%365).Format(time.RFC3339)
+		k.AddWorkItem(vendortest.KarbonWorkItem{WorkItemKey: fmt.Sprintf("W%06d", i), Title: fmt.Sprintf("Accounts %d", i),
+			AssigneeKey: fmt.Sprintf("U%03d", i%10), ClientKey: fmt.Sprintf("C%06d", i%contacts), ClientType: "Contact",
+			StartDate: epoch.Format(time.RFC3339), DeadlineDate: &deadline, WorkType: "Accounts", PrimaryStatus: st[0], SecondaryStatus: st[1]})
+	}
+	return k
+}
+
+func caddyfile(firms string) string {
+	return `{
+	admin {$PRACTICEGW_ADMIN}
+	practicegw {
+		data_dir {$PRACTICEGW_DATA}
+		redis {$PRACTICEGW_REDIS}` + firms + `
+	}
+}
+
+http://{$PRACTICEGW_LISTEN} {
+	@probes path /healthz /readyz
+	handle @probes {
+		practicegw_health
+	}
+	handle /v1/* {
+		practicegw_auth
+		practicegw_ratelimit
+		practicegw_api
+	}
+	handle {
+		practicegw_api
+	}
+}
+`
+}
+
+func startRedis(dir string) (*exec.Cmd, string, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, "", err
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("redis-server: %w", err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return cmd, "redis://" + addr + "/0", nil
+		}
+	}
+	stopProcess(cmd)
+	return nil, "", errors.New("redis-server did not start")
+}
+
+func stopProcess(cmd *exec.Cmd) {
+	if cmd.Process != nil && cmd.ProcessState == nil {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+type gateway struct {
+	name, bin, addr, admin string
+	env                    []string
+	cmd                    *exec.Cmd
+	logs                   bytes.Buffer
+	peak                   int64
+}
+
+func startGateway(bin, config, dir, name string, env []string, advertise bool) (*gateway, error) {
+	g := &gateway{name: name, bin: bin}
+	var err error
+	if g.addr, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if g.admin, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	g.env = append(os.Environ(), "PRACTICEGW_LISTEN="+g.addr, "PRACTICEGW_ADMIN="+g.admin,
+		"PRACTICEGW_DATA="+filepath.Join(dir, name), "PRACTICEGW_KAFKA=")
+	g.env = append(g.env, env...)
+	if advertise {
+		g.env = append(g.env, "PRACTICEGW_ADVERTISE=http://"+g.addr)
+	}
+	g.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
+	g.cmd.Env = g.env
+	g.cmd.Stdout, g.cmd.Stderr = &g.logs, &g.logs
+	if err := g.cmd.Start(); err != nil {
+		return nil, err
+	}
+	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get("http://" + g.addr + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return g, nil
+			}
+		}
+	}
+	g.stop()
+	return nil, fmt.Errorf("%s did not start within 5 minutes", name)
+}
+
+func (g *gateway) stop() {
+	g.peakRSS()
+	stopProcess(g.cmd)
+}
+
+// peakRSS is the process's peak resident set (VmHWM), kept once it ends.
+func (g *gateway) peakRSS() int64 {
+	if g.cmd.ProcessState != nil {
+		return g.peak
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if err != nil {
+		return g.peak
+	}
+	if m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b); m != nil {
+		kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+		g.peak = max(g.peak, kb<<10)
+	}
+	return g.peak
+}
+
+func (g *gateway) issue(firm string) (string, error) {
+	cmd := exec.Command(g.bin, "credential", "issue", "--json", "--firm", firm, "--name", "bench scaleout",
+		"--scopes", "clients:read,jobs:read", "--rate-limit", "1000000/s")
+	cmd.Env = g.env
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("credential issue: %w", err)
+	}
+	var c struct{ Token string }
+	if err := json.Unmarshal(out, &c); err != nil || c.Token == "" {
+		return "", fmt.Errorf("credential issue output %q: %v", out, err)
+	}
+	return c.Token, nil
+}
+
+var client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+func (g *gateway) get(token, path string) (*http.Response, []byte, error) {
+	req, _ := http.NewRequest("GET", "http://"+g.addr+path, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, err = b.ReadFrom(resp.Body)
+	return resp, b.Bytes(), err
+}
+
+func (g *gateway) heldBy(firm string) ([]string, error) {
+	resp, err := client.Get("http://" + g.admin + "/practicegw/sync/" + firm)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []struct {
+			HeldBy []string `json:"held_by"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || len(body.Data) == 0 {
+		return nil, fmt.Errorf("sync status of %s: %v", firm, err)
+	}
+	return body.Data[0].HeldBy, nil
+}
+
+type held struct{ firms, records, bytes float64 }
+
+func (g *gateway) metrics() (held, error) {
+	resp, err := client.Get("http://" + g.admin + "/metrics")
+	if err != nil {
+		return held{}, err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	_, _ = b.ReadFrom(resp.Body)
+	var h held
+	for _, line := range strings.Split(b.String(), "\n") {
+		name, val, ok := strings.Cut(line, " ")
+		if !ok || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, _ := strconv.ParseFloat(val, 64)
+		switch {
+		case name == "practicegw_read_model_firms":
+			h.firms = v
+		case strings.HasPrefix(name, "practicegw_read_model_records{"):
+			h.records += v
+		case strings.HasPrefix(name, "practicegw_read_model_bytes{"):
+			h.bytes += v
+		}
+	}
+	return h, nil
+}
+
+// waitLive waits until every firm answers all its clients, live, through
+// every instance.
+func waitLive(gws []*gateway, firms []string, tokens map[string]string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	live := func(g *gateway, f, path string) error {
+		resp, _, err := g.get(tokens[f], path)
+		if err == nil && (resp.StatusCode != 200 || resp.Header.Get("Data-State") != "live") {
+			err = fmt.Errorf("%d, %s", resp.StatusCode, resp.Header.Get("Data-State"))
+		}
+		return err
+	}
+	for _, f := range firms {
+		for _, g := range gws {
+			for _, path := range []string{"/v1/clients?limit=1", "/v1/jobs?limit=1"} {
+				for err := live(g, f, path); err != nil; err = live(g, f, path) {
+					if time.Now().After(deadline) {
+						return fmt.Errorf("%s %s not live through %s within %s (%v)", f, path, g.name, within, err)
+					}
+					time.Sleep(500 * time.Millisecond)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// waitPlaced waits until gws all say every firm is held replicas times,
+// by instances among them.
+func waitPlaced(gws []*gateway, firms []string, replicas int, within time.Duration) error {
+	addrs := map[string]bool{}
+	for _, g := range gws {
+		addrs["http://"+g.addr] = true
+	}
+	deadline := time.Now().Add(within)
+	for {
+		ok := true
+		for _, g := range gws {
+			for _, f := range firms {
+				h, err := g.heldBy(f)
+				if err != nil || len(h) != replicas {
+					ok = false
+					break
+				}
+				for _, a := range h {
+					ok = ok && addrs[a]
+				}
+			}
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("firms not held %d times within %s", replicas, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// load reads through every instance at rate a second for d, and sorts the
+// latencies by whether the instance held the firm read.
+func load(gws []*gateway, firms []string, tokens map[string]string, holders map[string][]string, per, rate int,
+	d time.Duration) (held, nonHeld []time.Duration, err error) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	jobs := max(1, per-per*3/10)
+	for _, g := range gws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(len(g.addr)), uint64(time.Now().UnixNano())))
+			tick := time.NewTicker(time.Second / time.Duration(rate))
+			defer tick.Stop()
+			var inflight sync.WaitGroup
+			for end := time.Now().Add(d); time.Now().Before(end); <-tick.C {
+				f := firms[rng.IntN(len(firms))]
+				var path string
+				switch rng.IntN(3) {
+				case 0:
+					path = "/v1/clients?limit=50"
+				case 1:
+					path = "/v1/jobs?limit=50&stage=in_review"
+				default:
+					path = fmt.Sprintf("/v1/jobs/job_W%06d", rng.IntN(jobs))
+				}
+				holder := slices.Contains(holders[f], "http://"+g.addr)
+				inflight.Add(1)
+				go func() {
+					defer inflight.Done()
+					start := time.Now()
+					resp, _, err := g.get(tokens[f], path)
+					took := time.Since(start)
+					mu.Lock()
+					defer mu.Unlock()
+					if err == nil && resp.StatusCode != 200 {
+						err = fmt.Errorf("GET %s through %s: %d", path, g.name, resp.StatusCode)
+					}
+					if err != nil {
+						if firstErr == nil {
+							firstErr = err
+						}
+						return
+					}
+					if holder {
+						held = append(held, took)
+					} else {
+						nonHeld = append(nonHeld, took)
+					}
+				}()
+			}
+			inflight.Wait()
+		}()
+	}
+	wg.Wait()
+	return held, nonHeld, firstErr
+}
+
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond)) }
+
+func mib(b int64) string { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+
+func verdict(ok bool) string {
+	if ok {
+		return "OK"
+	}
+	return "MISSED"
+}
