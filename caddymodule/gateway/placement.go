@@ -128,6 +128,16 @@ func (a *App) provisionPlacement() error {
 func (p *placer) run(ctx context.Context) {
 	t := time.NewTicker(placeEvery)
 	defer t.Stop()
+	// Heard before placing: instances started together (a deploy) see
+	// each other at their first placement, rather than each taking every
+	// firm its bound allows and letting go a round later.
+	p.heartbeat(ctx)
+	select {
+	case <-ctx.Done():
+		p.stop()
+		return
+	case <-t.C:
+	}
 	for {
 		p.place(ctx)
 		select {
