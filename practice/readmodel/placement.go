@@ -47,13 +47,9 @@ type Placement struct {
 // Place gives each firm up to replicas holders among members: the members
 // it ranks highest by rendezvous hashing (so a member joining or leaving
 // moves about 1/N of the firms) that still have room for it under their
-// bound and under a fair share: no member takes more than a quarter over
-// its share of the firms or of their bytes (rendezvous hashing with
-// bounded loads), since a few dozen firms over three members are
-// otherwise spread unevenly. Firms are placed largest first, which packs
-// the bounds best, and a firm of unknown size (never loaded) counts as
-// the mean of the known ones. The answer depends only on its arguments,
-// never on their order.
+// bound. Firms are placed largest first, which packs the bounds best, and
+// a firm of unknown size (never loaded) counts as the mean of the known
+// ones. The answer depends only on its arguments, never on their order.
 func Place(members []Member, firms []string, sizes map[string]int64, replicas int) Placement {
 	p := Placement{Holders: make(map[string][]string, len(firms))}
 	if replicas < 1 {
@@ -70,36 +66,21 @@ func Place(members []Member, firms []string, sizes map[string]int64, replicas in
 	order := slices.Clone(firms)
 	slices.Sort(order)
 	order = slices.Compact(order)
-	var total, largest int64
-	for _, f := range order {
-		total += size(f)
-		largest = max(largest, size(f))
-	}
-	holdings := len(order) * min(replicas, max(1, len(ms)))
-	fairFirms, fairBytes := fairShare(int64(holdings), len(ms)), fairShare(total*int64(min(replicas, max(1, len(ms)))), len(ms))
-	fairBytes = max(fairBytes, largest)
-	count, bytes := map[string]int64{}, map[string]int64{}
 	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(size(b), size(a)) })
 	for _, firm := range order {
 		need := size(firm)
 		var holders []string
-		ranked := rank(firm, ms)
-		// A fair share first; past it only when the firm would otherwise
-		// be held fewer times: fairness never leaves a firm short.
-		for _, fair := range []bool{true, false} {
-			for _, m := range ranked {
-				if len(holders) == replicas {
-					break
-				}
-				if slices.Contains(holders, m.ID) || m.Memory > 0 && free[m.ID] < need ||
-					fair && (count[m.ID]+1 > fairFirms || bytes[m.ID]+need > fairBytes) {
+		for _, m := range rank(firm, ms) {
+			if len(holders) == replicas {
+				break
+			}
+			if m.Memory > 0 {
+				if free[m.ID] < need {
 					continue
 				}
 				free[m.ID] -= need
-				count[m.ID]++
-				bytes[m.ID] += need
-				holders = append(holders, m.ID)
 			}
+			holders = append(holders, m.ID)
 		}
 		p.Holders[firm] = holders
 		if len(holders) < min(replicas, len(ms)) || len(ms) == 0 {
@@ -108,16 +89,6 @@ func Place(members []Member, firms []string, sizes map[string]int64, replicas in
 	}
 	slices.Sort(p.Short)
 	return p
-}
-
-// fairShare is what one of n members may take of total: a quarter over
-// an even share, and at least one more than it.
-func fairShare(total int64, n int) int64 {
-	if n == 0 {
-		return 0
-	}
-	even := (total + int64(n) - 1) / int64(n)
-	return max(even+even/4, even+1)
 }
 
 // sizer counts a firm at its known size, else at the mean of the known.

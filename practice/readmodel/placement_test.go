@@ -143,33 +143,3 @@ func TestHoldersOfAreThoseThatHoldIt(t *testing.T) {
 		t.Fatalf("holders of frm_c: %v", got)
 	}
 }
-
-// Twenty firms over three members are spread evenly: none takes more than
-// a quarter over its share, by count or by bytes, and a firm larger than
-// a share is still placed.
-func TestPlaceSpreadsEvenly(t *testing.T) {
-	firms := firmIDs(20)
-	sizes := map[string]int64{}
-	for i, f := range firms {
-		sizes[f] = int64(1000 + 37*i)
-	}
-	p := Place(members(3, 0), firms, sizes, 2)
-	count := map[string]int{}
-	for _, f := range firms {
-		if len(p.Holders[f]) != 2 {
-			t.Fatalf("%s held by %v", f, p.Holders[f])
-		}
-		for _, id := range p.Holders[f] {
-			count[id]++
-		}
-	}
-	for id, n := range count {
-		if n > 17 {
-			t.Fatalf("%s holds %d of 40 holdings over 3 members: %v", id, n, count)
-		}
-	}
-	huge := Place(members(3, 0), []string{"frm_big", "frm_a", "frm_b"}, map[string]int64{"frm_big": 1e9, "frm_a": 10, "frm_b": 10}, 2)
-	if len(huge.Holders["frm_big"]) != 2 || len(huge.Short) != 0 {
-		t.Fatalf("a firm larger than a share: %v, short %v", huge.Holders, huge.Short)
-	}
-}
