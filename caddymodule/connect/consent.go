@@ -260,6 +260,11 @@ func (m *Manager) organisations(ctx context.Context, s System, accessToken strin
 	} else {
 		orgs, err = m.consent(s).Organisations(ctx, m.vendorDeps(), s.Name, accessToken)
 	}
+	if errors.Is(err, practice.ErrNotFound) {
+		// The vendor's not-found answers the gateway's own listing, not a
+		// record the caller named: an answer the gateway cannot use.
+		return nil, fmt.Errorf("%w: %s did not list what the grant reaches", practice.ErrBadUpstream, s.Label)
+	}
 	if err != nil {
 		return nil, err
 	}

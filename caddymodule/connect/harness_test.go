@@ -290,6 +290,7 @@ type vendor struct {
 	revokeFail bool
 	garbage    map[string]bool // paths answered 200 with a body no vendor sends
 	down       map[string]bool // paths answered 503
+	missing    map[string]bool // paths answered 404
 	karbonKey  string
 	// karbonGlitches are how many of the next Karbon calls are refused
 	// whatever their key: a glitch at Karbon.
@@ -304,7 +305,7 @@ type grant struct {
 }
 
 func newVendor(t *testing.T) *vendor {
-	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{}, down: map[string]bool{},
+	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{}, down: map[string]bool{}, missing: map[string]bool{},
 		subs:    map[string]map[string]any{},
 		tenants: []map[string]string{{"id": "c1", "tenantId": "org-1", "tenantType": "ORGANISATION", "tenantName": "Hollis Ledger"}}}
 	karbon := vendortest.KarbonConforming(t, http.HandlerFunc(v.serve))
@@ -391,6 +392,10 @@ func (v *vendor) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	if v.down[r.URL.Path] {
 		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	if v.missing[r.URL.Path] {
+		w.WriteHeader(http.StatusNotFound)
 		return
 	}
 	if v.garbage[r.URL.Path] {

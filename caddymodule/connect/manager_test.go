@@ -213,6 +213,20 @@ func TestSharePointSites(t *testing.T) {
 	}
 }
 
+// A vendor that answers its organisations' listing with not found has
+// given an answer the gateway cannot use: 502, never the 404 of a record
+// the caller named, and the connection waits for another consent.
+func TestOrganisationsNotFoundIsUpstream(t *testing.T) {
+	h := newHarness(t)
+	h.v.missing["/v1.0/sites"] = true
+	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "documents", System: "sharepoint"}))
+	_, err := h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser)
+	h.wantAPIError(err, 502, "upstream_unavailable", "")
+	if c := h.stored(v.ID); c.Status != connection.Pending {
+		t.Fatalf("after the vendor's not found: %+v", c)
+	}
+}
+
 // A consent refused at the vendor leaves the connection pending with the
 // reason, and answers consent_denied.
 func TestConsentDenied(t *testing.T) {
