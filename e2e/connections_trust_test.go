@@ -12,6 +12,17 @@ import (
 	"github.com/practicegw/practicegw/internal/redistest"
 )
 
+// twoConnectGateways are two gateways of a firm with only a name,
+// sharing one Redis; the vendors send the administrator back to a.
+func twoConnectGateways(t *testing.T) (f *connectFirm, a, b *gateway) {
+	t.Helper()
+	redis := redistest.Start(t)
+	addrA := freePort(t)
+	f = startConnectFirm(t, addrA)
+	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
+	return f, f.gateway(t, addrA, env...), f.gateway(t, "", env...)
+}
+
 // refusedWith checks an answer is the contract's error body with status
 // and code.
 func refusedWith(t *testing.T, r response, status int, code, what string) {
@@ -46,12 +57,7 @@ func servesCopy(t *testing.T, g *gateway, tok string, n int, prefix, state strin
 // a reconnect's pending consent and a denied one leave both serving the
 // organisation's copy, failing; the consent given again serves it live.
 func TestARoleServesOnlyTheFirmsOrganisation(t *testing.T) {
-	redis := redistest.Start(t)
-	addrA := freePort(t)
-	f := startConnectFirm(t, addrA)
-	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
-	a := f.gateway(t, addrA, env...)
-	b := f.gateway(t, "", env...)
+	f, a, b := twoConnectGateways(t)
 	both := []*gateway{a, b}
 	rec := &seen{}
 	tok := a.issue("frm_hollis", false, "admin", "invoices:read", "clients:read", "clients:write").Token
@@ -130,12 +136,7 @@ func TestARoleServesOnlyTheFirmsOrganisation(t *testing.T) {
 // organisation's invoices alone, backfilled afresh. No read of either
 // gateway ever lists invoices of both.
 func TestAReconnectToAnotherOrganisationIsChosen(t *testing.T) {
-	redis := redistest.Start(t)
-	addrA := freePort(t)
-	f := startConnectFirm(t, addrA)
-	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
-	a := f.gateway(t, addrA, env...)
-	b := f.gateway(t, "", env...)
+	f, a, b := twoConnectGateways(t)
 	both := []*gateway{a, b}
 	rec := &seen{}
 	tok := a.issue("frm_hollis", false, "admin", "invoices:read").Token
@@ -225,12 +226,7 @@ func TestAReconnectToAnotherOrganisationIsChosen(t *testing.T) {
 // connection_needs_reconnect and reads answer the copy, failing; a
 // reconnect with a key Karbon takes resumes it on both within 2 s.
 func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
-	redis := redistest.Start(t)
-	addrA := freePort(t)
-	f := startConnectFirm(t, addrA)
-	env := []string{"PRACTICEGW_REDIS=" + redis.URL(), "PRACTICEGW_SECRETS_KEY=" + secretsKey()}
-	a := f.gateway(t, addrA, env...)
-	b := f.gateway(t, "", env...)
+	f, a, b := twoConnectGateways(t)
 	both := []*gateway{a, b}
 	rec := &seen{}
 	tok := a.issue("frm_hollis", false, "admin", "clients:read", "clients:write").Token

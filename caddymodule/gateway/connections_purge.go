@@ -17,13 +17,9 @@ import (
 // role backfills afresh. Other instances drop their copy from memory when
 // they see it disconnected. Purging again is no error.
 func (a *App) Purge(ctx context.Context, c connection.Connection) error {
-	b, ok := a.firms[c.Firm]
-	if !ok {
-		return fmt.Errorf("no firm %q: %w", c.Firm, practice.ErrNotFound)
-	}
-	purger, ok := a.readStore.(readmodel.Purger)
-	if !ok {
-		return fmt.Errorf("the read model's store cannot purge a copy")
+	b, purger, err := a.purging(c)
+	if err != nil {
+		return err
 	}
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
@@ -56,13 +52,9 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 // began, serve their held copy until they see the new organisation and
 // load the store's. Unlike Purge, the connection is opened again.
 func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) error {
-	b, ok := a.firms[c.Firm]
-	if !ok {
-		return fmt.Errorf("no firm %q: %w", c.Firm, practice.ErrNotFound)
-	}
-	purger, ok := a.readStore.(readmodel.Purger)
-	if !ok {
-		return fmt.Errorf("the read model's store cannot purge a copy")
+	b, purger, err := a.purging(c)
+	if err != nil {
+		return err
 	}
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
@@ -79,6 +71,20 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 		return nil
 	}
 	return purger.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role))
+}
+
+// purging is what a purge of c's copy works on: its firm's backends and
+// the read model's store.
+func (a *App) purging(c connection.Connection) (*firmBackends, readmodel.Purger, error) {
+	b, ok := a.firms[c.Firm]
+	if !ok {
+		return nil, nil, fmt.Errorf("no firm %q: %w", c.Firm, practice.ErrNotFound)
+	}
+	purger, ok := a.readStore.(readmodel.Purger)
+	if !ok {
+		return nil, nil, fmt.Errorf("the read model's store cannot purge a copy")
+	}
+	return b, purger, nil
 }
 
 // opened is connection id when it is open in s.
