@@ -140,7 +140,12 @@ func TestForwardedHTTPSOnlyFromTrustedProxies(t *testing.T) {
 		t.Fatal(err)
 	}
 	trusting := filepath.Join(t.TempDir(), "Caddyfile")
-	cfg := strings.Replace(string(root), "\tpracticegw {", "\tservers {\n\t\ttrusted_proxies static 127.0.0.0/8\n\t}\n\tpracticegw {", 1)
+	// Into the root Caddyfile's own servers block: Caddy refuses a second
+	// one for the same listeners.
+	cfg := strings.Replace(string(root), "\tservers {\n", "\tservers {\n\t\ttrusted_proxies static 127.0.0.0/8\n", 1)
+	if cfg == string(root) {
+		t.Fatal("the root Caddyfile has no servers block to trust the proxy in")
+	}
 	if err := os.WriteFile(trusting, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
