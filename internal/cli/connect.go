@@ -72,7 +72,7 @@ func configureConnect(cmd *cobra.Command, poll time.Duration) {
 	f := cmd.Flags()
 	f.String("firm", "", "the firm, such as frm_hollis")
 	f.String("role", "", "records, ledger or documents")
-	f.String("system", "", "karbon or xpm (records), xero or karbon (ledger), sharepoint, onedrive, google_drive or dropbox (documents)")
+	f.String("system", "", "the system, as the gateway's connect block registers it: karbon, xpm, xero, quickbooks, sharepoint, google_drive, dropbox, …")
 	f.String("access-key", "", "the firm's Karbon access key (Karbon only); - reads it from standard input")
 	f.Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
 	addAdminFlag(cmd)
