@@ -283,8 +283,10 @@ func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
 			return nil
 		})
 	}
-	// Writes reach Karbon again, with the key.
-	eventually.NoError(t, 2*time.Second, poll, "a client written to Karbon", func() error {
+	// Writes reach Karbon again, with the key: within Karbon's 120 calls a
+	// minute, which the resumed backfill spends too, so a write may wait
+	// its turn.
+	eventually.NoError(t, 15*time.Second, poll, "a client written to Karbon", func() error {
 		r := b.do(t, "POST", "/v1/clients", tok, map[string]any{"name": "Reconnected Ltd", "type": "company"})
 		if r.StatusCode != http.StatusCreated {
 			return fmt.Errorf("%d %s", r.StatusCode, tail(string(r.body), 200))

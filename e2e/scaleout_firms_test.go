@@ -217,12 +217,19 @@ func TestScaleOutByFirms(t *testing.T) {
 	// A write through an instance that does not hold the firm reads back
 	// at once from every instance.
 	firm := boundedFirms[0]
+	// The hand-over may still be under way (the first instance lets go of
+	// a firm only once its new holders hold it): wait for an outsider.
 	var outside *gateway
-	for _, g := range []*gateway{a, b, d} {
-		if !slices.Contains(heldBy(t, a, firm), "http://"+g.addr) {
-			outside = g
+	eventually.True(t, 20*time.Second, 50*time.Millisecond, "an instance that does not hold "+firm, func() bool {
+		holders := heldBy(t, a, firm)
+		for _, g := range []*gateway{a, b, d} {
+			if !slices.Contains(holders, "http://"+g.addr) {
+				outside = g
+				return true
+			}
 		}
-	}
+		return false
+	})
 	r := outside.do(t, "PATCH", "/v1/clients/cli_c-C007", tokens[firm], map[string]any{"name": "Ann Renamed"})
 	if r.StatusCode != 200 || r.json(t)["name"] != "Ann Renamed" {
 		t.Fatalf("PATCH through %s, which does not hold %s: %d %s", outside.addr, firm, r.StatusCode, r.body)
