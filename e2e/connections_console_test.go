@@ -125,6 +125,11 @@ func TestConnectionsInTheConsole(t *testing.T) {
 		t.Fatalf("Karbon holds subscriptions %v for the firm's key, want Contact, User, Work", types)
 	}
 	eventually.NoError(t, 20*time.Second, 50*time.Millisecond, "/v1/clients to serve Karbon's contacts", func() error {
+		// Until the gateway follows the new connection (every 500 ms) the
+		// role answers system_not_connected.
+		if r := g.do(t, "GET", "/v1/clients?limit=1", reader, nil); r.StatusCode != 200 {
+			return fmt.Errorf("%d %s", r.StatusCode, tail(string(r.body), 200))
+		}
 		if n := len(pageAll(t, g, reader, "/v1/clients", 50)); n != contacts {
 			return fmt.Errorf("%d clients", n)
 		}

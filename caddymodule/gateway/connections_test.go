@@ -503,6 +503,29 @@ func backfilled(a *App, c connection.Connection) bool {
 	return true
 }
 
+// checkpointBackfilled reports whether the saved checkpoint of a firm's
+// role says every kind it syncs is backfilled.
+func (w *world) checkpointBackfilled(firm, role string) bool {
+	raw, err := w.store.ReadModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
+	if err != nil || raw == nil {
+		return false
+	}
+	var p struct {
+		Kinds map[string]struct {
+			Backfilled bool `json:"backfilled"`
+		} `json:"kinds"`
+	}
+	if json.Unmarshal(raw, &p) != nil || len(p.Kinds) == 0 {
+		return false
+	}
+	for _, k := range p.Kinds {
+		if !k.Backfilled {
+			return false
+		}
+	}
+	return true
+}
+
 // checkpointSavedAfter reports whether the sync of a firm's role saved its
 // checkpoint after t, as holder: it has run a round since.
 func (w *world) checkpointSavedAfter(firm, role, holder string, t time.Time) bool {
@@ -529,6 +552,9 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	c := w.connectXero("frm_acme")
 	step(t, a)
 	waitFor(t, "the backfill", func() bool { return backfilled(a, c) })
+	// Reads are told the backfill is over before its checkpoint is saved:
+	// wait for it, or the pause below could cut the save.
+	waitFor(t, "the backfill's checkpoint", func() bool { return w.checkpointBackfilled("frm_acme", "ledger") })
 	backfill := w.xero.Faults.Hits()
 	if backfill < 5 {
 		t.Fatalf("the backfill made %d calls, want pages of them", backfill)

@@ -443,6 +443,13 @@ func TestLoadedSyncSaysWhereItStandsBeforeItRuns(t *testing.T) {
 	s1 := first.syncer("first", first.adapter)
 	stop := run(t, s1)
 	waitFor(t, "the backfill", live_(s1))
+	// Reads are told the backfill is over before its checkpoint is saved:
+	// a sync loaded meanwhile would rightly resume it. Wait for the save.
+	probe := newEnv(t, k, db).syncer("probe", first.adapter)
+	waitFor(t, "the backfill's checkpoint", func() bool {
+		probe.Load(context.Background())
+		return probe.Status().State == readmodel.StateLive
+	})
 	stop()
 
 	second := newEnv(t, k, db)
