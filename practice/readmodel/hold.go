@@ -34,6 +34,7 @@ func (m *Model) Unload() {
 		km.gone = map[string]json.RawMessage{}
 		km.readAt = map[string]time.Time{}
 	}
+	m.letters = newLetters()
 	empty := ""
 	m.applied.Store(&empty)
 	// Under mu, so a reader holding the read lock sees either the firm

@@ -35,6 +35,9 @@ type Model struct {
 
 	mu    sync.RWMutex
 	kinds map[practice.Kind]*kindModel
+	// letters are the engagement letters among the documents held, which
+	// engagements are linked to as they are read (letters.go).
+	letters letters
 
 	// applied is the feed position the memory reflects; catching up is
 	// one goroutine at a time.
@@ -106,6 +109,7 @@ func New(cfg Config) *Model {
 		updates: cfg.Updates,
 		other:   cfg.Other,
 		kinds:   map[practice.Kind]*kindModel{},
+		letters: newLetters(),
 		quit:    make(chan struct{}),
 	}
 	m.goBackground = cfg.Background
@@ -178,6 +182,10 @@ func (m *Model) load(ctx context.Context) error {
 		for id, t := range gone[k] {
 			km.gone[id] = t
 		}
+	}
+	m.letters = newLetters()
+	if km, ok := m.kinds[practice.Documents]; ok {
+		km.col.Each(func(e *recordindex.Entry) { m.letters.put(e.ID, e.Raw) })
 	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
@@ -256,7 +264,12 @@ func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q 
 		limit = defaultLimit
 	}
 	var page practice.Page
-	err = m.whileLoaded(ctx, m.catchUpForRead, func() { page = km.col.Page(q, limit) })
+	err = m.whileLoaded(ctx, m.catchUpForRead, func() {
+		page = km.col.Page(q, limit)
+		for i, raw := range page.Items {
+			page.Items[i] = m.linkedLocked(k, raw)
+		}
+	})
 	return page, err
 }
 
@@ -269,7 +282,7 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 		return nil, err
 	}
 	var raw json.RawMessage
-	if err := m.whileLoaded(ctx, m.catchUpForRead, func() { raw = m.findLocked(km, id) }); err != nil {
+	if err := m.whileLoaded(ctx, m.catchUpForRead, func() { raw = m.linkedLocked(k, m.findLocked(km, id)) }); err != nil {
 		return nil, err
 	}
 	if raw != nil {
@@ -289,7 +302,9 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 			return nil, err
 		}
 	}
-	return raw, nil
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.linkedLocked(k, raw), nil
 }
 
 func (m *Model) kind(t practice.Tenant, k practice.Kind) (*kindModel, error) {
@@ -536,10 +551,16 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 		}
 		km.col.Remove(u.ID)
 		delete(km.readAt, u.ID)
+		if u.Kind == practice.Documents {
+			m.letters.drop(u.ID)
+		}
 		return
 	}
 	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
+	if u.Kind == practice.Documents {
+		m.letters.put(u.ID, e.Raw)
+	}
 	if !u.ReadAt.IsZero() && changes.Undated(u.Raw) {
 		km.readAt[u.ID] = u.ReadAt
 	} else {

@@ -1,0 +1,93 @@
+package practice
+
+import "time"
+
+// The two document kinds that evidence an engagement: the letter the firm
+// sends with its proposal and the copy the client signed.
+const (
+	LetterKind       = "engagement_letter"
+	SignedLetterKind = "signed_engagement_letter"
+)
+
+// LetterWindow is how far from an engagement's date (its created_at) a
+// client's letter may be filed and still be taken for that engagement's.
+const LetterWindow = 30 * 24 * time.Hour
+
+// Letter is what linking needs of a document of one of the letter kinds.
+type Letter struct {
+	ID     string
+	Client string
+	Kind   string
+	// Engagement is the engagement the document names, when its store
+	// says (no real store does; filing conventions name a client only).
+	Engagement string
+	// At is when the document was filed (its created_at).
+	At time.Time
+}
+
+// LetterOf reads a document's letter; ok is false for a document of any
+// other kind or of no client.
+func LetterOf(d Document) (l Letter, ok bool) {
+	if d.Kind != LetterKind && d.Kind != SignedLetterKind || d.Client == "" {
+		return Letter{}, false
+	}
+	return Letter{ID: d.ID, Client: d.Client, Kind: d.Kind, Engagement: d.Engagement, At: d.CreatedAt}, true
+}
+
+// LinkLetters fills e's letter_document and signed_document from letters,
+// the documents of e's client of the letter kinds, where the link is
+// unambiguous, and reports whether it filled either. A wrong letter is
+// worse than none, so a field is linked only to:
+//   - the one letter of its kind that names e, or else
+//   - the client's one letter of its kind that names no engagement and
+//     was filed within LetterWindow of e's created_at, either side.
+//
+// Two candidates (a second letter, a letter naming e twice over) leave the
+// field empty. A field the engagement's own system filled is kept: the
+// vendor naming the letter is the surest link.
+func LinkLetters(e *Engagement, letters []Letter) bool {
+	filled := false
+	for _, f := range []struct {
+		field *string
+		kind  string
+	}{{&e.LetterDocument, LetterKind}, {&e.SignedDocument, SignedLetterKind}} {
+		if *f.field != "" {
+			continue
+		}
+		if id := letterFor(e, f.kind, letters); id != "" {
+			*f.field, filled = id, true
+		}
+	}
+	return filled
+}
+
+func letterFor(e *Engagement, kind string, letters []Letter) string {
+	var named, near []string
+	for _, l := range letters {
+		if l.Kind != kind || l.Client != e.Client {
+			continue
+		}
+		switch {
+		case l.Engagement == e.ID:
+			named = append(named, l.ID)
+		case l.Engagement == "" && within(l.At, e.CreatedAt, LetterWindow):
+			near = append(near, l.ID)
+		}
+	}
+	if len(named) > 0 {
+		return only(named)
+	}
+	return only(near)
+}
+
+func only(ids []string) string {
+	if len(ids) == 1 {
+		return ids[0]
+	}
+	return ""
+}
+
+func within(a, b time.Time, d time.Duration) bool {
+	gap := a.Sub(b)
+	return gap <= d && gap >= -d
+}

@@ -1,0 +1,43 @@
+package practice
+
+import (
+	"testing"
+	"time"
+)
+
+func TestLinkLetters(t *testing.T) {
+	day := func(n int) time.Time { return time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, n) }
+	letter := func(id string, at time.Time) Letter {
+		return Letter{ID: id, Client: "cli_1", Kind: LetterKind, At: at}
+	}
+	for _, tc := range []struct {
+		name        string
+		vendor      string
+		letters     []Letter
+		want        string
+		wantChanged bool
+	}{
+		{"none", "", nil, "", false},
+		{"the only one, 30 days after", "", []Letter{letter("doc_1", day(30))}, "doc_1", true},
+		{"the only one, 30 days before", "", []Letter{letter("doc_1", day(-30))}, "doc_1", true},
+		{"a second outside the window", "", []Letter{letter("doc_1", day(3)), letter("doc_2", day(31))}, "doc_1", true},
+		{"31 days after", "", []Letter{letter("doc_1", day(30).Add(time.Second))}, "", false},
+		{"two within", "", []Letter{letter("doc_1", day(3)), letter("doc_2", day(-3))}, "", false},
+		{"another client's", "", []Letter{{ID: "doc_1", Client: "cli_2", Kind: LetterKind, At: day(0)}}, "", false},
+		{"named by the document, however old", "", []Letter{letter("doc_1", day(1)), {ID: "doc_2", Client: "cli_1", Kind: LetterKind, Engagement: "eng_1", At: day(-400)}}, "doc_2", true},
+		{"naming another engagement", "", []Letter{{ID: "doc_1", Client: "cli_1", Kind: LetterKind, Engagement: "eng_2", At: day(0)}}, "", false},
+		{"named by the vendor", "doc_9", []Letter{letter("doc_1", day(0))}, "doc_9", false},
+	} {
+		e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0), LetterDocument: tc.vendor}
+		changed := LinkLetters(&e, tc.letters)
+		if e.LetterDocument != tc.want || changed != tc.wantChanged {
+			t.Errorf("%s: letter %q changed %v, want %q changed %v", tc.name, e.LetterDocument, changed, tc.want, tc.wantChanged)
+		}
+	}
+	// Each kind links its own field.
+	e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0)}
+	LinkLetters(&e, []Letter{{ID: "doc_1", Client: "cli_1", Kind: SignedLetterKind, At: day(2)}, letter("doc_2", day(-2))})
+	if e.LetterDocument != "doc_2" || e.SignedDocument != "doc_1" {
+		t.Errorf("letter %q signed %q, want doc_2 and doc_1", e.LetterDocument, e.SignedDocument)
+	}
+}
