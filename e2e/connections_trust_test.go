@@ -47,6 +47,10 @@ func servesCopy(t *testing.T, g *gateway, tok string, n int, prefix, state strin
 	if s := r.Header.Get("Data-State"); s != state {
 		return fmt.Errorf("Data-State %q, want %q", s, state)
 	}
+	// A failing copy says why; any other says nothing.
+	if why := r.Header.Get("Data-State-Reason"); (why == "") == (state == "failing") {
+		return fmt.Errorf("Data-State %s with Data-State-Reason %q", state, why)
+	}
 	return nil
 }
 
@@ -197,6 +201,9 @@ func TestAReconnectToAnotherOrganisationIsChosen(t *testing.T) {
 		eventually.NoError(t, 2*time.Second, poll, "the old copy, failing, while the organisation is chosen", func() error {
 			return servesCopy(t, g, tok, 30, "INV-", "failing")
 		})
+		if why := g.do(t, "GET", "/v1/invoices?limit=1", tok, nil).Header.Get("Data-State-Reason"); !strings.Contains(why, "the new consent does not reach Demo Company (UK)") {
+			t.Errorf("the reason of reads while the organisation is chosen: %q", why)
+		}
 	}
 	chosen := connectionOf(t, rec.keep(a.do(t, "PATCH", "/v1/connections/"+id, tok, map[string]any{"tenant_id": org2})))
 	if chosen["status"] != "connected" || chosen["tenant_id"] != org2 || chosen["tenant_name"] != "Second Practice Ltd" {
@@ -263,8 +270,10 @@ func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
 		refusedWith(t, g.do(t, "POST", "/v1/clients", tok, map[string]any{"name": "Made Up Ltd", "type": "company"}),
 			http.StatusConflict, "connection_needs_reconnect", "a client written while Karbon refuses the key")
 		r := g.do(t, "GET", "/v1/clients?limit=5", tok, nil)
-		if r.StatusCode != 200 || r.Header.Get("Data-State") != "failing" {
-			t.Errorf("clients while Karbon refuses the key: %d %q %s", r.StatusCode, r.Header.Get("Data-State"), tail(string(r.body), 200))
+		if r.StatusCode != 200 || r.Header.Get("Data-State") != "failing" ||
+			r.Header.Get("Data-State-Reason") != "Karbon refused the access key; reconnect with a new one" {
+			t.Errorf("clients while Karbon refuses the key: %d %q (%q) %s", r.StatusCode, r.Header.Get("Data-State"),
+				r.Header.Get("Data-State-Reason"), tail(string(r.body), 200))
 		}
 	}
 

@@ -35,4 +35,7 @@ type Freshness struct {
 	Backfilled bool
 	// State is the sync's: backfilling, live, lagging or failing.
 	State string
+	// Reason says in a few plain words why a failing copy is failing:
+	// the gateway's words, never the vendor's or an error chain.
+	Reason string
 }

@@ -309,6 +309,8 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 					"description": "On records of a firm's real system: when the gateway's copy was last confirmed against the vendor. Absent while the first copy is still being made, and on sandbox records."},
 				"Data-State": map[string]any{"schema": map[string]any{"type": "string", "enum": []string{"backfilling", "live", "lagging", "failing"}},
 					"description": "On records of a firm's real system: the state of the gateway's copy. lagging or failing: the answer may be stale (the vendor cannot be reached), Data-Confirmed-At says how stale."},
+				"Data-State-Reason": map[string]any{"schema": map[string]any{"type": "string", "maxLength": 200},
+					"description": "With Data-State: failing, why, in a few plain words (printable ASCII): e.g. the connection waits for its administrator (\"Karbon refused the access key; reconnect with a new one\") or the vendor fails the gateway's calls. Never the vendor's own words."},
 			},
 		},
 	}
@@ -471,6 +473,7 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		if rt.kind != "" {
 			headers["Data-Confirmed-At"] = map[string]any{"$ref": "#/components/headers/Data-Confirmed-At"}
 			headers["Data-State"] = map[string]any{"$ref": "#/components/headers/Data-State"}
+			headers["Data-State-Reason"] = map[string]any{"$ref": "#/components/headers/Data-State-Reason"}
 		}
 		out["304"] = map[string]any{
 			"description": "Not Modified: If-None-Match holds the current ETag. Not counted against the credential's ceiling.",

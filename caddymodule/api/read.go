@@ -337,7 +337,7 @@ type freshnessReader interface {
 // is: Data-Confirmed-At, when its data was last confirmed against the
 // vendor, and Data-State, the sync's state (live, backfilling, lagging,
 // failing), so that a caller sees an answer is stale while a vendor is
-// down. Answers from the demo records, which are their own system of
+// down; a failing one says why in Data-State-Reason. Answers from the demo records, which are their own system of
 // record, carry neither.
 func writeFreshness(w http.ResponseWriter, reader practice.Reader, k practice.Kind) {
 	fr, ok := reader.(freshnessReader)
@@ -352,4 +352,24 @@ func writeFreshness(w http.ResponseWriter, reader practice.Reader, k practice.Ki
 		w.Header().Set("Data-Confirmed-At", f.ConfirmedAt.UTC().Format(time.RFC3339))
 	}
 	w.Header().Set("Data-State", f.State)
+	if f.State == "failing" && f.Reason != "" {
+		w.Header().Set("Data-State-Reason", headerWords(f.Reason))
+	}
+}
+
+// headerWords is a reason fit for a header: printable ASCII (an
+// organisation's name may hold other letters, shown as ?), at most 200
+// characters.
+func headerWords(s string) string {
+	b := make([]byte, 0, min(len(s), 200))
+	for _, r := range s {
+		if len(b) == 200 {
+			break
+		}
+		if r < 0x20 || r > 0x7e {
+			r = '?'
+		}
+		b = append(b, byte(r))
+	}
+	return string(b)
 }

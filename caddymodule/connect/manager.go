@@ -449,6 +449,10 @@ func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant st
 	})
 }
 
+// reconnectReason is a reconnect's reason until its consent is given:
+// reads meanwhile answer from the copy held, failing, and say this.
+const reconnectReason = "a reconnect waits for the administrator's consent; the copy held before it is served until then"
+
 // reconnect asks the vendor for a new consent: a new attempt, so that a
 // callback of an older one is refused. The tenant is kept, so that the
 // same organisation is chosen again when the new grant reaches it, and
@@ -459,7 +463,7 @@ func (m *Manager) reconnect(ctx context.Context, c connection.Connection, s Syst
 			return errConnectionState(*c, "connect the system anew (POST /v1/connections)")
 		}
 		c.Attempt++
-		c.Status, c.Reason, c.Choices = connection.Pending, "reconnecting", nil
+		c.Status, c.Reason, c.Choices = connection.Pending, reconnectReason, nil
 		return nil
 	})
 	if err != nil {

@@ -187,7 +187,7 @@ func TestChooseTenantThenReconnectKeepsIt(t *testing.T) {
 	h.wantAPIError(err, 409, "connection_state", "")
 
 	again := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
-	if again.Status != connection.Pending || again.Reason != "reconnecting" || again.Attempt != 2 || again.TenantID != "org-2" || again.AuthorizeURL == "" {
+	if again.Status != connection.Pending || !strings.Contains(again.Reason, "a reconnect waits") || again.Attempt != 2 || again.TenantID != "org-2" || again.AuthorizeURL == "" {
 		t.Fatalf("reconnect: %+v", again)
 	}
 	back := h.check(h.m.Callback(ctx, h.allow(again.AuthorizeURL), adminBrowser))

@@ -106,6 +106,15 @@ func (c *connSystem) current() connection.Connection { return *c.conn.Load() }
 // needs_reconnect, or a reconnect under way. Its copy is served failing.
 func (c *connSystem) paused() bool { return c.current().Status != connection.Connected }
 
+// waitReason is why a paused connection waits for its administrator, in
+// the gateway's words (the connection's reason), never the vendor's.
+func (c *connSystem) waitReason() string {
+	if why := c.current().Reason; why != "" {
+		return why
+	}
+	return "the connection waits to be reconnected"
+}
+
 // wanted is what the store says a firm's role should be served by: its
 // newest connection, nil when it has none.
 type wanted struct{ conn *connection.Connection }
@@ -413,7 +422,7 @@ func (a *App) pauseConnection(c *connSystem) {
 	c.wg.Wait()
 	for _, k := range firmsystem.Kinds(c.opened.Role) {
 		f, _ := c.model.Freshness(k)
-		f.State = readmodel.StateFailing
+		f.State, f.Reason = readmodel.StateFailing, c.waitReason()
 		c.model.SetFreshness(k, f)
 	}
 }

@@ -184,10 +184,7 @@ func (c *connSystem) status() []readmodel.Status {
 		if c.paused() {
 			// The connection's reason is the gateway's words, never the
 			// vendor's.
-			st.State, st.Why = readmodel.StateFailing, c.current().Reason
-			if st.Why == "" {
-				st.Why = "the connection waits to be reconnected"
-			}
+			st.State, st.Why = readmodel.StateFailing, c.waitReason()
 			for i := range st.Kinds {
 				st.Kinds[i].State, st.Kinds[i].Why = readmodel.StateFailing, st.Why
 			}

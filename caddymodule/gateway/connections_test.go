@@ -326,8 +326,8 @@ func (w *world) checkServes(name string, a *App) {
 				if wr.conn.Status == connection.Connected {
 					continue
 				}
-				if f, _ := open.model.Freshness(kind); f.State != readmodel.StateFailing {
-					w.t.Fatalf("%s %s %s: %s while %s, want failing", name, firm, role, f.State, wr.conn.Status)
+				if f, _ := open.model.Freshness(kind); f.State != readmodel.StateFailing || f.Reason == "" || f.Reason != open.waitReason() {
+					w.t.Fatalf("%s %s %s: %s (%q) while %s, want failing with the connection's reason", name, firm, role, f.State, f.Reason, wr.conn.Status)
 				}
 				if role == "records" {
 					if _, err := b.Clients().CreateClient(ctx, tenant, practice.ClientInput{}); !errors.Is(err, practice.ErrReconnecting) {
@@ -578,8 +578,8 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	if err != nil || len(page.Items) != 1000 {
 		t.Fatalf("reads while paused: %d invoices, %v; want the copy's 1000", len(page.Items), err)
 	}
-	if f, _ := open.model.Freshness(practice.Invoices); f.State != readmodel.StateFailing || !f.Backfilled {
-		t.Errorf("while paused, invoices say %+v, want failing and backfilled", f)
+	if f, _ := open.model.Freshness(practice.Invoices); f.State != readmodel.StateFailing || !f.Backfilled || f.Reason != reason {
+		t.Errorf("while paused, invoices say %+v, want failing, backfilled and the connection's reason", f)
 	}
 	if _, syncs := a.State(got); len(syncs) != 1 || syncs[0].State != "paused" {
 		t.Errorf("the connection's view while paused: %+v", syncs)

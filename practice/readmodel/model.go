@@ -222,7 +222,7 @@ func (m *Model) Freshness(k practice.Kind) (practice.Freshness, bool) {
 	}
 	if m.behind.Load() {
 		f := *km.served.Load()
-		f.State = StateLagging
+		f.State, f.Reason = StateLagging, ""
 		return f, true
 	}
 	return *km.freshness.Load(), true

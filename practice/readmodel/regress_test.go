@@ -130,6 +130,10 @@ func TestAFailingKindFailsAlone(t *testing.T) {
 	if jobs.State != readmodel.StateLive || !jobs.Backfilled || clients.State != readmodel.StateFailing {
 		t.Fatalf("jobs %+v, clients %+v; want jobs live and clients failing", jobs, clients)
 	}
+	// Callers are told why in the gateway's words, never the vendor's.
+	if want := "the gateway's calls to the vendor fail; this copy may be stale"; clients.Reason != want || jobs.Reason != "" {
+		t.Errorf("reasons: clients %q, jobs %q; want clients %q and jobs none", clients.Reason, jobs.Reason, want)
+	}
 }
 
 // A step that ends after its lease expired and was taken saves nothing

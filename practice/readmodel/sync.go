@@ -1,9 +1,11 @@
 package readmodel
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -567,7 +569,13 @@ func (s *Syncer) publish() {
 func (s *Syncer) publishLocked() {
 	st := s.statusLocked()
 	for _, ks := range st.Kinds {
-		s.model.SetFreshness(ks.Kind, practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State})
+		f := practice.Freshness{ConfirmedAt: ks.ConfirmedAt, Backfilled: ks.Backfilled, State: ks.State}
+		if f.State == StateFailing {
+			// Why holds the vendor's error; callers are told only that
+			// the vendor fails the gateway.
+			f.Reason = fmt.Sprintf("the gateway's calls to %s fail; this copy may be stale", cmp.Or(s.sys.Label, "the vendor"))
+		}
+		s.model.SetFreshness(ks.Kind, f)
 	}
 }
 
