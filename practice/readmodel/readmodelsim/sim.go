@@ -68,6 +68,15 @@ type Options struct {
 	// older than one it was answered before (unless the answer says it
 	// lags).
 	Membership bool
+	// Proposals adds the firm's proposals as engagements, kept by the
+	// ledger's sync as the Xero ledger keeps its quotes: listed in id
+	// order and polled by modification time, with no webhooks, created,
+	// sent, accepted, edited and accepted again, declined, ended and
+	// deleted while they are read. The mapping makes each an engagement
+	// and remembers signings in the upstream state store every instance
+	// shares; Result.Recorded and Result.AcceptedLate are what a test
+	// checks the signings with.
+	Proposals Proposals
 }
 
 // Result is what a run did and found.
@@ -80,6 +89,15 @@ type Result struct {
 	Changes int
 	// Divergences are the invariants broken, empty when none.
 	Divergences []string
+	// Recorded are the change records (Proposals), in recording order.
+	Recorded []practice.Change
+	// AcceptedLate are the proposals accepted at the vendor at the end
+	// whose first acceptance came after the ledger's backfill had ended
+	// (Proposals): each must have been announced signed. (One accepted
+	// before is the same signing whenever it is accepted again, and was
+	// there before the gateway: it is announced only if the gateway saw
+	// it taken back.)
+	AcceptedLate []string
 }
 
 type world struct {
@@ -111,7 +129,14 @@ type world struct {
 	// first said invoices were backfilled: every invoice created after it
 	// must be announced, whichever way it is first noticed.
 	invoicesFrom int64
-	div          []string
+	// engagementsFrom is the same for proposals, and accepted the
+	// vendor's version at each proposal's first acceptance.
+	engagementsFrom int64
+	accepted        map[string]int64
+	// upstream is the upstream state store every instance shares
+	// (Redis), where the signings are remembered (Proposals).
+	upstream changes.StateStore
+	div      []string
 	// served is, per caller, the newest version of each record it was
 	// answered (Membership).
 	served [3]map[string]int64
@@ -169,9 +194,13 @@ func Run(o Options) Result {
 	if o.Events <= 0 {
 		o.Events = 300
 	}
-	w := &world{o: o, r: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: start, kinds: kinds}
+	w := &world{o: o, r: rand.New(rand.NewPCG(o.Seed, 0x5eed)), now: start, kinds: kinds,
+		accepted: map[string]int64{}, upstream: changes.NewMemoryState()}
 	if w.invoices() {
 		w.kinds = append(slices.Clone(kinds), practice.Invoices)
+	}
+	if o.Proposals != nil {
+		w.kinds = append(slices.Clone(w.kinds), practice.Engagements)
 	}
 	w.store = NewStore(w.Now)
 	w.vendor = NewVendor(w.Now, 3)
@@ -189,6 +218,9 @@ func Run(o Options) Result {
 		if w.invoices() {
 			w.create(practice.Invoices)
 		}
+		if o.Proposals != nil {
+			w.create(practice.Engagements)
+		}
 	}
 	w.webhooks = nil
 	for i := range w.inst {
@@ -203,7 +235,17 @@ func Run(o Options) Result {
 	}
 	w.settle()
 	w.check()
-	return Result{Seed: o.Seed, Operations: w.ops, Changes: len(w.changes), Divergences: w.div}
+	res := Result{Seed: o.Seed, Operations: w.ops, Changes: len(w.changes), Divergences: w.div}
+	if o.Proposals != nil {
+		res.Recorded = w.changes
+		for id, r := range w.vendor.Records(practice.Engagements) {
+			if r.State == "ACCEPTED" && w.engagementsFrom != 0 && w.accepted[id] > w.engagementsFrom {
+				res.AcceptedLate = append(res.AcceptedLate, id)
+			}
+		}
+		slices.Sort(res.AcceptedLate)
+	}
+	return res
 }
 
 // invoices reports whether the firm's ledger is in the run.
@@ -213,14 +255,25 @@ func (w *world) invoices() bool { return w.o.KarbonInvoices || w.o.QuickBooksInv
 // the shared store and a new holder name, as after a kill.
 func (w *world) start(i int) {
 	in := &instance{}
-	in.model = readmodel.New(readmodel.Config{Firm: firm, Store: w.store, Updates: w.store,
-		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }})
+	cfg := readmodel.Config{Firm: firm, Store: w.store, Updates: w.store,
+		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }}
+	if w.o.Proposals != nil {
+		cfg.Other = w.upstream
+	}
+	in.model = readmodel.New(cfg)
+	// The proposals' adapter remembers signings through the model, the
+	// state store the gateway gives adapters, which keeps them in the
+	// shared upstream store.
+	proposals := quotes{Vendor: w.vendor, state: in.model, mapping: w.o.Proposals}
 	for _, k := range w.kinds {
-		if k == practice.Invoices {
+		switch k {
+		case practice.Invoices:
 			in.model.Serve(k, w.ledger)
-			continue
+		case practice.Engagements:
+			in.model.Serve(k, proposals)
+		default:
+			in.model.Serve(k, w.vendor)
 		}
-		in.model.Serve(k, w.vendor)
 	}
 	if w.o.Membership && w.r.IntN(2) == 0 {
 		// Started where the placement puts the firm elsewhere.
@@ -242,6 +295,9 @@ func (w *world) start(i int) {
 	case w.o.QuickBooksInvoices:
 		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "quickbooks",
 			Kinds: []practice.Kind{practice.Invoices}, Reader: w.ledger}, deps, config, readmodel.WithClock(w.Now)))
+	case w.o.Proposals != nil:
+		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "xero",
+			Kinds: []practice.Kind{practice.Engagements}, Reader: proposals}, deps, config, readmodel.WithClock(w.Now)))
 	}
 	w.restarts++
 	w.inst[i] = in
@@ -317,6 +373,10 @@ func (w *world) event() {
 func (w *world) create(k practice.Kind) {
 	w.nextID++
 	id := fmt.Sprintf("%s%03d", k.IDPrefix(), w.nextID)
+	if k == practice.Engagements {
+		w.propose(id, "First", []string{"DRAFT", "SENT"}[w.r.IntN(2)])
+		return
+	}
 	w.vendor.Put(k, id, "First")
 	w.trace("vendor creates %s", id)
 	w.notify(k, id, true)
@@ -335,6 +395,17 @@ func (w *world) update(k practice.Kind) {
 	if !ok {
 		return
 	}
+	if k == practice.Engagements {
+		// An edit keeps the state (an accepted quote edited stays
+		// accepted); otherwise the quote moves on, acceptance most often
+		// and again after a decline or a return to sent.
+		state := w.vendor.Records(k)[id].State
+		if w.r.IntN(3) != 0 {
+			state = pickState(w.r)
+		}
+		w.propose(id, fmt.Sprintf("Name%d", w.r.IntN(1000)), state)
+		return
+	}
 	r := w.vendor.Put(k, id, fmt.Sprintf("Name%d", w.r.IntN(1000)))
 	w.trace("vendor changes %s to version %d", id, r.Version)
 	w.notify(k, id, false)
@@ -349,10 +420,27 @@ func (w *world) remove(k practice.Kind) {
 	w.trace("vendor deletes %s", id)
 }
 
+// propose puts a proposal in state at the vendor, minding its first
+// acceptance.
+func (w *world) propose(id, name, state string) {
+	was := w.vendor.Records(practice.Engagements)[id].State
+	r := w.vendor.PutState(practice.Engagements, id, name, state)
+	if _, ok := w.accepted[id]; !ok && state == "ACCEPTED" && was != "ACCEPTED" {
+		w.accepted[id] = r.Version
+	}
+	w.trace("vendor puts proposal %s %s at version %d", id, state, r.Version)
+}
+
+// pickState is a state a quote moves to, as Xero's quotes have them.
+func pickState(r *rand.Rand) string {
+	return []string{"DRAFT", "SENT", "SENT", "ACCEPTED", "ACCEPTED", "ACCEPTED", "DECLINED", "INVOICED", "DELETED"}[r.IntN(9)]
+}
+
 // notify sends the vendor's webhook, unless it is lost. Karbon's Invoice
-// webhook tells every change as Updated.
+// webhook tells every change as Updated; proposals have none (Xero sends
+// no webhook for quotes, XPM none at all).
 func (w *world) notify(k practice.Kind, id string, created bool) {
-	if w.r.IntN(4) == 0 {
+	if w.r.IntN(4) == 0 || k == practice.Engagements {
 		return
 	}
 	if k == practice.Invoices && w.o.KarbonInvoices {
@@ -441,9 +529,13 @@ func (w *world) tickSyncer(ctx context.Context, i int, s *readmodel.Syncer) bool
 	defer func() { in.busy = false }()
 	held, more := s.Tick(ctx)
 	w.trace("instance %d ticks %s: held %t, more %t", i, s.Role(), held, more)
-	if w.invoices() && w.invoicesFrom == 0 && w.invoicesBackfilled(ctx) {
+	if w.invoices() && w.invoicesFrom == 0 && w.backfilled(ctx, practice.Invoices) {
 		w.invoicesFrom = w.vendor.version
 		w.trace("the ledger's checkpoint says invoices are backfilled, at vendor version %d", w.invoicesFrom)
+	}
+	if w.o.Proposals != nil && w.engagementsFrom == 0 && w.backfilled(ctx, practice.Engagements) {
+		w.engagementsFrom = w.vendor.version
+		w.trace("the ledger's checkpoint says engagements are backfilled, at vendor version %d", w.engagementsFrom)
 	}
 	return held && more
 }
@@ -568,8 +660,15 @@ func (w *world) check() {
 			}
 			want := w.vendor.Records(k)
 			for id, r := range want {
-				if got[id] != string(r.JSON()) {
-					w.diverge("instance %d: %s %s is %q, the vendor has %s", i, k, id, got[id], r.JSON())
+				wantRaw := r.JSON()
+				if k == practice.Engagements {
+					var err error
+					if wantRaw, err = w.o.Proposals(ctx, in.model, r); err != nil {
+						w.diverge("the mapping of %s: %v", id, err)
+					}
+				}
+				if got[id] != string(wantRaw) {
+					w.diverge("instance %d: %s %s is %q, the vendor has %s", i, k, id, got[id], wantRaw)
 				}
 			}
 			for id := range got {
@@ -583,10 +682,10 @@ func (w *world) check() {
 	w.checkRaised()
 }
 
-// invoicesBackfilled reads the ledger sync's checkpoint, the progress
+// backfilled reads the ledger sync's checkpoint of k, the progress
 // every instance resumes from: a backfill an instance ended but could not
 // save (its lease lost) is done again, and takes what it finds silently.
-func (w *world) invoicesBackfilled(ctx context.Context) bool {
+func (w *world) backfilled(ctx context.Context, k practice.Kind) bool {
 	b, err := w.store.Checkpoint(ctx, "sync/"+firm+"/ledger")
 	if err != nil || b == nil {
 		return false
@@ -596,7 +695,7 @@ func (w *world) invoicesBackfilled(ctx context.Context) bool {
 			Backfilled bool `json:"backfilled"`
 		} `json:"kinds"`
 	}
-	return json.Unmarshal(b, &p) == nil && p.Kinds[practice.Invoices].Backfilled
+	return json.Unmarshal(b, &p) == nil && p.Kinds[k].Backfilled
 }
 
 // checkRaised finds a change record of its creation for every invoice the

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 // Vendor is a firm's system as the sync sees it through an adapter: it
@@ -48,27 +49,40 @@ type Record struct {
 	Name    string
 	Version int64
 	Updated time.Time
+	// State is a proposal's state as its vendor words it (DRAFT, SENT,
+	// ACCEPTED, ...); other kinds have none.
+	State string
 }
 
 // JSON is the record in /v1 shape, as an adapter would give it.
 func (r Record) JSON() json.RawMessage {
-	obj := map[practice.Kind]string{practice.Clients: "client", practice.Jobs: "job", practice.Invoices: "invoice"}[r.Kind]
-	b, _ := json.Marshal(map[string]any{"id": r.ID, "object": obj, "name": r.Name, "version": r.Version,
-		"updated_at": r.Updated.UTC().Format(time.RFC3339Nano)})
+	obj := map[practice.Kind]string{practice.Clients: "client", practice.Jobs: "job", practice.Invoices: "invoice",
+		practice.Engagements: "engagement"}[r.Kind]
+	fields := map[string]any{"id": r.ID, "object": obj, "name": r.Name, "version": r.Version,
+		"updated_at": r.Updated.UTC().Format(time.RFC3339Nano)}
+	if r.State != "" {
+		fields["state"] = r.State
+	}
+	b, _ := json.Marshal(fields)
 	return b
 }
 
 // NewVendor makes an empty vendor on the clock now.
 func NewVendor(now func() time.Time, pageSize int) *Vendor {
 	return &Vendor{now: now, pageSize: pageSize, created: map[string]int64{}, kinds: map[practice.Kind]map[string]Record{
-		practice.Clients: {}, practice.Jobs: {}, practice.Invoices: {},
+		practice.Clients: {}, practice.Jobs: {}, practice.Invoices: {}, practice.Engagements: {},
 	}, gone: map[practice.Kind]map[string]time.Time{}}
 }
 
 // Put creates or changes a record, stamping a new version.
 func (v *Vendor) Put(k practice.Kind, id, name string) Record {
+	return v.PutState(k, id, name, v.kinds[k][id].State)
+}
+
+// PutState is Put of a proposal in state.
+func (v *Vendor) PutState(k practice.Kind, id, name, state string) Record {
 	v.version++
-	r := Record{Kind: k, ID: id, Name: name, Version: v.version, Updated: v.now()}
+	r := Record{Kind: k, ID: id, Name: name, Version: v.version, Updated: v.now(), State: state}
 	if _, ok := v.kinds[k][id]; !ok {
 		v.created[string(k)+"/"+id] = v.version
 	}
@@ -189,10 +203,62 @@ func (v *Vendor) listed(k practice.Kind, since time.Time) []Record {
 	return out
 }
 
-// Incremental implements readmodel.Incremental: clients and invoices are
-// listed by modification time, jobs are not.
+// Incremental implements readmodel.Incremental: clients, invoices and
+// proposals (Xero's quotes, with If-Modified-Since) are listed by
+// modification time, jobs are not.
 func (v *Vendor) Incremental(k practice.Kind) bool {
-	return k == practice.Clients || k == practice.Invoices
+	return k == practice.Clients || k == practice.Invoices || k == practice.Engagements
+}
+
+// Proposals is how an adapter makes a vendor's proposal the contract's
+// engagement, given the upstream state store it remembers signings in.
+type Proposals func(ctx context.Context, state changes.StateStore, r Record) (json.RawMessage, error)
+
+// quotes reads the vendor as an adapter of a system that keeps proposals
+// does: its proposals as engagements, through the mapping, which
+// remembers in state when each was first seen accepted.
+type quotes struct {
+	*Vendor
+	state   changes.StateStore
+	mapping Proposals
+}
+
+func (q quotes) List(ctx context.Context, t practice.Tenant, k practice.Kind, query practice.Query) (practice.Page, error) {
+	page, err := q.Vendor.List(ctx, t, k, query)
+	if err != nil || k != practice.Engagements {
+		return page, err
+	}
+	items := make([]json.RawMessage, len(page.Items))
+	for i, raw := range page.Items {
+		if items[i], err = q.engagement(ctx, raw); err != nil {
+			return practice.Page{}, err
+		}
+	}
+	page.Items = items
+	return page, nil
+}
+
+func (q quotes) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	raw, err := q.Vendor.Get(ctx, t, k, id)
+	if err != nil || k != practice.Engagements {
+		return raw, err
+	}
+	return q.engagement(ctx, raw)
+}
+
+// engagement maps a proposal the vendor answered: the state it had when
+// read, not the vendor's state now.
+func (q quotes) engagement(ctx context.Context, raw json.RawMessage) (json.RawMessage, error) {
+	var r struct {
+		ID, Name, State string
+		Version         int64
+		Updated         time.Time `json:"updated_at"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	return q.mapping(ctx, q.state, Record{Kind: practice.Engagements, ID: r.ID, Name: r.Name, Version: r.Version,
+		Updated: r.Updated, State: r.State})
 }
 
 var _ practice.Reader = (*Vendor)(nil)
