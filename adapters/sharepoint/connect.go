@@ -3,6 +3,7 @@ package sharepoint
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -65,7 +66,7 @@ func (a *App) OAuth(string) firmsystem.OAuthClient {
 
 // Organisations are the SharePoint sites a grant reaches.
 func (a *App) Organisations(ctx context.Context, d upstream.Deps, system, accessToken string) ([]firmsystem.Organisation, error) {
-	c, err := upstream.NewClient(upstream.Options{System: system, BaseURL: a.BaseURL,
+	c, err := upstream.NewClient(upstream.Options{System: system, BaseURL: a.api(),
 		Auth: upstream.Headers{"Authorization": "Bearer " + accessToken}}, d)
 	if err != nil {
 		return nil, err
@@ -97,15 +98,31 @@ func (m *module) Connects() firmsystem.Connects {
 	return firmsystem.Connects{App: "sharepoint", Label: m.label, Chooses: m.provider == "sharepoint"}
 }
 
-// Configure fills the module of a connection: the drive chosen and the
-// connection's own tokens.
+// Configure fills the module of a connection: the site chosen, whose
+// default document library the module reads (a OneDrive connection
+// chooses none: the drive is the signed-in user's), and the connection's
+// own tokens. The drive is read from Graph when the module opens, not
+// kept on the connection: a connection made before names only its site,
+// and the connect flow stays what every system's is, an organisation
+// chosen.
 func (m *module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	a, ok := app.(*App)
 	if !ok {
 		return fmt.Errorf("%s connects through the sharepoint app, not %T", m.provider, app)
 	}
-	m.Config = Config{DriveID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.BaseURL}
+	m.Config = Config{SiteID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.api()}
 	return nil
+}
+
+// api is Graph's v1.0 API under the app's base_url, which is Graph's
+// origin as Microsoft publishes it (https://graph.microsoft.com); a
+// base_url that names the API itself is taken as it is.
+func (a *App) api() string {
+	base := strings.TrimSuffix(a.BaseURL, "/")
+	if strings.HasSuffix(base, "/v1.0") {
+		return base
+	}
+	return base + "/v1.0"
 }
 
 // Interface guards

@@ -26,7 +26,11 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 	if err := a.Serves(t); err != nil {
 		return practice.ChangesPage{}, err
 	}
-	delta := "/drives/" + url.PathEscape(a.cfg.DriveID) + "/root/delta"
+	drive, err := a.driveID(ctx)
+	if err != nil {
+		return practice.ChangesPage{}, err
+	}
+	delta := "/drives/" + url.PathEscape(drive) + "/root/delta"
 	// Without deltaExcludeParent, delta names every folder above a
 	// changed item, and each would be listed again.
 	req := upstream.Request{Path: cursor, Header: http.Header{"deltaExcludeParent": {"true"}}}
@@ -41,7 +45,7 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 		NextLink  string      `json:"@odata.nextLink"`
 		DeltaLink string      `json:"@odata.deltaLink"`
 	}
-	_, err := a.c.JSON(ctx, req, "delta", &body)
+	_, err = a.c.JSON(ctx, req, "delta", &body)
 	var s *practice.StatusError
 	if errors.As(err, &s) && s.Status == http.StatusGone {
 		// Not wrapped: a 410 is no missing record.

@@ -12,6 +12,7 @@
 package sharepoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/docstore"
@@ -37,8 +39,15 @@ type Config struct {
 	// Provider is the location's provider: sharepoint or onedrive
 	// [sharepoint].
 	Provider string `json:"provider,omitempty"`
-	// DriveID is the document library or OneDrive (b!...). Required.
-	DriveID string `json:"drive_id"`
+	// DriveID is the document library or OneDrive (b!...). Without it
+	// the drive is the one Graph names for SiteID or, for a OneDrive
+	// connected by consent, the signed-in user's (GET /me/drive).
+	DriveID string `json:"drive_id,omitempty"`
+	// SiteID is a SharePoint site (contoso.sharepoint.com,<guid>,<guid>)
+	// whose default document library is the drive (GET
+	// /sites/{site_id}/drive), read when the drive is first used: what a
+	// connection names, the site its administrator chose.
+	SiteID string `json:"site_id,omitempty"`
 	// Root is the folder path in the drive that documents are filed
 	// under, such as "/Clients" [/].
 	Root string `json:"root,omitempty"`
@@ -69,18 +78,29 @@ type Adapter struct {
 	*docstore.Store[driveItem]
 	cfg Config
 	c   *upstream.Client
+
+	// resolving is held while the drive is read from Graph, so that one
+	// request does (a channel, so that a caller waiting can give up);
+	// drive is the drive's id once known, written under it.
+	resolving chan struct{}
+	drive     atomic.Pointer[string]
 }
 
 // New checks cfg and makes the adapter.
 func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, error) {
-	if cfg.DriveID == "" {
-		return nil, fmt.Errorf("graph: drive_id is required")
-	}
 	if cfg.Provider == "" {
 		cfg.Provider = "sharepoint"
 	}
 	if cfg.Provider != "sharepoint" && cfg.Provider != "onedrive" {
 		return nil, fmt.Errorf("graph: provider %q must be sharepoint or onedrive", cfg.Provider)
+	}
+	if cfg.DriveID != "" && cfg.SiteID != "" {
+		return nil, fmt.Errorf("graph: drive_id and site_id name the drive twice; give one")
+	}
+	if cfg.DriveID == "" && cfg.SiteID == "" && (cfg.Provider != "onedrive" || !cfg.OAuth2.RefreshGrant()) {
+		// Only a user's grant has a /me: an app's own token (client
+		// credentials) names the drive.
+		return nil, fmt.Errorf("graph: drive_id or site_id is required")
 	}
 	cfg.Root = path.Clean("/" + cfg.Root)
 	if cfg.BaseURL == "" {
@@ -109,12 +129,15 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	c, err := upstream.NewClient(upstream.Options{
 		System: "graph", BaseURL: cfg.BaseURL, Policy: cfg.Upstream, Auth: auth,
 		Defaults: upstream.Policy{RateLimit: 600, RatePeriod: upstream.Duration(time.Minute)},
-		Account:  cfg.DriveID,
+		Account:  cmp.Or(cfg.DriveID, cfg.SiteID, cfg.OAuth2.Connection),
 	}, deps)
 	if err != nil {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
-	a := &Adapter{cfg: cfg, c: c}
+	a := &Adapter{cfg: cfg, c: c, resolving: make(chan struct{}, 1)}
+	if cfg.DriveID != "" {
+		a.drive.Store(&cfg.DriveID)
+	}
 	a.Store, err = docstore.New(docstore.Source[driveItem]{
 		System: "graph", Provider: cfg.Provider, Firm: cfg.Firm, Label: c.Label(),
 		Name:  func(it driveItem) string { return "drive item " + it.ID },
@@ -177,7 +200,11 @@ func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (pagi
 	var page paging.VendorPage[driveItem]
 	req := upstream.Request{Path: token}
 	if token == "" {
-		drive := "/drives/" + url.PathEscape(a.cfg.DriveID)
+		id, err := a.driveID(ctx)
+		if err != nil {
+			return page, err
+		}
+		drive := "/drives/" + url.PathEscape(id)
 		switch {
 		case folder != "":
 			req.Path = drive + "/items/" + url.PathEscape(folder) + "/children"
@@ -209,8 +236,12 @@ func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (pagi
 // read reads a drive item and its folder below the filing root.
 func (a *Adapter) read(ctx context.Context, itemID string) (driveItem, string, error) {
 	var it driveItem
+	drive, err := a.driveID(ctx)
+	if err != nil {
+		return it, "", err
+	}
 	req := upstream.Request{
-		Path:  "/drives/" + url.PathEscape(a.cfg.DriveID) + "/items/" + url.PathEscape(itemID),
+		Path:  "/drives/" + url.PathEscape(drive) + "/items/" + url.PathEscape(itemID),
 		Query: url.Values{"$select": {selectFields}},
 	}
 	if _, err := a.c.JSON(ctx, req, "drive item", &it); err != nil {
@@ -248,8 +279,12 @@ func (a *Adapter) relative(parent string) (string, bool) {
 // folder says where a folder sits below the filing root.
 func (a *Adapter) folder(ctx context.Context, id string) (string, bool, error) {
 	var it driveItem
+	drive, err := a.driveID(ctx)
+	if err != nil {
+		return "", false, err
+	}
 	req := upstream.Request{
-		Path:  "/drives/" + url.PathEscape(a.cfg.DriveID) + "/items/" + url.PathEscape(id),
+		Path:  "/drives/" + url.PathEscape(drive) + "/items/" + url.PathEscape(id),
 		Query: url.Values{"$select": {selectFields}},
 	}
 	if _, err := a.c.JSON(ctx, req, "drive item", &it); errors.Is(err, practice.ErrNotFound) {
@@ -268,7 +303,10 @@ func (a *Adapter) folder(ctx context.Context, id string) (string, bool, error) {
 func (a *Adapter) item(it driveItem, rel string) (filing.Item, error) {
 	drive := it.ParentReference.DriveID
 	if drive == "" {
-		drive = a.cfg.DriveID
+		// Items are read after the drive is known.
+		if known := a.drive.Load(); known != nil {
+			drive = *known
+		}
 	}
 	return filing.Item{
 		ID: it.ID, Name: it.Name, MimeType: it.File.MimeType, Size: it.Size,
@@ -280,3 +318,47 @@ var _ practice.Reader = (*Adapter)(nil)
 
 // Upstream is the adapter's resilient client, for readiness reports.
 func (a *Adapter) Upstream() *upstream.Client { return a.c }
+
+// driveID is the drive's id: the configured drive_id, or else the one
+// Graph names for the site (GET /sites/{site}/drive) or for the signed-in
+// user (GET /me/drive), read on first use and kept for the adapter's
+// life. A firm's connection names the site, not the drive: the site is
+// what its administrator chose, a connection made before the drive was
+// read names nothing else, and the library followed is the site's default
+// one when the firm's system opens. A failed read is not kept: the next
+// use asks again.
+func (a *Adapter) driveID(ctx context.Context) (string, error) {
+	if id := a.drive.Load(); id != nil {
+		return *id, nil
+	}
+	select {
+	case a.resolving <- struct{}{}:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	defer func() { <-a.resolving }()
+	if id := a.drive.Load(); id != nil {
+		return *id, nil
+	}
+	path, what := "/me/drive", "the signed-in user's drive"
+	if a.cfg.SiteID != "" {
+		path, what = "/sites/"+url.PathEscape(a.cfg.SiteID)+"/drive", "the site's document library"
+	}
+	var drive struct {
+		ID string `json:"id"`
+	}
+	_, err := a.c.JSON(ctx, upstream.Request{Path: path, Query: url.Values{"$select": {"id"}}}, "drive", &drive)
+	if errors.Is(err, practice.ErrNotFound) {
+		// The site is gone or has no library: the firm's configuration
+		// fails, not a document the caller named.
+		return "", fmt.Errorf("%w: graph: no %s (%s): %v", practice.ErrBadUpstream, what, a.c.Label(), err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("graph: %s: %w", what, err)
+	}
+	if drive.ID == "" {
+		return "", upstream.Malformed(a.c.Label(), "drive", errors.New("a drive without id"))
+	}
+	a.drive.Store(&drive.ID)
+	return drive.ID, nil
+}

@@ -17,10 +17,12 @@ type Site struct {
 }
 
 // Sites lists the sites the signed-in user of c's token can read (GET
-// /v1.0/sites?search=*), following Graph's next links.
+// /sites?search=*, c's base URL Graph's API, .../v1.0), following Graph's
+// next links. A site's drive is its default document library, read when
+// the firm's system opens (Adapter.driveID).
 func Sites(ctx context.Context, c *upstream.Client) ([]Site, error) {
 	var out []Site
-	req := upstream.Request{Path: "/v1.0/sites", Query: url.Values{"search": {"*"}}}
+	req := upstream.Request{Path: "/sites", Query: url.Values{"search": {"*"}}}
 	for pages := 0; ; pages++ {
 		var page struct {
 			Value    []Site `json:"value"`

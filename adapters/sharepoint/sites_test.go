@@ -16,7 +16,7 @@ import (
 func siteClient(t *testing.T, h http.HandlerFunc) *upstream.Client {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := upstream.NewClient(upstream.Options{System: "graph", BaseURL: srv.URL}, upstream.Deps{})
+	c, err := upstream.NewClient(upstream.Options{System: "graph", BaseURL: srv.URL + "/v1.0"}, upstream.Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,11 +27,11 @@ func siteClient(t *testing.T, h http.HandlerFunc) *upstream.Client {
 func TestSitesFollowsNextLinks(t *testing.T) {
 	var c *upstream.Client
 	c = siteClient(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("search") != "*" {
+		if r.URL.Path != "/v1.0/sites" || r.URL.Query().Get("search") != "*" {
 			t.Errorf("query %s", r.URL.RawQuery)
 		}
 		if r.URL.Query().Get("$skiptoken") == "" {
-			fmt.Fprintf(w, `{"value":[{"id":"s1","displayName":"Clients"}],"@odata.nextLink":"%s/v1.0/sites?search=*&$skiptoken=2"}`, c.BaseURL())
+			fmt.Fprintf(w, `{"value":[{"id":"s1","displayName":"Clients"}],"@odata.nextLink":"%s/sites?search=*&$skiptoken=2"}`, c.BaseURL())
 			return
 		}
 		fmt.Fprint(w, `{"value":[{"id":"s2","name":"tax"}]}`)

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -20,12 +21,18 @@ import (
 // none; pages of $top with @odata.nextLink, then @odata.deltaLink;
 // deleted items with the deleted facet; parents of changed items unless
 // the deltaExcludeParent header is sent; 410 resyncRequired for an
-// expired token).
+// expired token). What a consent's grant reaches is served as Graph
+// publishes it: GET /sites?search={query} (the sites, paged as children
+// are; "*" or nothing matches every one), GET /sites/{site}/drive (a
+// site's default document library) and GET /me/drive (the signed-in
+// user's OneDrive, the double's first drive).
 type Graph struct {
 	URL     string // the API base, .../v1.0
 	Token   string
 	DriveID string
-	Faults  Faults
+	// SiteID is the site whose default document library is DriveID.
+	SiteID string
+	Faults Faults
 
 	// Identity is the vendor's identity service, on the same server;
 	// its live access tokens are accepted beside Token.
@@ -33,11 +40,23 @@ type Graph struct {
 
 	srv  *httptest.Server
 	tree *tree
+
+	mu     sync.Mutex // guards sites and drives
+	sites  []graphSite
+	drives map[string]*tree
+}
+
+// graphSite is a SharePoint site and its default document library.
+type graphSite struct {
+	id, name, drive string
 }
 
 // NewGraph starts the double with token "graph-token".
 func NewGraph() *Graph {
-	g := &Graph{Token: "graph-token", DriveID: "b!drive1", tree: newTree("01GRAPH", "01ROOT")}
+	g := &Graph{Token: "graph-token", DriveID: "b!drive1", tree: newTree("01GRAPH", "01ROOT"),
+		SiteID: "contoso.sharepoint.com,2c712604-1370-44e7-a1f5-426573fda80a,2d2244c3-251a-49ea-93a8-39e1c3a060fe"}
+	g.drives = map[string]*tree{g.DriveID: g.tree}
+	g.sites = []graphSite{{id: g.SiteID, name: "Clients", drive: g.DriveID}}
 	g.Identity = newIdentity(microsoftIdentity, "graph-client")
 	g.srv = httptest.NewServer(g.Identity.mount(g.Faults.wrap(http.HandlerFunc(g.serve))))
 	g.Identity.URL = g.srv.URL
@@ -47,6 +66,19 @@ func NewGraph() *Graph {
 
 // Close stops the server.
 func (g *Graph) Close() { g.srv.Close() }
+
+// AddSite adds a site named name with a default document library of its
+// own, empty, and returns their ids.
+func (g *Graph) AddSite(name string) (siteID, driveID string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := len(g.sites) + 1
+	siteID = fmt.Sprintf("contoso.sharepoint.com,%08x-0000-4000-8000-%012x,%08x-0000-4000-8000-%012x", n, n, n, n)
+	driveID = fmt.Sprintf("b!drive%d", n)
+	g.sites = append(g.sites, graphSite{id: siteID, name: name, drive: driveID})
+	g.drives[driveID] = newTree(fmt.Sprintf("0%dGRAPH", n), fmt.Sprintf("0%dROOT", n))
+	return siteID, driveID
+}
 
 // AddFile puts a file at a drive path and returns its item id.
 func (g *Graph) AddFile(p string, size int64, mime string, at time.Time) string {
@@ -66,7 +98,7 @@ func (g *Graph) Move(id, dir string, at time.Time) { g.tree.move(id, dir, at) }
 func (g *Graph) Lookup(p string) string {
 	g.tree.mu.Lock()
 	defer g.tree.mu.Unlock()
-	if n := g.lookup(p); n != nil {
+	if n := lookupNode(g.tree, p); n != nil {
 		return n.id
 	}
 	return ""
@@ -81,18 +113,19 @@ func graphError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, b)
 }
 
-func (g *Graph) item(n *node) map[string]any {
+// item is node n of drive d as Graph answers it.
+func (g *Graph) item(d graphDrive, n *node) map[string]any {
 	if n.parent == nil {
 		return map[string]any{"id": n.id, "name": "root", "root": map[string]any{}, "folder": map[string]int{"childCount": len(n.children)},
 			"createdDateTime": n.created.UTC().Format(time.RFC3339), "lastModifiedDateTime": n.modified.UTC().Format(time.RFC3339),
-			"parentReference": map[string]string{"driveId": g.DriveID, "driveType": "documentLibrary"}}
+			"parentReference": map[string]string{"driveId": d.id, "driveType": "documentLibrary"}}
 	}
-	parentPath := "/drives/" + g.DriveID + "/root:" + strings.TrimSuffix(g.tree.path(n.parent), "/")
+	parentPath := "/drives/" + d.id + "/root:" + strings.TrimSuffix(d.tree.path(n.parent), "/")
 	m := map[string]any{
 		"id": n.id, "name": n.name, "eTag": "\"{" + n.id + "},1\"", "size": n.size,
 		"createdDateTime": n.created.UTC().Format(time.RFC3339), "lastModifiedDateTime": n.modified.UTC().Format(time.RFC3339),
-		"webUrl":          "https://contoso.sharepoint.com/sites/Clients/Shared%20Documents" + (&url.URL{Path: g.tree.path(n)}).EscapedPath(),
-		"parentReference": map[string]string{"driveId": g.DriveID, "driveType": "documentLibrary", "id": n.parent.id, "path": parentPath},
+		"webUrl":          d.webURL + (&url.URL{Path: d.tree.path(n)}).EscapedPath(),
+		"parentReference": map[string]string{"driveId": d.id, "driveType": "documentLibrary", "id": n.parent.id, "path": parentPath},
 	}
 	if n.folder {
 		m["folder"] = map[string]int{"childCount": len(n.children)}
@@ -102,43 +135,82 @@ func (g *Graph) item(n *node) map[string]any {
 	return m
 }
 
+// graphDrive is one drive as a request names it.
+type graphDrive struct {
+	id     string
+	webURL string // its site's Shared Documents
+	tree   *tree
+}
+
 func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 	if !accepts(r, g.Token, g.Identity) {
 		graphError(w, http.StatusUnauthorized, "InvalidAuthenticationToken", "Access token is empty.")
 		return
 	}
-	g.tree.mu.Lock()
-	defer g.tree.mu.Unlock()
-	p, ok := strings.CutPrefix(r.URL.Path, "/v1.0/drives/"+g.DriveID)
+	p, ok := strings.CutPrefix(r.URL.Path, "/v1.0")
 	if !ok || r.Method != http.MethodGet {
 		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
 		return
 	}
+	switch {
+	case p == "/sites":
+		g.searchSites(w, r)
+		return
+	case p == "/me/drive":
+		g.drive(w, g.DriveID)
+		return
+	case strings.HasPrefix(p, "/sites/") && strings.HasSuffix(p, "/drive"):
+		site := strings.TrimSuffix(strings.TrimPrefix(p, "/sites/"), "/drive")
+		g.mu.Lock()
+		drive := ""
+		for _, s := range g.sites {
+			if s.id == site {
+				drive = s.drive
+			}
+		}
+		g.mu.Unlock()
+		if drive == "" {
+			graphError(w, http.StatusNotFound, "itemNotFound", "Requested site could not be found")
+			return
+		}
+		g.drive(w, drive)
+		return
+	}
+	rest, ok := strings.CutPrefix(p, "/drives/")
+	id, p, _ := strings.Cut(rest, "/")
+	p = "/" + p
+	d, found := g.driveOf(id)
+	if !ok || !found {
+		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
+		return
+	}
+	d.tree.mu.Lock()
+	defer d.tree.mu.Unlock()
 	if p == "/root/delta" {
-		g.delta(w, r)
+		g.delta(w, r, d)
 		return
 	}
 	var n *node
 	list := false
 	switch {
 	case p == "/root/children":
-		n, list = g.tree.root, true
+		n, list = d.tree.root, true
 	case strings.HasPrefix(p, "/root:"):
 		rest := strings.TrimPrefix(p, "/root:")
 		rest, list = strings.CutSuffix(rest, ":/children")
 		rest = strings.TrimSuffix(rest, ":")
-		n = g.lookup(rest)
+		n = lookupNode(d.tree, rest)
 	case strings.HasPrefix(p, "/items/"):
 		rest := strings.TrimPrefix(p, "/items/")
 		rest, list = strings.CutSuffix(rest, "/children")
-		n = g.tree.nodes[rest]
+		n = d.tree.nodes[rest]
 	}
 	if n == nil {
 		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
 		return
 	}
 	if !list {
-		b, _ := json.Marshal(g.item(n))
+		b, _ := json.Marshal(g.item(d, n))
 		writeJSON(w, http.StatusOK, b)
 		return
 	}
@@ -158,7 +230,7 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 	end := min(skip+top, len(n.children))
 	value := []any{}
 	for _, c := range n.children[min(skip, end):end] {
-		value = append(value, g.item(c))
+		value = append(value, g.item(d, c))
 	}
 	body := map[string]any{"@odata.context": g.URL + "/$metadata#Collection(driveItem)", "value": value}
 	if end < len(n.children) {
@@ -166,14 +238,15 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		if s := q.Get("$select"); s != "" {
 			nq.Set("$select", s)
 		}
-		body["@odata.nextLink"] = g.URL + "/drives/" + g.DriveID + "/items/" + n.id + "/children?" + nq.Encode()
+		body["@odata.nextLink"] = g.URL + "/drives/" + d.id + "/items/" + n.id + "/children?" + nq.Encode()
 	}
 	b, _ := json.Marshal(body)
 	writeJSON(w, http.StatusOK, b)
 }
 
-func (g *Graph) lookup(p string) *node {
-	cur := g.tree.root
+// lookupNode is the node at path p of t, nil for none.
+func lookupNode(t *tree, p string) *node {
+	cur := t.root
 	for _, seg := range strings.Split(strings.Trim(p, "/"), "/") {
 		if seg == "" {
 			continue
@@ -195,7 +268,7 @@ func (g *Graph) lookup(p string) *node {
 // delta serves the drive's delta feed. A token is the tree's position;
 // a next link's token is "<from>.<to>.<skip>", a page of the changes
 // between two positions.
-func (g *Graph) delta(w http.ResponseWriter, r *http.Request) {
+func (g *Graph) delta(w http.ResponseWriter, r *http.Request, d graphDrive) {
 	q := r.URL.Query()
 	top := 200
 	if v := q.Get("$top"); v != "" {
@@ -210,17 +283,17 @@ func (g *Graph) delta(w http.ResponseWriter, r *http.Request) {
 		if s := q.Get("$select"); s != "" {
 			nq.Set("$select", s)
 		}
-		return g.URL + "/drives/" + g.DriveID + "/root/delta?" + nq.Encode()
+		return g.URL + "/drives/" + d.id + "/root/delta?" + nq.Encode()
 	}
 	body := map[string]any{"@odata.context": g.URL + "/$metadata#Collection(driveItem)", "value": []any{}}
 	token := q.Get("token")
 	if token == "latest" {
-		body["@odata.deltaLink"] = link(strconv.Itoa(g.tree.rev))
+		body["@odata.deltaLink"] = link(strconv.Itoa(d.tree.rev))
 		b, _ := json.Marshal(body)
 		writeJSON(w, http.StatusOK, b)
 		return
 	}
-	from, to, skip := -1, g.tree.rev, 0
+	from, to, skip := -1, d.tree.rev, 0
 	if token != "" {
 		parts := strings.Split(token, ".")
 		var err error
@@ -236,9 +309,9 @@ func (g *Graph) delta(w http.ResponseWriter, r *http.Request) {
 	var changes []change
 	if from < 0 {
 		// The first enumeration: everything there is.
-		walkTree(g.tree.root, func(n *node) { changes = append(changes, change{node: n}) })
+		walkTree(d.tree.root, func(n *node) { changes = append(changes, change{node: n}) })
 	} else {
-		cs, ok := g.tree.since(from, to)
+		cs, ok := d.tree.since(from, to)
 		if !ok {
 			graphError(w, http.StatusGone, "resyncRequired", "Resync required. Replace any local items with the server's version (including deletes) if you're sure that the service was up to date with your local changes when you last sync'd. Upload any local changes that the server doesn't know about.")
 			return
@@ -248,10 +321,10 @@ func (g *Graph) delta(w http.ResponseWriter, r *http.Request) {
 	var items []map[string]any
 	seen := map[*node]bool{}
 	for _, c := range changes {
-		if !g.tree.present(c.node) {
+		if !d.tree.present(c.node) {
 			if !seen[c.node] {
 				seen[c.node] = true
-				items = append(items, g.deleted(c.node))
+				items = append(items, g.deleted(d, c.node))
 			}
 			continue
 		}
@@ -267,7 +340,7 @@ func (g *Graph) delta(w http.ResponseWriter, r *http.Request) {
 		for i := len(chain) - 1; i >= 0; i-- {
 			if n := chain[i]; !seen[n] {
 				seen[n] = true
-				items = append(items, g.deltaItem(n))
+				items = append(items, g.deltaItem(d, n))
 			}
 		}
 	}
@@ -289,8 +362,8 @@ func (g *Graph) delta(w http.ResponseWriter, r *http.Request) {
 // deltaItem is an item as delta reports it: with no path in its
 // parentReference, since delta does not report the items below a
 // renamed folder.
-func (g *Graph) deltaItem(n *node) map[string]any {
-	m := g.item(n)
+func (g *Graph) deltaItem(d graphDrive, n *node) map[string]any {
+	m := g.item(d, n)
 	if ref, ok := m["parentReference"].(map[string]string); ok {
 		delete(ref, "path")
 	}
@@ -299,13 +372,102 @@ func (g *Graph) deltaItem(n *node) map[string]any {
 
 // deleted is a deleted item as delta reports it (OneDrive for Business
 // leaves out the name).
-func (g *Graph) deleted(n *node) map[string]any {
+func (g *Graph) deleted(d graphDrive, n *node) map[string]any {
 	m := map[string]any{"id": n.id, "deleted": map[string]string{"state": "deleted"},
-		"parentReference": map[string]string{"driveId": g.DriveID, "driveType": "documentLibrary"}}
+		"parentReference": map[string]string{"driveId": d.id, "driveType": "documentLibrary"}}
 	if n.folder {
 		m["folder"] = map[string]int{"childCount": 0}
 	} else {
 		m["file"] = map[string]any{}
 	}
 	return m
+}
+
+// driveOf is the drive of id, with its site's address.
+func (g *Graph) driveOf(id string) (graphDrive, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.drives[id]
+	if !ok {
+		return graphDrive{}, false
+	}
+	d := graphDrive{id: id, tree: t, webURL: "https://contoso.sharepoint.com/Shared%20Documents"}
+	for _, s := range g.sites {
+		if s.drive == id {
+			d.webURL = siteURL(s) + "/Shared%20Documents"
+		}
+	}
+	return d, true
+}
+
+func siteURL(s graphSite) string {
+	return "https://contoso.sharepoint.com/sites/" + url.PathEscape(strings.ReplaceAll(s.name, " ", ""))
+}
+
+// drive answers drive id as Graph's drive resource.
+func (g *Graph) drive(w http.ResponseWriter, id string) {
+	d, ok := g.driveOf(id)
+	if !ok {
+		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
+		return
+	}
+	d.tree.mu.Lock()
+	created := d.tree.root.created
+	d.tree.mu.Unlock()
+	b, _ := json.Marshal(map[string]any{
+		"@odata.context": g.URL + "/$metadata#drives/$entity",
+		"id":             d.id, "name": "Documents", "driveType": "documentLibrary", "description": "",
+		"webUrl":          strings.TrimSuffix(d.webURL, "/"),
+		"createdDateTime": created.UTC().Format(time.RFC3339), "lastModifiedDateTime": created.UTC().Format(time.RFC3339),
+		"owner": map[string]any{"group": map[string]string{"displayName": "Contoso"}},
+		"quota": map[string]any{"deleted": 0, "remaining": 27487790694400, "state": "normal", "total": 27487790694400, "used": 0},
+	})
+	writeJSON(w, http.StatusOK, b)
+}
+
+// searchSites answers GET /sites?search={query}: the sites whose name has
+// every word of the query ("*" or none: every site), paged by $top with
+// @odata.nextLink. Graph lists no site without the search parameter.
+func (g *Graph) searchSites(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	top := 200
+	if v := q.Get("$top"); v != "" {
+		top, _ = strconv.Atoi(v)
+		if top < 1 || top > 999 {
+			graphError(w, http.StatusBadRequest, "invalidRequest", "Invalid page size specified.")
+			return
+		}
+	}
+	skip, _ := strconv.Atoi(q.Get("$skiptoken"))
+	var words []string
+	if search := strings.Trim(q.Get("search"), `"`); search != "*" {
+		words = strings.Fields(strings.ToLower(search))
+	}
+	g.mu.Lock()
+	var found []graphSite
+	for _, s := range g.sites {
+		match := q.Has("search")
+		for _, w := range words {
+			match = match && strings.Contains(strings.ToLower(s.name), w)
+		}
+		if match {
+			found = append(found, s)
+		}
+	}
+	g.mu.Unlock()
+	end := min(skip+top, len(found))
+	value := []any{}
+	for _, s := range found[min(skip, end):end] {
+		value = append(value, map[string]any{
+			"id": s.id, "name": strings.ReplaceAll(s.name, " ", ""), "displayName": s.name, "webUrl": siteURL(s),
+			"createdDateTime": "2024-01-15T10:00:00Z", "lastModifiedDateTime": "2026-03-02T09:00:00Z",
+		})
+	}
+	body := map[string]any{"@odata.context": g.URL + "/$metadata#sites", "value": value}
+	if end < len(found) {
+		nq := url.Values{"search": {q.Get("search")}, "$top": {strconv.Itoa(top)}, "$skiptoken": {strconv.Itoa(end)}}
+		body["@odata.nextLink"] = g.URL + "/sites?" + nq.Encode()
+	}
+	b, _ := json.Marshal(body)
+	writeJSON(w, http.StatusOK, b)
 }

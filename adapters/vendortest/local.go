@@ -116,8 +116,13 @@ func ServeLocal(host string, first int, gateway string) (*Local, error) {
 		gd.AddFile(p, 120_000, "application/pdf", epoch)
 		d.AddFile(p, 120_000, epoch)
 	}
+	// Two SharePoint sites, so that a consent is followed by choosing
+	// one: Clients, whose library holds the files, and Marketing's empty
+	// one. A OneDrive connection reads the Clients files too.
+	g.AddSite("Marketing")
 	graph, drive, dropbox := g.srv.URL, gd.srv.URL, d.srv.URL
-	base = front(2, "Microsoft Graph (SharePoint, OneDrive)", fixed(graph), "client_id "+g.Identity.ClientID, "client_secret "+g.Identity.ClientSecret)
+	base = front(2, "Microsoft Graph (SharePoint, OneDrive)", fixed(graph), "client_id "+g.Identity.ClientID, "client_secret "+g.Identity.ClientSecret,
+		"sites Clients (with the files) and Marketing")
 	g.URL, g.Identity.URL = base+"/v1.0", base
 	base = front(3, "Google Drive", fixed(drive), "client_id "+gd.Identity.ClientID, "client_secret "+gd.Identity.ClientSecret)
 	gd.URL, gd.Identity.URL = base+"/drive/v3", base

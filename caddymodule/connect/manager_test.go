@@ -211,6 +211,24 @@ func TestSharePointSites(t *testing.T) {
 	if one.Status != connection.Connected || one.TenantID != "contoso.sharepoint.com,1,2" || one.TenantName != "Clients" {
 		t.Fatalf("one site: %+v", one.Connection)
 	}
+	// The site is not a drive: the connection opens as the site, whose
+	// default document library Graph names (GET /sites/{site}/drive),
+	// under Graph's v1.0 API of the app's base_url.
+	raw, err := h.cfg.ModuleConfig(ctx, h.state, h.stored(v.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var opened struct {
+		DriveID string `json:"drive_id"`
+		SiteID  string `json:"site_id"`
+		BaseURL string `json:"base_url"`
+	}
+	if err := json.Unmarshal(raw, &opened); err != nil {
+		t.Fatal(err)
+	}
+	if opened.SiteID != "contoso.sharepoint.com,1,2" || opened.DriveID != "" || opened.BaseURL != h.v.URL()+"/v1.0" {
+		t.Errorf("the connection opens as %s", raw)
+	}
 }
 
 // A vendor that answers its organisations' listing with not found has
