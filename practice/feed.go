@@ -16,6 +16,18 @@ type ChangesPage struct {
 	Next string
 	// More says the vendor has more changes right away (call again with Next).
 	More bool
+	// Others are the changes of other kinds, where one feed covers
+	// several (QuickBooks' change data capture: invoices and estimates);
+	// Changed and Gone are the first kind's. A sync keeps those of the
+	// kinds it owns.
+	Others []KindChanges
+}
+
+// KindChanges are a feed page's changes of one kind beside its first.
+type KindChanges struct {
+	Kind    Kind
+	Changed []json.RawMessage
+	Gone    []string
 }
 
 // ErrFeedExpired means a change feed cannot go on from the position it was

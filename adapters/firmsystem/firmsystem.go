@@ -54,6 +54,11 @@ type Deps struct {
 	// ledger: the invoices the system keeps too (Opened.Ledger) are the
 	// firm's, and the system reads their notifications.
 	KeepsLedger bool
+	// KeepsEngagements reports, to a system that keeps proposals, whether
+	// the firm's engagements come from it (EngagementsRole): only then
+	// does it read its proposals' changes and notifications. Nil means
+	// they do.
+	KeepsEngagements func() bool
 }
 
 // Opened is a firm's system, ready to serve.

@@ -16,13 +16,16 @@ import (
 const cursorPrefix = "cdc1."
 
 // Changes reads QuickBooks' change data capture after cursor: one GET
-// .../cdc?entities=Invoice,Payment&changedSince=<t> for both entities,
-// whatever changed. "" starts at the present without a call. A cursor
+// .../cdc?entities=Invoice,Estimate,Payment&changedSince=<t> for the three
+// entities, whatever changed: invoices are the page's own changes,
+// estimates its engagements' (Others), which a sync keeps when the
+// company's estimates are the firm's engagements. "" starts at the present without a call. A cursor
 // older than the 30 days CDC looks back, or an answer at CDC's cap of
 // 1,000 objects (which cannot be paged), is practice.ErrFeedExpired: the
 // sync reconciles from a full query rather than leave a gap. Deleted
 // invoices ("status":"Deleted") are Gone; a payment's invoices are
-// translated with it, so an invoice paid says how.
+// translated with it, so an invoice paid says how. A deleted estimate is
+// its engagement as last seen, ended.
 func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string) (practice.ChangesPage, error) {
 	if !a.serves(t) {
 		return practice.ChangesPage{}, fmt.Errorf("quickbooks: no records for %s: %w", t, practice.ErrNotFound)
@@ -39,21 +42,27 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 		return practice.ChangesPage{}, fmt.Errorf("quickbooks: change data capture looks back 30 days, the last read was %s: %w",
 			since.Format(time.RFC3339), practice.ErrFeedExpired)
 	}
-	q := url.Values{"entities": {"Invoice,Payment"}, "changedSince": {since.Add(-cdcOverlap).Format(time.RFC3339)}}
+	entities := "Invoice,Payment"
+	if a.keepsEngagements() {
+		entities = "Invoice,Estimate,Payment"
+	}
+	q := url.Values{"entities": {entities}, "changedSince": {since.Add(-cdcOverlap).Format(time.RFC3339)}}
 	body, err := a.get(ctx, "/cdc", q, "change data capture")
 	if err != nil {
 		return practice.ChangesPage{}, err
 	}
 	var invs []invoice
+	var ests []estimate
 	known := map[string]*payment{}
 	objects := 0
 	for _, c := range body.CDCResponse {
 		for _, qr := range c.QueryResponse {
 			invs = append(invs, qr.Invoice...)
+			ests = append(ests, qr.Estimate...)
 			for i := range qr.Payment {
 				known[qr.Payment[i].ID] = &qr.Payment[i]
 			}
-			objects += len(qr.Invoice) + len(qr.Payment)
+			objects += len(qr.Invoice) + len(qr.Payment) + len(qr.Estimate)
 		}
 	}
 	if objects >= maxResults {
@@ -102,6 +111,31 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 			return practice.ChangesPage{}, err
 		}
 		page.Changed = append(page.Changed, json.RawMessage(raw))
+	}
+	engagements := practice.KindChanges{Kind: practice.Engagements}
+	for i := range ests {
+		var raw json.RawMessage
+		if ests[i].Status == "Deleted" {
+			if !digitsOnly(ests[i].ID) {
+				continue
+			}
+			at, _ := qbTime(ests[i].MetaData.LastUpdatedTime)
+			if at.IsZero() {
+				at = now
+			}
+			if raw, err = a.endedEstimate(ctx, ests[i].ID, at); err != nil {
+				return practice.ChangesPage{}, err
+			}
+			if raw == nil {
+				continue // never seen: nothing to end
+			}
+		} else if raw, err = a.estimateJSON(ctx, t, &ests[i]); err != nil {
+			return practice.ChangesPage{}, err
+		}
+		engagements.Changed = append(engagements.Changed, raw)
+	}
+	if len(engagements.Changed) > 0 {
+		page.Others = append(page.Others, engagements)
 	}
 	return page, nil
 }

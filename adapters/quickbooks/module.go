@@ -73,11 +73,14 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 		}
 		opts = append(opts, WithClientResolver(r))
 	}
+	if d.KeepsEngagements != nil {
+		opts = append(opts, WithEngagements(d.KeepsEngagements))
+	}
 	a, err := New(cfg, d.Upstream, opts...)
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "QuickBooks Online", Reader: a, Client: a.Upstream(), Webhook: a.Webhook}, nil
+	return firmsystem.Opened{Label: "QuickBooks Online", Reader: a, Engagements: true, Client: a.Upstream(), Webhook: a.Webhook}, nil
 }
 
 // Interface guards

@@ -1,6 +1,7 @@
 // Package quickbooks serves a firm's invoices from its QuickBooks Online
 // company (Accounting API v3) as the read-only practice view of
-// /v1/invoices, keeps the read model current through QuickBooks' change
+// /v1/invoices, and its estimates as /v1/engagements when they are the
+// firm's engagements (estimate.go), keeps the read model current through QuickBooks' change
 // data capture and turns its webhooks into change records. The ledger stays
 // the system of record: this package never writes to QuickBooks.
 //
@@ -17,7 +18,8 @@
 // Reads: the backfill and reconciliation query `select * from Invoice
 // STARTPOSITION n MAXRESULTS 1000`, with the Payments the page's paid
 // invoices name in one query more; the sync then follows change data
-// capture (Changes): one GET .../cdc a poll for invoices and payments,
+// capture (Changes): one GET .../cdc a poll for invoices, estimates and
+// payments,
 // never a full query again until the daily reconciliation. QuickBooks'
 // limits are kept per company: 500 requests a minute, 10 a second, 10 at
 // once; a 429 stops every call for 60 s.
@@ -41,6 +43,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
@@ -121,6 +124,11 @@ type ClientResolver interface {
 // Option changes New.
 type Option func(*Adapter)
 
+// WithEngagements says whether the company's estimates are the firm's
+// engagements now (they are without it): only then does change data
+// capture ask for estimates and do webhooks record them.
+func WithEngagements(keeps func() bool) Option { return func(a *Adapter) { a.engagements = keeps } }
+
 // WithClientResolver links invoices to the practice's clients.
 func WithClientResolver(r ClientResolver) Option { return func(a *Adapter) { a.clients = r } }
 
@@ -140,9 +148,19 @@ type Adapter struct {
 
 	// last is the last query page read: the sync reads a page of 1,000
 	// in parts of 200, and each part would read it again.
-	mu   sync.Mutex
-	last *cachedPage
+	mu            sync.Mutex
+	last          *cachedPage
+	lastEstimates *cachedEstimates
+
+	// signings remember when each estimate was first read accepted.
+	signings proposals.Signings
+	// engagements says whether estimates are the firm's engagements.
+	engagements func() bool
 }
+
+// keepsEngagements reports whether the company's estimates are the firm's
+// engagements.
+func (a *Adapter) keepsEngagements() bool { return a.engagements == nil || a.engagements() }
 
 type cachedPage struct {
 	query string
@@ -228,16 +246,17 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		return nil, fmt.Errorf("quickbooks: %w", err)
 	}
 	a := &Adapter{
-		cfg:     cfg,
-		c:       c,
-		auth:    auth,
-		log:     deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
-		clock:   deps.ClockOrSystem(),
-		rails:   rails,
-		rec:     deps.ChangeRecorder(),
-		notices: deps.NotificationGuard(),
-		refused: deps.GrantRefused,
-		prefix:  "/v3/company/" + url.PathEscape(cfg.RealmID),
+		cfg:      cfg,
+		c:        c,
+		auth:     auth,
+		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
+		clock:    deps.ClockOrSystem(),
+		rails:    rails,
+		rec:      deps.ChangeRecorder(),
+		notices:  deps.NotificationGuard(),
+		refused:  deps.GrantRefused,
+		prefix:   "/v3/company/" + url.PathEscape(cfg.RealmID),
+		signings: proposals.Signings{State: deps.StateStore(), Firm: cfg.Firm},
 	}
 	for _, o := range opts {
 		o(a)
@@ -326,7 +345,8 @@ type invoicePage struct {
 	full     bool // the page held maxResults rows: another may follow
 }
 
-// List returns a page of invoices; other kinds are empty.
+// List returns a page of invoices or of estimates (engagements); other
+// kinds are empty.
 func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if !a.serves(t) {
 		return practice.Page{}, fmt.Errorf("quickbooks: no records for %s: %w", t, practice.ErrNotFound)
@@ -334,6 +354,9 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 	cur, err := paging.DecodeCursor(q.Cursor)
 	if err != nil {
 		return practice.Page{}, err
+	}
+	if k == practice.Engagements {
+		return a.listEstimates(ctx, t, q, cur)
 	}
 	if k != practice.Invoices {
 		return practice.Page{Items: []json.RawMessage{}}, nil
@@ -461,10 +484,13 @@ func (a *Adapter) paymentsOf(ctx context.Context, invs []invoice, known map[stri
 	return out, nil
 }
 
-// Get returns one invoice.
+// Get returns one invoice or engagement (estimate).
 func (a *Adapter) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	if !a.serves(t) {
 		return nil, fmt.Errorf("quickbooks: no records for %s: %w", t, practice.ErrNotFound)
+	}
+	if qbID, ok := parseEngagementID(id); k == practice.Engagements && ok {
+		return a.getEstimate(ctx, t, qbID)
 	}
 	invID, ok := parseID(id)
 	if k != practice.Invoices || !ok {

@@ -176,8 +176,8 @@ func TestChangesFollowChangeDataCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := q.Requests()
-	if len(reqs) != 1 || !strings.Contains(reqs[0], "/cdc?") || !strings.Contains(reqs[0], "entities=Invoice%2CPayment") {
-		t.Fatalf("the poll made %q, want one cdc call for both entities", reqs)
+	if len(reqs) != 1 || !strings.Contains(reqs[0], "/cdc?") || !strings.Contains(reqs[0], "entities=Invoice%2CEstimate%2CPayment") {
+		t.Fatalf("the poll made %q, want one cdc call for the three entities", reqs)
 	}
 	if len(page.Changed) != 1 || len(page.Gone) != 1 || page.Gone[0] != "inv_qb-5" || page.More {
 		t.Fatalf("changed %d, gone %q", len(page.Changed), page.Gone)

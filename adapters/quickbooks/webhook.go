@@ -116,7 +116,9 @@ func Verified(verifierToken string, r *http.Request, body []byte) bool {
 // carry intuit-signature, checked before anything of the body is read;
 // one that does not gets 401 with an empty body.
 //
-// Each invoice the body names for this company is read again from
+// Each invoice and estimate the body names for this company is read
+// again from QuickBooks (GET .../invoice/{id}, .../estimate/{id}), as
+// follows. Each invoice the body names for this company is read again from
 // QuickBooks (GET .../invoice/{id}), compared with the last state seen
 // and published to sink when it differs; a payment is read, and each
 // invoice it is applied to with it, so an invoice paid becomes
@@ -199,7 +201,7 @@ func (a *Adapter) ownEvents(events []Event) []Event {
 		if e.Realm != a.cfg.RealmID || !digitsOnly(e.ID) || e.Operation == "deleted" {
 			continue
 		}
-		if e.Entity == "invoice" || e.Entity == "payment" {
+		if e.Entity == "invoice" || e.Entity == "payment" || e.Entity == "estimate" && a.keepsEngagements() {
 			mine = append(mine, e)
 		}
 	}
@@ -214,6 +216,9 @@ func (a *Adapter) ownEvents(events []Event) []Event {
 // ingest reads what e names and records it; read collects the invoices
 // read.
 func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, read map[string]bool) error {
+	if e.Entity == "estimate" {
+		return a.ingestEstimate(ctx, sink, e)
+	}
 	if e.Entity == "invoice" {
 		read[e.ID] = true
 		created := e.Operation == "created"
@@ -268,6 +273,41 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, 
 		if err := a.observe(ctx, sink, got.Invoice, payments, e.At, false); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// ingestEstimate reads the estimate e names and records its engagement,
+// under the rule invoices follow: one never seen is left to change data
+// capture unless the event is its creation.
+func (a *Adapter) ingestEstimate(ctx context.Context, sink changes.ChangeSink, e Event) error {
+	t := practice.Tenant{Firm: a.cfg.Firm}
+	id := engagementID(e.ID)
+	created := e.Operation == "created"
+	last, err := a.rec.State.Last(ctx, changes.StateKey(t, practice.Engagements, id))
+	if err != nil || last == nil && !created {
+		return err
+	}
+	body, err := a.get(ctx, "/estimate/"+e.ID, nil, "estimate "+e.ID)
+	if errors.Is(err, practice.ErrNotFound) {
+		return nil // deleted since: change data capture says so
+	}
+	if err != nil {
+		return err
+	}
+	if body.Estimate == nil {
+		return fmt.Errorf("quickbooks: estimate %s: %w", e.ID, errNoEntity)
+	}
+	after, err := a.estimateJSON(ctx, t, body.Estimate)
+	if err != nil {
+		return err
+	}
+	_, err = a.rec.Observe(ctx, sink, changes.Observation{
+		Tenant: t, Kind: practice.Engagements, ResourceID: id, After: after, Created: created,
+		Version: body.Estimate.MetaData.LastUpdatedTime, OccurredAt: e.At,
+	})
+	if err != nil {
+		return fmt.Errorf("quickbooks: record estimate %s: %w", e.ID, err)
 	}
 	return nil
 }

@@ -85,16 +85,18 @@ func (p *payment) invoices() []string {
 // queryResponse is QueryResponse: a page of one entity (or, in change
 // data capture, of each entity asked for).
 type queryResponse struct {
-	Invoice       []invoice `json:"Invoice"`
-	Payment       []payment `json:"Payment"`
-	StartPosition int       `json:"startPosition"`
-	MaxResults    int       `json:"maxResults"`
+	Invoice       []invoice  `json:"Invoice"`
+	Payment       []payment  `json:"Payment"`
+	Estimate      []estimate `json:"Estimate"`
+	StartPosition int        `json:"startPosition"`
+	MaxResults    int        `json:"maxResults"`
 }
 
 // response is IntuitResponse, the envelope of every answer.
 type response struct {
 	Invoice       *invoice       `json:"Invoice"`
 	Payment       *payment       `json:"Payment"`
+	Estimate      *estimate      `json:"Estimate"`
 	QueryResponse *queryResponse `json:"QueryResponse"`
 	CDCResponse   []cdcResponse  `json:"CDCResponse"`
 	Fault         *fault         `json:"Fault"`

@@ -52,7 +52,8 @@ type QBPayment struct {
 // /v3/company/{realmId}: GET query (the query language's subset `select *
 // from <Entity> [where MetaData.LastUpdatedTime >= '<t>' | where Id in
 // ('1',...) | where Id = '1'] [STARTPOSITION n] [MAXRESULTS n]`, at most
-// 1,000 rows), GET invoice/{id}, payment/{id}, customer/{id}, and GET
+// 1,000 rows), GET invoice/{id}, estimate/{id}, payment/{id},
+// customer/{id}, and GET
 // cdc?entities=...&changedSince=... (30 days back at most, 1,000 objects
 // at most, deleted entities as {"status":"Deleted"} with their Id and
 // MetaData). It takes its fixed token or an access token of its identity
@@ -83,6 +84,7 @@ type QuickBooks struct {
 	now       func() time.Time
 	invoices  map[string]*QBInvoice
 	payments  map[string]*QBPayment
+	estimates map[string]*QBEstimate
 	customers map[string]string // id -> display name
 	seq       int
 	requests  []string
@@ -92,7 +94,8 @@ type QuickBooks struct {
 // verifier token.
 func NewQuickBooks() *QuickBooks {
 	q := &QuickBooks{Token: "qbo-token", RealmID: "9130357992221046", VerifierToken: "qbo-verifier-token",
-		now: time.Now, invoices: map[string]*QBInvoice{}, payments: map[string]*QBPayment{}, customers: map[string]string{}}
+		now: time.Now, invoices: map[string]*QBInvoice{}, payments: map[string]*QBPayment{},
+		estimates: map[string]*QBEstimate{}, customers: map[string]string{}}
 	schema, err := qboSchema()
 	q.schema = schema
 	q.conformance = &conformance{loadErr: err, links: map[string]bool{}}
@@ -347,6 +350,10 @@ func (q *QuickBooks) read(w http.ResponseWriter, entity, id string) {
 		if p := q.payments[id]; p != nil && !p.deleted {
 			body = map[string]any{"Payment": q.paymentJSON(p)}
 		}
+	case "estimate":
+		if e := q.estimates[id]; e != nil && !e.deleted {
+			body = map[string]any{"Estimate": q.estimateJSON(e)}
+		}
 	case "customer":
 		if _, ok := q.customers[id]; ok {
 			body = map[string]any{"Customer": q.customerJSON(id)}
@@ -441,6 +448,12 @@ func (q *QuickBooks) rows(entity string, since time.Time, ids []string) []map[st
 				out = append(out, q.paymentJSON(p))
 			}
 		}
+	case "Estimate":
+		for _, id := range byNumber(q.estimates) {
+			if e := q.estimates[id]; !e.deleted && keep(id, e.Updated) {
+				out = append(out, q.estimateJSON(e))
+			}
+		}
 	case "Customer":
 		for _, id := range byNumber(q.customers) {
 			if keep(id, time.Unix(0, 0)) {
@@ -491,6 +504,12 @@ func (q *QuickBooks) cdc(w http.ResponseWriter, entities, changedSince string) {
 			for _, id := range byNumber(q.payments) {
 				if p := q.payments[id]; !p.Updated.Before(since) {
 					rows = append(rows, q.paymentJSON(p))
+				}
+			}
+		case "Estimate":
+			for _, id := range byNumber(q.estimates) {
+				if e := q.estimates[id]; !e.Updated.Before(since) {
+					rows = append(rows, q.estimateJSON(e))
 				}
 			}
 		}
@@ -608,7 +627,7 @@ func (c qboRequests) query(stmt string) []string {
 
 // QBEvent is an entity change a webhook names.
 type QBEvent struct {
-	Entity    string // Invoice, Payment, Customer
+	Entity    string // Invoice, Estimate, Payment, Customer
 	ID        string
 	Operation string // Create, Update, Delete, Merge, Void, Emailed
 	At        time.Time

@@ -140,3 +140,46 @@ func get(t *testing.T, q *QuickBooks, path string, status int) {
 		t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, status)
 	}
 }
+
+// Estimates as the double serves them, in every state and deleted, by
+// read, query and change data capture, are Intuit's Estimate; a
+// TxnStatus outside QboEstimateStatusEnum (a string in the schema, whose
+// documentation names the enumeration) is a violation.
+func TestQuickBooksEstimatesConform(t *testing.T) {
+	s := qboSchemaOrSkip(t)
+	for doc, want := range map[string]string{
+		`{"Estimate":{"Id":"1","AcceptedDate":"2026-02-03T10:00:00Z"}}`: `not an xs:date`,
+		`{"Estimate":{"Id":"1","Accepted":true}}`:                       `declares no element or attribute "Accepted"`,
+		`{"Estimate":{"Id":"1","EmailStatus":"Sent"}}`:                  `not one of EmailStatusEnum's values`,
+	} {
+		problems := s.checkJSON("IntuitResponse", []byte(doc))
+		if !strings.Contains(strings.Join(problems, "; "), want) {
+			t.Errorf("%s: %q, want one saying %q", doc, problems, want)
+		}
+	}
+	q := StartQuickBooks(t)
+	now := time.Now()
+	for i, st := range []string{"Pending", "Accepted", "Closed", "Rejected"} {
+		q.AddEstimate(QBEstimate{ID: string(rune('1' + i)), DocNumber: "100" + string(rune('1'+i)), CustomerID: "7", CustomerName: "Birch",
+			TxnDate: now, Lines: []string{"Year-end accounts", "Tax return"}, Total: "1200.00", Status: st, Updated: now})
+	}
+	q.SetEstimateStatus("1", "Accepted", now)
+	inv := q.InvoiceEstimate("1", now)
+	q.DeleteEstimate("4", now)
+	for _, path := range []string{"/query?query=" + url.QueryEscape("select * from Estimate STARTPOSITION 1 MAXRESULTS 1000"),
+		"/estimate/1", "/invoice/" + inv,
+		"/cdc?entities=Invoice,Estimate,Payment&changedSince=" + url.QueryEscape(now.Add(-time.Hour).Format(time.RFC3339))} {
+		get(t, q, path, http.StatusOK)
+	}
+	get(t, q, "/estimate/4", http.StatusBadRequest)
+	if v := q.Violations(); len(v) != 0 {
+		t.Errorf("the double's own answers: %q", v)
+	}
+	other := NewQuickBooks()
+	defer other.Close()
+	other.AddEstimate(QBEstimate{ID: "1", CustomerID: "7", Total: "1", Status: "Converted", Updated: now})
+	get(t, other, "/estimate/1", http.StatusOK)
+	if v := other.Violations(); len(v) != 1 || !strings.Contains(v[0], "QboEstimateStatusEnum") {
+		t.Errorf("a status Intuit does not publish: %q", v)
+	}
+}

@@ -348,7 +348,7 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	}
 	model := a.newModel(f.ID)
 	rec := &changes.Recorder{State: model}
-	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, a.grantRefused(c))
+	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, func() bool { return false }, a.grantRefused(c))
 	if err != nil {
 		return nil, err
 	}

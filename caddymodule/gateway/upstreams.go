@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
@@ -58,6 +59,9 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	}
 	var systems []openedSystem
 	keeps := map[string]bool{}
+	// Which role keeps the firm's engagements is known once every system
+	// is open; a system that keeps proposals asks when it reads them.
+	var engagementsFrom atomic.Pointer[string]
 	for _, role := range []struct {
 		name  string
 		field string
@@ -82,7 +86,9 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		// A records system keeps the firm's invoices too (XPM, Karbon's
 		// billing) when the firm names no ledger.
 		keepsLedger := role.name == "records" && ledgerless
-		opened, label, err := a.openSystem(ctx, f.ID, role.name, mod, model, rec, records, keepsLedger, nil)
+		roleName := role.name
+		keepsEngagements := func() bool { r := engagementsFrom.Load(); return r != nil && *r == roleName }
+		opened, label, err := a.openSystem(ctx, f.ID, role.name, mod, model, rec, records, keepsLedger, keepsEngagements, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -100,6 +106,7 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	if err != nil {
 		return nil, err
 	}
+	engagementsFrom.Store(&engagements)
 	for _, s := range systems {
 		reader := s.opened.Reader
 		if s.role == "records" && engagements == firmsystem.EngagementsNone && s.opened.Engagements {
@@ -131,13 +138,15 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 // every system shares (budgets, metrics, upstream state, change sink, the
 // locks of OAuth2 refreshes), whether the Caddyfile or a connection names
 // it; records is the firm's records system for a linked one, keepsLedger
-// tells a records system that its invoices are the firm's, and
+// tells a records system that its invoices are the firm's,
+// keepsEngagements a system that keeps proposals whether they are the
+// firm's engagements, and
 // grantRefused is told when the vendor refuses a connection's grant (nil
 // for a Caddyfile system). label is how people name the system.
 func (a *App) openSystem(ctx caddy.Context, firm, role string, mod firmsystem.Module, model *readmodel.Model,
-	rec *changes.Recorder, records practice.Reader, keepsLedger bool, grantRefused func(string)) (opened firmsystem.Opened, label string, err error) {
+	rec *changes.Recorder, records practice.Reader, keepsLedger bool, keepsEngagements func() bool, grantRefused func(string)) (opened firmsystem.Opened, label string, err error) {
 	system := mod.CaddyModule().ID.Name()
-	deps := firmsystem.Deps{Firm: firm, Records: records, KeepsLedger: keepsLedger, Upstream: upstream.Deps{
+	deps := firmsystem.Deps{Firm: firm, Records: records, KeepsLedger: keepsLedger, KeepsEngagements: keepsEngagements, Upstream: upstream.Deps{
 		Logger:        a.logger.Named("upstream").With(zap.String("firm", firm), zap.String("system", system)),
 		Budget:        a.budget,
 		Registerer:    ctx.GetMetricsRegistry(),

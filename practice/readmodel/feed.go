@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -46,6 +47,24 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 				return err
 			}
 		}
+		for _, o := range page.Others {
+			if o.Kind == k || !slices.Contains(s.sys.Kinds, o.Kind) {
+				continue // a kind another system keeps for the firm
+			}
+			// A record first seen while its kind's backfill still reads
+			// was there before the gateway looked, as the backfill says.
+			s.mu.Lock()
+			announce := s.kindProgress(o.Kind).Backfilled
+			s.mu.Unlock()
+			if err := s.keep(ctx, o.Kind, o.Changed, readAt, announce); err != nil {
+				return err
+			}
+			for _, id := range o.Gone {
+				if err := s.forget(ctx, o.Kind, id, start); err != nil {
+					return err
+				}
+			}
+		}
 		if page.Next == "" || page.More && page.Next == cursor {
 			return fmt.Errorf("%s change feed does not move: %w", s.sys.Label, practice.ErrBadUpstream)
 		}
@@ -60,8 +79,11 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 	s.mu.Lock()
 	s.progress.FeedCursor = cursor
 	for _, k := range s.sys.Kinds {
-		kp := s.kindProgress(k)
-		kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
+		// A kind whose backfill still reads is confirmed from the
+		// backfill's start when it ends, not from here.
+		if kp := s.kindProgress(k); kp.Backfilled {
+			kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
+		}
 	}
 	s.mu.Unlock()
 	return nil
