@@ -10,6 +10,7 @@ import (
 	"golang.org/x/oauth2"
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // What connecting a system takes. A firm's administrator connects the
@@ -151,6 +152,17 @@ type Deliveries interface {
 	// Route checks a delivery's signature (ErrUnsigned when it is not the
 	// vendor's) and names the organisations its events are for.
 	Route(header http.Header, body []byte) ([]string, error)
+}
+
+// Remembers is a system that keeps, in the upstream state store, what it
+// saw of an organisation's records beyond the copy (XPM's first-seen
+// stamps, a proposal's first acceptance). The gateway forgets it with the
+// copy when the firm's role leaves the organisation (a disconnect, another
+// organisation chosen), so that the next one's records are seen afresh.
+type Remembers interface {
+	// Remembered are the key prefixes of what the system keeps of firm's
+	// records of kinds.
+	Remembered(firm string, kinds []practice.Kind) []string
 }
 
 // RefusedError is a vendor refusing a connection's credentials (an

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -12,8 +13,10 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func init() {
@@ -142,11 +145,21 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 }
 
 // Interface guards
+// Remembered is the prefix of firm's engagements' signings when the ledger
+// keeps its engagements (its quotes): what a connection's purge forgets.
+func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
+	if slices.Contains(kinds, practice.Engagements) {
+		return []string{proposals.SigningsPrefix(firm)}
+	}
+	return nil
+}
+
 var (
 	_ firmsystem.Consent     = (*App)(nil)
 	_ firmsystem.Revoker     = (*App)(nil)
 	_ firmsystem.Deliveries  = (*App)(nil)
 	_ firmsystem.Connectable = (*Module)(nil)
+	_ firmsystem.Remembers   = (*Module)(nil)
 	_ caddy.Provisioner      = (*App)(nil)
 	_ caddy.Validator        = (*App)(nil)
 	_ caddyfile.Unmarshaler  = (*App)(nil)

@@ -6,7 +6,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/xero"
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Connects: a firm connects Xero Practice Manager as its records system
@@ -27,4 +29,22 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	return nil
 }
 
-var _ firmsystem.Connectable = (*Module)(nil)
+// Remembered are the prefixes of firm's stamps of kinds, and of its
+// engagements' signings when it keeps them: what a connection's purge
+// forgets, so that the next practice's records are stamped when first
+// seen there.
+func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
+	var out []string
+	for _, k := range kinds {
+		out = append(out, stampsPrefix(firm, k))
+		if k == practice.Engagements {
+			out = append(out, proposals.SigningsPrefix(firm))
+		}
+	}
+	return out
+}
+
+var (
+	_ firmsystem.Connectable = (*Module)(nil)
+	_ firmsystem.Remembers   = (*Module)(nil)
+)

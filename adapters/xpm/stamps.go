@@ -29,6 +29,12 @@ type stamp struct {
 	At     time.Time `json:"a"`
 }
 
+// stampsPrefix is the prefix of the keys firm's stamps of k are kept
+// under in the upstream state store.
+func stampsPrefix(firm string, k practice.Kind) string {
+	return "xpm/seen/" + changes.StateKey(practice.Tenant{Firm: firm}, k, "")
+}
+
 // stamps reads and writes stamps, one record at a time in this process.
 type stamps struct {
 	state changes.StateStore
@@ -53,7 +59,7 @@ func (s *stamps) of(ctx context.Context, k practice.Kind, id string, content any
 	}
 	sum := sha256.Sum256(b)
 	digest := hex.EncodeToString(sum[:12])
-	key := "xpm/seen/" + changes.StateKey(practice.Tenant{Firm: s.firm}, k, id)
+	key := stampsPrefix(s.firm, k) + id
 	mu := &s.locks[maphash.String(s.seed, key)%uint64(len(s.locks))]
 	mu.Lock()
 	defer mu.Unlock()

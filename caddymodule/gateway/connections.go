@@ -295,7 +295,7 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 			// Its sync may have held the lease here and written after
 			// the disconnecting instance purged: purge again, now that
 			// it has stopped (before any new connection of the role).
-			if err := a.purgeStore(ctx, c.opened.Firm, c.syncs); err != nil {
+			if err := a.purgeStore(ctx, c); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/caddyserver/caddy/v2"
+
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -12,8 +14,9 @@ import (
 
 // Purge removes a disconnected connection's copy, called by the instance
 // that disconnects it: its syncs stop here, and its read model's records,
-// tombstones and sync checkpoints are deleted from the store (with no
-// change record and no event), so that a later connection of the same
+// tombstones and sync checkpoints are deleted from the store, with what
+// its system remembers of the organisation (with no change record and no
+// event), so that a later connection of the same
 // role backfills afresh. Other instances drop their copy from memory when
 // they see it disconnected. Purging again is no error.
 func (a *App) Purge(ctx context.Context, c connection.Connection) error {
@@ -30,7 +33,7 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 	b.conns.Store(cur.without(c.ID, c.Role))
 	if open := cur.opened(c.ID); open != nil {
 		a.closeConnection(open)
-		return a.purgeStore(ctx, c.Firm, open.syncs)
+		return a.purgeStore(ctx, open)
 	}
 	if b.model != nil && b.model.Owns(firmsystem.Kinds(c.Role)[0]) {
 		// The role's copy is the Caddyfile system's, which the
@@ -38,14 +41,15 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 		return nil
 	}
 	// Not open here: what the role keeps.
-	return purger.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role))
+	return a.purgeRole(ctx, purger, c)
 }
 
 // PurgeOrganisation drops what connection c holds of the organisation it
 // reached (c.TenantID), called by the instance where its administrator
 // chooses another: its system or held copy closes here and its copy's
-// records, tombstones and checkpoints are deleted from the store (no
-// change record, no event), so that the next organisation backfills
+// records, tombstones and checkpoints are deleted from the store, with
+// what its system remembers of the organisation (no change record, no
+// event), so that the next organisation backfills
 // afresh and /v1 never lists records of both. Until the connection
 // reaches the new organisation, this instance answers the role as
 // reconnecting; the others, which stopped its sync when the reconnect
@@ -70,7 +74,7 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 		// connection never served.
 		return nil
 	}
-	return purger.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), readmodel.SyncCheckpoints(c.Firm, c.Role))
+	return a.purgeRole(ctx, purger, c)
 }
 
 // purging is what a purge of c's copy works on: its firm's backends and
@@ -119,18 +123,48 @@ func (s *connSet) without(id, role string) *connSet {
 	return next
 }
 
-// purgeStore deletes the copy syncs kept of a firm's system: the records
-// and tombstones of their kinds, and their checkpoints.
-func (a *App) purgeStore(ctx context.Context, firm string, syncs []*readmodel.Syncer) error {
+// purgeStore deletes what connection c, closed here, kept: see purgeRole.
+func (a *App) purgeStore(ctx context.Context, c *connSystem) error {
 	purger, ok := a.readStore.(readmodel.Purger)
 	if !ok {
 		return fmt.Errorf("the read model's store cannot purge a copy")
 	}
-	var kinds []practice.Kind
-	var checkpoints []string
-	for _, s := range syncs {
-		kinds = append(kinds, firmsystem.Kinds(s.Role())...)
-		checkpoints = append(checkpoints, readmodel.SyncCheckpoints(firm, s.Role())...)
+	return a.purgeRole(ctx, purger, c.opened)
+}
+
+// purgeRole deletes what connection c kept of its organisation: the
+// records and tombstones of its role's kinds and its sync's checkpoints,
+// then what its system remembers beyond the copy in the upstream state
+// (XPM's first-seen stamps: firmsystem.Remembers), so that the next
+// organisation's records are seen afresh.
+func (a *App) purgeRole(ctx context.Context, purger readmodel.Purger, c connection.Connection) error {
+	kinds := firmsystem.Kinds(c.Role)
+	if err := purger.Purge(ctx, c.Firm, kinds, readmodel.SyncCheckpoints(c.Firm, c.Role)); err != nil {
+		return err
 	}
-	return purger.Purge(ctx, firm, kinds, checkpoints)
+	info, err := caddy.GetModule(firmsystem.Namespace(c.Role) + "." + c.System)
+	if err != nil {
+		// Not registered in this binary: nothing of it was kept by it.
+		return nil
+	}
+	r, ok := info.New().(firmsystem.Remembers)
+	if !ok {
+		return nil
+	}
+	forget, ok := a.upstreamState.(stateForgetter)
+	if !ok {
+		return fmt.Errorf("the upstream state store cannot forget an organisation's state")
+	}
+	for _, prefix := range r.Remembered(c.Firm, kinds) {
+		if err := forget.Forget(ctx, prefix); err != nil {
+			return fmt.Errorf("forgetting what %s kept of the organisation: %w", c.System, err)
+		}
+	}
+	return nil
+}
+
+// stateForgetter is an upstream state store that forgets every state
+// under a key prefix.
+type stateForgetter interface {
+	Forget(ctx context.Context, prefix string) error
 }

@@ -1092,3 +1092,43 @@ func TestKarbonLedgerConnectionSyncsInvoices(t *testing.T) {
 		t.Fatal("the ledger connection's webhook route is not served")
 	}
 }
+
+// Leaving an organisation forgets what the system remembers of it beyond
+// the copy (XPM's first-seen stamps and its engagements' signings), on
+// another organisation chosen as on a disconnect; what other firms and
+// systems keep stays.
+func TestLeavingAnOrganisationForgetsWhatItsSystemRemembers(t *testing.T) {
+	w := newWorld(t, "frm_acme", "frm_other")
+	a := w.instance()
+	ctx := context.Background()
+	forgotten := []string{"xpm/seen/frm_acme/live/clients/cli_1", "xpm/seen/frm_acme/live/jobs/job_J000001",
+		"signed/frm_acme/live/engagements/eng_1"}
+	kept := []string{"xpm/seen/frm_other/live/clients/cli_1", "xpm/seen/frm_acme/live/invoices/inv_1",
+		"signed/frm_other/live/engagements/eng_1"}
+	for _, leave := range []struct {
+		name  string
+		purge func(context.Context, connection.Connection) error
+	}{{"another organisation chosen", a.PurgeOrganisation}, {"a disconnect", a.Purge}} {
+		for _, k := range append(forgotten, kept...) {
+			if err := w.store.Save(ctx, k, []byte(`{"d":"x"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		connectionSeq++
+		c := w.conns.create(connection.Connection{ID: fmt.Sprintf("con_p%d", connectionSeq), Firm: "frm_acme", Role: "records",
+			System: "xpm", Status: connection.ChooseTenant, TenantID: "practice-1", Attempt: 2})
+		if err := leave.purge(ctx, c); err != nil {
+			t.Fatalf("%s: %v", leave.name, err)
+		}
+		for _, k := range forgotten {
+			if got, err := w.store.Last(ctx, k); err != nil || got != nil {
+				t.Errorf("%s: %s still kept (%q, %v)", leave.name, k, got, err)
+			}
+		}
+		for _, k := range kept {
+			if got, err := w.store.Last(ctx, k); err != nil || got == nil {
+				t.Errorf("%s: %s forgotten (%v)", leave.name, k, err)
+			}
+		}
+	}
+}

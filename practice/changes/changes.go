@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"strings"
@@ -56,6 +57,25 @@ func (s *MemoryState) Save(_ context.Context, key string, state []byte) error {
 	s.m[key] = bytes.Clone(state)
 	return nil
 }
+
+// Forget removes every state whose key starts with prefix.
+func (s *MemoryState) Forget(_ context.Context, prefix string) error {
+	if prefix == "" {
+		return ErrForgetAll
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.m {
+		if strings.HasPrefix(k, prefix) {
+			delete(s.m, k)
+		}
+	}
+	return nil
+}
+
+// ErrForgetAll refuses to forget with an empty prefix: every state of
+// every firm, which no purge means.
+var ErrForgetAll = errors.New("forgetting upstream state needs a prefix")
 
 // Recorder turns fresh upstream reads into change records: it compares a
 // record with the last state seen, publishes a Change when they differ and

@@ -8,6 +8,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 // Every upstream state value is sealed, bound to the key it is kept
@@ -67,4 +68,28 @@ func sealPlain(b *bbolt.Bucket, key *sealed.Key, what func(string) string) error
 		}
 	}
 	return nil
+}
+
+// Forget removes every upstream state whose key starts with prefix: what
+// an adapter kept of an organisation a firm no longer serves.
+func (s *Store) Forget(_ context.Context, prefix string) error {
+	if prefix == "" {
+		return changes.ErrForgetAll
+	}
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucketUpstream))
+		// Collected first: a cursor's Next after its Delete can skip
+		// the key that follows.
+		var gone [][]byte
+		c := b.Cursor()
+		for k, _ := c.Seek([]byte(prefix)); k != nil && bytes.HasPrefix(k, []byte(prefix)); k, _ = c.Next() {
+			gone = append(gone, bytes.Clone(k))
+		}
+		for _, k := range gone {
+			if err := b.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }

@@ -9,6 +9,7 @@ import (
 	goredis "github.com/redis/go-redis/v9"
 
 	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 const keyUpstream = "pgw:upstream:"
@@ -99,4 +100,30 @@ func (s *Store) sealUpstreamKey(ctx context.Context, redisKey string) error {
 		return nil
 	}
 	return s.sealUpstream(ctx, redisKey, v)
+}
+
+// Forget removes every upstream state whose key starts with prefix: what
+// an adapter kept of an organisation a firm no longer serves. The keys
+// are found by SCAN (never KEYS, which would block every other client)
+// and unlinked a page at a time; a key saved meanwhile under the prefix
+// may survive, which the caller prevents by stopping its writers first.
+func (s *Store) Forget(ctx context.Context, prefix string) error {
+	if prefix == "" {
+		return changes.ErrForgetAll
+	}
+	match := keyUpstream + globEscape(prefix) + "*"
+	for cursor := uint64(0); ; {
+		cctx, cancel := s.ctx(ctx)
+		keys, next, err := s.rdb.Scan(cctx, cursor, match, 500).Result()
+		if err == nil && len(keys) > 0 {
+			err = s.rdb.Unlink(cctx, keys...).Err()
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("forgetting upstream state under %q: %w", prefix, err)
+		}
+		if cursor = next; cursor == 0 {
+			return nil
+		}
+	}
 }

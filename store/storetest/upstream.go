@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -10,6 +11,7 @@ import (
 type UpstreamState interface {
 	Last(ctx context.Context, key string) ([]byte, error)
 	Save(ctx context.Context, key string, state []byte) error
+	Forget(ctx context.Context, prefix string) error
 }
 
 // Upstream checks an UpstreamState. open returns an empty store and a
@@ -31,5 +33,61 @@ func Upstream(t *testing.T, open func(t *testing.T) (store, reopen UpstreamState
 	}
 	if got, err := other.Last(ctx, "karbon/frm_acme/work/2"); err != nil || got != nil {
 		t.Fatalf("another key: %q, %v; want nil, nil", got, err)
+	}
+	forget(t, st, other)
+}
+
+// forget checks that Forget removes every key under a prefix, past one
+// page of a scan, and nothing else: not a key that only shares the
+// prefix's beginning, nor one that matches it as a pattern would.
+func forget(t *testing.T, st, other UpstreamState) {
+	ctx := context.Background()
+	const old = "xpm/seen/frm_acme/live/clients/"
+	kept := []string{
+		"xpm/seen/frm_acme/live/clientsX/1", // shares the prefix's beginning
+		"xpm/seen/frm_acme2/live/clients/1", // another firm
+		"xpm/seen/frm_acme/live/jobs/1",     // another kind
+		"xpm/seen/frm_*/live/clients/1",     // a pattern's characters in a key
+		"xpm/seen/frm_acme/live/clients",    // the prefix less its slash
+		"karbon/frm_acme/work/1",
+	}
+	for _, k := range kept {
+		if err := st.Save(ctx, k, []byte("kept")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 1200 {
+		if err := st.Save(ctx, fmt.Sprintf("%scli_%04d", old, i), []byte(`{"d":"x"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := other.Forget(ctx, old); err != nil {
+		t.Fatalf("forgetting %s: %v", old, err)
+	}
+	for _, i := range []int{0, 499, 500, 1199} {
+		if got, err := st.Last(ctx, fmt.Sprintf("%scli_%04d", old, i)); err != nil || got != nil {
+			t.Fatalf("cli_%04d after forgetting its prefix: %q, %v", i, got, err)
+		}
+	}
+	for _, k := range kept {
+		if got, err := st.Last(ctx, k); err != nil || string(got) != "kept" {
+			t.Errorf("%s after forgetting %s: %q, %v; want it kept", k, old, got, err)
+		}
+	}
+	// A prefix that is a pattern matches only itself.
+	if err := st.Forget(ctx, "xpm/seen/frm_*/"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Last(ctx, "xpm/seen/frm_acme2/live/clients/1"); string(got) != "kept" {
+		t.Error("a prefix holding * forgot a key it does not begin")
+	}
+	if got, _ := st.Last(ctx, "xpm/seen/frm_*/live/clients/1"); got != nil {
+		t.Error("a prefix holding * did not forget the key it begins")
+	}
+	if err := st.Forget(ctx, ""); err == nil {
+		t.Error("forgetting every state (an empty prefix) was not refused")
+	}
+	if got, _ := st.Last(ctx, "karbon/frm_acme/work/1"); string(got) != "kept" {
+		t.Error("an empty prefix forgot a state")
 	}
 }

@@ -74,6 +74,12 @@ type Signings struct {
 	Firm  string
 }
 
+// SigningsPrefix is the prefix of the keys firm's signings are kept
+// under in the upstream state store.
+func SigningsPrefix(firm string) string {
+	return "signed/" + changes.StateKey(practice.Tenant{Firm: firm}, practice.Engagements, "")
+}
+
 type signing struct {
 	At time.Time `json:"at"`
 }
@@ -83,7 +89,7 @@ type signing struct {
 // the same on every instance that reads it) remembered from now on; nil
 // for a proposal never seen accepted.
 func (s Signings) At(ctx context.Context, id string, accepted bool, seen time.Time) (*time.Time, error) {
-	key := "signed/" + changes.StateKey(practice.Tenant{Firm: s.Firm}, practice.Engagements, id)
+	key := SigningsPrefix(s.Firm) + id
 	raw, err := s.State.Last(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("signing of %s: %w", id, err)
