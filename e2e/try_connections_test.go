@@ -16,9 +16,10 @@ import (
 
 // The README's "Try connections locally", as a newcomer does it:
 // practicegw-vendors and config/try-connections.Caddyfile started as it
-// says, Xero connected through the double's consent page and Karbon with
-// the double's access key from the console's Systems page in headless
-// Chromium, and /v1 serving their clients and invoices.
+// says, Xero connected through the double's consent page, Karbon with
+// the double's access key and SharePoint through its consent page and the
+// choice of a site from the console's Systems page in headless Chromium,
+// and /v1 serving their clients, invoices and documents.
 func TestTryConnectionsLocally(t *testing.T) {
 	needChromium(t)
 	vendorsBin := filepath.Join(t.TempDir(), "practicegw-vendors")
@@ -47,7 +48,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 	g := startGateway(t, gatewayOptions{addr: addr, config: "../config/try-connections.Caddyfile",
 		env: []string{"PRACTICEGW_PUBLIC_URL=" + public, "PRACTICEGW_SYNC_POLL=1s"}})
 	admin := g.issue("frm_hollis", false, "admin").Token
-	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read").Token
+	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read", "documents:read").Token
 
 	b := newBrowser(t, public)
 	b.open("/console", "#token")
@@ -72,7 +73,30 @@ func TestTryConnectionsLocally(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#connect-records button[type=submit]")))
 	b.waitText("#role-records [data-status]", "connected")
 
-	for _, path := range []string{"/v1/clients", "/v1/invoices"} {
+	// SharePoint: the consent reaches the double's two sites, Clients
+	// (with the files) and Marketing; the Systems page chooses Clients,
+	// whose default document library fills /v1/documents.
+	b.open("/console/systems", "#connect-documents")
+	b.do(chromedp.SetValue(chromedp.ID("connect-documents-system"), "sharepoint"),
+		chromedp.Click(chromedp.CSS("#connect-documents button[type=submit]")))
+	b.wait("#allow")
+	b.do(chromedp.Click(chromedp.ID("allow")))
+	b.waitText("#callback-result", "Choose the organisation")
+	b.do(chromedp.Click(chromedp.ID("systems-link")))
+	b.wait("#choose-documents")
+	b.expect("#choose-documents-tenant", "Clients", "Marketing")
+	site, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#choose-documents-tenant option")].find(o => o.textContent.trim() == "Clients").value`))
+	if err != nil {
+		t.Fatalf("the Clients site among the choices: %v", err)
+	}
+	b.shot("try-04-sharepoint-choose-site")
+	b.do(chromedp.SetValue(chromedp.ID("choose-documents-tenant"), site),
+		chromedp.Click(chromedp.CSS("#choose-documents button[type=submit]")))
+	b.waitText("#role-documents [data-status]", "connected")
+	b.expect("#role-documents [data-tenant]", "Clients")
+
+	for _, path := range []string{"/v1/clients", "/v1/invoices", "/v1/documents"} {
 		eventually.NoError(t, 30*time.Second, 100*time.Millisecond, path+" to fill", func() error {
 			r := g.do(t, "GET", path, reader, nil)
 			if r.StatusCode != 200 {
@@ -83,6 +107,14 @@ func TestTryConnectionsLocally(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// The documents are the library's, not the site's: Graph names a
+	// drive b!…, a site host,guid,guid.
+	for _, d := range g.do(t, "GET", "/v1/documents", reader, nil).json(t)["data"].([]any) {
+		drive, _ := d.(map[string]any)["location"].(map[string]any)["drive_id"].(string)
+		if !strings.HasPrefix(drive, "b!") || drive == site {
+			t.Errorf("a document in drive %q (the site chosen is %s)", drive, site)
+		}
 	}
 	b.open("/console/systems", "#role-records")
 	b.shot("try-03-systems-connected")
