@@ -9,6 +9,12 @@
 // decodes nor encodes JSON. A write stores the record and an
 // practice.Change in the top-level bucket "outbox" in one transaction; the
 // event pipeline drains the outbox.
+//
+// A firm's live or sandbox records are seeded and loaded when first used,
+// and Unload drops those unused for a while: a gateway serving hundreds of
+// firms from their real systems holds only the demo records someone reads
+// (a sandbox credential, a role the firm leaves to the demo), rather than
+// some 4 MB for each of every firm's two sets.
 package demo
 
 import (
@@ -58,8 +64,9 @@ func withClock(now func() time.Time) Option {
 	return func(r *Records) { r.now = now }
 }
 
-// Open seeds the firms' records into db where they are missing, then loads
-// every firm's records into memory. db stays the caller's to close.
+// Open serves the firms' records from db, seeding each firm's live or
+// sandbox records there when they are first used. db stays the caller's
+// to close.
 func Open(db *bbolt.DB, firms []string, opts ...Option) (*Records, error) {
 	r := &Records{
 		db:     db,
@@ -77,15 +84,26 @@ func Open(db *bbolt.DB, firms []string, opts ...Option) (*Records, error) {
 		seen[firm] = true
 	}
 	r.tenants.Store(&map[practice.Tenant]*tenant{})
+	err := db.Update(func(tx *bbolt.Tx) error {
+		for _, b := range []string{demoBucket, outboxBucket} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
 	if err := r.AddFirms(firms); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// AddFirms seeds (if they have no records yet) and loads firms this
-// Records does not serve yet, so that a configuration reload that adds a
-// firm keeps one set of records in memory rather than two.
+// AddFirms makes Records serve firms it does not serve yet, so that a
+// configuration reload that adds a firm keeps one set of records rather
+// than two. Their records are seeded and loaded when first used.
 func (r *Records) AddFirms(firms []string) error {
 	r.adding.Lock()
 	defer r.adding.Unlock()
@@ -106,12 +124,6 @@ func (r *Records) AddFirms(firms []string) error {
 	if len(added) == 0 {
 		return nil
 	}
-	if err := r.seed(added); err != nil {
-		return fmt.Errorf("demo: seed: %w", err)
-	}
-	if err := r.load(added); err != nil {
-		return fmt.Errorf("demo: load: %w", err)
-	}
 	next := make(map[practice.Tenant]*tenant, len(cur)+len(added))
 	for k, v := range cur {
 		next[k] = v
@@ -127,44 +139,47 @@ func (r *Records) clock() time.Time {
 	return r.now().UTC().Truncate(time.Millisecond)
 }
 
-// seed writes the seed of every tenant that has no records yet, all in one
+// seed writes a tenant's seed unless it has records already, in one
 // transaction so that a tenant is either fully seeded or not at all.
-func (r *Records) seed(tenants []*tenant) error {
+func (r *Records) seed(ts *tenant) error {
+	seeded := false
+	err := r.db.View(func(tx *bbolt.Tx) error {
+		seeded = tenantBucket(tx, ts.Tenant) != nil
+		return nil
+	})
+	if err != nil || seeded {
+		return err
+	}
 	return r.db.Update(func(tx *bbolt.Tx) error {
 		root, err := tx.CreateBucketIfNotExists([]byte(demoBucket))
 		if err != nil {
 			return err
 		}
-		if _, err := tx.CreateBucketIfNotExists([]byte(outboxBucket)); err != nil {
+		fb, err := root.CreateBucketIfNotExists([]byte(ts.Firm))
+		if err != nil {
 			return err
 		}
-		for _, ts := range tenants {
-			fb, err := root.CreateBucketIfNotExists([]byte(ts.Firm))
+		if fb.Bucket([]byte(mode(ts.Sandbox))) != nil {
+			return nil
+		}
+		tb, err := fb.CreateBucket([]byte(mode(ts.Sandbox)))
+		if err != nil {
+			return err
+		}
+		set, err := generate(ts.Tenant, ts.style)
+		if err != nil {
+			return err
+		}
+		for i, k := range practice.Kinds {
+			kb, err := tb.CreateBucket([]byte(k))
 			if err != nil {
 				return err
 			}
-			if fb.Bucket([]byte(mode(ts.Sandbox))) != nil {
-				continue
-			}
-			tb, err := fb.CreateBucket([]byte(mode(ts.Sandbox)))
-			if err != nil {
-				return err
-			}
-			set, err := generate(ts.Tenant, ts.style)
-			if err != nil {
-				return fmt.Errorf("%s: %w", ts, err)
-			}
-			for i, k := range practice.Kinds {
-				kb, err := tb.CreateBucket([]byte(k))
-				if err != nil {
+			// Seed keys arrive in order, so full pages waste no space.
+			kb.FillPercent = 0.9
+			for _, rec := range set[i] {
+				if err := kb.Put([]byte(rec.id), rec.raw); err != nil {
 					return err
-				}
-				// Seed keys arrive in order, so full pages waste no space.
-				kb.FillPercent = 0.9
-				for _, rec := range set[i] {
-					if err := kb.Put([]byte(rec.id), rec.raw); err != nil {
-						return err
-					}
 				}
 			}
 		}
@@ -172,19 +187,89 @@ func (r *Records) seed(tenants []*tenant) error {
 	})
 }
 
-func (r *Records) load(tenants []*tenant) error {
-	return r.db.View(func(tx *bbolt.Tx) error {
-		for _, ts := range tenants {
-			tb := tenantBucket(tx, ts.Tenant)
-			if tb == nil {
-				return fmt.Errorf("%s: no records", ts)
-			}
-			if err := ts.load(tb); err != nil {
-				return fmt.Errorf("%s: %w", ts, err)
-			}
-		}
+// loadLocked seeds and loads ts's records unless memory holds them; the
+// caller holds ts.wmu.
+func (r *Records) loadLocked(ts *tenant) error {
+	if ts.isLoaded() {
 		return nil
+	}
+	if err := r.seed(ts); err != nil {
+		return fmt.Errorf("demo: seed %s: %w", ts, err)
+	}
+	var held loaded
+	err := r.db.View(func(tx *bbolt.Tx) error {
+		tb := tenantBucket(tx, ts.Tenant)
+		if tb == nil {
+			return errors.New("no records")
+		}
+		var err error
+		held, err = load(tb)
+		return err
 	})
+	if err != nil {
+		return fmt.Errorf("demo: load %s: %w", ts, err)
+	}
+	ts.mu.Lock()
+	ts.loaded = held
+	ts.mu.Unlock()
+	return nil
+}
+
+// read runs fn over t's records in memory, under their read lock, loading
+// them first when they are not.
+func (r *Records) read(t practice.Tenant, fn func(*tenant)) error {
+	ts, err := r.lookup(t)
+	if err != nil {
+		return err
+	}
+	for {
+		ts.mu.RLock()
+		if ts.loaded.ok {
+			ts.touch(r.clock())
+			fn(ts)
+			ts.mu.RUnlock()
+			return nil
+		}
+		ts.mu.RUnlock()
+		ts.wmu.Lock()
+		err := r.loadLocked(ts)
+		ts.wmu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// Unload drops from memory the records of every firm's live or sandbox
+// set not read or written since before: the next use loads them again,
+// writes included, from db. It returns how many sets it dropped.
+func (r *Records) Unload(before time.Time) int {
+	n := 0
+	for _, ts := range *r.tenants.Load() {
+		if !ts.isLoaded() || !ts.usedBefore(before) {
+			continue
+		}
+		ts.wmu.Lock()
+		ts.mu.Lock()
+		if ts.loaded.ok && ts.usedBefore(before) {
+			ts.loaded = loaded{}
+			n++
+		}
+		ts.mu.Unlock()
+		ts.wmu.Unlock()
+	}
+	return n
+}
+
+// Loaded is how many firms' live or sandbox sets memory holds.
+func (r *Records) Loaded() int {
+	n := 0
+	for _, ts := range *r.tenants.Load() {
+		if ts.isLoaded() {
+			n++
+		}
+	}
+	return n
 }
 
 func mode(sandbox bool) string {
@@ -206,27 +291,51 @@ func tenantBucket(tx *bbolt.Tx, t practice.Tenant) *bbolt.Bucket {
 	return fb.Bucket([]byte(mode(t.Sandbox)))
 }
 
-// tenant holds one firm's live or sandbox records in memory.
+// tenant holds one firm's live or sandbox records in memory, once they
+// are first used.
 type tenant struct {
 	practice.Tenant
 	style *style
 
 	// wmu serialises writes, from reading the current record to updating
-	// the index, so a write never works from a stale record. Readers only
-	// wait on mu, and only while the index itself changes.
+	// the index, so a write never works from a stale record, and loading
+	// and unloading. Readers only wait on mu, and only while the index
+	// itself changes.
 	wmu sync.Mutex
+	// mu guards loaded, which changes only with both wmu and mu held, so
+	// holding either is enough to read it.
+	mu sync.RWMutex
+	loaded
+	// used is when the records were last read or written (Unix
+	// nanoseconds).
+	used atomic.Int64
+}
+
+// loaded is what memory holds of a tenant: nothing until ok.
+type loaded struct {
+	ok   bool
+	cols [numKinds]recordindex.Collection
 	// defaultOwner owns clients created without one: the first partner.
 	defaultOwner string
 	// owners are the people who own clients that triggers create.
 	owners []string
 	// lastInvoice is the highest invoice number; guarded by wmu.
 	lastInvoice int
-
-	// cols change only with both wmu and mu held, so holding either is
-	// enough to read them.
-	mu   sync.RWMutex
-	cols [numKinds]recordindex.Collection
 }
+
+func (ts *tenant) isLoaded() bool {
+	ts.mu.RLock()
+	defer ts.mu.RUnlock()
+	return ts.loaded.ok
+}
+
+func (ts *tenant) touch(now time.Time) {
+	if n := now.UnixNano(); n > ts.used.Load() {
+		ts.used.Store(n)
+	}
+}
+
+func (ts *tenant) usedBefore(t time.Time) bool { return ts.used.Load() < t.UnixNano() }
 
 const numKinds = 6
 
@@ -249,11 +358,13 @@ func kindIndex(k practice.Kind) (int, bool) {
 	return 0, false
 }
 
-func (ts *tenant) load(tb *bbolt.Bucket) error {
+// load reads a tenant's records from its bucket.
+func load(tb *bbolt.Bucket) (loaded, error) {
+	l := loaded{ok: true}
 	for i, k := range practice.Kinds {
 		kb := tb.Bucket([]byte(k))
 		if kb == nil {
-			return fmt.Errorf("no %s bucket", k)
+			return loaded{}, fmt.Errorf("no %s bucket", k)
 		}
 		var col recordindex.Collection
 		err := kb.ForEach(func(_, v []byte) error {
@@ -265,16 +376,16 @@ func (ts *tenant) load(tb *bbolt.Bucket) error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("%s: %w", k, err)
+			return loaded{}, fmt.Errorf("%s: %w", k, err)
 		}
-		ts.cols[i] = col
+		l.cols[i] = col
 	}
-	return ts.loadPeopleAndNumbers()
+	return l, l.loadPeopleAndNumbers()
 }
 
 // loadPeopleAndNumbers derives what writes need beyond the index: who owns
 // new clients and where invoice numbering continues.
-func (ts *tenant) loadPeopleAndNumbers() error {
+func (ts *loaded) loadPeopleAndNumbers() error {
 	for _, e := range ts.col(practice.People) {
 		var p practice.Person
 		if err := json.Unmarshal(e.Raw, &p); err != nil {
@@ -310,20 +421,20 @@ func (ts *tenant) loadPeopleAndNumbers() error {
 }
 
 // col returns a kind's entries; the caller holds mu or wmu.
-func (ts *tenant) col(k practice.Kind) recordindex.Collection {
+func (ts *loaded) col(k practice.Kind) recordindex.Collection {
 	i, _ := kindIndex(k)
 	return ts.cols[i]
 }
 
 // find returns the entry with id, or nil; the caller holds mu or wmu and
 // must not keep the pointer past it.
-func (ts *tenant) find(k practice.Kind, id string) *entry {
+func (ts *loaded) find(k practice.Kind, id string) *entry {
 	return ts.col(k).Find(id)
 }
 
 // upsert puts e into its kind's collection, keeping it sorted by id; the
 // caller holds mu for writing.
-func (ts *tenant) upsert(k practice.Kind, e entry) {
+func (ts *loaded) upsert(k practice.Kind, e entry) {
 	ki, _ := kindIndex(k)
 	ts.cols[ki].Upsert(e)
 }

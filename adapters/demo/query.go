@@ -16,10 +16,6 @@ const defaultLimit = 50
 // or edited while a caller pages is never skipped or repeated. The items
 // share memory with the adapter and must not be modified.
 func (r *Records) List(_ context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
-	ts, err := r.lookup(t)
-	if err != nil {
-		return practice.Page{}, err
-	}
 	ki, ok := kindIndex(k)
 	if !ok {
 		return practice.Page{}, fmt.Errorf("demo: unknown kind %q", k)
@@ -32,25 +28,25 @@ func (r *Records) List(_ context.Context, t practice.Tenant, k practice.Kind, q 
 	if limit <= 0 {
 		limit = defaultLimit
 	}
-	ts.mu.RLock()
-	defer ts.mu.RUnlock()
-	return ts.cols[ki].Page(q, limit), nil
+	var page practice.Page
+	err := r.read(t, func(ts *tenant) { page = ts.cols[ki].Page(q, limit) })
+	return page, err
 }
 
 // Get returns one record. An id of another firm, of the sandbox when t is
 // live (or the reverse), or of another kind is not found.
 func (r *Records) Get(_ context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
-	ts, err := r.lookup(t)
-	if err != nil {
-		return nil, err
-	}
 	if _, ok := kindIndex(k); !ok {
 		return nil, fmt.Errorf("demo: unknown kind %q", k)
 	}
-	ts.mu.RLock()
-	defer ts.mu.RUnlock()
-	if e := ts.find(k, id); e != nil {
-		return e.Raw, nil
+	var raw json.RawMessage
+	err := r.read(t, func(ts *tenant) {
+		if e := ts.find(k, id); e != nil {
+			raw = e.Raw
+		}
+	})
+	if err != nil || raw != nil {
+		return raw, err
 	}
 	return nil, notFound(k, id)
 }

@@ -21,7 +21,7 @@ func TestPagingReturnsEveryRecordOnce(t *testing.T) {
 	for _, k := range practice.Kinds {
 		for _, limit := range []int{7, 50, 200} {
 			t.Run(fmt.Sprintf("%s/limit=%d", k, limit), func(t *testing.T) {
-				want := len((*r.tenants.Load())[acme].col(k))
+				want := len(loadedTenant(t, r, acme).col(k))
 				var ids []string
 				q := practice.Query{Limit: limit}
 				for {
@@ -239,7 +239,7 @@ func TestFilters(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.kind.Singular()+" "+tc.name, func(t *testing.T) {
-			total := len((*r.tenants.Load())[acme].col(tc.kind))
+			total := len(loadedTenant(t, r, acme).col(tc.kind))
 			if len(tc.want) == 0 || len(tc.want) == total {
 				t.Fatalf("the filter keeps %d of %d records; pick a value that tells", len(tc.want), total)
 			}

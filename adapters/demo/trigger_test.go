@@ -13,7 +13,7 @@ import (
 func TestTrigger(t *testing.T) {
 	r, clock := openAcme(t)
 	liveBefore := dump(t, r, acme)
-	lastInvoice := (*r.tenants.Load())[acmeSandbox].lastInvoice
+	lastInvoice := loadedTenant(t, r, acmeSandbox).lastInvoice
 
 	decode := func(t *testing.T, raw json.RawMessage, v any) {
 		t.Helper()
@@ -162,7 +162,7 @@ func TestTrigger(t *testing.T) {
 // issued invoice is left; the trigger then makes one to act on.
 func TestTriggerWhenNothingIsOpen(t *testing.T) {
 	r, _ := openAcme(t)
-	ts := (*r.tenants.Load())[acmeSandbox]
+	ts := loadedTenant(t, r, acmeSandbox)
 	count := func(k practice.Kind, statuses ...string) (n int) {
 		ts.mu.RLock()
 		defer ts.mu.RUnlock()

@@ -276,7 +276,13 @@ func (r *Records) begin(t practice.Tenant) (w *write, done func(), err error) {
 		return nil, nil, err
 	}
 	ts.wmu.Lock()
-	return &write{ts: ts, now: r.clock()}, ts.wmu.Unlock, nil
+	if err := r.loadLocked(ts); err != nil {
+		ts.wmu.Unlock()
+		return nil, nil, err
+	}
+	now := r.clock()
+	ts.touch(now)
+	return &write{ts: ts, now: now}, ts.wmu.Unlock, nil
 }
 
 // entry returns the current state of a record.

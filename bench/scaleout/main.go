@@ -52,6 +52,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of the read load")
 	flag.IntVar(&o.rate, "rate", 40, "reads a second through each instance")
 	flag.BoolVar(&o.compare, "compare", false, "also run the instances without a bound over the same data, for their RSS")
+	flag.StringVar(&o.profiles, "profiles", "", "a folder to keep each instance's heap profile and Go memory statistics in, at each phase")
 	flag.Parse()
 	if o.bin == "" {
 		fail(errors.New("-bin is required"))
@@ -68,6 +69,7 @@ type options struct {
 	duration                            time.Duration
 	rate                                int
 	compare                             bool
+	profiles                            string
 }
 
 func fail(err error) {
@@ -156,13 +158,22 @@ func run(o options) error {
 	for _, g := range gws {
 		defer g.stop()
 	}
+	if o.profiles != "" {
+		if err := os.MkdirAll(o.profiles, 0o755); err != nil {
+			return err
+		}
+		fmt.Printf("memory at each phase (heap profiles in %s):\n", o.profiles)
+	}
+	enterAll(gws, "placing", o.profiles)
 	start = time.Now()
 	if err := waitPlaced(gws, firms, o.replicas, 5*time.Minute); err != nil {
 		return err
 	}
+	enterAll(gws, "placed", o.profiles)
 	if err := waitLive(gws, firms, tokens, 5*time.Minute); err != nil {
 		return err
 	}
+	enterAll(gws, "reading", o.profiles)
 	fmt.Printf("started together over the data, placed and live in %s\n", time.Since(start).Round(time.Second))
 
 	holders := map[string][]string{}
@@ -175,6 +186,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	enterAll(gws, "read", o.profiles)
 	fmt.Printf("\nreads (%d a second through each instance for %s; a page of 50 clients, a page of jobs in one stage, a job by id):\n", o.rate, o.duration)
 	fmt.Printf("  through a holder:     %6d reads  p50 %s  p99 %s\n", len(held), ms(pct(held, 0.50)), ms(pct(held, 0.99)))
 	fmt.Printf("  through a non-holder: %6d reads  p50 %s  p99 %s\n", len(nonHeld), ms(pct(nonHeld, 0.50)), ms(pct(nonHeld, 0.99)))
@@ -189,12 +201,13 @@ func run(o options) error {
 			return err
 		}
 		total += m.records
-		fmt.Printf("  %s: peak RSS %s, holds %d firms, %.0f records (%.0f%% of %d), %s as the bound counts\n",
-			g.name, mib(g.peakRSS()), int(m.firms), m.records, 100*m.records/float64(per*o.firms), per*o.firms, mib(int64(m.bytes)))
+		fmt.Printf("  %s: peak RSS %s (while %s), holds %d firms, %.0f records (%.0f%% of %d), %s as the bound counts\n",
+			g.name, mib(g.peakRSS()), g.peakPhase(), int(m.firms), m.records, 100*m.records/float64(per*o.firms), per*o.firms, mib(int64(m.bytes)))
 	}
 	fmt.Printf("  records held in all: %.0f = %.2f x the firms' %d\n", total, total/float64(per*o.firms), per*o.firms)
 
 	victim := gws[len(gws)-1]
+	enterAll(gws[:len(gws)-1], "rehold", "")
 	killed := time.Now()
 	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		return err
@@ -227,19 +240,22 @@ func run(o options) error {
 		if err != nil {
 			return err
 		}
+		enterAll(ungws, "loading", o.profiles)
 		if err := waitLive(ungws, firms, tokens, 30*time.Minute); err != nil {
 			return err
 		}
+		enterAll(ungws, "reading", o.profiles)
 		if _, _, err := load(ungws, firms, tokens, nil, per, o.rate, o.duration); err != nil {
 			return err
 		}
+		enterAll(ungws, "read", o.profiles)
 		for _, g := range ungws {
 			defer g.stop()
 			m, err := g.metrics()
 			if err != nil {
 				return err
 			}
-			fmt.Printf("  %s: peak RSS %s, holds %d firms, %.0f records\n", g.name, mib(g.peakRSS()), int(m.firms), m.records)
+			fmt.Printf("  %s: peak RSS %s (while %s), holds %d firms, %.0f records\n", g.name, mib(g.peakRSS()), g.peakPhase(), int(m.firms), m.records)
 		}
 	}
 	return nil
@@ -369,7 +385,13 @@ type gateway struct {
 	env                    []string
 	cmd                    *exec.Cmd
 	logs                   bytes.Buffer
-	peak                   int64
+
+	mu sync.Mutex
+	// peak is the process's peak resident set, and peakIn the phase of
+	// the run it was reached in; phase is the phase now.
+	peak          int64
+	phase, peakIn string
+	sampled       chan struct{}
 }
 
 func startGateway(bin, config, dir, name string, env []string, advertise bool) (*gateway, error) {
@@ -393,6 +415,9 @@ func startGateway(bin, config, dir, name string, env []string, advertise bool) (
 	if err := g.cmd.Start(); err != nil {
 		return nil, err
 	}
+	g.phase = "start"
+	g.sampled = make(chan struct{})
+	go g.sample()
 	for deadline := time.Now().Add(5 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get("http://" + g.addr + "/healthz"); err == nil {
 			resp.Body.Close()
@@ -408,22 +433,118 @@ func startGateway(bin, config, dir, name string, env []string, advertise bool) (
 func (g *gateway) stop() {
 	g.peakRSS()
 	stopProcess(g.cmd)
+	<-g.sampled
+}
+
+// sample reads the process's peak resident set every 50 ms until it ends,
+// noting the phase of the run in which it grew last.
+func (g *gateway) sample() {
+	defer close(g.sampled)
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for range t.C {
+		if _, ok := g.status("VmHWM"); !ok {
+			return
+		}
+		g.peakRSS()
+	}
+}
+
+// status reads one of the process's /proc status figures, in bytes.
+func (g *gateway) status(field string) (int64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
+	if err != nil {
+		return 0, false
+	}
+	m := regexp.MustCompile(field + `:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0, false
+	}
+	kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
+	return kb << 10, true
 }
 
 // peakRSS is the process's peak resident set (VmHWM), kept once it ends.
 func (g *gateway) peakRSS() int64 {
-	if g.cmd.ProcessState != nil {
-		return g.peak
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", g.cmd.Process.Pid))
-	if err != nil {
-		return g.peak
-	}
-	if m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b); m != nil {
-		kb, _ := strconv.ParseInt(string(m[1]), 10, 64)
-		g.peak = max(g.peak, kb<<10)
+	hwm, ok := g.status("VmHWM")
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if ok && hwm > g.peak {
+		g.peak, g.peakIn = hwm, g.phase
 	}
 	return g.peak
+}
+
+// enter starts a phase of the run: the peak resident set reached in it
+// is told apart from the others'. With -profiles, the heap profile and
+// Go's memory statistics at its start are kept.
+func (g *gateway) enter(phase, profiles string) {
+	g.peakRSS()
+	g.mu.Lock()
+	g.phase = phase
+	g.mu.Unlock()
+	if profiles == "" {
+		return
+	}
+	if err := g.keepProfile(phase, profiles); err != nil {
+		fmt.Fprintf(os.Stderr, "scaleout: profile of %s at %s: %v\n", g.name, phase, err)
+	}
+}
+
+func (g *gateway) keepProfile(phase, dir string) error {
+	resp, err := client.Get("http://" + g.admin + "/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(resp.Body); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, g.name+"-"+phase+".heap"), b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	vars, err := client.Get("http://" + g.admin + "/debug/vars")
+	if err != nil {
+		return err
+	}
+	defer vars.Body.Close()
+	var v struct {
+		Memstats struct {
+			HeapAlloc, HeapInuse, HeapIdle, HeapReleased, HeapSys, StackSys, Sys, NextGC uint64
+			NumGC                                                                        uint32
+		} `json:"memstats"`
+	}
+	if err := json.NewDecoder(vars.Body).Decode(&v); err != nil {
+		return err
+	}
+	m := v.Memstats
+	rss, _ := g.status("VmRSS")
+	hwm, _ := g.status("VmHWM")
+	line := fmt.Sprintf("%-12s %-10s RSS %4d MiB (peak %4d)  heap alloc %4d inuse %4d idle %4d released %4d  sys %4d  next GC %4d  GCs %d\n",
+		g.name, phase, rss>>20, hwm>>20, m.HeapAlloc>>20, m.HeapInuse>>20, m.HeapIdle>>20, m.HeapReleased>>20, m.Sys>>20, m.NextGC>>20, m.NumGC)
+	f, err := os.OpenFile(filepath.Join(dir, "memstats.txt"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.WriteString(line)
+	fmt.Print("  " + line)
+	return err
+}
+
+// peakPhase is the phase the process reached its peak resident set in.
+func (g *gateway) peakPhase() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.peakIn
+}
+
+// enterAll starts a phase on every instance.
+func enterAll(gws []*gateway, phase, profiles string) {
+	for _, g := range gws {
+		g.enter(phase, profiles)
+	}
 }
 
 func (g *gateway) issue(firm string) (string, error) {

@@ -651,9 +651,14 @@ func (a *App) Cleanup() error {
 	return nil
 }
 
+// demoIdle is how long a firm's demo records (live or sandbox) stay in
+// memory unused; they are loaded again when next used.
+const demoIdle = 10 * time.Minute
+
 // expire drops idempotency keys, vendor notifications handled, consents
 // past their expiry and hourly usage past their retention
-// from the embedded store; Redis expires its own.
+// from the embedded store (Redis expires its own), and the demo records
+// unused for demoIdle from memory.
 func (a *App) expire(ctx context.Context) {
 	t := time.NewTicker(10 * time.Minute)
 	defer t.Stop()
@@ -673,6 +678,9 @@ func (a *App) expire(ctx context.Context) {
 			a.logger.Warn("expiring usage counters", zap.Error(err))
 		}
 		a.sweepTombstones(ctx, time.Now())
+		if n := a.shared.demo.Unload(time.Now().Add(-demoIdle)); n > 0 {
+			a.logger.Debug("demo records unused for a while dropped from memory", zap.Int("sets", n))
+		}
 		select {
 		case <-ctx.Done():
 			return

@@ -21,6 +21,10 @@ import (
 type Index struct {
 	all   *btree.BTreeG[*Entry]
 	posts [numFields]map[string]*btree.BTreeG[*Entry]
+	// free is the nodes every tree of the index gives back and takes:
+	// one list, not one of 32 slots for each posting list (most of a
+	// kind's client values have a few records each).
+	free *btree.FreeListG[*Entry]
 }
 
 // degree is the B-trees' order: wide nodes, few allocations.
@@ -28,7 +32,7 @@ const degree = 32
 
 func byID(a, b *Entry) bool { return a.ID < b.ID }
 
-func newTree() *btree.BTreeG[*Entry] { return btree.NewG(degree, byID) }
+func (x *Index) newTree() *btree.BTreeG[*Entry] { return btree.NewWithFreeListG(degree, byID, x.free) }
 
 // The fields with posting lists, in Entry.
 const (
@@ -49,7 +53,8 @@ func filterValues(f practice.Filter) [numFields]string {
 
 // NewIndex indexes a collection.
 func NewIndex(col Collection) *Index {
-	x := &Index{all: newTree()}
+	x := &Index{free: btree.NewFreeListG[*Entry](btree.DefaultFreeListSize)}
+	x.all = x.newTree()
 	for i := range x.posts {
 		x.posts[i] = map[string]*btree.BTreeG[*Entry]{}
 	}
@@ -111,7 +116,7 @@ func (x *Index) repost(old, e *Entry) {
 		if is[f] != "" {
 			list := x.posts[f][is[f]]
 			if list == nil {
-				list = newTree()
+				list = x.newTree()
 				x.posts[f][is[f]] = list
 			}
 			list.ReplaceOrInsert(e)
