@@ -11,7 +11,8 @@ import (
 // A gateway just started says, in one line, where its API, console and
 // admin endpoint are, where it keeps state and how to issue a first
 // credential, without Caddy's warnings that a plain-HTTP site serves
-// neither HTTP/2 nor HTTP/3; a command pointed at no gateway says which
+// neither HTTP/2 nor HTTP/3 or its line that it autosaved the
+// configuration (persist_config off); a command pointed at no gateway says which
 // address it tried and how to point it elsewhere.
 func TestStartSaysWhereThingsAre(t *testing.T) {
 	g := startGateway(t, gatewayOptions{})
@@ -29,6 +30,9 @@ func TestStartSaysWhereThingsAre(t *testing.T) {
 		}
 		if l["level"] == "warn" && strings.Contains(l["msg"].(string), "requires TLS") {
 			t.Errorf("a warning at start: %s", line)
+		}
+		if strings.Contains(l["msg"].(string), "autosaved config") {
+			t.Errorf("the Caddyfile was copied to an autosave file: %s", line)
 		}
 	}
 	if start == nil {
