@@ -3,6 +3,7 @@ package googledrive
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -83,8 +84,19 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	if !ok {
 		return fmt.Errorf("google_drive connects through the google_drive app, not %T", app)
 	}
-	m.Config = Config{DriveID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.BaseURL}
+	m.Config = Config{DriveID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.api()}
 	return nil
+}
+
+// api is the Drive API (v3) under the app's base_url, which is Google's
+// API origin as published (https://www.googleapis.com); a base_url that
+// names the Drive API itself is taken as it is.
+func (a *App) api() string {
+	base := strings.TrimSuffix(a.BaseURL, "/")
+	if strings.HasSuffix(base, "/drive/v3") {
+		return base
+	}
+	return base + "/drive/v3"
 }
 
 // Interface guards
