@@ -1,6 +1,9 @@
 package practice
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // The two document kinds that evidence an engagement: the letter the firm
 // sends with its proposal and the copy the client signed.
@@ -90,4 +93,75 @@ func only(ids []string) string {
 func within(a, b time.Time, d time.Duration) bool {
 	gap := a.Sub(b)
 	return gap <= d && gap >= -d
+}
+
+// Letters are a firm's letters by client, so that its engagements are
+// linked to them as they are read (LinkLetters). The caller guards it.
+type Letters struct {
+	// byClient holds each client's letters by document id.
+	byClient map[string]map[string]Letter
+	// client is the client of each letter held, to drop it again.
+	client map[string]string
+}
+
+// NewLetters makes an empty Letters.
+func NewLetters() *Letters {
+	return &Letters{byClient: map[string]map[string]Letter{}, client: map[string]string{}}
+}
+
+// Put holds document id's letter, given the document's JSON, or drops the
+// letter it no longer is (moved to another kind or client).
+func (l *Letters) Put(id string, raw json.RawMessage) {
+	l.Drop(id)
+	var d Document
+	if json.Unmarshal(raw, &d) != nil {
+		return
+	}
+	d.ID = id
+	lt, ok := LetterOf(d)
+	if !ok {
+		return
+	}
+	if l.byClient[lt.Client] == nil {
+		l.byClient[lt.Client] = map[string]Letter{}
+	}
+	l.byClient[lt.Client][id] = lt
+	l.client[id] = lt.Client
+}
+
+// Drop forgets document id's letter, if it was one.
+func (l *Letters) Drop(id string) {
+	c, ok := l.client[id]
+	if !ok {
+		return
+	}
+	delete(l.client, id)
+	delete(l.byClient[c], id)
+	if len(l.byClient[c]) == 0 {
+		delete(l.byClient, c)
+	}
+}
+
+// Link answers an engagement's JSON with its letters linked; raw itself
+// when none links (or it cannot be read: it is answered as it is).
+func (l *Letters) Link(raw json.RawMessage) json.RawMessage {
+	if len(l.client) == 0 {
+		return raw
+	}
+	var e Engagement
+	if json.Unmarshal(raw, &e) != nil || len(l.byClient[e.Client]) == 0 {
+		return raw
+	}
+	held := make([]Letter, 0, len(l.byClient[e.Client]))
+	for _, lt := range l.byClient[e.Client] {
+		held = append(held, lt)
+	}
+	if !LinkLetters(&e, held) {
+		return raw
+	}
+	linked, err := json.Marshal(&e)
+	if err != nil {
+		return raw
+	}
+	return linked
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/recordindex"
 )
 
@@ -34,7 +35,7 @@ func (m *Model) Unload() {
 		km.gone = map[string]json.RawMessage{}
 		km.readAt = map[string]time.Time{}
 	}
-	m.letters = newLetters()
+	m.letters = practice.NewLetters()
 	empty := ""
 	m.applied.Store(&empty)
 	// Under mu, so a reader holding the read lock sees either the firm

@@ -37,7 +37,7 @@ type Model struct {
 	kinds map[practice.Kind]*kindModel
 	// letters are the engagement letters among the documents held, which
 	// engagements are linked to as they are read (letters.go).
-	letters letters
+	letters *practice.Letters
 
 	// applied is the feed position the memory reflects; catching up is
 	// one goroutine at a time.
@@ -109,7 +109,7 @@ func New(cfg Config) *Model {
 		updates: cfg.Updates,
 		other:   cfg.Other,
 		kinds:   map[practice.Kind]*kindModel{},
-		letters: newLetters(),
+		letters: practice.NewLetters(),
 		quit:    make(chan struct{}),
 	}
 	m.goBackground = cfg.Background
@@ -183,9 +183,9 @@ func (m *Model) load(ctx context.Context) error {
 			km.gone[id] = t
 		}
 	}
-	m.letters = newLetters()
+	m.letters = practice.NewLetters()
 	if km, ok := m.kinds[practice.Documents]; ok {
-		km.col.Each(func(e *recordindex.Entry) { m.letters.put(e.ID, e.Raw) })
+		km.col.Each(func(e *recordindex.Entry) { m.letters.Put(e.ID, e.Raw) })
 	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
@@ -552,14 +552,14 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 		km.col.Remove(u.ID)
 		delete(km.readAt, u.ID)
 		if u.Kind == practice.Documents {
-			m.letters.drop(u.ID)
+			m.letters.Drop(u.ID)
 		}
 		return
 	}
 	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
 	if u.Kind == practice.Documents {
-		m.letters.put(u.ID, e.Raw)
+		m.letters.Put(u.ID, e.Raw)
 	}
 	if !u.ReadAt.IsZero() && changes.Undated(u.Raw) {
 		km.readAt[u.ID] = u.ReadAt
