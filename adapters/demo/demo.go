@@ -315,6 +315,10 @@ type tenant struct {
 type loaded struct {
 	ok   bool
 	cols [numKinds]recordindex.Collection
+	// letters are the engagement letters among the documents, which
+	// engagements are linked to as they are read, by the rule the read
+	// model links a firm's real ones by; they change with cols.
+	letters *practice.Letters
 	// defaultOwner owns clients created without one: the first partner.
 	defaultOwner string
 	// owners are the people who own clients that triggers create.
@@ -380,6 +384,10 @@ func load(tb *bbolt.Bucket) (loaded, error) {
 		}
 		l.cols[i] = col
 	}
+	l.letters = practice.NewLetters()
+	for _, e := range l.col(practice.Documents) {
+		l.letters.Put(e.ID, e.Raw)
+	}
 	return l, l.loadPeopleAndNumbers()
 }
 
@@ -437,6 +445,19 @@ func (ts *loaded) find(k practice.Kind, id string) *entry {
 func (ts *loaded) upsert(k practice.Kind, e entry) {
 	ki, _ := kindIndex(k)
 	ts.cols[ki].Upsert(e)
+	if k == practice.Documents {
+		ts.letters.Put(e.ID, e.Raw)
+	}
+}
+
+// linked answers a record of k as it is read: an engagement with its
+// client's letters linked where the link is unambiguous, as a firm's real
+// engagements are (practice.LinkLetters); the caller holds mu or wmu.
+func (ts *loaded) linked(k practice.Kind, raw json.RawMessage) json.RawMessage {
+	if k != practice.Engagements {
+		return raw
+	}
+	return ts.letters.Link(raw)
 }
 
 // lookup returns the tenant's records, or ErrNotFound for a firm this

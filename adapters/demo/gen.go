@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -126,15 +127,21 @@ func (g *gen) contact(first, last, role, domain string) practice.Contact {
 	return ct
 }
 
-// engagement proposes an engagement to c, with its letter.
+// engagement proposes an engagement to c, with its letter. It has the
+// shape the firms' proposal systems give (kit/proposals): the scope is a
+// quote's title and tasks, billing fixed or an estimate, no released jobs
+// (no vendor links a job to its quote), and no letter named: the letter
+// is a document of the client's store, which names no engagement, linked
+// as the engagement is read by the rule real letters are (tenant.linked).
 func (g *gen) engagement(c *practice.Client, created time.Time) (practice.Engagement, practice.Document) {
 	cat := category(c.Type)
 	id := g.id(practice.Engagements, created)
-	letter := g.document(c, "engagement_letter", id, created)
+	letter := g.document(c, practice.LetterKind, "", created)
 	// The year in hand: until spring, practices still work on last year.
 	year := created.AddDate(0, -4, 0).Year()
-	scope := fill(pick(g.rng, g.st.scopes[cat]), "{year}", strconv.Itoa(year),
-		"{yy}", fmt.Sprintf("%02d", (year+1)%100), "{next}", strconv.Itoa(year+1))
+	quote := strings.Split(fill(pick(g.rng, g.st.scopes[cat]), "{year}", strconv.Itoa(year),
+		"{yy}", fmt.Sprintf("%02d", (year+1)%100), "{next}", strconv.Itoa(year+1)), "|")
+	scope := proposals.Scope(quote[0], quote[1:])
 
 	billing := pickWeighted(g.rng, []weighted[string]{{"fixed", 45}, {"monthly", 40}, {"hourly", 15}})
 	if cat == individual {
@@ -153,27 +160,34 @@ func (g *gen) engagement(c *practice.Client, created time.Time) (practice.Engage
 	default:
 		fee = int64(1200+50*g.rng.IntN(257)) * 100
 	}
+	// A quote is a total: a monthly fee quoted for the year, work billed
+	// by the hour quoted as an estimate of its hours (XPM's estimates).
+	switch billing {
+	case "monthly":
+		billing, fee = "fixed", fee*12
+	case "hourly":
+		billing, fee = "estimate", fee*20
+	}
 	return practice.Engagement{
-		ID:             id,
-		Object:         practice.Engagements.Singular(),
-		Client:         c.ID,
-		Status:         "proposed",
-		Scope:          scope,
-		Fee:            practice.MinorUnits(fee, g.st.currency),
-		Billing:        billing,
-		LetterDocument: letter.ID,
-		ReleasedJobs:   []string{},
-		CreatedAt:      created,
-		UpdatedAt:      created,
+		ID:           id,
+		Object:       practice.Engagements.Singular(),
+		Client:       c.ID,
+		Status:       "proposed",
+		Scope:        scope,
+		Fee:          practice.MinorUnits(fee, g.st.currency),
+		Billing:      billing,
+		ReleasedJobs: []string{},
+		CreatedAt:    created,
+		UpdatedAt:    created,
 	}, letter
 }
 
-// sign records the client's signature on e and returns the signed letter.
+// sign records the client's signature on e and returns the signed letter,
+// which names no engagement either.
 func (g *gen) sign(e *practice.Engagement, c *practice.Client, at time.Time) practice.Document {
-	signed := g.document(c, "signed_engagement_letter", e.ID, at)
+	signed := g.document(c, practice.SignedLetterKind, "", at)
 	e.Status = "signed"
 	e.SignedAt = &at
-	e.SignedDocument = signed.ID
 	e.UpdatedAt = at
 	return signed
 }

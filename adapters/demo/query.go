@@ -29,7 +29,12 @@ func (r *Records) List(_ context.Context, t practice.Tenant, k practice.Kind, q 
 		limit = defaultLimit
 	}
 	var page practice.Page
-	err := r.read(t, func(ts *tenant) { page = ts.cols[ki].Page(q, limit) })
+	err := r.read(t, func(ts *tenant) {
+		page = ts.cols[ki].Page(q, limit)
+		for i, raw := range page.Items {
+			page.Items[i] = ts.linked(k, raw)
+		}
+	})
 	return page, err
 }
 
@@ -42,7 +47,7 @@ func (r *Records) Get(_ context.Context, t practice.Tenant, k practice.Kind, id 
 	var raw json.RawMessage
 	err := r.read(t, func(ts *tenant) {
 		if e := ts.find(k, id); e != nil {
-			raw = e.Raw
+			raw = ts.linked(k, e.Raw)
 		}
 	})
 	if err != nil || raw != nil {

@@ -235,7 +235,7 @@ func (s *seeder) addEngagement(ci int) {
 	if s.rng.IntN(10) < 4 {
 		// Some letters follow a written proposal, filed shortly before.
 		proposed := s.between(latest(c.CreatedAt, created.AddDate(0, 0, -14)), created)
-		s.docs = append(s.docs, s.document(c, "proposal", e.ID, proposed))
+		s.docs = append(s.docs, s.document(c, "proposal", "", proposed))
 	}
 	switch status {
 	case "sent", "declined":
@@ -310,9 +310,6 @@ func (s *seeder) addJob(ci, ei int) {
 		j.ClosedAt, j.UpdatedAt = &closed, closed
 	}
 	s.jobs = append(s.jobs, j)
-	if ei >= 0 {
-		s.engs[ei].ReleasedJobs = append(s.engs[ei].ReleasedJobs, j.ID)
-	}
 }
 
 // addDocuments fills up to the seed size with the working documents of
@@ -362,9 +359,6 @@ func (s *seeder) encode() ([numKinds][]record, error) {
 	slices.SortFunc(s.jobs, func(a, b practice.Job) int { return byID(a.ID, b.ID) })
 	slices.SortFunc(s.docs, func(a, b practice.Document) int { return byID(a.ID, b.ID) })
 	slices.SortFunc(s.invoices, func(a, b practice.Invoice) int { return byID(a.ID, b.ID) })
-	for i := range s.engs {
-		slices.Sort(s.engs[i].ReleasedJobs)
-	}
 	first := 1000 + s.rng.IntN(3000)
 	for i := range s.invoices {
 		s.invoices[i].Number = fmt.Sprintf("INV-%06d", first+i)

@@ -152,12 +152,14 @@ func (tr *trigger) proposeEngagement() (practice.Engagement, practice.Client, er
 	if _, err := tr.put(practice.Documents, nil, letter, ""); err != nil {
 		return e, c, err
 	}
+
 	_, err = tr.put(practice.Engagements, nil, e, "")
 	return e, c, err
 }
 
 // signEngagement signs an open proposal, proposing one first if none is
-// open. Signing files the signed letter and releases one or two jobs.
+// open. Signing files the signed letter and opens one or two jobs, which
+// the engagement does not list: no proposal system links its jobs.
 func (tr *trigger) signEngagement() error {
 	var e practice.Engagement
 	var c practice.Client
@@ -184,9 +186,7 @@ func (tr *trigger) signEngagement() error {
 		if _, err := tr.put(practice.Jobs, nil, j, ""); err != nil {
 			return err
 		}
-		e.ReleasedJobs = append(e.ReleasedJobs, j.ID)
 	}
-	slices.Sort(e.ReleasedJobs)
 	_, err = tr.put(practice.Engagements, before, e, "")
 	return err
 }

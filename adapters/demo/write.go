@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -111,9 +110,6 @@ func (r *Records) CreateJob(ctx context.Context, t practice.Tenant, in practice.
 	if _, err := w.put(practice.Jobs, nil, j, ""); err != nil {
 		return nil, err
 	}
-	if err := w.relink(j.ID, "", j.Engagement); err != nil {
-		return nil, err
-	}
 	return r.commitFirst(ctx, w)
 }
 
@@ -133,14 +129,10 @@ func (r *Records) UpdateJob(ctx context.Context, t practice.Tenant, id string, i
 	if err != nil {
 		return nil, err
 	}
-	was := j.Engagement
 	if err := w.applyJob(&j, in); err != nil {
 		return nil, err
 	}
 	if _, err := w.put(practice.Jobs, before, j, ""); err != nil {
-		return nil, err
-	}
-	if err := w.relink(j.ID, was, j.Engagement); err != nil {
 		return nil, err
 	}
 	return r.commitFirst(ctx, w)
@@ -148,7 +140,9 @@ func (r *Records) UpdateJob(ctx context.Context, t practice.Tenant, id string, i
 
 // applyJob sets the fields of in that are set and checks that the job's
 // links still hold: its client and owner exist, and its engagement is its
-// client's.
+// client's. The engagement does not list the job in released_jobs: no
+// proposal system links its jobs, so an engagement of a firm's real
+// systems never does either.
 func (w *write) applyJob(j *practice.Job, in practice.JobInput) error {
 	set(&j.Title, in.Title)
 	set(&j.Type, in.Type)
@@ -209,40 +203,6 @@ func moveJob(j *practice.Job, stage string, now time.Time) {
 	}
 	j.Stage = stage
 	j.UpdatedAt = now
-}
-
-// relink keeps an engagement's released_jobs equal to the jobs that name
-// it, when a job moves from one engagement to another ("" for none).
-func (w *write) relink(job, from, to string) error {
-	if from == to {
-		return nil
-	}
-	edit := func(id string, change func(e *practice.Engagement)) error {
-		var e practice.Engagement
-		before, err := w.load(practice.Engagements, id, &e)
-		if err != nil {
-			return err
-		}
-		change(&e)
-		e.UpdatedAt = w.now
-		_, err = w.put(practice.Engagements, before, e, "")
-		return err
-	}
-	if from != "" {
-		err := edit(from, func(e *practice.Engagement) {
-			e.ReleasedJobs = slices.DeleteFunc(e.ReleasedJobs, func(id string) bool { return id == job })
-		})
-		if err != nil {
-			return err
-		}
-	}
-	if to != "" {
-		return edit(to, func(e *practice.Engagement) {
-			e.ReleasedJobs = append(e.ReleasedJobs, job)
-			slices.Sort(e.ReleasedJobs)
-		})
-	}
-	return nil
 }
 
 func set(dst *string, v *string) {

@@ -243,14 +243,16 @@ func exampleChanges() (map[string]practice.Change, error) {
 	job := practice.Job{ID: "job_01KKH40A6D3F8H1K5M7P9S2U4W", Object: "job", Title: "Year-end accounts 2025-26",
 		Type: "Year-end accounts", Client: client.ID, Engagement: "eng_01KKF9X2C5E7G9J1L3N5Q7S9U1", Owner: client.Owner,
 		Stage: "in_review", Deadline: "2026-12-31", CreatedAt: signedAt, UpdatedAt: at, Version: 4}
+	// As a firm's proposal system gives it: a quote's title and tasks, no
+	// jobs linked (no vendor publishes the link), and in an event no
+	// letters (they are linked as the engagement is read).
 	engagement := practice.Engagement{ID: job.Engagement, Object: "engagement", Client: client.ID, Status: "signed",
-		Scope: "Year-end accounts and corporation tax return for the year to 31 March 2026",
+		Scope: "Year-end accounts 2025-26: Accounts preparation, Corporation tax return",
 		Fee:   practice.Money{Amount: "2450.00", Currency: "GBP"}, Billing: "fixed",
-		LetterDocument: "doc_01KKF9X3D6F8H0K2M4P6R8T0V2", SignedDocument: "doc_01KKH3ZT5B8D1F4H6K9M2P5R8T",
-		ReleasedJobs: []string{job.ID}, SignedAt: &signedAt, CreatedAt: at.AddDate(0, 0, -9), UpdatedAt: at, Version: 3}
-	document := practice.Document{ID: engagement.SignedDocument, Object: "document",
+		ReleasedJobs: []string{}, SignedAt: &signedAt, CreatedAt: at.AddDate(0, 0, -9), UpdatedAt: at, Version: 3}
+	document := practice.Document{ID: "doc_01KKH3ZT5B8D1F4H6K9M2P5R8T", Object: "document",
 		Name: "Engagement letter 2025-26 (signed).pdf", Kind: "signed_engagement_letter", Client: client.ID,
-		Engagement: engagement.ID, MimeType: "application/pdf", SizeBytes: 184_320,
+		MimeType: "application/pdf", SizeBytes: 184_320,
 		Location: practice.Location{Provider: "sharepoint", Path: "/Clients/Hartley & Sons Ltd/Engagements/Engagement letter 2025-26 (signed).pdf",
 			ItemID: "01BYE5RZ6QN3ZWBTUFOFD3GSPGOHDJD36K"},
 		FiledAt: at, CreatedAt: at, UpdatedAt: at, Version: 1}
@@ -263,10 +265,9 @@ func exampleChanges() (map[string]practice.Change, error) {
 		movedFrom = with(job, func(j *practice.Job) { j.Stage = "in_progress"; j.Version-- })
 		completed = with(job, func(j *practice.Job) { j.Stage = "completed"; j.ClosedAt = &at; j.Version++ })
 		opened    = with(job, func(j *practice.Job) { j.Stage = "planned"; j.CreatedAt = at; j.Version = 1 })
-		sent      = with(engagement, func(e *practice.Engagement) { e.Status = "sent"; e.SignedDocument = ""; e.SignedAt = nil; e.Version-- })
+		sent      = with(engagement, func(e *practice.Engagement) { e.Status = "sent"; e.SignedAt = nil; e.Version-- })
 		proposed  = with(sent, func(e *practice.Engagement) {
 			e.Status = "proposed"
-			e.ReleasedJobs = []string{}
 			e.CreatedAt = at
 			e.Version = 1
 		})
