@@ -20,8 +20,8 @@ import (
 // accounting scope, the company is the one the callback names, the
 // invoices are served; Intuit's webhooks for every company arrive at the
 // app's one address and reach the connection of theirs (another
-// company's are acknowledged and read nothing); a disconnect revokes the
-// grant at Intuit.
+// company's are acknowledged and read nothing); its estimates are the
+// firm's engagements; a disconnect revokes the grant at Intuit.
 func TestQuickBooksConnectedByConsent(t *testing.T) {
 	addr := freePort(t)
 	q := vendortest.StartQuickBooks(t)
@@ -29,6 +29,10 @@ func TestQuickBooksConnectedByConsent(t *testing.T) {
 	for i := 1; i <= 40; i++ {
 		q.AddInvoice(vendortest.QBInvoice{ID: fmt.Sprint(i), DocNumber: fmt.Sprintf("%05d", i), CustomerID: "1", CustomerName: "Customer 1",
 			TxnDate: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "99.00", Updated: epoch})
+	}
+	for i, st := range []string{"Pending", "Accepted", "Rejected"} {
+		q.AddEstimate(vendortest.QBEstimate{ID: fmt.Sprint(i + 1), DocNumber: fmt.Sprintf("E%03d", i+1), CustomerID: "1", CustomerName: "Customer 1",
+			TxnDate: epoch, Lines: []string{"Bookkeeping"}, Total: "300.00", Status: st, Updated: epoch})
 	}
 	q.Identity.AllowRedirect("http://" + addr + "/connect/callback")
 	caddyfile := fmt.Sprintf(`{
@@ -107,6 +111,23 @@ http://{$PRACTICEGW_LISTEN} {
 		r := g.do(t, "GET", "/v1/invoices?limit=100", tok, nil)
 		return r.StatusCode == 200 && strings.Count(string(r.body), `"inv_qb-`) == 40
 	})
+	// The company's estimates are the firm's engagements, as a Caddyfile
+	// ledger's are: the firm has no records system that keeps proposals.
+	var engs map[string]map[string]any
+	eventually.NoError(t, 30*time.Second, poll, "the connected company's 3 estimates", func() error {
+		r := g.do(t, "GET", "/v1/engagements?limit=2", tok, nil)
+		if r.StatusCode != 200 {
+			return fmt.Errorf("%d %s", r.StatusCode, r.body)
+		}
+		engs = byID(pageAll(t, g, tok, "/v1/engagements", 2))
+		if len(engs) != 3 {
+			return fmt.Errorf("%d engagements", len(engs))
+		}
+		return nil
+	})
+	if engs["eng_qb-2"]["status"] != "signed" || engs["eng_qb-3"]["status"] != "declined" || engs["eng_qb-1"]["scope"] != "Bookkeeping" {
+		t.Fatalf("the connected company's estimates: %v", engs)
+	}
 	admin := g.issue("frm_birch", false, "admin").Token
 	conns := g.do(t, "GET", "/v1/connections", admin, nil).json(t)["data"].([]any)
 	conn := conns[0].(map[string]any)

@@ -87,6 +87,25 @@ type Opened struct {
 	Webhook func(changes.ChangeSink) http.Handler
 }
 
+// ProposalKeeper is a system's module that keeps a firm's proposals
+// (quotes, estimates) whatever its configuration: its Opened.Engagements
+// is true. The gateway asks it of a connection's system before opening
+// it, to know which of the firm's systems keeps its engagements.
+type ProposalKeeper interface {
+	KeepsProposals() bool
+}
+
+// KeepsProposals reports whether the system registered as name in role
+// keeps a firm's proposals, by its module's word (ProposalKeeper).
+func KeepsProposals(role, name string) bool {
+	info, err := caddy.GetModule(Namespace(role) + "." + name)
+	if err != nil {
+		return false
+	}
+	k, ok := info.New().(ProposalKeeper)
+	return ok && k.KeepsProposals()
+}
+
 // Kinds are the kinds a system owns in the read model by its role, whatever
 // the vendor, in a firm whose engagements come from its records system:
 // the contract gives the records system clients, engagements, jobs and

@@ -83,10 +83,14 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	return firmsystem.Opened{Label: "QuickBooks Online", Reader: a, Engagements: true, Client: a.Upstream(), Webhook: a.Webhook}, nil
 }
 
+// KeepsProposals says the system keeps the firm's proposals.
+func (Module) KeepsProposals() bool { return true }
+
 // Interface guards
 var (
-	_ firmsystem.Module     = (*Module)(nil)
-	_ caddy.Provisioner     = (*Module)(nil)
-	_ caddy.Validator       = (*Module)(nil)
-	_ caddyfile.Unmarshaler = (*Module)(nil)
+	_ firmsystem.ProposalKeeper = Module{}
+	_ firmsystem.Module         = (*Module)(nil)
+	_ caddy.Provisioner         = (*Module)(nil)
+	_ caddy.Validator           = (*Module)(nil)
+	_ caddyfile.Unmarshaler     = (*Module)(nil)
 )

@@ -65,10 +65,14 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	return firmsystem.Opened{Label: "Xero Practice Manager", Reader: x, Ledger: x, Engagements: true, Clients: x, Jobs: x, Client: x.Upstream()}, nil
 }
 
+// KeepsProposals says the system keeps the firm's proposals.
+func (Module) KeepsProposals() bool { return true }
+
 // Interface guards
 var (
-	_ firmsystem.Module     = (*Module)(nil)
-	_ caddy.Provisioner     = (*Module)(nil)
-	_ caddy.Validator       = (*Module)(nil)
-	_ caddyfile.Unmarshaler = (*Module)(nil)
+	_ firmsystem.ProposalKeeper = Module{}
+	_ firmsystem.Module         = (*Module)(nil)
+	_ caddy.Provisioner         = (*Module)(nil)
+	_ caddy.Validator           = (*Module)(nil)
+	_ caddyfile.Unmarshaler     = (*Module)(nil)
 )

@@ -728,6 +728,8 @@ type firmBackends struct {
 
 	// upstreams are the firm's real systems, for readiness and ingest.
 	upstreams []upstreamSystem
+	// keeps are the roles whose Caddyfile system keeps proposals.
+	keeps map[string]bool
 	// model is the read model of the firm's real systems, which serves
 	// the kinds they own; syncs keep it current, one per system.
 	model *readmodel.Model
@@ -761,11 +763,12 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 		}
 		return b.model
 	}
-	if r := b.conns.Load().reader(k); r != nil {
+	conns := b.conns.Load()
+	if r := conns.reader(k); r != nil {
 		return r
 	}
-	if !b.demo[roleOf(k)] {
-		return notConnected(roleOf(k))
+	if role := conns.role(k); !b.demo[role] {
+		return notConnected(role)
 	}
 	switch k {
 	case practice.Documents:

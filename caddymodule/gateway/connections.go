@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,8 +78,11 @@ var roles = []string{"records", "ledger", "documents"}
 type connSystem struct {
 	// opened is the connection the system was opened for (its attempt
 	// and organisation); conn is it as the store last said.
-	opened   connection.Connection
-	conn     atomic.Pointer[connection.Connection]
+	opened connection.Connection
+	conn   atomic.Pointer[connection.Connection]
+	// kinds are the kinds it serves: its role's, with the firm's
+	// engagements when its system keeps them (connKinds).
+	kinds    []practice.Kind
 	model    *readmodel.Model
 	syncs    []*readmodel.Syncer
 	upstream upstreamSystem
@@ -230,6 +234,7 @@ func (a *App) applyConnections(ctx context.Context) error {
 func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[string]wanted) error {
 	cur := b.conns.Load()
 	next := newConnSet()
+	next.engagements = a.engagementsRole(f, b, want)
 	var closing []*connSystem
 	var errs []error
 	for _, role := range roles {
@@ -250,7 +255,8 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 		if cur != nil {
 			open = cur.byRole[role]
 		}
-		if open != nil && (how != servedBySystem && how != servedByHeldCopy || !sameOpening(open, *w.conn, how)) {
+		kinds := b.connKinds(role, next.engagements)
+		if open != nil && (how != servedBySystem && how != servedByHeldCopy || !sameOpening(open, *w.conn, how, kinds)) {
 			closing = append(closing, open)
 			open = nil
 		}
@@ -264,9 +270,9 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 		if open == nil {
 			var err error
 			if how == servedByHeldCopy {
-				open, err = a.holdCopy(ctx, f, *w.conn)
+				open, err = a.holdCopy(ctx, f, *w.conn, kinds)
 			} else {
-				open, err = a.openConnection(ctx, f, *w.conn)
+				open, err = a.openConnection(ctx, f, *w.conn, kinds, next.engagements)
 			}
 			if err != nil {
 				next.unserved[role] = notOpened(role)
@@ -305,10 +311,50 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 
 // sameOpening reports whether open was opened as c asks when served how:
 // the same connection, consent and organisation, as a system or as a
-// held copy.
-func sameOpening(open *connSystem, c connection.Connection, how serving) bool {
+// held copy, over the same kinds (the firm's engagements moved to or from
+// it when a system that keeps proposals was connected or disconnected).
+func sameOpening(open *connSystem, c connection.Connection, how serving, kinds []practice.Kind) bool {
 	was := open.opened
-	return was.ID == c.ID && was.Attempt == c.Attempt && was.TenantID == c.TenantID && open.held == (how == servedByHeldCopy)
+	return was.ID == c.ID && was.Attempt == c.Attempt && was.TenantID == c.TenantID && open.held == (how == servedByHeldCopy) &&
+		slices.Equal(open.kinds, kinds)
+}
+
+// engagementsRole is the role whose system keeps the firm's engagements
+// under the rules a Caddyfile firm follows (firmsystem.EngagementsRole)
+// over the firm's Caddyfile systems and its connections: the role the
+// firm names, else the first of records and ledger whose system keeps
+// proposals (a connection's by its module's word, before it is opened),
+// else records. A named role whose connected system keeps none still
+// serves them (none, then). The caller holds follow.mu.
+func (a *App) engagementsRole(f *Firm, b *firmBackends, want map[string]wanted) string {
+	keeps := map[string]bool{}
+	for _, role := range []string{firmsystem.EngagementsRecords, firmsystem.EngagementsLedger} {
+		if f.sets(role) {
+			keeps[role] = b.keeps[role]
+			continue
+		}
+		w := want[role]
+		if how := w.serving(); (how == servedBySystem || how == servedByHeldCopy) && !a.follow.purged[w.conn.ID] {
+			keeps[role] = firmsystem.KeepsProposals(role, w.conn.System)
+		}
+	}
+	role, err := firmsystem.EngagementsRole(f.Engagements, keeps)
+	if err != nil {
+		return f.Engagements
+	}
+	return role
+}
+
+// connKinds are the kinds a connection in role serves when the firm's
+// engagements come from the system in the role engagements names: its
+// role's (firmsystem.KindsOf), less the engagements a Caddyfile system
+// keeps.
+func (b *firmBackends) connKinds(role, engagements string) []practice.Kind {
+	kinds := firmsystem.KindsOf(role, engagements)
+	if b.model != nil && b.model.Owns(practice.Engagements) {
+		kinds = slices.DeleteFunc(kinds, func(k practice.Kind) bool { return k == practice.Engagements })
+	}
+	return kinds
 }
 
 // sets reports whether the firm's Caddyfile block names its system in
@@ -329,7 +375,7 @@ func (f *Firm) sets(role string) bool {
 // over the kinds of its role) and makes its sync, which the caller
 // starts. The model is loaded from the store, so a reopened connection
 // serves its copy at once and its sync resumes from its checkpoint.
-func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection) (*connSystem, error) {
+func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection, kinds []practice.Kind, engagements string) (*connSystem, error) {
 	raw, err := a.Connect.ModuleConfig(ctx, a.upstreamState, c)
 	if err != nil {
 		return nil, err
@@ -348,17 +394,22 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	}
 	model := a.newModel(f.ID)
 	rec := &changes.Recorder{State: model}
-	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, func() bool { return false }, a.grantRefused(c))
+	keepsEngagements := slices.Contains(kinds, practice.Engagements) && engagements != firmsystem.EngagementsNone
+	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, func() bool { return keepsEngagements }, a.grantRefused(c))
 	if err != nil {
 		return nil, err
 	}
-	cs := &connSystem{opened: c, model: model, clients: opened.Clients, jobs: opened.Jobs,
+	reader := opened.Reader
+	if engagements == firmsystem.EngagementsNone && opened.Engagements && slices.Contains(kinds, practice.Engagements) {
+		reader = firmsystem.NoEngagements{Reader: reader}
+	}
+	cs := &connSystem{opened: c, kinds: kinds, model: model, clients: opened.Clients, jobs: opened.Jobs,
 		upstream: upstreamSystem{role: c.Role, name: c.System, client: opened.Client, webhook: opened.Webhook}}
 	// One sync, of the role's kinds only: an XPM records connection does
 	// not keep the ledger as a Caddyfile XPM may, since a ledger
 	// connection made later would sync the same kind into the same copy;
 	// the firm connects its Xero organisation as its ledger.
-	cs.syncs = append(cs.syncs, a.syncFor(f, c.Role, firmsystem.Kinds(c.Role), c.System, label, model, opened.Reader, opened.Client, rec, cfg))
+	cs.syncs = append(cs.syncs, a.syncFor(f, c.Role, kinds, c.System, label, model, reader, opened.Client, rec, cfg))
 	readmodel.ShareBudgets(cs.syncs)
 	if err := model.Load(ctx); err != nil {
 		model.Close()
@@ -376,9 +427,8 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 // progress, and no system, sync or writer. The copy is not followed
 // either: nothing writes it until the connection is connected again,
 // and then the system is opened anew on the store's copy.
-func (a *App) holdCopy(ctx context.Context, f *Firm, c connection.Connection) (*connSystem, error) {
+func (a *App) holdCopy(ctx context.Context, f *Firm, c connection.Connection, kinds []practice.Kind) (*connSystem, error) {
 	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Other: a.upstreamState})
-	kinds := firmsystem.Kinds(c.Role)
 	for _, k := range kinds {
 		model.Serve(k, nil)
 	}
@@ -390,7 +440,7 @@ func (a *App) holdCopy(ctx context.Context, f *Firm, c connection.Connection) (*
 		readmodel.SyncDeps{Model: model, Checkpoints: a.readStore, Leases: a.readStore, Holder: a.holder},
 		readmodel.SyncConfig{})
 	sync.Load(ctx)
-	cs := &connSystem{opened: c, model: model, syncs: []*readmodel.Syncer{sync}, held: true,
+	cs := &connSystem{opened: c, kinds: kinds, model: model, syncs: []*readmodel.Syncer{sync}, held: true,
 		upstream: upstreamSystem{role: c.Role, name: c.System}}
 	cs.conn.Store(&c)
 	return cs, nil
@@ -420,7 +470,7 @@ func (a *App) pauseConnection(c *connSystem) {
 		c.cancel = nil
 	}
 	c.wg.Wait()
-	for _, k := range firmsystem.Kinds(c.opened.Role) {
+	for _, k := range c.kinds {
 		f, _ := c.model.Freshness(k)
 		f.State, f.Reason = readmodel.StateFailing, c.waitReason()
 		c.model.SetFreshness(k, f)

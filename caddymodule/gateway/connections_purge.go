@@ -41,7 +41,18 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 		return nil
 	}
 	// Not open here: what the role keeps.
-	return a.purgeRole(ctx, purger, c)
+	return a.purgeRole(ctx, purger, c, b.keptKinds(cur, c))
+}
+
+// keptKinds are the kinds connection c, not open here, kept: its role's,
+// with the firm's engagements when its system kept them.
+func (b *firmBackends) keptKinds(cur *connSet, c connection.Connection) []practice.Kind {
+	kinds := firmsystem.Kinds(c.Role)
+	if cur != nil && cur.engagements == c.Role && firmsystem.KeepsProposals(c.Role, c.System) &&
+		(b.model == nil || !b.model.Owns(practice.Engagements)) {
+		kinds = append(kinds, practice.Engagements)
+	}
+	return kinds
 }
 
 // PurgeOrganisation drops what connection c holds of the organisation it
@@ -63,18 +74,20 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
 	cur := b.conns.Load()
+	kinds := b.keptKinds(cur, c)
 	if open := cur.opened(c.ID); open != nil {
 		next := cur.without(c.ID, c.Role)
 		next.unserved[c.Role] = reconnecting(c.Role)
 		b.conns.Store(next)
 		a.closeConnection(open)
+		kinds = open.kinds
 	}
 	if b.model != nil && b.model.Owns(firmsystem.Kinds(c.Role)[0]) {
 		// The role's copy is the Caddyfile system's, which the
 		// connection never served.
 		return nil
 	}
-	return a.purgeRole(ctx, purger, c)
+	return a.purgeRole(ctx, purger, c, kinds)
 }
 
 // purging is what a purge of c's copy works on: its firm's backends and
@@ -129,16 +142,15 @@ func (a *App) purgeStore(ctx context.Context, c *connSystem) error {
 	if !ok {
 		return fmt.Errorf("the read model's store cannot purge a copy")
 	}
-	return a.purgeRole(ctx, purger, c.opened)
+	return a.purgeRole(ctx, purger, c.opened, c.kinds)
 }
 
 // purgeRole deletes what connection c kept of its organisation: the
-// records and tombstones of its role's kinds and its sync's checkpoints,
+// records and tombstones of its kinds and its sync's checkpoints,
 // then what its system remembers beyond the copy in the upstream state
 // (XPM's first-seen stamps: firmsystem.Remembers), so that the next
 // organisation's records are seen afresh.
-func (a *App) purgeRole(ctx context.Context, purger readmodel.Purger, c connection.Connection) error {
-	kinds := firmsystem.Kinds(c.Role)
+func (a *App) purgeRole(ctx context.Context, purger readmodel.Purger, c connection.Connection, kinds []practice.Kind) error {
 	if err := purger.Purge(ctx, c.Firm, kinds, readmodel.SyncCheckpoints(c.Firm, c.Role)); err != nil {
 		return err
 	}

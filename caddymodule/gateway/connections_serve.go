@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -25,6 +26,10 @@ type connSet struct {
 	// here, and what their reads answer rather than demo records: the
 	// firm disconnected the role's system, or it cannot be opened.
 	unserved map[string]unserved
+	// engagements is the role whose system keeps the firm's engagements,
+	// as the firm's systems and connections say (EngagementsRole); ""
+	// for the records.
+	engagements string
 }
 
 func newConnSet() *connSet {
@@ -38,13 +43,22 @@ func (s *connSet) reader(k practice.Kind) practice.Reader {
 	if s == nil {
 		return nil
 	}
-	if c := s.byRole[roleOf(k)]; c != nil && c.model.Owns(k) {
+	if c := s.byRole[s.role(k)]; c != nil && c.model.Owns(k) {
 		return c.model
 	}
-	if u, ok := s.unserved[roleOf(k)]; ok {
+	if u, ok := s.unserved[s.role(k)]; ok {
 		return u
 	}
 	return nil
+}
+
+// role is the role whose system serves k: engagements come from the
+// system that keeps the firm's proposals.
+func (s *connSet) role(k practice.Kind) string {
+	if k == practice.Engagements && s != nil && (s.engagements == firmsystem.EngagementsLedger) {
+		return s.engagements
+	}
+	return roleOf(k)
 }
 
 // clients and jobs take the writes of the records connection, or say

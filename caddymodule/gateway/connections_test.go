@@ -291,7 +291,8 @@ func (w *world) checkServes(name string, a *App) {
 			kind := firmsystem.Kinds(role)[0]
 			wr := want[firm][role]
 			var open *connSystem
-			if cur := b.conns.Load(); cur != nil {
+			cur := b.conns.Load()
+			if cur != nil {
 				open = cur.byRole[role]
 			}
 			r := b.Reader(kind)
@@ -314,7 +315,7 @@ func (w *world) checkServes(name string, a *App) {
 			}
 			switch how {
 			case servedBySystem, servedByHeldCopy:
-				if open == nil || !sameOpening(open, *wr.conn, how) {
+				if open == nil || !sameOpening(open, *wr.conn, how, b.connKinds(role, cur.engagements)) {
 					w.t.Fatalf("%s %s %s: serves %v, want %s attempt %d (held %t)", name, firm, role, open, wr.conn.ID, wr.conn.Attempt, how == servedByHeldCopy)
 				}
 				if open.running() != (wr.conn.Status == connection.Connected) {

@@ -102,7 +102,13 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		// separate priming.
 		b.upstreams = append(b.upstreams, upstreamSystem{role: role.name, name: system, client: opened.Client, webhook: opened.Webhook})
 	}
+	b.keeps = keeps
 	engagements, err := firmsystem.EngagementsRole(f.Engagements, keeps)
+	if named := f.Engagements; (named == firmsystem.EngagementsRecords || named == firmsystem.EngagementsLedger) && !f.sets(named) {
+		// The role is left to a connection (or the demo records), which
+		// keeps the engagements once connected (applyFirm).
+		engagements, err = named, nil
+	}
 	if err != nil {
 		return nil, err
 	}
