@@ -104,9 +104,9 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	}
 	b.keeps = keeps
 	engagements, err := firmsystem.EngagementsRole(f.Engagements, keeps)
-	if named := f.Engagements; (named == firmsystem.EngagementsRecords || named == firmsystem.EngagementsLedger) && !f.sets(named) {
-		// The role is left to a connection (or the demo records), which
-		// keeps the engagements once connected (applyFirm).
+	if named := f.Engagements; (named == firmsystem.EngagementsRecords || named == firmsystem.EngagementsLedger) && !f.sets(named) && a.Connect != nil {
+		// The role is left to a connection, which keeps the engagements
+		// once connected (applyFirm).
 		engagements, err = named, nil
 	}
 	if err != nil {
