@@ -35,6 +35,7 @@ import (
 	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -239,13 +240,32 @@ type fakeRuntime struct {
 	// history is the store's, where purges of an organisation are
 	// written in order with the connection's writes.
 	history *history
+	// copy, when set, is the firms' copy in a real store, which a purge
+	// of an organisation fences and purges as the gateway does: first the
+	// fence of the connection's attempt, then the old records.
+	copy copyStore
 }
 
-func (r *fakeRuntime) PurgeOrganisation(_ context.Context, c connection.Connection) error {
+// copyStore is a read model store with fences and purges.
+type copyStore interface {
+	readmodel.Store
+	readmodel.Fencer
+	readmodel.Purger
+}
+
+func (r *fakeRuntime) PurgeOrganisation(ctx context.Context, c connection.Connection) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
 		return r.fail
+	}
+	if r.copy != nil {
+		if err := r.copy.RaiseFence(ctx, readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: int64(c.Attempt)}); err != nil {
+			return err
+		}
+		if err := r.copy.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), nil); err != nil {
+			return err
+		}
 	}
 	r.history.add(fmt.Sprintf("purge %s %s", c.ID, c.TenantID))
 	return nil

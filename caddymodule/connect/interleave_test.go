@@ -1,19 +1,29 @@
 package connect_test
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -46,6 +56,7 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 			h.v.tenants = append(h.v.tenants, map[string]string{"id": "c2", "tenantId": "org-2", "tenantName": "Second"})
 		}
 		ms := []*connect.Manager{h.m, h.manager()}
+		h.rt.copy = copyOf(t)
 		v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
 		first := h.allow(v.AuthorizeURL)
 		kv := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey}))
@@ -132,15 +143,45 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 				return "karbon disconnect", err
 			},
 		}
+		// Two instances' syncs of the ledger: each looks at the
+		// connection, may miss whatever follows (every other step: a
+		// whole reconnect to another organisation), and writes what it
+		// read of the organisation it saw, fenced by the attempt it saw.
+		var others sync.WaitGroup
+		connectionSteps := len(steps)
+		for n := range 2 {
+			steps = append(steps, func(*connect.Manager) (string, error) {
+				seen := h.stored(v.ID)
+				if seen.Status != connection.Connected {
+					return "sync", nil
+				}
+				if draw(2) == 0 {
+					others.Wait()
+				}
+				for range draw(40) {
+					runtime.Gosched()
+				}
+				return "sync", syncWrite(h.rt.copy, seen, n)
+			})
+		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
 		disconnected := false
+		var run []int
 		for _, i := range rng.Perm(len(steps)) {
 			if draw(4) == 0 {
 				continue // this schedule leaves the step out
 			}
+			if run = append(run, i); i < connectionSteps {
+				others.Add(1)
+			}
+		}
+		for _, i := range run {
 			m := ms[draw(2)]
 			wg.Go(func() {
+				if i < connectionSteps {
+					defer others.Done()
+				}
 				name, err := steps[i](m)
 				if err == nil && name == "disconnect" {
 					mu.Lock()
@@ -175,6 +216,10 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 		}
 		if err := anotherOrganisationChosen(h.store.history.all(), v.ID); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if orgs := copiedOrganisations(t, h.rt.copy); len(orgs) > 1 ||
+			len(orgs) == 1 && c.Status == connection.Connected && !orgs[c.TenantID] {
+			t.Fatalf("seed %d: the copy holds records of %v while the connection is %s to %q", seed, orgs, c.Status, c.TenantID)
 		}
 
 		k := h.stored(kv.ID)
@@ -240,4 +285,52 @@ func countOf(list []string, s string) int {
 		}
 	}
 	return n
+}
+
+// copyOf is an empty copy in a real (embedded) store.
+func copyOf(t *testing.T) copyStore {
+	t.Helper()
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bbolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	secrets, _ := sealed.Random()
+	st, err := boltstore.New(db, time.Now, boltstore.WithSecrets(secrets))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.ReadModel()
+}
+
+// syncWrite is an instance's sync writing an invoice of the organisation
+// it saw connection c reach, fenced by the attempt it saw: refused (no
+// error) once another organisation was chosen since.
+func syncWrite(copy copyStore, c connection.Connection, n int) error {
+	id := fmt.Sprintf("inv_%s-%d", c.TenantID, n)
+	raw, _ := json.Marshal(map[string]string{"id": id, "organisation": c.TenantID})
+	fence := readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: int64(c.Attempt)}
+	_, _, err := copy.ApplyFenced(ctx, fence, nil, []readmodel.Update{{Kind: practice.Invoices, ID: id, Raw: raw}})
+	if errors.Is(err, readmodel.ErrFenced) {
+		return nil
+	}
+	return err
+}
+
+// copiedOrganisations are the organisations whose invoices the copy holds.
+func copiedOrganisations(t *testing.T, copy copyStore) map[string]bool {
+	t.Helper()
+	orgs := map[string]bool{}
+	err := copy.Load(ctx, "frm_a", func(u readmodel.Update) error {
+		var rec struct{ Organisation string }
+		if err := json.Unmarshal(u.Raw, &rec); err != nil {
+			return err
+		}
+		orgs[rec.Organisation] = true
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return orgs
 }

@@ -392,7 +392,11 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	if err != nil {
 		return nil, err
 	}
-	model := a.newModel(f.ID)
+	// Its writes are fenced by its attempt: once another organisation
+	// is chosen (PurgeOrganisation raises the fence), this opening's are
+	// refused, even on an instance that has not yet seen the change.
+	fence := connectionFence(c)
+	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState, Fence: &fence})
 	rec := &changes.Recorder{State: model}
 	keepsEngagements := slices.Contains(kinds, practice.Engagements) && engagements != firmsystem.EngagementsNone
 	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, func() bool { return keepsEngagements }, a.grantRefused(c))

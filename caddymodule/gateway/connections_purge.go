@@ -71,6 +71,14 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 	if err != nil {
 		return err
 	}
+	// First the fence: an instance that has not seen the reconnect and
+	// still syncs the old organisation writes nothing more (its writes
+	// carry an older attempt), then what it wrote before is purged.
+	if fencer, ok := a.readStore.(readmodel.Fencer); ok {
+		if err := fencer.RaiseFence(ctx, connectionFence(c)); err != nil {
+			return err
+		}
+	}
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
 	cur := b.conns.Load()
@@ -88,6 +96,12 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 		return nil
 	}
 	return a.purgeRole(ctx, purger, c, kinds)
+}
+
+// connectionFence is the fence of c's writes: its attempt, which a new
+// consent raises, within the connection.
+func connectionFence(c connection.Connection) readmodel.Fence {
+	return readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: int64(c.Attempt)}
 }
 
 // purging is what a purge of c's copy works on: its firm's backends and

@@ -1133,3 +1133,93 @@ func TestLeavingAnOrganisationForgetsWhatItsSystemRemembers(t *testing.T) {
 		}
 	}
 }
+
+// An instance that misses a whole reconnect to another organisation (it
+// does not look at the store from before the reconnect until after the
+// new organisation is chosen) still syncs the old one: whatever it writes
+// after the purge is refused by the fence the purge raised, so the copy
+// never holds records of both organisations, and when it looks it serves
+// the new one's alone.
+func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	stale, b := w.instance(), w.instance()
+	c := w.connectXero("frm_acme")
+	step(t, stale)
+	step(t, b)
+	waitFor(t, "the backfill", func() bool { return backfilled(stale, c) && backfilled(b, c) })
+	ctx := context.Background()
+	acme := practice.Tenant{Firm: "frm_acme"}
+	old := stale.firms["frm_acme"].conns.Load().byRole["ledger"]
+	page, err := old.model.List(ctx, acme, practice.Invoices, practice.Query{Limit: 1})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("the old organisation's copy: %v", err)
+	}
+
+	// The reconnect, the choice and the purge, seen by b alone.
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		c.Status, c.Reason, c.Attempt = connection.Pending, "reconnecting", c.Attempt+1
+	})
+	step(t, b)
+	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
+	})
+	step(t, b)
+	w.xero.TenantID = org2
+	for i := range 5 {
+		w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("0b0b0b0b-0000-4000-8000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-ORG2-%d", i),
+			Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
+			DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now(), Tenant: org2})
+	}
+	chosen, _ := w.conns.Connection(ctx, c.ID)
+	if err := b.PurgeOrganisation(ctx, chosen); err != nil {
+		t.Fatal(err)
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		now := time.Now()
+		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
+	})
+	step(t, b)
+	now, _ := w.conns.Connection(ctx, c.ID)
+
+	// The stale instance's sync writes what it read of the old
+	// organisation, as a page read before the purge lands after it.
+	var inv map[string]any
+	if err := json.Unmarshal(page.Items[0], &inv); err != nil {
+		t.Fatal(err)
+	}
+	inv["id"], inv["number"] = "inv_stale-old-organisation", "INV-STALE"
+	raw, _ := json.Marshal(inv)
+	err = old.model.Apply(ctx, []readmodel.Update{{Kind: practice.Invoices, ID: "inv_stale-old-organisation", Raw: raw}})
+	if !errors.Is(err, readmodel.ErrFenced) {
+		t.Errorf("the stale instance's write of the old organisation after the purge: %v, want refused by the fence", err)
+	}
+	organisations := func() (oldOnes, newOnes int) {
+		err := w.store.ReadModel().Load(ctx, "frm_acme", func(u readmodel.Update) error {
+			if u.Kind == practice.Invoices && strings.Contains(string(u.Raw), "INV-ORG2") {
+				newOnes++
+			} else if u.Kind == practice.Invoices {
+				oldOnes++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return oldOnes, newOnes
+	}
+	if o, _ := organisations(); o != 0 {
+		t.Fatalf("the shared copy holds %d invoices of the old organisation after the purge", o)
+	}
+	// It looks at last, lets its lease go, and the new organisation is
+	// backfilled.
+	step(t, stale)
+	waitFor(t, "the new organisation's backfill", func() bool { return backfilled(b, now) && backfilled(stale, now) })
+	if o, n := organisations(); o != 0 || n != 5 {
+		t.Fatalf("the shared copy holds %d invoices of the old organisation and %d of the new", o, n)
+	}
+	got, err := stale.firms["frm_acme"].Reader(practice.Invoices).List(ctx, acme, practice.Invoices, practice.Query{Limit: 200})
+	if err != nil || len(got.Items) != 5 {
+		t.Fatalf("the stale instance after it looked: %d invoices, %v; want the new organisation's 5", len(got.Items), err)
+	}
+}

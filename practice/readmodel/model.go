@@ -32,6 +32,8 @@ type Model struct {
 	// other keeps what the upstream state store keeps besides records
 	// (vendors' rotated refresh tokens).
 	other changes.StateStore
+	// fence guards the writes of a connection's model (Config.Fence).
+	fence *Fence
 
 	mu    sync.RWMutex
 	kinds map[practice.Kind]*kindModel
@@ -93,6 +95,10 @@ type Config struct {
 	Updates UpdateFeed
 	// Other keeps every state key that is not a record of the model.
 	Other changes.StateStore
+	// Fence, when set, guards every write of the model and its syncs'
+	// checkpoints (a Store that is a Fencer): the connection the model
+	// was opened for and its generation.
+	Fence *Fence
 	// Background runs the catch-up of an instance behind the feed; nil
 	// is a goroutine the model owns (Close waits for it). A simulation
 	// sets it to run the catch-up when its scheduler chooses.
@@ -108,6 +114,7 @@ func New(cfg Config) *Model {
 		store:   cfg.Store,
 		updates: cfg.Updates,
 		other:   cfg.Other,
+		fence:   cfg.Fence,
 		kinds:   map[practice.Kind]*kindModel{},
 		letters: practice.NewLetters(),
 		quit:    make(chan struct{}),
@@ -435,10 +442,11 @@ const maxWriteAttempts = 8
 func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written bool, err error) {
 	hs, ok := m.store.(headStore)
 	if m.updates == nil || !ok || attempt > maxWriteAttempts {
-		return true, m.store.Apply(ctx, m.tenant.Firm, us)
+		_, _, err := m.writeStore(ctx, nil, nil, us)
+		return true, err
 	}
 	head := *m.applied.Load()
-	next, ok, err := hs.ApplyAfter(ctx, m.tenant.Firm, head, us)
+	next, ok, err := m.writeStore(ctx, hs, &head, us)
 	if err != nil {
 		return false, err
 	}
@@ -462,6 +470,18 @@ func (m *Model) persist(ctx context.Context, us []Update, attempt int) (written 
 	}
 	m.catchUp.Unlock()
 	return true, nil
+}
+
+// writeStore writes us to the store, after head when after is not nil, and
+// through the model's fence when it has one.
+func (m *Model) writeStore(ctx context.Context, hs headStore, after *string, us []Update) (next string, ok bool, err error) {
+	if fs, fenced := m.store.(Fencer); fenced && m.fence != nil {
+		return fs.ApplyFenced(ctx, *m.fence, after, us)
+	}
+	if after == nil {
+		return "", true, m.store.Apply(ctx, m.tenant.Firm, us)
+	}
+	return hs.ApplyAfter(ctx, m.tenant.Firm, *after, us)
 }
 
 // newer leaves out the updates older than the state held, and turns a

@@ -114,3 +114,33 @@ type ChangeFeed interface {
 type Incremental interface {
 	Incremental(k practice.Kind) bool
 }
+
+// Fence is what a write of a firm's copy is fenced by: a writer of
+// generation Generation under Name (a connection: a new consent or
+// organisation is a new generation) is refused once the store's fence of
+// Name was raised past it. An instance that missed a whole reconnect to
+// another organisation can so not write the old one's records after the
+// purge.
+type Fence struct {
+	Firm, Name string
+	Generation int64
+}
+
+// ErrFenced is a write refused by its fence: the connection it was made
+// for has moved to another generation since.
+var ErrFenced = errors.New("read model write refused: its connection moved on")
+
+// Fencer is a Store whose writes a Fence guards, checked in the same
+// atomic step as the write.
+type Fencer interface {
+	// RaiseFence raises f.Name's fence to f.Generation (never lowers it):
+	// from now on writes of an older generation are ErrFenced.
+	RaiseFence(ctx context.Context, f Fence) error
+	// ApplyFenced is Apply (after nil) or ApplyAfter (*after the head),
+	// taken only while f.Generation is not below the fence; ErrFenced,
+	// with nothing written, otherwise.
+	ApplyFenced(ctx context.Context, f Fence, after *string, us []Update) (next string, ok bool, err error)
+	// SaveFencedCheckpoint is SaveHeldCheckpoint, taken only while
+	// f.Generation is not below the fence; ErrFenced otherwise.
+	SaveFencedCheckpoint(ctx context.Context, f Fence, name string, value []byte, lease, holder string) (bool, error)
+}

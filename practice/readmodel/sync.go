@@ -545,7 +545,7 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	}
 	saved := false
 	if err == nil {
-		saved, err = s.checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.holder)
+		saved, err = s.saveCheckpoint(ctx, b)
 	}
 	if err != nil && ctx.Err() == nil {
 		s.logger.Warn("sync checkpoint not saved", zap.String("sync", s.name()), zap.Error(err))
@@ -556,6 +556,15 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 		s.holding = false
 		s.mu.Unlock()
 	}
+}
+
+// saveCheckpoint saves b as the sync's checkpoint while it holds the
+// lease, and through the model's fence when it has one.
+func (s *Syncer) saveCheckpoint(ctx context.Context, b []byte) (bool, error) {
+	if fs, ok := s.checkpoints.(Fencer); ok && s.model.fence != nil {
+		return fs.SaveFencedCheckpoint(ctx, *s.model.fence, s.name(), b, s.name(), s.holder)
+	}
+	return s.checkpoints.SaveHeldCheckpoint(ctx, s.name(), b, s.name(), s.holder)
 }
 
 // publish tells the model how fresh each kind is.

@@ -3,6 +3,7 @@ package bolt
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
@@ -20,6 +21,7 @@ import (
 //	gw_readmodel/<firm>/<kind>   record id -> its /v1 JSON
 //	gw_readmodel_checkpoints     name -> the sync's checkpoint
 //	gw_readmodel_leases          name -> {holder, expires}
+//	gw_readmodel_fences          <firm> NUL <name> -> the fence's generation
 //
 // There is no Feed: one process writes a bbolt file, and it applies its
 // own updates to its model directly.
@@ -27,6 +29,7 @@ const (
 	bucketReadModel   = "gw_readmodel"
 	bucketCheckpoints = "gw_readmodel_checkpoints"
 	bucketRMLeases    = "gw_readmodel_leases"
+	bucketRMFences    = "gw_readmodel_fences"
 )
 
 // loadBatch bounds the records one read transaction copies out for Load:
@@ -48,38 +51,41 @@ func (m *ReadModel) Apply(ctx context.Context, firm string, us []readmodel.Updat
 	if err := checkUpdates(firm, us); err != nil {
 		return err
 	}
-	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
-		root := tx.Bucket([]byte(bucketReadModel))
-		for _, u := range us {
-			if len(u.Raw) == 0 {
-				b := root.Bucket([]byte(firm))
-				if b != nil {
-					b = b.Bucket([]byte(u.Kind))
-				}
-				if b == nil {
-					continue
-				}
-				if err := b.Delete([]byte(u.ID)); err != nil {
-					return err
-				}
-				continue
-			}
-			fb, err := root.CreateBucketIfNotExists([]byte(firm))
-			if err != nil {
-				return err
-			}
-			kb, err := fb.CreateBucketIfNotExists([]byte(u.Kind))
-			if err != nil {
-				return err
-			}
-			if err := kb.Put([]byte(u.ID), u.Raw); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := m.s.update(ctx, func(tx *bbolt.Tx) error { return applyUpdates(tx, firm, us) })
 	if err != nil {
 		return fmt.Errorf("applying %s's read model updates: %w", firm, err)
+	}
+	return nil
+}
+
+// applyUpdates writes a firm's updates, in order, in tx.
+func applyUpdates(tx *bbolt.Tx, firm string, us []readmodel.Update) error {
+	root := tx.Bucket([]byte(bucketReadModel))
+	for _, u := range us {
+		if len(u.Raw) == 0 {
+			b := root.Bucket([]byte(firm))
+			if b != nil {
+				b = b.Bucket([]byte(u.Kind))
+			}
+			if b == nil {
+				continue
+			}
+			if err := b.Delete([]byte(u.ID)); err != nil {
+				return err
+			}
+			continue
+		}
+		fb, err := root.CreateBucketIfNotExists([]byte(firm))
+		if err != nil {
+			return err
+		}
+		kb, err := fb.CreateBucketIfNotExists([]byte(u.Kind))
+		if err != nil {
+			return err
+		}
+		if err := kb.Put([]byte(u.ID), u.Raw); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -279,3 +285,70 @@ func (m *ReadModel) Purge(ctx context.Context, firm string, kinds []practice.Kin
 	}
 	return nil
 }
+
+// fenceKey is f's key in the fences bucket.
+func fenceKey(f readmodel.Fence) []byte { return []byte(f.Firm + "\x00" + f.Name) }
+
+// fenced reports whether f's generation is below its fence, in tx.
+func fenced(tx *bbolt.Tx, f readmodel.Fence) bool {
+	v := tx.Bucket([]byte(bucketRMFences)).Get(fenceKey(f))
+	return len(v) == 8 && int64(binary.BigEndian.Uint64(v)) > f.Generation
+}
+
+// RaiseFence implements readmodel.Fencer.
+func (m *ReadModel) RaiseFence(ctx context.Context, f readmodel.Fence) error {
+	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
+		if fenced(tx, readmodel.Fence{Firm: f.Firm, Name: f.Name, Generation: f.Generation - 1}) {
+			return nil // already at f.Generation or past it
+		}
+		return tx.Bucket([]byte(bucketRMFences)).Put(fenceKey(f), binary.BigEndian.AppendUint64(nil, uint64(f.Generation)))
+	})
+	if err != nil {
+		return fmt.Errorf("raising fence %s of %s: %w", f.Name, f.Firm, err)
+	}
+	return nil
+}
+
+// ApplyFenced implements readmodel.Fencer. One process writes a bbolt
+// file, so there is no head to write after: after is not read.
+func (m *ReadModel) ApplyFenced(ctx context.Context, f readmodel.Fence, _ *string, us []readmodel.Update) (string, bool, error) {
+	if err := checkUpdates(f.Firm, us); err != nil {
+		return "", false, err
+	}
+	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
+		if fenced(tx, f) {
+			return readmodel.ErrFenced
+		}
+		return applyUpdates(tx, f.Firm, us)
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("applying %s's read model updates: %w", f.Firm, err)
+	}
+	return "", true, nil
+}
+
+// SaveFencedCheckpoint implements readmodel.Fencer.
+func (m *ReadModel) SaveFencedCheckpoint(ctx context.Context, f readmodel.Fence, name string, value []byte, lease, holder string) (bool, error) {
+	var ok bool
+	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
+		ok = false
+		if fenced(tx, f) {
+			return readmodel.ErrFenced
+		}
+		var cur leaseRecord
+		if _, err := getJSON(tx.Bucket([]byte(bucketRMLeases)), lease, &cur); err != nil {
+			return err
+		}
+		if holder == "" || cur.Holder != holder || m.s.now().UnixNano() >= cur.Expires {
+			return nil
+		}
+		ok = true
+		return tx.Bucket([]byte(bucketCheckpoints)).Put([]byte(name), value)
+	})
+	if err != nil {
+		return false, fmt.Errorf("saving checkpoint %s: %w", name, err)
+	}
+	return ok, nil
+}
+
+var _ readmodel.Fencer = (*ReadModel)(nil)

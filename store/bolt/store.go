@@ -85,7 +85,7 @@ var (
 func bucketNames() []string {
 	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketNotices, bucketSecrets,
 		bucketConnections, bucketAuthorizations, bucketConsentStarts,
-		bucketReadModel, bucketCheckpoints, bucketRMLeases,
+		bucketReadModel, bucketCheckpoints, bucketRMLeases, bucketRMFences,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,
 		bucketDeliveries, bucketDeliveriesByTarget, bucketQueue, bucketQueueHeads, bucketQueueState,
 		bucketLeases, bucketMeta, bucketEventFeeds}

@@ -281,6 +281,14 @@ func TestReadModelPurgeConformance(t *testing.T) {
 	})
 }
 
+func TestReadModelFencesConformance(t *testing.T) {
+	storetest.ReadModelFences(t, func(t *testing.T) (storetest.FencedStore, storetest.FencedStore) {
+		st, db := open(t)
+		t.Cleanup(func() { checkTidy(t, db) })
+		return st.ReadModel(), reopen(t, db).ReadModel()
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {
 		st, db := open(t)

@@ -475,3 +475,132 @@ func (m *ReadModel) Purge(ctx context.Context, firm string, kinds []practice.Kin
 	}
 	return nil
 }
+
+// fenceKey is the hash of a firm's fences (name -> generation), under
+// the firm's hash tag so that a write's transaction watches it with the
+// firm's records.
+func fenceKey(firm string) string { return keyReadModel + "{" + firm + "}:fence" }
+
+// raiseFenceScript sets the fence ARGV[1] of hash KEYS[1] to ARGV[2]
+// unless it is already there or past it.
+var raiseFenceScript = goredis.NewScript(`
+local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '-1')
+if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+return 0`)
+
+// RaiseFence implements readmodel.Fencer.
+func (m *ReadModel) RaiseFence(ctx context.Context, f readmodel.Fence) error {
+	ctx, cancel := m.s.ctx(ctx)
+	defer cancel()
+	if err := raiseFenceScript.Run(ctx, m.s.rdb, []string{fenceKey(f.Firm)}, f.Name, f.Generation).Err(); err != nil {
+		return fmt.Errorf("raising fence %s of %s in redis: %w", f.Name, f.Firm, err)
+	}
+	return nil
+}
+
+// ApplyFenced implements readmodel.Fencer: the fence is read under WATCH
+// with the feed, so a fence raised between the read and the write fails
+// the transaction, which then reads it again. Unconditional (after nil)
+// updates go in batches of applyBatch, each checked.
+func (m *ReadModel) ApplyFenced(ctx context.Context, f readmodel.Fence, after *string, us []readmodel.Update) (string, bool, error) {
+	if err := checkUpdates(f.Firm, us); err != nil {
+		return "", false, err
+	}
+	batches := [][]readmodel.Update{us}
+	if after == nil {
+		batches = slices.Collect(slices.Chunk(us, applyBatch))
+	}
+	next := ""
+	for _, batch := range batches {
+		n, ok, err := m.applyFencedBatch(ctx, f, after, batch)
+		if err != nil || !ok {
+			return "", ok, err
+		}
+		next = n
+	}
+	return next, true, nil
+}
+
+func (m *ReadModel) applyFencedBatch(ctx context.Context, f readmodel.Fence, after *string, us []readmodel.Update) (string, bool, error) {
+	feed := readModelFeedKey(f.Firm)
+	cctx, cancel := m.s.ctx(ctx)
+	defer cancel()
+	watched := []string{fenceKey(f.Firm)}
+	if after != nil {
+		watched = append(watched, feed)
+	}
+	for {
+		var last *goredis.StringCmd
+		taken := true
+		err := m.s.rdb.Watch(cctx, func(tx *goredis.Tx) error {
+			fence, err := tx.HGet(cctx, fenceKey(f.Firm), f.Name).Int64()
+			switch {
+			case err == nil && fence > f.Generation:
+				return readmodel.ErrFenced
+			case err != nil && !isNil(err):
+				return err
+			}
+			if after != nil {
+				newest, err := tx.XRevRangeN(cctx, feed, "+", "-", 1).Result()
+				if err != nil && !noSuchKey(err) {
+					return err
+				}
+				cur := ""
+				if len(newest) == 1 {
+					cur = newest[0].ID
+				}
+				if cur != *after {
+					taken = false
+					return nil
+				}
+			}
+			_, err = tx.TxPipelined(cctx, func(p goredis.Pipeliner) error {
+				for _, u := range us {
+					last = appendUpdate(cctx, p, f.Firm, feed, u)
+				}
+				return nil
+			})
+			return err
+		}, watched...)
+		switch {
+		case errors.Is(err, goredis.TxFailedErr) && after == nil:
+			// The fence moved under the watch: it is read again.
+			continue
+		case errors.Is(err, goredis.TxFailedErr) || err == nil && !taken:
+			return "", false, nil
+		case err != nil:
+			return "", false, fmt.Errorf("applying %s's read model updates in redis: %w", f.Firm, err)
+		}
+		return last.Val(), true, nil
+	}
+}
+
+// saveFencedScript is saveHeldScript that first checks the fence ARGV[3]
+// of hash KEYS[3] is not past generation ARGV[4] (-1 when it is).
+var saveFencedScript = goredis.NewScript(`
+local fence = tonumber(redis.call('HGET', KEYS[3], ARGV[3]) or '-1')
+if fence > tonumber(ARGV[4]) then return -1 end
+if redis.call('GET', KEYS[2]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1`)
+
+// SaveFencedCheckpoint implements readmodel.Fencer. Like
+// SaveHeldCheckpoint, its keys do not share a slot on Redis Cluster.
+func (m *ReadModel) SaveFencedCheckpoint(ctx context.Context, f readmodel.Fence, name string, value []byte, lease, holder string) (bool, error) {
+	if holder == "" {
+		return false, nil
+	}
+	ctx, cancel := m.s.ctx(ctx)
+	defer cancel()
+	n, err := saveFencedScript.Run(ctx, m.s.rdb, []string{keyCheckpoint + name, keyLease + lease, fenceKey(f.Firm)},
+		holder, value, f.Name, f.Generation).Int()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("saving checkpoint %s in redis: %w", name, err)
+	case n < 0:
+		return false, fmt.Errorf("saving checkpoint %s: %w", name, readmodel.ErrFenced)
+	}
+	return n == 1, nil
+}
+
+var _ readmodel.Fencer = (*ReadModel)(nil)

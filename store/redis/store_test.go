@@ -330,6 +330,13 @@ func TestReadModelPurgeConformance(t *testing.T) {
 	})
 }
 
+func TestReadModelFencesConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.ReadModelFences(t, func(t *testing.T) (storetest.FencedStore, storetest.FencedStore) {
+		return open(t, srv).ReadModel(), another(t, srv).ReadModel()
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {

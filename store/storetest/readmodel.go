@@ -559,3 +559,92 @@ func ReadModelPurge(t *testing.T, open func(t *testing.T) (store, reopen PurgeSt
 		t.Errorf("purging a firm with nothing stored: %v", err)
 	}
 }
+
+// FencedStore is a read model store whose writes a fence guards.
+type FencedStore interface {
+	readmodel.Store
+	readmodel.Checkpoints
+	readmodel.Leases
+	readmodel.Fencer
+}
+
+// ReadModelFences checks a readmodel.Fencer: with no fence every
+// generation writes; once a fence is raised, a write or checkpoint of an
+// older generation is ErrFenced with nothing written, while the fence's
+// generation and newer ones write; a fence is never lowered, and one
+// firm's or name's fence leaves the others alone. a and b are two
+// instances' handles on one empty store.
+func ReadModelFences(t *testing.T, open func(t *testing.T) (a, b FencedStore)) {
+	a, b := open(t)
+	old := readmodel.Fence{Firm: "frm_a", Name: "con_1", Generation: 1}
+	now := readmodel.Fence{Firm: "frm_a", Name: "con_1", Generation: 2}
+	write := func(s FencedStore, f readmodel.Fence, id string, after *string) error {
+		t.Helper()
+		_, ok, err := s.ApplyFenced(ctx, f, after, []readmodel.Update{upd(practice.Invoices, id, `{"id":"`+id+`"}`)})
+		if err == nil && !ok {
+			t.Fatalf("an unconditional write of %s was not taken", id)
+		}
+		return err
+	}
+	if err := write(a, old, "inv_before", nil); err != nil {
+		t.Fatalf("a write with no fence raised: %v", err)
+	}
+	for range 2 {
+		if err := b.RaiseFence(ctx, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.RaiseFence(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(a, old, "inv_stale", nil); !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("a write of the generation before the fence: %v, want ErrFenced (a fence is never lowered)", err)
+	}
+	head := ""
+	if err := write(a, old, "inv_stale_after", &head); !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("a conditional write of the generation before the fence: %v, want ErrFenced", err)
+	}
+	if err := write(b, now, "inv_now", nil); err != nil {
+		t.Fatalf("a write of the fence's generation: %v", err)
+	}
+	if err := write(a, readmodel.Fence{Firm: "frm_a", Name: "con_1", Generation: 3}, "inv_newer", nil); err != nil {
+		t.Fatalf("a write of a newer generation: %v", err)
+	}
+	if err := write(a, readmodel.Fence{Firm: "frm_a", Name: "con_2", Generation: 1}, "inv_other_name", nil); err != nil {
+		t.Fatalf("a write under another fence: %v", err)
+	}
+	if err := write(a, readmodel.Fence{Firm: "frm_b", Name: "con_1", Generation: 1}, "inv_other_firm", nil); err != nil {
+		t.Fatalf("a write of another firm: %v", err)
+	}
+	got := modelOf(t, b, "frm_a")
+	for _, id := range []string{"inv_before", "inv_now", "inv_newer", "inv_other_name"} {
+		if _, ok := got["invoices/"+id]; !ok {
+			t.Errorf("%s not written: %v", id, got)
+		}
+	}
+	for _, id := range []string{"inv_stale", "inv_stale_after"} {
+		if _, ok := got["invoices/"+id]; ok {
+			t.Errorf("%s written past its fence", id)
+		}
+	}
+
+	const lease, name = "sync/frm_a/ledger", "sync/frm_a/ledger"
+	if ok, err := a.Lease(ctx, lease, "inst-1", time.Minute); err != nil || !ok {
+		t.Fatalf("leasing: %t, %v", ok, err)
+	}
+	if ok, err := a.SaveFencedCheckpoint(ctx, old, name, []byte(`{"stale":true}`), lease, "inst-1"); ok || !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("a checkpoint of the generation before the fence: %t, %v; want ErrFenced", ok, err)
+	}
+	if got, _ := b.Checkpoint(ctx, name); got != nil {
+		t.Fatalf("a fenced checkpoint was saved: %q", got)
+	}
+	if ok, err := a.SaveFencedCheckpoint(ctx, now, name, []byte(`{"now":true}`), lease, "inst-1"); !ok || err != nil {
+		t.Fatalf("a checkpoint of the fence's generation under the lease: %t, %v", ok, err)
+	}
+	if ok, err := b.SaveFencedCheckpoint(ctx, now, name, []byte(`{"other":true}`), lease, "inst-2"); ok || err != nil {
+		t.Fatalf("a checkpoint of the fence's generation without the lease: %t, %v; want not saved", ok, err)
+	}
+	if got, _ := b.Checkpoint(ctx, name); string(got) != `{"now":true}` {
+		t.Fatalf("checkpoint %q", got)
+	}
+}
