@@ -743,8 +743,9 @@ type firmBackends struct {
 	demo map[string]bool
 
 	// placed, when set, says whether this instance holds the firm's
-	// model (firm); when it does not, a read it answers itself (no holder
-	// took it) comes from the shared store and says so.
+	// models (firm's, its connections' too); when it does not, a read it
+	// answers itself (no holder took it) comes from the shared store and
+	// says so.
 	placed *placer
 	firm   string
 }
@@ -765,6 +766,9 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	}
 	conns := b.conns.Load()
 	if r := conns.reader(k); r != nil {
+		if m, ok := r.(*readmodel.Model); ok && b.placed != nil && !b.placed.holds(b.firm) {
+			return storeServed{m}
+		}
 		return r
 	}
 	if role := conns.role(k); !b.demo[role] {

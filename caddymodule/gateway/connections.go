@@ -284,12 +284,14 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 		}
 		c := *w.conn
 		open.conn.Store(&c)
-		if c.Status == connection.Connected {
-			if !open.running() {
-				a.runConnection(open)
-			}
-		} else {
+		switch {
+		case c.Status != connection.Connected:
 			a.pauseConnection(open)
+		case !a.holdsHere(f.ID):
+			// Synced where the firm is held (placement.go).
+			a.stopConnection(open)
+		case !open.running():
+			a.runConnection(open)
 		}
 		next.byRole[role] = open
 	}
@@ -415,7 +417,11 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	// the firm connects its Xero organisation as its ledger.
 	cs.syncs = append(cs.syncs, a.syncFor(f, c.Role, kinds, c.System, label, model, reader, opened.Client, rec, cfg))
 	readmodel.ShareBudgets(cs.syncs)
-	if err := model.Load(ctx); err != nil {
+	if !a.holdsHere(f.ID) {
+		// Loaded where the firm is held, and here only when a read no
+		// holder takes asks (placement.go).
+		model.MarkUnloaded()
+	} else if err := model.Load(ctx); err != nil {
 		model.Close()
 		return nil, err
 	}
@@ -479,6 +485,29 @@ func (a *App) pauseConnection(c *connSystem) {
 		f.State, f.Reason = readmodel.StateFailing, c.waitReason()
 		c.model.SetFreshness(k, f)
 	}
+}
+
+// stopConnection stops c's syncs and waits for them, as on an instance
+// that does not hold its firm: its copy is served by the holders.
+func (a *App) stopConnection(c *connSystem) {
+	if c.cancel != nil {
+		c.cancel()
+		c.cancel = nil
+	}
+	c.wg.Wait()
+}
+
+// holdsHere reports whether this instance holds the firm's models and
+// runs their syncs: every instance does without a bound.
+func (a *App) holdsHere(firm string) bool {
+	return a.placer == nil || a.placer.holds(firm)
+}
+
+// syncsHere reports whether c's syncs should run where its firm is
+// held: it is open as a system (not a held copy) and connected; the
+// caller holds follow.mu.
+func (c *connSystem) syncsHere() bool {
+	return !c.held && c.current().Status == connection.Connected
 }
 
 // closeConnection stops c's syncs and drops its model from memory.

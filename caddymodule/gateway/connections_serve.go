@@ -208,6 +208,42 @@ func (c *connSystem) status() []readmodel.Status {
 	return out
 }
 
+// models are the firm's read models on this instance: its Caddyfile
+// systems' and those of its connections open here. The placement holds
+// them together: where the firm is held they are loaded and synced, and
+// elsewhere they are not.
+func (b *firmBackends) models() []*readmodel.Model {
+	var out []*readmodel.Model
+	if b.model != nil {
+		out = append(out, b.model)
+	}
+	for _, c := range b.connections() {
+		out = append(out, c.model)
+	}
+	return out
+}
+
+// size is what the firm's models hold in memory here.
+func (b *firmBackends) size() readmodel.Size {
+	var s readmodel.Size
+	for _, m := range b.models() {
+		ms := m.Size()
+		s.Records += ms.Records
+		s.Bytes += ms.Bytes
+	}
+	return s
+}
+
+// servesFromModel reports whether one of the firm's read models serves k here:
+// its Caddyfile system's, or its connection's of k's role.
+func (b *firmBackends) servesFromModel(k practice.Kind) bool {
+	if b.model != nil && b.model.Owns(k) {
+		return true
+	}
+	c := b.conns.Load()
+	return c != nil && c.byRole[c.role(k)] != nil && c.byRole[c.role(k)].model.Owns(k)
+}
+
 // connections are a firm's connections open here, in role order.
 func (b *firmBackends) connections() []*connSystem {
 	cur := b.conns.Load()

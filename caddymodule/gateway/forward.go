@@ -72,7 +72,7 @@ func (a *App) Forward(w http.ResponseWriter, r *http.Request, cred *credential.C
 		return false
 	}
 	b, ok := a.firms[cred.Firm]
-	if !ok || b.model == nil || !b.model.Owns(k) {
+	if !ok || !b.servesFromModel(k) {
 		return false
 	}
 	target, local, found := p.target(cred.Firm)

@@ -196,10 +196,19 @@ func (p *placer) place(ctx context.Context) {
 		case !mine && !held:
 			// Loaded for a request no holder could take (store-served):
 			// the bound is kept between requests.
-			p.app.firms[firm].model.Unload()
+			for _, m := range p.app.firms[firm].models() {
+				m.Unload()
+			}
 			if follow {
 				p.app.followSyncs(ctx, firm)
 			}
+		}
+	}
+	for _, firm := range p.heldFirms() {
+		if !slices.Contains(firms, firm) {
+			// Its last connection closed: nothing of it is left to hold.
+			p.release(firm)
+			changed = true
 		}
 	}
 	if changed {
@@ -256,7 +265,7 @@ func (p *placer) member() readmodel.Member {
 	p.mu.Unlock()
 	slices.Sort(m.Holds)
 	for _, firm := range m.Holds {
-		m.Sizes[firm] = p.app.firms[firm].model.Size().Bytes
+		m.Sizes[firm] = p.app.firms[firm].size().Bytes
 	}
 	return m
 }
@@ -274,13 +283,42 @@ func (p *placer) holds(firm string) bool {
 	return ok
 }
 
-// hold loads a firm placed here and starts its syncs; only then does the
-// heartbeat say this instance holds it.
+// heldFirms are the firms held here.
+func (p *placer) heldFirms() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.held))
+	for firm := range p.held {
+		out = append(out, firm)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// hold loads a firm placed here, its connections' models with its own,
+// and starts their syncs; only then does the heartbeat say this instance
+// holds it.
 func (p *placer) hold(ctx context.Context, firm string) bool {
 	b := p.app.firms[firm]
 	start := time.Now()
-	if err := b.model.CatchUp(ctx); err != nil {
-		p.logger.Warn("loading a firm placed here; trying again next round", zap.String("firm", firm), zap.Error(err))
+	load := func() bool {
+		for _, m := range b.models() {
+			if err := m.CatchUp(ctx); err != nil {
+				p.logger.Warn("loading a firm placed here; trying again next round", zap.String("firm", firm), zap.Error(err))
+				return false
+			}
+		}
+		return true
+	}
+	// Loaded first without holding up the connections' follow loop,
+	// then caught up under it: the loop opens and closes connections,
+	// and runs their syncs only where the firm is held.
+	if !load() {
+		return false
+	}
+	p.app.follow.mu.Lock()
+	defer p.app.follow.mu.Unlock()
+	if !load() {
 		return false
 	}
 	hctx, cancel := context.WithCancel(ctx)
@@ -295,24 +333,39 @@ func (p *placer) hold(ctx context.Context, firm string) bool {
 	p.mu.Lock()
 	p.held[firm] = h
 	p.mu.Unlock()
-	p.logger.Info("holding firm", zap.String("firm", firm), zap.Int("records", b.model.Size().Records),
+	for _, c := range b.connections() {
+		if c.syncsHere() && !c.running() {
+			p.app.runConnection(c)
+		}
+	}
+	p.logger.Info("holding firm", zap.String("firm", firm), zap.Int("records", b.size().Records),
 		zap.Duration("load", time.Since(start)))
 	return true
 }
 
-// release stops a firm's syncs here (giving up their leases) and drops its
-// records from memory.
+// release stops a firm's syncs here (giving up their leases), its
+// connections' too, and drops their records from memory.
 func (p *placer) release(firm string) {
+	b := p.app.firms[firm]
+	p.app.follow.mu.Lock()
 	p.mu.Lock()
 	h := p.held[firm]
 	delete(p.held, firm)
 	p.mu.Unlock()
 	if h == nil {
+		p.app.follow.mu.Unlock()
 		return
 	}
+	for _, c := range b.connections() {
+		p.app.stopConnection(c)
+		c.model.Unload()
+	}
+	p.app.follow.mu.Unlock()
 	h.cancel()
 	h.done.Wait()
-	p.app.firms[firm].model.Unload()
+	if b.model != nil {
+		b.model.Unload()
+	}
 	p.logger.Info("released firm to its holders", zap.String("firm", firm))
 }
 
@@ -366,11 +419,12 @@ func (p *placer) shortOf() []string {
 	return slices.Clone(p.short)
 }
 
-// placedFirms are the firms with a read model to place.
+// placedFirms are the firms with a read model to place: a Caddyfile
+// system's, or a connection's open here.
 func (a *App) placedFirms() []string {
 	var out []string
 	for id, b := range a.firms {
-		if b.model != nil {
+		if len(b.models()) > 0 {
 			out = append(out, id)
 		}
 	}
@@ -381,8 +435,14 @@ func (a *App) placedFirms() []string {
 // followSyncs reads the checkpoints of a firm held elsewhere, so that
 // this instance reports its syncs as their holder does.
 func (a *App) followSyncs(ctx context.Context, firm string) {
-	for _, s := range a.firms[firm].syncs {
+	b := a.firms[firm]
+	for _, s := range b.syncs {
 		s.Load(ctx)
+	}
+	for _, c := range b.connections() {
+		for _, s := range c.syncs {
+			s.Load(ctx)
+		}
 	}
 }
 
@@ -395,7 +455,7 @@ func (p *placer) check() health.Check {
 	var bytes int64
 	held := p.app.heldFirms()
 	for _, firm := range held {
-		bytes += p.app.firms[firm].model.Size().Bytes
+		bytes += p.app.firms[firm].size().Bytes
 	}
 	detail := fmt.Sprintf("holds %d firms, %s of %s", len(held), humanize.IBytes(uint64(bytes)), humanize.IBytes(uint64(p.self.Memory)))
 	c := health.Check{Name: "read model placement", OK: true, Detail: detail}

@@ -134,7 +134,7 @@ func (a *App) SyncStatus(firm string) []readmodel.Status {
 	for _, c := range b.connections() {
 		out = append(out, c.status()...)
 	}
-	if a.placer != nil && b.model != nil {
+	if a.placer != nil && len(b.models()) > 0 {
 		held := a.placer.holders(firm)
 		for i := range out {
 			out[i].HeldBy = held

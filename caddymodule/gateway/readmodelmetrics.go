@@ -115,7 +115,7 @@ func (c *readModelCollector) Collect(ch chan<- prometheus.Metric) {
 	held := a.heldFirms()
 	gauge(c.firms, float64(len(held)))
 	for _, firm := range held {
-		size := a.firms[firm].model.Size()
+		size := a.firms[firm].size()
 		gauge(c.records, float64(size.Records), firm)
 		gauge(c.bytes, float64(size.Bytes), firm)
 	}
@@ -132,12 +132,12 @@ func (c *readModelCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // heldFirms are the firms whose models this instance holds in memory:
-// those placed here, or every firm with a model when every instance holds
-// every firm.
+// those placed here, or every firm with a model (its Caddyfile systems'
+// or its connections') when every instance holds every firm.
 func (a *App) heldFirms() []string {
 	var out []string
 	for id, b := range a.firms {
-		if b.model == nil {
+		if len(b.models()) == 0 {
 			continue
 		}
 		if a.placer == nil || a.placer.holds(id) {

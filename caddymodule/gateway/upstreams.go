@@ -38,6 +38,11 @@ type upstreamSystem struct {
 func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	d := a.shared.demo
 	b := &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d, demo: map[string]bool{}}
+	if a.placer != nil {
+		// Its connections are placed too, whether or not it has a
+		// Caddyfile system.
+		b.placed, b.firm = a.placer, f.ID
+	}
 	for _, role := range f.Demo {
 		b.demo[role] = true
 	}
@@ -131,7 +136,6 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		if a.placer != nil {
 			// Loaded only where the placement puts it (placement.go).
 			model.MarkUnloaded()
-			b.placed, b.firm = a.placer, f.ID
 		} else if err := model.Load(ctx); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,181 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/connection"
+)
+
+// placedInstance is an instance with a memory bound: it holds the firms
+// the placement gives it, among the others on the same Redis.
+func (w *world) placedInstance(replicas int) *App {
+	a := w.instance()
+	a.placer = &placer{app: a, members: a.readStore.(membership), replicas: replicas, logger: zap.NewNop(),
+		self: readmodel.Member{ID: a.holder, Advertise: "http://" + a.holder, Memory: 1 << 30}, held: map[string]*holding{}}
+	for id, b := range a.firms {
+		b.placed, b.firm = a.placer, id
+	}
+	// Before the connections close (cleanups run last first).
+	w.t.Cleanup(a.placer.stop)
+	return a
+}
+
+// TestConnectionsFollowThePlacement: a firm's connected systems are held
+// where the firm is, like a Caddyfile firm's: seeded interleavings of the
+// instances' follow loops and placement rounds with connections made,
+// refused and reconnected, disconnected and made again. Once every
+// instance has looked, each firm with a connection is held by replicas
+// instances; a connection's sync runs only on them, and its copy is in
+// memory only there; the others answer its reads through the shared
+// store, with what a holder answers.
+func TestConnectionsFollowThePlacement(t *testing.T) {
+	for seed := range uint64(4) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			ctx := context.Background()
+			rng := rand.New(rand.NewPCG(seed, 35))
+			w := newWorld(t, "frm_demo", "frm_k", "frm_x")
+			const replicas = 1
+			apps := []*App{w.placedInstance(replicas), w.placedInstance(replicas), w.placedInstance(replicas)}
+			// Each instance's own heartbeat every second, which the test
+			// stands for before a placement round: none lapses while it
+			// waits for the vendors' doubles.
+			heartbeats := func() {
+				for _, a := range apps {
+					a.placer.heartbeat(ctx)
+				}
+			}
+			place := func(a *App) {
+				heartbeats()
+				a.placer.place(ctx)
+			}
+			conns := map[string]connection.Connection{"frm_k": w.connectKarbon("frm_k"), "frm_x": w.connectXero("frm_x")}
+			for range 24 {
+				a := apps[rng.IntN(len(apps))]
+				switch op := rng.IntN(6); {
+				case op < 2:
+					step(t, a)
+				case op < 4:
+					place(a)
+				case op == 4:
+					firm := []string{"frm_k", "frm_x"}[rng.IntN(2)]
+					w.conns.change(t, conns[firm].ID, func(c *connection.Connection) {
+						if c.Status == connection.Connected {
+							c.Status = connection.NeedsReconnect
+						} else {
+							c.Status = connection.Connected
+						}
+					})
+				default:
+					// The Karbon connection disconnected and made again.
+					w.conns.change(t, conns["frm_k"].ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+					if rng.IntN(2) == 0 {
+						step(t, apps[rng.IntN(len(apps))])
+					}
+					conns["frm_k"] = w.connectKarbon("frm_k")
+				}
+			}
+			for _, firm := range []string{"frm_k", "frm_x"} {
+				w.conns.change(t, conns[firm].ID, func(c *connection.Connection) { c.Status = connection.Connected })
+			}
+			// Every instance looks, holds what is placed on it, and lets
+			// go once the new holders hold.
+			for range 2 {
+				for _, a := range apps {
+					step(t, a)
+				}
+				for _, a := range apps {
+					place(a)
+				}
+			}
+			for _, a := range apps {
+				step(t, a)
+			}
+			checkPlacedConnections(t, apps, []string{"frm_k", "frm_x"}, replicas)
+
+			// Every instance answers the connections' reads as the store
+			// has them, once the holder's sync has copied them.
+			for firm, kind := range map[string]practice.Kind{"frm_k": practice.Clients, "frm_x": practice.Invoices} {
+				want := 0
+				for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+					if want = w.stored(firm, []practice.Kind{kind}); want > 0 {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: no %s copied within 20 s", firm, kind)
+					}
+				}
+				for i, a := range apps {
+					p, err := a.firms[firm].Reader(kind).List(ctx, practice.Tenant{Firm: firm}, kind, practice.Query{Limit: 500})
+					if err != nil {
+						t.Fatalf("instance %d: %s %s: %v", i, firm, kind, err)
+					}
+					if got := len(p.Items); got < want {
+						t.Errorf("instance %d (holds %t): %d %s of %s, the store has %d", i, a.placer.holds(firm), got, kind, firm, want)
+					}
+				}
+			}
+			// A read no holder took loaded the copy; the next round lets
+			// it go again.
+			for _, a := range apps {
+				place(a)
+			}
+			checkPlacedConnections(t, apps, []string{"frm_k", "frm_x"}, replicas)
+		})
+	}
+}
+
+// checkPlacedConnections checks that each firm is held replicas times,
+// its connections synced and in memory where it is held and nowhere else,
+// and read through the shared store elsewhere.
+func checkPlacedConnections(t *testing.T, apps []*App, firms []string, replicas int) {
+	t.Helper()
+	for _, firm := range firms {
+		holders := 0
+		for i, a := range apps {
+			held := a.placer.holds(firm)
+			if held {
+				holders++
+			}
+			a.follow.mu.Lock()
+			cs := a.firms[firm].connections()
+			a.follow.mu.Unlock()
+			if len(cs) == 0 {
+				t.Fatalf("instance %d: %s has no connection open", i, firm)
+			}
+			for _, c := range cs {
+				if c.running() != held {
+					t.Errorf("instance %d (holds %s: %t): %s's sync running %t", i, firm, held, c.opened.ID, c.running())
+				}
+				if c.model.Loaded() != held {
+					t.Errorf("instance %d (holds %s: %t): %s's copy in memory %t", i, firm, held, c.opened.ID, c.model.Loaded())
+				}
+				kind := firmsystem.Kinds(c.opened.Role)[0]
+				_, served := a.firms[firm].Reader(kind).(storeServed)
+				if served == held {
+					t.Errorf("instance %d (holds %s: %t): %s read from %T", i, firm, held, kind, a.firms[firm].Reader(kind))
+				}
+			}
+		}
+		if holders != replicas {
+			for i, a := range apps {
+				a.placer.mu.Lock()
+				var live []string
+				for _, m := range a.placer.live {
+					live = append(live, fmt.Sprintf("%s%v", m.ID, m.Holds))
+				}
+				t.Logf("instance %d (%s): placed %v, live %v", i, a.holder, a.placer.plan.Holders[firm], live)
+				a.placer.mu.Unlock()
+			}
+			t.Errorf("%s held by %d instances, want %d", firm, holders, replicas)
+		}
+	}
+}
