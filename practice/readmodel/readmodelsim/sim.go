@@ -77,6 +77,11 @@ type Options struct {
 	// shares; Result.Recorded and Result.AcceptedLate are what a test
 	// checks the signings with.
 	Proposals Proposals
+	// QuickBooksEstimates, with QuickBooksInvoices and Proposals, makes the
+	// proposals QuickBooks Online's estimates: the ledger's one sync keeps
+	// invoices and engagements, and its one change data capture call
+	// answers both (the engagements as the page's Others).
+	QuickBooksEstimates bool
 }
 
 // Result is what a run did and found.
@@ -289,6 +294,10 @@ func (w *world) start(i int) {
 	in.syncers = []*readmodel.Syncer{readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
 		deps, config, readmodel.WithClock(w.Now))}
 	switch {
+	case w.o.QuickBooksEstimates && w.o.QuickBooksInvoices && w.o.Proposals != nil:
+		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "quickbooks",
+			Kinds: []practice.Kind{practice.Invoices, practice.Engagements}, Reader: estimates{CDC: w.ledger.(CDC), quotes: proposals}},
+			deps, config, readmodel.WithClock(w.Now)))
 	case w.o.KarbonInvoices:
 		in.syncers = append(in.syncers, readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "karbon",
 			Kinds: []practice.Kind{practice.Invoices}, Reader: w.vendor}, deps, config, readmodel.WithClock(w.Now)))

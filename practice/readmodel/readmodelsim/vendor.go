@@ -278,6 +278,39 @@ type CDC struct {
 
 // Changes implements readmodel.ChangeFeed.
 func (c CDC) Changes(ctx context.Context, _ practice.Tenant, cursor string) (practice.ChangesPage, error) {
+	return c.changes(ctx, cursor, nil)
+}
+
+// estimates reads a QuickBooks company as its adapter does when its
+// estimates are the firm's engagements: invoices through CDC, estimates
+// through the proposals' mapping, and one change data capture call
+// answering both, the estimates as the page's Others.
+type estimates struct {
+	CDC
+	quotes quotes
+}
+
+func (e estimates) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	if k == practice.Engagements {
+		return e.quotes.List(ctx, t, k, q)
+	}
+	return e.CDC.List(ctx, t, k, q)
+}
+
+func (e estimates) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	if k == practice.Engagements {
+		return e.quotes.Get(ctx, t, k, id)
+	}
+	return e.CDC.Get(ctx, t, k, id)
+}
+
+func (e estimates) Changes(ctx context.Context, _ practice.Tenant, cursor string) (practice.ChangesPage, error) {
+	return e.CDC.changes(ctx, cursor, &e.quotes)
+}
+
+// changes answers a CDC call: c.Kind's changes, and the engagements'
+// through proposals when it is set.
+func (c CDC) changes(ctx context.Context, cursor string, proposals *quotes) (practice.ChangesPage, error) {
 	now := c.now()
 	if cursor == "" {
 		return practice.ChangesPage{Next: now.Format(time.RFC3339Nano)}, nil
@@ -302,9 +335,32 @@ func (c CDC) Changes(ctx context.Context, _ practice.Tenant, cursor string) (pra
 		}
 	}
 	slices.Sort(page.Gone)
+	objects := len(page.Changed) + len(page.Gone)
+	if proposals != nil {
+		// Read with the invoices, as they are now: mapped before the
+		// answer arrives, as the adapter maps the answer it has.
+		o := practice.KindChanges{Kind: practice.Engagements}
+		for _, id := range c.IDs(practice.Engagements) {
+			if r := c.kinds[practice.Engagements][id]; !r.Updated.Before(from) {
+				raw, err := proposals.engagement(ctx, r.JSON())
+				if err != nil {
+					return practice.ChangesPage{}, err
+				}
+				o.Changed = append(o.Changed, raw)
+			}
+		}
+		for id, at := range c.gone[practice.Engagements] {
+			if !at.Before(from) {
+				o.Gone = append(o.Gone, id)
+			}
+		}
+		slices.Sort(o.Gone)
+		objects += len(o.Changed) + len(o.Gone)
+		page.Others = append(page.Others, o)
+	}
 	c.between()
-	if len(page.Changed)+len(page.Gone) >= c.Cap {
-		return practice.ChangesPage{}, fmt.Errorf("%d changes since %s: %w", len(page.Changed)+len(page.Gone), from, practice.ErrFeedExpired)
+	if objects >= c.Cap {
+		return practice.ChangesPage{}, fmt.Errorf("%d changes since %s: %w", objects, from, practice.ErrFeedExpired)
 	}
 	return page, ctx.Err()
 }
