@@ -27,8 +27,8 @@ const qboIdleTarget = 1000
 
 // qboDay runs a firm on QuickBooks Online for 24 hours of the bubble's
 // clock with the default configuration: its sync, and, when changesPerHour
-// is set, a bookkeeper changing that many invoices an hour (every other
-// change a payment) with Intuit's webhooks batched every three minutes.
+// is set, a bookkeeper changing that many invoices and estimates an hour
+// (every other change a payment, every tenth an estimate accepted) with Intuit's webhooks batched every three minutes.
 // It returns the calls by the minute and by the second.
 func qboDay(t *testing.T, s size, changesPerHour int) (minutes, seconds map[int64]int) {
 	// The double's server runs outside the bubble: its listener is no
@@ -40,6 +40,13 @@ func qboDay(t *testing.T, s size, changesPerHour int) (minutes, seconds map[int6
 		q.AddInvoice(vendortest.QBInvoice{ID: fmt.Sprint(i), DocNumber: fmt.Sprintf("%05d", i),
 			CustomerID: fmt.Sprint(1 + i%s.clients), CustomerName: fmt.Sprintf("Client %05d", i%s.clients),
 			TxnDate: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "1200.00", Updated: epoch})
+	}
+	// A proposal for every tenth invoice, as the firm's engagements: the
+	// firm keeps no other system of proposals.
+	for i := 1; i <= s.invoices/10; i++ {
+		q.AddEstimate(vendortest.QBEstimate{ID: fmt.Sprint(i), DocNumber: fmt.Sprintf("E%05d", i),
+			CustomerID: fmt.Sprint(1 + i%s.clients), CustomerName: fmt.Sprintf("Client %05d", i%s.clients),
+			TxnDate: epoch, Lines: []string{"Year-end accounts"}, Total: "2400.00", Updated: epoch})
 	}
 	synctest.Test(t, func(t *testing.T) {
 		start := time.Now()
@@ -67,7 +74,7 @@ func qboDay(t *testing.T, s size, changesPerHour int) (minutes, seconds map[int6
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for _, sy := range syncsRecording(t, "frm_bench", []system{{"ledger", a, a.Upstream(), false}}, rec) {
+		for _, sy := range syncsRecording(t, "frm_bench", []system{{"ledger", a, a.Upstream(), true}}, rec) {
 			wg.Go(func() { sy.Run(ctx) })
 		}
 		if changesPerHour > 0 {
@@ -97,7 +104,11 @@ func bookkeeper(ctx context.Context, q *vendortest.QuickBooks, a *quickbooks.Ada
 		}
 		now := time.Now()
 		id := fmt.Sprint(next)
-		if n%2 == 0 {
+		if est := fmt.Sprint(1 + n/10%max(invoices/10, 1)); n%10 == 9 {
+			// Now and then a client accepts an estimate.
+			q.SetEstimateStatus(est, "Accepted", now)
+			pending = append(pending, vendortest.QBEvent{Entity: "Estimate", ID: est, Operation: "Update", At: now})
+		} else if n%2 == 0 {
 			q.Change(id, fmt.Sprintf("%d.00", 1200+n%50), now)
 			pending = append(pending, vendortest.QBEvent{Entity: "Invoice", ID: id, Operation: "Update", At: now})
 		} else {
