@@ -49,7 +49,9 @@ type Placement struct {
 // moves about 1/N of the firms) that still have room for it under their
 // bound. Firms are placed largest first, which packs the bounds best, and
 // a firm of unknown size (never loaded) counts as the mean of the known
-// ones. The answer depends only on its arguments, never on their order.
+// ones, or, when none is known (every instance started at once), as an
+// even share of the bounds. The answer depends only on its arguments,
+// never on their order.
 func Place(members []Member, firms []string, sizes map[string]int64, replicas int) Placement {
 	p := Placement{Holders: make(map[string][]string, len(firms))}
 	if replicas < 1 {
@@ -62,10 +64,10 @@ func Place(members []Member, firms []string, sizes map[string]int64, replicas in
 	for _, m := range ms {
 		free[m.ID] = m.Memory
 	}
-	size := sizer(sizes)
 	order := slices.Clone(firms)
 	slices.Sort(order)
 	order = slices.Compact(order)
+	size := sizer(sizes, ms, len(order)*replicas+len(ms)*replicas)
 	slices.SortStableFunc(order, func(a, b string) int { return cmp.Compare(size(b), size(a)) })
 	for _, firm := range order {
 		need := size(firm)
@@ -92,7 +94,14 @@ func Place(members []Member, firms []string, sizes map[string]int64, replicas in
 }
 
 // sizer counts a firm at its known size, else at the mean of the known.
-func sizer(sizes map[string]int64) func(string) int64 {
+// With none known, a firm counts as an even share of the bounds among the
+// holdings asked for and replicas more per member: the first placement
+// then gives no member more than replicas firms past its share of them
+// (rendezvous alone may give one member most of them, which it would load
+// before any size is known), and the bounds keep room for every firm's
+// last holders to be distinct members. Without a bound on every member
+// nothing needs counting.
+func sizer(sizes map[string]int64, ms []Member, holdings int) func(string) int64 {
 	var sum, n int64
 	for _, b := range sizes {
 		sum, n = sum+b, n+1
@@ -100,6 +109,8 @@ func sizer(sizes map[string]int64) func(string) int64 {
 	mean := int64(0)
 	if n > 0 {
 		mean = sum / n
+	} else if room := boundsOf(ms); room > 0 && holdings > 0 {
+		mean = room / int64(holdings)
 	}
 	return func(firm string) int64 {
 		if b, ok := sizes[firm]; ok {
@@ -107,6 +118,18 @@ func sizer(sizes map[string]int64) func(string) int64 {
 		}
 		return mean
 	}
+}
+
+// boundsOf is the members' bounds together; 0 when any has none.
+func boundsOf(ms []Member) int64 {
+	var room int64
+	for _, m := range ms {
+		if m.Memory <= 0 {
+			return 0
+		}
+		room += m.Memory
+	}
+	return room
 }
 
 // rank orders members by their rendezvous weight for firm, highest first.

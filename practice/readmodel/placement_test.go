@@ -143,3 +143,52 @@ func TestHoldersOfAreThoseThatHoldIt(t *testing.T) {
 		t.Fatalf("holders of frm_c: %v", got)
 	}
 }
+
+// Instances started at once know no firm's size yet: their first
+// placement gives none more than replicas firms past its share, rather
+// than rendezvous alone (which gives one member most of the firms for some
+// seeds, loaded before any size is known), holds every firm at least once,
+// and leaves few short (held fewer than replicas times for the round
+// until their sizes are known).
+func TestPlaceWithNoSizeKnownKeepsToTheShares(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		n, replicas := 2+rng.IntN(4), 1+rng.IntN(2)
+		firms := make([]string, 5+rng.IntN(40))
+		for i := range firms {
+			firms[i] = fmt.Sprintf("frm_%d_%d", seed, i)
+		}
+		ms := members(n, 0)
+		for i := range ms {
+			ms[i].ID = fmt.Sprintf("gw-%d-%d", seed, i)
+		}
+		// Bounds of 1.2 times a share of firms of 7 MB each, as an
+		// operator sets them.
+		share := int64(len(firms)*replicas) * 7 << 20 / int64(n)
+		for i := range ms {
+			ms[i].Memory = share * 12 / 10
+		}
+		p := Place(ms, firms, nil, replicas)
+		count := map[string]int{}
+		for _, f := range firms {
+			for _, id := range p.Holders[f] {
+				count[id]++
+			}
+		}
+		most := (len(firms)*replicas+n-1)/n + replicas
+		for id, c := range count {
+			if c > most {
+				t.Fatalf("seed %d: %s given %d of %d firms x %d on %d members, more than the %d of its share and replicas",
+					seed, id, c, len(firms), replicas, n, most)
+			}
+		}
+		for _, f := range firms {
+			if len(p.Holders[f]) == 0 {
+				t.Fatalf("seed %d: %s held by nobody with room for every firm", seed, f)
+			}
+		}
+		if len(p.Short)*replicas > n*replicas {
+			t.Fatalf("seed %d: %d of %d firms short with room for every one", seed, len(p.Short), len(firms))
+		}
+	}
+}
