@@ -64,7 +64,7 @@ type (
 	}
 )
 
-var connectionStatuses = []string{string(connection.Pending), string(connection.ChooseTenant),
+var connectionStatuses = []string{string(connection.Pending), string(connection.ChooseOrganisation),
 	string(connection.Connected), string(connection.NeedsReconnect), string(connection.Disconnected)}
 
 // connectionSystemList is every system a role can be connected to: the
@@ -122,8 +122,8 @@ type ConnectionCreate struct {
 // ConnectionPatch chooses the organisation a grant reaches, or asks for
 // a new consent (reconnect).
 type ConnectionPatch struct {
-	TenantID  *string `json:"tenant_id"`
-	Reconnect *bool   `json:"reconnect"`
+	OrganisationID *string `json:"tenant_id"`
+	Reconnect      *bool   `json:"reconnect"`
 	// AccessKey replaces a Karbon connection's key, with reconnect.
 	AccessKey *string `json:"access_key"`
 }
@@ -357,17 +357,17 @@ func (in ConnectionCreate) validate() error {
 // a reconnection, never both.
 func (in ConnectionPatch) request() (connection.Request, error) {
 	switch {
-	case in.TenantID != nil && in.Reconnect != nil:
+	case in.OrganisationID != nil && in.Reconnect != nil:
 		return connection.Request{}, invalidParam("reconnect",
 			"Send either tenant_id (to choose the organisation) or reconnect, not both.")
-	case in.TenantID != nil:
-		if *in.TenantID == "" {
+	case in.OrganisationID != nil:
+		if *in.OrganisationID == "" {
 			return connection.Request{}, invalidParam("tenant_id", "tenant_id must name one of the connection's choices.")
 		}
 		if in.AccessKey != nil {
 			return connection.Request{}, invalidParam("access_key", "access_key comes only with reconnect.")
 		}
-		return connection.Request{TenantID: *in.TenantID}, nil
+		return connection.Request{OrganisationID: *in.OrganisationID}, nil
 	case in.Reconnect != nil:
 		if !*in.Reconnect {
 			return connection.Request{}, invalidParam("reconnect", "reconnect must be true; to disconnect, DELETE the connection.")

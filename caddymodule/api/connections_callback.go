@@ -88,7 +88,7 @@ func (h *Handler) connectCallback(w http.ResponseWriter, r *http.Request, _ *cal
 		status, page.Error, page.RequestID = e.Status, e, apierror.RequestID(w)
 	} else {
 		page.System, page.Firm, page.Status = SystemName(v.System), h.firmName(v.Firm), string(v.Status)
-		page.Tenant = v.TenantName
+		page.Organisation = v.OrganisationName
 	}
 	return writeCallbackPage(w, status, page)
 }
@@ -145,10 +145,10 @@ func wantsHTML(r *http.Request) bool {
 
 // callbackPage is what the browser is shown after consent.
 type callbackPage struct {
-	System, Firm, Status, Tenant string
-	Console                      string
-	Error                        *apierror.Error
-	RequestID                    string
+	System, Firm, Status, Organisation string
+	Console                            string
+	Error                              *apierror.Error
+	RequestID                          string
 }
 
 //go:embed connections_callback.html

@@ -98,8 +98,8 @@ func (f *fakeConnections) Update(_ context.Context, firm, id string, r connectio
 	if !ok || v.Firm != firm {
 		return connection.View{}, connection.ErrNotFound
 	}
-	if r.TenantID != "" {
-		v.Status, v.TenantID, v.TenantName, v.Choices = connection.Connected, r.TenantID, "Org "+r.TenantID, nil
+	if r.OrganisationID != "" {
+		v.Status, v.OrganisationID, v.OrganisationName, v.Choices = connection.Connected, r.OrganisationID, "Org "+r.OrganisationID, nil
 	}
 	v.Version++
 	f.conns[id] = v
@@ -149,7 +149,7 @@ func (f *fakeConnections) Callback(_ context.Context, q url.Values, browser stri
 		return f.conns[id], nil
 	}
 	v := f.conns[id]
-	v.Status, v.TenantName, v.AuthorizeURL = connection.Connected, "Demo Company (UK)", ""
+	v.Status, v.OrganisationName, v.AuthorizeURL = connection.Connected, "Demo Company (UK)", ""
 	f.conns[id] = v
 	return v, nil
 }

@@ -103,6 +103,18 @@ var errorCodes = map[int][]string{
 
 type schemaSet map[string]any
 
+// schemaNames keep the document's names of types renamed in the code:
+// the document is public.
+var schemaNames = map[string]string{"SyncStatus": "SyncState"}
+
+// schemaName is the document's name of a named struct.
+func schemaName(t reflect.Type) string {
+	if name, ok := schemaNames[t.Name()]; ok {
+		return name
+	}
+	return t.Name()
+}
+
 // schemaOf describes a Go type, registering named structs as components.
 func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 	switch {
@@ -135,7 +147,7 @@ func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 	case reflect.Slice:
 		return map[string]any{"type": "array", "items": s.schemaOf(t.Elem())}
 	case reflect.Struct:
-		name := t.Name()
+		name := schemaName(t)
 		if _, ok := s[name]; !ok {
 			s[name] = nil // placeholder against recursion
 			s[name] = s.structSchema(t)
@@ -148,7 +160,7 @@ func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var required []string
-	s.fields(t, t.Name(), props, &required)
+	s.fields(t, schemaName(t), props, &required)
 	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 	if len(required) > 0 {
 		out["required"] = required

@@ -55,7 +55,7 @@ func tokenConfig(c connection.Connection, client firmsystem.OAuthClient) upstrea
 // single-use token of the link.
 func (m *Manager) authorize(ctx context.Context, c connection.Connection, s System) (string, error) {
 	a := connection.Authorization{
-		State:      randomToken(32),
+		OAuthState: randomToken(32),
 		Start:      randomToken(32),
 		Connection: c.ID,
 		Firm:       c.Firm,
@@ -210,7 +210,7 @@ func (m *Manager) refusedConsent(ctx context.Context, c connection.Connection, a
 func (m *Manager) settle(c *connection.Connection, s System, tenants []connection.Organisation) {
 	now := m.clock.Now().UTC()
 	connected := func(t connection.Organisation) {
-		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName = connection.Connected, "", nil, t.ID, t.Name
+		c.Status, c.Reason, c.Choices, c.OrganisationID, c.OrganisationName = connection.Connected, "", nil, t.ID, t.Name
 		c.ConnectedAt = &now
 	}
 	if !s.Chooses {
@@ -218,21 +218,21 @@ func (m *Manager) settle(c *connection.Connection, s System, tenants []connectio
 		return
 	}
 	for _, t := range tenants {
-		if c.TenantID != "" && t.ID == c.TenantID {
+		if c.OrganisationID != "" && t.ID == c.OrganisationID {
 			connected(t)
 			return
 		}
 	}
-	if c.TenantID != "" && len(tenants) > 0 {
+	if c.OrganisationID != "" && len(tenants) > 0 {
 		// A reconnect whose consent does not reach the organisation
 		// connected before: never another picked in its place, since its
 		// records would replace the firm's copy. The administrator
 		// chooses, or reconnects with an account that reaches it.
-		before := c.TenantName
+		before := c.OrganisationName
 		if before == "" {
 			before = "the organisation connected before"
 		}
-		c.Status, c.Choices = connection.ChooseTenant, tenants
+		c.Status, c.Choices = connection.ChooseOrganisation, tenants
 		c.Reason = fmt.Sprintf("the new consent does not reach %s; choose the organisation to connect, or reconnect with an account that reaches it", before)
 		return
 	}
@@ -243,7 +243,7 @@ func (m *Manager) settle(c *connection.Connection, s System, tenants []connectio
 	case 1:
 		connected(tenants[0])
 	default:
-		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose the organisation to connect", tenants
+		c.Status, c.Reason, c.Choices = connection.ChooseOrganisation, "choose the organisation to connect", tenants
 	}
 }
 

@@ -126,7 +126,7 @@ func (s *memStore) UpdateConnection(_ context.Context, c connection.Connection, 
 	}
 	c.Version = version + 1
 	s.cons[c.ID] = c
-	s.history.add(fmt.Sprintf("%s %s %s", c.ID, c.Status, c.TenantID))
+	s.history.add(fmt.Sprintf("%s %s %s", c.ID, c.Status, c.OrganisationID))
 	return c, nil
 }
 
@@ -154,7 +154,7 @@ func (s *memStore) SaveAuthorization(_ context.Context, a connection.Authorizati
 	s.sched()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.auths[a.State] = a
+	s.auths[a.OAuthState] = a
 	s.verifiers = append(s.verifiers, a.Verifier)
 	return nil
 }
@@ -267,7 +267,7 @@ func (r *fakeRuntime) PurgeOrganisation(ctx context.Context, c connection.Connec
 			return err
 		}
 	}
-	r.history.add(fmt.Sprintf("purge %s %s", c.ID, c.TenantID))
+	r.history.add(fmt.Sprintf("purge %s %s", c.ID, c.OrganisationID))
 	return nil
 }
 
@@ -281,8 +281,8 @@ func (r *fakeRuntime) Purge(_ context.Context, c connection.Connection) error {
 	return nil
 }
 
-func (r *fakeRuntime) State(connection.Connection) (*time.Time, []connection.SyncState) {
-	return nil, []connection.SyncState{{Role: "ledger", State: "backfilling"}}
+func (r *fakeRuntime) Use(connection.Connection) (*time.Time, []connection.SyncStatus) {
+	return nil, []connection.SyncStatus{{Role: "ledger", State: "backfilling"}}
 }
 
 func (r *fakeRuntime) purges() []string {

@@ -96,7 +96,7 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 				return "reconnect's callback", callback(ms[draw(2)], h.v.consent(page))
 			},
 			func(m *connect.Manager) (string, error) {
-				_, err := m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-2"})
+				_, err := m.Update(ctx, "frm_a", v.ID, connection.Request{OrganisationID: "org-2"})
 				return "choose", err
 			},
 			func(m *connect.Manager) (string, error) {
@@ -203,9 +203,9 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 			t.Fatalf("seed %d: disconnected, then %+v", seed, c)
 		case c.Status == connection.Disconnected && (tok != nil || countOf(h.rt.purges(), v.ID) != 1):
 			t.Fatalf("seed %d: disconnected with token %v, purges %v", seed, tok, h.rt.purges())
-		case (c.Status == connection.Connected || c.Status == connection.ChooseTenant) && tok == nil:
+		case (c.Status == connection.Connected || c.Status == connection.ChooseOrganisation) && tok == nil:
 			t.Fatalf("seed %d: %s without a token", seed, c.Status)
-		case c.Status == connection.Connected && c.TenantID == "":
+		case c.Status == connection.Connected && c.OrganisationID == "":
 			t.Fatalf("seed %d: connected to no organisation: %+v", seed, c)
 		}
 		h.v.mu.Lock()
@@ -218,8 +218,8 @@ func TestStepsOfOneConnectionUnderManyInterleavings(t *testing.T) {
 			t.Fatalf("seed %d: %v", seed, err)
 		}
 		if orgs := copiedOrganisations(t, h.rt.copy); len(orgs) > 1 ||
-			len(orgs) == 1 && c.Status == connection.Connected && !orgs[c.TenantID] {
-			t.Fatalf("seed %d: the copy holds records of %v while the connection is %s to %q", seed, orgs, c.Status, c.TenantID)
+			len(orgs) == 1 && c.Status == connection.Connected && !orgs[c.OrganisationID] {
+			t.Fatalf("seed %d: the copy holds records of %v while the connection is %s to %q", seed, orgs, c.Status, c.OrganisationID)
 		}
 
 		k := h.stored(kv.ID)
@@ -255,7 +255,7 @@ func anotherOrganisationChosen(history []string, id string) error {
 				org = f[2]
 			}
 			if status == string(connection.Connected) {
-				if reached != "" && org != reached && (previous != string(connection.ChooseTenant) || !purged[reached]) {
+				if reached != "" && org != reached && (previous != string(connection.ChooseOrganisation) || !purged[reached]) {
 					return fmt.Errorf("connected to %s after %s from %s, purged %v: %q", org, reached, previous, purged, history)
 				}
 				reached = org
@@ -307,8 +307,8 @@ func copyOf(t *testing.T) copyStore {
 // it saw connection c reach, fenced by the attempt it saw: refused (no
 // error) once another organisation was chosen since.
 func syncWrite(copy copyStore, c connection.Connection, n int) error {
-	id := fmt.Sprintf("inv_%s-%d", c.TenantID, n)
-	raw, _ := json.Marshal(map[string]string{"id": id, "organisation": c.TenantID})
+	id := fmt.Sprintf("inv_%s-%d", c.OrganisationID, n)
+	raw, _ := json.Marshal(map[string]string{"id": id, "organisation": c.OrganisationID})
 	fence := readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: int64(c.Attempt)}
 	_, _, err := copy.ApplyFenced(ctx, fence, nil, []readmodel.Update{{Kind: practice.Invoices, ID: id, Raw: raw}})
 	if errors.Is(err, readmodel.ErrFenced) {

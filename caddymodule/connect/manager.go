@@ -64,12 +64,12 @@ type Runtime interface {
 	// model and every upstream state of its system, raising no events.
 	Purge(ctx context.Context, c connection.Connection) error
 	// PurgeOrganisation drops what the connection holds of the
-	// organisation it reached (c.Organisation) before it reaches
+	// organisation it reached (c.OrganisationID) before it reaches
 	// another, as Purge does, but leaves it to be opened again.
 	PurgeOrganisation(ctx context.Context, c connection.Connection) error
-	// State is the last vendor call that succeeded and the state of each
+	// Use is the last vendor call that succeeded and the status of each
 	// of the connection's syncs, as this instance knows them.
-	State(c connection.Connection) (lastSuccess *time.Time, sync []connection.SyncState)
+	Use(c connection.Connection) (lastSuccess *time.Time, sync []connection.SyncStatus)
 }
 
 // Deps are what a Manager works with.
@@ -204,7 +204,7 @@ func (m *Manager) view(c connection.Connection, authorizeURL string) connection.
 		v.AuthorizeURL = authorizeURL
 	}
 	if m.d.Runtime != nil {
-		v.LastSuccessAt, v.Sync = m.d.Runtime.State(c)
+		v.LastSuccessAt, v.Sync = m.d.Runtime.Use(c)
 	}
 	return v
 }
@@ -270,7 +270,7 @@ func (m *Manager) checkConnect(firm string, r connection.Request) (System, error
 		return System{}, practice.Invalid("system", "The %s role takes one of %s.", r.Role, strings.Join(SystemNames(r.Role), ", "))
 	}
 	switch {
-	case r.TenantID != "":
+	case r.OrganisationID != "":
 		return System{}, practice.Invalid("tenant_id", "tenant_id names the organisation of an existing connection (PATCH /v1/connections/{id}).")
 	case r.Reconnect:
 		return System{}, practice.Invalid("reconnect", "reconnect applies to an existing connection (PATCH /v1/connections/{id}).")
@@ -362,7 +362,7 @@ func wellFormedKey(key string) bool {
 }
 
 // Update chooses the organisation of a connection waiting in
-// choose_tenant (TenantID), or reconnects it (Reconnect: a new consent,
+// choose_tenant (OrganisationID), or reconnects it (Reconnect: a new consent,
 // or for Karbon a new AccessKey).
 func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error) {
 	c, release, err := m.loadHeld(ctx, firm, id)
@@ -376,13 +376,13 @@ func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Requ
 		return connection.View{}, practice.Invalid("role", "A connection's role does not change; disconnect it and connect another.")
 	case r.System != "" && r.System != c.System:
 		return connection.View{}, practice.Invalid("system", "A connection's system does not change; disconnect it and connect another.")
-	case r.TenantID != "" && r.Reconnect:
+	case r.OrganisationID != "" && r.Reconnect:
 		return connection.View{}, practice.Invalid("tenant_id", "Send tenant_id or reconnect, not both.")
-	case r.TenantID != "":
+	case r.OrganisationID != "":
 		if r.AccessKey != "" {
 			return connection.View{}, practice.Invalid("access_key", "access_key is sent with reconnect.")
 		}
-		c, err = m.choose(ctx, c, r.TenantID)
+		c, err = m.choose(ctx, c, r.OrganisationID)
 		if err != nil {
 			return connection.View{}, err
 		}
@@ -420,13 +420,13 @@ func (m *Manager) Update(ctx context.Context, firm, id string, r connection.Requ
 // copy, checkpoints and upstream state are purged first, so that the new
 // one's backfill starts afresh and /v1 never lists both.
 func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant string) (connection.Connection, error) {
-	if c.Status != connection.ChooseTenant {
+	if c.Status != connection.ChooseOrganisation {
 		return connection.Connection{}, errConnectionState(c, "there is no organisation to choose")
 	}
 	if !slices.ContainsFunc(c.Choices, func(t connection.Organisation) bool { return t.ID == tenant }) {
 		return connection.Connection{}, practice.Invalid("tenant_id", "tenant_id must be one of the connection's choices.")
 	}
-	if c.TenantID != "" && c.TenantID != tenant && m.d.Runtime != nil {
+	if c.OrganisationID != "" && c.OrganisationID != tenant && m.d.Runtime != nil {
 		if err := m.d.Runtime.PurgeOrganisation(ctx, c); err != nil {
 			return connection.Connection{}, fmt.Errorf("purge the organisation connected before: %w", err)
 		}
@@ -434,13 +434,13 @@ func (m *Manager) choose(ctx context.Context, c connection.Connection, tenant st
 			zap.String("connection", c.ID), zap.String("firm", c.Firm), zap.String("system", c.System))
 	}
 	return m.write(ctx, c.ID, func(c *connection.Connection) error {
-		if c.Status != connection.ChooseTenant {
+		if c.Status != connection.ChooseOrganisation {
 			return errConnectionState(*c, "there is no organisation to choose")
 		}
 		for _, t := range c.Choices {
 			if t.ID == tenant {
 				now := m.clock.Now().UTC()
-				c.Status, c.Reason, c.TenantID, c.TenantName, c.Choices = connection.Connected, "", t.ID, t.Name, nil
+				c.Status, c.Reason, c.OrganisationID, c.OrganisationName, c.Choices = connection.Connected, "", t.ID, t.Name, nil
 				c.ConnectedAt = &now
 				return nil
 			}

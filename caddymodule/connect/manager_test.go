@@ -74,7 +74,7 @@ func TestXeroConsentConnectsTheOneOrganisation(t *testing.T) {
 		t.Fatalf("GET shows %+v", got)
 	}
 	done := h.check(h.m.Callback(ctx, h.v.consent(page), adminBrowser))
-	if done.Status != connection.Connected || done.TenantID != "org-1" || done.TenantName != "Hollis Ledger" ||
+	if done.Status != connection.Connected || done.OrganisationID != "org-1" || done.OrganisationName != "Hollis Ledger" ||
 		done.ConnectedAt == nil || done.Reason != "" {
 		t.Fatalf("after the consent: %+v", done.Connection)
 	}
@@ -169,29 +169,29 @@ func TestTwoInstancesRacingOneCallbackConnectOnce(t *testing.T) {
 // A grant reaching several organisations waits for the administrator's
 // choice, which must be one of them; a reconnect then chooses the same
 // organisation again by itself.
-func TestChooseTenantThenReconnectKeepsIt(t *testing.T) {
+func TestChooseOrganisationThenReconnectKeepsIt(t *testing.T) {
 	h := newHarness(t)
 	h.v.tenants = append(h.v.tenants, map[string]string{"id": "c2", "tenantId": "org-2", "tenantType": "ORGANISATION", "tenantName": "Hollis Practice"})
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "xpm"}))
 	waiting := h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser))
-	if waiting.Status != connection.ChooseTenant || len(waiting.Choices) != 2 || waiting.TenantID != "" {
+	if waiting.Status != connection.ChooseOrganisation || len(waiting.Choices) != 2 || waiting.OrganisationID != "" {
 		t.Fatalf("two organisations: %+v", waiting.Connection)
 	}
-	_, err := h.m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-9"})
+	_, err := h.m.Update(ctx, "frm_a", v.ID, connection.Request{OrganisationID: "org-9"})
 	h.wantAPIError(err, 400, "parameter_invalid", "tenant_id")
-	chosen := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-2"}))
-	if chosen.Status != connection.Connected || chosen.TenantName != "Hollis Practice" || chosen.Choices != nil {
+	chosen := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{OrganisationID: "org-2"}))
+	if chosen.Status != connection.Connected || chosen.OrganisationName != "Hollis Practice" || chosen.Choices != nil {
 		t.Fatalf("chosen: %+v", chosen.Connection)
 	}
-	_, err = h.m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-1"})
+	_, err = h.m.Update(ctx, "frm_a", v.ID, connection.Request{OrganisationID: "org-1"})
 	h.wantAPIError(err, 409, "connection_state", "")
 
 	again := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
-	if again.Status != connection.Pending || !strings.Contains(again.Reason, "a reconnect waits") || again.Attempt != 2 || again.TenantID != "org-2" || again.AuthorizeURL == "" {
+	if again.Status != connection.Pending || !strings.Contains(again.Reason, "a reconnect waits") || again.Attempt != 2 || again.OrganisationID != "org-2" || again.AuthorizeURL == "" {
 		t.Fatalf("reconnect: %+v", again)
 	}
 	back := h.check(h.m.Callback(ctx, h.allow(again.AuthorizeURL), adminBrowser))
-	if back.Status != connection.Connected || back.TenantID != "org-2" {
+	if back.Status != connection.Connected || back.OrganisationID != "org-2" {
 		t.Fatalf("after the reconnect: %+v", back.Connection)
 	}
 }
@@ -208,7 +208,7 @@ func TestSharePointSites(t *testing.T) {
 	h.v.sites = []map[string]string{{"id": "contoso.sharepoint.com,1,2", "displayName": "Clients"}}
 	again := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
 	one := h.check(h.m.Callback(ctx, h.allow(again.AuthorizeURL), adminBrowser))
-	if one.Status != connection.Connected || one.TenantID != "contoso.sharepoint.com,1,2" || one.TenantName != "Clients" {
+	if one.Status != connection.Connected || one.OrganisationID != "contoso.sharepoint.com,1,2" || one.OrganisationName != "Clients" {
 		t.Fatalf("one site: %+v", one.Connection)
 	}
 	// The site is not a drive: the connection opens as the site, whose
@@ -298,7 +298,7 @@ func TestConnectRefusals(t *testing.T) {
 		{"unknown system", "frm_a", connection.Request{Role: "documents", System: "box"}, 400, "parameter_invalid", "system", ""},
 		{"karbon without key", "frm_a", connection.Request{Role: "records", System: "karbon"}, 400, "parameter_missing", "access_key", ""},
 		{"key for an oauth system", "frm_a", connection.Request{Role: "documents", System: "dropbox", AccessKey: "x"}, 400, "parameter_invalid", "access_key", ""},
-		{"tenant on connect", "frm_a", connection.Request{Role: "documents", System: "dropbox", TenantID: "x"}, 400, "parameter_invalid", "tenant_id", ""},
+		{"tenant on connect", "frm_a", connection.Request{Role: "documents", System: "dropbox", OrganisationID: "x"}, 400, "parameter_invalid", "tenant_id", ""},
 		{"unknown firm", "frm_zz", connection.Request{Role: "ledger", System: "xero"}, 404, "resource_not_found", "", ""},
 		{"role the Caddyfile sets", "frm_b", connection.Request{Role: "ledger", System: "xero"}, 409, "role_configured", "role", "Caddyfile"},
 		{"role connected", "frm_a", connection.Request{Role: "ledger", System: "xero"}, 409, "role_connected", "role", "disconnect " + live.ID + " first"},
@@ -502,7 +502,7 @@ func TestListAndUpdateRefusals(t *testing.T) {
 	}{
 		{connection.Request{Role: "records", Reconnect: true}, "parameter_invalid", "role"},
 		{connection.Request{System: "google_drive", Reconnect: true}, "parameter_invalid", "system"},
-		{connection.Request{TenantID: "org-1", Reconnect: true}, "parameter_invalid", "tenant_id"},
+		{connection.Request{OrganisationID: "org-1", Reconnect: true}, "parameter_invalid", "tenant_id"},
 		{connection.Request{}, "parameter_invalid", "reconnect"},
 		{connection.Request{Reconnect: true, AccessKey: "k"}, "parameter_invalid", "access_key"},
 	} {
@@ -533,7 +533,7 @@ func TestNeedsReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := h.stored(v.ID)
-	if c.Status != connection.NeedsReconnect || c.Reason != "Xero refused the connection's grant" || c.TenantID != "org-1" {
+	if c.Status != connection.NeedsReconnect || c.Reason != "Xero refused the connection's grant" || c.OrganisationID != "org-1" {
 		t.Fatalf("%+v", c)
 	}
 	r := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))

@@ -175,7 +175,7 @@ func TestEveryVendorSystemConfiguresFromItsApp(t *testing.T) {
 		if s.Name == "ledgerly" {
 			continue
 		}
-		c := connection.Connection{ID: "con_" + s.Name, Firm: "frm_a", Role: s.Role, System: s.Name, TenantID: "org-1"}
+		c := connection.Connection{ID: "con_" + s.Name, Firm: "frm_a", Role: s.Role, System: s.Name, OrganisationID: "org-1"}
 		raw, err := h.cfg.ModuleConfig(ctx, h.state, c)
 		if err != nil {
 			t.Errorf("%s: %v", s.Name, err)

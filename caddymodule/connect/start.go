@@ -103,7 +103,7 @@ func (m *Manager) Start(ctx context.Context, token, browser string) (Started, er
 	cfg, client := m.oauthConfig(s)
 	opts := append([]oauth2.AuthCodeOption{oauth2.S256ChallengeOption(a.Verifier)}, client.Params...)
 	return Started{
-		Location: cfg.AuthCodeURL(a.State, opts...),
+		Location: cfg.AuthCodeURL(a.OAuthState, opts...),
 		Cookie: &http.Cookie{
 			Name: BrowserCookie, Value: browser, Path: "/connect",
 			// The browser keeps it as long as the consent it started lasts.

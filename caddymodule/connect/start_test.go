@@ -57,7 +57,7 @@ func TestConsentFinishesOnlyInTheBrowserThatStartedIt(t *testing.T) {
 		t.Fatalf("another browser's refusal changed the connection: %+v", c)
 	}
 	// Browser A, on the other instance.
-	if done := h.check(other.Callback(ctx, redirect, adminBrowser)); done.Status != connection.Connected || done.TenantID != "org-1" {
+	if done := h.check(other.Callback(ctx, redirect, adminBrowser)); done.Status != connection.Connected || done.OrganisationID != "org-1" {
 		t.Fatalf("browser A's callback: %+v", done.Connection)
 	}
 }

@@ -69,7 +69,7 @@ func TestVendorErrorOnTheCallbackIs502(t *testing.T) {
 func TestReconnectToAnotherOrganisationIsChosenAndPurgesTheOld(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "ledger", System: "xero"}))
-	if c := h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser)); c.TenantID != "org-1" {
+	if c := h.check(h.m.Callback(ctx, h.allow(v.AuthorizeURL), adminBrowser)); c.OrganisationID != "org-1" {
 		t.Fatalf("first: %+v", c.Connection)
 	}
 	h.v.mu.Lock()
@@ -77,15 +77,15 @@ func TestReconnectToAnotherOrganisationIsChosenAndPurgesTheOld(t *testing.T) {
 	h.v.mu.Unlock()
 	r := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
 	waiting := h.check(h.m.Callback(ctx, h.allow(r.AuthorizeURL), adminBrowser))
-	if waiting.Status != connection.ChooseTenant || len(waiting.Choices) != 1 || waiting.Choices[0].ID != "org-2" ||
-		waiting.TenantID != "org-1" || !strings.Contains(waiting.Reason, "Hollis Ledger") {
+	if waiting.Status != connection.ChooseOrganisation || len(waiting.Choices) != 1 || waiting.Choices[0].ID != "org-2" ||
+		waiting.OrganisationID != "org-1" || !strings.Contains(waiting.Reason, "Hollis Ledger") {
 		t.Fatalf("a reconnect reaching another organisation only: %+v", waiting.Connection)
 	}
 	if purges := purgesOf(h); len(purges) != 0 {
 		t.Fatalf("purged before a choice: %q", purges)
 	}
-	chosen := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{TenantID: "org-2"}))
-	if chosen.Status != connection.Connected || chosen.TenantID != "org-2" {
+	chosen := h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{OrganisationID: "org-2"}))
+	if chosen.Status != connection.Connected || chosen.OrganisationID != "org-2" {
 		t.Fatalf("chosen: %+v", chosen.Connection)
 	}
 	lines := h.store.history.all()
@@ -101,7 +101,7 @@ func TestReconnectToAnotherOrganisationIsChosenAndPurgesTheOld(t *testing.T) {
 	h.v.tenants = append(h.v.tenants, map[string]string{"id": "c1", "tenantId": "org-1", "tenantType": "ORGANISATION", "tenantName": "Hollis Ledger"})
 	h.v.mu.Unlock()
 	r = h.check(h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true}))
-	if back := h.check(h.m.Callback(ctx, h.allow(r.AuthorizeURL), adminBrowser)); back.Status != connection.Connected || back.TenantID != "org-2" {
+	if back := h.check(h.m.Callback(ctx, h.allow(r.AuthorizeURL), adminBrowser)); back.Status != connection.Connected || back.OrganisationID != "org-2" {
 		t.Fatalf("a reconnect reaching the organisation: %+v", back.Connection)
 	}
 	if purges := purgesOf(h); len(purges) != 1 {

@@ -88,7 +88,7 @@ func statusClass(s connection.Status) string {
 	switch s {
 	case connection.Connected:
 		return "ok"
-	case connection.Pending, connection.ChooseTenant:
+	case connection.Pending, connection.ChooseOrganisation:
 		return "warn"
 	case connection.NeedsReconnect:
 		return "bad"
@@ -176,7 +176,7 @@ func rank(c *connection.View) int {
 }
 
 func backfilling(c *connection.View) bool {
-	return slices.ContainsFunc(c.Sync, func(s connection.SyncState) bool { return s.State == "backfilling" })
+	return slices.ContainsFunc(c.Sync, func(s connection.SyncStatus) bool { return s.State == "backfilling" })
 }
 
 // needsReconnect are the firm's connections whose grant the vendor
@@ -243,11 +243,11 @@ func changeFlash(c connection.View) flash {
 	switch c.Status {
 	case connection.Connected:
 		text := name + " is connected"
-		if c.TenantName != "" {
-			text += ": " + c.TenantName
+		if c.OrganisationName != "" {
+			text += ": " + c.OrganisationName
 		}
 		return flash{Kind: "ok", Text: text + ". Its records are being copied now."}
-	case connection.ChooseTenant:
+	case connection.ChooseOrganisation:
 		return flash{Kind: "warn", Text: name + " gave access to several organisations: choose the one to read."}
 	case connection.Disconnected:
 		return flash{Kind: "ok", Text: name + " is disconnected: its access was revoked and its copy removed."}
@@ -270,7 +270,7 @@ func (h *Handler) chooseTenant(w http.ResponseWriter, r *http.Request, v *visit)
 		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "Choose an organisation first."})
 		return redirect(w, r, "/console/systems")
 	}
-	return h.update(w, r, v, connection.Request{TenantID: tenant})
+	return h.update(w, r, v, connection.Request{OrganisationID: tenant})
 }
 
 func (h *Handler) reconnect(w http.ResponseWriter, r *http.Request, v *visit) error {

@@ -56,7 +56,7 @@ func TestSystemsInBrowser(t *testing.T) {
 			conns.mu.Lock()
 			for i := range conns.conns {
 				if conns.conns[i].Status == connection.Pending {
-					conns.conns[i].Status, conns.conns[i].TenantName, conns.conns[i].Reason = connection.Connected, "Demo Company (UK)", ""
+					conns.conns[i].Status, conns.conns[i].OrganisationName, conns.conns[i].Reason = connection.Connected, "Demo Company (UK)", ""
 				}
 			}
 			conns.mu.Unlock()

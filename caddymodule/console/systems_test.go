@@ -96,7 +96,7 @@ func (p *pageConnections) change(firm, id, what string, apply func(*connection.V
 }
 
 func (p *pageConnections) Update(_ context.Context, firm, id string, r connection.Request) (connection.View, error) {
-	what := "choose " + r.TenantID
+	what := "choose " + r.OrganisationID
 	if r.Reconnect {
 		what = "reconnect key=" + r.AccessKey
 	}
@@ -105,7 +105,7 @@ func (p *pageConnections) Update(_ context.Context, firm, id string, r connectio
 			c.Status, c.AuthorizeURL = connection.Pending, p.consentURL("again")
 			return
 		}
-		c.Status, c.TenantID, c.Choices = connection.Connected, r.TenantID, nil
+		c.Status, c.OrganisationID, c.Choices = connection.Connected, r.OrganisationID, nil
 	})
 }
 
@@ -125,12 +125,12 @@ func systemsRig(t *testing.T) (*consoleRig, *pageConnections) {
 	at := rigNow.Add(-2 * time.Hour)
 	conns := &pageConnections{conns: []connection.View{
 		{Connection: connection.Connection{ID: "con_x", Firm: "frm_acme", Role: "ledger", System: "xero",
-			Status: connection.NeedsReconnect, Reason: "Xero refused the grant <revoked>", TenantName: "Demo Company (UK)",
+			Status: connection.NeedsReconnect, Reason: "Xero refused the grant <revoked>", OrganisationName: "Demo Company (UK)",
 			ConnectedAt: &at, UpdatedAt: at},
 			LastSuccessAt: &at,
-			Sync:          []connection.SyncState{{Role: "ledger", State: "failing", ConfirmedAt: &at}}},
+			Sync:          []connection.SyncStatus{{Role: "ledger", State: "failing", ConfirmedAt: &at}}},
 		{Connection: connection.Connection{ID: "con_d", Firm: "frm_acme", Role: "documents", System: "sharepoint",
-			Status: connection.ChooseTenant, Choices: []connection.Organisation{{ID: "site-1", Name: "Clients"}, {ID: "site-2", Name: "Archive"}}}},
+			Status: connection.ChooseOrganisation, Choices: []connection.Organisation{{ID: "site-1", Name: "Clients"}, {ID: "site-2", Name: "Archive"}}}},
 		{Connection: connection.Connection{ID: "con_other", Firm: "frm_birch", Role: "records", System: "karbon",
 			Status: connection.NeedsReconnect, Reason: "another firm's"}},
 	}}

@@ -85,7 +85,7 @@ func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) er
 		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
 	case id == "" && r.Method == http.MethodPost:
 		var req connection.Request
-		if req, err = decodeConnectionRequest(w, r); err == nil && (req.TenantID != "" || req.Reconnect) {
+		if req, err = decodeConnectionRequest(w, r); err == nil && (req.OrganisationID != "" || req.Reconnect) {
 			err = badRequest(errors.New("a new connection takes role, system and access_key; tenant_id and reconnect change one"))
 		}
 		if err == nil {

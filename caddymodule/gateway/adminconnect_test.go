@@ -69,7 +69,7 @@ func (m *memoryConnections) Update(ctx context.Context, firm, id string, r conne
 	if err != nil {
 		return v, err
 	}
-	v.Status, v.TenantID = connection.Connected, r.TenantID
+	v.Status, v.OrganisationID = connection.Connected, r.OrganisationID
 	m.conns[id] = v
 	return v, nil
 }

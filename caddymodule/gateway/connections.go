@@ -317,7 +317,7 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 // it when a system that keeps proposals was connected or disconnected).
 func sameOpening(open *connSystem, c connection.Connection, how serving, kinds []practice.Kind) bool {
 	was := open.opened
-	return was.ID == c.ID && was.Attempt == c.Attempt && was.TenantID == c.TenantID && open.held == (how == servedByHeldCopy) &&
+	return was.ID == c.ID && was.Attempt == c.Attempt && was.OrganisationID == c.OrganisationID && open.held == (how == servedByHeldCopy) &&
 		slices.Equal(open.kinds, kinds)
 }
 

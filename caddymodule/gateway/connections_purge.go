@@ -56,7 +56,7 @@ func (b *firmBackends) keptKinds(cur *connSet, c connection.Connection) []practi
 }
 
 // PurgeOrganisation drops what connection c holds of the organisation it
-// reached (c.TenantID), called by the instance where its administrator
+// reached (c.OrganisationID), called by the instance where its administrator
 // chooses another: its system or held copy closes here and its copy's
 // records, tombstones and checkpoints are deleted from the store, with
 // what its system remembers of the organisation (no change record, no

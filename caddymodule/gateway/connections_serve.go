@@ -159,9 +159,9 @@ func (u unserved) MoveJob(context.Context, practice.Tenant, string, practice.Sta
 	return nil, u.err
 }
 
-// State is what this instance knows of a connection's use, for its view:
+// Use is what this instance knows of a connection's use, for its view:
 // the last time its vendor answered with success, and each of its syncs.
-func (a *App) State(c connection.Connection) (lastSuccess *time.Time, syncs []connection.SyncState) {
+func (a *App) Use(c connection.Connection) (lastSuccess *time.Time, syncs []connection.SyncStatus) {
 	b, ok := a.firms[c.Firm]
 	if !ok {
 		return nil, nil
@@ -176,7 +176,7 @@ func (a *App) State(c connection.Connection) (lastSuccess *time.Time, syncs []co
 		}
 	}
 	for _, st := range cs.status() {
-		s := connection.SyncState{Role: st.Role, State: st.State, Progress: st.Progress()}
+		s := connection.SyncStatus{Role: st.Role, State: st.State, Progress: st.Progress()}
 		if cs.paused() {
 			s.State = "paused"
 		}

@@ -220,7 +220,7 @@ func (w *world) connectXero(firm string) connection.Connection {
 	connectionSeq++
 	now := time.Now()
 	c := connection.Connection{ID: fmt.Sprintf("con_x%d", connectionSeq), Firm: firm, Role: "ledger", System: "xero",
-		Status: connection.Connected, TenantID: w.xero.TenantID, Attempt: 1, ConnectedAt: &now}
+		Status: connection.Connected, OrganisationID: w.xero.TenantID, Attempt: 1, ConnectedAt: &now}
 	w.seedXeroToken(c)
 	return w.conns.create(c)
 }
@@ -308,7 +308,7 @@ func (w *world) checkServes(name string, a *App) {
 			case c == nil:
 			case c.Status == connection.Connected || c.Status == connection.NeedsReconnect:
 				how = servedBySystem
-			case (c.Status == connection.Pending || c.Status == connection.ChooseTenant) && c.ConnectedAt != nil:
+			case (c.Status == connection.Pending || c.Status == connection.ChooseOrganisation) && c.ConnectedAt != nil:
 				how = servedByHeldCopy
 			default:
 				how = servedNotConnected
@@ -415,10 +415,10 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 				case cur.Status == connection.Pending && cur.System == "xero" && cur.ConnectedAt != nil && rng.IntN(3) == 0:
 					// The new consent reaches another organisation too.
 					w.conns.change(t, cur.ID, func(c *connection.Connection) {
-						c.Status, c.Reason = connection.ChooseTenant, "choose the organisation to connect"
-						c.Choices = []connection.Organisation{{ID: c.TenantID, Name: "Demo"}, {ID: "another", Name: "Another"}}
+						c.Status, c.Reason = connection.ChooseOrganisation, "choose the organisation to connect"
+						c.Choices = []connection.Organisation{{ID: c.OrganisationID, Name: "Demo"}, {ID: "another", Name: "Another"}}
 					})
-				case (cur.Status == connection.Pending || cur.Status == connection.ChooseTenant) && rng.IntN(3) != 0:
+				case (cur.Status == connection.Pending || cur.Status == connection.ChooseOrganisation) && rng.IntN(3) != 0:
 					// The consent is given (the same organisation chosen).
 					if cur.System == "xero" {
 						w.seedXeroToken(*cur)
@@ -492,7 +492,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // backfilled reports whether c's syncs on a have backfilled every kind.
 func backfilled(a *App, c connection.Connection) bool {
-	_, syncs := a.State(c)
+	_, syncs := a.Use(c)
 	if len(syncs) == 0 {
 		return false
 	}
@@ -582,7 +582,7 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	if f, _ := open.model.Freshness(practice.Invoices); f.State != readmodel.StateFailing || !f.Backfilled || f.Reason != reason {
 		t.Errorf("while paused, invoices say %+v, want failing, backfilled and the connection's reason", f)
 	}
-	if _, syncs := a.State(got); len(syncs) != 1 || syncs[0].State != "paused" {
+	if _, syncs := a.Use(got); len(syncs) != 1 || syncs[0].State != "paused" {
 		t.Errorf("the connection's view while paused: %+v", syncs)
 	}
 	checks := a.connectionChecks()
@@ -643,12 +643,12 @@ func postXero(t *testing.T, a *App, body []byte, signature string) int {
 // wrongly signed is 401 (Xero's intent-to-receive check), one rightly
 // signed with no events is 200, and each event goes to the connections
 // whose organisation it names, of any firm, and to no other.
-func TestXeroWebhooksAreDispatchedByTenant(t *testing.T) {
+func TestXeroWebhooksAreDispatchedByOrganisation(t *testing.T) {
 	w := newWorld(t, "frm_acme", "frm_beta")
 	a := w.instance()
 	acme, beta := w.connectXero("frm_acme"), w.connectXero("frm_beta")
 	// frm_beta's organisation is another one than the double serves.
-	w.conns.change(t, beta.ID, func(c *connection.Connection) { c.TenantID = "0b0b0b0b-0000-4000-8000-00000000beta" })
+	w.conns.change(t, beta.ID, func(c *connection.Connection) { c.OrganisationID = "0b0b0b0b-0000-4000-8000-00000000beta" })
 	step(t, a)
 	waitFor(t, "the backfill", func() bool { return backfilled(a, acme) })
 	key := "xero-webhook-key"
@@ -769,7 +769,7 @@ func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
 		t.Errorf("the provisioned module: %s", out)
 	}
 	for _, system := range []string{"xero", "xpm", "karbon", "sharepoint", "onedrive", "google_drive", "dropbox"} {
-		c := connection.Connection{ID: "con_" + system, Firm: "frm_acme", System: system, TenantID: "tenant"}
+		c := connection.Connection{ID: "con_" + system, Firm: "frm_acme", System: system, OrganisationID: "tenant"}
 		c.Role = map[string]string{"xero": "ledger", "xpm": "records", "karbon": "records"}[system]
 		if c.Role == "" {
 			c.Role = "documents"
@@ -795,7 +795,7 @@ func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
 	if n := w.stored("frm_acme", records); n != 10 {
 		t.Fatalf("the store keeps %d records after the backfill, want the double's 10 clients", n)
 	}
-	if last, syncs := a.State(c); last == nil || len(syncs) != 1 || syncs[0].State != readmodel.StateLive || syncs[0].Role != "records" {
+	if last, syncs := a.Use(c); last == nil || len(syncs) != 1 || syncs[0].State != readmodel.StateLive || syncs[0].Role != "records" {
 		t.Errorf("the connection's view: last success %v, syncs %+v", last, syncs)
 	}
 	backfill := len(w.karbon.Requests())
@@ -1020,7 +1020,7 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 	step(t, b)
 	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
 	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
+		c.Status, c.Reason, c.Choices = connection.ChooseOrganisation, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
 	})
 	step(t, a)
 	step(t, b)
@@ -1046,7 +1046,7 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 	}
 	w.conns.change(t, c.ID, func(c *connection.Connection) {
 		now := time.Now()
-		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
+		c.Status, c.Reason, c.Choices, c.OrganisationID, c.OrganisationName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
 	})
 	step(t, b)
 	step(t, a)
@@ -1086,7 +1086,7 @@ func TestKarbonLedgerConnectionSyncsInvoices(t *testing.T) {
 	if n := w.stored("frm_acme", firmsystem.Kinds("ledger")); n != 5 {
 		t.Fatalf("the store keeps %d invoices, want Karbon's 5", n)
 	}
-	if _, syncs := a.State(c); len(syncs) != 1 || syncs[0].Role != "ledger" {
+	if _, syncs := a.Use(c); len(syncs) != 1 || syncs[0].Role != "ledger" {
 		t.Fatalf("the ledger connection's syncs: %+v", syncs)
 	}
 	if h, ok := a.ConnectionWebhook("karbon", c.ID); !ok || h == nil {
@@ -1117,7 +1117,7 @@ func TestLeavingAnOrganisationForgetsWhatItsSystemRemembers(t *testing.T) {
 		}
 		connectionSeq++
 		c := w.conns.create(connection.Connection{ID: fmt.Sprintf("con_p%d", connectionSeq), Firm: "frm_acme", Role: "records",
-			System: "xpm", Status: connection.ChooseTenant, TenantID: "practice-1", Attempt: 2})
+			System: "xpm", Status: connection.ChooseOrganisation, OrganisationID: "practice-1", Attempt: 2})
 		if err := leave.purge(ctx, c); err != nil {
 			t.Fatalf("%s: %v", leave.name, err)
 		}
@@ -1162,7 +1162,7 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 	step(t, b)
 	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
 	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		c.Status, c.Reason, c.Choices = connection.ChooseTenant, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
+		c.Status, c.Reason, c.Choices = connection.ChooseOrganisation, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
 	})
 	step(t, b)
 	w.xero.TenantID = org2
@@ -1177,7 +1177,7 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 	}
 	w.conns.change(t, c.ID, func(c *connection.Connection) {
 		now := time.Now()
-		c.Status, c.Reason, c.Choices, c.TenantID, c.TenantName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
+		c.Status, c.Reason, c.Choices, c.OrganisationID, c.OrganisationName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
 	})
 	step(t, b)
 	now, _ := w.conns.Connection(ctx, c.ID)

@@ -98,7 +98,7 @@ func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, ap
 	status := http.StatusOK
 	for _, c := range a.liveConnections() {
 		if s, ok := connect.Lookup(c.opened.Role, c.opened.System); !ok || s.App != name || c.upstream.webhook == nil ||
-			!tenants[c.opened.TenantID] || c.paused() {
+			!tenants[c.opened.OrganisationID] || c.paused() {
 			continue
 		}
 		rec := &statusRecorder{header: http.Header{}, status: http.StatusOK}

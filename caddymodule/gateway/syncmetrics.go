@@ -163,7 +163,7 @@ func (a *App) allSyncStatus() []readmodel.Status {
 // connectionStatuses are the values of practicegw_connections' status
 // label, each exported so that a status's series does not vanish when a
 // connection leaves it.
-var connectionStatuses = []connection.Status{connection.Pending, connection.ChooseTenant, connection.Connected,
+var connectionStatuses = []connection.Status{connection.Pending, connection.ChooseOrganisation, connection.Connected,
 	connection.NeedsReconnect, connection.Disconnected}
 
 // collectConnections exports each connection's status. Only what names a

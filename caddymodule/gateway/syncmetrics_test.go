@@ -35,7 +35,7 @@ func TestConnectionMetricsSayEachStatus(t *testing.T) {
 	const reason = "refresh refused: invalid_grant rt_5ecret"
 	c.serve(&fixedSyncs{conns: []connection.Connection{
 		{ID: "con_old", Firm: "frm_acme", Role: "ledger", System: "xero", Status: connection.Disconnected},
-		{ID: "con_new", Firm: "frm_acme", Role: "ledger", System: "xero", Status: connection.NeedsReconnect, Reason: reason, TenantID: "tenant-1"},
+		{ID: "con_new", Firm: "frm_acme", Role: "ledger", System: "xero", Status: connection.NeedsReconnect, Reason: reason, OrganisationID: "tenant-1"},
 		{ID: "con_k", Firm: "frm_acme", Role: "records", System: "karbon", Status: connection.Connected},
 	}})
 	var want strings.Builder

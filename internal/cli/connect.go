@@ -123,12 +123,12 @@ func reportConnection(out io.Writer, firm string, v connection.View) error {
 	switch v.Status {
 	case connection.Connected:
 		fmt.Fprintf(out, "%s is connected for %s as %s (%s)", name, firm, v.Role, v.ID)
-		if v.TenantName != "" {
-			fmt.Fprintf(out, ": %s", v.TenantName)
+		if v.OrganisationName != "" {
+			fmt.Fprintf(out, ": %s", v.OrganisationName)
 		}
 		fmt.Fprintln(out, ". Its sync has started: practicegw sync status --firm "+firm)
 		return nil
-	case connection.ChooseTenant:
+	case connection.ChooseOrganisation:
 		fmt.Fprintf(out, "%s gave access to several organisations; choose the one %s should read:\n\n", name, firm)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TENANT\tNAME")
@@ -164,7 +164,7 @@ func chooseCommand() *cobra.Command {
 				return fmt.Errorf("--tenant is required")
 			}
 			var v connection.View
-			if err := adminCall(cmd, "PATCH", connectionsPath(firm, id), connection.Request{TenantID: tenant}, &v); err != nil {
+			if err := adminCall(cmd, "PATCH", connectionsPath(firm, id), connection.Request{OrganisationID: tenant}, &v); err != nil {
 				return err
 			}
 			return reportConnection(cmd.OutOrStdout(), firm, v)
@@ -247,7 +247,7 @@ func connectionsListCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "CONNECTION\tROLE\tSYSTEM\tSTATUS\tORGANISATION\tREASON")
 			for _, v := range list.Data {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, v.System, v.Status, orDash(v.TenantName), orDash(v.Reason))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, v.System, v.Status, orDash(v.OrganisationName), orDash(v.Reason))
 			}
 			return tw.Flush()
 		},

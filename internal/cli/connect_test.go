@@ -84,9 +84,9 @@ func (a *connectAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		json.NewEncoder(w).Encode(v)
-	case r.Method == http.MethodPatch && req.TenantID != "":
+	case r.Method == http.MethodPatch && req.OrganisationID != "":
 		v := a.conns[id]
-		v.Status, v.TenantID, v.TenantName, v.Choices = connection.Connected, req.TenantID, "Demo Company (US)", nil
+		v.Status, v.OrganisationID, v.OrganisationName, v.Choices = connection.Connected, req.OrganisationID, "Demo Company (US)", nil
 		json.NewEncoder(w).Encode(v)
 	case r.Method == http.MethodPatch && req.Reconnect:
 		v := a.conns[id]
@@ -110,7 +110,7 @@ func (a *connectAdmin) give(id string, to connection.View) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	v := a.conns[id]
-	v.Status, v.TenantID, v.TenantName, v.Choices, v.Reason = to.Status, to.TenantID, to.TenantName, to.Choices, to.Reason
+	v.Status, v.OrganisationID, v.OrganisationName, v.Choices, v.Reason = to.Status, to.OrganisationID, to.OrganisationName, to.Choices, to.Reason
 }
 
 func connectCommand(poll time.Duration) *cobra.Command {
@@ -157,7 +157,7 @@ func TestConnectWaitsForTheConsent(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	r := runWaiting(t, admin, connectCommand(5*time.Millisecond), connection.View{Connection: connection.Connection{
-		Status: connection.Connected, TenantID: "t1", TenantName: "Demo Company (UK)"}},
+		Status: connection.Connected, OrganisationID: "t1", OrganisationName: "Demo Company (UK)"}},
 		"--firm", "frm_hollis", "--role", "ledger", "--system", "xero", "--admin", addr)
 	if r.err != nil {
 		t.Fatalf("connect: %v\n%s", r.err, r.out)
@@ -189,7 +189,7 @@ func TestConnectOffersTheChoiceOfOrganisation(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 
 	r := runWaiting(t, admin, connectCommand(5*time.Millisecond), connection.View{Connection: connection.Connection{
-		Status: connection.ChooseTenant, Choices: []connection.Organisation{{ID: "t-uk", Name: "Demo UK"}, {ID: "t-us", Name: "Demo US"}}}},
+		Status: connection.ChooseOrganisation, Choices: []connection.Organisation{{ID: "t-uk", Name: "Demo UK"}, {ID: "t-us", Name: "Demo US"}}}},
 		"--firm", "frm_hollis", "--role", "ledger", "--system", "xero", "--admin", addr)
 	if r.err != nil {
 		t.Fatalf("connect: %v\n%s", r.err, r.out)

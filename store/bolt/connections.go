@@ -148,7 +148,7 @@ func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorizatio
 		if err := tx.Bucket([]byte(bucketConsentStarts)).Put(stateKey(a.Start), start); err != nil {
 			return err
 		}
-		return tx.Bucket([]byte(bucketAuthorizations)).Put(stateKey(a.State), v)
+		return tx.Bucket([]byte(bucketAuthorizations)).Put(stateKey(a.OAuthState), v)
 	})
 	if err != nil {
 		return fmt.Errorf("save authorization of connection %s: %w", a.Connection, err)

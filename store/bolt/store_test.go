@@ -352,7 +352,7 @@ func TestExpireAuthorizations(t *testing.T) {
 	now := time.Now()
 	st := reopen(t, db)
 	for state, expires := range map[string]time.Time{"state-gone": now.Add(-time.Second), "state-due": now, "state-awaited": now.Add(time.Minute)} {
-		a := connection.Authorization{State: state, Start: "start-" + state, Connection: "con_a", Firm: "frm_acme", Verifier: "v-" + state, Expires: expires}
+		a := connection.Authorization{OAuthState: state, Start: "start-" + state, Connection: "con_a", Firm: "frm_acme", Verifier: "v-" + state, Expires: expires}
 		if err := st.SaveAuthorization(ctx, a); err != nil {
 			t.Fatal(err)
 		}

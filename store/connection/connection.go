@@ -20,9 +20,10 @@ type Status string
 const (
 	// Pending waits for the administrator's consent at the vendor.
 	Pending Status = "pending"
-	// ChooseTenant has the vendor's consent for several organisations
-	// and waits for the administrator to name one (Choices).
-	ChooseTenant Status = "choose_tenant"
+	// ChooseOrganisation has the vendor's consent for several
+	// organisations and waits for the administrator to name one
+	// (Choices). Its wire name is the contract's, choose_tenant.
+	ChooseOrganisation Status = "choose_tenant"
 	// Connected serves the firm: its sync runs.
 	Connected Status = "connected"
 	// NeedsReconnect: the vendor refused the connection's grant
@@ -44,13 +45,14 @@ type Connection struct {
 	// Reason says why the status is what it is, in the gateway's words
 	// (never the vendor's tokens); empty when connected.
 	Reason string `json:"reason,omitempty"`
-	// TenantID and TenantName are the vendor organisation (Xero tenant,
-	// Graph site or drive, ...) the connection reads; empty for a vendor
-	// whose grant reaches one only.
-	TenantID   string `json:"tenant_id,omitempty"`
-	TenantName string `json:"tenant_name,omitempty"`
+	// OrganisationID and OrganisationName are the vendor organisation
+	// (Xero tenant, Graph site or drive, ...) the connection reads; empty
+	// for a vendor whose grant reaches one only. Their wire names are the
+	// contract's, tenant_id and tenant_name.
+	OrganisationID   string `json:"tenant_id,omitempty"`
+	OrganisationName string `json:"tenant_name,omitempty"`
 	// Choices are the organisations the grant reaches, while the status
-	// is ChooseTenant.
+	// is ChooseOrganisation.
 	Choices []Organisation `json:"choices,omitempty"`
 	// Attempt counts the consents asked for; a callback for an older
 	// attempt than the connection's is refused.
@@ -82,8 +84,9 @@ func (c Connection) Live() bool { return c.Status == Connected || c.Status == Ne
 // by its state, used once and only by that browser, and refused after
 // Expires.
 type Authorization struct {
-	// State is the random value sent to the vendor and back.
-	State string `json:"state"`
+	// OAuthState is OAuth's state parameter: the random value sent to
+	// the vendor and back.
+	OAuthState string `json:"state"`
 	// Start is the token of the gateway's start link
 	// ({public_url}/connect/start/<token>), the one address the
 	// administrator is given: stores keep it only as its digest, and
@@ -117,14 +120,14 @@ var (
 
 // Request is what an administrator asks of a connection: to connect a
 // system (Role, System, and AccessKey for Karbon), to choose the
-// organisation a grant reaches (TenantID), or to reconnect it
+// organisation a grant reaches (OrganisationID), or to reconnect it
 // (Reconnect, with a new AccessKey for Karbon).
 type Request struct {
-	Role      string `json:"role,omitempty"`
-	System    string `json:"system,omitempty"`
-	AccessKey string `json:"access_key,omitempty"`
-	TenantID  string `json:"tenant_id,omitempty"`
-	Reconnect bool   `json:"reconnect,omitempty"`
+	Role           string `json:"role,omitempty"`
+	System         string `json:"system,omitempty"`
+	AccessKey      string `json:"access_key,omitempty"`
+	OrganisationID string `json:"tenant_id,omitempty"`
+	Reconnect      bool   `json:"reconnect,omitempty"`
 }
 
 // View is a connection as /v1/connections, the console and the CLI show
@@ -142,12 +145,12 @@ type View struct {
 	// LastSuccessAt is the last vendor call that succeeded, as this
 	// instance saw it.
 	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
-	// Sync is the state of each sync the connection runs.
-	Sync []SyncState `json:"sync,omitempty"`
+	// Sync is the status of each sync the connection runs.
+	Sync []SyncStatus `json:"sync,omitempty"`
 }
 
-// SyncState is one of a connection's syncs, as the read model reports it.
-type SyncState struct {
+// SyncStatus is one of a connection's syncs, as the read model reports it.
+type SyncStatus struct {
 	Role        string     `json:"role"`
 	State       string     `json:"state"` // backfilling, live, lagging, failing, paused
 	Progress    string     `json:"progress,omitempty"`

@@ -48,7 +48,7 @@ func SealStart(key *sealed.Key, a Authorization) ([]byte, error) {
 	if a.Start == "" {
 		return nil, fmt.Errorf("save authorization of connection %s: no start token", a.Connection)
 	}
-	v, err := json.Marshal(storedStart{State: string(key.Seal([]byte(a.State), whatStart(a.Start))), Expires: a.Expires})
+	v, err := json.Marshal(storedStart{State: string(key.Seal([]byte(a.OAuthState), whatStart(a.Start))), Expires: a.Expires})
 	if err != nil {
 		return nil, fmt.Errorf("save the start of connection %s: %w", a.Connection, err)
 	}
@@ -104,7 +104,7 @@ func whatVerifier(state string) string { return "connect-verifier:" + state }
 // key.
 func SealAuthorization(key *sealed.Key, a Authorization) ([]byte, error) {
 	v, err := json.Marshal(storedAuthorization{Connection: a.Connection, Firm: a.Firm, Attempt: a.Attempt, Expires: a.Expires,
-		Verifier: string(key.Seal([]byte(a.Verifier), whatVerifier(a.State)))})
+		Verifier: string(key.Seal([]byte(a.Verifier), whatVerifier(a.OAuthState)))})
 	if err != nil {
 		return nil, fmt.Errorf("save authorization of connection %s: %w", a.Connection, err)
 	}
@@ -125,7 +125,7 @@ func OpenAuthorization(key *sealed.Key, state string, raw []byte, now time.Time)
 	if err != nil {
 		return Authorization{}, fmt.Errorf("authorization of connection %s: opening its verifier: %w", rec.Connection, err)
 	}
-	return Authorization{State: state, Connection: rec.Connection, Firm: rec.Firm, Attempt: rec.Attempt,
+	return Authorization{OAuthState: state, Connection: rec.Connection, Firm: rec.Firm, Attempt: rec.Attempt,
 		Verifier: string(verifier), Expires: rec.Expires}, nil
 }
 

@@ -225,7 +225,7 @@ func (s *Store) SaveAuthorization(ctx context.Context, a connection.Authorizatio
 	ctx, cancel := s.lookup(ctx)
 	defer cancel()
 	_, err = s.rdb.TxPipelined(ctx, func(p goredis.Pipeliner) error {
-		p.Set(ctx, authorizationKey(a.State), v, ttl)
+		p.Set(ctx, authorizationKey(a.OAuthState), v, ttl)
 		p.Set(ctx, startKey(a.Start), start, ttl)
 		return nil
 	})

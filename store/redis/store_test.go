@@ -478,10 +478,10 @@ func TestAuthorizationsExpireInRedis(t *testing.T) {
 	rdb := client(t, srv)
 	ctx := context.Background()
 	saved := time.Now()
-	awaited := connection.Authorization{State: "state-awaited", Start: "start-awaited", Connection: "con_a", Firm: "frm_acme",
+	awaited := connection.Authorization{OAuthState: "state-awaited", Start: "start-awaited", Connection: "con_a", Firm: "frm_acme",
 		Verifier: "v", Expires: saved.Add(connection.AuthorizationTTL)}
 	late := awaited
-	late.State, late.Start, late.Expires = "state-late", "start-late", saved.Add(-time.Second)
+	late.OAuthState, late.Start, late.Expires = "state-late", "start-late", saved.Add(-time.Second)
 	for _, a := range []connection.Authorization{awaited, late} {
 		if err := st.SaveAuthorization(ctx, a); err != nil {
 			t.Fatal(err)
@@ -501,7 +501,7 @@ func TestAuthorizationsExpireInRedis(t *testing.T) {
 	if _, err := st.StartAuthorization(ctx, awaited.Start, "browser", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if ttl, err := rdb.PTTL(ctx, authorizationKey(awaited.State)).Result(); err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL {
+	if ttl, err := rdb.PTTL(ctx, authorizationKey(awaited.OAuthState)).Result(); err != nil || ttl <= 0 || ttl > connection.AuthorizationTTL {
 		t.Fatalf("the started consent's key lives %v (%v)", ttl, err)
 	}
 }
@@ -528,7 +528,7 @@ func TestAuthorizationsThroughAnOutage(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithAOF())
 	st := open(t, srv)
 	ctx := context.Background()
-	a := connection.Authorization{State: "state-outage", Start: "start-outage", Connection: "con_a", Firm: "frm_acme",
+	a := connection.Authorization{OAuthState: "state-outage", Start: "start-outage", Connection: "con_a", Firm: "frm_acme",
 		Verifier: "v-outage", Expires: time.Now().Add(connection.AuthorizationTTL)}
 	if err := st.SaveAuthorization(ctx, a); err != nil {
 		t.Fatal(err)
@@ -544,7 +544,7 @@ func TestAuthorizationsThroughAnOutage(t *testing.T) {
 	srv.Stop()
 
 	started := time.Now()
-	if _, err := st.TakeAuthorization(ctx, a.State, "browser", time.Now()); err == nil || errors.Is(err, connection.ErrNotFound) {
+	if _, err := st.TakeAuthorization(ctx, a.OAuthState, "browser", time.Now()); err == nil || errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("take with Redis down: %v, want an outage error", err)
 	}
 	if _, err := st.Connection(ctx, "con_a"); err == nil || errors.Is(err, connection.ErrNotFound) {
@@ -555,7 +555,7 @@ func TestAuthorizationsThroughAnOutage(t *testing.T) {
 	}
 
 	srv.Restart()
-	got, err := st.TakeAuthorization(ctx, a.State, "browser", time.Now())
+	got, err := st.TakeAuthorization(ctx, a.OAuthState, "browser", time.Now())
 	if err != nil || got.Verifier != a.Verifier {
 		t.Fatalf("after the outage: %+v, %v", got, err)
 	}

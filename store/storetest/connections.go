@@ -109,13 +109,13 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 			// The state, the start token and the browser's value are kept
 			// out too: with them and a code, a copy of the store would
 			// finish someone's consent.
-			for _, secret := range []string{a.Verifier, a.State, a.Start, browserA} {
+			for _, secret := range []string{a.Verifier, a.OAuthState, a.Start, browserA} {
 				if bytes.Contains(raw, []byte(secret)) {
 					t.Errorf("the backend holds %q in plain text", secret)
 				}
 			}
 		}
-		got, err := open(t, b).TakeAuthorization(ctx, auths[0].State, browserA, time.Now())
+		got, err := open(t, b).TakeAuthorization(ctx, auths[0].OAuthState, browserA, time.Now())
 		if err != nil || !sameAuthorization(got, auths[0]) {
 			t.Fatalf("taken %+v, %v; saved %+v", got, err, auths[0])
 		}
@@ -129,12 +129,12 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 			t.Fatal(err)
 		}
 		start(t, st, a, browserA)
-		b.CopyAuthorization(a.State, "state-elsewhere")
+		b.CopyAuthorization(a.OAuthState, "state-elsewhere")
 		got, err := st.TakeAuthorization(ctx, "state-elsewhere", browserA, time.Now())
 		if !errors.Is(err, sealed.ErrDamaged) || got.Verifier != "" {
 			t.Fatalf("a consent copied under another state was taken: %+v, %v; want sealed.ErrDamaged", got, err)
 		}
-		if got, err := st.TakeAuthorization(ctx, a.State, browserA, time.Now()); err != nil || !sameAuthorization(got, a) {
+		if got, err := st.TakeAuthorization(ctx, a.OAuthState, browserA, time.Now()); err != nil || !sameAuthorization(got, a) {
 			t.Fatalf("the original: %+v, %v", got, err)
 		}
 	})
@@ -165,8 +165,8 @@ func Connections(t *testing.T, fresh func(t *testing.T) ConnectionsBackend) {
 // set so that a field a backend drops shows.
 func conn(id, firm string, created time.Time) connection.Connection {
 	connected := created.Add(time.Minute)
-	return connection.Connection{ID: id, Firm: firm, Role: "ledger", System: "xero", Status: connection.ChooseTenant,
-		Reason: "the grant reaches 2 organisations", TenantID: "tnt-1", TenantName: "Hollis & Vane <Ltd>",
+	return connection.Connection{ID: id, Firm: firm, Role: "ledger", System: "xero", Status: connection.ChooseOrganisation,
+		Reason: "the grant reaches 2 organisations", OrganisationID: "tnt-1", OrganisationName: "Hollis & Vane <Ltd>",
 		Choices: []connection.Organisation{{ID: "tnt-1", Name: "Hollis & Vane <Ltd>"}, {ID: "tnt-2", Name: "Hollis Trust"}},
 		Attempt: 2, CreatedAt: created, UpdatedAt: created, ConnectedAt: &connected}
 }
@@ -247,7 +247,7 @@ func testListConnections(t *testing.T, st, other ConnectStore) {
 		}
 	}
 	all, _ := other.Connections(ctx, "frm_acme")
-	if want := conn("con_b", "frm_acme", t0); len(all) == 0 || all[0].Version != 1 || all[0].TenantName != want.TenantName ||
+	if want := conn("con_b", "frm_acme", t0); len(all) == 0 || all[0].Version != 1 || all[0].OrganisationName != want.OrganisationName ||
 		len(all[0].Choices) != 2 {
 		t.Fatalf("listed %+v, want it whole", all)
 	}
@@ -376,13 +376,13 @@ func testRacingUpdates(t *testing.T, st, other ConnectStore) {
 // authorization is a consent awaited, expiring AuthorizationTTL from the
 // wall clock: a shared store keeps it for as long as that.
 func authorization(state string) connection.Authorization {
-	return connection.Authorization{State: state, Start: "start-of-" + state, Connection: "con_a", Firm: "frm_acme", Attempt: 3,
+	return connection.Authorization{OAuthState: state, Start: "start-of-" + state, Connection: "con_a", Firm: "frm_acme", Attempt: 3,
 		Verifier: "pkce-verifier-of-" + state + "-dBjftJeZ4CVP-mB92K27uhbUJU1p1r",
 		Expires:  time.Now().Add(connection.AuthorizationTTL).Round(time.Millisecond).UTC()}
 }
 
 func sameAuthorization(a, b connection.Authorization) bool {
-	return a.State == b.State && a.Connection == b.Connection && a.Firm == b.Firm && a.Attempt == b.Attempt &&
+	return a.OAuthState == b.OAuthState && a.Connection == b.Connection && a.Firm == b.Firm && a.Attempt == b.Attempt &&
 		a.Verifier == b.Verifier && a.Expires.Equal(b.Expires)
 }
 
@@ -415,12 +415,12 @@ func testTakeAuthorization(t *testing.T, st, other ConnectStore) {
 	a := authorization("state-once")
 	saveStarted(t, st, a, browserA)
 	saveStarted(t, st, authorization("state-kept"), browserA)
-	got, err := other.TakeAuthorization(ctx, a.State, browserA, time.Now())
+	got, err := other.TakeAuthorization(ctx, a.OAuthState, browserA, time.Now())
 	if err != nil || !sameAuthorization(got, a) {
 		t.Fatalf("taken %+v, %v; saved %+v", got, err, a)
 	}
 	for _, h := range []ConnectStore{st, other} {
-		if _, err := h.TakeAuthorization(ctx, a.State, browserA, time.Now()); !errors.Is(err, connection.ErrNotFound) {
+		if _, err := h.TakeAuthorization(ctx, a.OAuthState, browserA, time.Now()); !errors.Is(err, connection.ErrNotFound) {
 			t.Fatalf("taken twice: %v, want connection.ErrNotFound", err)
 		}
 	}
@@ -437,17 +437,17 @@ func testAuthorizationExpires(t *testing.T, st, other ConnectStore) {
 	saveStarted(t, st, a, browserA)
 	// Expired at its Expires: a consent has AuthorizationTTL, not a
 	// moment more.
-	if _, err := other.TakeAuthorization(ctx, a.State, browserA, a.Expires); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := other.TakeAuthorization(ctx, a.OAuthState, browserA, a.Expires); !errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("taken at its expiry: %v, want connection.ErrNotFound", err)
 	}
 	// An expired consent is gone, not kept for a clock that reads earlier.
-	if _, err := st.TakeAuthorization(ctx, a.State, browserA, a.Expires.Add(-time.Minute)); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := st.TakeAuthorization(ctx, a.OAuthState, browserA, a.Expires.Add(-time.Minute)); !errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("taken after it expired once: %v, want connection.ErrNotFound", err)
 	}
 
 	b := authorization("state-in-time")
 	saveStarted(t, st, b, browserA)
-	if got, err := other.TakeAuthorization(ctx, b.State, browserA, b.Expires.Add(-time.Millisecond)); err != nil || !sameAuthorization(got, b) {
+	if got, err := other.TakeAuthorization(ctx, b.OAuthState, browserA, b.Expires.Add(-time.Millisecond)); err != nil || !sameAuthorization(got, b) {
 		t.Fatalf("taken a millisecond before its expiry: %+v, %v", got, err)
 	}
 }
@@ -471,10 +471,10 @@ func testStartOnce(t *testing.T, st, other ConnectStore) {
 		t.Fatalf("an unknown start token: %v, want connection.ErrNotFound", err)
 	}
 	// The state can be presented as a token: it starts nothing.
-	if _, err := st.StartAuthorization(ctx, a.State, browserB, time.Now()); !errors.Is(err, connection.ErrNotFound) {
+	if _, err := st.StartAuthorization(ctx, a.OAuthState, browserB, time.Now()); !errors.Is(err, connection.ErrNotFound) {
 		t.Fatalf("the state as a start token: %v, want connection.ErrNotFound", err)
 	}
-	if _, err := other.TakeAuthorization(ctx, a.State, browserA, time.Now()); err != nil {
+	if _, err := other.TakeAuthorization(ctx, a.OAuthState, browserA, time.Now()); err != nil {
 		t.Fatalf("the started consent: %v", err)
 	}
 }
@@ -513,20 +513,20 @@ func testOtherBrowser(t *testing.T, st, other ConnectStore) {
 	saveStarted(t, st, a, browserA)
 	for _, h := range []ConnectStore{st, other} {
 		for _, browser := range []string{browserB, ""} {
-			if got, err := h.TakeAuthorization(ctx, a.State, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
+			if got, err := h.TakeAuthorization(ctx, a.OAuthState, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
 				t.Fatalf("browser %q took A's consent: %+v, %v; want connection.ErrOtherBrowser", browser, got, err)
 			}
-			if got, err := h.TakeAuthorization(ctx, unstarted.State, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
+			if got, err := h.TakeAuthorization(ctx, unstarted.OAuthState, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
 				t.Fatalf("browser %q took a consent never started: %+v, %v; want connection.ErrOtherBrowser", browser, got, err)
 			}
 		}
 	}
-	if got, err := other.TakeAuthorization(ctx, a.State, browserA, time.Now()); err != nil || !sameAuthorization(got, a) {
+	if got, err := other.TakeAuthorization(ctx, a.OAuthState, browserA, time.Now()); err != nil || !sameAuthorization(got, a) {
 		t.Fatalf("browser A, after B was refused: %+v, %v", got, err)
 	}
 	// The consent never started is still there to be started.
 	start(t, other, unstarted, browserB)
-	if _, err := st.TakeAuthorization(ctx, unstarted.State, browserB, time.Now()); err != nil {
+	if _, err := st.TakeAuthorization(ctx, unstarted.OAuthState, browserB, time.Now()); err != nil {
 		t.Fatalf("the consent refused before it was started: %v", err)
 	}
 }
@@ -549,7 +549,7 @@ func testRacingStarters(t *testing.T, st, other ConnectStore) {
 		begin := make(chan struct{})
 		for k := range browsers {
 			h := []ConnectStore{st, other}[k%2]
-			browser := fmt.Sprintf("browser-%d-of-%s", k, a.State)
+			browser := fmt.Sprintf("browser-%d-of-%s", k, a.OAuthState)
 			wg.Go(func() {
 				<-begin
 				got, err := h.StartAuthorization(ctx, a.Start, browser, time.Now())
@@ -572,13 +572,13 @@ func testRacingStarters(t *testing.T, st, other ConnectStore) {
 			t.Fatalf("%s was started by %d of %d browsers", a.Start, len(winner), browsers)
 		}
 		for k := range browsers {
-			if browser := fmt.Sprintf("browser-%d-of-%s", k, a.State); browser != winner[0] {
-				if _, err := st.TakeAuthorization(ctx, a.State, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
+			if browser := fmt.Sprintf("browser-%d-of-%s", k, a.OAuthState); browser != winner[0] {
+				if _, err := st.TakeAuthorization(ctx, a.OAuthState, browser, time.Now()); !errors.Is(err, connection.ErrOtherBrowser) {
 					t.Fatalf("a browser that lost the start took the consent: %v", err)
 				}
 			}
 		}
-		if _, err := other.TakeAuthorization(ctx, a.State, winner[0], time.Now()); err != nil {
+		if _, err := other.TakeAuthorization(ctx, a.OAuthState, winner[0], time.Now()); err != nil {
 			t.Fatalf("the browser that started it: %v", err)
 		}
 	}
@@ -604,7 +604,7 @@ func testRacingTakers(t *testing.T, st, other ConnectStore) {
 			go func() {
 				defer wg.Done()
 				<-start
-				got, err := h.TakeAuthorization(ctx, a.State, browserA, time.Now())
+				got, err := h.TakeAuthorization(ctx, a.OAuthState, browserA, time.Now())
 				switch {
 				case err == nil:
 					if !sameAuthorization(got, a) {
@@ -621,7 +621,7 @@ func testRacingTakers(t *testing.T, st, other ConnectStore) {
 		close(start)
 		wg.Wait()
 		if winners != 1 {
-			t.Fatalf("%s was taken %d times by %d takers", a.State, winners, takers)
+			t.Fatalf("%s was taken %d times by %d takers", a.OAuthState, winners, takers)
 		}
 	}
 }
