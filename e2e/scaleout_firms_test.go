@@ -260,9 +260,12 @@ func TestScaleOutByFirms(t *testing.T) {
 
 	// One joins: it takes its share, and answers alike.
 	e := c.start()
+	// Every firm is held twice by a and b already: wait for the joining
+	// instance's first rounds (a heartbeat, then its placement) to take
+	// its share, rather than reading it before it has placed.
+	eventually.True(t, 30*time.Second, 50*time.Millisecond, "the instance that joined holds its share", func() bool {
+		return counter(t, e, "practicegw_read_model_firms") > 0
+	})
 	waitPlaced(t, 30*time.Second, a, b, e)
-	if n := counter(t, e, "practicegw_read_model_firms"); n == 0 {
-		t.Fatal("the instance that joined holds nothing")
-	}
 	sameEverywhere(t, tokens, a, b, e)
 }
