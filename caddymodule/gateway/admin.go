@@ -143,7 +143,7 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 			}
 			views = append(views, v)
 		}
-		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
+		return writeJSON(w, http.StatusOK, map[string]any{"data": views, "roles": a.app.Roles(firm)})
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	}
@@ -230,7 +230,7 @@ func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
 }
 
 // sync answers GET /practicegw/sync/{firm}, each of the firm's real
-// systems' sync, and POST /practicegw/sync/{firm}/{system}/resync, which
+// systems' sync and how each of its roles is served (roles), and POST /practicegw/sync/{firm}/{system}/resync, which
 // asks one to compare every record with its vendor now.
 func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 	if a.app == nil {
@@ -259,7 +259,7 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 		for _, st := range a.app.SyncStatus(firm) {
 			views = append(views, syncViewOf(st, now))
 		}
-		return writeJSON(w, http.StatusOK, map[string]any{"data": views})
+		return writeJSON(w, http.StatusOK, map[string]any{"data": views, "roles": a.app.Roles(firm)})
 	}
 	system := parts[1]
 	err := a.app.Resync(r.Context(), firm, system)

@@ -127,7 +127,7 @@ func TestAdminSyncStatus(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
 		}
-		if path == "/practicegw/sync/frm_demo" && strings.TrimSpace(string(body)) != `{"data":[]}` {
+		if path == "/practicegw/sync/frm_demo" && strings.TrimSpace(string(body)) != `{"data":[],"roles":[]}` {
 			t.Errorf("a firm on demo records: %s", body)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
@@ -287,6 +288,10 @@ func (w *world) checkServes(name string, a *App) {
 	for _, firm := range w.firms {
 		b := a.firms[firm]
 		tenant := practice.Tenant{Firm: firm}
+		said := map[string]adminapi.RoleView{}
+		for _, v := range a.Roles(firm) {
+			said[v.Role] = v
+		}
 		for _, role := range roles {
 			kind := firmsystem.Kinds(role)[0]
 			wr := want[firm][role]
@@ -312,6 +317,15 @@ func (w *world) checkServes(name string, a *App) {
 				how = servedByHeldCopy
 			default:
 				how = servedNotConnected
+			}
+			// practicegw sync status says what the reads do.
+			source := map[serving]string{servedBySystem: adminapi.SourceConnection, servedByHeldCopy: adminapi.SourceConnection,
+				servedNotConnected: adminapi.SourceNotConnected, servedByNone: adminapi.SourceNotConnected}[how]
+			if how == servedByNone && b.demo[role] {
+				source = adminapi.SourceDemo
+			}
+			if v := said[role]; v.Source != source || wr.conn != nil && (v.Connection != wr.conn.ID || v.Status != string(wr.conn.Status)) {
+				w.t.Fatalf("%s %s %s: sync status says %+v, want %s (connection %+v)", name, firm, role, v, source, wr.conn)
 			}
 			switch how {
 			case servedBySystem, servedByHeldCopy:
@@ -896,6 +910,10 @@ func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 	}
 	if _, ok := a.firms["frm_acme"].Reader(practice.Invoices).(demoRecords); !ok {
 		t.Errorf("invoices read from %T, not the firm's configured ledger", a.firms["frm_acme"].Reader(practice.Invoices))
+	}
+	if roles := a.Roles("frm_acme"); len(roles) != 3 || roles[1] != (adminapi.RoleView{Role: "ledger", Source: adminapi.SourceCaddyfile,
+		System: "xero", Connection: c.ID, Status: "connected"}) || roles[0].Source != adminapi.SourceDemo {
+		t.Errorf("sync status says %+v, want records on demo records and the ledger set in the Caddyfile", roles)
 	}
 	// The Caddyfile's ledger keeps its copy in the firm's model.
 	m := a.newModel("frm_acme")

@@ -70,6 +70,29 @@ type SyncView struct {
 	Kinds      []SyncKindView `json:"kinds"`
 }
 
+// RoleView is how one of a firm's roles is served, as its /v1 reads are.
+type RoleView struct {
+	Role string `json:"role"` // records, ledger, documents
+	// Source is what serves it: caddyfile (the firm's block names its
+	// system), connection (connected, or held while it waits for its
+	// administrator), demo (the block sets the role to demo records) or
+	// not_connected (reads answer system_not_connected).
+	Source string `json:"source"`
+	// System is the system serving it, or the connection's that does not.
+	System string `json:"system,omitempty"`
+	// Connection and Status are the role's newest connection, if any.
+	Connection string `json:"connection,omitempty"`
+	Status     string `json:"status,omitempty"`
+}
+
+// The sources of a role's records (RoleView.Source).
+const (
+	SourceCaddyfile    = "caddyfile"
+	SourceConnection   = "connection"
+	SourceDemo         = "demo"
+	SourceNotConnected = "not_connected"
+)
+
 // SyncKindView is one kind's part of a sync.
 type SyncKindView struct {
 	Kind       practice.Kind `json:"kind"`

@@ -22,7 +22,9 @@ func init() {
 		Long: `
 Live reads are served from a copy of each firm's real systems (its
 practice-management system, ledger and document store) that the gateway keeps
-in sync with the vendor. status shows each system's sync: backfilling, live,
+in sync with the vendor. status shows how each role of the firm is served (the
+Caddyfile's system, a connection and its status, demo records, or nothing), then
+each system's sync: backfilling, live,
 lagging or failing and why, how old the data is, the vendor calls of the last
 hour against the vendor's budget, and how far a backfill has come. resync asks
 a system's sync to compare every record with the vendor now. The command talks
@@ -49,13 +51,23 @@ func syncStatusCommand() *cobra.Command {
 				return fmt.Errorf("--firm is required")
 			}
 			var list struct {
-				Data []adminapi.SyncView `json:"data"`
+				Data  []adminapi.SyncView `json:"data"`
+				Roles []adminapi.RoleView `json:"roles"`
 			}
 			if err := adminCall(cmd, "GET", "/practicegw/sync/"+url.PathEscape(firm), nil, &list); err != nil {
 				return err
 			}
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), list.Data)
+			}
+			if len(list.Roles) > 0 {
+				if err := printRoles(cmd.OutOrStdout(), list.Roles); err != nil {
+					return err
+				}
+				if len(list.Data) == 0 {
+					return nil
+				}
+				fmt.Fprintln(cmd.OutOrStdout())
 			}
 			if len(list.Data) == 0 {
 				// Not "demo records": a role may be disconnected, waiting
@@ -71,6 +83,35 @@ func syncStatusCommand() *cobra.Command {
 	cmd.Flags().Bool("json", false, "print as JSON")
 	addAdminFlag(cmd)
 	return cmd
+}
+
+// printRoles writes how each of the firm's roles is served, as its reads
+// are: by the Caddyfile's system, a connection (with its status), the
+// demo records, or nothing.
+func printRoles(w io.Writer, roles []adminapi.RoleView) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROLE\tSERVED BY")
+	for _, r := range roles {
+		var by string
+		switch r.Source {
+		case adminapi.SourceCaddyfile:
+			by = fmt.Sprintf("%s, set in the Caddyfile", r.System)
+		case adminapi.SourceConnection:
+			by = fmt.Sprintf("%s, connection %s (%s)", r.System, r.Connection, r.Status)
+			if r.Status != "connected" {
+				by += ": its copy is served, failing, until it is reconnected"
+			}
+		case adminapi.SourceDemo:
+			by = "demo records (made up, not the firm's)"
+		default:
+			by = "not connected: reads answer system_not_connected"
+			if r.Connection != "" {
+				by += fmt.Sprintf(" (%s connection %s is %s)", r.System, r.Connection, r.Status)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", r.Role, by)
+	}
+	return tw.Flush()
 }
 
 // printSyncs writes one line per system, then what needs saying about

@@ -39,7 +39,14 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	switch r.Method + " " + r.URL.Path {
 	case "GET /practicegw/sync/frm_acme":
-		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{karbon, xero}})
+		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{karbon, xero}, "roles": []adminapi.RoleView{
+			{Role: "records", Source: adminapi.SourceCaddyfile, System: "karbon"},
+			{Role: "ledger", Source: adminapi.SourceConnection, System: "xero", Connection: "con_x1", Status: "needs_reconnect"},
+			{Role: "documents", Source: adminapi.SourceNotConnected, System: "sharepoint", Connection: "con_s1", Status: "disconnected"}}})
+	case "GET /practicegw/sync/frm_new":
+		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{}, "roles": []adminapi.RoleView{
+			{Role: "records", Source: adminapi.SourceDemo}, {Role: "ledger", Source: adminapi.SourceNotConnected},
+			{Role: "documents", Source: adminapi.SourceConnection, System: "dropbox", Connection: "con_d1", Status: "connected"}}})
 	case "GET /practicegw/sync/frm_demo":
 		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{}})
 	case "POST /practicegw/sync/frm_acme/records/resync":
@@ -71,6 +78,9 @@ func TestSyncStatusCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
+		"ROLE", "SERVED BY", "records    karbon, set in the Caddyfile",
+		"ledger     xero, connection con_x1 (needs_reconnect): its copy is served, failing, until it is reconnected",
+		"documents  not connected: reads answer system_not_connected (sharepoint connection con_s1 is disconnected)",
 		"SYSTEM", "records", "karbon", "backfilling", "1234 of 3600", "clients 120, jobs 3200",
 		"ledger", "xero", "failing", "1m35s",
 		"records (karbon) backfill: karbon jobs: 3,200 of about 5,000",
@@ -91,6 +101,14 @@ func TestSyncStatusCommand(t *testing.T) {
 	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_demo", "--admin", addr)
 	if err != nil || !strings.Contains(out, "frm_demo has no real system syncing") || strings.Contains(out, "its records are demo records") {
 		t.Errorf("a firm on demo records: %v\n%s", err, out)
+	}
+	// Each role of a firm with nothing syncing yet says how it is served.
+	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_new", "--admin", addr)
+	for _, want := range []string{"records    demo records (made up, not the firm's)",
+		"ledger     not connected: reads answer system_not_connected\n", "documents  dropbox, connection con_d1 (connected)\n"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("status of a firm with no sync lacks %q: %v\n%s", want, err, out)
+		}
 	}
 	if _, err := runCommand(t, syncStatusCommand(), "--admin", addr); err == nil {
 		t.Error("status without --firm ran")
