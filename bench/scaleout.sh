@@ -9,6 +9,7 @@
 #
 #   bench/scaleout.sh [-firms 20] [-records 200000] [-instances 3] [-replicas 2]
 #                     [-memory 80MiB] [-duration 20s] [-rate 40] [-compare]
+#                     [-gomemlimit 200MiB] [-profiles DIR]
 #
 # Smaller for a quick look: bench/scaleout.sh -firms 6 -records 12000.
 # See bench/scaleout/main.go.

@@ -52,6 +52,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of the read load")
 	flag.IntVar(&o.rate, "rate", 40, "reads a second through each instance")
 	flag.BoolVar(&o.compare, "compare", false, "also run the instances without a bound over the same data, for their RSS")
+	flag.StringVar(&o.memLimit, "gomemlimit", "", "GOMEMLIMIT of every instance, as a container's memory limit sets it (such as 200MiB; default: none)")
 	flag.StringVar(&o.profiles, "profiles", "", "a folder to keep each instance's heap profile and Go memory statistics in, at each phase")
 	flag.Parse()
 	if o.bin == "" {
@@ -69,7 +70,7 @@ type options struct {
 	duration                            time.Duration
 	rate                                int
 	compare                             bool
-	profiles                            string
+	memLimit, profiles                  string
 }
 
 func fail(err error) {
@@ -128,8 +129,15 @@ func run(o options) error {
 	env := []string{"PRACTICEGW_REDIS=" + redisURL, "PRACTICEGW_SECRETS_KEY=" + base64.StdEncoding.EncodeToString(secrets),
 		"PRACTICEGW_READ_MODEL_MEMORY=" + o.memory, "PRACTICEGW_READ_MODEL_REPLICAS=" + strconv.Itoa(o.replicas),
 		"PRACTICEGW_SYNC_POLL=5m", "PRACTICEGW_SYNC_RECONCILE=24h"}
+	if o.memLimit != "" {
+		// The instances' alone: this process holds the vendors' doubles.
+		env = append(env, "GOMEMLIMIT="+o.memLimit)
+	}
 	fmt.Printf("%d firms of %d records (%d in all) on %d instances, replicas %d, memory %s each\n",
 		o.firms, per, per*o.firms, o.instances, o.replicas, o.memory)
+	if o.memLimit != "" {
+		fmt.Printf("GOMEMLIMIT=%s on every instance, with or without a bound\n", o.memLimit)
+	}
 
 	// The backfill first, into Redis; then the instances measured start
 	// together over the data, as after a deploy, so that their peak RSS
