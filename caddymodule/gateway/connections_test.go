@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 	"golang.org/x/oauth2"
 
@@ -31,6 +33,7 @@ import (
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	boltstore "github.com/practicegw/practicegw/store/bolt"
 	"github.com/practicegw/practicegw/store/connection"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
@@ -126,11 +129,77 @@ type world struct {
 	karbon  *vendortest.Karbon
 	connect *connect.Config
 	firms   []string
-	store   *redisstore.Store
+	// store is the upstream state every instance shares; bolt is the
+	// embedded store of a world of one instance, nil on Redis.
+	store worldState
+	bolt  *boltstore.Store
+	// opened counts the instances made: a bbolt file has one.
+	opened int
 }
 
+// worldState is the upstream state the world's instances share.
+type worldState interface {
+	Last(ctx context.Context, key string) ([]byte, error)
+	Save(ctx context.Context, key string, state []byte) error
+}
+
+// worldReadModel is the read model's store the world's instances share.
+type worldReadModel interface {
+	readmodel.Store
+	readmodel.Checkpoints
+}
+
+// newWorld is a world on Redis, shared by its instances.
 func newWorld(t *testing.T, firms ...string) *world {
-	w := &world{t: t, srv: redistest.Start(t), conns: newFakeConnections(), firms: firms}
+	w := newWorldOn(t, firms...)
+	w.srv = redistest.Start(t)
+	w.store = w.redisStore()
+	return w
+}
+
+// onEachBackend runs test in a world on each backend a gateway keeps its
+// state in: the embedded bbolt store with one instance, and Redis shared
+// by n.
+func onEachBackend(t *testing.T, n int, firms []string, test func(t *testing.T, w *world, apps []*App)) {
+	t.Run("bbolt", func(t *testing.T) {
+		w := newBoltWorld(t, firms...)
+		test(t, w, []*App{w.instance()})
+	})
+	t.Run("redis", func(t *testing.T) {
+		w := newWorld(t, firms...)
+		apps := make([]*App, n)
+		for i := range apps {
+			apps[i] = w.instance()
+		}
+		test(t, w, apps)
+	})
+}
+
+// newBoltWorld is a world of one instance on the embedded bbolt store.
+func newBoltWorld(t *testing.T, firms ...string) *world {
+	w := newWorldOn(t, firms...)
+	db, err := bbolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, &bbolt.Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if w.bolt, err = boltstore.New(db, nil, boltstore.WithSecrets(w.secrets)); err != nil {
+		t.Fatal(err)
+	}
+	w.store = w.bolt
+	return w
+}
+
+// readModel is the read model's store the world's instances share.
+func (w *world) readModel() worldReadModel {
+	if w.bolt != nil {
+		return w.bolt.ReadModel()
+	}
+	return w.store.(*redisstore.Store).ReadModel()
+}
+
+func newWorldOn(t *testing.T, firms ...string) *world {
+	w := &world{t: t, conns: newFakeConnections(), firms: firms}
 	w.secrets, _ = sealed.Random()
 	w.xero = vendortest.StartXero(t)
 	w.xero.AddLedgerPage(120)
@@ -147,7 +216,6 @@ func newWorld(t *testing.T, firms ...string) *world {
 		`"token_url":%q,"base_url":%q,"webhook_key":"{env.PRACTICEGW_TEST_XERO_WEBHOOK_KEY}"},`+
 		`"karbon":{"bearer":%q,"base_url":%q}}`,
 		w.xero.URL+"/token", strings.TrimSuffix(w.xero.URL, "/api.xro/2.0"), w.karbon.Bearer, w.karbon.URL))
-	w.store = w.redisStore()
 	return w
 }
 
@@ -164,14 +232,22 @@ func (w *world) redisStore() *redisstore.Store {
 	return st
 }
 
-// instance is one gateway: its own Redis client, its own firms' backends.
+// instance is one gateway: its own Redis client, its own firms' backends;
+// on bbolt the one gateway of the file.
 func (w *world) instance() *App {
-	st := w.redisStore()
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
 	a := &App{Connect: w.connect, logger: zap.NewNop(), holder: holderID(), caddyCtx: cctx,
-		readStore: st.ReadModel(), readFeed: st.ReadModel(), upstreamState: st, notices: st,
 		budget: upstream.NewLocalBudget(nil), changes: &countingSink{}, connections: w.conns, follow: newConnFollow(),
 		firms: map[string]*firmBackends{}}
+	if w.opened++; w.bolt != nil {
+		if w.opened > 1 {
+			w.t.Fatal("a bbolt file has one gateway")
+		}
+		a.readStore, a.upstreamState, a.notices = w.bolt.ReadModel(), w.bolt, w.bolt
+	} else {
+		st := w.redisStore()
+		a.readStore, a.readFeed, a.upstreamState, a.notices = st.ReadModel(), st.ReadModel(), st, st
+	}
 	for i, id := range w.firms {
 		// The first firm's block sets every role to demo, the others
 		// none.
@@ -251,7 +327,7 @@ func (w *world) connectKarbon(firm string) connection.Connection {
 // stored is what the shared store keeps of a firm's kinds.
 func (w *world) stored(firm string, kinds []practice.Kind) int {
 	n := 0
-	err := w.store.ReadModel().Load(context.Background(), firm, func(u readmodel.Update) error {
+	err := w.readModel().Load(context.Background(), firm, func(u readmodel.Update) error {
 		if slices.Contains(kinds, u.Kind) {
 			n++
 		}
@@ -521,7 +597,7 @@ func backfilled(a *App, c connection.Connection) bool {
 // checkpointBackfilled reports whether the saved checkpoint of a firm's
 // role says every kind it syncs is backfilled.
 func (w *world) checkpointBackfilled(firm, role string) bool {
-	raw, err := w.store.ReadModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
+	raw, err := w.readModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
 	if err != nil || raw == nil {
 		return false
 	}
@@ -544,7 +620,7 @@ func (w *world) checkpointBackfilled(firm, role string) bool {
 // checkpointSavedAfter reports whether the sync of a firm's role saved its
 // checkpoint after t, as holder: it has run a round since.
 func (w *world) checkpointSavedAfter(firm, role, holder string, t time.Time) bool {
-	raw, err := w.store.ReadModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
+	raw, err := w.readModel().Checkpoint(context.Background(), readmodel.SyncCheckpoints(firm, role)[0])
 	if err != nil || raw == nil {
 		return false
 	}
@@ -826,7 +902,7 @@ func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
 		t.Errorf("the store keeps %d records after the purge", n)
 	}
 	for _, name := range readmodel.SyncCheckpoints("frm_acme", "records") {
-		if raw, err := w.store.ReadModel().Checkpoint(context.Background(), name); err != nil || raw != nil {
+		if raw, err := w.readModel().Checkpoint(context.Background(), name); err != nil || raw != nil {
 			t.Errorf("checkpoint %s after the purge: %q, %v", name, raw, err)
 		}
 	}
@@ -899,7 +975,7 @@ func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 	w := newWorld(t, "frm_acme")
 	a := w.instance()
 	a.Firms[0].LedgerRaw = json.RawMessage(`{"system":"xero"}`)
-	if err := w.store.ReadModel().Apply(context.Background(), "frm_acme", []readmodel.Update{{Kind: practice.Invoices,
+	if err := w.readModel().Apply(context.Background(), "frm_acme", []readmodel.Update{{Kind: practice.Invoices,
 		ID: "inv_1", Raw: json.RawMessage(`{"id":"inv_1","object":"invoice"}`)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -957,29 +1033,30 @@ func TestUnopenedConnectionIsUnavailable(t *testing.T) {
 // needs reconnecting are dropped (its sync catches up after the
 // reconnect), rather than failing the app's one webhook for every firm.
 func TestPausedConnectionNeverFailsXerosWebhook(t *testing.T) {
-	w := newWorld(t, "frm_acme")
-	a := w.instance()
-	c := w.connectXero("frm_acme")
-	step(t, a)
-	waitFor(t, "the backfill", func() bool { return backfilled(a, c) })
-	// The firm removes the app at Xero: its token and grant are refused.
-	w.xero.Token = "another-token"
-	a.grantRefused(c)("Xero refused the connection's grant (invalid_grant)")
-	step(t, a)
-	id := "0f1e2d3c-0000-4000-8000-000000000003"
-	w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-PAUSED", Status: "AUTHORISED",
-		ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(), DueDate: time.Now(),
-		Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
-	for range 3 {
-		hook := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), id)
-		if got := postXero(t, a, hook, vendortest.SignXero("xero-webhook-key", hook)); got != http.StatusOK {
-			t.Fatalf("a delivery naming the paused connection's organisation: %d, want 200", got)
+	onEachBackend(t, 1, []string{"frm_acme"}, func(t *testing.T, w *world, apps []*App) {
+		a := apps[0]
+		c := w.connectXero("frm_acme")
+		step(t, a)
+		waitFor(t, "the backfill", func() bool { return backfilled(a, c) })
+		// The firm removes the app at Xero: its token and grant are refused.
+		w.xero.Token = "another-token"
+		a.grantRefused(c)("Xero refused the connection's grant (invalid_grant)")
+		step(t, a)
+		id := "0f1e2d3c-0000-4000-8000-000000000003"
+		w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: id, InvoiceNumber: "INV-PAUSED", Status: "AUTHORISED",
+			ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(), DueDate: time.Now(),
+			Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now()})
+		for range 3 {
+			hook := vendortest.XeroWebhook(w.xero.TenantID, time.Now(), id)
+			if got := postXero(t, a, hook, vendortest.SignXero("xero-webhook-key", hook)); got != http.StatusOK {
+				t.Fatalf("a delivery naming the paused connection's organisation: %d, want 200", got)
+			}
 		}
-	}
-	_, err := a.firms["frm_acme"].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_"+id)
-	if !errors.Is(err, practice.ErrNotFound) {
-		t.Errorf("the paused connection took the event: %v", err)
-	}
+		_, err := a.firms["frm_acme"].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_"+id)
+		if !errors.Is(err, practice.ErrNotFound) {
+			t.Errorf("the paused connection took the event: %v", err)
+		}
+	})
 }
 
 // A reconnect that moves a connection to another organisation: while it
@@ -989,98 +1066,100 @@ func TestPausedConnectionNeverFailsXerosWebhook(t *testing.T) {
 // organisation's records alone, backfilled afresh. No read on any
 // instance ever lists records of both.
 func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
-	w := newWorld(t, "frm_acme")
-	a, b := w.instance(), w.instance()
-	c := w.connectXero("frm_acme")
-	step(t, a)
-	step(t, b)
-	waitFor(t, "the backfill", func() bool { return backfilled(a, c) && backfilled(b, c) })
-	acme := practice.Tenant{Firm: "frm_acme"}
+	onEachBackend(t, 2, []string{"frm_acme"}, func(t *testing.T, w *world, apps []*App) {
+		// b is a on bbolt: one gateway.
+		a, b := apps[0], apps[len(apps)-1]
+		c := w.connectXero("frm_acme")
+		step(t, a)
+		step(t, b)
+		waitFor(t, "the backfill", func() bool { return backfilled(a, c) && backfilled(b, c) })
+		acme := practice.Tenant{Firm: "frm_acme"}
 
-	// Every read of either instance, all along, is of one organisation.
-	done := make(chan struct{})
-	var mu sync.Mutex
-	var mixed []string
-	var reads sync.WaitGroup
-	for _, app := range []*App{a, b} {
-		reads.Add(1)
-		go func() {
-			defer reads.Done()
-			for {
-				select {
-				case <-done:
-					return
-				default:
-				}
-				page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
-				if err != nil {
-					continue
-				}
-				org2 := 0
-				for _, raw := range page.Items {
-					if strings.Contains(string(raw), "INV-ORG2") {
-						org2++
+		// Every read of either instance, all along, is of one organisation.
+		done := make(chan struct{})
+		var mu sync.Mutex
+		var mixed []string
+		var reads sync.WaitGroup
+		for _, app := range []*App{a, b} {
+			reads.Add(1)
+			go func() {
+				defer reads.Done()
+				for {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+					if err != nil {
+						continue
+					}
+					org2 := 0
+					for _, raw := range page.Items {
+						if strings.Contains(string(raw), "INV-ORG2") {
+							org2++
+						}
+					}
+					if org2 != 0 && org2 != len(page.Items) {
+						mu.Lock()
+						mixed = append(mixed, fmt.Sprintf("%d of %d invoices of the new organisation", org2, len(page.Items)))
+						mu.Unlock()
 					}
 				}
-				if org2 != 0 && org2 != len(page.Items) {
-					mu.Lock()
-					mixed = append(mixed, fmt.Sprintf("%d of %d invoices of the new organisation", org2, len(page.Items)))
-					mu.Unlock()
-				}
-			}
-		}()
-	}
+			}()
+		}
 
-	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		c.Status, c.Reason, c.Attempt = connection.Pending, "reconnecting", c.Attempt+1
-	})
-	step(t, a)
-	step(t, b)
-	org2 := "0b0b0b0b-0000-4000-8000-000000000002"
-	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		c.Status, c.Reason, c.Choices = connection.ChooseOrganisation, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
-	})
-	step(t, a)
-	step(t, b)
-	for name, app := range map[string]*App{"a": a, "b": b} {
-		page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
-		if err != nil || len(page.Items) != 120 {
-			t.Fatalf("%s while the organisation is chosen: %d invoices, %v; want the held copy's 120", name, len(page.Items), err)
+		w.conns.change(t, c.ID, func(c *connection.Connection) {
+			c.Status, c.Reason, c.Attempt = connection.Pending, "reconnecting", c.Attempt+1
+		})
+		step(t, a)
+		step(t, b)
+		org2 := "0b0b0b0b-0000-4000-8000-000000000002"
+		w.conns.change(t, c.ID, func(c *connection.Connection) {
+			c.Status, c.Reason, c.Choices = connection.ChooseOrganisation, "choose", []connection.Organisation{{ID: org2, Name: "Second"}}
+		})
+		step(t, a)
+		step(t, b)
+		for name, app := range map[string]*App{"a": a, "b": b} {
+			page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+			if err != nil || len(page.Items) != 120 {
+				t.Fatalf("%s while the organisation is chosen: %d invoices, %v; want the held copy's 120", name, len(page.Items), err)
+			}
 		}
-	}
-	// The vendor's second organisation and its invoices.
-	w.xero.TenantID = org2
-	for i := range 5 {
-		w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("0b0b0b0b-0000-4000-8000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-ORG2-%d", i),
-			Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
-			DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now(), Tenant: org2})
-	}
-	chosen, _ := w.conns.Connection(context.Background(), c.ID)
-	if err := a.PurgeOrganisation(context.Background(), chosen); err != nil {
-		t.Fatal(err)
-	}
-	if n := w.stored("frm_acme", []practice.Kind{practice.Invoices}); n != 0 {
-		t.Fatalf("the old organisation's copy keeps %d invoices after the purge", n)
-	}
-	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		now := time.Now()
-		c.Status, c.Reason, c.Choices, c.OrganisationID, c.OrganisationName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
-	})
-	step(t, b)
-	step(t, a)
-	now, _ := w.conns.Connection(context.Background(), c.ID)
-	waitFor(t, "the new organisation's backfill", func() bool { return backfilled(a, now) && backfilled(b, now) })
-	close(done)
-	reads.Wait()
-	if len(mixed) > 0 {
-		t.Fatalf("reads listed both organisations: %q", mixed[:min(3, len(mixed))])
-	}
-	for name, app := range map[string]*App{"a": a, "b": b} {
-		page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
-		if err != nil || len(page.Items) != 5 {
-			t.Fatalf("%s after the new organisation's backfill: %d invoices, %v; want its 5", name, len(page.Items), err)
+		// The vendor's second organisation and its invoices.
+		w.xero.TenantID = org2
+		for i := range 5 {
+			w.xero.AddInvoice(vendortest.XeroInvoice{InvoiceID: fmt.Sprintf("0b0b0b0b-0000-4000-8000-%012d", i), InvoiceNumber: fmt.Sprintf("INV-ORG2-%d", i),
+				Status: "AUTHORISED", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble", Date: time.Now(),
+				DueDate: time.Now(), Total: "10.00", AmountDue: "10.00", CurrencyCode: "GBP", Updated: time.Now(), Tenant: org2})
 		}
-	}
+		chosen, _ := w.conns.Connection(context.Background(), c.ID)
+		if err := a.PurgeOrganisation(context.Background(), chosen); err != nil {
+			t.Fatal(err)
+		}
+		if n := w.stored("frm_acme", []practice.Kind{practice.Invoices}); n != 0 {
+			t.Fatalf("the old organisation's copy keeps %d invoices after the purge", n)
+		}
+		w.conns.change(t, c.ID, func(c *connection.Connection) {
+			now := time.Now()
+			c.Status, c.Reason, c.Choices, c.OrganisationID, c.OrganisationName, c.ConnectedAt = connection.Connected, "", nil, org2, "Second", &now
+		})
+		step(t, b)
+		step(t, a)
+		now, _ := w.conns.Connection(context.Background(), c.ID)
+		waitFor(t, "the new organisation's backfill", func() bool { return backfilled(a, now) && backfilled(b, now) })
+		close(done)
+		reads.Wait()
+		if len(mixed) > 0 {
+			t.Fatalf("reads listed both organisations: %q", mixed[:min(3, len(mixed))])
+		}
+		for name, app := range map[string]*App{"a": a, "b": b} {
+			page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+			if err != nil || len(page.Items) != 5 {
+				t.Fatalf("%s after the new organisation's backfill: %d invoices, %v; want its 5", name, len(page.Items), err)
+			}
+		}
+	})
 }
 
 // Karbon's billing connected as a firm's ledger is opened as the ledger
@@ -1117,39 +1196,40 @@ func TestKarbonLedgerConnectionSyncsInvoices(t *testing.T) {
 // another organisation chosen as on a disconnect; what other firms and
 // systems keep stays.
 func TestLeavingAnOrganisationForgetsWhatItsSystemRemembers(t *testing.T) {
-	w := newWorld(t, "frm_acme", "frm_other")
-	a := w.instance()
-	ctx := context.Background()
-	forgotten := []string{"xpm/seen/frm_acme/live/clients/cli_1", "xpm/seen/frm_acme/live/jobs/job_J000001",
-		"signed/frm_acme/live/engagements/eng_1"}
-	kept := []string{"xpm/seen/frm_other/live/clients/cli_1", "xpm/seen/frm_acme/live/invoices/inv_1",
-		"signed/frm_other/live/engagements/eng_1"}
-	for _, leave := range []struct {
-		name  string
-		purge func(context.Context, connection.Connection) error
-	}{{"another organisation chosen", a.PurgeOrganisation}, {"a disconnect", a.Purge}} {
-		for _, k := range append(forgotten, kept...) {
-			if err := w.store.Save(ctx, k, []byte(`{"d":"x"}`)); err != nil {
-				t.Fatal(err)
+	onEachBackend(t, 1, []string{"frm_acme", "frm_other"}, func(t *testing.T, w *world, apps []*App) {
+		a := apps[0]
+		ctx := context.Background()
+		forgotten := []string{"xpm/seen/frm_acme/live/clients/cli_1", "xpm/seen/frm_acme/live/jobs/job_J000001",
+			"signed/frm_acme/live/engagements/eng_1"}
+		kept := []string{"xpm/seen/frm_other/live/clients/cli_1", "xpm/seen/frm_acme/live/invoices/inv_1",
+			"signed/frm_other/live/engagements/eng_1"}
+		for _, leave := range []struct {
+			name  string
+			purge func(context.Context, connection.Connection) error
+		}{{"another organisation chosen", a.PurgeOrganisation}, {"a disconnect", a.Purge}} {
+			for _, k := range append(forgotten, kept...) {
+				if err := w.store.Save(ctx, k, []byte(`{"d":"x"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			connectionSeq++
+			c := w.conns.create(connection.Connection{ID: fmt.Sprintf("con_p%d", connectionSeq), Firm: "frm_acme", Role: "records",
+				System: "xpm", Status: connection.ChooseOrganisation, OrganisationID: "practice-1", Attempt: 2})
+			if err := leave.purge(ctx, c); err != nil {
+				t.Fatalf("%s: %v", leave.name, err)
+			}
+			for _, k := range forgotten {
+				if got, err := w.store.Last(ctx, k); err != nil || got != nil {
+					t.Errorf("%s: %s still kept (%q, %v)", leave.name, k, got, err)
+				}
+			}
+			for _, k := range kept {
+				if got, err := w.store.Last(ctx, k); err != nil || got == nil {
+					t.Errorf("%s: %s forgotten (%v)", leave.name, k, err)
+				}
 			}
 		}
-		connectionSeq++
-		c := w.conns.create(connection.Connection{ID: fmt.Sprintf("con_p%d", connectionSeq), Firm: "frm_acme", Role: "records",
-			System: "xpm", Status: connection.ChooseOrganisation, OrganisationID: "practice-1", Attempt: 2})
-		if err := leave.purge(ctx, c); err != nil {
-			t.Fatalf("%s: %v", leave.name, err)
-		}
-		for _, k := range forgotten {
-			if got, err := w.store.Last(ctx, k); err != nil || got != nil {
-				t.Errorf("%s: %s still kept (%q, %v)", leave.name, k, got, err)
-			}
-		}
-		for _, k := range kept {
-			if got, err := w.store.Last(ctx, k); err != nil || got == nil {
-				t.Errorf("%s: %s forgotten (%v)", leave.name, k, err)
-			}
-		}
-	}
+	})
 }
 
 // An instance that misses a whole reconnect to another organisation (it
@@ -1213,7 +1293,7 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 		t.Errorf("the stale instance's write of the old organisation after the purge: %v, want refused by the fence", err)
 	}
 	organisations := func() (oldOnes, newOnes int) {
-		err := w.store.ReadModel().Load(ctx, "frm_acme", func(u readmodel.Update) error {
+		err := w.readModel().Load(ctx, "frm_acme", func(u readmodel.Update) error {
 			if u.Kind == practice.Invoices && strings.Contains(string(u.Raw), "INV-ORG2") {
 				newOnes++
 			} else if u.Kind == practice.Invoices {
