@@ -1292,6 +1292,16 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 	if !errors.Is(err, readmodel.ErrFenced) {
 		t.Errorf("the stale instance's write of the old organisation after the purge: %v, want refused by the fence", err)
 	}
+	// Nor what its adapter remembers of the old organisation's records
+	// beyond the copy (a first-seen stamp): it would lend the new
+	// organisation's record of the same id its time.
+	const stamp = "xpm/seen/frm_acme/live/invoices/inv_stale-old-organisation"
+	if err := old.model.Save(ctx, stamp, []byte(`{"f":"2026-01-01T00:00:00Z"}`)); !errors.Is(err, readmodel.ErrFenced) {
+		t.Errorf("the stale instance's stamp after the purge: %v, want refused by the fence", err)
+	}
+	if got, _ := w.store.Last(ctx, stamp); got != nil {
+		t.Errorf("the stale instance's stamp was saved: %s", got)
+	}
 	organisations := func() (oldOnes, newOnes int) {
 		err := w.readModel().Load(ctx, "frm_acme", func(u readmodel.Update) error {
 			if u.Kind == practice.Invoices && strings.Contains(string(u.Raw), "INV-ORG2") {

@@ -849,9 +849,18 @@ func (m *Model) Last(ctx context.Context, key string) ([]byte, error) {
 func (m *Model) Save(ctx context.Context, key string, state []byte) error {
 	t, k, id, ok := changes.ParseStateKey(key)
 	if !ok || t != m.tenant || !m.Owns(k) {
-		return m.other.Save(ctx, key, state)
+		return m.saveOther(ctx, key, state)
 	}
 	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state)}})
+}
+
+// saveOther saves a state that is no record of the model in the other
+// store, through the model's fence when it has one.
+func (m *Model) saveOther(ctx context.Context, key string, state []byte) error {
+	if fs, ok := m.other.(FencedState); ok && m.fence != nil {
+		return fs.SaveFenced(ctx, *m.fence, key, state)
+	}
+	return m.other.Save(ctx, key, state)
 }
 
 // LastReadAt is when the read of a record's state held began, for a
@@ -870,7 +879,7 @@ func (m *Model) LastReadAt(ctx context.Context, key string) (time.Time, error) {
 func (m *Model) SaveRead(ctx context.Context, key string, state []byte, readAt time.Time) error {
 	t, k, id, ok := changes.ParseStateKey(key)
 	if !ok || t != m.tenant || !m.Owns(k) {
-		return m.other.Save(ctx, key, state)
+		return m.saveOther(ctx, key, state)
 	}
 	return m.Apply(ctx, []Update{{Kind: k, ID: id, Raw: bytes.Clone(state), ReadAt: readAt}})
 }

@@ -130,6 +130,16 @@ type Fence struct {
 // for has moved to another generation since.
 var ErrFenced = errors.New("read model write refused: its connection moved on")
 
+// FencedState is an upstream state store whose writes a Fence guards
+// (the fences are the read model store's), checked in the same atomic
+// step as the write: a stale instance's adapter saves no first-seen stamp
+// or token of the organisation left.
+type FencedState interface {
+	// SaveFenced is Save, taken only while f.Generation is not below the
+	// fence; ErrFenced, with nothing saved, otherwise.
+	SaveFenced(ctx context.Context, f Fence, key string, state []byte) error
+}
+
 // Fencer is a Store whose writes a Fence guards, checked in the same
 // atomic step as the write.
 type Fencer interface {

@@ -289,6 +289,13 @@ func TestReadModelFencesConformance(t *testing.T) {
 	})
 }
 
+func TestUpstreamFencesConformance(t *testing.T) {
+	storetest.UpstreamFences(t, func(t *testing.T) (readmodel.Fencer, storetest.FencedUpstream) {
+		st, db := open(t)
+		return st.ReadModel(), reopen(t, db)
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {
 		st, db := open(t)

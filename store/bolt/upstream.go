@@ -9,6 +9,7 @@ import (
 
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 // Every upstream state value is sealed, bound to the key it is kept
@@ -93,3 +94,17 @@ func (s *Store) Forget(_ context.Context, prefix string) error {
 		return nil
 	})
 }
+
+// SaveFenced implements readmodel.FencedState: the fence, kept with the
+// read model, is read in the transaction that saves.
+func (s *Store) SaveFenced(_ context.Context, f readmodel.Fence, key string, state []byte) error {
+	v := s.secrets.Seal(state, whatUpstream(key))
+	return s.db.Update(func(tx *bbolt.Tx) error {
+		if fenced(tx, f) {
+			return fmt.Errorf("upstream state %s: %w", key, readmodel.ErrFenced)
+		}
+		return tx.Bucket([]byte(bucketUpstream)).Put([]byte(key), v)
+	})
+}
+
+var _ readmodel.FencedState = (*Store)(nil)

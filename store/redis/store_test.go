@@ -337,6 +337,13 @@ func TestReadModelFencesConformance(t *testing.T) {
 	})
 }
 
+func TestUpstreamFencesConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.UpstreamFences(t, func(t *testing.T) (readmodel.Fencer, storetest.FencedUpstream) {
+		return open(t, srv).ReadModel(), another(t, srv)
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 const keyUpstream = "pgw:upstream:"
@@ -127,3 +128,29 @@ func (s *Store) Forget(ctx context.Context, prefix string) error {
 		}
 	}
 }
+
+// saveFencedScript sets KEYS[1] to ARGV[3] unless the fence ARGV[1] of
+// hash KEYS[2] is past generation ARGV[2] (-1 then). Like the fenced
+// checkpoint's, its keys do not share a slot on Redis Cluster.
+var saveFencedStateScript = goredis.NewScript(`
+local fence = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '-1')
+if fence > tonumber(ARGV[2]) then return -1 end
+redis.call('SET', KEYS[1], ARGV[3])
+return 1`)
+
+// SaveFenced implements readmodel.FencedState.
+func (s *Store) SaveFenced(ctx context.Context, f readmodel.Fence, key string, state []byte) error {
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	n, err := saveFencedStateScript.Run(ctx, s.rdb, []string{keyUpstream + key, fenceKey(f.Firm)},
+		f.Name, f.Generation, s.secrets.Seal(state, whatUpstream(key))).Int()
+	switch {
+	case err != nil:
+		return fmt.Errorf("saving upstream state %s in redis: %w", key, err)
+	case n < 0:
+		return fmt.Errorf("upstream state %s: %w", key, readmodel.ErrFenced)
+	}
+	return nil
+}
+
+var _ readmodel.FencedState = (*Store)(nil)

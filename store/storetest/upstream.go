@@ -2,8 +2,11 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 // UpstreamState is what vendor adapters keep of the records they have
@@ -89,5 +92,45 @@ func forget(t *testing.T, st, other UpstreamState) {
 	}
 	if got, _ := st.Last(ctx, "karbon/frm_acme/work/1"); string(got) != "kept" {
 		t.Error("an empty prefix forgot a state")
+	}
+}
+
+// FencedUpstream is an upstream state store whose saves a fence guards.
+type FencedUpstream interface {
+	UpstreamState
+	readmodel.FencedState
+}
+
+// UpstreamFences checks readmodel.FencedState: with no fence raised every
+// generation saves; once the read model's fence is raised, a save of an
+// older generation is ErrFenced with nothing saved, while the fence's
+// generation saves. fences and st are one store's read model and
+// upstream state.
+func UpstreamFences(t *testing.T, open func(t *testing.T) (fences readmodel.Fencer, st FencedUpstream)) {
+	ctx := context.Background()
+	fences, st := open(t)
+	old := readmodel.Fence{Firm: "frm_acme", Name: "con_1", Generation: 1}
+	now := readmodel.Fence{Firm: "frm_acme", Name: "con_1", Generation: 2}
+	const key = "xpm/seen/frm_acme/live/clients/cli_1"
+	if err := st.SaveFenced(ctx, old, key, []byte("before")); err != nil {
+		t.Fatalf("a save with no fence raised: %v", err)
+	}
+	if err := fences.RaiseFence(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveFenced(ctx, old, key, []byte("stale")); !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("a save of the generation before the fence: %v, want ErrFenced", err)
+	}
+	if got, err := st.Last(ctx, key); err != nil || string(got) != "before" {
+		t.Fatalf("after a fenced save: %q, %v; want what was saved before", got, err)
+	}
+	if err := st.SaveFenced(ctx, now, key, []byte("now")); err != nil {
+		t.Fatalf("a save of the fence's generation: %v", err)
+	}
+	if err := st.SaveFenced(ctx, readmodel.Fence{Firm: "frm_other", Name: "con_1", Generation: 1}, key+"x", []byte("other")); err != nil {
+		t.Fatalf("a save under another firm's fence: %v", err)
+	}
+	if got, err := st.Last(ctx, key); err != nil || string(got) != "now" {
+		t.Fatalf("%q, %v; want now", got, err)
 	}
 }
