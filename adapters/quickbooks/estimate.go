@@ -158,11 +158,27 @@ func (a *Adapter) queryEstimates(ctx context.Context, since time.Time, start int
 
 // getEstimate reads one estimate as its engagement. An estimate QuickBooks
 // no longer has (deleted) is the engagement last seen, ended; one never
-// seen is not found.
+// seen is not found. A deletion once confirmed is final (QuickBooks
+// never gives a deleted estimate back, nor its Id to another): the
+// engagement is answered ended without asking again, or every daily
+// reconciliation, whose listing never holds it, would read each deleted
+// estimate once more, for ever.
 func (a *Adapter) getEstimate(ctx context.Context, t practice.Tenant, qbID string) (json.RawMessage, error) {
+	deleted, err := a.deletedBefore(ctx, qbID)
+	if err != nil {
+		return nil, err
+	}
+	if deleted {
+		raw, err := a.endedEstimate(ctx, qbID, a.clock.Now())
+		if err != nil || raw != nil {
+			return raw, err
+		}
+		// The copy forgot it (a purge): as never seen.
+		return nil, fmt.Errorf("quickbooks: no engagement %q: %w", engagementID(qbID), practice.ErrNotFound)
+	}
 	body, err := a.get(ctx, "/estimate/"+qbID, nil, "estimate "+qbID)
 	if errors.Is(err, practice.ErrNotFound) {
-		raw, lerr := a.endedEstimate(ctx, qbID, a.clock.Now())
+		raw, lerr := a.endEstimate(ctx, qbID, a.clock.Now())
 		if lerr != nil {
 			return nil, lerr
 		}
@@ -178,6 +194,36 @@ func (a *Adapter) getEstimate(ctx context.Context, t practice.Tenant, qbID strin
 		return nil, upstream.Malformed(a.c.Label(), "estimate "+qbID, errNoEntity)
 	}
 	return a.estimateJSON(ctx, t, body.Estimate)
+}
+
+// DeletionsPrefix is the prefix of the keys under which the deletions of
+// firm's estimates confirmed are kept in the upstream state store.
+func DeletionsPrefix(firm string) string {
+	return "deleted/" + changes.StateKey(practice.Tenant{Firm: firm}, practice.Engagements, "")
+}
+
+// deletedBefore reports whether the estimate's deletion was confirmed
+// before (endEstimate).
+func (a *Adapter) deletedBefore(ctx context.Context, qbID string) (bool, error) {
+	raw, err := a.signings.State.Last(ctx, DeletionsPrefix(a.cfg.Firm)+engagementID(qbID))
+	if err != nil {
+		return false, fmt.Errorf("quickbooks: deletion of estimate %s: %w", qbID, err)
+	}
+	return raw != nil, nil
+}
+
+// endEstimate is endedEstimate for a deletion QuickBooks confirmed (its
+// not found, or change data capture's status "Deleted"), which it
+// remembers when the estimate was seen: it is never asked again.
+func (a *Adapter) endEstimate(ctx context.Context, qbID string, at time.Time) (json.RawMessage, error) {
+	raw, err := a.endedEstimate(ctx, qbID, at)
+	if err != nil || raw == nil {
+		return raw, err
+	}
+	if err := a.signings.State.Save(ctx, DeletionsPrefix(a.cfg.Firm)+engagementID(qbID), []byte(`{}`)); err != nil {
+		return nil, fmt.Errorf("quickbooks: save the deletion of estimate %s: %w", qbID, err)
+	}
+	return raw, nil
 }
 
 // endedEstimate is the engagement of a deleted estimate: as last seen,

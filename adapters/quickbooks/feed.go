@@ -123,7 +123,7 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 			if at.IsZero() {
 				at = now
 			}
-			if raw, err = a.endedEstimate(ctx, ests[i].ID, at); err != nil {
+			if raw, err = a.endEstimate(ctx, ests[i].ID, at); err != nil {
 				return practice.ChangesPage{}, err
 			}
 			if raw == nil {

@@ -1,11 +1,15 @@
 package quickbooks
 
 import (
+	"slices"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func init() {
@@ -86,8 +90,19 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 // KeepsProposals says the system keeps the firm's proposals.
 func (Module) KeepsProposals() bool { return true }
 
+// Remembered are the prefixes of firm's engagements' signings and of the
+// deletions of its estimates confirmed, when the ledger keeps its
+// engagements (its estimates): what a connection's purge forgets.
+func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
+	if slices.Contains(kinds, practice.Engagements) {
+		return []string{proposals.SigningsPrefix(firm), DeletionsPrefix(firm)}
+	}
+	return nil
+}
+
 // Interface guards
 var (
+	_ firmsystem.Remembers      = (*Module)(nil)
 	_ firmsystem.ProposalKeeper = Module{}
 	_ firmsystem.Module         = (*Module)(nil)
 	_ caddy.Provisioner         = (*Module)(nil)
