@@ -42,7 +42,12 @@ func (m *Manager) checkKey(ctx context.Context, s System, accessKey string) erro
 	if app == nil {
 		return errNotRegistered(s)
 	}
-	err := app.CheckKey(ctx, m.vendorDeps(), accessKey)
+	return keyRefusal(app.CheckKey(ctx, m.vendorDeps(), accessKey))
+}
+
+// keyRefusal is err, or the caller's parameter error in the app's words
+// when the vendor refused the key.
+func keyRefusal(err error) error {
 	var refused *firmsystem.RefusedError
 	if errors.As(err, &refused) {
 		return practice.Invalid("access_key", "%s", refused.Message)
@@ -76,7 +81,9 @@ func (m *Manager) keepKey(ctx context.Context, c connection.Connection, s System
 	}
 	var subscribed error
 	if sub, ok := m.cfg.app(s.App).(firmsystem.Subscriber); ok {
-		subscribed = m.subscribe(ctx, c, s, sub, accessKey)
+		// The vendor may refuse the key it took a moment ago (revoked
+		// meanwhile, or a glitch): answered as the check answers it.
+		subscribed = keyRefusal(m.subscribe(ctx, c, s, sub, accessKey))
 	}
 	saved, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if c.Status == connection.Disconnected {

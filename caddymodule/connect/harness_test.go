@@ -311,7 +311,10 @@ type vendor struct {
 	garbage    map[string]bool // paths answered 200 with a body no vendor sends
 	down       map[string]bool // paths answered 503
 	missing    map[string]bool // paths answered 404
-	karbonKey  string
+	// refused are Karbon paths answered 401 whatever the key: Karbon
+	// refusing a key it took a moment before.
+	refused   map[string]bool
+	karbonKey string
 	// karbonGlitches are how many of the next Karbon calls are refused
 	// whatever their key: a glitch at Karbon.
 	karbonGlitches int
@@ -325,7 +328,7 @@ type grant struct {
 }
 
 func newVendor(t *testing.T) *vendor {
-	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{}, down: map[string]bool{}, missing: map[string]bool{},
+	v := &vendor{t: t, codes: map[string]grant{}, refresh: map[string]bool{}, karbonKey: "kb-access-key-7c1f", garbage: map[string]bool{}, down: map[string]bool{}, missing: map[string]bool{}, refused: map[string]bool{},
 		subs:    map[string]map[string]any{},
 		tenants: []map[string]string{{"id": "c1", "tenantId": "org-1", "tenantType": "ORGANISATION", "tenantName": "Hollis Ledger"}}}
 	karbon := vendortest.KarbonConforming(t, http.HandlerFunc(v.serve))
@@ -511,7 +514,7 @@ func (v *vendor) karbon(w http.ResponseWriter, r *http.Request, body []byte) {
 	if glitch {
 		v.karbonGlitches--
 	}
-	if glitch || r.Header.Get("Authorization") != "Bearer kb-app-bearer" || r.Header.Get("AccessKey") != v.karbonKey {
+	if glitch || v.refused[r.URL.Path] || r.Header.Get("Authorization") != "Bearer kb-app-bearer" || r.Header.Get("AccessKey") != v.karbonKey {
 		w.WriteHeader(http.StatusUnauthorized)
 		io.WriteString(w, `{"error":{"code":"401","message":"Unauthorized"}}`)
 		return

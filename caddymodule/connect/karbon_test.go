@@ -261,6 +261,29 @@ func TestKarbonSubscriptionsFailingLeaveThePendingConnection(t *testing.T) {
 	}
 }
 
+// Karbon refusing the key while the subscriptions are made, a moment
+// after it took it (the key revoked meanwhile, or a glitch), is answered
+// as a refused key, in the contract, on a connect and on a reconnect.
+func TestKarbonRefusingTheKeyWhileSubscribing(t *testing.T) {
+	h := newHarness(t)
+	h.v.refused["/v3/WebhookSubscriptions/Work"] = true
+	_, err := h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey})
+	h.wantAPIError(err, 400, "parameter_invalid", "access_key")
+	cs, _ := h.store.Connections(ctx, "frm_a")
+	if len(cs) != 1 || cs[0].Status != connection.Pending || !strings.Contains(cs[0].Reason, "webhook subscriptions could not be made") {
+		t.Fatalf("after the refusal: %+v", cs)
+	}
+	h.secret(h.secretOf(cs[0].ID, "webhook_key"))
+	delete(h.v.refused, "/v3/WebhookSubscriptions/Work")
+	v := h.check(h.m.Update(ctx, "frm_a", cs[0].ID, connection.Request{Reconnect: true, AccessKey: h.v.karbonKey}))
+	if v.Status != connection.Connected {
+		t.Fatalf("reconnected: %+v", v.Connection)
+	}
+	h.v.refused["/v3/WebhookSubscriptions/Contact"] = true
+	_, err = h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true, AccessKey: h.v.karbonKey})
+	h.wantAPIError(err, 400, "parameter_invalid", "access_key")
+}
+
 // Karbon's billing connected as the ledger on the records' access key:
 // its connection subscribes to Invoice alone, each connection's webhooks
 // reach its own route, and disconnecting the ledger leaves the records'
