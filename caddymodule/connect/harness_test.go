@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -241,8 +242,8 @@ type fakeRuntime struct {
 	// written in order with the connection's writes.
 	history *history
 	// copy, when set, is the firms' copy in a real store, which a purge
-	// of an organisation fences and purges as the gateway does: first the
-	// fence of the connection's attempt, then the old records.
+	// (of an organisation, or on a disconnect) fences and purges as the
+	// gateway does: first the fence, then the old records.
 	copy copyStore
 }
 
@@ -271,11 +272,22 @@ func (r *fakeRuntime) PurgeOrganisation(ctx context.Context, c connection.Connec
 	return nil
 }
 
-func (r *fakeRuntime) Purge(_ context.Context, c connection.Connection) error {
+// Purge fences and purges the copy, when set, as the gateway does on a
+// disconnect: first the fence past every attempt (a disconnected
+// connection never writes again), then the records.
+func (r *fakeRuntime) Purge(ctx context.Context, c connection.Connection) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.fail != nil {
 		return r.fail
+	}
+	if r.copy != nil {
+		if err := r.copy.RaiseFence(ctx, readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: math.MaxInt64}); err != nil {
+			return err
+		}
+		if err := r.copy.Purge(ctx, c.Firm, firmsystem.Kinds(c.Role), nil); err != nil {
+			return err
+		}
 	}
 	r.purged = append(r.purged, c.ID)
 	return nil

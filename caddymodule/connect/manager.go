@@ -61,7 +61,9 @@ type Firms interface {
 // Runtime is what runs a firm's connected systems.
 type Runtime interface {
 	// Purge stops the connection's sync and drops its copy in the read
-	// model and every upstream state of its system, raising no events.
+	// model and every upstream state of its system, raising no events;
+	// no instance's sync of it writes any more, whether or not it has
+	// seen the disconnect.
 	Purge(ctx context.Context, c connection.Connection) error
 	// PurgeOrganisation drops what the connection holds of the
 	// organisation it reached (c.OrganisationID) before it reaches

@@ -302,8 +302,12 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 		if w := want[c.opened.Role]; w.conn != nil && w.conn.Status == connection.Disconnected {
 			// Its sync may have held the lease here and written after
 			// the disconnecting instance purged: purge again, now that
-			// it has stopped (before any new connection of the role).
-			if err := a.purgeStore(ctx, c); err != nil {
+			// it has stopped (before any new connection of the role),
+			// behind the fence of a disconnected connection, which the
+			// disconnecting instance raised first where the store fences.
+			if err := a.raiseFence(ctx, disconnectedFence(*w.conn)); err != nil {
+				errs = append(errs, err)
+			} else if err := a.purgeStore(ctx, c); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"math"
 
 	"github.com/caddyserver/caddy/v2"
 
@@ -22,6 +23,12 @@ import (
 func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 	b, purger, err := a.purging(c)
 	if err != nil {
+		return err
+	}
+	// First the fence, past every attempt: an instance that has not seen
+	// the disconnect and still syncs the connection writes nothing more,
+	// then what it wrote before is purged.
+	if err := a.raiseFence(ctx, disconnectedFence(c)); err != nil {
 		return err
 	}
 	a.follow.mu.Lock()
@@ -74,10 +81,8 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 	// First the fence: an instance that has not seen the reconnect and
 	// still syncs the old organisation writes nothing more (its writes
 	// carry an older attempt), then what it wrote before is purged.
-	if fencer, ok := a.readStore.(readmodel.Fencer); ok {
-		if err := fencer.RaiseFence(ctx, connectionFence(c)); err != nil {
-			return err
-		}
+	if err := a.raiseFence(ctx, connectionFence(c)); err != nil {
+		return err
 	}
 	a.follow.mu.Lock()
 	defer a.follow.mu.Unlock()
@@ -102,6 +107,26 @@ func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) er
 // consent raises, within the connection.
 func connectionFence(c connection.Connection) readmodel.Fence {
 	return readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: int64(c.Attempt)}
+}
+
+// disconnectedFence is the fence of a disconnected connection: past
+// every attempt, since a disconnected connection never writes again (a
+// firm connects anew as another connection).
+func disconnectedFence(c connection.Connection) readmodel.Fence {
+	return readmodel.Fence{Firm: c.Firm, Name: c.ID, Generation: math.MaxInt64}
+}
+
+// raiseFence raises fence f in the read model's store, when its writes
+// are fenced.
+func (a *App) raiseFence(ctx context.Context, f readmodel.Fence) error {
+	fencer, ok := a.readStore.(readmodel.Fencer)
+	if !ok {
+		return nil
+	}
+	if err := fencer.RaiseFence(ctx, f); err != nil {
+		return fmt.Errorf("fencing the connection's writes: %w", err)
+	}
+	return nil
 }
 
 // purging is what a purge of c's copy works on: its firm's backends and

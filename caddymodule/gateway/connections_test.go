@@ -1331,3 +1331,73 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 		t.Fatalf("the stale instance after it looked: %d invoices, %v; want the new organisation's 5", len(got.Items), err)
 	}
 }
+
+// An instance that misses a disconnect (it does not look at the store
+// between the disconnect and this check) still syncs the connection:
+// whatever it writes after the disconnecting instance's purge is refused
+// by the fence the purge raised, so from the purge on the store holds
+// nothing of the connection, not only once the stale instance looks and
+// purges again.
+func TestAStaleInstanceCannotWriteAfterADisconnectsPurge(t *testing.T) {
+	w := newWorld(t, "frm_acme")
+	stale, b := w.instance(), w.instance()
+	c := w.connectXero("frm_acme")
+	step(t, stale)
+	step(t, b)
+	waitFor(t, "the backfill", func() bool { return backfilled(stale, c) && backfilled(b, c) })
+	ctx := context.Background()
+	acme := practice.Tenant{Firm: "frm_acme"}
+	old := stale.firms["frm_acme"].conns.Load().byRole["ledger"]
+	page, err := old.model.List(ctx, acme, practice.Invoices, practice.Query{Limit: 1})
+	if err != nil || len(page.Items) != 1 {
+		t.Fatalf("the connection's copy: %v", err)
+	}
+
+	// The disconnect, seen by b alone, as the connections manager does
+	// it: the purge, then the status.
+	if err := b.Purge(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	w.conns.change(t, c.ID, func(c *connection.Connection) {
+		c.Status, c.Reason = connection.Disconnected, "disconnected by administrator"
+	})
+	step(t, b)
+
+	// The stale instance's sync writes what it read before the purge.
+	var inv map[string]any
+	if err := json.Unmarshal(page.Items[0], &inv); err != nil {
+		t.Fatal(err)
+	}
+	inv["id"], inv["number"] = "inv_stale-after-disconnect", "INV-STALE"
+	raw, _ := json.Marshal(inv)
+	err = old.model.Apply(ctx, []readmodel.Update{{Kind: practice.Invoices, ID: "inv_stale-after-disconnect", Raw: raw}})
+	if !errors.Is(err, readmodel.ErrFenced) {
+		t.Errorf("the stale instance's write after the disconnect's purge: %v, want refused by the fence", err)
+	}
+	const stamp = "xero/seen/frm_acme/live/invoices/inv_stale-after-disconnect"
+	if err := old.model.Save(ctx, stamp, []byte(`{"f":"2026-01-01T00:00:00Z"}`)); !errors.Is(err, readmodel.ErrFenced) {
+		t.Errorf("the stale instance's upstream state after the disconnect's purge: %v, want refused by the fence", err)
+	}
+	if got, _ := w.store.Last(ctx, stamp); got != nil {
+		t.Errorf("the stale instance's upstream state was saved: %s", got)
+	}
+	nothingKept := func(when string) {
+		t.Helper()
+		if n := w.stored("frm_acme", firmsystem.Kinds("ledger")); n != 0 {
+			t.Fatalf("%s: the store holds %d records of the disconnected connection", when, n)
+		}
+		for _, name := range readmodel.SyncCheckpoints("frm_acme", "ledger") {
+			if raw, err := w.readModel().Checkpoint(ctx, name); err != nil || raw != nil {
+				t.Fatalf("%s: the store holds the disconnected connection's checkpoint %s: %s, %v", when, name, raw, err)
+			}
+		}
+	}
+	nothingKept("before the stale instance looks")
+	// It looks at last: the role is not connected there either, and the
+	// store still holds nothing.
+	step(t, stale)
+	nothingKept("after the stale instance looked")
+	if _, err := stale.firms["frm_acme"].Reader(practice.Invoices).List(ctx, acme, practice.Invoices, practice.Query{Limit: 1}); err == nil {
+		t.Errorf("the stale instance still serves the disconnected connection's copy")
+	}
+}
