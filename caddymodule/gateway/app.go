@@ -1,5 +1,5 @@
 // Package gateway is the practicegw Caddy app: the firms the gateway
-// serves, the backends behind each, and the state every practicegw handler
+// serves, the backends behind each, and the store every practicegw handler
 // shares (the embedded database, the credential registry, idempotency
 // keys). Handlers find it with ctx.App("practicegw").
 package gateway
@@ -154,7 +154,7 @@ type App struct {
 	demoBackends *firmBackends
 	shared       *shared
 	poolKey      string
-	state        stateStore
+	store        gatewayStore
 	redis        *redisClient
 	registry     *auth.Registry
 	cursorKey    []byte
@@ -241,7 +241,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision opens the shared state and builds each firm's backends.
+// Provision opens the shared store and builds each firm's backends.
 func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRuntime(ctx); err != nil {
 		return err
@@ -268,7 +268,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	a.registry = auth.NewRegistry(a.state, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
+	a.registry = auth.NewRegistry(a.store, keys, auth.RegistryConfig{Logger: a.logger.Named("credentials")})
 
 	d := a.shared.demo
 	a.demoBackends = &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d, demo: allDemo}
@@ -296,7 +296,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) provisionConnections(ctx caddy.Context) {
 	a.caddyCtx = ctx
 	a.follow = newConnFollow()
-	if cs, ok := a.state.(connectionStore); ok {
+	if cs, ok := a.store.(connectionStore); ok {
 		a.connections = cs
 	}
 }
@@ -323,7 +323,7 @@ func (a *App) provisionRuntime(ctx caddy.Context) error {
 }
 
 // expandSettings expands placeholders ({env.X}) in the settings that name
-// where state is kept.
+// where the gateway's store is kept.
 func (a *App) expandSettings(repl *caddy.Replacer) error {
 	if a.DataDir = expand(repl, a.DataDir); a.DataDir == "" {
 		return fmt.Errorf("practicegw: data_dir expands to nothing")
@@ -366,7 +366,7 @@ func (a *App) firmIDs() ([]string, error) {
 	return ids, nil
 }
 
-// openSharedState opens (or, on a reload, takes over) the state kept per
+// openSharedState opens (or, on a reload, takes over) the store kept per
 // data directory and returns the configured secrets key, nil when none is.
 func (a *App) openSharedState(repl *caddy.Replacer, ids []string) (*sealed.Key, error) {
 	dir, err := filepath.Abs(a.DataDir)
@@ -421,7 +421,7 @@ func (a *App) logGeneratedKey() {
 // records are kept: the shared bbolt database, or Redis when configured so
 // that every instance sees the same.
 func (a *App) openStateStore(ctx context.Context, secrets *sealed.Key) error {
-	a.state = a.shared.store
+	a.store = a.shared.store
 	if a.Redis == "" {
 		return nil
 	}
@@ -440,7 +440,7 @@ func (a *App) openStateStore(ctx context.Context, secrets *sealed.Key) error {
 		// Keys nothing reads: the next start tries again.
 		a.logger.Warn("retired tombstone keys not dropped", zap.Error(err))
 	}
-	a.state = store
+	a.store = store
 	return nil
 }
 
@@ -453,8 +453,8 @@ func (a *App) provisionVendorState() {
 		// Vendors' published limits hold across every gateway instance,
 		// and a vendor notification replayed to any of them is caught.
 		a.budget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
-		a.upstreamState = a.state.(changes.StateStore)
-		a.notices = a.state.(notifications.Log)
+		a.upstreamState = a.store.(changes.StateStore)
+		a.notices = a.store.(notifications.Log)
 	}
 }
 
@@ -488,7 +488,7 @@ func (a *App) applyEnvironment(lookup envconfig.Lookup) error {
 
 // LimiterSettings are what a practicegw_ratelimit handler that names no
 // ceiling or Redis of its own takes: the app's, so that rate limits live
-// where the rest of the shared state does.
+// where the rest of the shared store does.
 func (a *App) LimiterSettings() ratelimit.AppSettings {
 	return ratelimit.AppSettings{Rate: a.RateLimit, Redis: a.Redis, RedisTLS: a.RedisTLS}
 }
@@ -506,7 +506,7 @@ func (a *App) keyring(ctx context.Context, repl *caddy.Replacer) (*auth.Keyring,
 		keys = append(keys, credential.SigningKey{ID: k.ID, Secret: secret})
 	}
 	if len(keys) == 0 {
-		k, err := a.state.SigningKey(ctx)
+		k, err := a.store.SigningKey(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("practicegw: generated signing key: %w", err)
 		}
@@ -706,14 +706,14 @@ func (a *App) Systems(t practice.Tenant) (api.Systems, bool) {
 }
 
 // Idempotency returns the store of idempotency keys.
-func (a *App) Idempotency() api.IdempotencyStore { return a.state }
+func (a *App) Idempotency() api.IdempotencyStore { return a.store }
 
 // Deprecations are the routes the configuration marks for retirement.
 func (a *App) Deprecations() []api.Deprecation { return a.Deprecated }
 
-// stateStore is where the gateway keeps what its instances share: the
+// gatewayStore is where the gateway keeps what its instances share: the
 // embedded store for one instance, Redis for several.
-type stateStore interface {
+type gatewayStore interface {
 	auth.Store
 	api.IdempotencyStore
 	SigningKey(ctx context.Context) (credential.SigningKey, error)

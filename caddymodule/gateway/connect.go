@@ -18,7 +18,7 @@ type connectStore interface {
 // through, when the configuration registers vendor apps (the connect
 // block) and the store keeps connections.
 func (a *App) provisionConnector() {
-	store, ok := a.state.(connectStore)
+	store, ok := a.store.(connectStore)
 	if a.Connect == nil || !ok {
 		return
 	}

@@ -136,7 +136,7 @@ func (a *App) provisionDispatch() error {
 		// A firm's bulk replays are counted across every gateway.
 		cfg.ReplayBudget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
 	}
-	engine, err := dispatcher.New(cfg, a.state.Backends())
+	engine, err := dispatcher.New(cfg, a.store.Backends())
 	if err != nil {
 		return fmt.Errorf("webhook engine: %w", err)
 	}

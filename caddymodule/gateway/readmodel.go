@@ -59,7 +59,7 @@ func (a *App) newModel(firm string) *readmodel.Model {
 // Redis, whose feed lets every instance serve what any other wrote.
 func (a *App) openReadStore() {
 	a.readStore, a.readFeed = a.shared.store.ReadModel(), nil
-	if rs, ok := a.state.(*redisstore.Store); ok {
+	if rs, ok := a.store.(*redisstore.Store); ok {
 		m := rs.ReadModel()
 		a.readStore, a.readFeed = m, m
 	}
