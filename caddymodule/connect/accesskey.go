@@ -73,17 +73,34 @@ func (m *Manager) reconnectKey(ctx context.Context, c connection.Connection, s S
 }
 
 func (m *Manager) keepKey(ctx context.Context, c connection.Connection, s System, accessKey string, reconnect bool) (connection.Connection, error) {
+	var subscribed error
+	if sub, ok := m.cfg.app(s.App).(firmsystem.Subscriber); ok {
+		subscribed = m.subscribe(ctx, c, s, sub, accessKey)
+		// The vendor may refuse the key it took a moment ago (revoked
+		// meanwhile, or a glitch): answered as the check answers it, and
+		// like the check's refusal it changes nothing. A reconnect keeps
+		// its key and attempt, so no instance reopens the system with a
+		// key the vendor refuses; a first connection stays pending, with
+		// no key, for the administrator to connect again.
+		var refused *firmsystem.RefusedError
+		if errors.As(subscribed, &refused) {
+			m.log.Warn("access key refused while subscribing", zap.String("connection", c.ID), zap.String("system", c.System))
+			if !reconnect {
+				if saved, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
+					c.Reason = s.Label + " refused the access key while its webhook subscriptions were made; connect again with a new one"
+					return nil
+				}); err == nil {
+					c = saved
+				}
+			}
+			return c, keyRefusal(subscribed)
+		}
+	}
 	// Saved before the attempt is written: an instance that opens the
 	// new attempt reads the new key.
 	state := m.d.Upstream.StateStore()
 	if err := state.Save(ctx, SecretKey(c.ID, "access_key"), []byte(accessKey)); err != nil {
 		return c, fmt.Errorf("keep the access key: %w", err)
-	}
-	var subscribed error
-	if sub, ok := m.cfg.app(s.App).(firmsystem.Subscriber); ok {
-		// The vendor may refuse the key it took a moment ago (revoked
-		// meanwhile, or a glitch): answered as the check answers it.
-		subscribed = keyRefusal(m.subscribe(ctx, c, s, sub, accessKey))
 	}
 	saved, err := m.write(ctx, c.ID, func(c *connection.Connection) error {
 		if c.Status == connection.Disconnected {

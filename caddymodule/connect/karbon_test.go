@@ -270,8 +270,12 @@ func TestKarbonRefusingTheKeyWhileSubscribing(t *testing.T) {
 	_, err := h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey})
 	h.wantAPIError(err, 400, "parameter_invalid", "access_key")
 	cs, _ := h.store.Connections(ctx, "frm_a")
-	if len(cs) != 1 || cs[0].Status != connection.Pending || !strings.Contains(cs[0].Reason, "webhook subscriptions could not be made") {
+	if len(cs) != 1 || cs[0].Status != connection.Pending || !strings.Contains(cs[0].Reason, "refused the access key") {
 		t.Fatalf("after the refusal: %+v", cs)
+	}
+	// A refusal changes nothing: the refused key is not kept.
+	if k := h.secretOf(cs[0].ID, "access_key"); k != "" {
+		t.Fatalf("the refused key was kept")
 	}
 	h.secret(h.secretOf(cs[0].ID, "webhook_key"))
 	delete(h.v.refused, "/v3/WebhookSubscriptions/Work")
@@ -282,6 +286,12 @@ func TestKarbonRefusingTheKeyWhileSubscribing(t *testing.T) {
 	h.v.refused["/v3/WebhookSubscriptions/Contact"] = true
 	_, err = h.m.Update(ctx, "frm_a", v.ID, connection.Request{Reconnect: true, AccessKey: h.v.karbonKey})
 	h.wantAPIError(err, 400, "parameter_invalid", "access_key")
+	// Nor does a refused reconnect: no new attempt, so no instance reopens
+	// Karbon, and the connection stays connected on the key it had.
+	after, _ := h.store.Connections(ctx, "frm_a")
+	if len(after) != 1 || after[0].Attempt != v.Attempt || after[0].Status != connection.Connected {
+		t.Fatalf("after a refused reconnect: %+v, before %+v", after, v.Connection)
+	}
 }
 
 // Karbon's billing connected as the ledger on the records' access key:
