@@ -181,22 +181,27 @@ func (m *ReadModel) SaveCheckpoint(ctx context.Context, name string, value []byt
 // by the store's clock in the transaction that writes the checkpoint.
 func (m *ReadModel) SaveHeldCheckpoint(ctx context.Context, name string, value []byte, lease, holder string) (bool, error) {
 	var ok bool
-	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
-		ok = false
-		var cur leaseRecord
-		if _, err := getJSON(tx.Bucket([]byte(bucketRMLeases)), lease, &cur); err != nil {
-			return err
-		}
-		if holder == "" || cur.Holder != holder || m.s.now().UnixNano() >= cur.Expires {
-			return nil
-		}
-		ok = true
-		return tx.Bucket([]byte(bucketCheckpoints)).Put([]byte(name), value)
+	err := m.s.update(ctx, func(tx *bbolt.Tx) (err error) {
+		ok, err = m.saveHeldLocked(tx, name, value, lease, holder)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("saving checkpoint %s: %w", name, err)
 	}
 	return ok, nil
+}
+
+// saveHeldLocked writes checkpoint name in tx when holder holds lease by
+// the store's clock, and reports whether it did.
+func (m *ReadModel) saveHeldLocked(tx *bbolt.Tx, name string, value []byte, lease, holder string) (bool, error) {
+	var cur leaseRecord
+	if _, err := getJSON(tx.Bucket([]byte(bucketRMLeases)), lease, &cur); err != nil {
+		return false, err
+	}
+	if holder == "" || cur.Holder != holder || m.s.now().UnixNano() >= cur.Expires {
+		return false, nil
+	}
+	return true, tx.Bucket([]byte(bucketCheckpoints)).Put([]byte(name), value)
 }
 
 type leaseRecord struct {
@@ -330,20 +335,13 @@ func (m *ReadModel) ApplyFenced(ctx context.Context, f readmodel.Fence, _ *strin
 // SaveFencedCheckpoint implements readmodel.Fencer.
 func (m *ReadModel) SaveFencedCheckpoint(ctx context.Context, f readmodel.Fence, name string, value []byte, lease, holder string) (bool, error) {
 	var ok bool
-	err := m.s.update(ctx, func(tx *bbolt.Tx) error {
-		ok = false
+	err := m.s.update(ctx, func(tx *bbolt.Tx) (err error) {
 		if fenced(tx, f) {
+			ok = false
 			return readmodel.ErrFenced
 		}
-		var cur leaseRecord
-		if _, err := getJSON(tx.Bucket([]byte(bucketRMLeases)), lease, &cur); err != nil {
-			return err
-		}
-		if holder == "" || cur.Holder != holder || m.s.now().UnixNano() >= cur.Expires {
-			return nil
-		}
-		ok = true
-		return tx.Bucket([]byte(bucketCheckpoints)).Put([]byte(name), value)
+		ok, err = m.saveHeldLocked(tx, name, value, lease, holder)
+		return err
 	})
 	if err != nil {
 		return false, fmt.Errorf("saving checkpoint %s: %w", name, err)
