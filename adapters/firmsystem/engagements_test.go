@@ -7,14 +7,15 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/practice"
 )
 
 // A firm's engagements come from the first of its systems that keeps
-// proposals, or the one it names; a firm whose systems keep none has them
-// where every firm had them before: with its records system.
+// proposals, or the one it names; a firm whose systems keep none has
+// none.
 func TestEngagementsRole(t *testing.T) {
 	for _, c := range []struct {
 		named string
@@ -23,7 +24,8 @@ func TestEngagementsRole(t *testing.T) {
 	}{
 		{"", map[string]bool{"records": true, "ledger": true}, "records"}, // XPM records beside a Xero ledger
 		{"", map[string]bool{"ledger": true}, "ledger"},                   // Karbon records, Xero ledger
-		{"", nil, "records"}, // Karbon alone
+		{"", nil, "none"}, // Karbon alone
+		{"", map[string]bool{"records": false, "ledger": false}, "none"}, // Karbon records, Karbon's billing
 		{"ledger", map[string]bool{"records": true, "ledger": true}, "ledger"},
 		{"none", map[string]bool{"records": true}, "none"},
 		{"records", map[string]bool{"ledger": true}, ""},
@@ -37,9 +39,10 @@ func TestEngagementsRole(t *testing.T) {
 	}
 }
 
-// Each kind has exactly one role in every firm, whichever keeps its
-// engagements, and a firm with engagements from its records has the
-// kinds it always had.
+// Each kind has at most one role in every firm, whichever keeps its
+// engagements, every kind but engagements exactly one; engagements are
+// owned by the role that keeps them and by none where none does, and a
+// firm with engagements from its records has the kinds it always had.
 func TestKindsOf(t *testing.T) {
 	roles := []string{"records", "ledger", "documents"}
 	for _, from := range []string{"records", "ledger", "none"} {
@@ -52,12 +55,14 @@ func TestKindsOf(t *testing.T) {
 				owner[k] = role
 			}
 		}
-		if len(owner) != len(practice.Kinds) {
-			t.Errorf("engagements from %s: kinds owned %v", from, owner)
+		for _, k := range practice.Kinds {
+			if _, ok := owner[k]; !ok && k != practice.Engagements {
+				t.Errorf("engagements from %s: %s owned by no role", from, k)
+			}
 		}
-		want := map[string]string{"records": "records", "ledger": "ledger", "none": "records"}[from]
+		want := map[string]string{"records": "records", "ledger": "ledger", "none": ""}[from]
 		if owner[practice.Engagements] != want {
-			t.Errorf("engagements from %s are the %s system's", from, owner[practice.Engagements])
+			t.Errorf("engagements from %s are the %q system's", from, owner[practice.Engagements])
 		}
 	}
 	for _, role := range roles {
@@ -77,10 +82,18 @@ func (quotesAndClients) Get(_ context.Context, _ practice.Tenant, k practice.Kin
 	return json.RawMessage(`{"id":"` + id + `"}`), nil
 }
 
-func (quotesAndClients) Incremental(k practice.Kind) bool { return k == practice.Clients }
+// freshClients is a copy whose clients were confirmed at a time.
+type freshClients struct{ quotesAndClients }
+
+func (freshClients) Freshness(k practice.Kind) (practice.Freshness, bool) {
+	if k != practice.Clients {
+		return practice.Freshness{}, false
+	}
+	return practice.Freshness{State: "live", ConfirmedAt: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}, true
+}
 
 func TestNoEngagements(t *testing.T) {
-	r := firmsystem.NoEngagements{Reader: quotesAndClients{}}
+	r := firmsystem.NoEngagements{Reader: freshClients{}}
 	ctx := context.Background()
 	if p, err := r.List(ctx, practice.Tenant{}, practice.Engagements, practice.Query{}); err != nil || p.Items == nil || len(p.Items) != 0 {
 		t.Errorf("engagements listed: %v %v", p.Items, err)
@@ -92,7 +105,11 @@ func TestNoEngagements(t *testing.T) {
 		!strings.Contains(string(p.Items[0]), "cli_1") {
 		t.Errorf("clients: %v %v", p.Items, err)
 	}
-	if r.Incremental(practice.Engagements) || !r.Incremental(practice.Clients) || r.Incremental(practice.Jobs) {
-		t.Errorf("Incremental: the reader's own answer for its kinds, and no poll of engagements")
+	// As fresh as the records that say there are none.
+	if f, ok := r.Freshness(practice.Engagements); !ok || f.State != "live" || f.ConfirmedAt.IsZero() {
+		t.Errorf("engagements' freshness: %+v %v, want the clients'", f, ok)
+	}
+	if _, ok := (firmsystem.NoEngagements{Reader: quotesAndClients{}}).Freshness(practice.Engagements); ok {
+		t.Error("a reader that says no freshness (the demo records) has some")
 	}
 }

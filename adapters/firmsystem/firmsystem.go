@@ -132,10 +132,10 @@ const (
 
 // EngagementsRole is the role whose system keeps a firm's engagements:
 // the one the firm names, else the first of records and ledger whose
-// system keeps them (keeps[role]), else records, which every firm had
-// before proposals were read. none is named alone: the firm's
-// engagements are kept by no system and /v1 serves none. A named role
-// whose system keeps no proposals is an error, said at start.
+// system keeps them (keeps[role]), else none: no system of the firm keeps
+// proposals (Karbon's), and the firm's records system answers that it
+// has no engagements (NoEngagements). none may be named too. A named
+// role whose system keeps no proposals is an error, said at start.
 func EngagementsRole(named string, keeps map[string]bool) (string, error) {
 	switch named {
 	case "":
@@ -144,7 +144,7 @@ func EngagementsRole(named string, keeps map[string]bool) (string, error) {
 				return role, nil
 			}
 		}
-		return EngagementsRecords, nil
+		return EngagementsNone, nil
 	case EngagementsNone:
 		return named, nil
 	case EngagementsRecords, EngagementsLedger:
@@ -158,42 +158,32 @@ func EngagementsRole(named string, keeps map[string]bool) (string, error) {
 
 // KindsOf are the kinds role owns in the read model of a firm whose
 // engagements come from the system in the role engagements names
-// (EngagementsRole): the role's own kinds, with engagements moved to
-// the system that keeps them. With none, the records system keeps the
-// kind and serves it empty (see NoEngagements), so that /v1 answers
-// what every firm answers: an empty list, confirmed.
+// (EngagementsRole): the role's own kinds, with engagements only for the
+// system that keeps them. A system that keeps no proposals never owns
+// the kind, so that nothing about it changes when another system of the
+// firm that keeps them comes or goes (a ledger connected later).
 func KindsOf(role, engagements string) []practice.Kind {
-	if engagements == EngagementsNone {
-		engagements = EngagementsRecords
-	}
+	keeps := role == engagements && (role == EngagementsRecords || role == EngagementsLedger)
 	var out []practice.Kind
 	for _, k := range Kinds(role) {
-		if k != practice.Engagements || role == engagements {
+		if k != practice.Engagements || keeps {
 			out = append(out, k)
 		}
 	}
-	if role == engagements && !slices.Contains(out, practice.Engagements) {
+	if keeps && !slices.Contains(out, practice.Engagements) {
 		out = append(out, practice.Engagements)
 	}
 	return out
 }
 
-// NoEngagements serves a reader's kinds but engagements, which it answers
-// as none: the records system that keeps proposals of a firm that says
-// `engagements none`.
+// NoEngagements answers the engagements of a firm none of whose systems
+// keeps them (or that says `engagements none`) from its records system's
+// reader, as none: an empty list, and not found for one. The rest is the
+// reader's. Their freshness is the records' (its clients'): the answer is
+// as current as the records system that says it keeps no proposals, and
+// is served with Data-State and Data-Confirmed-At as every kind of the
+// firm's real systems is.
 type NoEngagements struct{ practice.Reader }
-
-// Incremental tells the read model's sync that engagements need no poll
-// (there are none to find), and what the reader says of its other kinds.
-func (n NoEngagements) Incremental(k practice.Kind) bool {
-	if k == practice.Engagements {
-		return false
-	}
-	if inc, ok := n.Reader.(interface{ Incremental(practice.Kind) bool }); ok {
-		return inc.Incremental(k)
-	}
-	return true
-}
 
 func (n NoEngagements) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
 	if k == practice.Engagements {
@@ -207,6 +197,21 @@ func (n NoEngagements) Get(ctx context.Context, t practice.Tenant, k practice.Ki
 		return nil, fmt.Errorf("no engagement %q: the firm's engagements are kept by none of its systems: %w", id, practice.ErrNotFound)
 	}
 	return n.Reader.Get(ctx, t, k, id)
+}
+
+// Freshness is the reader's: of its clients for engagements. False when
+// the reader says none (the demo records).
+func (n NoEngagements) Freshness(k practice.Kind) (practice.Freshness, bool) {
+	fr, ok := n.Reader.(interface {
+		Freshness(practice.Kind) (practice.Freshness, bool)
+	})
+	if !ok {
+		return practice.Freshness{}, false
+	}
+	if k == practice.Engagements {
+		k = practice.Clients
+	}
+	return fr.Freshness(k)
 }
 
 // Linked reports whether a ledger's or document store's Caddyfile said

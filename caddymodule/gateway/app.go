@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
@@ -728,8 +729,13 @@ type firmBackends struct {
 
 	// upstreams are the firm's real systems, for readiness and ingest.
 	upstreams []upstreamSystem
-	// keeps are the roles whose Caddyfile system keeps proposals.
-	keeps map[string]bool
+	// keeps are the roles whose Caddyfile system keeps proposals;
+	// engagements is the role whose system keeps the firm's engagements
+	// as its Caddyfile systems say (firmsystem.EngagementsRole: none when
+	// none does), which its reads follow until its connections are
+	// followed (connSet.engagements).
+	keeps       map[string]bool
+	engagements string
 	// model is the read model of the firm's real systems, which serves
 	// the kinds they own; syncs keep it current, one per system.
 	model *readmodel.Model
@@ -756,8 +762,12 @@ var allDemo = map[string]bool{"records": true, "ledger": true, "documents": true
 // Reader is what serves k: the firm's Caddyfile system, else its
 // connection of k's role (or why none serves it), else the demo records
 // where the firm's block sets the role to demo, else nothing: the firm
-// has no system connected in that role.
+// has no system connected in that role. The engagements of a firm none
+// of whose systems keeps proposals are its records' answer of none.
 func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
+	if k == practice.Engagements && b.engagementsFrom() == firmsystem.EngagementsNone {
+		return noEngagements(b.Reader(practice.Clients))
+	}
 	if b.model != nil && b.model.Owns(k) {
 		if b.placed != nil && !b.placed.holds(b.firm) {
 			return storeServed{b.model}
@@ -782,6 +792,32 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 	default:
 		return b.records
 	}
+}
+
+// engagementsFrom is the role whose system keeps the firm's engagements,
+// or none: as its Caddyfile systems say, else as its connections and
+// they say, once followed.
+func (b *firmBackends) engagementsFrom() string {
+	if b.model != nil && b.model.Owns(practice.Engagements) {
+		return b.engagements
+	}
+	if c := b.conns.Load(); c != nil {
+		return c.engagements
+	}
+	return b.engagements
+}
+
+// noEngagements answers the engagements of a firm none of whose systems
+// keeps them, from records, the reader of its records: a real system's
+// copy answers none, as fresh as the copy (firmsystem.NoEngagements);
+// the demo records answer theirs, as they always have; a records system
+// that does not serve says why.
+func noEngagements(records practice.Reader) practice.Reader {
+	switch records.(type) {
+	case *readmodel.Model, storeServed:
+		return firmsystem.NoEngagements{Reader: records}
+	}
+	return records
 }
 
 // Clients and Jobs take writes: the Caddyfile's records system, else the

@@ -272,7 +272,7 @@ func (a *App) applyFirm(ctx context.Context, f *Firm, b *firmBackends, want map[
 			if how == servedByHeldCopy {
 				open, err = a.holdCopy(ctx, f, *w.conn, kinds)
 			} else {
-				open, err = a.openConnection(ctx, f, *w.conn, kinds, next.engagements)
+				open, err = a.openConnection(ctx, f, *w.conn, kinds)
 			}
 			if err != nil {
 				next.unserved[role] = notOpened(role)
@@ -327,25 +327,33 @@ func sameOpening(open *connSystem, c connection.Connection, how serving, kinds [
 
 // engagementsRole is the role whose system keeps the firm's engagements
 // under the rules a Caddyfile firm follows (firmsystem.EngagementsRole)
-// over the firm's Caddyfile systems and its connections: the role the
-// firm names, else the first of records and ledger whose system keeps
+// over the firm's Caddyfile systems and its connections alike: the role
+// the firm names, else the first of records and ledger whose system keeps
 // proposals (a connection's by its module's word, before it is opened),
-// else records. A named role whose connected system keeps none still
-// serves them (none, then). The caller holds follow.mu.
+// else none. A Caddyfile system that keeps them keeps them whatever is
+// connected later (connKinds). A named role whose system keeps none
+// serves none once it is there; until then its reads say it is not
+// connected. The caller holds follow.mu.
 func (a *App) engagementsRole(f *Firm, b *firmBackends, want map[string]wanted) string {
-	keeps := map[string]bool{}
+	if b.model != nil && b.model.Owns(practice.Engagements) {
+		return b.engagements
+	}
+	keeps, there := map[string]bool{}, map[string]bool{}
 	for _, role := range []string{firmsystem.EngagementsRecords, firmsystem.EngagementsLedger} {
-		if f.sets(role) {
-			keeps[role] = b.keeps[role]
+		if f.sets(role) || b.model != nil && b.model.Owns(firmsystem.Kinds(role)[0]) {
+			keeps[role], there[role] = b.keeps[role], true
 			continue
 		}
 		w := want[role]
 		if how := w.serving(); (how == servedBySystem || how == servedByHeldCopy) && !a.follow.purged[w.conn.ID] {
-			keeps[role] = firmsystem.KeepsProposals(role, w.conn.System)
+			keeps[role], there[role] = firmsystem.KeepsProposals(role, w.conn.System), true
 		}
 	}
 	role, err := firmsystem.EngagementsRole(f.Engagements, keeps)
 	if err != nil {
+		if there[f.Engagements] {
+			return firmsystem.EngagementsNone
+		}
 		return f.Engagements
 	}
 	return role
@@ -381,7 +389,7 @@ func (f *Firm) sets(role string) bool {
 // over the kinds of its role) and makes its sync, which the caller
 // starts. The model is loaded from the store, so a reopened connection
 // serves its copy at once and its sync resumes from its checkpoint.
-func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection, kinds []practice.Kind, engagements string) (*connSystem, error) {
+func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connection, kinds []practice.Kind) (*connSystem, error) {
 	raw, err := a.Connect.ModuleConfig(ctx, a.upstreamState, c)
 	if err != nil {
 		return nil, err
@@ -404,15 +412,12 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	fence := connectionFence(c)
 	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState, Fence: &fence})
 	rec := &changes.Recorder{State: model}
-	keepsEngagements := slices.Contains(kinds, practice.Engagements) && engagements != firmsystem.EngagementsNone
+	keepsEngagements := slices.Contains(kinds, practice.Engagements)
 	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, func() bool { return keepsEngagements }, a.grantRefused(c))
 	if err != nil {
 		return nil, err
 	}
 	reader := opened.Reader
-	if engagements == firmsystem.EngagementsNone && opened.Engagements && slices.Contains(kinds, practice.Engagements) {
-		reader = firmsystem.NoEngagements{Reader: reader}
-	}
 	cs := &connSystem{opened: c, kinds: kinds, model: model, clients: opened.Clients, jobs: opened.Jobs,
 		upstream: upstreamSystem{role: c.Role, name: c.System, client: opened.Client, webhook: opened.Webhook}}
 	// One sync, of the role's kinds only: an XPM records connection does

@@ -3,13 +3,16 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -32,13 +35,38 @@ func engagementIDs(t *testing.T, a *App, firm string) ([]string, error) {
 	return ids, nil
 }
 
+// noEngagementsAnswered checks that a firm none of whose systems keeps
+// proposals answers its engagements as none: an empty list as fresh as
+// its records' copy (live, confirmed: the headers every kind of a real
+// system answers with), and not found for one.
+func noEngagementsAnswered(t *testing.T, a *App, firm, when string) {
+	t.Helper()
+	if ids, err := engagementIDs(t, a, firm); err != nil || len(ids) != 0 {
+		t.Fatalf("%s: engagements %v %v, want none", when, ids, err)
+	}
+	r := a.firms[firm].Reader(practice.Engagements)
+	fr, ok := r.(interface {
+		Freshness(practice.Kind) (practice.Freshness, bool)
+	})
+	if !ok {
+		t.Fatalf("%s: engagements read from %T, which says nothing of its freshness", when, r)
+	}
+	if f, ok := fr.Freshness(practice.Engagements); !ok || f.State != readmodel.StateLive || f.ConfirmedAt.IsZero() {
+		t.Fatalf("%s: the engagements' freshness %+v %v, want live and confirmed", when, f, ok)
+	}
+	if _, err := r.Get(context.Background(), practice.Tenant{Firm: firm}, practice.Engagements, "eng_1"); !errors.Is(err, practice.ErrNotFound) {
+		t.Fatalf("%s: an engagement read: %v, want not found", when, err)
+	}
+}
+
 // A ledger connected to a system that keeps proposals (a Xero
 // organisation's quotes) keeps the firm's engagements under the rules a
-// Caddyfile firm follows: a Karbon records connection keeps none, so once
-// the Xero ledger is connected the engagements are Xero's quotes, the
-// records connection reopened without them; when the ledger is
-// disconnected they go back to the records system, and the quotes'
-// copy is purged.
+// Caddyfile firm follows. A Karbon records connection keeps none and
+// never holds the kind: while the firm has no other system its
+// engagements are none, answered from the records' copy; once the Xero
+// ledger is connected they are Xero's quotes, and the records connection
+// is left as it was (not reopened); when the ledger is disconnected they
+// are none again, and the quotes' copy is purged.
 func TestLedgerConnectionKeepsTheFirmsEngagements(t *testing.T) {
 	w := newWorld(t, "frm_demo", "frm_beta")
 	var want []string
@@ -55,20 +83,18 @@ func TestLedgerConnectionKeepsTheFirmsEngagements(t *testing.T) {
 	step(t, a)
 	waitFor(t, "the records backfill", func() bool { return backfilled(a, k) })
 	records := a.firms["frm_beta"].conns.Load().byRole["records"]
-	if !slices.Contains(records.kinds, practice.Engagements) {
-		t.Fatalf("Karbon alone: the records connection serves %v, want the engagements too", records.kinds)
+	if set := a.firms["frm_beta"].conns.Load(); set.engagements != "none" || slices.Contains(records.kinds, practice.Engagements) {
+		t.Fatalf("Karbon alone: engagements from %q, the records connection serves %v; want none, and no engagements", set.engagements, records.kinds)
 	}
-	if ids, err := engagementIDs(t, a, "frm_beta"); err != nil || len(ids) != 0 {
-		t.Fatalf("Karbon alone: engagements %v %v, want none", ids, err)
-	}
+	noEngagementsAnswered(t, a, "frm_beta", "Karbon alone")
 
 	x := w.connectXero("frm_beta")
 	step(t, a)
 	set := a.firms["frm_beta"].conns.Load()
-	if set.engagements != "ledger" || slices.Contains(set.byRole["records"].kinds, practice.Engagements) ||
+	if set.engagements != "ledger" || set.byRole["records"] != records || slices.Contains(records.kinds, practice.Engagements) ||
 		!slices.Contains(set.byRole["ledger"].kinds, practice.Engagements) {
-		t.Fatalf("with the Xero ledger: engagements from %q, records %v, ledger %v", set.engagements,
-			set.byRole["records"].kinds, set.byRole["ledger"].kinds)
+		t.Fatalf("with the Xero ledger: engagements from %q, records %v (reopened: %v), ledger %v", set.engagements,
+			set.byRole["records"].kinds, set.byRole["records"] != records, set.byRole["ledger"].kinds)
 	}
 	waitFor(t, "the ledger backfill", func() bool { return backfilled(a, x) })
 	if ids, err := engagementIDs(t, a, "frm_beta"); err != nil || !slices.Equal(ids, want) {
@@ -88,10 +114,80 @@ func TestLedgerConnectionKeepsTheFirmsEngagements(t *testing.T) {
 		t.Fatalf("the disconnected ledger's quotes: %d kept in the store", n)
 	}
 	set = a.firms["frm_beta"].conns.Load()
-	if set.engagements != "records" || !slices.Contains(set.byRole["records"].kinds, practice.Engagements) {
-		t.Fatalf("the ledger disconnected: engagements from %q, records %v", set.engagements, set.byRole["records"].kinds)
+	if set.engagements != "none" || set.byRole["records"] != records {
+		t.Fatalf("the ledger disconnected: engagements from %q, records reopened: %v", set.engagements, set.byRole["records"] != records)
 	}
-	if ids, err := engagementIDs(t, a, "frm_beta"); err != nil || len(ids) != 0 {
-		t.Fatalf("the ledger disconnected: engagements %v %v, want none", ids, err)
+	noEngagementsAnswered(t, a, "frm_beta", "the ledger disconnected")
+}
+
+// A firm whose Caddyfile names a records system that keeps no proposals
+// (Karbon) has no sync that keeps engagements, so that a system of the
+// firm that keeps them may: its engagements are none, answered from the
+// records' copy as every firm on Karbon alone has always had them, with
+// or without connections followed.
+func TestCaddyfileRecordsThatKeepNoProposalsKeepNoEngagements(t *testing.T) {
+	w := newWorld(t, "frm_beta")
+	a := w.instance()
+	a.shared = &shared{}
+	f := &a.Firms[0]
+	f.RecordsRaw = json.RawMessage(fmt.Sprintf(`{"system":"karbon","access_key":%q,"bearer":%q,"base_url":%q}`,
+		w.karbon.AccessKey, w.karbon.Bearer, w.karbon.URL))
+	b, err := a.backends(a.caddyCtx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.firms[f.ID] = b
+	if b.model.Owns(practice.Engagements) {
+		t.Fatal("the Caddyfile's Karbon keeps the firm's engagements: no system connected later could")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, s := range b.syncs {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.Run(ctx) }()
+	}
+	waitFor(t, "the Karbon backfill", func() bool {
+		f, ok := b.model.Freshness(practice.Clients)
+		return ok && f.State == readmodel.StateLive
+	})
+	noEngagementsAnswered(t, a, f.ID, "Caddyfile Karbon")
+	step(t, a)
+	if set := b.conns.Load(); set.engagements != "none" {
+		t.Fatalf("followed: engagements from %q, want none", set.engagements)
+	}
+	noEngagementsAnswered(t, a, f.ID, "Caddyfile Karbon, connections followed")
+}
+
+// Purging a records connection that keeps no proposals, on an instance
+// where it is not open, leaves the engagements the firm's ledger keeps:
+// they were never the records system's.
+func TestPurgingRecordsLeavesTheLedgersEngagements(t *testing.T) {
+	w := newWorld(t, "frm_beta")
+	for i := range 3 {
+		w.xero.AddQuote(vendortest.XeroQuote{QuoteID: fmt.Sprintf("c1e2d3c4-0000-4000-8000-%012d", i), QuoteNumber: fmt.Sprintf("QU-%04d", i),
+			Title: "Annual accounts", Status: "SENT", ContactID: "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", ContactName: "Barney Rubble",
+			Date: time.Now().AddDate(0, 0, -7), Expiry: time.Now().AddDate(0, 0, 23), Lines: []string{"Accounts"},
+			Total: "100.00", CurrencyCode: "GBP", Updated: time.Now().Add(-time.Hour)})
+	}
+	a := w.instance()
+	k, x := w.connectKarbon("frm_beta"), w.connectXero("frm_beta")
+	step(t, a)
+	waitFor(t, "both backfills", func() bool { return backfilled(a, k) && backfilled(a, x) })
+	if n := w.stored("frm_beta", []practice.Kind{practice.Engagements}); n != 3 {
+		t.Fatalf("the ledger's quotes: %d stored, want 3", n)
+	}
+	// Disconnected and purged by an instance that never opened it.
+	other := w.instance()
+	w.conns.change(t, k.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
+	gone, _ := w.conns.Connection(context.Background(), k.ID)
+	if err := other.Purge(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.stored("frm_beta", []practice.Kind{practice.Clients}); n != 0 {
+		t.Fatalf("the records' clients: %d kept after the purge", n)
+	}
+	if n := w.stored("frm_beta", []practice.Kind{practice.Engagements}); n != 3 {
+		t.Fatalf("the ledger's quotes after the records' purge: %d stored, want 3", n)
 	}
 }

@@ -52,14 +52,22 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 }
 
 // keptKinds are the kinds connection c, not open here, kept: its role's,
-// with the firm's engagements when its system kept them.
+// with the firm's engagements only when its system kept them (never a
+// system that keeps no proposals: the engagements another keeps stay).
+// Where this instance has not followed the connections, a records system
+// that keeps proposals is taken to have kept them, as it does first.
 func (b *firmBackends) keptKinds(cur *connSet, c connection.Connection) []practice.Kind {
-	kinds := firmsystem.Kinds(c.Role)
-	if cur != nil && cur.engagements == c.Role && firmsystem.KeepsProposals(c.Role, c.System) &&
-		(b.model == nil || !b.model.Owns(practice.Engagements)) {
-		kinds = append(kinds, practice.Engagements)
+	from := firmsystem.EngagementsNone
+	switch {
+	case !firmsystem.KeepsProposals(c.Role, c.System):
+	case cur != nil:
+		if cur.engagements == c.Role {
+			from = c.Role
+		}
+	case c.Role == firmsystem.EngagementsRecords:
+		from = c.Role
 	}
-	return kinds
+	return b.connKinds(c.Role, from)
 }
 
 // PurgeOrganisation drops what connection c holds of the organisation it

@@ -27,8 +27,8 @@ type connSet struct {
 	// firm disconnected the role's system, or it cannot be opened.
 	unserved map[string]unserved
 	// engagements is the role whose system keeps the firm's engagements,
-	// as the firm's systems and connections say (EngagementsRole); ""
-	// for the records.
+	// as the firm's systems and connections say (engagementsRole): none
+	// when none does.
 	engagements string
 }
 
@@ -237,6 +237,10 @@ func (b *firmBackends) size() readmodel.Size {
 // servesFromModel reports whether one of the firm's read models serves k here:
 // its Caddyfile system's, or its connection's of k's role.
 func (b *firmBackends) servesFromModel(k practice.Kind) bool {
+	if k == practice.Engagements && b.engagementsFrom() == firmsystem.EngagementsNone {
+		// Answered by the records' copy (noEngagements).
+		k = practice.Clients
+	}
 	if b.model != nil && b.model.Owns(k) {
 		return true
 	}

@@ -118,17 +118,17 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 		return nil, err
 	}
 	engagementsFrom.Store(&engagements)
+	// Where the firm follows connections, a connected system that keeps
+	// proposals may keep the engagements no Caddyfile system keeps
+	// (applyFirm); until then, and without connections, they are none.
+	b.engagements = engagements
 	for _, s := range systems {
-		reader := s.opened.Reader
-		if s.role == "records" && engagements == firmsystem.EngagementsNone && s.opened.Engagements {
-			reader = firmsystem.NoEngagements{Reader: reader}
-		}
 		if s.role == "records" && s.opened.Ledger != nil && ledgerless {
 			// Its invoices are synced as the ledger; its webhook route
 			// (records) receives their notifications too.
 			b.syncs = append(b.syncs, a.syncFor(f, "ledger", firmsystem.Kinds("ledger"), s.system, s.label, model, s.opened.Ledger, s.opened.Client, rec, cfg))
 		}
-		b.syncs = append(b.syncs, a.syncFor(f, s.role, firmsystem.KindsOf(s.role, engagements), s.system, s.label, model, reader, s.opened.Client, rec, cfg))
+		b.syncs = append(b.syncs, a.syncFor(f, s.role, firmsystem.KindsOf(s.role, engagements), s.system, s.label, model, s.opened.Reader, s.opened.Client, rec, cfg))
 	}
 	if len(b.syncs) > 0 {
 		// The firm's systems on one vendor account share its allowances.
