@@ -3,6 +3,8 @@ package quickbooks_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/quickbooks"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/internal/testclock"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -19,6 +22,29 @@ import (
 type discard struct{}
 
 func (discard) Publish(context.Context, practice.Change) error { return nil }
+
+// ledgerSync is a QuickBooks ledger keeping the firm's engagements as the
+// gateway syncs it: its adapter, the model and its one sync, on clock.
+func ledgerSync(t *testing.T, q *vendortest.QuickBooks, clock *testclock.Clock) (*quickbooks.Adapter, *readmodel.Model, *readmodel.Syncer) {
+	t.Helper()
+	store := readmodelsim.NewStore(clock.Now)
+	model := readmodel.New(readmodel.Config{Firm: live.Firm, Store: store})
+	t.Cleanup(model.Close)
+	rec := &changes.Recorder{State: model}
+	a, err := quickbooks.New(quickbooks.Config{Firm: live.Firm, RealmID: q.RealmID, BaseURL: q.URL,
+		OAuth2: upstream.OAuth2Config{AccessToken: q.Token}}, upstream.Deps{State: model, Recorder: rec, Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := []practice.Kind{practice.Invoices, practice.Engagements}
+	for _, k := range kinds {
+		model.Serve(k, a)
+	}
+	sync := readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "quickbooks", Label: "QuickBooks", Kinds: kinds, Reader: a},
+		readmodel.SyncDeps{Model: model, Recorder: rec, Sink: discard{}, Checkpoints: store, Leases: store, Holder: "one"},
+		readmodel.SyncConfig{Poll: time.Hour, Reconcile: 24 * time.Hour, LeaseTTL: 30 * time.Second}, readmodel.WithClock(clock.Now))
+	return a, model, sync
+}
 
 // A deletion QuickBooks confirmed is final: the engagement of a deleted
 // estimate answers ended for good, and QuickBooks is not asked of it
@@ -36,21 +62,7 @@ func TestADeletedEstimateIsNotAskedAgain(t *testing.T) {
 			TxnDate: epoch, Lines: []string{"Payroll"}, Total: "300.00", Status: "Pending", Updated: epoch})
 	}
 	ctx := context.Background()
-	store := readmodelsim.NewStore(clock.Now)
-	model := readmodel.New(readmodel.Config{Firm: live.Firm, Store: store})
-	rec := &changes.Recorder{State: model}
-	a, err := quickbooks.New(quickbooks.Config{Firm: live.Firm, RealmID: q.RealmID, BaseURL: q.URL,
-		OAuth2: upstream.OAuth2Config{AccessToken: q.Token}}, upstream.Deps{State: model, Recorder: rec, Clock: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kinds := []practice.Kind{practice.Invoices, practice.Engagements}
-	for _, k := range kinds {
-		model.Serve(k, a)
-	}
-	sync := readmodel.NewSyncer(readmodel.SyncedSystem{Role: "ledger", System: "quickbooks", Label: "QuickBooks", Kinds: kinds, Reader: a},
-		readmodel.SyncDeps{Model: model, Recorder: rec, Sink: discard{}, Checkpoints: store, Leases: store, Holder: "one"},
-		readmodel.SyncConfig{Poll: time.Hour, Reconcile: 24 * time.Hour, LeaseTTL: 30 * time.Second}, readmodel.WithClock(clock.Now))
+	a, model, sync := ledgerSync(t, q, clock)
 	// day runs the sync through a day of the clock, an hour at a time,
 	// and returns the reads of single estimates QuickBooks answered and
 	// every call.
@@ -125,5 +137,134 @@ func TestADeletedEstimateIsNotAskedAgain(t *testing.T) {
 			t.Fatalf("day %d after 6 deletions: %d reads of single estimates (%d calls), want none", d+1, reads, calls)
 		}
 		ended("1", "2", "3", "4", "5", "6")
+	}
+}
+
+// Deletions, edits, acceptances, polls, reconciliations and webhook reads
+// interleaved in seeded orders: after each schedule every deleted
+// estimate the copy held answers ended (one deleted before it was ever
+// seen is not there), every other one as QuickBooks has it, and QuickBooks was asked of a deleted estimate at most once
+// after its deletion. A failing seed replays from its number.
+func TestDeletedEstimatesInterleaved(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 33))
+			q := vendortest.StartQuickBooks(t)
+			clock := vendortest.NewClock(epoch.Add(time.Hour))
+			q.SetNow(clock.Now)
+			ctx := context.Background()
+			status := map[string]string{}
+			next := 1
+			add := func() {
+				id := fmt.Sprint(next)
+				next++
+				q.AddEstimate(vendortest.QBEstimate{ID: id, DocNumber: "E" + id, CustomerID: "7", CustomerName: "Birch",
+					TxnDate: epoch, Lines: []string{"Payroll"}, Total: "300.00", Status: "Pending", Updated: clock.Now()})
+				status[id] = "sent"
+			}
+			for range 6 {
+				add()
+			}
+			a, model, sync := ledgerSync(t, q, clock)
+			held := map[string]bool{} // estimates the copy has held
+			run := func() {
+				for range 100 {
+					if _, more := sync.Tick(ctx); !more {
+						break
+					}
+				}
+				for id := range status {
+					if _, err := model.Get(ctx, live, practice.Engagements, "eng_qb-"+id); err == nil {
+						held[id] = true
+					}
+				}
+			}
+			run()
+			deletedAt := map[string]int{} // the request count at its deletion
+			pick := func() (string, bool) {
+				var ids []string
+				for id, st := range status {
+					if st != "deleted" {
+						ids = append(ids, id)
+					}
+				}
+				if len(ids) == 0 {
+					return "", false
+				}
+				slices.Sort(ids)
+				return ids[rng.IntN(len(ids))], true
+			}
+			for range 60 {
+				clock.Advance(time.Duration(1+rng.IntN(120)) * time.Second)
+				switch rng.IntN(6) {
+				case 0:
+					add()
+				case 1:
+					if id, ok := pick(); ok {
+						deletedAt[id] = len(q.Requests())
+						q.DeleteEstimate(id, clock.Now())
+						status[id] = "deleted"
+					}
+				case 2:
+					if id, ok := pick(); ok {
+						q.SetEstimateStatus(id, "Accepted", clock.Now())
+						status[id] = "signed"
+					}
+				case 3:
+					clock.Advance(time.Hour)
+					run()
+				case 4:
+					if err := sync.Resync(ctx); err != nil {
+						t.Fatal(err)
+					}
+					run()
+				case 5:
+					// A webhook's read of an estimate, deleted or not.
+					id := fmt.Sprint(1 + rng.IntN(next-1))
+					_, _ = a.Get(ctx, live, practice.Engagements, "eng_qb-"+id)
+				}
+			}
+			// Settle: polls past every change, and two reconciliations.
+			for range 2 {
+				clock.Advance(time.Hour)
+				run()
+				if err := sync.Resync(ctx); err != nil {
+					t.Fatal(err)
+				}
+				run()
+			}
+			reqs := q.Requests()
+			for id, st := range status {
+				raw, err := model.Get(ctx, live, practice.Engagements, "eng_qb-"+id)
+				if st == "deleted" && !held[id] {
+					// Deleted before the copy ever held it: never seen.
+					if err == nil {
+						t.Fatalf("seed %d: estimate %s, deleted before it was seen, is in the copy: %s", seed, id, raw)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("seed %d: estimate %s (%s in QuickBooks): %v", seed, id, st, err)
+				}
+				want := st
+				if st == "deleted" {
+					want = "ended"
+				}
+				if got := decodeEngagement(t, raw).Status; got != want {
+					t.Fatalf("seed %d: estimate %s is %s in QuickBooks, %s in the copy; want %s", seed, id, st, got, want)
+				}
+				if at, ok := deletedAt[id]; ok {
+					asked := 0
+					for _, r := range reqs[at:] {
+						if strings.HasPrefix(r, "GET ") && strings.Contains(r, "/estimate/"+id+"?") || strings.HasSuffix(r, "/estimate/"+id) {
+							asked++
+						}
+					}
+					if asked > 1 {
+						t.Fatalf("seed %d: deleted estimate %s asked of QuickBooks %d times after its deletion, want at most once", seed, id, asked)
+					}
+				}
+			}
+		})
 	}
 }
