@@ -171,7 +171,8 @@ func TestXeroQuoteAcceptedIsOneSigning(t *testing.T) {
 	if a := alias.wait(0, 0); len(a) != 1 || a[0].envelope["event"] != "engagement_letter.signed" {
 		t.Fatalf("aliased deliveries: %v", a)
 	}
-	if signed["signed_at"] != accepted.Format("2006-01-02T15:04:05.000Z") {
+	// Times are RFC 3339 to at most the millisecond: 49.220 reads 49.22.
+	if at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(signed["signed_at"])); err != nil || !at.Equal(accepted) {
 		t.Fatalf("signed engagement (signed_at the first accepted state's UpdatedDateUTC %s): %v", accepted, signed)
 	}
 }
