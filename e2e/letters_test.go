@@ -73,4 +73,21 @@ func TestEngagementLettersLinkedWhenUnambiguous(t *testing.T) {
 			t.Fatalf("listed %v", e)
 		}
 	}
+	// A second proposal to the client within the letters' month makes
+	// them either engagement's: neither links them.
+	f.x.AddQuote(vendortest.XPMQuote{ID: "Q000001", Name: "Tax return", State: "Issued", ClientUUID: xpmClientID(0),
+		Date: now.AddDate(0, 0, -3), Amount: "500.00", Tax: "100.00", Tasks: []string{"Personal tax return"}})
+	eventually.NoError(t, 15*time.Second, 20*time.Millisecond, "the letters unlinked by a second proposal", func() error {
+		other := g.do(t, "GET", "/v1/engagements/eng_Q000001", tok, nil)
+		if other.StatusCode != 200 {
+			return fmt.Errorf("the second proposal: %d", other.StatusCode)
+		}
+		o := other.json(t)
+		oLetter, _ := o["letter_document"].(string)
+		oSigned, _ := o["signed_document"].(string)
+		if l, s, _ := links(); l != "" || s != "" || oLetter != "" || oSigned != "" {
+			return fmt.Errorf("letter %q signed %q; the second proposal's %v / %v", l, s, o["letter_document"], o["signed_document"])
+		}
+		return nil
+	})
 }

@@ -37,18 +37,28 @@ func LetterOf(d Document) (l Letter, ok bool) {
 	return Letter{ID: d.ID, Client: d.Client, Kind: d.Kind, Engagement: d.Engagement, At: d.CreatedAt}, true
 }
 
+// Dated is an engagement of a client as linking needs it: its id and its
+// date (created_at).
+type Dated struct {
+	ID string
+	At time.Time
+}
+
 // LinkLetters fills e's letter_document and signed_document from letters,
 // the documents of e's client of the letter kinds, where the link is
-// unambiguous, and reports whether it filled either. A wrong letter is
-// worse than none, so a field is linked only to:
+// unambiguous, and reports whether it filled either. others are the
+// client's other engagements. A wrong letter is worse than none, so a
+// field is linked only to:
 //   - the one letter of its kind that names e, or else
 //   - the client's one letter of its kind that names no engagement and
-//     was filed within LetterWindow of e's created_at, either side.
+//     was filed within LetterWindow of e's created_at, either side, when
+//     no other engagement of the client is within LetterWindow of it (a
+//     letter between two proposals is either's).
 //
 // Two candidates (a second letter, a letter naming e twice over) leave the
 // field empty. A field the engagement's own system filled is kept: the
 // vendor naming the letter is the surest link.
-func LinkLetters(e *Engagement, letters []Letter) bool {
+func LinkLetters(e *Engagement, letters []Letter, others []Dated) bool {
 	filled := false
 	for _, f := range []struct {
 		field *string
@@ -57,14 +67,14 @@ func LinkLetters(e *Engagement, letters []Letter) bool {
 		if *f.field != "" {
 			continue
 		}
-		if id := letterFor(e, f.kind, letters); id != "" {
+		if id := letterFor(e, f.kind, letters, others); id != "" {
 			*f.field, filled = id, true
 		}
 	}
 	return filled
 }
 
-func letterFor(e *Engagement, kind string, letters []Letter) string {
+func letterFor(e *Engagement, kind string, letters []Letter, others []Dated) string {
 	var named, near []string
 	for _, l := range letters {
 		if l.Kind != kind || l.Client != e.Client {
@@ -80,7 +90,18 @@ func letterFor(e *Engagement, kind string, letters []Letter) string {
 	if len(named) > 0 {
 		return only(named)
 	}
-	return only(near)
+	id := only(near)
+	for _, l := range letters {
+		if l.ID != id {
+			continue
+		}
+		for _, o := range others {
+			if o.ID != e.ID && within(l.At, o.At, LetterWindow) {
+				return ""
+			}
+		}
+	}
+	return id
 }
 
 func only(ids []string) string {
@@ -95,18 +116,51 @@ func within(a, b time.Time, d time.Duration) bool {
 	return gap <= d && gap >= -d
 }
 
-// Letters are a firm's letters by client, so that its engagements are
-// linked to them as they are read (LinkLetters). The caller guards it.
+// Letters are a firm's letters, and its engagements' dates, by client, so
+// that its engagements are linked to them as they are read (LinkLetters).
+// The caller guards it.
 type Letters struct {
 	// byClient holds each client's letters by document id.
 	byClient map[string]map[string]Letter
 	// client is the client of each letter held, to drop it again.
 	client map[string]string
+	// dates holds each client's engagements' dates by engagement id, and
+	// dated the client of each.
+	dates map[string]map[string]time.Time
+	dated map[string]string
 }
 
 // NewLetters makes an empty Letters.
 func NewLetters() *Letters {
-	return &Letters{byClient: map[string]map[string]Letter{}, client: map[string]string{}}
+	return &Letters{byClient: map[string]map[string]Letter{}, client: map[string]string{},
+		dates: map[string]map[string]time.Time{}, dated: map[string]string{}}
+}
+
+// PutEngagement holds engagement id's client and date, given its JSON.
+func (l *Letters) PutEngagement(id string, raw json.RawMessage) {
+	l.DropEngagement(id)
+	var e Engagement
+	if json.Unmarshal(raw, &e) != nil || e.Client == "" {
+		return
+	}
+	if l.dates[e.Client] == nil {
+		l.dates[e.Client] = map[string]time.Time{}
+	}
+	l.dates[e.Client][id] = e.CreatedAt
+	l.dated[id] = e.Client
+}
+
+// DropEngagement forgets engagement id.
+func (l *Letters) DropEngagement(id string) {
+	c, ok := l.dated[id]
+	if !ok {
+		return
+	}
+	delete(l.dated, id)
+	delete(l.dates[c], id)
+	if len(l.dates[c]) == 0 {
+		delete(l.dates, c)
+	}
 }
 
 // Put holds document id's letter, given the document's JSON, or drops the
@@ -156,7 +210,11 @@ func (l *Letters) Link(raw json.RawMessage) json.RawMessage {
 	for _, lt := range l.byClient[e.Client] {
 		held = append(held, lt)
 	}
-	if !LinkLetters(&e, held) {
+	others := make([]Dated, 0, len(l.dates[e.Client]))
+	for id, at := range l.dates[e.Client] {
+		others = append(others, Dated{ID: id, At: at})
+	}
+	if !LinkLetters(&e, held, others) {
 		return raw
 	}
 	linked, err := json.Marshal(&e)

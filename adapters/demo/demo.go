@@ -388,6 +388,9 @@ func load(tb *bbolt.Bucket) (loaded, error) {
 	for _, e := range l.col(practice.Documents) {
 		l.letters.Put(e.ID, e.Raw)
 	}
+	for _, e := range l.col(practice.Engagements) {
+		l.letters.PutEngagement(e.ID, e.Raw)
+	}
 	return l, l.loadPeopleAndNumbers()
 }
 
@@ -445,8 +448,11 @@ func (ts *loaded) find(k practice.Kind, id string) *entry {
 func (ts *loaded) upsert(k practice.Kind, e entry) {
 	ki, _ := kindIndex(k)
 	ts.cols[ki].Upsert(e)
-	if k == practice.Documents {
+	switch k {
+	case practice.Documents:
 		ts.letters.Put(e.ID, e.Raw)
+	case practice.Engagements:
+		ts.letters.PutEngagement(e.ID, e.Raw)
 	}
 }
 

@@ -354,10 +354,10 @@ func TestSeedIsCoherent(t *testing.T) {
 				}
 				// Letters link as a firm's real letters do: the client's
 				// only one of its kind within 30 days of the engagement.
-				if want := onlyLetter(docs, e, "engagement_letter"); e.LetterDocument != want {
+				if want := onlyLetter(docs, engs, e, "engagement_letter"); e.LetterDocument != want {
 					t.Errorf("%s: letter %q, want %q", e.ID, e.LetterDocument, want)
 				}
-				if want := onlyLetter(docs, e, "signed_engagement_letter"); e.SignedDocument != want {
+				if want := onlyLetter(docs, engs, e, "signed_engagement_letter"); e.SignedDocument != want {
 					t.Errorf("%s: signed letter %q, want %q", e.ID, e.SignedDocument, want)
 				}
 				if e.LetterDocument != "" {
@@ -513,18 +513,28 @@ func ExampleRecords_List() {
 }
 
 // onlyLetter is the id of the one document of kind of e's client filed
-// within 30 days of e's created_at, or "" when there is none or more.
-func onlyLetter(docs []practice.Document, e practice.Engagement, kind string) string {
-	found := ""
-	for _, d := range docs {
-		gap := d.CreatedAt.Sub(e.CreatedAt)
-		if d.Client != e.Client || d.Kind != kind || gap > 30*24*time.Hour || gap < -30*24*time.Hour {
+// within 30 days of e's created_at, or "" when there is none or more,
+// or when that document is as near another engagement of the client.
+func onlyLetter(docs []practice.Document, engs []practice.Engagement, e practice.Engagement, kind string) string {
+	near := func(a, b time.Time) bool { gap := a.Sub(b); return gap <= 30*24*time.Hour && gap >= -30*24*time.Hour }
+	var found *practice.Document
+	for i, d := range docs {
+		if d.Client != e.Client || d.Kind != kind || !near(d.CreatedAt, e.CreatedAt) {
 			continue
 		}
-		if found != "" {
+		if found != nil {
 			return ""
 		}
-		found = d.ID
+		found = &docs[i]
 	}
-	return found
+	if found == nil {
+		return ""
+	}
+	// A letter near another engagement of the client is either's.
+	for _, o := range engs {
+		if o.ID != e.ID && o.Client == e.Client && near(found.CreatedAt, o.CreatedAt) {
+			return ""
+		}
+	}
+	return found.ID
 }

@@ -87,19 +87,25 @@ func (w *letterWorld) change() {
 
 // wantLink is the invariant, written out apart from practice.LinkLetters:
 // an engagement is linked to a letter of a kind iff the client has exactly
-// one document of that kind filed within 30 days of its created_at.
-func wantLink(e practice.Engagement, docs []practice.Document, kind string) string {
-	var near []string
+// one document of that kind filed within 30 days of its created_at, and no
+// other engagement of the client is within 30 days of that document.
+func wantLink(e practice.Engagement, docs []practice.Document, engs []practice.Engagement, kind string) string {
+	near := func(a, b time.Time) bool { gap := a.Sub(b); return gap <= 30*24*time.Hour && gap >= -30*24*time.Hour }
+	var found []practice.Document
 	for _, d := range docs {
-		gap := d.CreatedAt.Sub(e.CreatedAt)
-		if d.Kind == kind && d.Client == e.Client && gap <= 30*24*time.Hour && gap >= -30*24*time.Hour {
-			near = append(near, d.ID)
+		if d.Kind == kind && d.Client == e.Client && near(d.CreatedAt, e.CreatedAt) {
+			found = append(found, d)
 		}
 	}
-	if len(near) == 1 {
-		return near[0]
+	if len(found) != 1 {
+		return ""
 	}
-	return ""
+	for _, o := range engs {
+		if o.ID != e.ID && o.Client == e.Client && near(found[0].CreatedAt, o.CreatedAt) {
+			return ""
+		}
+	}
+	return found[0].ID
 }
 
 func listLinked[T any](t *testing.T, m *readmodel.Model, k practice.Kind) []T {
@@ -130,8 +136,9 @@ func listLinked[T any](t *testing.T, m *readmodel.Model, k practice.Kind) []T {
 func checkLinks(t *testing.T, m *readmodel.Model, name string, seed uint64, step int) {
 	t.Helper()
 	docs := listLinked[practice.Document](t, m, practice.Documents)
-	for _, e := range listLinked[practice.Engagement](t, m, practice.Engagements) {
-		letter, signed := wantLink(e, docs, practice.LetterKind), wantLink(e, docs, practice.SignedLetterKind)
+	engs := listLinked[practice.Engagement](t, m, practice.Engagements)
+	for _, e := range engs {
+		letter, signed := wantLink(e, docs, engs, practice.LetterKind), wantLink(e, docs, engs, practice.SignedLetterKind)
 		if e.LetterDocument != letter || e.SignedDocument != signed {
 			t.Fatalf("seed %d step %d, %s: %s of %s dated %s links %q/%q, want %q/%q (documents %v)", seed, step, name,
 				e.ID, e.Client, e.CreatedAt.Format(time.DateOnly), e.LetterDocument, e.SignedDocument, letter, signed, docs)
@@ -209,7 +216,9 @@ func TestLettersLinkOnlyWhenUnambiguous(t *testing.T) {
 			}
 		}
 		// Quiet: every vendor state arrives (as a reconciliation brings it).
+		var vendorEngs []practice.Engagement
 		for id, e := range w.engagements {
+			vendorEngs = append(vendorEngs, e)
 			raw, _ := json.Marshal(e)
 			if err := inst[0].Apply(ctx, []readmodel.Update{{Kind: practice.Engagements, ID: id, Raw: raw}}); err != nil {
 				t.Fatal(err)
@@ -238,7 +247,7 @@ func TestLettersLinkOnlyWhenUnambiguous(t *testing.T) {
 				t.Fatalf("seed %d: instance %d holds %d engagements, the vendor %d", seed, i, len(got), len(w.engagements))
 			}
 			for _, e := range got {
-				letter, signed := wantLink(w.engagements[e.ID], docs, practice.LetterKind), wantLink(w.engagements[e.ID], docs, practice.SignedLetterKind)
+				letter, signed := wantLink(w.engagements[e.ID], docs, vendorEngs, practice.LetterKind), wantLink(w.engagements[e.ID], docs, vendorEngs, practice.SignedLetterKind)
 				if e.LetterDocument != letter || e.SignedDocument != signed {
 					t.Fatalf("seed %d, quiet, instance %d: %s links %q/%q, want %q/%q", seed, i, e.ID,
 						e.LetterDocument, e.SignedDocument, letter, signed)

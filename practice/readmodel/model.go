@@ -194,6 +194,9 @@ func (m *Model) load(ctx context.Context) error {
 	if km, ok := m.kinds[practice.Documents]; ok {
 		km.col.Each(func(e *recordindex.Entry) { m.letters.Put(e.ID, e.Raw) })
 	}
+	if km, ok := m.kinds[practice.Engagements]; ok {
+		km.col.Each(func(e *recordindex.Entry) { m.letters.PutEngagement(e.ID, e.Raw) })
+	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
 	return nil
@@ -571,15 +574,21 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 		}
 		km.col.Remove(u.ID)
 		delete(km.readAt, u.ID)
-		if u.Kind == practice.Documents {
+		switch u.Kind {
+		case practice.Documents:
 			m.letters.Drop(u.ID)
+		case practice.Engagements:
+			m.letters.DropEngagement(u.ID)
 		}
 		return
 	}
 	delete(km.gone, u.ID)
 	km.col.Upsert(*e)
-	if u.Kind == practice.Documents {
+	switch u.Kind {
+	case practice.Documents:
 		m.letters.Put(u.ID, e.Raw)
+	case practice.Engagements:
+		m.letters.PutEngagement(u.ID, e.Raw)
 	}
 	if !u.ReadAt.IsZero() && changes.Undated(u.Raw) {
 		km.readAt[u.ID] = u.ReadAt
