@@ -2,6 +2,7 @@ package practice
 
 import (
 	"encoding/json"
+	"sync"
 	"time"
 )
 
@@ -118,55 +119,44 @@ func within(a, b time.Time, d time.Duration) bool {
 
 // Letters are a firm's letters, and its engagements' dates, by client, so
 // that its engagements are linked to them as they are read (LinkLetters).
-// The caller guards it.
+// A firm's systems may keep their records in copies of their own (a
+// system connected beside one the Caddyfile names), so one Letters may be
+// shared by them: each copy puts and drops what it holds as its owner,
+// and Reset forgets one owner's alone. It guards itself; a copy calls it
+// under its own lock, and Letters calls nothing back.
 type Letters struct {
+	mu sync.RWMutex
 	// byClient holds each client's letters by document id.
 	byClient map[string]map[string]Letter
-	// client is the client of each letter held, to drop it again.
-	client map[string]string
-	// dates holds each client's engagements' dates by engagement id, and
-	// dated the client of each.
+	// dates holds each client's engagements' dates by engagement id.
 	dates map[string]map[string]time.Time
-	dated map[string]string
+	// held is the client and owner of each letter and each engagement
+	// held, to drop them again.
+	held map[heldKey]heldBy
+}
+
+type heldKey struct {
+	engagement bool
+	id         string
+}
+
+type heldBy struct {
+	client string
+	owner  any
 }
 
 // NewLetters makes an empty Letters.
 func NewLetters() *Letters {
-	return &Letters{byClient: map[string]map[string]Letter{}, client: map[string]string{},
-		dates: map[string]map[string]time.Time{}, dated: map[string]string{}}
+	return &Letters{byClient: map[string]map[string]Letter{}, dates: map[string]map[string]time.Time{},
+		held: map[heldKey]heldBy{}}
 }
 
-// PutEngagement holds engagement id's client and date, given its JSON.
-func (l *Letters) PutEngagement(id string, raw json.RawMessage) {
-	l.DropEngagement(id)
-	var e Engagement
-	if json.Unmarshal(raw, &e) != nil || e.Client == "" {
-		return
-	}
-	if l.dates[e.Client] == nil {
-		l.dates[e.Client] = map[string]time.Time{}
-	}
-	l.dates[e.Client][id] = e.CreatedAt
-	l.dated[id] = e.Client
-}
-
-// DropEngagement forgets engagement id.
-func (l *Letters) DropEngagement(id string) {
-	c, ok := l.dated[id]
-	if !ok {
-		return
-	}
-	delete(l.dated, id)
-	delete(l.dates[c], id)
-	if len(l.dates[c]) == 0 {
-		delete(l.dates, c)
-	}
-}
-
-// Put holds document id's letter, given the document's JSON, or drops the
-// letter it no longer is (moved to another kind or client).
-func (l *Letters) Put(id string, raw json.RawMessage) {
-	l.Drop(id)
+// Put holds document id's letter for owner, given the document's JSON,
+// or drops the letter it no longer is (moved to another kind or client).
+func (l *Letters) Put(owner any, id string, raw json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(heldKey{id: id})
 	var d Document
 	if json.Unmarshal(raw, &d) != nil {
 		return
@@ -180,26 +170,77 @@ func (l *Letters) Put(id string, raw json.RawMessage) {
 		l.byClient[lt.Client] = map[string]Letter{}
 	}
 	l.byClient[lt.Client][id] = lt
-	l.client[id] = lt.Client
+	l.held[heldKey{id: id}] = heldBy{client: lt.Client, owner: owner}
+}
+
+// PutEngagement holds engagement id's client and date for owner, given
+// its JSON.
+func (l *Letters) PutEngagement(owner any, id string, raw json.RawMessage) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(heldKey{engagement: true, id: id})
+	var e Engagement
+	if json.Unmarshal(raw, &e) != nil || e.Client == "" {
+		return
+	}
+	if l.dates[e.Client] == nil {
+		l.dates[e.Client] = map[string]time.Time{}
+	}
+	l.dates[e.Client][id] = e.CreatedAt
+	l.held[heldKey{engagement: true, id: id}] = heldBy{client: e.Client, owner: owner}
 }
 
 // Drop forgets document id's letter, if it was one.
 func (l *Letters) Drop(id string) {
-	c, ok := l.client[id]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(heldKey{id: id})
+}
+
+// DropEngagement forgets engagement id.
+func (l *Letters) DropEngagement(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropLocked(heldKey{engagement: true, id: id})
+}
+
+// Reset forgets every letter and engagement owner holds, as its copy is
+// loaded again or let go.
+func (l *Letters) Reset(owner any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, h := range l.held {
+		if h.owner == owner {
+			l.dropLocked(k)
+		}
+	}
+}
+
+func (l *Letters) dropLocked(k heldKey) {
+	h, ok := l.held[k]
 	if !ok {
 		return
 	}
-	delete(l.client, id)
-	delete(l.byClient[c], id)
-	if len(l.byClient[c]) == 0 {
-		delete(l.byClient, c)
+	delete(l.held, k)
+	if k.engagement {
+		delete(l.dates[h.client], k.id)
+		if len(l.dates[h.client]) == 0 {
+			delete(l.dates, h.client)
+		}
+		return
+	}
+	delete(l.byClient[h.client], k.id)
+	if len(l.byClient[h.client]) == 0 {
+		delete(l.byClient, h.client)
 	}
 }
 
 // Link answers an engagement's JSON with its letters linked; raw itself
 // when none links (or it cannot be read: it is answered as it is).
 func (l *Letters) Link(raw json.RawMessage) json.RawMessage {
-	if len(l.client) == 0 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if len(l.byClient) == 0 {
 		return raw
 	}
 	var e Engagement

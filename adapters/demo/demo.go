@@ -386,10 +386,10 @@ func load(tb *bbolt.Bucket) (loaded, error) {
 	}
 	l.letters = practice.NewLetters()
 	for _, e := range l.col(practice.Documents) {
-		l.letters.Put(e.ID, e.Raw)
+		l.letters.Put(nil, e.ID, e.Raw)
 	}
 	for _, e := range l.col(practice.Engagements) {
-		l.letters.PutEngagement(e.ID, e.Raw)
+		l.letters.PutEngagement(nil, e.ID, e.Raw)
 	}
 	return l, l.loadPeopleAndNumbers()
 }
@@ -450,9 +450,9 @@ func (ts *loaded) upsert(k practice.Kind, e entry) {
 	ts.cols[ki].Upsert(e)
 	switch k {
 	case practice.Documents:
-		ts.letters.Put(e.ID, e.Raw)
+		ts.letters.Put(nil, e.ID, e.Raw)
 	case practice.Engagements:
-		ts.letters.PutEngagement(e.ID, e.Raw)
+		ts.letters.PutEngagement(nil, e.ID, e.Raw)
 	}
 }
 

@@ -197,6 +197,9 @@ type App struct {
 	// every followEvery; clock, when set, is the time (tests).
 	connTick <-chan time.Time
 	clock    func() time.Time
+	// letters are each firm's letters, shared by the copies of its
+	// systems, Caddyfile's and connections' alike (readmodel.go).
+	letters *sync.Map // firm -> *practice.Letters
 
 	cancel context.CancelFunc
 	wg     *sync.WaitGroup
@@ -309,6 +312,7 @@ func (a *App) provisionRuntime(ctx caddy.Context) error {
 	a.limiter = &limiterRef{}
 	a.holder = holderID()
 	a.wg = new(sync.WaitGroup)
+	a.letters = new(sync.Map)
 	a.metrics = ctx.GetMetricsRegistry()
 	var err error
 	if a.syncMetrics, err = registerSyncCollector(a.metrics); err != nil {

@@ -410,7 +410,8 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 	// is chosen (PurgeOrganisation raises the fence), this opening's are
 	// refused, even on an instance that has not yet seen the change.
 	fence := connectionFence(c)
-	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState, Fence: &fence})
+	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState, Fence: &fence,
+		Letters: a.lettersOf(f.ID)})
 	rec := &changes.Recorder{State: model}
 	keepsEngagements := slices.Contains(kinds, practice.Engagements)
 	opened, label, err := a.openSystem(a.caddyCtx, f.ID, c.Role, mod, model, rec, nil, false, func() bool { return keepsEngagements }, a.grantRefused(c))
@@ -447,7 +448,7 @@ func (a *App) openConnection(ctx context.Context, f *Firm, c connection.Connecti
 // either: nothing writes it until the connection is connected again,
 // and then the system is opened anew on the store's copy.
 func (a *App) holdCopy(ctx context.Context, f *Firm, c connection.Connection, kinds []practice.Kind) (*connSystem, error) {
-	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Other: a.upstreamState})
+	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: a.readStore, Other: a.upstreamState, Letters: a.lettersOf(f.ID)})
 	for _, k := range kinds {
 		model.Serve(k, nil)
 	}

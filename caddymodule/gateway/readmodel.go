@@ -52,7 +52,19 @@ type readStore interface {
 // systems are opened on it, since it is the state their change records
 // are compared with.
 func (a *App) newModel(firm string) *readmodel.Model {
-	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState})
+	return readmodel.New(readmodel.Config{Firm: firm, Store: a.readStore, Updates: a.readFeed, Other: a.upstreamState,
+		Letters: a.lettersOf(firm)})
+}
+
+// lettersOf are firm's letters, one for every copy of its systems: an
+// engagement of its records or ledger links a letter its document store's
+// copy holds, whichever of them the Caddyfile names or a connection made.
+func (a *App) lettersOf(firm string) *practice.Letters {
+	if a.letters == nil {
+		return nil // not provisioned (a test's App): the model keeps its own
+	}
+	l, _ := a.letters.LoadOrStore(firm, practice.NewLetters())
+	return l.(*practice.Letters)
 }
 
 // openReadStore chooses the read model's backend: the embedded store, or

@@ -6,7 +6,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/recordindex"
 )
 
@@ -35,7 +34,7 @@ func (m *Model) Unload() {
 		km.gone = map[string]json.RawMessage{}
 		km.readAt = map[string]time.Time{}
 	}
-	m.letters = practice.NewLetters()
+	m.letters.Reset(m)
 	empty := ""
 	m.applied.Store(&empty)
 	// Under mu, so a reader holding the read lock sees either the firm

@@ -31,7 +31,8 @@ import (
 //     gave it, without the link, and so does the state change records
 //     are compared with (Model.Last).
 //
-// The letters held are a practice.Letters, kept beside the documents'
+// The letters held are a practice.Letters (the firm's, shared by the copies
+// of its systems when Config.Letters is set), kept beside the documents'
 // index by applyLocked, rebuilt by load and emptied by Unload.
 
 // linkedLocked answers a record of k as it is read: an engagement with its

@@ -266,3 +266,60 @@ func TestLettersLinkOnlyWhenUnambiguous(t *testing.T) {
 	}
 	t.Logf("300 schedules, %d engagements linked at the end", linked)
 }
+
+// A firm's systems may keep their records in copies of their own (a
+// document store connected beside the Caddyfile's records system): sharing
+// the firm's letters, an engagement one copy holds links a letter another
+// holds, and forgets it when that copy is let go, restarted alike.
+func TestLettersLinkAcrossCopies(t *testing.T) {
+	ctx := context.Background()
+	st := readmodelsim.NewStore(nil)
+	shared := practice.NewLetters()
+	open := func(k practice.Kind) *readmodel.Model {
+		m := readmodel.New(readmodel.Config{Firm: firm, Store: st, Updates: st, Letters: shared,
+			Background: func(run func(context.Context)) { run(context.Background()) }})
+		m.Serve(k, nil)
+		if err := m.Load(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	records, documents := open(practice.Engagements), open(practice.Documents)
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	put := func(m *readmodel.Model, k practice.Kind, id string, v any) {
+		raw, _ := json.Marshal(v)
+		if err := m.Apply(ctx, []readmodel.Update{{Kind: k, ID: id, Raw: raw}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(records, practice.Engagements, "eng_1", practice.Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day, UpdatedAt: day, Version: 1})
+	put(documents, practice.Documents, "doc_1", practice.Document{ID: "doc_1", Client: "cli_1", Kind: practice.LetterKind,
+		CreatedAt: day.AddDate(0, 0, 2), UpdatedAt: day.AddDate(0, 0, 2), Version: 1})
+	letter := func() string {
+		t.Helper()
+		raw, err := records.Get(ctx, live, practice.Engagements, "eng_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e practice.Engagement
+		if err := json.Unmarshal(raw, &e); err != nil {
+			t.Fatal(err)
+		}
+		return e.LetterDocument
+	}
+	if got := letter(); got != "doc_1" {
+		t.Fatalf("the engagement links %q, want the other copy's letter doc_1", got)
+	}
+	documents.Close()
+	if got := letter(); got != "" {
+		t.Fatalf("the documents' copy let go, the engagement still links %q", got)
+	}
+	documents = open(practice.Documents)
+	defer documents.Close()
+	records.Close()
+	records = open(practice.Engagements)
+	defer records.Close()
+	if got := letter(); got != "doc_1" {
+		t.Fatalf("both copies opened again, the engagement links %q, want doc_1", got)
+	}
+}

@@ -99,6 +99,11 @@ type Config struct {
 	// checkpoints (a Store that is a Fencer): the connection the model
 	// was opened for and its generation.
 	Fence *Fence
+	// Letters, when set, are the firm's letters and engagements' dates,
+	// shared by the copies of its systems, so that an engagement one
+	// copy holds links a letter another holds (letters.go); nil keeps
+	// them to this model.
+	Letters *practice.Letters
 	// Background runs the catch-up of an instance behind the feed; nil
 	// is a goroutine the model owns (Close waits for it). A simulation
 	// sets it to run the catch-up when its scheduler chooses.
@@ -116,8 +121,11 @@ func New(cfg Config) *Model {
 		other:   cfg.Other,
 		fence:   cfg.Fence,
 		kinds:   map[practice.Kind]*kindModel{},
-		letters: practice.NewLetters(),
+		letters: cfg.Letters,
 		quit:    make(chan struct{}),
+	}
+	if m.letters == nil {
+		m.letters = practice.NewLetters()
 	}
 	m.goBackground = cfg.Background
 	if m.goBackground == nil {
@@ -190,12 +198,12 @@ func (m *Model) load(ctx context.Context) error {
 			km.gone[id] = t
 		}
 	}
-	m.letters = practice.NewLetters()
+	m.letters.Reset(m)
 	if km, ok := m.kinds[practice.Documents]; ok {
-		km.col.Each(func(e *recordindex.Entry) { m.letters.Put(e.ID, e.Raw) })
+		km.col.Each(func(e *recordindex.Entry) { m.letters.Put(m, e.ID, e.Raw) })
 	}
 	if km, ok := m.kinds[practice.Engagements]; ok {
-		km.col.Each(func(e *recordindex.Entry) { m.letters.PutEngagement(e.ID, e.Raw) })
+		km.col.Each(func(e *recordindex.Entry) { m.letters.PutEngagement(m, e.ID, e.Raw) })
 	}
 	m.mu.Unlock()
 	m.applied.Store(&head)
@@ -256,6 +264,9 @@ func (m *Model) Lagging() bool { return m.behind.Load() }
 func (m *Model) Close() {
 	m.closeOnce.Do(func() { close(m.quit) })
 	m.wg.Wait()
+	// What it held is no longer the firm's to link, when its letters are
+	// shared with the firm's other copies.
+	m.letters.Reset(m)
 }
 
 // List serves a page of k from memory, after applying what other
@@ -586,9 +597,9 @@ func (m *Model) applyLocked(u Update, e *recordindex.Entry) {
 	km.col.Upsert(*e)
 	switch u.Kind {
 	case practice.Documents:
-		m.letters.Put(u.ID, e.Raw)
+		m.letters.Put(m, u.ID, e.Raw)
 	case practice.Engagements:
-		m.letters.PutEngagement(u.ID, e.Raw)
+		m.letters.PutEngagement(m, u.ID, e.Raw)
 	}
 	if !u.ReadAt.IsZero() && changes.Undated(u.Raw) {
 		km.readAt[u.ID] = u.ReadAt
