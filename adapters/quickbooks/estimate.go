@@ -66,12 +66,6 @@ type estimatePage struct {
 	full      bool // the page held maxResults rows: another may follow
 }
 
-type cachedEstimates struct {
-	query string
-	at    time.Time
-	page  estimatePage
-}
-
 func engagementID(qbID string) string { return "eng_qb-" + qbID }
 
 // parseEngagementID takes QuickBooks' Id (digits) out of eng_qb-<Id>.
@@ -129,31 +123,19 @@ func (a *Adapter) listEstimates(ctx context.Context, t practice.Tenant, q practi
 // queryEstimates reads the page of estimates from start (1-based), or the
 // same page read moments ago.
 func (a *Adapter) queryEstimates(ctx context.Context, since time.Time, start int) (estimatePage, error) {
-	stmt := "select * from Estimate"
-	if !since.IsZero() {
-		stmt += " where MetaData.LastUpdatedTime >= '" + since.UTC().Format(time.RFC3339) + "'"
-	}
-	stmt += fmt.Sprintf(" STARTPOSITION %d MAXRESULTS %d", start, maxResults)
-	now := a.clock.Now()
-	a.mu.Lock()
-	if l := a.lastEstimates; l != nil && l.query == stmt && now.Sub(l.at) < pageTTL && !now.Before(l.at) {
-		a.mu.Unlock()
-		return l.page, nil
-	}
-	a.mu.Unlock()
-	body, err := a.get(ctx, "/query", url.Values{"query": {stmt}}, "estimates")
-	if err != nil {
-		return estimatePage{}, err
-	}
-	var p estimatePage
-	if body.QueryResponse != nil {
-		p.estimates = body.QueryResponse.Estimate
-	}
-	p.full = len(p.estimates) == maxResults
-	a.mu.Lock()
-	a.lastEstimates = &cachedEstimates{query: stmt, at: now, page: p}
-	a.mu.Unlock()
-	return p, nil
+	stmt := queryStatement("Estimate", since, start)
+	return cachedQuery(a, &a.lastEstimates, stmt, func() (estimatePage, error) {
+		body, err := a.get(ctx, "/query", url.Values{"query": {stmt}}, "estimates")
+		if err != nil {
+			return estimatePage{}, err
+		}
+		var p estimatePage
+		if body.QueryResponse != nil {
+			p.estimates = body.QueryResponse.Estimate
+		}
+		p.full = len(p.estimates) == maxResults
+		return p, nil
+	})
 }
 
 // getEstimate reads one estimate as its engagement. An estimate QuickBooks

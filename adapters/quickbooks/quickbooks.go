@@ -149,8 +149,8 @@ type Adapter struct {
 	// last is the last query page read: the sync reads a page of 1,000
 	// in parts of 200, and each part would read it again.
 	mu            sync.Mutex
-	last          *cachedPage
-	lastEstimates *cachedEstimates
+	lastInvoices  *cachedPage[invoicePage]
+	lastEstimates *cachedPage[estimatePage]
 
 	// signings remember when each estimate was first read accepted.
 	signings proposals.Signings
@@ -162,14 +162,45 @@ type Adapter struct {
 // engagements.
 func (a *Adapter) keepsEngagements() bool { return a.engagements == nil || a.engagements() }
 
-type cachedPage struct {
+// cachedPage is the last page one query statement read.
+type cachedPage[P any] struct {
 	query string
 	at    time.Time
-	page  invoicePage
+	page  P
 }
 
 // pageTTL is how long a query page read serves the parts that follow.
 const pageTTL = 30 * time.Second
+
+// queryStatement selects the page of entity from start (1-based), those
+// changed since since when it is set.
+func queryStatement(entity string, since time.Time, start int) string {
+	stmt := "select * from " + entity
+	if !since.IsZero() {
+		stmt += " where MetaData.LastUpdatedTime >= '" + since.UTC().Format(time.RFC3339) + "'"
+	}
+	return stmt + fmt.Sprintf(" STARTPOSITION %d MAXRESULTS %d", start, maxResults)
+}
+
+// cachedQuery answers stmt's page as *last holds it when it was read
+// within pageTTL, else reads it and keeps it there.
+func cachedQuery[P any](a *Adapter, last **cachedPage[P], stmt string, read func() (P, error)) (P, error) {
+	now := a.clock.Now()
+	a.mu.Lock()
+	if l := *last; l != nil && l.query == stmt && now.Sub(l.at) < pageTTL && !now.Before(l.at) {
+		a.mu.Unlock()
+		return l.page, nil
+	}
+	a.mu.Unlock()
+	p, err := read()
+	if err != nil {
+		return p, err
+	}
+	a.mu.Lock()
+	*last = &cachedPage[P]{query: stmt, at: now, page: p}
+	a.mu.Unlock()
+	return p, nil
+}
 
 // PerSecond and DailyReads are Intuit's 10 requests a second per company
 // beside its 500 a minute, and the reads a day the sync plans for by
@@ -415,34 +446,22 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 // queryInvoices reads the page of invoices from start (1-based), and the
 // payments of its paid invoices, or the same page read moments ago.
 func (a *Adapter) queryInvoices(ctx context.Context, since time.Time, start int) (invoicePage, error) {
-	stmt := "select * from Invoice"
-	if !since.IsZero() {
-		stmt += " where MetaData.LastUpdatedTime >= '" + since.UTC().Format(time.RFC3339) + "'"
-	}
-	stmt += fmt.Sprintf(" STARTPOSITION %d MAXRESULTS %d", start, maxResults)
-	now := a.clock.Now()
-	a.mu.Lock()
-	if l := a.last; l != nil && l.query == stmt && now.Sub(l.at) < pageTTL && !now.Before(l.at) {
-		a.mu.Unlock()
-		return l.page, nil
-	}
-	a.mu.Unlock()
-	body, err := a.get(ctx, "/query", url.Values{"query": {stmt}}, "invoices")
-	if err != nil {
-		return invoicePage{}, err
-	}
-	var p invoicePage
-	if body.QueryResponse != nil {
-		p.invoices = body.QueryResponse.Invoice
-	}
-	p.full = len(p.invoices) == maxResults
-	if p.payments, err = a.paymentsOf(ctx, p.invoices, nil); err != nil {
-		return invoicePage{}, err
-	}
-	a.mu.Lock()
-	a.last = &cachedPage{query: stmt, at: now, page: p}
-	a.mu.Unlock()
-	return p, nil
+	stmt := queryStatement("Invoice", since, start)
+	return cachedQuery(a, &a.lastInvoices, stmt, func() (invoicePage, error) {
+		body, err := a.get(ctx, "/query", url.Values{"query": {stmt}}, "invoices")
+		if err != nil {
+			return invoicePage{}, err
+		}
+		var p invoicePage
+		if body.QueryResponse != nil {
+			p.invoices = body.QueryResponse.Invoice
+		}
+		p.full = len(p.invoices) == maxResults
+		if p.payments, err = a.paymentsOf(ctx, p.invoices, nil); err != nil {
+			return invoicePage{}, err
+		}
+		return p, nil
+	})
 }
 
 // paymentsOf reads the payments that settled the paid invoices among
