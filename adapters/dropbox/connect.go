@@ -52,11 +52,6 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("dropbox") }
 
-// UnmarshalCaddyfile reads the `dropbox { ... }` block of connect.
-func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return a.OAuthApp.UnmarshalCaddyfile(d)
-}
-
 // OAuth is the app's client; Dropbox gives a refresh token to offline
 // access.
 func (a *App) OAuth(string) firmsystem.OAuthClient {

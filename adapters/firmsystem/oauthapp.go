@@ -164,11 +164,16 @@ func (a *OAuthApp) RevokeGrant(ctx context.Context, d upstream.Deps, system, con
 	return oauthtoken.Revoke(ctx, d, system, client.Tokens, a.Refresh(connection), a.RevokeURL, client.Config.Endpoint.AuthStyle)
 }
 
-// Under is the API at path under the app's base URL; "" (the module's
-// default) when the app names none.
+// Under is the API at path under the app's base URL, the vendor's origin
+// as published; a base URL that already names the API is taken as it is;
+// "" (the module's default) when the app names none.
 func (a *OAuthApp) Under(path string) string {
 	if a.BaseURL == "" {
 		return ""
 	}
-	return strings.TrimSuffix(a.BaseURL, "/") + path
+	base := strings.TrimSuffix(a.BaseURL, "/")
+	if strings.HasSuffix(base, path) {
+		return base
+	}
+	return base + path
 }

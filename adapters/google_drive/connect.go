@@ -3,7 +3,6 @@ package googledrive
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -52,11 +51,6 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("google_drive") }
 
-// UnmarshalCaddyfile reads the `google_drive { ... }` block of connect.
-func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return a.OAuthApp.UnmarshalCaddyfile(d)
-}
-
 // OAuth is the app's client. Google gives a refresh token only to offline
 // access, and again only when the user is asked for consent.
 func (a *App) OAuth(string) firmsystem.OAuthClient {
@@ -84,19 +78,8 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	if !ok {
 		return fmt.Errorf("google_drive connects through the google_drive app, not %T", app)
 	}
-	m.Config = Config{DriveID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.api()}
+	m.Config = Config{DriveID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.Under("/drive/v3")}
 	return nil
-}
-
-// api is the Drive API (v3) under the app's base_url, which is Google's
-// API origin as published (https://www.googleapis.com); a base_url that
-// names the Drive API itself is taken as it is.
-func (a *App) api() string {
-	base := strings.TrimSuffix(a.BaseURL, "/")
-	if strings.HasSuffix(base, "/drive/v3") {
-		return base
-	}
-	return base + "/drive/v3"
 }
 
 // Interface guards

@@ -3,7 +3,6 @@ package sharepoint
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
@@ -53,11 +52,6 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("sharepoint") }
 
-// UnmarshalCaddyfile reads the `sharepoint { ... }` block of connect.
-func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return a.OAuthApp.UnmarshalCaddyfile(d)
-}
-
 // OAuth is the app's client; Microsoft takes the client's credentials in
 // the token request's body.
 func (a *App) OAuth(string) firmsystem.OAuthClient {
@@ -66,7 +60,7 @@ func (a *App) OAuth(string) firmsystem.OAuthClient {
 
 // Organisations are the SharePoint sites a grant reaches.
 func (a *App) Organisations(ctx context.Context, d upstream.Deps, system, accessToken string) ([]firmsystem.Organisation, error) {
-	c, err := upstream.NewClient(upstream.Options{System: system, BaseURL: a.api(),
+	c, err := upstream.NewClient(upstream.Options{System: system, BaseURL: a.Under("/v1.0"),
 		Auth: upstream.Headers{"Authorization": "Bearer " + accessToken}}, d)
 	if err != nil {
 		return nil, err
@@ -110,19 +104,8 @@ func (m *module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	if !ok {
 		return fmt.Errorf("%s connects through the sharepoint app, not %T", m.provider, app)
 	}
-	m.Config = Config{SiteID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.api()}
+	m.Config = Config{SiteID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.Under("/v1.0")}
 	return nil
-}
-
-// api is Graph's v1.0 API under the app's base_url, which is Graph's
-// origin as Microsoft publishes it (https://graph.microsoft.com); a
-// base_url that names the API itself is taken as it is.
-func (a *App) api() string {
-	base := strings.TrimSuffix(a.BaseURL, "/")
-	if strings.HasSuffix(base, "/v1.0") {
-		return base
-	}
-	return base + "/v1.0"
 }
 
 // Interface guards

@@ -65,11 +65,6 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("xero") }
 
-// UnmarshalCaddyfile reads the `xero { ... }` block of connect.
-func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return a.OAuthApp.UnmarshalCaddyfile(d)
-}
-
 // OAuth is the app's client: Xero's identity service takes the client's
 // credentials in HTTP Basic, and gives the ledger and XPM one grant.
 func (a *App) OAuth(string) firmsystem.OAuthClient {
