@@ -92,9 +92,18 @@ func (s schemaSet) eventCatalog() (map[string]any, error) {
 			desc = "The " + k.AliasOf + " event (the same id) under this name, for endpoints subscribed to this name and not to " +
 				k.AliasOf + ": an endpoint receives each event once, under " + k.AliasOf + " when subscribed to both. " + desc
 		}
+		// The headers are written out in each webhook, and the alias's
+		// envelope too (the recorded kinds' are Event's): a generator that
+		// reads paths alone (oapi-codegen) prunes the components only
+		// webhooks name, then types the webhooks with what it pruned.
+		// components/parameters keep the headers for clients that name them.
 		params := make([]any, 0, len(webhookHeaders))
 		for _, h := range webhookHeaders {
-			params = append(params, map[string]any{"$ref": "#/components/parameters/" + h.name})
+			params = append(params, webhookParameter(h.name, h.desc, h.schema))
+		}
+		body := ref(event)
+		if k.AliasOf != "" {
+			body = s[event].(map[string]any)
 		}
 		webhooks[k.Name] = map[string]any{"post": map[string]any{
 			"operationId": "on_" + strings.NewReplacer(".", "_").Replace(k.Name),
@@ -104,7 +113,7 @@ func (s schemaSet) eventCatalog() (map[string]any, error) {
 			"security":    []any{},
 			"parameters":  params,
 			"requestBody": map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": ref(event), "example": examples[k.Name]}}},
+				"application/json": map[string]any{"schema": body, "example": examples[k.Name]}}},
 			"responses": map[string]any{
 				"2XX":     map[string]any{"description": "Accepted. The body of the answer is ignored."},
 				"410":     map[string]any{"description": "Disables the endpoint: nothing more is sent to it until it is enabled again."},
@@ -343,7 +352,11 @@ func with[T any](v T, edit func(*T)) T {
 func webhookParameters() map[string]any {
 	out := map[string]any{}
 	for _, h := range webhookHeaders {
-		out[h.name] = map[string]any{"name": h.name, "in": "header", "required": true, "description": h.desc, "schema": h.schema}
+		out[h.name] = webhookParameter(h.name, h.desc, h.schema)
 	}
 	return out
+}
+
+func webhookParameter(name, desc string, schema map[string]any) map[string]any {
+	return map[string]any{"name": name, "in": "header", "required": true, "description": desc, "schema": schema}
 }

@@ -45,28 +45,46 @@ var enums = map[string][]string{
 	"Location.provider":     practice.DocumentProviders,
 	"Invoice.status":        practice.InvoiceStatuses,
 	"Client.status":         practice.ClientStatuses,
-	"ClientInput.status":    practice.ClientStatuses,
+	"ClientCreate.status":   practice.ClientStatuses,
+	"ClientPatch.status":    practice.ClientStatuses,
 	"Client.type":           practice.ClientTypes,
-	"ClientInput.type":      practice.ClientTypes,
+	"ClientCreate.type":     practice.ClientTypes,
+	"ClientPatch.type":      practice.ClientTypes,
 	"Engagement.status":     practice.EngagementStatuses,
 	"Tombstone.object":      tombstoneObjects(),
 	"Connection.status":     connectionStatuses,
 	"Connection.role":       connect.Roles,
 	"ConnectionCreate.role": connect.Roles,
 	"ConnectionList.object": {"list"},
-	"SyncState.state":       {"backfilling", "live", "lagging", "failing", "paused"},
+	"SyncStatus.state":      {"backfilling", "live", "lagging", "failing", "paused"},
 }
 
 // enum is the closed vocabulary of a field, if it has one. The systems a
 // firm can connect are those whose modules the build registers, read when
-// the document is built.
+// the document is built (a system of two roles is listed once).
 func enum(key string) []string {
 	switch key {
 	case "Connection.system", "ConnectionCreate.system":
-		return connectionSystemList()
+		var out []string
+		for _, s := range connectionSystemList() {
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		}
+		return out
 	}
 	return enums[key]
 }
+
+// The writes whose create and update read one Go type have a schema each
+// in the document, so that a generated client knows what a create
+// requires (markRequired) and an update does not.
+type (
+	ClientCreate practice.ClientInput
+	ClientPatch  practice.ClientInput
+	JobCreate    practice.JobInput
+	JobPatch     practice.JobInput
+)
 
 // tombstoneObjects are the object names a tombstone can carry: every
 // resource's.
@@ -80,7 +98,7 @@ func tombstoneObjects() []string {
 
 // dates are string fields holding a calendar date rather than a time.
 var dates = map[string]bool{
-	"Job.deadline": true, "JobInput.deadline": true, "Invoice.issued_on": true, "Invoice.due_on": true,
+	"Job.deadline": true, "JobCreate.deadline": true, "JobPatch.deadline": true, "Invoice.issued_on": true, "Invoice.due_on": true,
 }
 
 // errorCodes lists every error code by status, as the contract fixes them.
@@ -103,9 +121,10 @@ var errorCodes = map[int][]string{
 
 type schemaSet map[string]any
 
-// schemaNames keep the document's names of types renamed in the code:
-// the document is public.
-var schemaNames = map[string]string{"SyncStatus": "SyncState"}
+// schemaNames keep the document's names of types renamed in the code (the
+// document is public), and rename a type whose name a generated client
+// takes for itself: oapi-codegen names its client Client.
+var schemaNames = map[string]string{"SyncStatus": "SyncState", "Client": "ClientRecord"}
 
 // schemaName is the document's name of a named struct.
 func schemaName(t reflect.Type) string {
@@ -160,7 +179,7 @@ func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var required []string
-	s.fields(t, schemaName(t), props, &required)
+	s.fields(t, t.Name(), props, &required)
 	out := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
 	if len(required) > 0 {
 		out["required"] = required
@@ -169,7 +188,7 @@ func (s schemaSet) structSchema(t reflect.Type) map[string]any {
 }
 
 // fields adds t's JSON fields to props, flattening embedded structs as
-// encoding/json does; owner names the outer type for enums and dates.
+// encoding/json does; owner names the outer Go type for enums and dates.
 func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, required *[]string) {
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
@@ -188,7 +207,7 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		schema := s.schemaOf(f.Type)
 		key := owner + "." + name
 		if e := enum(key); len(e) > 0 {
-			schema["enum"] = e
+			schema["enum"] = nullableEnum(schema, e)
 		}
 		if dates[key] {
 			if ty, ok := schema["type"].([]any); ok {
@@ -291,6 +310,8 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 	markRequired(schemas, "ReplayFailed", "since")
 	markRequired(schemas, "TriggerRequest", "event")
 	markRequired(schemas, "ConnectionCreate", "role", "system")
+	markRequired(schemas, "ClientCreate", "name")
+	markRequired(schemas, "JobCreate", "title", "client")
 
 	doc := map[string]any{
 		"openapi": "3.1.0",
@@ -380,10 +401,39 @@ func (rt *route) parameters() []parameter {
 	return out
 }
 
+// markRequired marks the fields a request body must carry. A field the
+// body's Go type holds as a pointer is nullable in the document, but a
+// null is as good as missing (400 parameter_missing): a required one is
+// not nullable.
 func markRequired(s schemaSet, name string, fields ...string) {
-	if m, ok := s[name].(map[string]any); ok {
-		m["required"] = fields
+	m, ok := s[name].(map[string]any)
+	if !ok {
+		return
 	}
+	m["required"] = fields
+	for _, f := range fields {
+		p := m["properties"].(map[string]any)[f].(map[string]any)
+		if types, ok := p["type"].([]any); ok && len(types) == 2 && types[1] == "null" {
+			p["type"] = types[0]
+			if e, ok := p["enum"].([]any); ok && len(e) > 0 && e[len(e)-1] == nil {
+				p["enum"] = e[:len(e)-1]
+			}
+		}
+	}
+}
+
+// nullableEnum is a field's vocabulary as its schema lists it: with null
+// when the field is nullable, since an enum without it refuses the null
+// its type allows.
+func nullableEnum(schema map[string]any, values []string) []any {
+	out := make([]any, 0, len(values)+1)
+	for _, v := range values {
+		out = append(out, v)
+	}
+	if types, ok := schema["type"].([]any); ok && slices.Contains(types, "null") {
+		out = append(out, nil)
+	}
+	return out
 }
 
 func paramSchema(p param) map[string]any {
@@ -424,25 +474,7 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		// Unpaged (a firm has a few), but in the list envelope.
 		success = schemas.schemaOf(reflect.TypeOf(ConnectionList{}))
 	case strings.HasPrefix(rt.op, "list_"):
-		item := schemas.schemaOf(reflect.TypeOf(rt.responseType()))
-		if findParam(rt.query, includeDeleted) != nil {
-			// Tombstones are answered only to include_deleted=true, which
-			// a caller asks for knowingly; the items stay typed as the
-			// record, so that a client generated before tombstones existed
-			// still compiles, and the Tombstone schema is declared beside.
-			schemas.schemaOf(reflect.TypeOf(practice.Tombstone{}))
-			item = map[string]any{"allOf": []any{item},
-				"description": "A record; with include_deleted=true, also the tombstone of a removed record: `deleted` is true, and it has the fields of the Tombstone schema only."}
-		}
-		success = map[string]any{
-			"type": "object", "required": []string{"object", "data", "has_more", "next_cursor"}, "additionalProperties": false,
-			"properties": map[string]any{
-				"object":      map[string]any{"type": "string", "const": "list"},
-				"data":        map[string]any{"type": "array", "items": item},
-				"has_more":    map[string]any{"type": "boolean"},
-				"next_cursor": map[string]any{"type": []string{"string", "null"}, "pattern": "^cur_"},
-			},
-		}
+		success = schemas.listOf(rt)
 	default:
 		success = schemas.schemaOf(reflect.TypeOf(rt.responseType()))
 	}
@@ -510,6 +542,39 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		out[fmt.Sprint(st)] = resp
 	}
 	return out
+}
+
+// listOf registers the page a collection route answers as a component,
+// <Item>List, and returns its reference. A page of records may hold
+// tombstones (include_deleted=true), so its items are <Item>OrTombstone:
+// any of the record and its tombstone, which a generated client decodes
+// as either (oapi-codegen's AsJob and AsTombstone, a TypeScript union).
+func (s schemaSet) listOf(rt *route) map[string]any {
+	item := s.schemaOf(reflect.TypeOf(rt.responseType()))
+	name := strings.TrimPrefix(item["$ref"].(string), "#/components/schemas/")
+	if rt.kind != "" {
+		// ClientRecord's page is ClientList, as its route names it.
+		name = componentName(rt.kind.Singular())
+	}
+	if findParam(rt.query, includeDeleted) != nil {
+		union := name + "OrTombstone"
+		s[union] = map[string]any{
+			"description": "A record; with include_deleted=true, also the tombstone of a removed record, whose `deleted` is true.",
+			"anyOf":       []any{item, s.schemaOf(reflect.TypeOf(practice.Tombstone{}))},
+		}
+		item = ref(union)
+	}
+	list := name + "List"
+	s[list] = map[string]any{
+		"type": "object", "required": []string{"object", "data", "has_more", "next_cursor"}, "additionalProperties": false,
+		"properties": map[string]any{
+			"object":      map[string]any{"type": "string", "const": "list"},
+			"data":        map[string]any{"type": "array", "items": item},
+			"has_more":    map[string]any{"type": "boolean"},
+			"next_cursor": map[string]any{"type": []string{"string", "null"}, "pattern": "^cur_"},
+		},
+	}
+	return ref(list)
 }
 
 // conditional reports whether the route is a read answered with an ETag

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -177,4 +178,119 @@ func TestOpenAPITypeScriptClientTypeChecks(t *testing.T) {
 	}
 	runTool(t, dir, generate, "openapi.json", "--output", "api.ts")
 	runTool(t, dir, tsc, "--project", "tsconfig.json")
+}
+
+// TestOpenAPIGoClientCompilesWithDefaults generates a Go client from the
+// document with oapi-codegen (the version go.mod pins as a tool) given no
+// option but the package name, which generates types, a client, an Echo
+// server and the embedded document, and builds it in a module of its own
+// whose requirements testdata/oapi-codegen pins: nothing clashes, nothing
+// it uses is pruned.
+func TestOpenAPIGoClientCompilesWithDefaults(t *testing.T) {
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "openapi.json")
+	if err := os.WriteFile(doc, servedDocument(t), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join("testdata", "oapi-codegen", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	generate := exec.Command("go", "tool", "oapi-codegen", "-package", "practicegw", "-o", filepath.Join(dir, "practicegw.gen.go"), doc)
+	if out, err := generate.CombinedOutput(); err != nil {
+		t.Fatalf("oapi-codegen: %v\n%s", err, out)
+	}
+	build := exec.Command("go", "build", "./...")
+	build.Dir = dir
+	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the generated client does not build: %v\n%s", err, out)
+	}
+}
+
+// TestOpenAPIDocumentTypesWhatClientsNeed checks what a generated client
+// types from the document: a page of records holds the record or its
+// tombstone, a create's body requires what the gateway requires and an
+// update's nothing, and a nullable enum lists null.
+func TestOpenAPIDocumentTypesWhatClientsNeed(t *testing.T) {
+	var doc map[string]any
+	if err := json.Unmarshal(servedDocument(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	at := func(m any, path ...string) any {
+		for _, p := range path {
+			m = m.(map[string]any)[p]
+		}
+		return m
+	}
+	component := func(schema any) string {
+		ref, _ := at(schema, "$ref").(string)
+		return strings.TrimPrefix(ref, "#/components/schemas/")
+	}
+	paths := doc["paths"].(map[string]any)
+	records := map[string]string{"clients": "ClientRecord", "engagements": "Engagement", "jobs": "Job",
+		"documents": "Document", "invoices": "Invoice", "people": "Person"}
+	for collection, record := range records {
+		list := component(at(paths, "/v1/"+collection, "get", "responses", "200", "content", "application/json", "schema"))
+		items := component(at(schemas, list, "properties", "data", "items"))
+		var alternatives []string
+		for _, alt := range at(schemas, items, "anyOf").([]any) {
+			alternatives = append(alternatives, component(alt))
+		}
+		if !slices.Equal(alternatives, []string{record, "Tombstone"}) {
+			t.Errorf("/v1/%s lists %s of %v, want any of %s and Tombstone", collection, items, alternatives, record)
+		}
+	}
+
+	bodies := map[string][]string{"create_client": {"name"}, "update_client": nil, "create_job": {"title", "client"}, "update_job": nil}
+	for path, methods := range paths {
+		for _, op := range methods.(map[string]any) {
+			id := at(op, "operationId").(string)
+			want, ok := bodies[id]
+			if !ok {
+				continue
+			}
+			delete(bodies, id)
+			body := schemas[component(at(op, "requestBody", "content", "application/json", "schema"))].(map[string]any)
+			var required []string
+			marked, _ := body["required"].([]any)
+			for _, f := range marked {
+				required = append(required, f.(string))
+				if ty := at(body, "properties", f.(string), "type"); ty != "string" {
+					t.Errorf("%s %s: the required %s is %v, want a string (null is missing)", id, path, f, ty)
+				}
+			}
+			if !slices.Equal(required, want) {
+				t.Errorf("%s %s requires %v, want %v", id, path, required, want)
+			}
+		}
+	}
+	if len(bodies) > 0 {
+		t.Errorf("no operations %v", bodies)
+	}
+
+	var walk func(at string, v any)
+	walk = func(at string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if types, ok := v["type"].([]any); ok && slices.Contains(types, "null") && v["enum"] != nil &&
+				!slices.Contains(v["enum"].([]any), nil) {
+				t.Errorf("%s: nullable, but its enum %v lists no null", at, v["enum"])
+			}
+			for k, e := range v {
+				walk(at+"/"+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprint(at, "/", i), e)
+			}
+		}
+	}
+	walk("#", doc)
 }

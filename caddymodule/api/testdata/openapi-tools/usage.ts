@@ -7,8 +7,16 @@ import type { components, paths, webhooks } from "./api";
 type Job = paths["/v1/jobs/{id}"]["get"]["responses"][200]["content"]["application/json"];
 type JobPage = paths["/v1/jobs"]["get"]["responses"][200]["content"]["application/json"];
 
+// A page's items are records or, with include_deleted=true, tombstones:
+// "deleted" narrows them.
+type Tombstone = components["schemas"]["Tombstone"];
+
 export function openJobs(page: JobPage): Job[] {
-  return page.data.filter((job) => job.closed_at === null);
+  return page.data.filter((job): job is Job => !("deleted" in job) && job.closed_at === null);
+}
+
+export function removed(page: JobPage): Tombstone[] {
+  return page.data.filter((item): item is Tombstone => "deleted" in item);
 }
 
 // An event payload, as a webhook receiver gets it.
