@@ -20,6 +20,7 @@ const (
 	leafLayer    = iota // internal/*: private plumbing that imports nothing of ours above it
 	domainLayer         // practice/...: records, changes, the read model
 	serviceLayer        // adapters/..., dispatcher/..., store/..., internal/adminapi
+	runtimeLayer        // cluster/: the instances that share the firms, below the Caddy modules
 	moduleLayer         // caddymodule/...: the Caddy modules and the app that wires them
 	topLayer            // cmd/, internal/cli, bench/, e2e, deploy: what runs or tests the binary
 )
@@ -31,6 +32,8 @@ func layer(rel string) int {
 		return topLayer
 	case under(rel, "caddymodule"):
 		return moduleLayer
+	case under(rel, "cluster"):
+		return runtimeLayer
 	case under(rel, "adapters"), under(rel, "dispatcher"), under(rel, "store"), under(rel, "internal/adminapi"):
 		return serviceLayer
 	case under(rel, "practice"):
@@ -61,6 +64,9 @@ var rules = []rule{
 	{"internal/adminapi", "adapters", "", "the admin answers are plain values"},
 	{"internal/adminapi", "dispatcher", "", "the admin answers are plain values"},
 	{"internal/cli", "caddymodule", "", "the CLI talks to a gateway's admin endpoint over HTTP"},
+	{"cluster", "store", "store/credential", "the cluster declares the membership it keeps (cluster.Membership); the gateway opens the store that holds it"},
+	{"cluster", "dispatcher", "", "the cluster places firms and forwards requests; it knows nothing of webhooks"},
+	{"cluster", "adapters", "", "the cluster places firms whatever their systems"},
 	{"caddymodule/api", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
 	{"caddymodule/auth", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
 	{"caddymodule/console", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
@@ -188,6 +194,10 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		{"caddymodule/connect", "adapters/xero"},
 		{"caddymodule/api", "adapters/google_drive"},
 		{"caddymodule/console", "adapters/vendortest"},
+		{"cluster", "caddymodule/apierror"},
+		{"cluster", "store/redis"},
+		{"cluster", "dispatcher"},
+		{"cluster", "adapters/kit/upstream"},
 	} {
 		got := violations([]pkg{{ImportPath: module + c.from, Imports: []string{module + c.to, "net/http"}}})
 		if len(got) == 0 {
@@ -205,6 +215,9 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		{"caddymodule/gateway", "adapters/demo"},
 		{"caddymodule/gateway", "adapters/firmsystem"},
 		{"caddymodule/connect", "adapters/kit/oauthtoken"},
+		{"caddymodule/gateway", "cluster"},
+		{"cluster", "practice/readmodel"},
+		{"cluster", "store/credential"},
 	} {
 		if got := violations([]pkg{{ImportPath: module + c.from, Imports: []string{module + c.to}}}); len(got) > 0 {
 			t.Errorf("%s -> %s refused: %v", c.from, c.to, got)

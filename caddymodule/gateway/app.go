@@ -21,6 +21,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/caddymodule/console"
+	"github.com/practicegw/practicegw/cluster"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 
 	"github.com/practicegw/practicegw/caddymodule/api"
@@ -178,12 +179,11 @@ type App struct {
 	// syncMetrics exports the syncs' status; the app that starts last
 	// is the one it reads.
 	syncMetrics *syncCollector
-	// placer holds this instance's share of the firms' read models, nil
-	// when every instance holds every firm (no bound, or no Redis);
-	// forwardKey signs the requests it sends to the others.
-	placer     *placer
-	forwardKey []byte
-	rmMetrics  *readModelCollector
+	// cluster places this instance's share of the firms' read models,
+	// nil when every instance holds every firm (no bound, or no Redis).
+	cluster        *cluster.Cluster
+	rmMetrics      *readModelCollector
+	clusterMetrics *cluster.Metrics
 
 	// connector connects firms' own systems (nil without a connect
 	// block).
@@ -284,9 +284,6 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionPlacement(); err != nil {
 		return err
 	}
-	if a.placer != nil {
-		a.forwardKey = a.shared.secrets.Derive("forwarded requests v1")
-	}
 	a.provisionConnections(ctx)
 	if err := a.provisionFirms(ctx); err != nil {
 		return err
@@ -319,6 +316,9 @@ func (a *App) provisionRuntime(ctx caddy.Context) error {
 		return fmt.Errorf("practicegw: sync metrics: %w", err)
 	}
 	if a.rmMetrics, err = registerReadModelCollector(a.metrics); err != nil {
+		return fmt.Errorf("practicegw: read model metrics: %w", err)
+	}
+	if a.clusterMetrics, err = cluster.RegisterMetrics(a.metrics); err != nil {
 		return fmt.Errorf("practicegw: read model metrics: %w", err)
 	}
 	if err := a.applyEnvironment(os.LookupEnv); err != nil {
@@ -584,11 +584,11 @@ func (a *App) Start() error {
 	}()
 	a.dispatch.start(a.shared.demo, a.logger)
 	a.runSyncs(ctx)
-	if a.placer != nil {
+	if a.cluster != nil {
 		a.wg.Add(1)
 		go func() {
 			defer a.wg.Done()
-			a.placer.run(ctx)
+			a.cluster.Run(ctx)
 		}()
 	}
 	a.wg.Add(1)
@@ -612,6 +612,7 @@ func (a *App) Start() error {
 	}
 	a.syncMetrics.serve(a)
 	a.rmMetrics.serve(a)
+	a.clusterMetrics.Serve(a, a.cluster)
 	a.sayWhereThingsAre()
 	return nil
 }
@@ -623,6 +624,9 @@ func (a *App) Stop() error {
 	}
 	if a.rmMetrics != nil {
 		a.rmMetrics.retire(a)
+	}
+	if a.clusterMetrics != nil {
+		a.clusterMetrics.Retire(a)
 	}
 	if a.cancel != nil {
 		a.cancel()
@@ -752,12 +756,14 @@ type firmBackends struct {
 	// serves them (Firm.Demo; every role for sandbox credentials).
 	demo map[string]bool
 
-	// placed, when set, says whether this instance holds the firm's
-	// models (firm's, its connections' too); when it does not, a read it
-	// answers itself (no holder took it) comes from the shared store and
-	// says so.
-	placed *placer
-	firm   string
+	// placed says that the cluster places the firm: its models (its
+	// connections' too) are loaded and synced only where it is held;
+	// elsewhere a read answered here (no holder took it) comes from the
+	// shared store and says so. held is set while this instance holds
+	// it, under follow.mu; holding runs its Caddyfile syncs meanwhile.
+	placed  bool
+	held    atomic.Bool
+	holding *holding
 }
 
 // allDemo serves every role by the demo records.
@@ -773,14 +779,14 @@ func (b *firmBackends) Reader(k practice.Kind) practice.Reader {
 		return noEngagements(b.Reader(practice.Clients))
 	}
 	if b.model != nil && b.model.Owns(k) {
-		if b.placed != nil && !b.placed.holds(b.firm) {
+		if b.placed && !b.held.Load() {
 			return storeServed{b.model}
 		}
 		return b.model
 	}
 	conns := b.conns.Load()
 	if r := conns.reader(k); r != nil {
-		if m, ok := r.(*readmodel.Model); ok && b.placed != nil && !b.placed.holds(b.firm) {
+		if m, ok := r.(*readmodel.Model); ok && b.placed && !b.held.Load() {
 			return storeServed{m}
 		}
 		return r
@@ -876,4 +882,5 @@ var (
 	_ caddy.Provisioner  = (*App)(nil)
 	_ caddy.Validator    = (*App)(nil)
 	_ caddy.CleanerUpper = (*App)(nil)
+	_ cluster.Firms      = (*App)(nil)
 )

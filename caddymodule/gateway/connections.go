@@ -509,9 +509,7 @@ func (a *App) stopConnection(c *connSystem) {
 
 // holdsHere reports whether this instance holds the firm's models and
 // runs their syncs: every instance does without a bound.
-func (a *App) holdsHere(firm string) bool {
-	return a.placer == nil || a.placer.holds(firm)
-}
+func (a *App) holdsHere(firm string) bool { return a.Holds(firm) }
 
 // syncsHere reports whether c's syncs should run where its firm is
 // held: it is open as a system (not a held copy) and connected; the

@@ -32,8 +32,9 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 		}
 		checks = append(checks, c)
 	}
-	if p := a.placer; p != nil {
-		checks = append(checks, p.check())
+	if a.cluster != nil {
+		ok, detail := a.cluster.Check()
+		checks = append(checks, health.Check{Name: "read model placement", OK: ok, Detail: detail})
 	}
 	checks = append(append(checks, a.upstreamChecks()...), a.syncChecks()...)
 	return append(checks, a.connectionChecks()...)

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/cluster"
 	"github.com/practicegw/practicegw/practice"
-	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -19,13 +17,17 @@ import (
 // the placement gives it, among the others on the same Redis.
 func (w *world) placedInstance(replicas int) *App {
 	a := w.instance()
-	a.placer = &placer{app: a, members: a.readStore.(membership), replicas: replicas, logger: zap.NewNop(),
-		self: readmodel.Member{ID: a.holder, Advertise: "http://" + a.holder, Memory: 1 << 30}, held: map[string]*holding{}}
-	for id, b := range a.firms {
-		b.placed, b.firm = a.placer, id
+	a.cluster = cluster.New(cluster.Config{ID: a.holder, Advertise: "http://" + a.holder, Memory: 1 << 30, Replicas: replicas},
+		a.readStore.(cluster.Membership), a, nil)
+	for _, b := range a.firms {
+		b.placed = true
 	}
 	// Before the connections close (cleanups run last first).
-	w.t.Cleanup(a.placer.stop)
+	w.t.Cleanup(func() {
+		for _, firm := range a.Held() {
+			a.Release(firm)
+		}
+	})
 	return a
 }
 
@@ -50,12 +52,12 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 			// waits for the vendors' doubles.
 			heartbeats := func() {
 				for _, a := range apps {
-					a.placer.heartbeat(ctx)
+					a.cluster.Heartbeat(ctx)
 				}
 			}
 			place := func(a *App) {
 				heartbeats()
-				a.placer.place(ctx)
+				a.cluster.Place(ctx)
 			}
 			conns := map[string]connection.Connection{"frm_k": w.connectKarbon("frm_k"), "frm_x": w.connectXero("frm_x")}
 			for range 24 {
@@ -119,7 +121,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 						t.Fatalf("instance %d: %s %s: %v", i, firm, kind, err)
 					}
 					if got := len(p.Items); got < want {
-						t.Errorf("instance %d (holds %t): %d %s of %s, the store has %d", i, a.placer.holds(firm), got, kind, firm, want)
+						t.Errorf("instance %d (holds %t): %d %s of %s, the store has %d", i, a.Holds(firm), got, kind, firm, want)
 					}
 				}
 			}
@@ -141,7 +143,7 @@ func checkPlacedConnections(t *testing.T, apps []*App, firms []string, replicas 
 	for _, firm := range firms {
 		holders := 0
 		for i, a := range apps {
-			held := a.placer.holds(firm)
+			held := a.Holds(firm)
 			if held {
 				holders++
 			}
@@ -167,13 +169,7 @@ func checkPlacedConnections(t *testing.T, apps []*App, firms []string, replicas 
 		}
 		if holders != replicas {
 			for i, a := range apps {
-				a.placer.mu.Lock()
-				var live []string
-				for _, m := range a.placer.live {
-					live = append(live, fmt.Sprintf("%s%v", m.ID, m.Holds))
-				}
-				t.Logf("instance %d (%s): placed %v, live %v", i, a.holder, a.placer.plan.Holders[firm], live)
-				a.placer.mu.Unlock()
+				t.Logf("instance %d (%s): placed %v, held by %v", i, a.holder, a.cluster.Placement().Holders[firm], a.cluster.Holders(firm))
 			}
 			t.Errorf("%s held by %d instances, want %d", firm, holders, replicas)
 		}

@@ -118,7 +118,7 @@ func holderID() string {
 // runSyncs starts every firm system's sync; Stop ends them.
 func (a *App) runSyncs(ctx context.Context) {
 	for _, b := range a.firms {
-		if b.placed != nil {
+		if b.placed {
 			// Run by the placement, where the firm is held.
 			continue
 		}
@@ -146,8 +146,8 @@ func (a *App) SyncStatus(firm string) []readmodel.Status {
 	for _, c := range b.connections() {
 		out = append(out, c.status()...)
 	}
-	if a.placer != nil && len(b.models()) > 0 {
-		held := a.placer.holders(firm)
+	if a.cluster != nil && len(b.models()) > 0 {
+		held := a.cluster.Holders(firm)
 		for i := range out {
 			out[i].HeldBy = held
 		}

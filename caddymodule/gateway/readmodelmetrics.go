@@ -4,8 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -20,13 +20,17 @@ import (
 // here to vouch for it.
 type storeServed struct{ *readmodel.Model }
 
+// storeServedReads counts the reads answered from the store, for
+// /metrics; process-wide, so a reload keeps counting.
+var storeServedReads atomic.Uint64
+
 func (s storeServed) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
-	forwardStats.storeServed.Add(1)
+	storeServedReads.Add(1)
 	return s.Model.List(ctx, t, k, q)
 }
 
 func (s storeServed) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
-	forwardStats.storeServed.Add(1)
+	storeServedReads.Add(1)
 	return s.Model.Get(ctx, t, k, id)
 }
 
@@ -40,7 +44,7 @@ func (s storeServed) Freshness(k practice.Kind) (practice.Freshness, bool) {
 // readModelCollector exports what this instance holds of the firms' read
 // models, read at scrape time from the app that serves now.
 type readModelCollector struct {
-	firms, records, bytes, bound, short, forwarded, failed, storeServed *prometheus.Desc
+	firms, records, bytes, storeServed *prometheus.Desc
 
 	mu  sync.Mutex
 	src *App
@@ -54,14 +58,6 @@ func registerReadModelCollector(reg prometheus.Registerer) (*readModelCollector,
 			"Records (and tombstones) of each firm this instance holds.", []string{"firm"}, nil),
 		bytes: prometheus.NewDesc("practicegw_read_model_bytes",
 			"Memory each firm held here takes, as the read_model memory bound counts it: records, indexes, tombstones.", []string{"firm"}, nil),
-		bound: prometheus.NewDesc("practicegw_read_model_memory_bound_bytes",
-			"The read_model memory bound of this instance; absent without one.", nil, nil),
-		short: prometheus.NewDesc("practicegw_read_model_firms_short",
-			"Firms the live instances' bounds cannot hold replicas times: read from the store instead, and marked lagging.", nil, nil),
-		forwarded: prometheus.NewDesc("practicegw_read_model_forwarded_total",
-			"Requests for firms held elsewhere, answered through a holder.", nil, nil),
-		failed: prometheus.NewDesc("practicegw_read_model_forward_failures_total",
-			"Requests whose holder could not be reached.", nil, nil),
 		storeServed: prometheus.NewDesc("practicegw_read_model_store_served_total",
 			"Reads of firms held nowhere reachable, answered here from the shared store.", nil, nil),
 	}
@@ -96,7 +92,7 @@ func (c *readModelCollector) retire(a *App) {
 
 // Describe implements prometheus.Collector.
 func (c *readModelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.firms, c.records, c.bytes, c.bound, c.short, c.forwarded, c.failed, c.storeServed} {
+	for _, d := range []*prometheus.Desc{c.firms, c.records, c.bytes, c.storeServed} {
 		ch <- d
 	}
 }
@@ -112,38 +108,12 @@ func (c *readModelCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	held := a.heldFirms()
+	held := a.Held()
 	gauge(c.firms, float64(len(held)))
 	for _, firm := range held {
 		size := a.firms[firm].size()
 		gauge(c.records, float64(size.Records), firm)
 		gauge(c.bytes, float64(size.Bytes), firm)
 	}
-	if p := a.placer; p != nil {
-		gauge(c.bound, float64(p.self.Memory))
-		gauge(c.short, float64(len(p.shortOf())))
-	}
-	counter := func(d *prometheus.Desc, v uint64) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
-	}
-	counter(c.forwarded, forwardStats.forwarded.Load())
-	counter(c.failed, forwardStats.failed.Load())
-	counter(c.storeServed, forwardStats.storeServed.Load())
-}
-
-// heldFirms are the firms whose models this instance holds in memory:
-// those placed here, or every firm with a model (its Caddyfile systems'
-// or its connections') when every instance holds every firm.
-func (a *App) heldFirms() []string {
-	var out []string
-	for id, b := range a.firms {
-		if len(b.models()) == 0 {
-			continue
-		}
-		if a.placer == nil || a.placer.holds(id) {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
+	ch <- prometheus.MustNewConstMetric(c.storeServed, prometheus.CounterValue, float64(storeServedReads.Load()))
 }

@@ -38,11 +38,9 @@ type upstreamSystem struct {
 func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	d := a.shared.demo
 	b := &firmBackends{records: d, clients: d, jobs: d, documents: d, ledger: d, demo: map[string]bool{}}
-	if a.placer != nil {
-		// Its connections are placed too, whether or not it has a
-		// Caddyfile system.
-		b.placed, b.firm = a.placer, f.ID
-	}
+	// Its connections are placed too, whether or not it has a Caddyfile
+	// system.
+	b.placed = a.cluster != nil
 	for _, role := range f.Demo {
 		b.demo[role] = true
 	}
@@ -133,7 +131,7 @@ func (a *App) backends(ctx caddy.Context, f *Firm) (*firmBackends, error) {
 	if len(b.syncs) > 0 {
 		// The firm's systems on one vendor account share its allowances.
 		readmodel.ShareBudgets(b.syncs)
-		if a.placer != nil {
+		if b.placed {
 			// Loaded only where the placement puts it (placement.go).
 			model.MarkUnloaded()
 		} else if err := model.Load(ctx); err != nil {
