@@ -128,7 +128,7 @@ func (d *deriver) raise(kind string, data any) {
 	if d.err != nil {
 		return
 	}
-	body, err := marshal(data)
+	body, err := practice.Marshal(data)
 	if err != nil {
 		d.err = fmt.Errorf("%w: change %s: encode %s: %w", ErrInvalidChange, d.c.ID, kind, err)
 		return

@@ -184,7 +184,7 @@ func (e Event) MarshalJSON() ([]byte, error) {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
-	return marshal(envelope{
+	return practice.Marshal(envelope{
 		ID:         e.ID,
 		Event:      e.Event,
 		OccurredAt: e.OccurredAt.UTC().Format(occurredAtLayout),
@@ -192,19 +192,6 @@ func (e Event) MarshalJSON() ([]byte, error) {
 		Sandbox:    e.Sandbox,
 		Data:       data,
 	})
-}
-
-// marshal encodes v without HTML escaping: receivers compare names and
-// paths byte for byte, and "&" in a client name must arrive as written, not
-// as \u0026, in the bytes that are signed.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func (e *Event) UnmarshalJSON(b []byte) error {

@@ -25,7 +25,7 @@ type ExportQuery struct {
 func (e *Engine) ExportNDJSON(ctx context.Context, t practice.Tenant, q ExportQuery, w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	err := e.eachDelivery(ctx, t, q, func(d Delivery) error {
-		line, err := marshal(d)
+		line, err := practice.Marshal(d)
 		if err != nil {
 			return err
 		}

@@ -258,7 +258,7 @@ func (l *Letters) Link(raw json.RawMessage) json.RawMessage {
 	if !LinkLetters(&e, held, others) {
 		return raw
 	}
-	linked, err := json.Marshal(&e)
+	linked, err := Marshal(&e)
 	if err != nil {
 		return raw
 	}

@@ -372,7 +372,7 @@ func (s *seeder) encode() ([numKinds][]record, error) {
 		}
 		var raw json.RawMessage
 		// Seeded records are each one's first version.
-		if raw, err = encode(withVersion(v, 1)); err == nil {
+		if raw, err = practice.Marshal(withVersion(v, 1)); err == nil {
 			ki, _ := kindIndex(k)
 			set[ki] = append(set[ki], record{id, raw})
 		}

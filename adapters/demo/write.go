@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -277,7 +276,7 @@ func (w *write) put(k practice.Kind, before json.RawMessage, rec any, note strin
 	if err != nil {
 		return nil, fmt.Errorf("demo: %s: %w", k.Singular(), err)
 	}
-	raw, err := encode(withVersion(rec, v))
+	raw, err := practice.Marshal(withVersion(rec, v))
 	if err != nil {
 		return nil, fmt.Errorf("demo: encode %s: %w", k.Singular(), err)
 	}
@@ -342,7 +341,7 @@ func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, erro
 				Note:       p.note,
 				OccurredAt: w.now,
 			}
-			raw, err := encode(changes[i])
+			raw, err := practice.Marshal(changes[i])
 			if err != nil {
 				return fmt.Errorf("encode change: %w", err)
 			}
@@ -416,15 +415,4 @@ func withVersion(rec any, v int64) any {
 		return r
 	}
 	panic(fmt.Sprintf("demo: a record of type %T has no version", rec))
-}
-
-func encode(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	return b[:len(b):len(b)], nil
 }

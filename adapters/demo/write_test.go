@@ -73,7 +73,7 @@ func TestCreateClient(t *testing.T) {
 			want.ID, want.Object = got.ID, "client"
 			want.CreatedAt, want.UpdatedAt, want.LastActivityAt = now, now, now
 			want.Version = 1
-			wantRaw, _ := encode(want)
+			wantRaw, _ := practice.Marshal(want)
 			if !bytes.Equal(raw, wantRaw) {
 				t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
 			}
@@ -102,7 +102,7 @@ func TestUpdateClient(t *testing.T) {
 		t.Errorf("a seeded client's version is %d, want 1", first.Version)
 	}
 	want.Version = 2 // one change after the seed
-	wantRaw, _ := encode(want)
+	wantRaw, _ := practice.Marshal(want)
 	if !bytes.Equal(raw, wantRaw) {
 		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
 	}
@@ -127,7 +127,7 @@ func TestJobWrites(t *testing.T) {
 	want := practice.Job{ID: job.ID, Object: "job", Title: "Year-end accounts 2026", Type: "Year-end accounts", Client: client.ID,
 		Engagement: eng.ID, Owner: client.Owner, Stage: "planned", Deadline: "2026-12-31", CreatedAt: created, UpdatedAt: created,
 		Version: 1}
-	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
+	if wantRaw, _ := practice.Marshal(want); !bytes.Equal(raw, wantRaw) {
 		t.Errorf("created\n%s\nwant\n%s", raw, wantRaw)
 	}
 	// The engagement lists no job, as no proposal system links its jobs:
@@ -144,7 +144,7 @@ func TestJobWrites(t *testing.T) {
 	}
 	want.Engagement, want.Owner, want.Deadline, want.UpdatedAt = "", owner, "2027-01-31", clock.last()
 	want.Version++
-	if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
+	if wantRaw, _ := practice.Marshal(want); !bytes.Equal(raw, wantRaw) {
 		t.Errorf("updated\n%s\nwant\n%s", raw, wantRaw)
 	}
 	unlinked, _ := get[practice.Engagement](t, r, acme, practice.Engagements, eng.ID)
@@ -170,7 +170,7 @@ func TestJobWrites(t *testing.T) {
 		now := clock.last()
 		want.Stage, want.UpdatedAt, want.ClosedAt = step.stage, now, step.closed(now)
 		want.Version++ // every move is a change
-		if wantRaw, _ := encode(want); !bytes.Equal(raw, wantRaw) {
+		if wantRaw, _ := practice.Marshal(want); !bytes.Equal(raw, wantRaw) {
 			t.Errorf("moved to %s\n%s\nwant\n%s", step.stage, raw, wantRaw)
 		}
 		out, err := r.ReadOutbox(0, 1000)
@@ -445,8 +445,8 @@ func TestOutbox(t *testing.T) {
 		}
 		w := want[i]
 		w.ID = e.Change.ID
-		got, _ := encode(e.Change)
-		wantRaw, _ := encode(w)
+		got, _ := practice.Marshal(e.Change)
+		wantRaw, _ := practice.Marshal(w)
 		if !bytes.Equal(got, wantRaw) {
 			t.Errorf("entry %d\n%s\nwant\n%s", i, got, wantRaw)
 		}

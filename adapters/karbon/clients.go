@@ -283,7 +283,7 @@ func (a *Adapter) readClient(ctx context.Context, ref clientRef) (cached, bool, 
 	if !ok {
 		return cached{}, false, nil
 	}
-	raw, err := json.Marshal(c)
+	raw, err := practice.Marshal(c)
 	if err != nil {
 		return cached{}, false, fmt.Errorf("karbon: encode client: %w", err)
 	}

@@ -94,7 +94,7 @@ func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur pagin
 				if err != nil {
 					return err
 				}
-				out[i], err = json.Marshal(&rec)
+				out[i], err = practice.Marshal(&rec)
 				return err
 			})
 			return out, err
@@ -159,7 +159,7 @@ func (a *Adapter) getInvoice(ctx context.Context, key string) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }
 
 // readInvoice reads one invoice with its payments.

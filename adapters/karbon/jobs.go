@@ -196,7 +196,7 @@ func (a *Adapter) jobJSON(w workItem) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&j)
+	return practice.Marshal(&j)
 }
 
 // workTimes are the only times a work item carries: it starts, and it may

@@ -82,7 +82,7 @@ func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, e
 	// Karbon publishes no modification time for a user: the version
 	// stays 1 (no event carries a person).
 	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true, Version: 1}
-	raw, err := json.Marshal(p)
+	raw, err := practice.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("karbon: encode person: %w", err)
 	}

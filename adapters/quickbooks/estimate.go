@@ -228,7 +228,7 @@ func (a *Adapter) endedEstimate(ctx context.Context, qbID string, at time.Time) 
 		at = e.UpdatedAt.Add(time.Millisecond)
 	}
 	e.Status, e.UpdatedAt, e.Version = "ended", at, practice.VersionAt(at)
-	return json.Marshal(&e)
+	return practice.Marshal(&e)
 }
 
 // estimateStatus is an estimate's engagement status.
@@ -299,5 +299,5 @@ func (a *Adapter) estimateJSON(ctx context.Context, t practice.Tenant, e *estima
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("quickbooks: %w", err)
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }

@@ -96,7 +96,7 @@ func (a *Adapter) invoiceJSON(ctx context.Context, t practice.Tenant, inv *invoi
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&v)
+	return practice.Marshal(&v)
 }
 
 func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, payments map[string]*payment) (practice.Invoice, error) {

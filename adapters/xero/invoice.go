@@ -156,7 +156,7 @@ func (a *Adapter) invoiceJSON(ctx context.Context, t practice.Tenant, inv *invoi
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&v)
+	return practice.Marshal(&v)
 }
 
 // invoicesJSON translates a page's worth of invoices.

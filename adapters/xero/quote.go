@@ -157,5 +157,5 @@ func (a *Adapter) quoteJSON(ctx context.Context, t practice.Tenant, q *quote) (j
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("xero: %w", err)
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }

@@ -55,7 +55,7 @@ func records[T, R any](record func(context.Context, *T) (R, error), keep func(*R
 			if !keep(&rec) {
 				continue
 			}
-			if out[i], err = json.Marshal(&rec); err != nil {
+			if out[i], err = practice.Marshal(&rec); err != nil {
 				return nil, err
 			}
 		}
@@ -95,7 +95,7 @@ func (a *Adapter) getClient(ctx context.Context, uuid string) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }
 
 func (a *Adapter) readClient(ctx context.Context, uuid string) (*client, error) {

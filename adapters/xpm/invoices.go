@@ -140,7 +140,7 @@ func (a *Adapter) getInvoice(ctx context.Context, number string) (json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }
 
 // settlement is what an invoice's payments say, kept in the state store

@@ -200,7 +200,7 @@ func (a *Adapter) getJob(ctx context.Context, number string) (json.RawMessage, e
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }
 
 func (a *Adapter) readJob(ctx context.Context, number string) (*job, error) {

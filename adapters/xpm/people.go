@@ -76,7 +76,7 @@ func (a *Adapter) getPerson(ctx context.Context, uuid string) (json.RawMessage, 
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&p)
+	return practice.Marshal(&p)
 }
 
 // person translates a staff member. XPM's staff list holds the staff who

@@ -49,7 +49,7 @@ func (a *Adapter) getQuote(ctx context.Context, number string) (json.RawMessage,
 	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(&rec)
+	return practice.Marshal(&rec)
 }
 
 // quoteRecord translates a quote and stamps it. XPM publishes no link

@@ -136,7 +136,7 @@ func (a *Adapter) CreateClient(ctx context.Context, t practice.Tenant, in practi
 	if err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(&rec)
+	after, err := practice.Marshal(&rec)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (a *Adapter) UpdateClient(ctx context.Context, t practice.Tenant, id string
 	if err != nil {
 		return nil, err
 	}
-	before, _ := json.Marshal(&beforeRec)
+	before, _ := practice.Marshal(&beforeRec)
 	if in.Status != nil && beforeRec.Status == "archived" && *in.Status != "archived" {
 		return nil, practice.Invalid("status", "Xero Practice Manager cannot restore an archived client through its API; restore it in XPM.")
 	}
@@ -202,7 +202,7 @@ func (a *Adapter) UpdateClient(ctx context.Context, t practice.Tenant, id string
 	if err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(&rec)
+	after, err := practice.Marshal(&rec)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +339,7 @@ func (a *Adapter) CreateJob(ctx context.Context, t practice.Tenant, in practice.
 	if err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(&rec)
+	after, err := practice.Marshal(&rec)
 	if err != nil {
 		return nil, err
 	}
@@ -369,7 +369,7 @@ func (a *Adapter) UpdateJob(ctx context.Context, t practice.Tenant, id string, i
 	if err != nil {
 		return nil, err
 	}
-	before, _ := json.Marshal(&beforeRec)
+	before, _ := practice.Marshal(&beforeRec)
 	if in.Client != nil && *in.Client != beforeRec.Client {
 		return nil, practice.Invalid("client", "Xero Practice Manager cannot move a job to another client.")
 	}
@@ -436,7 +436,7 @@ func (a *Adapter) MoveJob(ctx context.Context, t practice.Tenant, id string, mov
 	if err != nil {
 		return nil, err
 	}
-	before, _ := json.Marshal(&beforeRec)
+	before, _ := practice.Marshal(&beforeRec)
 	if err := a.send(ctx, http.MethodPut, "/v3.1/job.api/state", nil, map[string]any{"id": number, "state": state}, nil, "job state"); err != nil {
 		return nil, err
 	}
@@ -465,7 +465,7 @@ func (a *Adapter) afterJobWrite(ctx context.Context, number string, before json.
 	if err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(&rec)
+	after, err := practice.Marshal(&rec)
 	if err != nil {
 		return nil, err
 	}

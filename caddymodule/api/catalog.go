@@ -298,7 +298,7 @@ func exampleChanges() (map[string]practice.Change, error) {
 		c := practice.Change{ID: "chg_example_" + event, Firm: "frm_acme", Kind: kind, OccurredAt: at, Note: note}
 		var err error
 		if before != nil {
-			if c.Before, err = json.Marshal(before); err != nil {
+			if c.Before, err = practice.Marshal(before); err != nil {
 				return err
 			}
 		}
@@ -312,7 +312,7 @@ func exampleChanges() (map[string]practice.Change, error) {
 			changes[event] = c
 			return err
 		}
-		if c.After, err = json.Marshal(after); err != nil {
+		if c.After, err = practice.Marshal(after); err != nil {
 			return err
 		}
 		changes[event] = c

@@ -133,10 +133,13 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	mu.Lock()
 	defer mu.Unlock()
 
+	// Compared, published and kept in the records' one encoding.
+	o.After, o.Before = practice.Canonical(o.After), practice.Canonical(o.Before)
 	before, err := r.State.Last(ctx, key)
 	if err != nil {
 		return false, fmt.Errorf("last state of %s: %w", key, err)
 	}
+	before = practice.Canonical(before)
 	if before == nil {
 		if removedAt, gone, err := r.removed(ctx, key); err != nil {
 			return false, err

@@ -174,6 +174,9 @@ func (m *Model) load(ctx context.Context) error {
 		if _, ok := m.kinds[u.Kind]; !ok || u.Raw == nil {
 			return nil
 		}
+		// A state an earlier version stored with HTML escaping is held,
+		// served and compared in the records' one encoding.
+		u.Raw = practice.Canonical(u.Raw)
 		if isTombstone(u.Raw) {
 			if gone[u.Kind] == nil {
 				gone[u.Kind] = map[string]json.RawMessage{}
@@ -375,10 +378,11 @@ func (m *Model) whileLoaded(ctx context.Context, catchUp func(context.Context) e
 // updated_at the vendor publishes, is left out: whichever order
 // observations arrive in, the newest one stays.
 func (m *Model) Apply(ctx context.Context, us []Update) error {
-	for _, u := range us {
+	for i, u := range us {
 		if _, ok := m.kinds[u.Kind]; !ok {
 			return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, u.Kind)
 		}
+		us[i].Raw = practice.Canonical(u.Raw)
 	}
 	m.write.Lock()
 	defer m.write.Unlock()
@@ -832,6 +836,9 @@ func (m *Model) goOwned(fn func(context.Context)) {
 func (m *Model) applyUpdates(us []Update) {
 	entries := make([]*recordindex.Entry, len(us))
 	for i, u := range us {
+		// Written by an instance of an earlier version, perhaps.
+		u.Raw = practice.Canonical(u.Raw)
+		us[i].Raw = u.Raw
 		if u.Raw == nil || isTombstone(u.Raw) {
 			continue
 		}

@@ -1,6 +1,7 @@
 package readmodel_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/practicegw/practicegw/internal/redistest"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -182,4 +185,42 @@ func storeOf(t *testing.T, url string) *redisstore.ReadModel {
 		t.Fatal(err)
 	}
 	return st.ReadModel()
+}
+
+// A state an earlier version stored with HTML escaping is served in the
+// records' one encoding, and the same state read again from the vendor
+// raises no change.
+func TestEscapedStatesAreServedAsWritten(t *testing.T) {
+	ctx := context.Background()
+	st := readmodelsim.NewStore(nil)
+	escaped := json.RawMessage(`{"id":"cli_1","object":"client","name":"Dunmore \u0026 Sons \u003cHoldings\u003e","updated_at":"2026-03-02T09:00:00Z","version":1772442000000}`)
+	if err := st.Apply(ctx, firm, []readmodel.Update{{Kind: practice.Clients, ID: "cli_1", Raw: escaped}}); err != nil {
+		t.Fatal(err)
+	}
+	m := readmodel.New(readmodel.Config{Firm: firm, Store: st})
+	m.Serve(practice.Clients, nil)
+	if err := m.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"cli_1","object":"client","name":"Dunmore & Sons <Holdings>","updated_at":"2026-03-02T09:00:00Z","version":1772442000000}`
+	got, err := m.Get(ctx, live, practice.Clients, "cli_1")
+	if err != nil || string(got) != want {
+		t.Fatalf("served %s, %v; want %s", got, err, want)
+	}
+	out := &sink{}
+	rec := &changes.Recorder{State: m}
+	published, err := rec.Observe(ctx, out, changes.Observation{Tenant: live, Kind: practice.Clients, ResourceID: "cli_1",
+		After: json.RawMessage(want)})
+	if err != nil || published {
+		t.Fatalf("the same state read again: published %t, %v", published, err)
+	}
+	// And one an adapter encodes escaped is kept as written.
+	published, err = rec.Observe(ctx, out, changes.Observation{Tenant: live, Kind: practice.Clients, ResourceID: "cli_1",
+		After: json.RawMessage(`{"id":"cli_1","object":"client","name":"Birch \u0026 Co","updated_at":"2026-03-03T09:00:00Z","version":1772528400000}`)})
+	if err != nil || !published || len(out.changes) != 1 || !bytes.Contains(out.changes[0].After, []byte(`"Birch & Co"`)) {
+		t.Fatalf("a change escaped: published %t, %v, %+v", published, err, out.changes)
+	}
+	if got, _ := m.Get(ctx, live, practice.Clients, "cli_1"); !bytes.Contains(got, []byte(`"Birch & Co"`)) {
+		t.Fatalf("kept %s", got)
+	}
 }

@@ -44,7 +44,6 @@
 package bolt
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -245,16 +244,14 @@ func getJSON(b *bbolt.Bucket, key string, v any) (bool, error) {
 	return true, nil
 }
 
-// putJSON stores v without HTML escaping, so an event's payload comes back
-// byte for byte as it went in.
+// putJSON stores v in the records' encoding, so an event's payload comes
+// back byte for byte as it went in.
 func putJSON(b *bbolt.Bucket, key string, v any) error {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	raw, err := practice.Marshal(v)
+	if err != nil {
 		return fmt.Errorf("encode %s: %w", key, err)
 	}
-	return b.Put([]byte(key), bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return b.Put([]byte(key), raw)
 }
 
 // Interface guards.

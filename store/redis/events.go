@@ -1,7 +1,6 @@
 package redis
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,17 +18,9 @@ type eventRecord struct {
 	ResourceID string          `json:"resource_id"`
 }
 
-// encode stores the envelope byte for byte: no HTML escaping, so a
-// payload comes back exactly as it went in.
-func encode(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
-}
+// encode stores the envelope byte for byte, in the records' encoding, so
+// a payload comes back exactly as it went in.
+func encode(v any) ([]byte, error) { return practice.Marshal(v) }
 
 func decodeEvent(raw []byte) (dispatcher.Event, error) {
 	var rec eventRecord

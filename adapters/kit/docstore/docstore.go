@@ -184,7 +184,7 @@ func (s *Store[T]) documentID(ctx context.Context, t practice.Tenant, it T, rel 
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", s.src.System, err)
 	}
-	raw, err := json.Marshal(d)
+	raw, err := practice.Marshal(d)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: encode document: %w", s.src.System, err)
 	}
