@@ -242,3 +242,22 @@ func TestBinaryHoldsNoVendorDouble(t *testing.T) {
 		}
 	}
 }
+
+// The Go client is what integrations import: it imports nothing of the
+// gateway (no Caddy, no store, no package of ours), so that importing it
+// builds only the client and what it needs.
+func TestClientImportsNothingOfTheGateway(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./client").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if len(deps) < 20 {
+		t.Fatalf("go list -deps found %d packages; the client has more", len(deps))
+	}
+	for _, d := range deps {
+		if (strings.HasPrefix(d, module) && d != module+"client") || strings.HasPrefix(d, "github.com/caddyserver/") {
+			t.Errorf("the client imports %s", d)
+		}
+	}
+}

