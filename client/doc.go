@@ -3,7 +3,8 @@
 // by oapi-codegen: see generate.go), with the few helpers the generator
 // leaves out:
 //
-//   - [WithToken] sends a credential's token with every request;
+//   - [WithToken] sends a credential's token with every request, and [Ptr]
+//     makes the pointers the generated optional fields take;
 //   - [All] follows next_cursor to the end of a collection, as an iterator;
 //   - [CheckResponse] turns an answer that is not a success into an
 //     [*APIError], with the error body's code, message and request id;

@@ -21,7 +21,7 @@ func Example() {
 		panic(err)
 	}
 	stage := client.ListJobsParamsStageInProgress
-	page, err := c.ListJobsWithResponse(ctx, &client.ListJobsParams{Stage: &stage, Limit: ptr(2)})
+	page, err := c.ListJobsWithResponse(ctx, &client.ListJobsParams{Stage: &stage, Limit: client.Ptr(2)})
 	if err != nil {
 		panic(err)
 	}
@@ -30,7 +30,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	moved, err := c.MoveJobWithResponse(ctx, job.Id, nil, client.StageMove{Stage: client.StageMoveStageInReview, Note: ptr("Ready for partner review")})
+	moved, err := c.MoveJobWithResponse(ctx, job.Id, nil, client.StageMove{Stage: client.StageMoveStageInReview, Note: client.Ptr("Ready for partner review")})
 	if err != nil {
 		panic(err)
 	}
@@ -49,7 +49,7 @@ func ExampleAll() {
 		panic(err)
 	}
 	jobs, owners := 0, map[string]bool{}
-	for job, err := range client.All[client.Job](ctx, c.ListJobs, &client.ListJobsParams{Limit: ptr(200)}) {
+	for job, err := range client.All[client.Job](ctx, c.ListJobs, &client.ListJobsParams{Limit: client.Ptr(200)}) {
 		if err != nil {
 			panic(err)
 		}
@@ -69,7 +69,7 @@ func ExampleTombstoned() {
 		panic(err)
 	}
 	records := 0
-	for item, err := range client.All[client.JobOrTombstone](ctx, c.ListJobs, &client.ListJobsParams{IncludeDeleted: ptr(true)}) {
+	for item, err := range client.All[client.JobOrTombstone](ctx, c.ListJobs, &client.ListJobsParams{IncludeDeleted: client.Ptr(true)}) {
 		if err != nil {
 			panic(err)
 		}
@@ -96,7 +96,7 @@ func ExampleClientWithResponses_CreateClientWithResponse() {
 	if err != nil {
 		panic(err)
 	}
-	key := &client.CreateClientParams{IdempotencyKey: ptr("example-create-1")}
+	key := &client.CreateClientParams{IdempotencyKey: client.Ptr("example-create-1")}
 	body := client.ClientCreate{Name: "Hollis & Wray Ltd", Contacts: &[]client.Contact{{Name: "Dana Hollis", Role: "primary"}}}
 	first, err := c.CreateClientWithResponse(ctx, key, body)
 	if err != nil {
@@ -147,7 +147,7 @@ func ExampleRateLimitOf() {
 		panic(err)
 	}
 	for range 2 {
-		resp, err := c.ListJobs(ctx, &client.ListJobsParams{Limit: ptr(1)})
+		resp, err := c.ListJobs(ctx, &client.ListJobsParams{Limit: client.Ptr(1)})
 		if err != nil {
 			panic(err)
 		}

@@ -169,6 +169,3 @@ func until(ctx context.Context, what string, done func() (bool, error)) error {
 		}
 	}
 }
-
-// ptr is a pointer to v, for the generated types' optional fields.
-func ptr[T any](v T) *T { return &v }
