@@ -186,7 +186,7 @@ func TestConnectionsInTheConsole(t *testing.T) {
 		t.Errorf("/readyz carries the vendor's text: %s", ready)
 	}
 	b.open("/console/systems", "#role-ledger [data-status]")
-	b.expect("#role-ledger [data-status]", "needs_reconnect")
+	b.expect("#role-ledger [data-status]", "needs reconnecting")
 	if reason := b.text("#role-ledger [data-reason]"); strings.TrimSpace(reason) == "" {
 		t.Error("the Systems page gives no reason for needs_reconnect")
 	}
@@ -239,7 +239,7 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	for _, c := range g.do(t, "GET", "/v1/connections", admin, nil).json(t)["data"].([]any) {
 		if c := c.(map[string]any); c["status"] == "disconnected" {
 			disconnected++
-			if c["reason"] != "disconnected by "+adminCred.ID {
+			if c["reason"] != "disconnected by "+adminCred.Name+" (credential "+adminCred.ID+") in the console" {
 				t.Errorf("%s says %q, want it to name the administrator who disconnected it", c["id"], c["reason"])
 			}
 		}

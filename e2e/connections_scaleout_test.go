@@ -452,7 +452,8 @@ func TestConnectionsAcrossTwoGateways(t *testing.T) {
 	// A disconnect through B revokes the grant and stops A serving.
 	refresh := f.x.Identity.Grants()[0].RefreshToken
 	disconnected := rec.keep(b.do(t, "DELETE", "/v1/connections/"+id, tok, nil)).json(t)
-	if want := "disconnected by " + adminCred.ID; disconnected["status"] != "disconnected" || disconnected["reason"] != want {
+	// A token names its credential, not the credential's name.
+	if want := "disconnected by credential " + adminCred.ID + " through the API"; disconnected["status"] != "disconnected" || disconnected["reason"] != want {
 		t.Errorf("the disconnected connection says %v %q, want disconnected %q", disconnected["status"], disconnected["reason"], want)
 	}
 	eventually.NoError(t, 5*time.Second, poll, "A to stop serving the ledger", func() error {

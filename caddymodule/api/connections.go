@@ -282,7 +282,7 @@ func (h *Handler) deleteConnection(w http.ResponseWriter, r *http.Request, c *ca
 	ctx := r.Context()
 	if c.cred != nil {
 		// The disconnected connection's reason names who disconnected it.
-		ctx = connect.WithActor(ctx, c.cred.ID)
+		ctx = connect.WithActor(ctx, connect.Actor{Name: c.cred.Name, Credential: c.cred.ID, Where: "through the API"})
 	}
 	v, err := svc.Disconnect(ctx, c.tenant.Firm, c.id)
 	if err != nil {

@@ -14,17 +14,32 @@ import (
 
 type actorKey struct{}
 
-// WithActor names who acts in ctx (a credential's id), for the reason a
-// disconnected connection gives; without one it is "administrator".
-func WithActor(ctx context.Context, who string) context.Context {
-	return context.WithValue(ctx, actorKey{}, who)
+// Actor is who disconnects a connection, for the reason it keeps: the
+// same words wherever it is done.
+type Actor struct {
+	// Name and Credential are the acting credential's name and id.
+	Name, Credential string
+	// Where is where it was done: "in the console", "through the API".
+	Where string
 }
 
+// WithActor names who acts in ctx. Without one, it is the gateway's
+// operator at its admin endpoint, which practicegw connect talks to.
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// actor says who acts in ctx, in words.
 func actor(ctx context.Context) string {
-	if who, _ := ctx.Value(actorKey{}).(string); who != "" {
-		return who
+	a, ok := ctx.Value(actorKey{}).(Actor)
+	if !ok || a.Credential == "" {
+		return "the gateway's operator with practicegw connect disconnect"
 	}
-	return "administrator"
+	who := fmt.Sprintf("%s (credential %s)", a.Name, a.Credential)
+	if a.Name == "" {
+		who = "credential " + a.Credential
+	}
+	return strings.TrimSpace(who + " " + a.Where)
 }
 
 // Disconnect ends a connection: its grant is revoked at the vendor where

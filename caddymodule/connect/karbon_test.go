@@ -227,7 +227,7 @@ func TestDisconnectKarbonRemovesSubscriptions(t *testing.T) {
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey}))
 	h.secret(h.secretOf(v.ID, "webhook_key"))
 	gone := h.check(h.m.Disconnect(ctx, "frm_a", v.ID))
-	if gone.Status != connection.Disconnected || gone.Reason != "disconnected by administrator" {
+	if gone.Status != connection.Disconnected || gone.Reason != "disconnected by the gateway's operator with practicegw connect disconnect" {
 		t.Fatalf("%+v", gone.Connection)
 	}
 	if subs := h.subscriptions(); len(subs) != 0 {

@@ -392,8 +392,9 @@ func TestDisconnectRevokesAndPurges(t *testing.T) {
 	}
 	x := connectOAuth("ledger", "xero")
 	rt := *h.token(x.Connection, oauthtoken.Xero, "xero")
-	gone := h.check(h.m.Disconnect(connect.WithActor(ctx, "cred_admin1"), "frm_a", x.ID))
-	if gone.Status != connection.Disconnected || gone.Reason != "disconnected by cred_admin1" {
+	admin := connect.Actor{Name: "Console", Credential: "crd_admin1", Where: "in the console"}
+	gone := h.check(h.m.Disconnect(connect.WithActor(ctx, admin), "frm_a", x.ID))
+	if gone.Status != connection.Disconnected || gone.Reason != "disconnected by Console (credential crd_admin1) in the console" {
 		t.Fatalf("disconnected: %+v", gone.Connection)
 	}
 	if h.token(x.Connection, oauthtoken.Xero, "xero") != nil {
@@ -430,7 +431,7 @@ func TestDisconnectRevokesAndPurges(t *testing.T) {
 		t.Fatalf("onedrive: %+v", s.Connection)
 	}
 	out := h.check(h.m.Disconnect(ctx, "frm_a", s.ID))
-	if out.Reason != "disconnected by administrator" || len(h.v.revoked) != 2 {
+	if out.Reason != "disconnected by the gateway's operator with practicegw connect disconnect" || len(h.v.revoked) != 2 {
 		t.Fatalf("onedrive: %+v, revoked %q", out.Connection, h.v.revoked)
 	}
 }

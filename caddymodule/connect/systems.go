@@ -1,8 +1,6 @@
 package connect
 
 import (
-	"github.com/caddyserver/caddy/v2"
-
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 )
 
@@ -19,9 +17,8 @@ type System struct {
 }
 
 // Roles are the roles a firm connects a system for, in the order pages
-// show them; records first, since a ledger's invoices may come from a
-// records system that keeps them.
-var Roles = []string{"records", "ledger", "documents"}
+// show them.
+var Roles = firmsystem.Roles
 
 // Systems are the systems a firm can connect with this build, by role in
 // Roles' order and by name: every system module that is Connectable
@@ -30,20 +27,11 @@ var Roles = []string{"records", "ledger", "documents"}
 // registers (Manager.Offered).
 func Systems() []System {
 	var out []System
-	for _, role := range Roles {
-		for _, info := range caddy.GetModules(firmsystem.Namespace(role)) {
-			c, ok := info.New().(firmsystem.Connectable)
-			if !ok {
-				continue
-			}
-			s := System{Name: info.ID.Name(), Role: role, Connects: c.Connects()}
-			app, err := caddy.GetModule(firmsystem.ConnectNamespace + "." + s.App)
-			if err != nil {
-				continue
-			}
-			_, s.Key = app.New().(firmsystem.AccessKey)
-			out = append(out, s)
+	for _, m := range firmsystem.Modules() {
+		if m.Connects == nil {
+			continue
 		}
+		out = append(out, System{Name: m.Name, Role: m.Role, Connects: *m.Connects, Key: m.Key})
 	}
 	return out
 }

@@ -308,7 +308,7 @@ func (h *Handler) disconnect(w http.ResponseWriter, r *http.Request, v *visit) e
 	ctx := r.Context()
 	if v.cred != nil {
 		// The disconnected connection's reason names who disconnected it.
-		ctx = connect.WithActor(ctx, v.cred.ID)
+		ctx = connect.WithActor(ctx, connect.Actor{Name: v.cred.Name, Credential: v.cred.ID, Where: "in the console"})
 	}
 	c, err := h.connChange.Disconnect(ctx, v.firm.ID, r.PathValue("id"))
 	if err != nil {

@@ -1359,7 +1359,7 @@ func TestAStaleInstanceCannotWriteAfterADisconnectsPurge(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.conns.change(t, c.ID, func(c *connection.Connection) {
-		c.Status, c.Reason = connection.Disconnected, "disconnected by administrator"
+		c.Status, c.Reason = connection.Disconnected, "disconnected by the gateway's operator with practicegw connect disconnect"
 	})
 	step(t, b)
 

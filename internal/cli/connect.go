@@ -21,7 +21,7 @@ func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "connect",
 		Usage: "--firm FIRM --role ROLE --system SYSTEM [--access-key KEY] | choose | list | reconnect | disconnect ...",
-		Short: "Connects a firm's own system (Karbon, XPM, Xero, a document store) on a running gateway",
+		Short: "Connects a firm's own practice-management system, ledger or document store on a running gateway",
 		Long: `
 Connects one of a firm's own systems for a role (records, ledger or documents),
 as the firm's administrator does from the console's Systems page: it prints the
@@ -40,6 +40,7 @@ vendor apps.
   practicegw connect disconnect --firm frm_hollis --connection con_...
 `,
 		CobraFunc: func(cmd *cobra.Command) {
+			cmd.Long += "\nThe systems a firm can connect with this build, where the gateway's connect\nblock registers their app:\n\n" + knownSystems(true) + "\n"
 			configureConnect(cmd, time.Second)
 			cmd.AddCommand(chooseCommand(), connectionsListCommand(), reconnectCommand(time.Second), disconnectCommand())
 		},
@@ -48,16 +49,16 @@ vendor apps.
 
 // configureConnect makes cmd the connect command, polling every poll.
 func configureConnect(cmd *cobra.Command, poll time.Duration) {
-	cmd.Args = cobra.NoArgs
+	cmd.Args = noArgs
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		if err := requireFlags(cmd, "firm", "role", "system"); err != nil {
+			return err
+		}
 		f := cmd.Flags()
 		firm, _ := f.GetString("firm")
 		role, _ := f.GetString("role")
 		system, _ := f.GetString("system")
 		wait, _ := f.GetDuration("timeout")
-		if firm == "" || role == "" || system == "" {
-			return fmt.Errorf("--firm, --role and --system are required")
-		}
 		key, err := accessKey(cmd)
 		if err != nil {
 			return err
@@ -72,8 +73,8 @@ func configureConnect(cmd *cobra.Command, poll time.Duration) {
 	f := cmd.Flags()
 	f.String("firm", "", "the firm, such as frm_hollis")
 	f.String("role", "", "records, ledger or documents")
-	f.String("system", "", "the system, as the gateway's connect block registers it: karbon, xpm, xero, quickbooks, sharepoint, google_drive, dropbox, …")
-	f.String("access-key", "", "the firm's Karbon access key (Karbon only); - reads it from standard input")
+	f.String("system", "", "the system, one of "+systemNames())
+	f.String("access-key", "", "the firm's access key, for a system connected by one ("+keySystems()+"); - reads it from standard input")
 	f.Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
 	addAdminFlag(cmd)
 }
@@ -144,7 +145,7 @@ func reportConnection(out io.Writer, firm string, v connection.View) error {
 	}
 	reason := v.Reason
 	if reason == "" {
-		reason = string(v.Status)
+		reason = v.Status.Words()
 	}
 	return errors.New(name + " was not connected: " + reason)
 }
@@ -152,17 +153,17 @@ func reportConnection(out io.Writer, firm string, v connection.View) error {
 func chooseCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "choose --firm FIRM --connection CONNECTION --tenant TENANT",
-		Short: "Chooses the organisation a connection waiting in choose_tenant reads",
-		Args:  cobra.NoArgs,
+		Short: "Chooses the organisation a connection reads, when its consent reached several",
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			firm, id, err := connectionFlags(cmd)
 			if err != nil {
 				return err
 			}
-			tenant, _ := cmd.Flags().GetString("tenant")
-			if tenant == "" {
-				return fmt.Errorf("--tenant is required")
+			if err := requireFlags(cmd, "tenant"); err != nil {
+				return err
 			}
+			tenant, _ := cmd.Flags().GetString("tenant")
 			var v connection.View
 			if err := adminCall(cmd, "PATCH", connectionsPath(firm, id), connection.Request{OrganisationID: tenant}, &v); err != nil {
 				return err
@@ -179,7 +180,7 @@ func reconnectCommand(poll time.Duration) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reconnect --firm FIRM --connection CONNECTION [--access-key KEY]",
 		Short: "Asks for a new consent for a connection (a new access key for Karbon), and waits for it",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			firm, id, err := connectionFlags(cmd)
 			if err != nil {
@@ -197,7 +198,7 @@ func reconnectCommand(poll time.Duration) *cobra.Command {
 			return awaitConnection(cmd, firm, v, wait, poll)
 		},
 	}
-	cmd.Flags().String("access-key", "", "the firm's new Karbon access key (Karbon only); - reads it from standard input")
+	cmd.Flags().String("access-key", "", "the firm's new access key, for a system connected by one ("+keySystems()+"); - reads it from standard input")
 	cmd.Flags().Duration("timeout", connection.AuthorizationTTL, "how long to wait for the consent")
 	addConnectionFlags(cmd)
 	return cmd
@@ -207,7 +208,7 @@ func disconnectCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "disconnect --firm FIRM --connection CONNECTION",
 		Short: "Disconnects a system: revokes its grant, removes its webhooks, stops its sync and purges its copy",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			firm, id, err := connectionFlags(cmd)
 			if err != nil {
@@ -228,13 +229,13 @@ func connectionsListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --firm FIRM [--json]",
 		Short: "Lists a firm's connections and where each stands",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "firm"); err != nil {
+				return err
+			}
 			firm, _ := cmd.Flags().GetString("firm")
 			asJSON, _ := cmd.Flags().GetBool("json")
-			if firm == "" {
-				return fmt.Errorf("--firm is required")
-			}
 			var list struct {
 				Data []connection.View `json:"data"`
 			}
@@ -247,7 +248,7 @@ func connectionsListCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "CONNECTION\tROLE\tSYSTEM\tSTATUS\tORGANISATION\tREASON")
 			for _, v := range list.Data {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, v.System, v.Status, orDash(v.OrganisationName), orDash(v.Reason))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, v.System, v.Status.Words(), orDash(v.OrganisationName), orDash(v.Reason))
 			}
 			return tw.Flush()
 		},
@@ -265,11 +266,11 @@ func addConnectionFlags(cmd *cobra.Command) {
 }
 
 func connectionFlags(cmd *cobra.Command) (firm, id string, err error) {
+	if err := requireFlags(cmd, "firm", "connection"); err != nil {
+		return "", "", err
+	}
 	firm, _ = cmd.Flags().GetString("firm")
 	id, _ = cmd.Flags().GetString("connection")
-	if firm == "" || id == "" {
-		return "", "", fmt.Errorf("--firm and --connection are required")
-	}
 	return firm, id, nil
 }
 

@@ -38,8 +38,11 @@ func issueCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "issue --firm FIRM --name NAME --scopes LIST [--sandbox] [--rate-limit N/h] [--json]",
 		Short: "Issues a credential and prints its token once",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "firm", "name", "scopes"); err != nil {
+				return err
+			}
 			f := cmd.Flags()
 			firm, _ := f.GetString("firm")
 			name, _ := f.GetString("name")
@@ -47,9 +50,6 @@ func issueCommand() *cobra.Command {
 			sandbox, _ := f.GetBool("sandbox")
 			rate, _ := f.GetString("rate-limit")
 			asJSON, _ := f.GetBool("json")
-			if firm == "" || name == "" || scopes == "" {
-				return fmt.Errorf("--firm, --name and --scopes are required")
-			}
 			req := map[string]any{"firm": firm, "name": name, "scopes": splitList(scopes), "sandbox": sandbox}
 			if rate != "" {
 				req["rate_limit"] = rate
@@ -63,7 +63,7 @@ func issueCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "Issued %s (%s) for %s with scopes %s.\n", issued.ID, issued.Name, issued.Firm, strings.Join(issued.Scopes, ","))
-			fmt.Fprintf(out, "Token (shown once; store it now):\n\n%s\n", issued.Token)
+			fmt.Fprintf(out, "Token (shown once; store it now): %s\n", issued.Token)
 			return nil
 		},
 	}
@@ -82,7 +82,7 @@ func listCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list --firm FIRM [--json]",
 		Short: "Lists a firm's credentials with scopes, last use and staleness",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			firm, _ := cmd.Flags().GetString("firm")
 			asJSON, _ := cmd.Flags().GetBool("json")
@@ -136,7 +136,7 @@ func revokeCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "revoke ID",
 		Short: "Revokes a credential on every gateway instance",
-		Args:  cobra.ExactArgs(1),
+		Args:  oneArg("the credential's id, such as crd_7a8x… (practicegw credential list shows them)"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var view adminapi.CredentialView
 			if err := adminCall(cmd, "DELETE", "/practicegw/credentials/"+url.PathEscape(args[0]), nil, &view); err != nil {

@@ -55,7 +55,7 @@ error instead of reconnecting.
   practicegw listen --forward-to http://localhost:3000/hooks --url https://gateway.example --token pgw_live_... --live
 `,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.Args = cobra.NoArgs
+			cmd.Args = noArgs
 			f := cmd.Flags()
 			f.String("forward-to", "", "the local URL each event is POSTed to, such as http://localhost:3000/hooks")
 			f.String("events", "", "comma-separated event kinds or patterns, such as job.*,invoice.paid (default: all)")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +11,13 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
+	"golang.org/x/mod/module"
 
 	"github.com/practicegw/practicegw/internal/listen"
 )
@@ -63,9 +66,9 @@ func Root() *cobra.Command {
 		Short: "One API and signed webhooks in front of an accounting firm's systems",
 		Long: `practicegw puts one versioned REST/JSON API (/v1), signed and retried
 webhooks and a developer console in front of an accounting firm's own
-systems: practice management (Karbon, Xero Practice Manager), the ledger
-(Xero) and the document store (SharePoint and OneDrive, Google Drive,
-Dropbox), or seeded demo records.
+systems, or seeded demo records. This build knows these systems:
+
+` + knownSystems(false) + `
 
 It is Caddy underneath, built with practicegw's modules and configured in a
 Caddyfile. On a fresh clone:
@@ -113,6 +116,7 @@ docs/CONTRACT.md say the rest.`,
 	root.AddCommand(versionCommand(), manpageCommand(root))
 	root.SetHelpCommandGroupID(caddyGroup)
 	root.SetCompletionCommandGroupID(caddyGroup)
+	guard(root)
 	return root
 }
 
@@ -143,7 +147,7 @@ func versionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
 		Short:   "Prints practicegw's version and the Caddy version it is built on",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		GroupID: caddyGroup,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := io.WriteString(cmd.OutOrStdout(), versionText())
@@ -158,7 +162,7 @@ func manpageCommand(root *cobra.Command) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "manpage --directory <path>",
 		Short:   "Generates the manual pages for practicegw's commands",
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		GroupID: caddyGroup,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir, _ := cmd.Flags().GetString("directory")
@@ -175,35 +179,57 @@ func manpageCommand(root *cobra.Command) *cobra.Command {
 	return cmd
 }
 
-// versionText is practicegw's version (from -ldflags, else the module's
-// version or its VCS revision), and Caddy's beside it.
+// versionText is practicegw's version and Caddy's beside it, from the
+// build's module information.
 func versionText() string {
-	v := version
+	info, _ := debug.ReadBuildInfo()
+	return fmt.Sprintf("practicegw %s\nCaddy %s\n", buildVersion(version, info), caddyVersion())
+}
+
+// buildVersion is what a build says of itself: the version stamped with
+// -ldflags, else the module's (go install ...@v1.2.0), else a development
+// build of the commit the toolchain recorded (go build and go install in
+// a git checkout record it, and whether the tree had uncommitted
+// changes; go install ...@<commit> records it in the module's
+// pseudo-version), then the toolchain.
+func buildVersion(stamped string, info *debug.BuildInfo) string {
+	if info == nil {
+		return cmp.Or(stamped, "development build") + " (no build information)"
+	}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	v, rev, at := stamped, settings["vcs.revision"], settings["vcs.time"]
+	if mv := info.Main.Version; module.IsPseudoVersion(mv) {
+		if rev == "" {
+			rev, _ = module.PseudoVersionRev(mv)
+		}
+		if t, err := module.PseudoVersionTime(mv); err == nil && at == "" {
+			at = t.UTC().Format(time.RFC3339)
+		}
+	} else if v == "" && mv != "" && mv != "(devel)" {
+		v = mv
+	}
 	var detail []string
-	if info, ok := debug.ReadBuildInfo(); ok {
-		if v == "" && info.Main.Version != "" && info.Main.Version != "(devel)" {
-			v = info.Main.Version
+	switch {
+	case rev != "":
+		d := "commit " + rev[:min(12, len(rev))]
+		if at != "" {
+			d += " of " + at
 		}
-		settings := map[string]string{}
-		for _, s := range info.Settings {
-			settings[s.Key] = s.Value
+		switch settings["vcs.modified"] {
+		case "true":
+			d += ", with uncommitted changes"
+		case "false":
+			d += ", as committed"
 		}
-		if rev := settings["vcs.revision"]; rev != "" {
-			d := "commit " + rev[:min(12, len(rev))]
-			if t := settings["vcs.time"]; t != "" {
-				d += " of " + t
-			}
-			if settings["vcs.modified"] == "true" {
-				d += ", with uncommitted changes"
-			}
-			detail = append(detail, d)
-		}
-		detail = append(detail, info.GoVersion)
+		detail = append(detail, d)
+	case v == "":
+		return "development build (" + info.GoVersion + "; no commit recorded: built outside a git checkout, or with -buildvcs=false)"
 	}
-	if v == "" {
-		v = "development build"
-	}
-	return fmt.Sprintf("practicegw %s (%s)\nCaddy %s\n", v, strings.Join(detail, ", "), caddyVersion())
+	detail = append(detail, info.GoVersion)
+	return cmp.Or(v, "development build") + " (" + strings.Join(detail, ", ") + ")"
 }
 
 // caddyVersion is the Caddy module's version as Caddy reports it, else as

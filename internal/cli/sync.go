@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/practicegw/practicegw/internal/adminapi"
+	"github.com/practicegw/practicegw/store/connection"
 )
 
 func init() {
@@ -43,13 +44,13 @@ func syncStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status --firm FIRM [--json]",
 		Short: "Shows the sync of each of a firm's real systems",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "firm"); err != nil {
+				return err
+			}
 			firm, _ := cmd.Flags().GetString("firm")
 			asJSON, _ := cmd.Flags().GetBool("json")
-			if firm == "" {
-				return fmt.Errorf("--firm is required")
-			}
 			var list struct {
 				Data  []adminapi.SyncView `json:"data"`
 				Roles []adminapi.RoleView `json:"roles"`
@@ -97,16 +98,16 @@ func printRoles(w io.Writer, roles []adminapi.RoleView) error {
 		case adminapi.SourceCaddyfile:
 			by = fmt.Sprintf("%s, set in the Caddyfile", r.System)
 		case adminapi.SourceConnection:
-			by = fmt.Sprintf("%s, connection %s (%s)", r.System, r.Connection, r.Status)
+			by = fmt.Sprintf("%s, connection %s (%s)", r.System, r.Connection, connection.Status(r.Status).Words())
 			if r.Status != "connected" {
 				by += ": its copy is served, failing, until it is reconnected"
 			}
 		case adminapi.SourceDemo:
 			by = "demo records (made up, not the firm's)"
 		default:
-			by = "not connected: reads answer system_not_connected"
+			by = "not connected: /v1 refuses its reads until a system is connected"
 			if r.Connection != "" {
-				by += fmt.Sprintf(" (%s connection %s is %s)", r.System, r.Connection, r.Status)
+				by += fmt.Sprintf(" (%s connection %s is %s)", r.System, r.Connection, connection.Status(r.Status).Words())
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", r.Role, by)
@@ -158,13 +159,13 @@ func resyncCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "resync --firm FIRM --system SYSTEM",
 		Short: "Asks a firm system's sync to compare every record with the vendor now",
-		Args:  cobra.NoArgs,
+		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := requireFlags(cmd, "firm", "system"); err != nil {
+				return err
+			}
 			firm, _ := cmd.Flags().GetString("firm")
 			system, _ := cmd.Flags().GetString("system")
-			if firm == "" || system == "" {
-				return fmt.Errorf("--firm and --system are required")
-			}
 			var v adminapi.SyncView
 			path := "/practicegw/sync/" + url.PathEscape(firm) + "/" + url.PathEscape(system) + "/resync"
 			if err := adminCall(cmd, "POST", path, nil, &v); err != nil {

@@ -79,8 +79,8 @@ func TestSyncStatusCommand(t *testing.T) {
 	}
 	for _, want := range []string{
 		"ROLE", "SERVED BY", "records    karbon, set in the Caddyfile",
-		"ledger     xero, connection con_x1 (needs_reconnect): its copy is served, failing, until it is reconnected",
-		"documents  not connected: reads answer system_not_connected (sharepoint connection con_s1 is disconnected)",
+		"ledger     xero, connection con_x1 (needs reconnecting): its copy is served, failing, until it is reconnected",
+		"documents  not connected: /v1 refuses its reads until a system is connected (sharepoint connection con_s1 is disconnected)",
 		"SYSTEM", "records", "karbon", "backfilling", "1234 of 3600", "clients 120, jobs 3200",
 		"ledger", "xero", "failing", "1m35s",
 		"records (karbon) backfill: karbon jobs: 3,200 of about 5,000",
@@ -105,7 +105,7 @@ func TestSyncStatusCommand(t *testing.T) {
 	// Each role of a firm with nothing syncing yet says how it is served.
 	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_new", "--admin", addr)
 	for _, want := range []string{"records    demo records (made up, not the firm's)",
-		"ledger     not connected: reads answer system_not_connected\n", "documents  dropbox, connection con_d1 (connected)\n"} {
+		"ledger     not connected: /v1 refuses its reads until a system is connected\n", "documents  dropbox, connection con_d1 (connected)\n"} {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("status of a firm with no sync lacks %q: %v\n%s", want, err, out)
 		}

@@ -28,15 +28,15 @@ engagement_letter.signed, job.opened, job.stage_changed, job.closed,
 document.filed, invoice.raised, invoice.paid.
 `,
 		CobraFunc: func(cmd *cobra.Command) {
-			cmd.Args = cobra.ExactArgs(1)
+			cmd.Args = oneArg("the kind of event to raise, such as job.stage_changed")
 			cmd.Flags().String("firm", "", "the firm whose sandbox records change")
 			cmd.Flags().Bool("json", false, "print the event id, kind and changed record as JSON")
 			addAdminFlag(cmd)
 			cmd.RunE = func(cmd *cobra.Command, args []string) error {
-				firm, _ := cmd.Flags().GetString("firm")
-				if firm == "" {
-					return fmt.Errorf("--firm is required")
+				if err := requireFlags(cmd, "firm"); err != nil {
+					return err
 				}
+				firm, _ := cmd.Flags().GetString("firm")
 				var t adminapi.Triggered
 				if err := adminCall(cmd, "POST", "/practicegw/trigger", map[string]string{"firm": firm, "event": args[0]}, &t); err != nil {
 					return err

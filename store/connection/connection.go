@@ -35,6 +35,20 @@ const (
 	Disconnected Status = "disconnected"
 )
 
+// Words is the status as people read it, in the console and the command
+// line; the wire keeps the contract's names.
+func (s Status) Words() string {
+	switch s {
+	case Pending:
+		return "waiting for consent"
+	case ChooseOrganisation:
+		return "waiting for an organisation to be chosen"
+	case NeedsReconnect:
+		return "needs reconnecting"
+	}
+	return string(s)
+}
+
 // Connection is one of a firm's systems, connected by the firm.
 type Connection struct {
 	ID     string `json:"id"` // con_<random>

@@ -1,0 +1,159 @@
+package e2e
+
+import (
+	"errors"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// runBinary runs practicegw with args and env (nil: the test's own), and
+// returns what it printed, both streams, and its exit status.
+func runBinary(t *testing.T, env []string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		return string(out), exit.ExitCode()
+	case err != nil:
+		t.Fatalf("practicegw %s: %v", strings.Join(args, " "), err)
+	}
+	return string(out), 0
+}
+
+// The command line answers a newcomer's mistakes as gh and stripe do,
+// through the binary: a mistyped command, flag or argument exits 1 with
+// the nearest there is and where the usage is; a group given nothing
+// prints its help and exits 0.
+func TestCommandLineAnswersMistakes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"credential", "lst"}, []string{`unknown command "lst" for "practicegw credential"`, "Did you mean this?", "\tlist", "Run 'practicegw credential --help' for usage."}},
+		{[]string{"credential", "list", "--fimr", "frm_acme"}, []string{`unknown flag --fimr for "practicegw credential list"`, "\t--firm"}},
+		{[]string{"connect", "lst"}, []string{`unknown command "lst" for "practicegw connect"`, "\tlist"}},
+		{[]string{"sync", "stats", "--firm", "frm_acme"}, []string{`unknown command "stats"`, "\tstatus"}},
+		{[]string{"credentail", "list"}, []string{`unknown command "credentail" for "practicegw"`, "\tcredential"}},
+		{[]string{"credential", "revoke"}, []string{"needs the credential's id"}},
+		{[]string{"credential", "issue", "--firm", "frm_acme", "--name", "x"}, []string{"--scopes is required"}},
+		{[]string{"credential", "list", "--admin", "https://localhost:2019"}, []string{`--admin "https://localhost:2019"`, "host:port or http://host:port"}},
+	} {
+		out, code := runBinary(t, nil, c.args...)
+		if code != 1 {
+			t.Errorf("practicegw %s exits %d, want 1:\n%s", strings.Join(c.args, " "), code, out)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("practicegw %s does not say %q:\n%s", strings.Join(c.args, " "), w, out)
+			}
+		}
+	}
+	for _, args := range [][]string{{"credential"}, {"connect", "--help"}, {"sync"}} {
+		if out, code := runBinary(t, nil, args...); code != 0 || !strings.Contains(out, "Available Commands:") {
+			t.Errorf("practicegw %s exits %d:\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+}
+
+// Help names every system module the binary holds (as list-modules lists
+// them), each under its role, and connect's help and --system too;
+// statuses read in words.
+func TestHelpNamesTheRegisteredSystems(t *testing.T) {
+	modules, code := runBinary(t, nil, "list-modules")
+	if code != 0 {
+		t.Fatalf("list-modules exits %d:\n%s", code, modules)
+	}
+	systems := regexp.MustCompile(`(?m)^practicegw\.systems\.(records|ledger|documents)\.(\w+)$`).FindAllStringSubmatch(modules, -1)
+	if len(systems) < 9 {
+		t.Fatalf("list-modules names %d systems:\n%s", len(systems), modules)
+	}
+	help, _ := runBinary(t, nil, "--help")
+	connect, _ := runBinary(t, nil, "connect", "--help")
+	for _, s := range systems {
+		role, name := s[1], s[2]
+		for what, text := range map[string]string{"--help": help, "connect --help": connect} {
+			line := regexp.MustCompile(`(?m)^  ` + role + ` +[^\n]*(\n {13}[^\n]*)*`).FindString(text)
+			if !strings.Contains(line, "("+name+")") {
+				t.Errorf("%s does not name %s among the %s systems:\n%s", what, name, role, line)
+			}
+		}
+		if !regexp.MustCompile(`--system string +the system, one of [^\n]*\b` + name + `\b`).MatchString(connect) {
+			t.Errorf("connect's --system does not name %s:\n%s", name, connect)
+		}
+	}
+	for _, raw := range []string{"choose_tenant", "needs_reconnect", "system_not_connected"} {
+		for _, args := range [][]string{{"connect", "--help"}, {"connect", "choose", "--help"}, {"sync", "status", "--help"}} {
+			if out, _ := runBinary(t, nil, args...); strings.Contains(out, raw) {
+				t.Errorf("practicegw %s says %s:\n%s", strings.Join(args, " "), raw, out)
+			}
+		}
+	}
+}
+
+// version reads the module's build information: what `go version -m`
+// finds in the binary, the commit and whether the tree was modified when
+// the toolchain recorded them.
+func TestVersionReadsTheBuildInformation(t *testing.T) {
+	out, code := runBinary(t, nil, "version")
+	if code != 0 {
+		t.Fatalf("version exits %d: %s", code, out)
+	}
+	info, err := exec.Command("go", "version", "-m", binary).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	setting := func(key string) string {
+		m := regexp.MustCompile(`(?m)^\s+build\s+` + regexp.QuoteMeta(key) + `=(\S+)$`).FindSubmatch(info)
+		if m == nil {
+			return ""
+		}
+		return string(m[1])
+	}
+	first := strings.SplitN(out, "\n", 2)[0]
+	rev := setting("vcs.revision")
+	switch {
+	case rev != "":
+		if !strings.Contains(first, "commit "+rev[:12]) {
+			t.Errorf("version says %q; the binary records commit %s", first, rev)
+		}
+		modified := map[string]string{"true": "with uncommitted changes", "false": "as committed"}[setting("vcs.modified")]
+		if !strings.Contains(first, modified) {
+			t.Errorf("version says %q; the binary records vcs.modified=%s", first, setting("vcs.modified"))
+		}
+	default:
+		if !strings.Contains(first, "no commit recorded") || !strings.Contains(first, "-buildvcs=false") {
+			t.Errorf("version says %q of a binary with no commit recorded:\n%s", first, info)
+		}
+	}
+	if goVersion := regexp.MustCompile(`^\S+: (go\S+)`).FindSubmatch(info); goVersion == nil || !strings.Contains(first, string(goVersion[1])) {
+		t.Errorf("version says %q, not the toolchain of\n%s", first, info)
+	}
+}
+
+// --admin takes a URL as well as host:port; pointed at the API's port, a
+// command says that is the API and where the admin endpoint answers.
+func TestAdminFlagForms(t *testing.T) {
+	g := startGateway(t, gatewayOptions{})
+	for _, admin := range []string{g.admin, "http://" + g.admin, "http://" + g.admin + "/"} {
+		if out, code := runBinary(t, g.env, "credential", "list", "--firm", "frm_acme", "--admin", admin); code != 0 || !strings.Contains(out, "ID") {
+			t.Errorf("--admin %s exits %d:\n%s", admin, code, out)
+		}
+	}
+	out, code := runBinary(t, g.env, "credential", "list", "--firm", "frm_acme", "--admin", g.addr)
+	if code != 1 || !strings.Contains(out, g.addr+" is the gateway's API, not its admin endpoint") ||
+		!strings.Contains(out, "it answers at "+g.admin) || strings.Contains(out, "404") {
+		t.Errorf("--admin %s (the API) exits %d:\n%s", g.addr, code, out)
+	}
+	env := append(append([]string(nil), g.env...), "PRACTICEGW_ADMIN="+g.addr)
+	out, code = runBinary(t, env, "credential", "list", "--firm", "frm_acme")
+	// Where the admin endpoint is: the start line's word for it, or the
+	// default address if a gateway of this machine answers there.
+	if code != 1 || !strings.Contains(out, "is the gateway's API") || !strings.Contains(out, `("admin")`) && !strings.Contains(out, "it answers at localhost:2019") {
+		t.Errorf("PRACTICEGW_ADMIN=%s (the API) exits %d:\n%s", g.addr, code, out)
+	}
+}
