@@ -48,8 +48,9 @@ type notification struct {
 // forged signature (and to every request when no signing key is set),
 // and 503 when Karbon or the sink failed or time ran out, so that Karbon
 // delivers again (it retries ten times, then ends the subscription).
-// Deletions are acknowledged and not published: the event vocabulary has
-// no deletions.
+// A record Karbon answers not found for (its Deleted notification, or
+// one gone since it was updated) is removed from the copy at once, as
+// job.deleted, client.deleted or person.deleted.
 func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -92,15 +93,15 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 }
 
 // ingestAll reads each record the notifications name once, up to the
-// bound. Deletions are dropped first (nothing is read for them), and a
-// record named as inserted anywhere in the body is read as inserted.
+// bound; a record named as inserted anywhere in the body is read as
+// inserted. A deletion is read too: Karbon's not found confirms it.
 func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, notes []notification) error {
 	type ref [2]string
 	key := func(n notification) ref { return ref{n.ResourceType, n.ResourcePermaKey} }
 	inserted := map[ref]bool{}
 	kept := notes[:0:0]
 	for _, n := range notes {
-		if n.ActionType == "Deleted" || !validKey(n.ResourcePermaKey) {
+		if !validKey(n.ResourcePermaKey) {
 			continue
 		}
 		inserted[key(n)] = inserted[key(n)] || n.ActionType == "Inserted"
@@ -136,7 +137,7 @@ func parseNotifications(body []byte) ([]notification, error) {
 }
 
 func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notification) error {
-	if n.ActionType == "Deleted" || !validKey(n.ResourcePermaKey) {
+	if !validKey(n.ResourcePermaKey) {
 		return nil
 	}
 	at, err := karbonTime(n.TimeStamp)
@@ -145,7 +146,7 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 	}
 	var (
 		kind  practice.Kind
-		id    string
+		ids   []string
 		after json.RawMessage
 	)
 	// When the re-read began orders it against a poll page of the same
@@ -153,7 +154,7 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 	readAt := a.clock.Now()
 	switch n.ResourceType {
 	case "Work":
-		kind, id = practice.Jobs, "job_"+n.ResourcePermaKey
+		kind, ids = practice.Jobs, []string{"job_" + n.ResourcePermaKey}
 		after, err = a.getJob(ctx, n.ResourcePermaKey)
 	case "Contact":
 		// Karbon reports contacts, organizations and client groups
@@ -161,24 +162,25 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 		kind = practice.Clients
 		for _, k := range []byte{'c', 'o', 'g'} {
 			ref := clientRef{k, n.ResourcePermaKey}
-			id = ref.id()
+			ids = append(ids, ref.id())
 			if after, err = a.getClient(ctx, ref); !errors.Is(err, practice.ErrNotFound) {
+				ids = ids[len(ids)-1:]
 				break
 			}
 		}
 	case "User":
-		kind, id = practice.People, userID(n.ResourcePermaKey)
+		kind, ids = practice.People, []string{userID(n.ResourcePermaKey)}
 		after, err = a.getPerson(ctx, n.ResourcePermaKey)
 	case "Invoice":
 		if !a.ledger {
 			return nil
 		}
-		kind, id = practice.Invoices, "inv_"+n.ResourcePermaKey
+		kind, ids = practice.Invoices, []string{"inv_" + n.ResourcePermaKey}
 		// Karbon tells an invoice's first appearance as Updated too. One
 		// never seen is left to the sync: its poll announces it raised
 		// (its backfill takes it silently), where a state remembered
 		// here would never be announced.
-		seen, err := a.rec.State.Last(ctx, changes.StateKey(a.tenant(), kind, id))
+		seen, err := a.rec.State.Last(ctx, changes.StateKey(a.tenant(), kind, ids[0]))
 		if err != nil || seen == nil {
 			return err
 		}
@@ -187,19 +189,34 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 		return nil
 	}
 	if errors.Is(err, practice.ErrNotFound) {
-		// Gone again, or not a client. An invoice gone is the
-		// reconciliation's to remove, on Karbon's word.
-		return nil
+		// Deleted (Karbon's Deleted, or gone since an update), or no
+		// longer a client: on Karbon's word, the copy's record goes, as
+		// the reconciliation would remove it.
+		return a.removeAll(ctx, sink, kind, ids)
 	}
 	if err != nil {
 		return err
 	}
 	_, err = a.rec.Observe(ctx, sink, changes.Observation{
-		Tenant: a.tenant(), Kind: kind, ResourceID: id, After: after, Created: n.ActionType == "Inserted",
+		Tenant: a.tenant(), Kind: kind, ResourceID: ids[0], After: after, Created: n.ActionType == "Inserted",
 		Version: n.TimeStamp, OccurredAt: at, ReadAt: readAt,
 	})
 	if err != nil {
-		return fmt.Errorf("karbon: record %s: %w", id, err)
+		return fmt.Errorf("karbon: record %s: %w", ids[0], err)
+	}
+	return nil
+}
+
+// removeAll removes each of ids Karbon answered not found for, as
+// confirmed now: the one the copy holds is removed, with its change
+// record, and the rest are nothing.
+func (a *Adapter) removeAll(ctx context.Context, sink changes.ChangeSink, kind practice.Kind, ids []string) error {
+	at := a.clock.Now()
+	for _, id := range ids {
+		rm := changes.Removal{Tenant: a.tenant(), Kind: kind, ResourceID: id, At: at}
+		if _, err := a.rec.Remove(ctx, sink, rm); err != nil {
+			return fmt.Errorf("karbon: remove %s: %w", id, err)
+		}
 	}
 	return nil
 }

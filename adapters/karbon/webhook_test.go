@@ -18,6 +18,8 @@ import (
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/practice/readmodel/readmodelsim"
 )
 
 func deliver(h http.Handler, body []byte, sig string) int {
@@ -419,5 +421,84 @@ func breakerRecovers(t *testing.T, k *vendortest.Karbon) {
 	time.Sleep(200 * time.Millisecond)
 	if _, err := a.Get(ctx, live, practice.Jobs, "job_W0001"); err != nil {
 		t.Fatalf("after recovery: %v", err)
+	}
+}
+
+// modelled is an adapter compared with a firm's read model, as the
+// gateway opens it: the model holds what List gives for every record of
+// kinds, as the backfill leaves it.
+func modelled(t *testing.T, k *vendortest.Karbon, kinds ...practice.Kind) (*karbon.Adapter, *readmodel.Model) {
+	t.Helper()
+	store := readmodelsim.NewStore(nil)
+	model := readmodel.New(readmodel.Config{Firm: live.Firm, Store: store})
+	t.Cleanup(model.Close)
+	rec := &changes.Recorder{State: model}
+	a, clock := newAdapter(t, k, func(_ *karbonConfig, d *upstream.Deps) { d.State, d.Recorder = model, rec })
+	for _, kind := range kinds {
+		model.Serve(kind, a)
+	}
+	if err := model.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range kinds {
+		var us []readmodel.Update
+		for _, raw := range vendortest.ListAll(t, a, live, kind, practice.Filter{}, 200) {
+			var v struct{ ID string }
+			if err := json.Unmarshal(raw, &v); err != nil {
+				t.Fatal(err)
+			}
+			us = append(us, readmodel.Update{Kind: kind, ID: v.ID, Raw: raw})
+		}
+		if err := model.Apply(context.Background(), us); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Minute)
+	return a, model
+}
+
+// Karbon's Deleted notification removes the work item at once, as
+// job.deleted with the copy's tombstone, where it used to wait for the
+// daily reconciliation; told again, or told as an update after it, it
+// raises nothing more. A contact Karbon no longer has goes the same way,
+// whichever of contacts, organizations and client groups the key was.
+func TestWebhookRemovalIsSeenAtOnce(t *testing.T) {
+	k := fixture(t)
+	a, model := modelled(t, k, practice.Jobs, practice.Clients)
+	s := &sink{}
+	h := a.Webhook(s)
+	key := "karbon-signing-key-0001"
+	post := func(body []byte) {
+		t.Helper()
+		if code := deliver(h, body, vendortest.SignKarbon(key, body)); code != http.StatusOK {
+			t.Fatalf("status %d for %s", code, body)
+		}
+	}
+	k.RemoveWorkItem("W0002")
+	post(vendortest.KarbonWebhook("Work", "W0002", "Deleted", epoch.Add(time.Hour)))
+	post(vendortest.KarbonWebhook("Work", "W0002", "Deleted", epoch.Add(time.Hour)))
+	post(vendortest.KarbonWebhook("Work", "W0002", "Updated", epoch.Add(2*time.Hour)))
+	k.RemoveOrganization("O004")
+	post(vendortest.KarbonWebhook("Contact", "O004", "Deleted", epoch.Add(time.Hour)))
+	got := s.all()
+	if len(got) != 2 {
+		t.Fatalf("%d changes, want the two removals: %+v", len(got), got)
+	}
+	for i, want := range []struct {
+		kind practice.Kind
+		id   string
+	}{{practice.Jobs, "job_W0002"}, {practice.Clients, "cli_o-O004"}} {
+		c := got[i]
+		if c.Kind != want.kind || c.ResourceID != want.id || string(c.After) != "null" || c.Before == nil ||
+			c.ID != changes.RemovalChange(live, want.kind, want.id, nil, epoch).ID {
+			t.Errorf("change %d: %+v", i, c)
+		}
+		if _, err := model.Get(context.Background(), live, want.kind, want.id); !errors.Is(err, practice.ErrNotFound) {
+			t.Errorf("%s is still read from the copy: %v", want.id, err)
+		}
+	}
+	ts, err := model.Tombstones(context.Background(), live, practice.Jobs, practice.TombstoneQuery{})
+	if err != nil || len(ts) != 1 || ts[0].ID != "job_W0002" {
+		t.Fatalf("tombstones of jobs: %+v, %v", ts, err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -31,7 +33,7 @@ func ledgerSync(t *testing.T, q *vendortest.QuickBooks, clock *testclock.Clock) 
 	model := readmodel.New(readmodel.Config{Firm: live.Firm, Store: store})
 	t.Cleanup(model.Close)
 	rec := &changes.Recorder{State: model}
-	a, err := quickbooks.New(quickbooks.Config{Firm: live.Firm, RealmID: q.RealmID, BaseURL: q.URL,
+	a, err := quickbooks.New(quickbooks.Config{Firm: live.Firm, RealmID: q.RealmID, BaseURL: q.URL, VerifierToken: q.VerifierToken,
 		OAuth2: upstream.OAuth2Config{AccessToken: q.Token}}, upstream.Deps{State: model, Recorder: rec, Clock: clock})
 	if err != nil {
 		t.Fatal(err)
@@ -266,5 +268,63 @@ func TestDeletedEstimatesInterleaved(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// An invoice Intuit's notification names as deleted is removed from the
+// copy at once, as invoice.deleted with its tombstone, rather than at the
+// next change data capture poll; a deleted estimate's engagement ends at
+// once. The CDC poll after finds nothing more to say.
+func TestWebhookDeletionsAreSeenAtOnce(t *testing.T) {
+	q := vendortest.StartQuickBooks(t)
+	clock := vendortest.NewClock(epoch.Add(time.Hour))
+	q.SetNow(clock.Now)
+	for i := 1; i <= 3; i++ {
+		q.AddInvoice(vendortest.QBInvoice{ID: fmt.Sprint(i), DocNumber: fmt.Sprintf("%04d", 1000+i), CustomerID: "7",
+			CustomerName: "Birch", TxnDate: epoch, DueDate: epoch.AddDate(0, 0, 30), Total: "100.00", Updated: epoch})
+		q.AddEstimate(vendortest.QBEstimate{ID: fmt.Sprint(10 + i), DocNumber: fmt.Sprintf("E%03d", i), CustomerID: "7",
+			CustomerName: "Birch", TxnDate: epoch, Lines: []string{"Payroll"}, Total: "300.00", Status: "Pending", Updated: epoch})
+	}
+	ctx := context.Background()
+	a, model, sync := ledgerSync(t, q, clock)
+	for range 100 {
+		if _, more := sync.Tick(ctx); !more {
+			break
+		}
+	}
+	s := &sink{}
+	srv := httptest.NewServer(a.Webhook(s))
+	t.Cleanup(srv.Close)
+	clock.Advance(time.Minute)
+	q.Delete("2", clock.Now())
+	q.DeleteEstimate("12", clock.Now())
+	body := vendortest.QuickBooksCloudEvents(q.RealmID,
+		vendortest.QBEvent{Entity: "Invoice", ID: "2", Operation: "Delete", At: clock.Now()},
+		vendortest.QBEvent{Entity: "Estimate", ID: "12", Operation: "Delete", At: clock.Now()})
+	if code, err := q.Notify(srv.URL, body); err != nil || code != http.StatusOK {
+		t.Fatalf("notify: %d %v", code, err)
+	}
+	got := s.all()
+	if len(got) != 2 {
+		t.Fatalf("%d changes, want the invoice's removal and the engagement's end: %+v", len(got), got)
+	}
+	if c := got[0]; c.ResourceID != "inv_qb-2" || string(c.After) != "null" || c.ID != changes.RemovalChange(live, practice.Invoices, "inv_qb-2", nil, epoch).ID {
+		t.Errorf("the invoice's change: %+v", c)
+	}
+	if c := got[1]; c.ResourceID != "eng_qb-12" || !strings.Contains(string(c.After), `"status":"ended"`) {
+		t.Errorf("the estimate's change: %+v", c)
+	}
+	if ts, err := model.Tombstones(ctx, live, practice.Invoices, practice.TombstoneQuery{}); err != nil || len(ts) != 1 || ts[0].ID != "inv_qb-2" {
+		t.Fatalf("tombstones: %+v %v", ts, err)
+	}
+	// Change data capture then tells the same deletions: nothing more.
+	clock.Advance(2 * time.Hour)
+	for range 100 {
+		if _, more := sync.Tick(ctx); !more {
+			break
+		}
+	}
+	if n := len(s.all()); n != 2 {
+		t.Fatalf("%d changes after the poll", n)
 	}
 }

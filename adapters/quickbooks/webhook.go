@@ -117,14 +117,13 @@ func Verified(verifierToken string, r *http.Request, body []byte) bool {
 // one that does not gets 401 with an empty body.
 //
 // Each invoice and estimate the body names for this company is read
-// again from QuickBooks (GET .../invoice/{id}, .../estimate/{id}), as
-// follows. Each invoice the body names for this company is read again from
-// QuickBooks (GET .../invoice/{id}), compared with the last state seen
+// again from QuickBooks (GET .../invoice/{id}, .../estimate/{id}),
+// compared with the last state seen
 // and published to sink when it differs; a payment is read, and each
 // invoice it is applied to with it, so an invoice paid becomes
-// invoice.paid with how it was settled. A deletion is left to change data
-// capture, which says which invoice went (the read model then leaves a
-// tombstone). Events of other companies and entities are acknowledged and
+// invoice.paid with how it was settled. An invoice QuickBooks answers not
+// found for (its deletion) is removed at once, as invoice.deleted with a
+// tombstone; a deleted estimate's engagement ends. Events of other companies and entities are acknowledged and
 // skipped. A body handled within the hour is acknowledged unread; one
 // delivery reads at most Config.WebhookMaxRecords entities, within
 // Config.WebhookTimeout. When QuickBooks or the sink fails, or time runs
@@ -198,7 +197,9 @@ func (a *Adapter) Deliver(ctx context.Context, sink changes.ChangeSink, body []b
 func (a *Adapter) ownEvents(events []Event) []Event {
 	var mine []Event
 	for _, e := range events {
-		if e.Realm != a.cfg.RealmID || !digitsOnly(e.ID) || e.Operation == "deleted" {
+		if e.Realm != a.cfg.RealmID || !digitsOnly(e.ID) || e.Operation == "deleted" && e.Entity == "payment" {
+			// A deleted payment names no invoice any more: change data
+			// capture reads the invoices it paid again.
 			continue
 		}
 		if e.Entity == "invoice" || e.Entity == "payment" || e.Entity == "estimate" && a.keepsEngagements() {
@@ -227,7 +228,12 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, 
 		}
 		inv, payments, err := a.readInvoice(ctx, e.ID)
 		if errors.Is(err, practice.ErrNotFound) {
-			return nil // deleted since: change data capture says so
+			// Deleted (the event's word, or since): QuickBooks'
+			// not found removes it now rather than at the next change
+			// data capture poll.
+			_, err := a.rec.Remove(ctx, sink, changes.Removal{Tenant: practice.Tenant{Firm: a.cfg.Firm},
+				Kind: practice.Invoices, ResourceID: invoiceID(e.ID), At: a.clock.Now()})
+			return err
 		}
 		if err != nil {
 			return err
@@ -288,23 +294,17 @@ func (a *Adapter) ingestEstimate(ctx context.Context, sink changes.ChangeSink, e
 	if err != nil || last == nil && !created {
 		return err
 	}
-	body, err := a.get(ctx, "/estimate/"+e.ID, nil, "estimate "+e.ID)
+	// A deleted estimate (the event's word, or since) reads as its
+	// engagement ended, and is never asked of QuickBooks again.
+	after, err := a.getEstimate(ctx, t, e.ID)
 	if errors.Is(err, practice.ErrNotFound) {
-		return nil // deleted since: change data capture says so
+		return nil // never seen: nothing to end
 	}
-	if err != nil {
-		return err
-	}
-	if body.Estimate == nil {
-		return fmt.Errorf("quickbooks: estimate %s: %w", e.ID, errNoEntity)
-	}
-	after, err := a.estimateJSON(ctx, t, body.Estimate)
 	if err != nil {
 		return err
 	}
 	_, err = a.rec.Observe(ctx, sink, changes.Observation{
-		Tenant: t, Kind: practice.Engagements, ResourceID: id, After: after, Created: created,
-		Version: body.Estimate.MetaData.LastUpdatedTime, OccurredAt: e.At,
+		Tenant: t, Kind: practice.Engagements, ResourceID: id, After: after, Created: created, OccurredAt: e.At,
 	})
 	if err != nil {
 		return fmt.Errorf("quickbooks: record estimate %s: %w", e.ID, err)

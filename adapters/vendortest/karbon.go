@@ -217,6 +217,22 @@ func (k *Karbon) RemoveWorkItem(key string) {
 	delete(k.work, key)
 }
 
+// RemoveContact and RemoveOrganization delete a contact or an
+// organization, as a user would in Karbon.
+func (k *Karbon) RemoveContact(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.changed()
+	delete(k.contacts, key)
+}
+
+func (k *Karbon) RemoveOrganization(key string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.changed()
+	delete(k.orgs, key)
+}
+
 // Requests lists "METHOD path?query" of every authenticated request.
 func (k *Karbon) Requests() []string {
 	k.mu.Lock()

@@ -168,10 +168,7 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	}
 	at := o.OccurredAt
 	if at.IsZero() {
-		at = time.Now()
-		if r.Clock != nil {
-			at = r.Clock.Now()
-		}
+		at = r.now()
 	}
 	c := practice.Change{
 		ID:         StateChangeID(o.Tenant, o.Kind, o.ResourceID, o.After),
@@ -193,6 +190,82 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return true, fmt.Errorf("save state of %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// Removal is a record its vendor confirmed it no longer has: a
+// notification of its deletion, or a read of it answered not found.
+type Removal struct {
+	Tenant     practice.Tenant
+	Kind       practice.Kind
+	ResourceID string
+	// At is when the vendor confirmed the removal (after every read begun
+	// before it): a state read before At does not bring the record back.
+	// Zero is now.
+	At time.Time
+}
+
+// remover is a StateStore that removes records itself (the read model),
+// leaving a tombstone that orders later reads after the removal.
+type remover interface {
+	// RemoveState removes the record kept under key, as confirmed at
+	// at, calling announce with its last state first; nothing when it
+	// keeps none.
+	RemoveState(ctx context.Context, key string, at time.Time, announce func(before json.RawMessage) error) error
+}
+
+// Remove records rm, publishing the record's removal (RemovalChange)
+// when a state of it was kept, and reports whether it did. A webhook
+// telling the deletion, a poll's change feed and a reconciliation all
+// remove through it, so a removal noticed twice, on any instance, is one
+// change record.
+func (r *Recorder) Remove(ctx context.Context, sink ChangeSink, rm Removal) (bool, error) {
+	key := StateKey(rm.Tenant, rm.Kind, rm.ResourceID)
+	mu := r.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	at := rm.At
+	if at.IsZero() {
+		at = r.now()
+	}
+	published := false
+	announce := func(before json.RawMessage) error {
+		c := RemovalChange(rm.Tenant, rm.Kind, rm.ResourceID, before, at)
+		if err := sink.Publish(ctx, c); err != nil {
+			return fmt.Errorf("publish removal of %s: %w", rm.ResourceID, err)
+		}
+		published = true
+		return nil
+	}
+	if rs, ok := r.State.(remover); ok {
+		err := rs.RemoveState(ctx, key, at, announce)
+		return published, err
+	}
+	before, err := r.State.Last(ctx, key)
+	if err != nil || before == nil {
+		return false, err
+	}
+	if err := announce(before); err != nil {
+		return false, err
+	}
+	return true, r.State.Save(ctx, key, nil)
+}
+
+// RemovalChange is the change record of a record's removal: its after is
+// null and its id is the removal's, whatever state was removed, so that
+// two instances removing it raise one change.
+func RemovalChange(t practice.Tenant, k practice.Kind, id string, before json.RawMessage, at time.Time) practice.Change {
+	return practice.Change{
+		ID:   ChangeID(t, k, id, "removed", nil),
+		Firm: t.Firm, Sandbox: t.Sandbox, Kind: k, ResourceID: id,
+		Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at.UTC(),
+	}
+}
+
+func (r *Recorder) now() time.Time {
+	if r.Clock != nil {
+		return r.Clock.Now()
+	}
+	return time.Now()
 }
 
 // readOrdered is a StateStore that keeps when the read of a state began,

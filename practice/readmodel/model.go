@@ -669,6 +669,26 @@ func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.
 	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
 }
 
+// RemoveState is Remove by a record's state key, for the firm's adapters
+// (changes.Recorder.Remove): a webhook that tells a deletion, or reads a
+// record the vendor no longer has, removes it from the copy as the
+// reconciliation would. A key that is no record of the model is
+// forgotten in the other store.
+func (m *Model) RemoveState(ctx context.Context, key string, at time.Time, announce func(before json.RawMessage) error) error {
+	t, k, id, ok := changes.ParseStateKey(key)
+	if !ok || t != m.tenant || !m.Owns(k) {
+		before, err := m.other.Last(ctx, key)
+		if err != nil || before == nil {
+			return err
+		}
+		if err := announce(before); err != nil {
+			return err
+		}
+		return m.saveOther(ctx, key, nil)
+	}
+	return m.Remove(ctx, k, id, at, announce)
+}
+
 // catchUpForRead catches up before a read, within readSyncTimeout. A
 // catch-up longer than that (a follower trimmed past, a large backfill
 // on another instance) goes on in the background, and the read is

@@ -1,7 +1,6 @@
 package readmodel
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -102,12 +101,7 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, re
 // removing it raise one change.
 func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time.Time) error {
 	return s.model.Remove(ctx, k, id, at, func(before json.RawMessage) error {
-		c := practice.Change{
-			ID:   changes.ChangeID(s.tenant(), k, id, "removed", nil),
-			Firm: s.tenant().Firm, Kind: k, ResourceID: id,
-			Before: bytes.Clone(before), After: json.RawMessage("null"), OccurredAt: at,
-		}
-		if err := s.sink.Publish(ctx, c); err != nil {
+		if err := s.sink.Publish(ctx, changes.RemovalChange(s.tenant(), k, id, before, at)); err != nil {
 			return fmt.Errorf("publish removal of %s: %w", id, err)
 		}
 		return nil
