@@ -13,8 +13,10 @@ package cluster
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/store/credential"
 )
 
 // The pace of the membership: a heartbeat every placeEvery, which lapses
@@ -77,6 +80,14 @@ type (
 	}
 )
 
+// Credentials is the credential registry, as the holder of a forwarded
+// request asks it.
+type Credentials interface {
+	// Standing is c as the registry knows it now, or an error when it
+	// was revoked on any instance or the registry cannot vouch for it.
+	Standing(c *credential.Credential) (*credential.Credential, error)
+}
+
 // Firms is the firms' runtime of this instance, as the cluster places it.
 type Firms interface {
 	placed
@@ -96,6 +107,19 @@ type Config struct {
 	// ForwardKey signs the requests forwarded between instances: derived
 	// from the secrets key every instance shares.
 	ForwardKey []byte
+	// Nonces remembers the forwarded requests taken, across instances:
+	// without it none is taken.
+	Nonces Nonces
+	// Credentials says whether a forwarded request's credential still
+	// stands: the credential registry, which follows the revocations.
+	Credentials Credentials
+	// TLS is how this instance reaches the others' internal listeners
+	// when they speak TLS (InternalTLS.Configs); nil for plain HTTP on a
+	// private network.
+	TLS *tls.Config
+	// Clock stamps forwarded requests and judges their time. Default
+	// time.Now.
+	Clock func() time.Time
 }
 
 // Cluster keeps this instance holding its share of the firms' read
@@ -103,12 +127,16 @@ type Config struct {
 // has the runtime hold the firms placed here, and lets go of the others
 // once the instances they are placed on hold them.
 type Cluster struct {
-	members  Membership
-	firms    Firms
-	self     readmodel.Member
-	replicas int
-	key      []byte
-	logger   *zap.Logger
+	members     Membership
+	firms       Firms
+	self        readmodel.Member
+	replicas    int
+	key         []byte
+	nonces      Nonces
+	credentials Credentials
+	client      *http.Client
+	now         func() time.Time
+	logger      *zap.Logger
 
 	mu sync.Mutex
 	// live is the membership as last read; plan the placement it gave.
@@ -125,13 +153,20 @@ func New(cfg Config, members Membership, firms Firms, logger *zap.Logger) *Clust
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
 	return &Cluster{
-		members:  members,
-		firms:    firms,
-		self:     readmodel.Member{ID: cfg.ID, Advertise: cfg.Advertise, Memory: cfg.Memory},
-		replicas: cfg.Replicas,
-		key:      cfg.ForwardKey,
-		logger:   logger,
+		members:     members,
+		firms:       firms,
+		self:        readmodel.Member{ID: cfg.ID, Advertise: cfg.Advertise, Memory: cfg.Memory},
+		replicas:    cfg.Replicas,
+		key:         cfg.ForwardKey,
+		nonces:      cfg.Nonces,
+		credentials: cfg.Credentials,
+		client:      newForwardClient(cfg.TLS),
+		now:         cfg.Clock,
+		logger:      logger,
 	}
 }
 

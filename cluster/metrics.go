@@ -12,7 +12,7 @@ import (
 // the bounds cannot hold when instances share the firms, the forwarding
 // counters always (they stay at zero on an instance that never forwards).
 type Metrics struct {
-	bound, short, forwarded, failed *prometheus.Desc
+	bound, short, forwarded, failed, refused *prometheus.Desc
 
 	mu    sync.Mutex
 	owner any
@@ -32,6 +32,9 @@ func RegisterMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			"Requests for firms held elsewhere, answered through a holder.", nil, nil),
 		failed: prometheus.NewDesc("practicegw_read_model_forward_failures_total",
 			"Requests whose holder could not be reached.", nil, nil),
+		refused: prometheus.NewDesc("practicegw_read_model_forwards_refused_total",
+			"Requests at the internal listener refused, by why: not_signed, forged, stale, replayed, nonces_unavailable, other.",
+			[]string{"reason"}, nil),
 	}
 	if reg == nil {
 		return m, nil
@@ -67,7 +70,7 @@ func (m *Metrics) Retire(owner any) {
 
 // Describe implements prometheus.Collector.
 func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.bound, m.short, m.forwarded, m.failed} {
+	for _, d := range []*prometheus.Desc{m.bound, m.short, m.forwarded, m.failed, m.refused} {
 		ch <- d
 	}
 }
@@ -86,6 +89,9 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(m.forwarded, prometheus.CounterValue, float64(forwardStats.forwarded.Load()))
 	ch <- prometheus.MustNewConstMetric(m.failed, prometheus.CounterValue, float64(forwardStats.failed.Load()))
+	for i, reason := range refusalReasons {
+		ch <- prometheus.MustNewConstMetric(m.refused, prometheus.CounterValue, float64(forwardStats.refused[i].Load()), reason)
+	}
 }
 
 var _ prometheus.Collector = (*Metrics)(nil)

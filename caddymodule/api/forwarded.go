@@ -2,13 +2,14 @@ package api
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/cluster"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"
 )
@@ -33,8 +34,9 @@ type peers interface {
 	// instance is to answer it.
 	Forward(w http.ResponseWriter, r *http.Request, cred *credential.Credential, k practice.Kind) bool
 	// Forwarded reads a request another instance forwarded: the request
-	// as its caller sent it, and the credential that instance
-	// authenticated. A request it cannot verify is an error.
+	// as its caller sent it, and its credential as this instance's
+	// registry knows it now. A request it cannot verify, or whose
+	// credential no longer stands, is an error (cluster's), logged there.
 	Forwarded(r *http.Request) (*http.Request, *credential.Credential, error)
 }
 
@@ -48,17 +50,37 @@ func fromPeer(r *http.Request) bool {
 }
 
 // serveForwarded answers a request another instance forwarded, as the
-// caller's own, without writing a second access log line for it.
+// caller's own, without writing a second access log line for it. The
+// credential is the one this instance's registry knows now (the cluster
+// refuses one revoked), so a route whose scope it no longer holds is
+// refused as it would be at /v1.
 func (h *Handler) serveForwarded(w http.ResponseWriter, r *http.Request) (string, error) {
 	if h.peers == nil {
 		return "none", apierror.New(http.StatusNotFound, "resource_not_found", "Unrecognized request URL ("+r.Method+" "+r.URL.Path+").")
 	}
 	in, cred, err := h.peers.Forwarded(r)
 	if err != nil {
-		h.logger.Warn("forwarded request refused", zap.Error(err))
-		return "none", apierror.New(http.StatusUnauthorized, "unauthenticated", "Only another instance of this gateway forwards requests here.")
+		return "none", forwardRefusal(err)
 	}
 	caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
 	ctx := context.WithValue(auth.WithCredential(in.Context(), cred), forwardedKey{}, true)
 	return h.serve(w, in.WithContext(ctx))
+}
+
+// forwardRefusal is the contract's answer to a forwarded request refused:
+// 503 when what vouches for it cannot be asked now (the nonces' store,
+// the revocations not read yet), the answer practicegw_auth gives a
+// revoked credential for one, and 401 for the rest (unsigned, changed on
+// the way, outside the window, replayed).
+func forwardRefusal(err error) *apierror.Error {
+	switch {
+	case errors.Is(err, cluster.ErrNoNonces), errors.Is(err, auth.ErrNotSynced):
+		return apierror.New(http.StatusServiceUnavailable, "upstream_unavailable",
+			"This forwarded request cannot be checked right now; retry shortly.").WithHeader("Retry-After", "1")
+	case errors.Is(err, cluster.ErrCredential):
+		return apierror.New(http.StatusUnauthorized, "unauthenticated",
+			"Send a valid credential as 'Authorization: Bearer <token>'.").WithHeader("WWW-Authenticate", `Bearer realm="practicegw"`)
+	}
+	return apierror.New(http.StatusUnauthorized, "unauthenticated",
+		"Only another instance of this gateway forwards requests here, each once and at once.")
 }

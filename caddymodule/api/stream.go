@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
+	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/credential"
@@ -299,6 +300,10 @@ func (s *stream) stands() *apierror.Error {
 	}
 	c, err := s.h.standing.Standing(s.c.cred)
 	switch {
+	case errors.Is(err, auth.ErrNotSynced):
+		// Not read yet (the stream started on a credential the store
+		// vouched for): asked again at the next poll.
+		return nil
 	case err != nil:
 		// Standing reads no store: an error is a credential the registry
 		// no longer vouches for (auth.ErrRevoked).

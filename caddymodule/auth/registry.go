@@ -52,9 +52,9 @@ type RevocationFeed interface {
 // ErrRevoked is Standing's answer for a credential that was revoked.
 var ErrRevoked = errors.New("credential revoked")
 
-// errNotSynced refuses credentials authorized from their tokens until the
+// ErrNotSynced refuses credentials authorized from their tokens until the
 // registry has read which are revoked: it fails closed.
-var errNotSynced = errors.New("revocations not read yet")
+var ErrNotSynced = errors.New("revocations not read yet")
 
 // Registry issues, verifies and revokes credentials. A token carries what
 // authorization needs (firm, scopes, sandbox, ceiling), so verifying a
@@ -278,7 +278,7 @@ func (r *Registry) use(e *entry) (*credential.Credential, error) {
 	if !synced && e.fromToken {
 		// Authorized from its token alone, before the registry knows
 		// what is revoked.
-		return nil, errNotSynced
+		return nil, ErrNotSynced
 	}
 	e.lastUsed.Store(r.now().UnixNano())
 	return c, nil
@@ -511,15 +511,22 @@ func (r *Registry) markRevoked(ids []string) {
 // current scopes, or ErrRevoked once it was revoked on any instance (as
 // soon as the revocation feed says so). It reads no store: what holds a
 // credential for long (an event stream) asks it often.
+//
+// Before the registry has read which credentials are revoked it vouches
+// for none (ErrNotSynced), as Authenticate does not.
 func (r *Registry) Standing(c *credential.Credential) (*credential.Credential, error) {
 	r.mu.RLock()
 	_, revoked := r.revoked[c.ID]
 	if e, ok := r.entries[c.ID]; ok {
 		c = e.cred
 	}
+	synced := r.synced
 	r.mu.RUnlock()
-	if revoked || c.RevokedAt != nil {
+	switch {
+	case revoked || c.RevokedAt != nil:
 		return nil, fmt.Errorf("%w: %s", ErrRevoked, c.ID)
+	case !synced:
+		return nil, ErrNotSynced
 	}
 	return c, nil
 }

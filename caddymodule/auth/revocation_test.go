@@ -164,14 +164,26 @@ func TestRefusedUntilRevocationsRead(t *testing.T) {
 	}
 	store.set(func(s *sharedStore) { s.fail = 1 << 30 })
 	b := instance(t, store, nil)
-	if _, err := b.Authenticate(context.Background(), token); !errors.Is(err, errNotSynced) {
-		t.Fatalf("before revocations were read: %v, want errNotSynced", err)
+	if _, err := b.Authenticate(context.Background(), token); !errors.Is(err, ErrNotSynced) {
+		t.Fatalf("before revocations were read: %v, want ErrNotSynced", err)
+	}
+	// Nor does it vouch for one another instance authenticated (a
+	// forwarded request's).
+	cred, err := a.Authenticate(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Standing(cred); !errors.Is(err, ErrNotSynced) {
+		t.Fatalf("standing before revocations were read: %v, want ErrNotSynced", err)
 	}
 	store.set(func(s *sharedStore) { s.fail = 0 })
 	eventually.True(t, time.Second, poll, "served once revocations are read", func() bool {
 		_, err := b.Authenticate(context.Background(), token)
 		return err == nil
 	})
+	if _, err := b.Standing(cred); err != nil {
+		t.Fatalf("standing once revocations are read: %v", err)
+	}
 }
 
 // A feed that reports a gap is read whole again: a revocation that fell in

@@ -62,8 +62,10 @@ func (a *App) provisionPlacement() error {
 		return fmt.Errorf("practicegw: read_model advertise %q: with a memory bound, name the URL other instances reach this one at, "+
 			"such as http://10.1.2.3:8080 (PRACTICEGW_ADVERTISE)", c.Advertise)
 	}
+	nonces, _ := a.store.(cluster.Nonces)
 	a.cluster = cluster.New(cluster.Config{ID: a.holder, Advertise: c.Advertise, Memory: bound, Replicas: c.Replicas,
-		ForwardKey: a.shared.secrets.Derive("forwarded requests v1")}, rs, a, a.logger.Named("placement"))
+		ForwardKey: a.shared.secrets.Derive("forwarded requests v1"), Nonces: nonces, Credentials: a.registry},
+		rs, a, a.logger.Named("placement"))
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/cluster"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
 	redisstore "github.com/practicegw/practicegw/store/redis"
@@ -24,4 +25,7 @@ var (
 	_ connect.Authorizations = (*redisstore.Store)(nil)
 	_ readmodel.Purger       = (*boltstore.ReadModel)(nil)
 	_ readmodel.Purger       = (*redisstore.ReadModel)(nil)
+	_ cluster.Nonces         = (*boltstore.Store)(nil)
+	_ cluster.Nonces         = (*redisstore.Store)(nil)
+	_ cluster.Credentials    = (*auth.Registry)(nil)
 )

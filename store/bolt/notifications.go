@@ -8,21 +8,15 @@ import (
 	bbolt "go.etcd.io/bbolt"
 )
 
+// Single-use claims that pass with their ttl: the vendor notifications
+// handled in the last hour (adapters/kit/notifications) and the nonces of
+// forwarded requests taken (cluster.Nonces), each in its bucket. A key's
+// value is its claim's expiry, in Unix nanoseconds on the store's clock.
+
 // ClaimNotification takes a vendor notification's key until ttl passes, reporting
-// false if it is taken (adapters/kit/notifications). The value is the expiry,
-// in Unix nanoseconds on the store's clock.
+// false if it is taken.
 func (s *Store) ClaimNotification(_ context.Context, key string, ttl time.Duration) (bool, error) {
-	fresh := false
-	now := s.now()
-	err := s.db.Update(func(tx *bbolt.Tx) error {
-		b := tx.Bucket([]byte(bucketNotices))
-		if v := b.Get([]byte(key)); len(v) == 8 && now.UnixNano() < int64(binary.BigEndian.Uint64(v)) {
-			return nil
-		}
-		fresh = true
-		return b.Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(now.Add(ttl).UnixNano())))
-	})
-	return fresh, err
+	return s.claim(bucketNotices, key, ttl)
 }
 
 // ReleaseNotification gives a notification's key back.
@@ -32,10 +26,39 @@ func (s *Store) ReleaseNotification(_ context.Context, key string) error {
 
 // ExpireNotifications removes the keys whose claim has passed.
 func (s *Store) ExpireNotifications(_ context.Context) (int, error) {
+	return s.expireClaims(bucketNotices)
+}
+
+// ClaimNonce takes a forwarded request's nonce until ttl passes,
+// reporting false if it was taken before.
+func (s *Store) ClaimNonce(_ context.Context, nonce string, ttl time.Duration) (bool, error) {
+	return s.claim(bucketNonces, nonce, ttl)
+}
+
+// ExpireNonces removes the nonces whose claim has passed.
+func (s *Store) ExpireNonces(_ context.Context) (int, error) {
+	return s.expireClaims(bucketNonces)
+}
+
+func (s *Store) claim(bucket, key string, ttl time.Duration) (bool, error) {
+	fresh := false
+	now := s.now()
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		b := tx.Bucket([]byte(bucket))
+		if v := b.Get([]byte(key)); len(v) == 8 && now.UnixNano() < int64(binary.BigEndian.Uint64(v)) {
+			return nil
+		}
+		fresh = true
+		return b.Put([]byte(key), binary.BigEndian.AppendUint64(nil, uint64(now.Add(ttl).UnixNano())))
+	})
+	return fresh, err
+}
+
+func (s *Store) expireClaims(bucket string) (int, error) {
 	n := 0
 	now := s.now().UnixNano()
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		c := tx.Bucket([]byte(bucketNotices)).Cursor()
+		c := tx.Bucket([]byte(bucket)).Cursor()
 		for k, v := c.First(); k != nil; {
 			if len(v) == 8 && now < int64(binary.BigEndian.Uint64(v)) {
 				k, v = c.Next()

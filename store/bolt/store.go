@@ -79,10 +79,11 @@ var (
 	bucketUsage       = "gw_usage"
 	bucketUpstream    = "gw_upstream_state"
 	bucketNotices     = "gw_notifications"
+	bucketNonces      = "gw_forward_nonces"
 )
 
 func bucketNames() []string {
-	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketNotices, bucketSecrets,
+	return []string{bucketCredentials, bucketKeys, bucketIdempotency, bucketUsage, bucketUpstream, bucketNotices, bucketNonces, bucketSecrets,
 		bucketConnections, bucketAuthorizations, bucketConsentStarts,
 		bucketReadModel, bucketCheckpoints, bucketRMLeases, bucketRMFences,
 		bucketEvents, bucketEventsByTenant, bucketEndpoints, bucketEndpointsByTenant,

@@ -317,6 +317,13 @@ func TestNotificationsConformance(t *testing.T) {
 	})
 }
 
+func TestForwardNoncesConformance(t *testing.T) {
+	storetest.ForwardNonces(t, func(t *testing.T) (storetest.Nonces, storetest.Nonces) {
+		st, db := open(t)
+		return st, reopen(t, db)
+	})
+}
+
 func TestFencedCheckpointsConformance(t *testing.T) {
 	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
 		st, db := open(t)

@@ -403,6 +403,13 @@ func TestNotificationsConformance(t *testing.T) {
 	})
 }
 
+func TestForwardNoncesConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.ForwardNonces(t, func(t *testing.T) (storetest.Nonces, storetest.Nonces) {
+		return open(t, srv), another(t, srv)
+	})
+}
+
 func TestFencedCheckpointsConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.FencedCheckpoints(t, func(t *testing.T) (storetest.LeasedCheckpoints, storetest.LeasedCheckpoints) {
