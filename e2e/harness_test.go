@@ -246,6 +246,14 @@ func (r response) errorCode(t testing.TB) string {
 	return code
 }
 
+// errorParam is the parameter an error body names, if any.
+func (r response) errorParam(t testing.TB) string {
+	t.Helper()
+	r.errorCode(t)
+	param, _ := r.json(t)["error"].(map[string]any)["param"].(string)
+	return param
+}
+
 var client = &http.Client{Timeout: 30 * time.Second}
 
 // do sends a request with an optional token and JSON body.

@@ -24,9 +24,7 @@ type App struct {
 	firmsystem.OAuthApp
 }
 
-// published are Dropbox's endpoints. Its scopes are the app's
-// permissions, chosen in its console: none is asked for here unless the
-// operator names some.
+// published are Dropbox's endpoints.
 var published = firmsystem.OAuthApp{
 	AuthorizeURL: "https://www.dropbox.com/oauth2/authorize",
 	TokenURL:     "https://api.dropboxapi.com/oauth2/token",
@@ -52,10 +50,18 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("dropbox") }
 
+// Scopes are the least the adapter asks for, of the permissions the app
+// is given in Dropbox's console: it lists folders, their changes and a
+// file's revisions and metadata (files/list_folder and continue,
+// get_latest_cursor, list_revisions, get_metadata), which
+// files.metadata.read covers. Without a scope parameter a token would
+// get every permission the app has.
+var Scopes = []string{"files.metadata.read"}
+
 // OAuth is the app's client; Dropbox gives a refresh token to offline
 // access.
 func (a *App) OAuth(string) firmsystem.OAuthClient {
-	return a.Client(oauth2.AuthStyleInParams, oauthtoken.Dropbox, oauth2.SetAuthURLParam("token_access_type", "offline"))
+	return a.Client(oauth2.AuthStyleInParams, oauthtoken.Dropbox, Scopes, oauth2.SetAuthURLParam("token_access_type", "offline"))
 }
 
 // Organisations: a grant reaches the user's one Dropbox.

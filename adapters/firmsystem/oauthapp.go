@@ -27,9 +27,12 @@ type OAuthApp struct {
 	RevokeURL    string `json:"revoke_url,omitempty"`
 	// ConnectionsURL lists the organisations a grant reaches (Xero's
 	// GET /connections).
-	ConnectionsURL string   `json:"connections_url,omitempty"`
-	BaseURL        string   `json:"base_url,omitempty"`
-	Scopes         []string `json:"scopes,omitempty"`
+	ConnectionsURL string `json:"connections_url,omitempty"`
+	BaseURL        string `json:"base_url,omitempty"`
+	// Scopes, when the operator names them, are what every consent of
+	// the app asks for; left out, each asks for the least its system
+	// needs (the app's Client).
+	Scopes []string `json:"scopes,omitempty"`
 	// WebhookKey verifies the app's webhooks (Xero signs every
 	// organisation's events with the app's one key).
 	WebhookKey string `json:"webhook_key,omitempty"`
@@ -90,7 +93,7 @@ func (a *OAuthApp) UnmarshalCaddyfileWith(d *caddyfile.Dispenser, extra map[stri
 }
 
 // Provision expands the placeholders of every setting and fills each
-// endpoint and the scopes left empty with the vendor's published ones.
+// endpoint left empty with the vendor's published one.
 func (a *OAuthApp) Provision(published OAuthApp) {
 	repl := caddy.NewReplacer()
 	for _, f := range []struct {
@@ -106,9 +109,6 @@ func (a *OAuthApp) Provision(published OAuthApp) {
 		if *f.v == "" {
 			*f.v = f.def
 		}
-	}
-	if len(a.Scopes) == 0 {
-		a.Scopes = slices.Clone(published.Scopes)
 	}
 }
 
@@ -135,12 +135,18 @@ func (a *OAuthApp) Validate(name string) error {
 	return nil
 }
 
-// Client is the app as a consent uses it: style is how the vendor's token
-// endpoint takes the client's credentials, tokens where grants are kept,
-// params the vendor's own authorize parameters.
-func (a *OAuthApp) Client(style oauth2.AuthStyle, tokens string, params ...oauth2.AuthCodeOption) OAuthClient {
+// Client is the app as a consent of one of its systems uses it: style is
+// how the vendor's token endpoint takes the client's credentials, tokens
+// where grants are kept, needs the least scopes the system's adapter
+// needs (asked for unless the operator names the app's scopes), params
+// the vendor's own authorize parameters.
+func (a *OAuthApp) Client(style oauth2.AuthStyle, tokens string, needs []string, params ...oauth2.AuthCodeOption) OAuthClient {
+	scopes := needs
+	if len(a.Scopes) > 0 {
+		scopes = a.Scopes
+	}
 	return OAuthClient{
-		Config: oauth2.Config{ClientID: a.ClientID, ClientSecret: a.ClientSecret, Scopes: slices.Clone(a.Scopes),
+		Config: oauth2.Config{ClientID: a.ClientID, ClientSecret: a.ClientSecret, Scopes: slices.Clone(scopes),
 			Endpoint: oauth2.Endpoint{AuthURL: a.AuthorizeURL, TokenURL: a.TokenURL, AuthStyle: style}},
 		Params: params,
 		Tokens: tokens,
@@ -148,10 +154,11 @@ func (a *OAuthApp) Client(style oauth2.AuthStyle, tokens string, params ...oauth
 }
 
 // Refresh is the refresh grant of connection's own tokens, which its
-// consent saved: what a connected module's oauth2 block is.
+// consent saved: what a connected module's oauth2 block is. A refresh
+// keeps the scopes its consent was given, so it asks for none of its own.
 func (a *OAuthApp) Refresh(connection string) upstream.OAuth2Config {
 	return upstream.OAuth2Config{ClientID: a.ClientID, ClientSecret: a.ClientSecret, TokenURL: a.TokenURL,
-		Scopes: slices.Clone(a.Scopes), Connection: connection}
+		Connection: connection}
 }
 
 // RevokeGrant ends connection's grant of system at the app's revoke_url

@@ -24,14 +24,20 @@ type App struct {
 	firmsystem.OAuthApp
 }
 
-// published are Google's endpoints and the scope the adapter needs.
+// published are Google's endpoints.
 var published = firmsystem.OAuthApp{
 	AuthorizeURL: "https://accounts.google.com/o/oauth2/v2/auth",
 	TokenURL:     "https://oauth2.googleapis.com/token",
 	RevokeURL:    "https://oauth2.googleapis.com/revoke",
 	BaseURL:      "https://www.googleapis.com",
-	Scopes:       []string{"https://www.googleapis.com/auth/drive.readonly"},
 }
+
+// Scopes are the least the adapter asks for: it reads files' metadata
+// and the drive's changes (files.list, files.get with fields,
+// changes.getStartPageToken, changes.list), never a file's content, which
+// drive.metadata.readonly covers (a refresh token comes of
+// access_type=offline, not a scope).
+var Scopes = []string{"https://www.googleapis.com/auth/drive.metadata.readonly"}
 
 // CaddyModule returns the Caddy module information.
 func (App) CaddyModule() caddy.ModuleInfo {
@@ -54,7 +60,7 @@ func (a *App) Validate() error { return a.OAuthApp.Validate("google_drive") }
 // OAuth is the app's client. Google gives a refresh token only to offline
 // access, and again only when the user is asked for consent.
 func (a *App) OAuth(string) firmsystem.OAuthClient {
-	return a.Client(oauth2.AuthStyleInParams, oauthtoken.GDrive, oauth2.AccessTypeOffline, oauth2.SetAuthURLParam("prompt", "consent"))
+	return a.Client(oauth2.AuthStyleInParams, oauthtoken.GDrive, Scopes, oauth2.AccessTypeOffline, oauth2.SetAuthURLParam("prompt", "consent"))
 }
 
 // Organisations: a grant reaches the user's one Drive.

@@ -46,14 +46,12 @@ type App struct {
 	VerifierToken string `json:"verifier_token,omitempty"`
 }
 
-// publishedApp are Intuit's published endpoints and the one scope the
-// ledger needs.
+// publishedApp are Intuit's published endpoints.
 var publishedApp = firmsystem.OAuthApp{
 	AuthorizeURL: "https://appcenter.intuit.com/connect/oauth2",
 	TokenURL:     DefaultTokenURL,
 	RevokeURL:    "https://developer.api.intuit.com/v2/oauth2/tokens/revoke",
 	BaseURL:      DefaultBaseURL,
-	Scopes:       []string{Scope},
 }
 
 // CaddyModule returns the Caddy module information.
@@ -65,7 +63,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision reads the placeholders and defaults what the operator left
-// out to Intuit's published endpoints and scope.
+// out to Intuit's published endpoints.
 func (a *App) Provision(caddy.Context) error {
 	a.OAuthApp.Provision(publishedApp)
 	a.VerifierToken = firmsystem.ExpandValue(caddy.NewReplacer(), a.VerifierToken)
@@ -81,10 +79,11 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	return a.OAuthApp.UnmarshalCaddyfileWith(d, map[string]*string{"verifier_token": &a.VerifierToken})
 }
 
-// OAuth is the app's client: Intuit's token endpoint takes the client's
-// credentials in HTTP Basic.
+// OAuth is the app's client, asking for the one scope of the accounting
+// API: Intuit's token endpoint takes the client's credentials in HTTP
+// Basic.
 func (a *App) OAuth(string) firmsystem.OAuthClient {
-	return a.Client(oauth2.AuthStyleInHeader, oauthtoken.Intuit)
+	return a.Client(oauth2.AuthStyleInHeader, oauthtoken.Intuit, []string{Scope})
 }
 
 // Organisations: Intuit lists no companies for a token; the callback

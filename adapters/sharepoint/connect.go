@@ -24,14 +24,25 @@ type App struct {
 	firmsystem.OAuthApp
 }
 
-// published are Microsoft's endpoints and the scopes the adapter needs.
-// Microsoft identity offers no revocation endpoint: a grant ends when the
-// user or an administrator removes the app.
+// published are Microsoft's endpoints. Microsoft identity offers no
+// revocation endpoint: a grant ends when the user or an administrator
+// removes the app.
 var published = firmsystem.OAuthApp{
 	AuthorizeURL: "https://login.microsoftonline.com/common/oauth2/v2.0/authorize",
 	TokenURL:     "https://login.microsoftonline.com/common/oauth2/v2.0/token",
 	BaseURL:      "https://graph.microsoft.com",
-	Scopes:       []string{"offline_access", "Files.Read.All", "Sites.Read.All"},
+}
+
+// Scopes are the least each system asks for, beside offline_access (a
+// refresh token), as Graph's permission tables give them (delegated, work
+// or school account). SharePoint finds the sites a grant reaches (GET
+// /sites?search=, which takes Sites.Read.All and nothing narrower) and
+// reads the chosen site's library and its delta, which Sites.Read.All
+// covers. OneDrive reads the signed-in user's own drive (GET /me/drive,
+// its items and delta), whose least permission is Files.Read.
+var Scopes = map[string][]string{
+	"sharepoint": {"offline_access", "Sites.Read.All"},
+	"onedrive":   {"offline_access", "Files.Read"},
 }
 
 // CaddyModule returns the Caddy module information.
@@ -52,10 +63,11 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("sharepoint") }
 
-// OAuth is the app's client; Microsoft takes the client's credentials in
-// the token request's body.
-func (a *App) OAuth(string) firmsystem.OAuthClient {
-	return a.Client(oauth2.AuthStyleInParams, oauthtoken.Graph)
+// OAuth is the app's client of system (sharepoint or onedrive), asking
+// for that system's scopes alone; Microsoft takes the client's
+// credentials in the token request's body.
+func (a *App) OAuth(system string) firmsystem.OAuthClient {
+	return a.Client(oauth2.AuthStyleInParams, oauthtoken.Graph, Scopes[system])
 }
 
 // Organisations are the SharePoint sites a grant reaches.

@@ -115,7 +115,7 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if cfg.MaxDepth <= 0 {
 		cfg.MaxDepth = 6
 	}
-	if len(cfg.OAuth2.Scopes) == 0 && cfg.OAuth2.RefreshToken == "" {
+	if len(cfg.OAuth2.Scopes) == 0 && !cfg.OAuth2.RefreshGrant() {
 		cfg.OAuth2.Scopes = []string{"https://graph.microsoft.com/.default"}
 	}
 	tokenURL := ""

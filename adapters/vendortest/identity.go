@@ -550,6 +550,24 @@ func (i *Identity) exchange(f url.Values) *grant {
 	return g
 }
 
+// Consent is a consent given without its pages, as a test needs one: a
+// grant of scope (space-separated) reaching the organisations consents
+// reach, and its first access and refresh tokens.
+func (i *Identity) Consent(scope string) (access, refresh string) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	g := &grant{Grant: Grant{ID: newUUID(), ClientID: i.ClientID, Scope: scope}}
+	for _, t := range i.tenants {
+		g.connections = append(g.connections, xeroConnection{id: newUUID(), tenantID: t.ID, created: i.now()})
+	}
+	i.grants = append(i.grants, g)
+	access, refresh = i.secret("at"), i.secret("rt")
+	i.access[access] = &accessToken{grant: g, expires: i.now().Add(i.accessTTL)}
+	i.refresh[refresh] = &refreshToken{grant: g}
+	g.refreshes, g.RefreshToken = []string{refresh}, refresh
+	return access, refresh
+}
+
 // rotate checks a refresh token and starts the grace period of the ones
 // it replaces; i.mu is held.
 func (i *Identity) rotate(tok string) *grant {

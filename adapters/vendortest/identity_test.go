@@ -78,7 +78,7 @@ const testRedirect = "https://gw.example.com/connect/callback"
 
 func oauthConfig(id *Identity, style oauth2.AuthStyle) *oauth2.Config {
 	return &oauth2.Config{ClientID: id.ClientID, ClientSecret: id.ClientSecret, RedirectURL: testRedirect,
-		Scopes:   []string{"offline_access", "files.read"},
+		Scopes:   []string{"offline_access", "files.read", "practicemanager.read"},
 		Endpoint: oauth2.Endpoint{AuthURL: id.AuthorizeURL(), TokenURL: id.TokenURL(), AuthStyle: style}}
 }
 
@@ -388,7 +388,9 @@ func TestXPMTakesXeroConsent(t *testing.T) {
 	x, xpm := StartXero(t), StartXPM(t)
 	xpm.UseIdentity(x.Identity)
 	x.Identity.AllowRedirect(testRedirect)
-	tok := consentFor(t, x.Identity, oauthConfig(x.Identity, oauth2.AuthStyleInHeader))
+	conf := oauthConfig(x.Identity, oauth2.AuthStyleInHeader)
+	conf.Scopes = []string{"offline_access", "practicemanager.read"}
+	tok := consentFor(t, x.Identity, conf)
 	header := map[string]string{"Authorization": "Bearer " + tok.AccessToken, "xero-tenant-id": xpm.TenantID}
 	if st := apiStatus(t, "GET", xpm.URL+"/v3.1/client.api/list", "", header); st != http.StatusOK {
 		t.Fatalf("XPM answered %d to the Xero consent's token", st)

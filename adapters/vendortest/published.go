@@ -265,6 +265,42 @@ func (p *published) options() *openapi3filter.Options {
 	return opts
 }
 
+// checkScopes says whether a token granted scopes may make r, by the
+// security requirement of its operation (else the description's). Xero's
+// descriptions list, for each operation, the scopes of which any one
+// admits it (practicemanager, practicemanager.read,
+// practicemanager.client, ...), so that is how they are read here.
+func (p *published) checkScopes(r *http.Request, granted []string) error {
+	u := *r.URL
+	u.Scheme, u.Host = p.server.Scheme, p.server.Host
+	req := r.Clone(context.Background())
+	req.URL, req.Host, req.RequestURI = &u, p.server.Host, ""
+	route, _, err := p.router.FindRoute(req)
+	if err != nil {
+		return nil // check() says so
+	}
+	reqs := p.doc.Security
+	if route.Operation.Security != nil {
+		reqs = *route.Operation.Security
+	}
+	var admits []string
+	for _, req := range reqs {
+		for _, scopes := range req {
+			for _, s := range scopes {
+				if slices.Contains(granted, s) {
+					return nil
+				}
+				admits = append(admits, s)
+			}
+		}
+	}
+	if len(admits) == 0 {
+		return nil
+	}
+	return fmt.Errorf("the token's grant (%s) holds none of the scopes %s %s takes: %s",
+		strings.Join(granted, " "), route.Method, route.Path, strings.Join(admits, ", "))
+}
+
 // declared finds a query parameter of the route's operation or path.
 func declared(route *routers.Route, name string) *openapi3.Parameter {
 	if p := route.Operation.Parameters.GetByInAndName(openapi3.ParameterInQuery, name); p != nil {
@@ -307,6 +343,10 @@ type conformance struct {
 	violations []string
 	// links are the next links the double handed out, as request URIs.
 	links map[string]bool
+	// granted, when set, are the scopes of the grant a request's access
+	// token belongs to (false: a token of no grant, such as the double's
+	// fixed one), checked against the operation's security requirement.
+	granted func(*http.Request) ([]string, bool)
 }
 
 // requestChecker says what in a request a vendor's published definition
@@ -337,7 +377,11 @@ func (c *conformance) wrap(h http.Handler) http.Handler {
 			c.mu.Lock()
 			link := c.links[r.URL.RequestURI()]
 			c.mu.Unlock()
-			if err := c.checker.check(r, body, link); err != nil {
+			err := c.checker.check(r, body, link)
+			if scopes, ok := c.grantedTo(r); ok && err == nil && c.desc != nil {
+				err = c.desc.checkScopes(r, scopes)
+			}
+			if err != nil {
 				c.mu.Lock()
 				c.violations = append(c.violations, r.Method+" "+r.URL.RequestURI()+": "+strings.Join(strings.Fields(err.Error()), " "))
 				c.mu.Unlock()
@@ -345,6 +389,13 @@ func (c *conformance) wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+func (c *conformance) grantedTo(r *http.Request) ([]string, bool) {
+	if c.granted == nil {
+		return nil, false
+	}
+	return c.granted(r)
 }
 
 // handOut notes a next link the double gives, absolute or not.

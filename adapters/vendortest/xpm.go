@@ -113,6 +113,11 @@ func NewXPM() *XPM {
 		conformance: newConformance(xpmDescription)}
 	x.Identity = newIdentity(xeroIdentity, "xero-client")
 	x.Identity.AddTenant(x.TenantID, "Demo Practice")
+	// A token of a consent is held to the scopes it was given.
+	x.conformance.granted = func(r *http.Request) ([]string, bool) {
+		g, ok := x.Identity.live(bearer(r))
+		return strings.Fields(g.Scope), ok
+	}
 	x.srv = httptest.NewServer(x.Identity.mount(x.conformance.wrap(x.Faults.wrap(http.HandlerFunc(x.serve)))))
 	x.URL = x.srv.URL + "/practicemanager"
 	x.Identity.URL = x.srv.URL

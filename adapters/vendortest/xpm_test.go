@@ -49,6 +49,37 @@ func TestXPMRequestsAreCheckedAgainstThePublishedDescription(t *testing.T) {
 	}
 }
 
+// A token of a consent is held to its scopes, as XPM's description gives
+// them for each operation: any one of them admits it.
+func TestXPMHoldsATokenToItsScopes(t *testing.T) {
+	requireDescription(t, xpmDescription)
+	x := NewXPM()
+	defer x.Close()
+	reader, _ := x.Identity.Consent("offline_access practicemanager.read")
+	clients, _ := x.Identity.Consent("practicemanager.client.read")
+	for _, c := range []struct {
+		name, token, method, path, body string
+		want                            string
+	}{
+		{"read with practicemanager.read", reader, "GET", "/v3.1/invoice.api/current", "", ""},
+		{"a client with practicemanager.client.read", clients, "GET", "/v3.1/client.api/list", "", ""},
+		{"a client written with practicemanager.read", reader, "POST", "/v3.1/client.api/add", `{"name":"Acme Ltd"}`,
+			"holds none of the scopes POST /v3.1/client.api/add takes: practicemanager, practicemanager.client"},
+		{"invoices with practicemanager.client.read", clients, "GET", "/v3.1/invoice.api/current", "", "practicemanager.read"},
+		{"the double's own token, of no consent", x.Token, "POST", "/v3.1/client.api/add", `{"name":"Acme Ltd"}`, ""},
+	} {
+		before := len(x.Violations())
+		send(t, c.method, x.URL+c.path, map[string]string{"Authorization": "Bearer " + c.token, "xero-tenant-id": x.TenantID}, c.body)
+		got := x.Violations()[before:]
+		switch {
+		case c.want == "" && len(got) > 0:
+			t.Errorf("%s: refused: %v", c.name, got)
+		case c.want != "" && (len(got) != 1 || !strings.Contains(got[0], c.want)):
+			t.Errorf("%s: violations %v, want one saying %s", c.name, got, c.want)
+		}
+	}
+}
+
 // client.api/paged-list pages with XPM's own pageToken, handed out in
 // pagination.links.next, and leaves archived and deleted clients out.
 func TestXPMPagedListFollowsPageTokens(t *testing.T) {

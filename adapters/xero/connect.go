@@ -32,19 +32,30 @@ type App struct {
 	firmsystem.OAuthApp
 }
 
-// published are Xero's published endpoints and the scopes the adapters
-// need. The ledger reads invoices: Xero's granular scope, the only one an
-// app registered since 2 March 2026 may ask for (the broad
-// accounting.transactions.read is not offered to it). Xero Practice
-// Manager reads its practice and writes clients and jobs.
+// published are Xero's published endpoints.
 var published = firmsystem.OAuthApp{
 	AuthorizeURL:   "https://login.xero.com/identity/connect/authorize",
 	TokenURL:       "https://identity.xero.com/connect/token",
 	RevokeURL:      "https://identity.xero.com/connect/revocation",
 	ConnectionsURL: "https://api.xero.com/connections",
 	BaseURL:        "https://api.xero.com",
-	Scopes: []string{"offline_access", "accounting.invoices.read",
-		"practicemanager.client", "practicemanager.job", "practicemanager.read"},
+}
+
+// Scopes are the least each system of the app asks for, beside
+// offline_access (a refresh token). The ledger reads invoices and quotes
+// (GET /Invoices, /Quotes): Xero's granular accounting.invoices.read,
+// the only scope of them an app registered since 2 March 2026 may ask for
+// (the broad accounting.transactions.read is not offered to it), and no
+// Practice Manager scope. Xero Practice Manager (records) reads its
+// practice (practicemanager.read covers every list and get its adapter
+// makes, invoices, quotes and categories among them, which no narrower
+// scope does) and writes clients and jobs (client.api/add, update,
+// archive and contacts: practicemanager.client; job.api/add, update,
+// assign, state and note: practicemanager.job), as the description's
+// security requirements say; no accounting scope.
+var Scopes = map[string][]string{
+	"xero": {"offline_access", "accounting.invoices.read"},
+	"xpm":  {"offline_access", "practicemanager.client", "practicemanager.job", "practicemanager.read"},
 }
 
 // CaddyModule returns the Caddy module information.
@@ -56,7 +67,7 @@ func (App) CaddyModule() caddy.ModuleInfo {
 }
 
 // Provision reads the placeholders and defaults what the operator left
-// out to Xero's published endpoints and the scopes the adapters need.
+// out to Xero's published endpoints.
 func (a *App) Provision(caddy.Context) error {
 	a.OAuthApp.Provision(published)
 	return nil
@@ -65,10 +76,11 @@ func (a *App) Provision(caddy.Context) error {
 // Validate checks the provisioned app.
 func (a *App) Validate() error { return a.OAuthApp.Validate("xero") }
 
-// OAuth is the app's client: Xero's identity service takes the client's
-// credentials in HTTP Basic, and gives the ledger and XPM one grant.
-func (a *App) OAuth(string) firmsystem.OAuthClient {
-	return a.Client(oauth2.AuthStyleInHeader, oauthtoken.Xero)
+// OAuth is the app's client of system (the ledger, xero, or Xero
+// Practice Manager, xpm), asking for that system's scopes alone: Xero's
+// identity service takes the client's credentials in HTTP Basic.
+func (a *App) OAuth(system string) firmsystem.OAuthClient {
+	return a.Client(oauth2.AuthStyleInHeader, oauthtoken.Xero, Scopes[system])
 }
 
 // Organisations are the organisations a grant reaches (GET /connections).

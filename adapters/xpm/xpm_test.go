@@ -107,13 +107,17 @@ type env struct {
 	sink  *sink
 }
 
+// newEnv is the adapter on the fixture, with the token of a consent of
+// the scopes the Xero app asks for Xero Practice Manager, to which the
+// double holds every call the tests make.
 func newEnv(t *testing.T, edit ...func(*xpm.Config)) env {
 	t.Helper()
 	x := fixture(t)
 	clock := vendortest.NewClock(epoch)
 	s := &sink{}
+	token, _ := x.Identity.Consent(strings.Join(xero.Scopes["xpm"], " "))
 	cfg := xpm.Config{Firm: "frm_acme", TenantID: x.TenantID, BaseURL: x.URL,
-		OAuth2:   upstream.OAuth2Config{AccessToken: x.Token},
+		OAuth2:   upstream.OAuth2Config{AccessToken: token},
 		StageMap: map[string]string{"Awaiting info": "awaiting_client"},
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second)}}
 	for _, e := range edit {

@@ -74,11 +74,12 @@ func TestProvisionFillsPublishedEndpoints(t *testing.T) {
 		{ms.TokenURL, "https://login.example/token"},
 		{ms.RevokeURL, ""},
 		{ms.BaseURL, "https://graph.microsoft.com"},
-		{strings.Join(ms.Scopes, " "), "offline_access Files.Read.All Sites.Read.All"},
+		{strings.Join(ms.OAuth("sharepoint").Config.Scopes, " "), "offline_access Sites.Read.All"},
+		{strings.Join(ms.OAuth("onedrive").Config.Scopes, " "), "offline_access Files.Read"},
 		{g.AuthorizeURL, "https://accounts.google.com/o/oauth2/v2/auth"},
 		{g.TokenURL, "https://oauth2.googleapis.com/token"},
 		{g.RevokeURL, "https://oauth2.googleapis.com/revoke"},
-		{strings.Join(g.Scopes, " "), "https://www.googleapis.com/auth/drive.readonly"},
+		{strings.Join(g.OAuth("google_drive").Config.Scopes, " "), "https://www.googleapis.com/auth/drive.metadata.readonly"},
 		{d.AuthorizeURL, "https://www.dropbox.com/oauth2/authorize"},
 		{d.TokenURL, "https://api.dropboxapi.com/oauth2/token"},
 		{d.RevokeURL, "https://api.dropboxapi.com/2/auth/token/revoke"},
@@ -88,8 +89,8 @@ func TestProvisionFillsPublishedEndpoints(t *testing.T) {
 			t.Errorf("got %q, want %q", f.got, f.want)
 		}
 	}
-	if !strings.HasPrefix(strings.Join(x.Scopes, " "), "offline_access ") {
-		t.Errorf("xero scopes %v", x.Scopes)
+	if got := strings.Join(x.OAuth("xero").Config.Scopes, " "); got != "offline_access accounting.invoices.read" {
+		t.Errorf("the Xero ledger's consent asks for %s", got)
 	}
 	if c.App("quickbooks") != nil {
 		t.Error("an app the block does not register is provisioned")
