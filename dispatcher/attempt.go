@@ -155,11 +155,14 @@ func (e *Engine) record(ctx context.Context, c Claim, ep Endpoint, trigger Trigg
 	return saved, nil
 }
 
-// event is the claimed delivery's event, as the claim brought it or read
-// now.
+// event is the claimed delivery's event, as the claim brought it, as this
+// engine recorded it a moment ago, or read now.
 func (e *Engine) event(ctx context.Context, c Claim) (Event, error) {
 	if c.Event != nil && c.Event.ID == c.Delivery.EventID {
 		return *c.Event, nil
+	}
+	if ev, ok := e.events.get(c.Delivery.EventID); ok {
+		return ev, nil
 	}
 	return e.b.Events.Event(ctx, c.Delivery.EventID)
 }

@@ -192,6 +192,8 @@ type Engine struct {
 	recorded signal
 	metrics  *metrics
 	epCache  endpointCache
+	// events are the events recorded last, for their first attempts.
+	events recentEvents
 
 	// createMu makes counting a tenant's endpoints and adding one a
 	// single step in this process. Gateways sharing Redis each check

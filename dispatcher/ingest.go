@@ -51,13 +51,10 @@ func (e *Engine) IngestEvents(ctx context.Context, events []Event) error {
 	if err != nil {
 		return fmt.Errorf("record %d events: %w", len(events), err)
 	}
+	e.countRecorded(events, created)
 	now := e.now()
 	var deliveries []Delivery
-	for i, ev := range events {
-		if i < len(created) && created[i] {
-			e.metrics.events.WithLabelValues(ev.Event).Inc()
-			e.recorded.fire()
-		}
+	for _, ev := range events {
 		// Fan out whether or not the event is new: if a crash came between
 		// recording it and queuing its deliveries, this is where they are
 		// queued after all.

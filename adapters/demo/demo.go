@@ -6,9 +6,11 @@
 // same id gives byte-identical records on every machine. Records are kept in
 // bbolt under the top-level bucket "demo" (demo/<firm>/<live|sandbox>/<kind>,
 // keyed by id) and held in memory already encoded, so a read neither
-// decodes nor encodes JSON. A write stores the record and an
-// practice.Change in the top-level bucket "outbox" in one transaction; the
-// event pipeline drains the outbox.
+// decodes nor encodes JSON. A write stores the record and hands its
+// practice.Change to the change log in the same transaction: by default the
+// top-level bucket "outbox", which the event pipeline drains; in the
+// embedded mode the pipeline's own first stage (SetChangeLog), which
+// records the change's events and queues their deliveries in it.
 //
 // A firm's live or sandbox records are seeded and loaded when first used,
 // and Unload drops those unused for a while: a gateway serving hundreds of
@@ -30,6 +32,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/practicegw/practicegw/internal/groupcommit"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/recordindex"
 )
@@ -46,9 +49,12 @@ const (
 // Records is the demo adapter. It is safe for concurrent use.
 type Records struct {
 	db     *bbolt.DB
+	c      *groupcommit.Committer
 	now    func() time.Time
 	ids    idSource
 	signal chan struct{}
+	// log is where writes' changes go (a *logHolder); nil is the outbox.
+	log atomic.Pointer[logHolder]
 	// tenants is replaced whole when firms are added, so that readers
 	// never lock for it.
 	tenants atomic.Pointer[map[practice.Tenant]*tenant]
@@ -64,6 +70,12 @@ func withClock(now func() time.Time) Option {
 	return func(r *Records) { r.now = now }
 }
 
+// WithCommitter makes the records' writes share c's commits: the
+// committer of every writer of db (default: one of the records' own).
+func WithCommitter(c *groupcommit.Committer) Option {
+	return func(r *Records) { r.c = c }
+}
+
 // Open serves the firms' records from db, seeding each firm's live or
 // sandbox records there when they are first used. db stays the caller's
 // to close.
@@ -75,6 +87,9 @@ func Open(db *bbolt.DB, firms []string, opts ...Option) (*Records, error) {
 	}
 	for _, o := range opts {
 		o(r)
+	}
+	if r.c == nil {
+		r.c = groupcommit.New(db)
 	}
 	seen := map[string]bool{}
 	for _, firm := range firms {
@@ -140,7 +155,10 @@ func (r *Records) clock() time.Time {
 }
 
 // seed writes a tenant's seed unless it has records already, in one
-// transaction so that a tenant is either fully seeded or not at all.
+// transaction so that a tenant is either fully seeded or not at all. Its
+// caller holds the tenant's write lock, so it commits on its own rather
+// than through the group committer, whose leader takes that lock to apply
+// the tenant's committed writes.
 func (r *Records) seed(ts *tenant) error {
 	seeded := false
 	err := r.db.View(func(tx *bbolt.Tx) error {
@@ -251,7 +269,8 @@ func (r *Records) Unload(before time.Time) int {
 		}
 		ts.wmu.Lock()
 		ts.mu.Lock()
-		if ts.loaded.ok && ts.usedBefore(before) {
+		// Records in flight are applied to the index when they commit.
+		if ts.loaded.ok && ts.usedBefore(before) && len(ts.loaded.flight) == 0 {
 			ts.loaded = loaded{}
 			n++
 		}
@@ -325,6 +344,41 @@ type loaded struct {
 	owners []string
 	// lastInvoice is the highest invoice number; guarded by wmu.
 	lastInvoice int
+	// flight holds the records of writes submitted but not yet committed,
+	// each the latest such state of its record; guarded by wmu.
+	flight map[flightKey]flying
+}
+
+type flightKey struct {
+	kind practice.Kind
+	id   string
+}
+
+// flying is a record's state a write in flight stores.
+type flying struct {
+	entry entry
+	w     *write
+}
+
+// fly puts w's records in flight; the caller holds wmu.
+func (ts *tenant) fly(w *write) {
+	if ts.flight == nil {
+		ts.flight = make(map[flightKey]flying)
+	}
+	for _, p := range w.pending {
+		ts.flight[flightKey{p.kind, p.entry.ID}] = flying{entry: p.entry, w: w}
+	}
+}
+
+// land takes w's records out of flight, committed or not, but for those a
+// later write in flight has changed since; the caller holds wmu.
+func (ts *tenant) land(w *write) {
+	for _, p := range w.pending {
+		k := flightKey{p.kind, p.entry.ID}
+		if f, ok := ts.flight[k]; ok && f.w == w {
+			delete(ts.flight, k)
+		}
+	}
 }
 
 func (ts *tenant) isLoaded() bool {

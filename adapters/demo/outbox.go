@@ -3,6 +3,7 @@ package demo
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 
@@ -56,7 +57,7 @@ func (r *Records) ReadOutbox(after uint64, max int) ([]OutboxEntry, error) {
 // DeleteOutbox removes the changes up to and including sequence upTo, once
 // the drainer has made them durable elsewhere.
 func (r *Records) DeleteOutbox(upTo uint64) error {
-	err := r.db.Update(func(tx *bbolt.Tx) error {
+	err := r.c.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte(outboxBucket))
 		if b == nil {
 			return nil
@@ -85,4 +86,75 @@ func (r *Records) DeleteOutbox(upTo uint64) error {
 // writes, so the drainer reads until the outbox is empty.
 func (r *Records) OutboxSignal() <-chan struct{} {
 	return r.signal
+}
+
+// ChangeLog is where writes' change records go, inside the transaction
+// that stores the records, so that a change is durable with its record or
+// not at all (a transactional outbox). Log is called once per write, in
+// the writer's goroutine and outside any transaction, for the work that
+// needs no store (deriving and encoding events), so that it runs beside
+// other writes rather than inside the one transaction they share. What it
+// returns runs in that transaction: perhaps more than once, each time in a
+// new transaction (a group commit retries a batch without a write that
+// failed), reporting afresh each time; what its last run returns is called
+// once that transaction has committed, in commit order.
+type ChangeLog interface {
+	Log(changes []practice.Change) (inTx func(tx *bbolt.Tx) (committed func(), err error), err error)
+}
+
+type logHolder struct{ log ChangeLog }
+
+// SetChangeLog sends the changes of writes from now on to log rather than
+// to the outbox (the embedded pipeline's first stage takes them in the
+// writing transaction itself). restore sends them back to the outbox,
+// unless another log was set since: a configuration reload sets the new
+// pipeline's before the old one restores.
+func (r *Records) SetChangeLog(log ChangeLog) (restore func()) {
+	h := &logHolder{log: log}
+	r.log.Store(h)
+	return func() { r.log.CompareAndSwap(h, nil) }
+}
+
+func (r *Records) changeLog() ChangeLog {
+	if h := r.log.Load(); h != nil {
+		return h.log
+	}
+	return outboxLog{r}
+}
+
+// outboxLog appends changes to the outbox, for DrainOutbox.
+type outboxLog struct{ r *Records }
+
+func (l outboxLog) Log(changes []practice.Change) (func(*bbolt.Tx) (func(), error), error) {
+	raws := make([][]byte, len(changes))
+	for i, c := range changes {
+		raw, err := practice.Marshal(c)
+		if err != nil {
+			return nil, fmt.Errorf("encode change: %w", err)
+		}
+		raws[i] = raw
+	}
+	return func(tx *bbolt.Tx) (func(), error) {
+		ob := tx.Bucket([]byte(outboxBucket))
+		if ob == nil {
+			return nil, errors.New("the outbox bucket is missing")
+		}
+		for _, raw := range raws {
+			seq, err := ob.NextSequence()
+			if err != nil {
+				return nil, fmt.Errorf("outbox sequence: %w", err)
+			}
+			if err := ob.Put(seqKey(seq), raw); err != nil {
+				return nil, fmt.Errorf("append to outbox: %w", err)
+			}
+		}
+		return l.r.signalOutbox, nil
+	}, nil
+}
+
+func (r *Records) signalOutbox() {
+	select {
+	case r.signal <- struct{}{}:
+	default:
+	}
 }

@@ -66,11 +66,14 @@ func (r *Records) Trigger(ctx context.Context, firm, event string) (practice.Cha
 	if err != nil {
 		return practice.Change{}, err
 	}
+	// The number is taken before the commit, while the write lock is
+	// held: a write that then fails leaves a gap, as a real ledger's
+	// voided draft would.
+	w.ts.lastInvoice = max(w.ts.lastInvoice, tr.lastInvoice)
 	changes, err := r.commit(ctx, w)
 	if err != nil {
 		return practice.Change{}, err
 	}
-	w.ts.lastInvoice = max(w.ts.lastInvoice, tr.lastInvoice)
 	// Every trigger stores the record that raises the event last.
 	return changes[len(changes)-1], nil
 }

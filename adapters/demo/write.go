@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -212,11 +213,24 @@ func set(dst *string, v *string) {
 
 // write is one write in progress on a tenant. The records it has changed so
 // far shadow the index, so a write that touches a record twice (a trigger
-// that creates an engagement and signs it) sees its own changes.
+// that creates an engagement and signs it) sees its own changes; and the
+// tenant's writes submitted but not yet committed shadow it too (flight), so
+// that a write computes from the state the writes before it leave, whether
+// or not their commit is done.
 type write struct {
 	ts      *tenant
 	now     time.Time
 	pending []pending
+	// locked says the write holds ts.wmu; release gives it up once.
+	locked bool
+}
+
+// release gives up the tenant's write lock, if the write still holds it.
+func (w *write) release() {
+	if w.locked {
+		w.locked = false
+		w.ts.wmu.Unlock()
+	}
 }
 
 // pending is one record a write stores, with the state it replaces.
@@ -241,7 +255,8 @@ func (r *Records) begin(t practice.Tenant) (w *write, done func(), err error) {
 	}
 	now := r.clock()
 	ts.touch(now)
-	return &write{ts: ts, now: now}, ts.wmu.Unlock, nil
+	w = &write{ts: ts, now: now, locked: true}
+	return w, w.release, nil
 }
 
 // entry returns the current state of a record.
@@ -250,6 +265,9 @@ func (w *write) entry(k practice.Kind, id string) (entry, bool) {
 		if p := &w.pending[i]; p.kind == k && p.entry.ID == id {
 			return p.entry, true
 		}
+	}
+	if f, ok := w.ts.flight[flightKey{k, id}]; ok {
+		return f.entry, true
 	}
 	if e := w.ts.find(k, id); e != nil {
 		return *e, true
@@ -304,64 +322,90 @@ func (r *Records) commitFirst(ctx context.Context, w *write) (json.RawMessage, e
 	return w.pending[0].entry.Raw, nil
 }
 
-// commit stores every record of w and appends one change per record to the
-// outbox, in one transaction, so that no change is ever stored without its
-// event or the reverse. Only then does the index show the new records.
+// commit stores every record of w and hands one change per record to the
+// change log, in one transaction, so that no change is ever stored without
+// its event or the reverse. Only then does the index show the new records.
+//
+// The tenant's write lock is held while the write is computed and
+// submitted, not while it commits: the tenant's writes are computed one at
+// a time, each from the state the ones before it leave (their records stay
+// in flight until committed), and committed together, many to an fsync.
+// The transaction checks that each record it replaces is still the one the
+// write was computed from, so a write computed from one whose commit then
+// failed fails too, rather than storing over what it never saw.
 func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, error) {
+	defer w.release()
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	ts := w.ts
 	changes := make([]practice.Change, len(w.pending))
-	err := r.db.Update(func(tx *bbolt.Tx) error {
-		tb, ob := tenantBucket(tx, ts.Tenant), tx.Bucket([]byte(outboxBucket))
-		if tb == nil || ob == nil {
+	for i, p := range w.pending {
+		changes[i] = practice.Change{
+			ID:         r.ids.next("chg_", w.now),
+			Firm:       ts.Firm,
+			Sandbox:    ts.Sandbox,
+			Kind:       p.kind,
+			ResourceID: p.entry.ID,
+			Before:     p.before,
+			After:      p.entry.Raw,
+			Note:       p.note,
+			OccurredAt: w.now,
+		}
+	}
+	appendChanges, err := r.changeLog().Log(changes)
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	var logged func()
+	store := func(tx *bbolt.Tx) error {
+		logged = nil
+		tb := tenantBucket(tx, ts.Tenant)
+		if tb == nil {
 			return errors.New("buckets are missing")
 		}
-		for i, p := range w.pending {
+		for _, p := range w.pending {
 			kb := tb.Bucket([]byte(p.kind))
 			if kb == nil {
 				return fmt.Errorf("no %s bucket", p.kind)
 			}
+			// The record must be as the write found it (bbolt shows a
+			// transaction its own writes, so a record the write changed
+			// twice compares with its first change).
+			if !bytes.Equal(kb.Get([]byte(p.entry.ID)), p.before) {
+				return fmt.Errorf("%s %s changed under the write: an earlier write failed", p.kind.Singular(), p.entry.ID)
+			}
 			if err := kb.Put([]byte(p.entry.ID), p.entry.Raw); err != nil {
 				return fmt.Errorf("store %s: %w", p.entry.ID, err)
 			}
-			seq, err := ob.NextSequence()
-			if err != nil {
-				return fmt.Errorf("outbox sequence: %w", err)
-			}
-			changes[i] = practice.Change{
-				ID:         r.ids.next("chg_", w.now),
-				Firm:       ts.Firm,
-				Sandbox:    ts.Sandbox,
-				Kind:       p.kind,
-				ResourceID: p.entry.ID,
-				Before:     p.before,
-				After:      p.entry.Raw,
-				Note:       p.note,
-				OccurredAt: w.now,
-			}
-			raw, err := practice.Marshal(changes[i])
-			if err != nil {
-				return fmt.Errorf("encode change: %w", err)
-			}
-			if err := ob.Put(seqKey(seq), raw); err != nil {
-				return fmt.Errorf("append to outbox: %w", err)
+		}
+		var err error
+		logged, err = appendChanges(tx)
+		return err
+	}
+	committed := func() {
+		ts.wmu.Lock()
+		ts.mu.Lock()
+		for _, p := range w.pending {
+			if ts.loaded.ok {
+				ts.upsert(p.kind, p.entry)
 			}
 		}
-		return nil
-	})
-	if err != nil {
+		ts.land(w)
+		ts.mu.Unlock()
+		ts.wmu.Unlock()
+		if logged != nil {
+			logged()
+		}
+	}
+	ts.fly(w)
+	op := r.c.Submit(store, committed)
+	w.release()
+	if err := op.Wait(); err != nil {
+		ts.wmu.Lock()
+		ts.land(w)
+		ts.wmu.Unlock()
 		return nil, fmt.Errorf("demo: commit to %s: %w", ts, err)
-	}
-	ts.mu.Lock()
-	for _, p := range w.pending {
-		ts.upsert(p.kind, p.entry)
-	}
-	ts.mu.Unlock()
-	select {
-	case r.signal <- struct{}{}:
-	default:
 	}
 	return changes, nil
 }

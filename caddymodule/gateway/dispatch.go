@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/envconfig"
@@ -110,8 +112,13 @@ type dispatch struct {
 	// takes its share of the changes topic as one member of the
 	// dispatchers' consumer group.
 	consumer *kafka.Consumer
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// intake is set when the webhook state is the embedded store: the demo
+	// records hand it their changes in the transaction that writes them
+	// (dispatcher.TxIntake), rather than to the outbox.
+	intake  demo.ChangeLog
+	restore func()
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 func (a *App) provisionDispatch() error {
@@ -143,6 +150,9 @@ func (a *App) provisionDispatch() error {
 	d := &dispatch{engine: engine, deliver: mode == "embedded"}
 
 	brokers := kafka.SplitBrokers(expand(repl, a.Kafka))
+	if a.redis == nil && len(brokers) == 0 {
+		d.intake = dispatcher.NewTxIntake[*bolt.Tx](engine, a.shared.store)
+	}
 	if len(brokers) > 0 {
 		if a.redis == nil {
 			return fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
@@ -179,8 +189,12 @@ func (d *dispatch) publish(ctx context.Context, changes []practice.Change) error
 
 // start runs delivery and the outbox drain in this process when it
 // delivers. The outbox is drained either way, so that no change waits for
-// a process that never comes.
-func (d *dispatch) start(outbox dispatcher.Outbox, logger *zap.Logger) {
+// a process that never comes (with the intake, what a previous version or
+// a stopped app left there).
+func (d *dispatch) start(outbox *demo.Records, logger *zap.Logger) {
+	if d.intake != nil {
+		d.restore = outbox.SetChangeLog(d.intake)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	d.wg.Add(1)
@@ -218,6 +232,9 @@ func (d *dispatch) start(outbox dispatcher.Outbox, logger *zap.Logger) {
 }
 
 func (d *dispatch) stop() error {
+	if d.restore != nil {
+		d.restore()
+	}
 	if d.cancel != nil {
 		d.cancel()
 	}

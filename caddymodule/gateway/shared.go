@@ -13,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/demo"
+	"github.com/practicegw/practicegw/internal/groupcommit"
 	"github.com/practicegw/practicegw/internal/sealed"
 	boltstore "github.com/practicegw/practicegw/store/bolt"
 	redisstore "github.com/practicegw/practicegw/store/redis"
@@ -55,11 +56,14 @@ func openShared(dir string, firms []string, secrets *sealed.Key) (*shared, error
 			return nil, fmt.Errorf("secrets key: %w", err)
 		}
 	}
-	if sh.store, err = boltstore.New(db, nil, boltstore.WithSecrets(sh.secrets)); err != nil {
+	// One group committer for every writer of the file: a demo record's
+	// write, its change's event and the event's deliveries share a commit.
+	commits := groupcommit.New(db)
+	if sh.store, err = boltstore.New(db, nil, boltstore.WithSecrets(sh.secrets), boltstore.WithCommitter(commits)); err != nil {
 		db.Close()
 		return nil, sh.explain(err)
 	}
-	if sh.demo, err = demo.Open(db, firms); err != nil {
+	if sh.demo, err = demo.Open(db, firms, demo.WithCommitter(commits)); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening demo records: %w", err)
 	}

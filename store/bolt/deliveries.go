@@ -86,34 +86,41 @@ func newToken() string {
 func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, error) {
 	created := 0
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
-		created = 0
-		q := openQueues(tx)
-		dels := tx.Bucket([]byte(bucketDeliveries))
-		endpoints := tx.Bucket([]byte(bucketEndpoints))
-		byTarget := tx.Bucket([]byte(bucketDeliveriesByTarget))
-		h := horizon(tx)
-		for _, d := range ds {
-			if beyondHorizon(d.EventID, h) || dels.Get([]byte(d.ID)) != nil || endpoints.Get([]byte(d.EndpointID)) == nil {
-				continue
-			}
-			rec := deliveryRecord{Delivery: d, Firm: d.Firm}
-			if err := q.push(&rec, d.NextAttemptAt); err != nil {
-				return err
-			}
-			if err := byTarget.Put(targetKey(d), []byte(d.State)); err != nil {
-				return err
-			}
-			if err := saveDelivery(tx, rec); err != nil {
-				return err
-			}
-			created++
-		}
-		return q.finish()
+		var err error
+		created, err = s.EnqueueTx(tx, ds)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("enqueue deliveries: %w", err)
 	}
 	return created, nil
+}
+
+// EnqueueTx is Enqueue inside tx (dispatcher.TxIntake).
+func (s *Store) EnqueueTx(tx *bbolt.Tx, ds []dispatcher.Delivery) (int, error) {
+	created := 0
+	q := openQueues(tx)
+	dels := tx.Bucket([]byte(bucketDeliveries))
+	endpoints := tx.Bucket([]byte(bucketEndpoints))
+	byTarget := tx.Bucket([]byte(bucketDeliveriesByTarget))
+	h := horizon(tx)
+	for _, d := range ds {
+		if beyondHorizon(d.EventID, h) || dels.Get([]byte(d.ID)) != nil || endpoints.Get([]byte(d.EndpointID)) == nil {
+			continue
+		}
+		rec := deliveryRecord{Delivery: d, Firm: d.Firm}
+		if err := q.push(&rec, d.NextAttemptAt); err != nil {
+			return 0, err
+		}
+		if err := byTarget.Put(targetKey(d), []byte(d.State)); err != nil {
+			return 0, err
+		}
+		if err := saveDelivery(tx, rec); err != nil {
+			return 0, err
+		}
+		created++
+	}
+	return created, q.finish()
 }
 
 // Lease leases one delivery for a replay, whatever its state.

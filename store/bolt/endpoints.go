@@ -42,23 +42,32 @@ func (s *Store) Endpoint(ctx context.Context, id string) (dispatcher.Endpoint, e
 // order to the millisecond.
 func (s *Store) Endpoints(ctx context.Context, t practice.Tenant) ([]dispatcher.Endpoint, error) {
 	var eps []dispatcher.Endpoint
-	prefix := tenantKey(t)
 	err := s.view(ctx, func(tx *bbolt.Tx) error {
-		c := tx.Bucket([]byte(bucketEndpointsByTenant)).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			ep, err := s.loadEndpoint(tx, string(k[len(prefix):]))
-			if errors.Is(err, dispatcher.ErrNotFound) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			eps = append(eps, ep)
-		}
-		return nil
+		var err error
+		eps, err = s.EndpointsTx(tx, t)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("endpoints of %s: %w", t, err)
+	}
+	return eps, nil
+}
+
+// EndpointsTx is Endpoints inside tx (dispatcher.TxIntake): the endpoints
+// a change's events fan out to are those its own transaction sees.
+func (s *Store) EndpointsTx(tx *bbolt.Tx, t practice.Tenant) ([]dispatcher.Endpoint, error) {
+	var eps []dispatcher.Endpoint
+	prefix := tenantKey(t)
+	c := tx.Bucket([]byte(bucketEndpointsByTenant)).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		ep, err := s.loadEndpoint(tx, string(k[len(prefix):]))
+		if errors.Is(err, dispatcher.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		eps = append(eps, ep)
 	}
 	return eps, nil
 }

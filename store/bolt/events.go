@@ -33,6 +33,30 @@ func (r eventRecord) decode() (dispatcher.Event, error) {
 func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, error) {
 	// Encoded before the transaction: it is pure work, and a retried
 	// transaction need not repeat it.
+	envs, err := envelopes(evs)
+	if err != nil {
+		return nil, err
+	}
+	var created []bool
+	err = s.update(ctx, func(tx *bbolt.Tx) error {
+		var err error
+		created, err = recordTx(tx, evs, envs)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record %d events: %w", len(evs), err)
+	}
+	return created, nil
+}
+
+// RecordTx is Record inside tx, the transaction of the write that raised
+// the events (dispatcher.TxIntake), with each event's envelope encoded
+// already.
+func (s *Store) RecordTx(tx *bbolt.Tx, evs []dispatcher.Event, envelopes [][]byte) ([]bool, error) {
+	return recordTx(tx, evs, envelopes)
+}
+
+func envelopes(evs []dispatcher.Event) ([][]byte, error) {
 	envs := make([][]byte, len(evs))
 	for i, ev := range evs {
 		env, err := ev.MarshalJSON()
@@ -41,31 +65,28 @@ func (s *Store) Record(ctx context.Context, evs []dispatcher.Event) ([]bool, err
 		}
 		envs[i] = env
 	}
+	return envs, nil
+}
+
+func recordTx(tx *bbolt.Tx, evs []dispatcher.Event, envs [][]byte) ([]bool, error) {
 	created := make([]bool, len(evs))
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
-		clear(created)
-		events := tx.Bucket([]byte(bucketEvents))
-		byTenant := tx.Bucket([]byte(bucketEventsByTenant))
-		h := horizon(tx)
-		for i, ev := range evs {
-			if beyondHorizon(ev.ID, h) || events.Get([]byte(ev.ID)) != nil {
-				continue
-			}
-			if err := putJSON(events, ev.ID, eventRecord{Event: envs[i], ResourceID: ev.ResourceID}); err != nil {
-				return err
-			}
-			if err := byTenant.Put(concat(tenantKey(ev.Tenant()), []byte(ev.ID)), []byte(ev.Event)); err != nil {
-				return err
-			}
-			if err := appendFeed(tx, ev); err != nil {
-				return err
-			}
-			created[i] = true
+	events := tx.Bucket([]byte(bucketEvents))
+	byTenant := tx.Bucket([]byte(bucketEventsByTenant))
+	h := horizon(tx)
+	for i, ev := range evs {
+		if beyondHorizon(ev.ID, h) || events.Get([]byte(ev.ID)) != nil {
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("record %d events: %w", len(evs), err)
+		if err := putJSON(events, ev.ID, eventRecord{Event: envs[i], ResourceID: ev.ResourceID}); err != nil {
+			return nil, err
+		}
+		if err := byTenant.Put(concat(tenantKey(ev.Tenant()), []byte(ev.ID)), []byte(ev.Event)); err != nil {
+			return nil, err
+		}
+		if err := appendFeed(tx, ev); err != nil {
+			return nil, err
+		}
+		created[i] = true
 	}
 	return created, nil
 }

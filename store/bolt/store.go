@@ -38,9 +38,10 @@
 // snooze if later: a claim walks heads, not deliveries, so an endpoint with
 // a long backlog costs it one key.
 //
-// Every write goes through a group committer (commit.go): concurrent
-// writes share one transaction and its fsyncs. Durability is bbolt's
-// default; NoSync is never used.
+// Every write goes through the file's group committer (internal/groupcommit):
+// concurrent writes share one transaction and its fsyncs, with the demo
+// records' writes when the gateway gives both the same committer
+// (WithCommitter). Durability is bbolt's default; NoSync is never used.
 package bolt
 
 import (
@@ -53,6 +54,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/internal/groupcommit"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
@@ -95,7 +97,7 @@ func bucketNames() []string {
 // dispatcher.Backends and the gateway's stores.
 type Store struct {
 	db  *bbolt.DB
-	c   *committer
+	c   *groupcommit.Committer
 	now func() time.Time
 	// inFlight is how long an unanswered idempotency key stays reserved.
 	inFlight time.Duration
@@ -111,6 +113,10 @@ type Option func(*Store)
 // (default idempotency.InFlight); tests shorten it.
 func WithInFlight(d time.Duration) Option { return func(s *Store) { s.inFlight = d } }
 
+// WithCommitter makes the store's writes share c's commits: the
+// committer of every writer of the file (default: one of the store's own).
+func WithCommitter(c *groupcommit.Committer) Option { return func(s *Store) { s.c = c } }
+
 // WithSecrets is the key that seals the generated signing key and
 // endpoint secrets. Required.
 func WithSecrets(k *sealed.Key) Option { return func(s *Store) { s.secrets = k } }
@@ -124,9 +130,12 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 	if now == nil {
 		now = time.Now
 	}
-	s := &Store{db: db, c: &committer{db: db}, now: now, inFlight: idempotency.InFlight}
+	s := &Store{db: db, now: now, inFlight: idempotency.InFlight}
 	for _, o := range opts {
 		o(s)
+	}
+	if s.c == nil {
+		s.c = groupcommit.New(db)
 	}
 	if s.secrets == nil {
 		return nil, fmt.Errorf("bolt store: no secrets key (WithSecrets)")
@@ -182,13 +191,13 @@ func (s *Store) view(ctx context.Context, fn func(*bbolt.Tx) error) error {
 	return s.db.View(fn)
 }
 
-// update runs fn in a group commit (see committer): fn may run more than
-// once and must reset what it reports.
+// update runs fn in a group commit (internal/groupcommit): fn may run more
+// than once and must reset what it reports.
 func (s *Store) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return s.c.update(fn)
+	return s.c.Update(fn)
 }
 
 // pageSize applies the default page size; the engine has already refused
