@@ -206,6 +206,10 @@ type Engine struct {
 	readyN    int // claims waiting for a slot, over every endpoint
 	endpoints map[string]*endpointState
 	firms     map[string]*firmLoad // firms with attempts running or waiting
+	// delivering says the delivery loop runs and takes handoffs; handed
+	// are the claims handed to it, their slots taken (handoff.go).
+	delivering bool
+	handed     []Claim
 
 	runMu   sync.Mutex
 	stop    context.CancelFunc

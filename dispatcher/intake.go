@@ -3,6 +3,7 @@ package dispatcher
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/practicegw/practicegw/practice"
 	"go.uber.org/zap"
@@ -14,18 +15,23 @@ import (
 // of. Each is its store's Record, Endpoints and Enqueue, run in tx;
 // RecordTx takes each event's envelope already encoded
 // (Event.MarshalJSON), work done before the transaction.
+//
+// EnqueueTx asks take of every delivery it creates whether the engine
+// starts it at once: if so it stores the delivery leased until leaseUntil
+// rather than queued, and returns its claim.
 type TxLog[Tx any] interface {
 	RecordTx(tx Tx, evs []Event, envelopes [][]byte) (created []bool, err error)
 	EndpointsTx(tx Tx, t practice.Tenant) ([]Endpoint, error)
-	EnqueueTx(tx Tx, ds []Delivery) (created int, err error)
+	EnqueueTx(tx Tx, ds []Delivery, take func(Delivery) bool, leaseUntil time.Time) (created int, claims []Claim, err error)
 }
 
 // TxIntake is the embedded mode's first stage run inside the transaction
 // that writes the change: the change, its events and their deliveries are
 // one commit, so the write's answer is given only once its webhooks are as
 // durable as the record, and no outbox entry, drain or second commit stands
-// between the change and its first attempt. Once the transaction commits
-// the delivery loop is woken, and claims and sends at once.
+// between the change and its first attempt: a delivery the engine can
+// start at once is handed to the delivery loop as the transaction commits
+// (handoff.go), and the loop is woken for the rest.
 //
 // It is a transactional outbox whose entries are the deliveries
 // themselves. The fan-out reads the endpoints in the same transaction, so
@@ -47,10 +53,12 @@ func NewTxIntake[Tx any](e *Engine, log TxLog[Tx]) *TxIntake[Tx] {
 // dropped, as IngestChanges drops it, and the write goes on without it.
 // The function it returns records each event once and queues its
 // deliveries in tx; it may run more than once for one write (a group
-// commit retries a batch without a write that failed), each run
-// reporting afresh, and what its last run returns is to be called once tx
-// has committed: it counts the events and wakes the delivery loop.
-func (in *TxIntake[Tx]) Log(changes []practice.Change) (func(Tx) (func(), error), error) {
+// commit retries a batch without a write that failed), each run undoing
+// the last one's handoffs, and what its last successful run returns is to
+// be called once with whether tx committed: then it counts the events,
+// hands the deliveries it took to the loop and wakes it; else it gives
+// their slots back.
+func (in *TxIntake[Tx]) Log(changes []practice.Change) (func(Tx) (func(bool), error), error) {
 	e := in.e
 	var events []Event
 	for _, c := range changes {
@@ -73,15 +81,24 @@ func (in *TxIntake[Tx]) Log(changes []practice.Change) (func(Tx) (func(), error)
 		// The bytes stored are the bytes every attempt sends.
 		envelopes[i], events[i].envelope = env, env
 	}
-	return func(tx Tx) (func(), error) {
-		if len(events) == 0 {
-			return func() {}, nil
+	var last *handoff
+	return func(tx Tx) (func(bool), error) {
+		if last != nil {
+			last.cancel()
 		}
-		return in.append(tx, events, envelopes)
+		if len(events) == 0 {
+			return func(bool) {}, nil
+		}
+		last = &handoff{e: e}
+		settle, err := in.append(tx, events, envelopes, last)
+		if err != nil {
+			last.cancel()
+		}
+		return settle, err
 	}, nil
 }
 
-func (in *TxIntake[Tx]) append(tx Tx, events []Event, envelopes [][]byte) (func(), error) {
+func (in *TxIntake[Tx]) append(tx Tx, events []Event, envelopes [][]byte, h *handoff) (func(bool), error) {
 	e := in.e
 	endpoints := make(map[practice.Tenant][]Endpoint)
 	for _, ev := range events {
@@ -106,15 +123,21 @@ func (in *TxIntake[Tx]) append(tx Tx, events []Event, envelopes [][]byte) (func(
 		deliveries = append(deliveries, FanOut(ev, endpoints[ev.Tenant()], now)...)
 	}
 	queued := 0
+	var claims []Claim
 	if len(deliveries) > 0 {
-		if queued, err = in.log.EnqueueTx(tx, deliveries); err != nil {
+		if queued, claims, err = in.log.EnqueueTx(tx, deliveries, h.take, now.Add(e.leaseFor)); err != nil {
 			return nil, fmt.Errorf("queue %d deliveries: %w", len(deliveries), err)
 		}
 	}
-	return func() {
+	return func(committed bool) {
+		if !committed {
+			h.cancel()
+			return
+		}
 		e.countRecorded(events, created)
 		e.events.keep(events)
-		if queued > 0 {
+		h.hand(claims)
+		if queued > len(claims) {
 			e.wake()
 		}
 	}, nil

@@ -29,6 +29,9 @@ func (e *Engine) loop(ctx context.Context) {
 	defer abort()
 	var workers sync.WaitGroup
 
+	e.mu.Lock()
+	e.delivering = true
+	e.mu.Unlock()
 	timer := time.NewTimer(e.cfg.PollInterval)
 	defer timer.Stop()
 	for {
@@ -44,8 +47,9 @@ func (e *Engine) loop(ctx context.Context) {
 		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
+			handed := e.stopHandoffs()
 			e.shutdown(&workers, abort)
-			e.releaseReady(context.WithoutCancel(ctx))
+			e.releaseReady(context.WithoutCancel(ctx), handed)
 			return
 		case <-e.wakeC:
 		case <-timer.C:
@@ -75,6 +79,9 @@ func (e *Engine) shutdown(workers *sync.WaitGroup, abort context.CancelFunc) {
 // and has room, and starts what of it can start. It returns when the loop
 // should look again at the latest.
 func (e *Engine) dispatchDue(ctx context.Context, workers *sync.WaitGroup) (time.Time, error) {
+	// Deliveries handed off by their writers' transactions first: their
+	// slots are theirs already.
+	e.start(ctx, workers, e.takeHanded())
 	now := e.now()
 	p := e.plan(now)
 	e.start(ctx, workers, p.start)
@@ -125,11 +132,12 @@ func (e *Engine) start(ctx context.Context, workers *sync.WaitGroup, claims []Cl
 	}
 }
 
-// releaseReady hands back the claims still waiting for a slot, on the way
-// out: the next dispatcher need not wait for their leases.
-func (e *Engine) releaseReady(ctx context.Context) {
+// releaseReady hands back the claims still waiting for a slot, and those
+// handed off and not started, on the way out: the next dispatcher need not
+// wait for their leases.
+func (e *Engine) releaseReady(ctx context.Context, handed []Lease) {
 	e.mu.Lock()
-	var leases []Lease
+	leases := handed
 	for id, st := range e.endpoints {
 		for _, c := range st.ready {
 			leases = append(leases, c.Lease)

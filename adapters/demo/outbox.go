@@ -96,10 +96,11 @@ func (r *Records) OutboxSignal() <-chan struct{} {
 // other writes rather than inside the one transaction they share. What it
 // returns runs in that transaction: perhaps more than once, each time in a
 // new transaction (a group commit retries a batch without a write that
-// failed), reporting afresh each time; what its last run returns is called
-// once that transaction has committed, in commit order.
+// failed), undoing what an earlier run reported; what its last successful
+// run returns is called once with whether the write committed, in commit
+// order.
 type ChangeLog interface {
-	Log(changes []practice.Change) (inTx func(tx *bbolt.Tx) (committed func(), err error), err error)
+	Log(changes []practice.Change) (inTx func(tx *bbolt.Tx) (settled func(committed bool), err error), err error)
 }
 
 type logHolder struct{ log ChangeLog }
@@ -125,7 +126,7 @@ func (r *Records) changeLog() ChangeLog {
 // outboxLog appends changes to the outbox, for DrainOutbox.
 type outboxLog struct{ r *Records }
 
-func (l outboxLog) Log(changes []practice.Change) (func(*bbolt.Tx) (func(), error), error) {
+func (l outboxLog) Log(changes []practice.Change) (func(*bbolt.Tx) (func(bool), error), error) {
 	raws := make([][]byte, len(changes))
 	for i, c := range changes {
 		raw, err := practice.Marshal(c)
@@ -134,7 +135,7 @@ func (l outboxLog) Log(changes []practice.Change) (func(*bbolt.Tx) (func(), erro
 		}
 		raws[i] = raw
 	}
-	return func(tx *bbolt.Tx) (func(), error) {
+	return func(tx *bbolt.Tx) (func(bool), error) {
 		ob := tx.Bucket([]byte(outboxBucket))
 		if ob == nil {
 			return nil, errors.New("the outbox bucket is missing")
@@ -152,7 +153,11 @@ func (l outboxLog) Log(changes []practice.Change) (func(*bbolt.Tx) (func(), erro
 	}, nil
 }
 
-func (r *Records) signalOutbox() {
+// signalOutbox wakes the drainer for a committed write.
+func (r *Records) signalOutbox(committed bool) {
+	if !committed {
+		return
+	}
 	select {
 	case r.signal <- struct{}{}:
 	default:

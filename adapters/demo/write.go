@@ -357,9 +357,9 @@ func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, erro
 	if err != nil {
 		return nil, fmt.Errorf("demo: %w", err)
 	}
-	var logged func()
+	// logged settles what the change log's last successful run reported.
+	var logged func(committed bool)
 	store := func(tx *bbolt.Tx) error {
-		logged = nil
 		tb := tenantBucket(tx, ts.Tenant)
 		if tb == nil {
 			return errors.New("buckets are missing")
@@ -379,15 +379,18 @@ func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, erro
 				return fmt.Errorf("store %s: %w", p.entry.ID, err)
 			}
 		}
-		var err error
-		logged, err = appendChanges(tx)
-		return err
+		l, err := appendChanges(tx)
+		if err != nil {
+			return err
+		}
+		logged = l
+		return nil
 	}
-	committed := func() {
+	settled := func(err error) {
 		ts.wmu.Lock()
 		ts.mu.Lock()
 		for _, p := range w.pending {
-			if ts.loaded.ok {
+			if err == nil && ts.loaded.ok {
 				ts.upsert(p.kind, p.entry)
 			}
 		}
@@ -395,16 +398,13 @@ func (r *Records) commit(ctx context.Context, w *write) ([]practice.Change, erro
 		ts.mu.Unlock()
 		ts.wmu.Unlock()
 		if logged != nil {
-			logged()
+			logged(err == nil)
 		}
 	}
 	ts.fly(w)
-	op := r.c.Submit(store, committed)
+	op := r.c.Submit(store, settled)
 	w.release()
 	if err := op.Wait(); err != nil {
-		ts.wmu.Lock()
-		ts.land(w)
-		ts.wmu.Unlock()
 		return nil, fmt.Errorf("demo: commit to %s: %w", ts, err)
 	}
 	return changes, nil

@@ -59,7 +59,8 @@ func openShared(dir string, firms []string, secrets *sealed.Key) (*shared, error
 	// One group committer for every writer of the file: a demo record's
 	// write, its change's event and the event's deliveries share a commit.
 	commits := groupcommit.New(db)
-	if sh.store, err = boltstore.New(db, nil, boltstore.WithSecrets(sh.secrets), boltstore.WithCommitter(commits)); err != nil {
+	if sh.store, err = boltstore.New(db, nil, boltstore.WithSecrets(sh.secrets),
+		boltstore.WithCommitter(commits), boltstore.ReclaimLeases()); err != nil {
 		db.Close()
 		return nil, sh.explain(err)
 	}

@@ -28,6 +28,7 @@ package groupcommit
 import (
 	"fmt"
 	"sync"
+	"time"
 
 	bbolt "go.etcd.io/bbolt"
 )
@@ -51,9 +52,9 @@ func (c *Committer) DB() *bbolt.DB { return c.db }
 // Write is one write submitted to a Committer.
 type Write struct {
 	c         *Committer
-	fn        func(*bbolt.Tx) error
-	committed func()
-	err       error
+	fn      func(*bbolt.Tx) error
+	settled func(error)
+	err     error
 	done      bool // guarded by c.mu; err is set before it
 	// turn receives true when the write's goroutine is to lead the next
 	// batch, false when the write is done.
@@ -66,31 +67,58 @@ func (c *Committer) Update(fn func(*bbolt.Tx) error) error { return c.Submit(fn,
 
 // Submit queues fn for the next commit and returns at once, so that a
 // writer may release what it holds before it waits: one firm's writes are
-// computed one at a time but committed together. committed, if set, is
-// called once the transaction holding fn has committed, by the goroutine
-// that committed it, in the order the writes were submitted, before any
-// writer of the batch returns from Wait: it is where a write makes itself
-// visible (an index in memory), in commit order. It must not wait for the
-// committer.
+// computed one at a time but committed together. settled, if set, is
+// called once with the write's result (nil once the transaction holding fn
+// has committed), by the goroutine that committed it, before the write's
+// Wait returns; a batch's writes are settled in the order they were
+// submitted. It is where a write makes itself visible (an index in memory)
+// in commit order. It must not wait for the committer.
 //
 // Every Submit must be followed by Wait: the lead may be handed to it.
-func (c *Committer) Submit(fn func(*bbolt.Tx) error, committed func()) *Write {
-	w := &Write{c: c, fn: fn, committed: committed, turn: make(chan bool, 1)}
+func (c *Committer) Submit(fn func(*bbolt.Tx) error, settled func(error)) *Write {
+	w := &Write{c: c, fn: fn, settled: settled, turn: make(chan bool, 1)}
 	c.mu.Lock()
 	c.queue = append(c.queue, w)
 	c.mu.Unlock()
 	return w
 }
 
+// UpdateLazy is Update for a write nobody is waiting on (the record of a
+// webhook attempt already made): when no commit is under way it waits up to
+// linger for another write to start one and joins it, rather than costing
+// a commit of its own. Under load there is always a commit to join; at a
+// few writes a second it halves the commits, and with them the fsyncs and
+// the CPU they cost.
+func (c *Committer) UpdateLazy(fn func(*bbolt.Tx) error, linger time.Duration) error {
+	return c.Submit(fn, nil).wait(linger)
+}
+
 // Wait returns once w's transaction has committed, with fn's error or the
 // commit's. It is not abandoned on a cancelled context: the write may be in
 // the batch being committed, and its caller must learn whether it was.
-func (w *Write) Wait() error {
+func (w *Write) Wait() error { return w.wait(0) }
+
+func (w *Write) wait(linger time.Duration) error {
 	c := w.c
 	c.mu.Lock()
 	if w.done {
 		c.mu.Unlock()
 		return w.err
+	}
+	if !c.leading && linger > 0 {
+		c.mu.Unlock()
+		t := time.NewTimer(linger)
+		select {
+		case lead := <-w.turn:
+			t.Stop()
+			if !lead {
+				return w.err
+			}
+			c.lead(w)
+			return w.err
+		case <-t.C:
+		}
+		return w.wait(0)
 	}
 	if c.leading {
 		c.mu.Unlock()
@@ -106,7 +134,7 @@ func (w *Write) Wait() error {
 }
 
 // lead commits everything queued, then hands the lead on, even if a
-// committed hook panics: a lead never handed on would hang every writer.
+// settled hook panics: a lead never handed on would hang every writer.
 func (c *Committer) lead(self *Write) {
 	defer func() {
 		c.mu.Lock()
@@ -145,13 +173,6 @@ func (c *Committer) commit(batch []*Write, self *Write) {
 			for _, w := range batch {
 				w.err = err
 			}
-			if err == nil {
-				for _, w := range batch {
-					if w.committed != nil {
-						w.committed()
-					}
-				}
-			}
 			c.finish(batch, self)
 			return
 		}
@@ -160,8 +181,13 @@ func (c *Committer) commit(batch []*Write, self *Write) {
 	}
 }
 
-// finish marks ws done and wakes their writers.
+// finish settles ws, marks them done and wakes their writers.
 func (c *Committer) finish(ws []*Write, self *Write) {
+	for _, w := range ws {
+		if w.settled != nil {
+			w.settled(w.err)
+		}
+	}
 	c.mu.Lock()
 	for _, w := range ws {
 		w.done = true

@@ -87,7 +87,7 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 	created := 0
 	err := s.update(ctx, func(tx *bbolt.Tx) error {
 		var err error
-		created, err = s.EnqueueTx(tx, ds)
+		created, _, err = s.EnqueueTx(tx, ds, nil, time.Time{})
 		return err
 	})
 	if err != nil {
@@ -96,9 +96,13 @@ func (s *Store) Enqueue(ctx context.Context, ds []dispatcher.Delivery) (int, err
 	return created, nil
 }
 
-// EnqueueTx is Enqueue inside tx (dispatcher.TxIntake).
-func (s *Store) EnqueueTx(tx *bbolt.Tx, ds []dispatcher.Delivery) (int, error) {
+// EnqueueTx is Enqueue inside tx (dispatcher.TxIntake). A new delivery
+// that take (if set) accepts is stored leased until leaseUntil instead of
+// queued, and its claim returned: its engine starts it from memory.
+func (s *Store) EnqueueTx(tx *bbolt.Tx, ds []dispatcher.Delivery, take func(dispatcher.Delivery) bool,
+	leaseUntil time.Time) (int, []dispatcher.Claim, error) {
 	created := 0
+	var claims []dispatcher.Claim
 	q := openQueues(tx)
 	dels := tx.Bucket([]byte(bucketDeliveries))
 	endpoints := tx.Bucket([]byte(bucketEndpoints))
@@ -109,18 +113,28 @@ func (s *Store) EnqueueTx(tx *bbolt.Tx, ds []dispatcher.Delivery) (int, error) {
 			continue
 		}
 		rec := deliveryRecord{Delivery: d, Firm: d.Firm}
-		if err := q.push(&rec, d.NextAttemptAt); err != nil {
-			return 0, err
+		leased := take != nil && take(d)
+		var err error
+		if leased {
+			err = q.lease(&rec, leaseUntil)
+		} else {
+			err = q.push(&rec, d.NextAttemptAt)
+		}
+		if err != nil {
+			return 0, nil, err
 		}
 		if err := byTarget.Put(targetKey(d), []byte(d.State)); err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		if err := saveDelivery(tx, rec); err != nil {
-			return 0, err
+			return 0, nil, err
+		}
+		if leased {
+			claims = append(claims, rec.claim())
 		}
 		created++
 	}
-	return created, q.finish()
+	return created, claims, q.finish()
 }
 
 // Lease leases one delivery for a replay, whatever its state.
@@ -155,7 +169,7 @@ func (s *Store) Lease(ctx context.Context, id string, now, until time.Time) (dis
 // the reverse.
 func (s *Store) RecordAttempt(ctx context.Context, l dispatcher.Lease, o dispatcher.Outcome) (dispatcher.Delivery, error) {
 	var out dispatcher.Delivery
-	err := s.update(ctx, func(tx *bbolt.Tx) error {
+	err := s.updateLazy(ctx, func(tx *bbolt.Tx) error {
 		rec, err := loadDelivery(tx, l.DeliveryID)
 		if err != nil {
 			return err

@@ -104,6 +104,7 @@ type Store struct {
 	// secrets seals the generated signing key, endpoint secrets and
 	// upstream state.
 	secrets *sealed.Key
+	reclaim bool
 }
 
 // Option changes New's defaults.
@@ -116,6 +117,15 @@ func WithInFlight(d time.Duration) Option { return func(s *Store) { s.inFlight =
 // WithCommitter makes the store's writes share c's commits: the
 // committer of every writer of the file (default: one of the store's own).
 func WithCommitter(c *groupcommit.Committer) Option { return func(s *Store) { s.c = c } }
+
+// ReclaimLeases says the process opening the store is the file's only user
+// (bbolt locks it to one process), so that every delivery lease found in it
+// was held by a process that is gone: its deliveries are due again at
+// once, rather than when their leases run out. A delivery handed to the
+// delivery loop by its writer's transaction is leased from the start, until
+// its attempt is recorded. Tests that open a second store on one file, as
+// a second process, leave it out.
+func ReclaimLeases() Option { return func(s *Store) { s.reclaim = true } }
 
 // WithSecrets is the key that seals the generated signing key and
 // endpoint secrets. Required.
@@ -154,6 +164,11 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 		}
 		if _, err := tx.CreateBucket([]byte(bucketRMLeases)); err != nil {
 			return err
+		}
+		if s.reclaim {
+			if err := openQueues(tx).expireLeases(time.Unix(1<<40, 0)); err != nil {
+				return err
+			}
 		}
 		// Tombstones live in the read model's own bucket now, beside
 		// the records they replace; the separate bucket goes.
@@ -198,6 +213,21 @@ func (s *Store) update(ctx context.Context, fn func(*bbolt.Tx) error) error {
 		return err
 	}
 	return s.c.Update(fn)
+}
+
+// attemptLinger is how long the record of a webhook attempt waits for
+// another write's commit to join before it commits on its own
+// (groupcommit.UpdateLazy). Nobody waits on it: the endpoint's request slot
+// was freed when the endpoint answered, and the delivery stays leased
+// meanwhile.
+const attemptLinger = 5 * time.Millisecond
+
+// updateLazy is update for a write nobody is waiting on.
+func (s *Store) updateLazy(ctx context.Context, fn func(*bbolt.Tx) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.c.UpdateLazy(fn, attemptLinger)
 }
 
 // pageSize applies the default page size; the engine has already refused
