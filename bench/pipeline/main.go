@@ -1,18 +1,25 @@
-// Command pipeline measures the webhook pipeline end to end, from a change
-// made through the API's write path to the webhook received, in the
-// embedded mode (one bbolt file) and the Kafka mode (kfake in process, a
-// real redis-server, one dispatcher), and prints for each:
+// Command pipeline measures the webhook pipeline end to end through the
+// real binary and its HTTP API, in the embedded mode (one practicegw
+// process on its bbolt file) and the Kafka mode (a gateway with
+// PRACTICEGW_DISPATCH=off and one `practicegw dispatcher`, kfake in this
+// process as three brokers, a real redis-server), and prints for each:
 //
-//   - p50/p99 latency from the change to the webhook at a fixed rate;
-//   - sustained deliveries per second working off a backlog;
-//   - the healthy endpoint's p50/p99 beside one that never answers.
+//   - change -> webhook p50/p99 at a fixed rate, each change a real
+//     POST /v1/jobs/{id}/stage, timed from the moment its answer came back
+//     to the moment its signed webhook arrived (and, beside, the API call
+//     itself);
+//   - deliveries per second working off a backlog submitted through the API
+//     by concurrent clients, from the first call to the last webhook;
+//   - a healthy endpoint's p50/p99 beside an endpoint that never answers;
+//   - CPU (user + system, every process of the mode) per delivery and the
+//     peak resident memory;
 //
-// The change is made the way POST /v1/clients makes it: the demo adapter's
-// CreateClient, which stores the record and its outbox entry in one bbolt
-// transaction; the HTTP layer in front of it (auth, rate limit, JSON) is
-// not included. The backlog is synthetic changes (an in-memory outbox, or
-// published straight to the changes topic), so that it measures delivery
-// alone. Run it through bench/pipeline.sh.
+// beside the machine's own floor measured in the same run: a bbolt commit
+// with fsync in the data directory's file system, and a loopback HTTP
+// round trip through the same kind of client. The load average at each
+// run's start and end is printed with it: on a shared machine, read the
+// figures against the floor of the same run. Run it through
+// bench/pipeline.sh.
 package main
 
 import (
@@ -21,77 +28,119 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
 )
 
+type options struct {
+	bin         string
+	rate        int
+	duration    time.Duration
+	backlog     int
+	concurrency int
+	redisURL    string
+}
+
 func main() {
-	var (
-		modes    = flag.String("mode", "embedded,kafka", "modes to measure: embedded, kafka or both, comma-separated")
-		rate     = flag.Int("rate", 1000, "changes per second in the fixed-rate runs")
-		duration = flag.Duration("duration", 10*time.Second, "length of the fixed-rate runs")
-		backlog  = flag.Int("backlog", 30000, "changes in the saturation run")
-		redisURL = flag.String("redis", "", "an existing Redis to use (flushed!); default: start a redis-server")
-		cpuprof  = flag.String("cpuprofile", "", "write a CPU profile of the whole run here")
-		only     = flag.String("runs", "fixed,saturation,dead", "runs to make, comma-separated")
-	)
+	var o options
+	modes := flag.String("mode", "embedded,kafka", "modes to measure: embedded, kafka or both, comma-separated")
+	runs := flag.String("runs", "fixed,backlog,dead", "runs to make, comma-separated")
+	flag.StringVar(&o.bin, "bin", "", "the practicegw binary to measure (bench/pipeline.sh builds one)")
+	flag.IntVar(&o.rate, "rate", 200, "changes per second in the fixed-rate runs")
+	flag.DurationVar(&o.duration, "duration", 20*time.Second, "length of the fixed-rate runs")
+	flag.IntVar(&o.backlog, "backlog", 20000, "changes in the backlog run")
+	flag.IntVar(&o.concurrency, "concurrency", 32, "API clients submitting the backlog")
+	flag.StringVar(&o.redisURL, "redis", "", "an existing Redis for the Kafka mode (flushed!); default: start a redis-server")
 	flag.Parse()
-	if *cpuprof != "" {
-		f, err := os.Create(*cpuprof)
-		if err != nil {
-			fail(err)
-		}
-		pprof.StartCPUProfile(f)
-		defer pprof.StopCPUProfile()
+	if o.bin == "" {
+		fail(fmt.Errorf("-bin is required"))
 	}
+	binPath = o.bin
 	ctx := context.Background()
-	fmt.Printf("pipeline benchmark: %d CPUs, GOMAXPROCS %d, %s\n\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), runtime.Version())
-	fmt.Printf("%-9s %-36s %7s %9s %9s %9s %12s\n", "mode", "run", "events", "p50", "p99", "max", "rate")
+	fmt.Printf("pipeline benchmark: %s, %d CPUs, %s; rate %d/s for %s, backlog %d from %d clients\n",
+		o.bin, runtime.NumCPU(), runtime.Version(), o.rate, o.duration, o.backlog, o.concurrency)
+	fl, err := measureFloor(ctx)
+	if err != nil {
+		fail(fmt.Errorf("floor: %w", err))
+	}
+	fmt.Printf("floor (load %s): bbolt commit with fsync p50 %s p99 %s; loopback HTTP round trip p50 %s p99 %s\n\n",
+		loadavg(), fmtDur(fl.commit.p50), fmtDur(fl.commit.p99), fmtDur(fl.http.p50), fmtDur(fl.http.p99))
+	fmt.Printf("%-9s %-28s %9s %9s %9s %9s %11s %8s %8s  %s\n", "mode", "run", "p50", "p99", "api p50", "api p99",
+		"rate", "CPU/dlv", "peak", "load at start -> end")
 	for _, mode := range strings.Split(*modes, ",") {
-		var open opener
-		switch strings.TrimSpace(mode) {
-		case "embedded":
-			open = openEmbedded
-		case "kafka":
-			infra, err := startKafkaInfra(*redisURL)
-			if err != nil {
-				fail(err)
-			}
-			defer infra.close()
-			open = infra.open
-		default:
+		mode = strings.TrimSpace(mode)
+		if mode != "embedded" && mode != "kafka" {
 			fail(fmt.Errorf("unknown mode %q", mode))
 		}
-		runs := []struct {
-			key, name string
-			fn        func(context.Context, opener) (result, error)
-		}{
-			{"fixed", fmt.Sprintf("%d/s for %s", *rate, *duration), func(ctx context.Context, o opener) (result, error) {
-				return fixedRate(ctx, o, *rate, *duration, false)
-			}},
-			{"saturation", fmt.Sprintf("saturation, %d backlog", *backlog), func(ctx context.Context, o opener) (result, error) {
-				return saturation(ctx, o, *backlog)
-			}},
-			{"dead", fmt.Sprintf("healthy beside dead, %d/s", *rate), func(ctx context.Context, o opener) (result, error) {
-				return fixedRate(ctx, o, *rate, *duration, true)
-			}},
+		var infra *kafkaInfra
+		if mode == "kafka" {
+			if infra, err = startKafkaInfra(o.redisURL); err != nil {
+				fail(err)
+			}
 		}
-		for _, r := range runs {
-			if !slices.Contains(strings.Split(*only, ","), r.key) {
+		for _, r := range []struct{ key, name string }{
+			{"fixed", fmt.Sprintf("%d/s for %s", o.rate, o.duration)},
+			{"backlog", fmt.Sprintf("backlog of %d, %d clients", o.backlog, o.concurrency)},
+			{"dead", fmt.Sprintf("healthy beside dead, %d/s", o.rate)},
+		} {
+			if !slices.Contains(strings.Split(*runs, ","), r.key) {
 				continue
 			}
-			res, err := r.fn(ctx, open)
+			res, err := measure(ctx, o, mode, infra, r.key)
 			if err != nil {
 				fail(fmt.Errorf("%s %s: %w", mode, r.name, err))
 			}
-			res.print(mode, r.name)
+			res.print(mode, r.name, fl)
+		}
+		if infra != nil {
+			infra.close()
 		}
 	}
+}
+
+// measure starts the mode's processes afresh and makes one run.
+func measure(ctx context.Context, o options, mode string, infra *kafkaInfra, run string) (result, error) {
+	sys, err := startSystem(ctx, o.bin, mode, infra)
+	if err != nil {
+		return result{}, err
+	}
+	defer sys.close()
+	l := &load{sys: sys}
+	switch run {
+	case "fixed":
+		return l.fixedRate(ctx, o.rate, o.duration, false)
+	case "dead":
+		return l.fixedRate(ctx, o.rate, o.duration, true)
+	}
+	return l.backlog(ctx, o.backlog, o.concurrency)
 }
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "pipeline:", err)
 	os.Exit(1)
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0fµs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
 }
