@@ -7,13 +7,14 @@ import "sync"
 // (in the embedded mode that read was a sixth of an attempt's work). Events
 // never change once recorded, so a hit is always right; a miss costs the
 // read. It holds two generations of at most recentEventsMax each: when the
-// newer fills, the older goes.
+// newer fills, the older goes. An attempt follows its event's commit by
+// milliseconds, so a few hundred cover thousands of changes a second.
 type recentEvents struct {
 	mu       sync.Mutex
 	cur, old map[string]Event
 }
 
-const recentEventsMax = 1024
+const recentEventsMax = 256
 
 func (r *recentEvents) keep(evs []Event) {
 	r.mu.Lock()

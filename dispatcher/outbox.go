@@ -28,16 +28,11 @@ type Outbox interface {
 type Intake func(ctx context.Context, changes []practice.Change) error
 
 const (
-	// outboxBatch bounds one read of the outbox and so one sink call.
+	// outboxBatch bounds one read of the outbox and so one sink call. A
+	// batch is whatever arrived while the last one was handed on, with no
+	// linger: under load batches grow, and a change at a quiet moment
+	// leaves at once (in Kafka mode the publish is the stage's one wait).
 	outboxBatch = 256
-	// outboxLinger is the least time between the starts of two batches
-	// smaller than outboxBatch. In the embedded mode every batch costs
-	// store commits, and they share bbolt's one writer with the API's own
-	// writes: handing on every change alone as it arrives would take the
-	// writer from the API at a high rate. Under load batches grow instead;
-	// a lone change waits for no linger, because the last batch was long
-	// ago.
-	outboxLinger = 5 * time.Millisecond
 	// outboxDeleteEvery spaces deletes of handed-on entries, each of which
 	// is a commit of the outbox's store. Entries handed on but not deleted
 	// yet are handed on again after a crash, which changes nothing.
@@ -67,7 +62,6 @@ func DrainOutboxTo(ctx context.Context, src Outbox, sink Intake, log *zap.Logger
 	defer d.deleteDone()
 	var after uint64
 	backoff := time.Duration(0)
-	var batchStart time.Time
 	for {
 		if backoff > 0 {
 			if err := sleep(ctx, backoff); err != nil {
@@ -91,16 +85,6 @@ func DrainOutboxTo(ctx context.Context, src Outbox, sink Intake, log *zap.Logger
 			}
 			continue
 		}
-		if len(entries) < outboxBatch {
-			if err := sleep(ctx, time.Until(batchStart.Add(outboxLinger))); err != nil {
-				return nil
-			}
-			// Whatever arrived while lingering joins the batch.
-			if more, err := src.ReadOutbox(entries[len(entries)-1].Seq, outboxBatch-len(entries)); err == nil {
-				entries = append(entries, more...)
-			}
-		}
-		batchStart = time.Now()
 		changes := make([]practice.Change, len(entries))
 		for i, en := range entries {
 			changes[i] = en.Change
