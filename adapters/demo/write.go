@@ -418,10 +418,8 @@ func notFound(k practice.Kind, id string) error {
 	return fmt.Errorf("demo: %s %q: %w", k.Singular(), id, practice.ErrNotFound)
 }
 
-// encode is a record's wire encoding. HTML escaping is off so that
-// "Smith & Jones Ltd" reads as written.
 // nextVersion is the version a record written over before takes: one more
-// than before's, 1 for a new record. The write and its outbox entry commit
+// than before's, 1 for a new record. The write and its change commit
 // together, so the event's object carries the version the API answers.
 func nextVersion(before json.RawMessage) (int64, error) {
 	if before == nil {
