@@ -51,11 +51,11 @@ func (c *Committer) DB() *bbolt.DB { return c.db }
 
 // Write is one write submitted to a Committer.
 type Write struct {
-	c         *Committer
+	c       *Committer
 	fn      func(*bbolt.Tx) error
 	settled func(error)
 	err     error
-	done      bool // guarded by c.mu; err is set before it
+	done    bool // guarded by c.mu; err is set before it
 	// turn receives true when the write's goroutine is to lead the next
 	// batch, false when the write is done.
 	turn chan bool
