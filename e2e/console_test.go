@@ -220,7 +220,24 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("a revoked credential still works: %d %s", r.StatusCode, r.body)
 	}
 
-	// Explorer: list jobs in the sandbox, then move one.
+	// Explorer: it offers only what its sandbox credential can send, and
+	// says which routes that leaves out and why; then list jobs in the
+	// sandbox and move one.
+	b.open("/console/explorer?op=list_connections", "#explorer-form")
+	if strings.Contains(b.html(), `name="op" value="list_connections"`) {
+		t.Errorf("the explorer offers to send GET /v1/connections at %s", b.location())
+	}
+	nav := b.text("nav.ops")
+	for _, never := range []string{"/connect/", "/v1/connections", "/v1/events/stream"} {
+		if strings.Contains(nav, never) {
+			t.Errorf("the explorer's routes offer %s:\n%s", never, nav)
+		}
+	}
+	b.expect(".page-head", "sandbox credential", "not with yours", "every scope but admin")
+	b.expect("#unsent", "GET /v1/connections", "DELETE /v1/connections/{id}", "admin scope", "GET /v1/events/stream", "practicegw listen")
+	if strings.Contains(b.text("#unsent"), "/connect/") {
+		t.Errorf("the explorer lists the consent's browser routes among the API's:\n%s", b.text("#unsent"))
+	}
 	b.open("/console/explorer?op=list_jobs", "#explorer-form")
 	b.do(chromedp.SetValue(chromedp.ID("f-query-limit"), "2"), chromedp.Click(chromedp.ID("send")))
 	b.waitText("#response-status", "200 OK")
@@ -236,6 +253,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("explorer response body (%v): %s", err, body)
 	}
 	b.shot("13-explorer-list")
+	b.do(chromedp.ScrollIntoView(chromedp.ID("unsent")))
+	b.shot("13b-explorer-unsent")
 	b.open("/console/explorer?op=move_job", "#explorer-form")
 	b.do(chromedp.SetValue(chromedp.ID("f-path-id"), page.Data[0].ID),
 		chromedp.SetValue(chromedp.ID("body"), `{"stage": "in_review", "note": "Ready for partner review"}`),

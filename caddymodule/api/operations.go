@@ -18,7 +18,10 @@ type Operation struct {
 	Scope      string // "" for public routes
 	Tag        string
 	Deprecated bool
-	Params     []Param
+	// Stream is true for a route that answers a stream of server-sent
+	// events rather than one response.
+	Stream bool
+	Params []Param
 	// Body is an example request body built from the body's schema; ""
 	// when the operation takes none.
 	Body string
@@ -50,7 +53,7 @@ func Operations(deprecated []Deprecation) ([]Operation, error) {
 		rt := &routes[i]
 		_, dep := notices[rt]
 		op := Operation{ID: rt.op, Method: rt.method, Path: rt.pattern, Summary: rt.summary, Scope: rt.scope,
-			Tag: rt.tagName(), Deprecated: dep}
+			Tag: rt.tagName(), Deprecated: dep, Stream: rt.stream}
 		for _, p := range rt.parameters() {
 			op.Params = append(op.Params, paramOf(p))
 		}

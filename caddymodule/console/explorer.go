@@ -31,7 +31,9 @@ func explorerScopes() []string {
 }
 
 type explorerView struct {
-	Groups    []opGroup
+	Groups []opGroup
+	// Unsent are the API's operations the explorer cannot send, by why.
+	Unsent    []unsentGroup
 	Op        *operation
 	Values    map[string]string
 	Body      string
@@ -39,6 +41,12 @@ type explorerView struct {
 	Kinds     []string
 	Explorer  string // the session's sandbox credential id, once issued
 	Sandboxed bool
+}
+
+// unsentGroup are operations the explorer cannot send for one reason.
+type unsentGroup struct {
+	Why string
+	Ops []*operation
 }
 
 // relayResult is what the sandbox answered, for the page or for the
@@ -72,6 +80,14 @@ func (h *Handler) explorerView(v *visit, opID string) explorerView {
 	byTag := map[string][]*operation{}
 	for i := range h.ops {
 		op := &h.ops[i]
+		if op.Unsent != "" {
+			i := slices.IndexFunc(view.Unsent, func(g unsentGroup) bool { return g.Why == op.Unsent })
+			if i < 0 {
+				i, view.Unsent = len(view.Unsent), append(view.Unsent, unsentGroup{Why: op.Unsent})
+			}
+			view.Unsent[i].Ops = append(view.Unsent[i].Ops, op)
+			continue
+		}
 		if _, ok := byTag[op.Tag]; !ok {
 			tags = append(tags, op.Tag)
 		}
@@ -81,11 +97,11 @@ func (h *Handler) explorerView(v *visit, opID string) explorerView {
 		view.Groups = append(view.Groups, opGroup{Tag: t, Ops: byTag[t]})
 	}
 	view.Op = h.operation(opID)
-	if view.Op == nil {
+	if view.Op == nil || view.Op.Unsent != "" {
 		view.Op = h.operation("list_jobs")
 	}
-	if view.Op == nil && len(h.ops) > 0 {
-		view.Op = &h.ops[0]
+	if view.Op == nil && len(view.Groups) > 0 {
+		view.Op = view.Groups[0].Ops[0]
 	}
 	if view.Op != nil {
 		view.Body = view.Op.Body
@@ -115,8 +131,11 @@ func (h *Handler) send(w http.ResponseWriter, r *http.Request, v *visit) error {
 	wantsJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
 	view := h.explorerView(v, r.PostForm.Get("op"))
 	op := h.operation(r.PostForm.Get("op"))
-	if op == nil {
+	switch {
+	case op == nil:
 		return pageErr(http.StatusBadRequest, "Unknown operation", "Pick an operation from the list.")
+	case op.Unsent != "":
+		return pageErr(http.StatusBadRequest, "Not sent from the explorer", op.Method+" "+op.Path+": "+op.Unsent)
 	}
 	view.Op = op
 	for _, p := range op.Params {

@@ -17,7 +17,10 @@ type operation struct {
 	Scope      string // "" for public routes
 	Tag        string
 	Deprecated bool
-	Params     []opParam
+	// Unsent says why the explorer does not send the operation; "" when
+	// it does.
+	Unsent string
+	Params []opParam
 	// Body is an example request body built from the schema; "" when the
 	// operation takes none.
 	Body string
@@ -63,8 +66,13 @@ var methodOrder = map[string]int{"GET": 0, "POST": 1, "PATCH": 2, "PUT": 3, "DEL
 func operationsOf(routes []api.Operation) []operation {
 	ops := make([]operation, 0, len(routes))
 	for _, rt := range routes {
+		if !strings.HasPrefix(rt.Path, "/v1/") {
+			// The browser's and the vendor's side of a consent: no API
+			// call, and nothing a credential reaches.
+			continue
+		}
 		op := operation{ID: rt.ID, Method: rt.Method, Path: rt.Path, Summary: rt.Summary, Scope: rt.Scope,
-			Tag: rt.Tag, Deprecated: rt.Deprecated, Body: rt.Body}
+			Tag: rt.Tag, Deprecated: rt.Deprecated, Body: rt.Body, Unsent: unsent(rt)}
 		for _, p := range rt.Params {
 			op.Params = append(op.Params, opParam(p))
 		}
@@ -82,6 +90,18 @@ func operationsOf(routes []api.Operation) []operation {
 		return methodOrder[a.Method] < methodOrder[b.Method]
 	})
 	return ops
+}
+
+// unsent says why the explorer, which sends with a sandbox credential of
+// every scope but admin, cannot send an operation; "" when it can.
+func unsent(rt api.Operation) string {
+	switch {
+	case rt.Stream:
+		return "A stream of server-sent events, which the explorer cannot show: follow it with practicegw listen, or curl -N."
+	case rt.Scope != "" && !slices.Contains(explorerScopes(), rt.Scope):
+		return "A live credential with the " + rt.Scope + " scope sends these; the explorer's sandbox credential reaches the sandbox alone. The Systems page does what the connection routes do."
+	}
+	return ""
 }
 
 func tagRank(tag string) int {
