@@ -123,12 +123,12 @@ type Config struct {
 	// key every webhook is refused.
 	WebhookSigningKey      string `json:"webhook_signing_key,omitempty"`
 	WebhookSignatureHeader string `json:"webhook_signature_header,omitempty"`
-	// WebhookTimeout bounds the work one webhook delivery causes [10s];
-	// past it the answer is 503 and Karbon sends the body again.
+	// WebhookTimeout is how long one webhook delivery reads what it named
+	// before it is answered [5s]; the rest is read after, by the sync.
 	WebhookTimeout upstream.Duration `json:"webhook_timeout,omitempty"`
-	// WebhookMaxRecords bounds the records one delivery makes the
-	// gateway read from Karbon [100]; records past it are acknowledged
-	// and left to the sync (polling and the reconciliation).
+	// WebhookMaxRecords bounds the records one delivery keeps for
+	// reading from Karbon [1000]; records past it are acknowledged and
+	// left to the sync (polling and the reconciliation).
 	WebhookMaxRecords int `json:"webhook_max_records,omitempty"`
 
 	// SettlementRails maps words of a manual payment's method (or a
@@ -160,7 +160,8 @@ type Adapter struct {
 	state    changes.StateStore
 	rails    xero.Rails
 	changes  changes.ChangeSink
-	notices  notifications.Guard
+	deps     upstream.Deps
+	inbox    notifications.Inbox
 	details  *detailCache
 	settings upstream.Cached[[]workStatus]
 	users    upstream.Cached[*directory]
@@ -171,6 +172,9 @@ type Adapter struct {
 	// ledger says the firm's invoices are Karbon's: its Invoice
 	// webhooks are read; otherwise they are acknowledged unread.
 	ledger bool
+	// role is what the adapter is to the firm (records, ledger), whose
+	// notifications it keeps apart.
+	role string
 }
 
 // Option changes New.
@@ -179,6 +183,18 @@ type Option func(*Adapter)
 // AsLedger makes the adapter keep the firm's invoices: Karbon's billing is
 // the firm's ledger, and its Invoice notifications are read.
 func AsLedger() Option { return func(a *Adapter) { a.ledger = true } }
+
+// InRole names what the adapter is to the firm (records, the default, or
+// ledger): the two keep their notifications apart, each read by its own
+// sync.
+func InRole(role string) Option { return func(a *Adapter) { a.role = role } }
+
+// heard tells the deps when a notification that led to a change came.
+func (a *Adapter) heard(at time.Time) {
+	if a.deps.Heard != nil && !at.IsZero() {
+		a.deps.Heard(at)
+	}
+}
 
 // New checks cfg and makes the adapter.
 func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
@@ -207,10 +223,10 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		cfg.WebhookSignatureHeader = "Signature"
 	}
 	if cfg.WebhookTimeout <= 0 {
-		cfg.WebhookTimeout = upstream.Duration(10 * time.Second)
+		cfg.WebhookTimeout = upstream.Duration(5 * time.Second)
 	}
 	if cfg.WebhookMaxRecords <= 0 {
-		cfg.WebhookMaxRecords = 100
+		cfg.WebhookMaxRecords = 1000
 	}
 	stages, err := newStageMap(cfg.StageMap)
 	if err != nil {
@@ -245,8 +261,10 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		state:    deps.StateStore(),
 		rails:    rails,
 		changes:  deps.Changes,
-		notices:  deps.NotificationGuard(),
+		deps:     deps,
+		inbox:    deps.NotificationInbox(),
 		details:  newDetailCache(10000),
+		role:     "records",
 	}
 	for _, o := range opts {
 		o(a)

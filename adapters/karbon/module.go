@@ -57,7 +57,7 @@ func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	var opts []Option
+	opts := []Option{InRole("records")}
 	if d.KeepsLedger {
 		opts = append(opts, AsLedger())
 	}
@@ -117,7 +117,7 @@ func (m *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *Ledger) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	k, err := New(cfg, d.Upstream, AsLedger())
+	k, err := New(cfg, d.Upstream, AsLedger(), InRole("ledger"))
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}

@@ -29,28 +29,31 @@ type notification struct {
 // Webhook is the ingest route for the firm's Karbon webhook subscriptions
 // (WebhookType Contact, Work and User, and Invoice when Karbon's billing
 // is the firm's ledger; otherwise an Invoice notification is acknowledged
-// unread). It accepts a POST only when the
-// Signature header is the hex HMAC-SHA256 of the raw body under
-// Config.WebhookSigningKey (the SigningKey given when subscribing), then
-// reads the record that changed, compares it with the last state seen and
-// publishes a change record to sink when it differs: a work item moved in
-// Karbon becomes job.stage_changed downstream. A record Karbon reports as
-// Updated that was never seen before is only remembered (the read model's
-// backfill has normally seen it first).
+// unread). It accepts a POST only when the Signature header is the hex
+// HMAC-SHA256 of the raw body under Config.WebhookSigningKey (the
+// SigningKey given when subscribing), then keeps what the body names in
+// the notification inbox and reads it: each record that changed is read
+// from Karbon, compared with the last state seen and published to sink
+// when it differs, so a work item moved in Karbon becomes
+// job.stage_changed downstream. A record Karbon reports as Updated that
+// was never seen before is only remembered (the read model's backfill has
+// normally seen it first). A record Karbon answers not found for (its
+// Deleted notification, or one gone since it was updated) is removed
+// from the copy at once, as job.deleted, client.deleted or
+// person.deleted.
 //
-// A body is handled once an hour: Karbon's signature has no timestamp, so
-// a captured notification posted again verifies, and is acknowledged with
-// 200 without reading Karbon again. One delivery reads each record it
-// names once, at most Config.WebhookMaxRecords of them, within
-// Config.WebhookTimeout.
+// A body is kept once an hour: Karbon's signature has no timestamp, so a
+// captured notification posted again verifies, and is acknowledged
+// without reading Karbon again. One body keeps each record it names once,
+// at most Config.WebhookMaxRecords of them; the delivery reads for
+// Config.WebhookTimeout, then is answered, and what is left is read by
+// the sync (woken through the deps' Wake), within Karbon's allowance.
 //
-// It answers 200 once every record is published, 401 to a missing or
-// forged signature (and to every request when no signing key is set),
-// and 503 when Karbon or the sink failed or time ran out, so that Karbon
-// delivers again (it retries ten times, then ends the subscription).
-// A record Karbon answers not found for (its Deleted notification, or
-// one gone since it was updated) is removed from the copy at once, as
-// job.deleted, client.deleted or person.deleted.
+// It answers 200 once the body is kept, 401 to a missing or forged
+// signature (and to every request when no signing key is set), and 503
+// when the body could not be kept (or, with no sync to read the rest,
+// when its reads are not done), so that Karbon delivers again (it retries
+// ten times, then ends the subscription).
 func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -75,15 +78,13 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(a.cfg.WebhookTimeout))
 		defer cancel()
-		repeat, err := a.notices.Once(ctx, "karbon/"+a.cfg.Firm, body, func(ctx context.Context) error {
-			return a.ingestAll(ctx, sink, notes)
-		})
+		repeat, err := a.receiver(sink).Receive(ctx, body, a.items(notes))
 		switch {
 		case err != nil:
 			a.log.Error("karbon webhook not processed; Karbon will send it again", zap.Error(err))
 			w.WriteHeader(http.StatusServiceUnavailable)
 		case repeat:
-			a.log.Info("karbon webhook acknowledged unread: the same body was handled within the hour",
+			a.log.Info("karbon webhook acknowledged unread: the same body was kept within the hour",
 				zap.String("remote", r.RemoteAddr))
 			w.WriteHeader(http.StatusOK)
 		default:
@@ -92,10 +93,35 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	})
 }
 
-// ingestAll reads each record the notifications name once, up to the
-// bound; a record named as inserted anywhere in the body is read as
+// ReadNotified reads what Karbon's kept notifications name and are due,
+// for the sync, which is woken when a delivery left some: more says some
+// are left.
+func (a *Adapter) ReadNotified(ctx context.Context) (more bool, err error) {
+	return a.receiver(a.changes).Drain(ctx)
+}
+
+// receiver keeps Karbon's notifications in the firm's scope and reads
+// them into sink, a few records at once.
+func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
+	return notifications.Receiver{Inbox: a.inbox, Scope: "karbon/" + a.cfg.Firm + "/" + a.role, Batch: 2 * a.cfg.DetailConcurrency, Wake: a.deps.Wake,
+		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
+			return notifications.Each(ctx, items, a.cfg.DetailConcurrency, func(ctx context.Context, k notifications.Kept) error {
+				var n notification
+				if json.Unmarshal(k.Item, &n) != nil {
+					return nil // not an item of ours: nothing to read
+				}
+				if err := a.ingest(ctx, sink, n, k.At); err != nil {
+					return fmt.Errorf("%s %s: %w", n.ResourceType, n.ResourcePermaKey, err)
+				}
+				return nil
+			})
+		}}
+}
+
+// items are the reads the notifications ask for: each record once, up to
+// the bound; a record named as inserted anywhere in the body is read as
 // inserted. A deletion is read too: Karbon's not found confirms it.
-func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, notes []notification) error {
+func (a *Adapter) items(notes []notification) [][]byte {
 	type ref [2]string
 	key := func(n notification) ref { return ref{n.ResourceType, n.ResourcePermaKey} }
 	inserted := map[ref]bool{}
@@ -109,18 +135,18 @@ func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, notes 
 	}
 	notes, over := notifications.Limit(kept, key, a.cfg.WebhookMaxRecords)
 	if over > 0 {
-		a.log.Warn("karbon webhook names more records than one delivery may read; the sync will find the rest",
-			zap.Int("read", len(notes)), zap.Int("left", over))
+		a.log.Warn("karbon webhook names more records than one delivery may keep; the sync will find the rest",
+			zap.Int("kept", len(notes)), zap.Int("left", over))
 	}
+	out := make([][]byte, 0, len(notes))
 	for _, n := range notes {
 		if inserted[key(n)] {
 			n.ActionType = "Inserted"
 		}
-		if err := a.ingest(ctx, sink, n); err != nil {
-			return fmt.Errorf("%s %s: %w", n.ResourceType, n.ResourcePermaKey, err)
-		}
+		b, _ := json.Marshal(n)
+		out = append(out, b)
 	}
-	return nil
+	return out
 }
 
 // parseNotifications reads one notification or a list of them.
@@ -136,7 +162,9 @@ func parseNotifications(body []byte) ([]notification, error) {
 	return []notification{one}, nil
 }
 
-func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notification) error {
+// ingest reads the record n names and records it; heard is when its
+// notification came.
+func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notification, heard time.Time) error {
 	if !validKey(n.ResourcePermaKey) {
 		return nil
 	}
@@ -192,17 +220,20 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 		// Deleted (Karbon's Deleted, or gone since an update), or no
 		// longer a client: on Karbon's word, the copy's record goes, as
 		// the reconciliation would remove it.
-		return a.removeAll(ctx, sink, kind, ids)
+		return a.removeAll(ctx, sink, kind, ids, heard)
 	}
 	if err != nil {
 		return err
 	}
-	_, err = a.rec.Observe(ctx, sink, changes.Observation{
+	published, err := a.rec.Observe(ctx, sink, changes.Observation{
 		Tenant: a.tenant(), Kind: kind, ResourceID: ids[0], After: after, Created: n.ActionType == "Inserted",
 		Version: n.TimeStamp, OccurredAt: at, ReadAt: readAt,
 	})
 	if err != nil {
 		return fmt.Errorf("karbon: record %s: %w", ids[0], err)
+	}
+	if published {
+		a.heard(heard)
 	}
 	return nil
 }
@@ -210,13 +241,33 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 // removeAll removes each of ids Karbon answered not found for, as
 // confirmed now: the one the copy holds is removed, with its change
 // record, and the rest are nothing.
-func (a *Adapter) removeAll(ctx context.Context, sink changes.ChangeSink, kind practice.Kind, ids []string) error {
+func (a *Adapter) removeAll(ctx context.Context, sink changes.ChangeSink, kind practice.Kind, ids []string, heard time.Time) error {
 	at := a.clock.Now()
 	for _, id := range ids {
 		rm := changes.Removal{Tenant: a.tenant(), Kind: kind, ResourceID: id, At: at}
-		if _, err := a.rec.Remove(ctx, sink, rm); err != nil {
+		published, err := a.rec.Remove(ctx, sink, rm)
+		if err != nil {
 			return fmt.Errorf("karbon: remove %s: %w", id, err)
+		}
+		if published {
+			a.heard(heard)
 		}
 	}
 	return nil
+}
+
+// Notifies reports whether Karbon tells the kind's changes: work items,
+// contacts and users to the records' subscriptions, invoices when its
+// billing is the ledger; none without a signing key to check them with.
+func (a *Adapter) Notifies(k practice.Kind) bool {
+	if a.cfg.WebhookSigningKey == "" {
+		return false
+	}
+	switch k {
+	case practice.Jobs, practice.Clients, practice.People:
+		return a.role == "records"
+	case practice.Invoices:
+		return a.ledger
+	}
+	return false
 }

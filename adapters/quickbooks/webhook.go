@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -116,18 +117,22 @@ func Verified(verifierToken string, r *http.Request, body []byte) bool {
 // carry intuit-signature, checked before anything of the body is read;
 // one that does not gets 401 with an empty body.
 //
-// Each invoice and estimate the body names for this company is read
-// again from QuickBooks (GET .../invoice/{id}, .../estimate/{id}),
-// compared with the last state seen
-// and published to sink when it differs; a payment is read, and each
-// invoice it is applied to with it, so an invoice paid becomes
-// invoice.paid with how it was settled. An invoice QuickBooks answers not
-// found for (its deletion) is removed at once, as invoice.deleted with a
-// tombstone; a deleted estimate's engagement ends. Events of other companies and entities are acknowledged and
-// skipped. A body handled within the hour is acknowledged unread; one
-// delivery reads at most Config.WebhookMaxRecords entities, within
-// Config.WebhookTimeout. When QuickBooks or the sink fails, or time runs
-// out, the answer is 503 and Intuit delivers again.
+// The invoices, payments and estimates the body names for this company
+// are kept in the notification inbox and read: the invoices a hundred at
+// a time (select * from Invoice where Id in (...)), each payment
+// (GET .../payment/{id}) with the invoices it is applied to, each estimate
+// (GET .../estimate/{id}); each is compared with the last state seen and
+// published to sink when it differs, so an invoice paid becomes
+// invoice.paid with how it was settled. An invoice QuickBooks no longer
+// has (its deletion) is removed at once, as invoice.deleted with a
+// tombstone; a deleted estimate's engagement ends. Events of other
+// companies and entities are acknowledged and skipped. A body kept
+// within the hour is acknowledged unread; one keeps at most
+// Config.WebhookMaxRecords entities. The delivery reads for
+// Config.WebhookTimeout, then is answered 200, and what is left is read
+// by the sync within the company's 10 calls a second, so Intuit never
+// sends again for the gateway's slowness; when the body cannot be kept
+// the answer is 503 and Intuit delivers again.
 func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -156,44 +161,53 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	})
 }
 
-// Deliver reads what events name of this company and records the
-// changes; body is the verified delivery they came in, which is handled
-// once within the hour. It answers the status for Intuit: 200, or 503
-// for a delivery to send again.
+// Deliver keeps what events name of this company and reads it; body is
+// the verified delivery they came in, which is kept once within the
+// hour. It answers the status for Intuit: 200, or 503 for a delivery to
+// send again.
 func (a *Adapter) Deliver(ctx context.Context, sink changes.ChangeSink, body []byte, events []Event) int {
 	mine := a.ownEvents(events)
 	if len(mine) == 0 {
 		return http.StatusOK
 	}
+	items := make([][]byte, len(mine))
+	for i, e := range mine {
+		items[i], _ = json.Marshal(e)
+	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(a.cfg.WebhookTimeout))
 	defer cancel()
-	repeat, err := a.notices.Once(ctx, "quickbooks/"+a.cfg.Firm+"/"+a.cfg.RealmID, body, func(ctx context.Context) error {
-		// A payment is read first, with the invoices it pays: Intuit
-		// names those invoices too, and they need no second read.
-		slices.SortStableFunc(mine, func(x, y Event) int { return strings.Compare(y.Entity, x.Entity) })
-		read := map[string]bool{}
-		for _, e := range mine {
-			if e.Entity == "invoice" && read[e.ID] {
-				continue
-			}
-			if err := a.ingest(ctx, sink, e, read); err != nil {
-				return fmt.Errorf("%s %s: %w", e.Entity, e.ID, err)
-			}
-		}
-		return nil
-	})
+	repeat, err := a.receiver(sink).Receive(ctx, body, items)
 	switch {
 	case err != nil:
 		a.log.Error("quickbooks webhook not processed; Intuit will send it again", zap.Error(err))
 		return http.StatusServiceUnavailable
 	case repeat:
-		a.log.Info("quickbooks webhook acknowledged unread: the same body was handled within the hour")
+		a.log.Info("quickbooks webhook acknowledged unread: the same body was kept within the hour")
 	}
 	return http.StatusOK
 }
 
-// ownEvents are the events about this company's invoices and payments
-// that need a read, one per entity, up to the bound.
+// ReadNotified reads what Intuit's kept notifications name and are due,
+// for the sync, which is woken when a delivery left some: more says some
+// are left.
+func (a *Adapter) ReadNotified(ctx context.Context) (more bool, err error) {
+	return a.receiver(a.deps.Changes).Drain(ctx)
+}
+
+// invoicesPerRead is how many invoices one query asks for by their ids.
+const invoicesPerRead = 100
+
+// receiver keeps Intuit's notifications in the company's scope and reads
+// them into sink.
+func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
+	return notifications.Receiver{Inbox: a.inbox, Scope: "quickbooks/" + a.cfg.Firm + "/" + a.cfg.RealmID, Batch: invoicesPerRead, Wake: a.deps.Wake,
+		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
+			return a.ingestAll(ctx, sink, items)
+		}}
+}
+
+// ownEvents are the events about this company's invoices, payments and
+// estimates that need a read, one per entity, up to the bound.
 func (a *Adapter) ownEvents(events []Event) []Event {
 	var mine []Event
 	for _, e := range events {
@@ -208,39 +222,147 @@ func (a *Adapter) ownEvents(events []Event) []Event {
 	}
 	kept, over := notifications.Limit(mine, func(e Event) string { return e.Entity + "/" + e.ID }, a.cfg.WebhookMaxRecords)
 	if over > 0 {
-		a.log.Warn("quickbooks webhook names more entities than one delivery may read; change data capture will find the rest",
-			zap.Int("read", len(kept)), zap.Int("left", over))
+		a.log.Warn("quickbooks webhook names more entities than one delivery may keep; change data capture will find the rest",
+			zap.Int("kept", len(kept)), zap.Int("left", over))
 	}
 	return kept
 }
 
-// ingest reads what e names and records it; read collects the invoices
-// read.
-func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, read map[string]bool) error {
-	if e.Entity == "estimate" {
-		return a.ingestEstimate(ctx, sink, e)
+// notice is an event kept, with when its notification came.
+type notice struct {
+	Event
+	heard time.Time
+	id    string
+}
+
+// ingestAll reads what the items name: the payments first, each with the
+// invoices it pays (Intuit names those too, and they need no second
+// read), then the invoices left in one query, then the estimates. An
+// item whose read fails is answered failed, for a later try.
+func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, items []notifications.Kept) ([]string, error) {
+	var invoices, others []notice
+	for _, k := range items {
+		var e Event
+		if json.Unmarshal(k.Item, &e) != nil {
+			continue
+		}
+		n := notice{Event: e, heard: k.At, id: k.ID}
+		if e.Entity == "invoice" {
+			invoices = append(invoices, n)
+		} else {
+			others = append(others, n)
+		}
 	}
-	if e.Entity == "invoice" {
-		read[e.ID] = true
-		created := e.Operation == "created"
-		if seen, err := a.seen(ctx, e.ID); err != nil || !seen && !created {
-			return err
+	// Payments before estimates, as before: the invoices a payment
+	// read are done.
+	slices.SortStableFunc(others, func(x, y notice) int { return strings.Compare(y.Entity, x.Entity) })
+	read := map[string]bool{}
+	var failed []string
+	var first error
+	fail := func(ids []string, err error) {
+		failed = append(failed, ids...)
+		if first == nil {
+			first = err
 		}
-		inv, payments, err := a.readInvoice(ctx, e.ID)
-		if errors.Is(err, practice.ErrNotFound) {
-			// Deleted (the event's word, or since): QuickBooks'
-			// not found removes it now rather than at the next change
-			// data capture poll.
-			_, err := a.rec.Remove(ctx, sink, changes.Removal{Tenant: practice.Tenant{Firm: a.cfg.Firm},
-				Kind: practice.Invoices, ResourceID: invoiceID(e.ID), At: a.clock.Now()})
-			return err
+	}
+	for _, n := range others {
+		if err := a.ingest(ctx, sink, n, read); err != nil {
+			fail([]string{n.id}, fmt.Errorf("%s %s: %w", n.Entity, n.ID, err))
 		}
+	}
+	var left []notice
+	for _, n := range invoices {
+		if !read[n.ID] {
+			left = append(left, n)
+		}
+	}
+	if err := a.ingestInvoices(ctx, sink, left); err != nil {
+		var ids []string
+		for _, n := range left {
+			ids = append(ids, n.id)
+		}
+		fail(ids, err)
+	}
+	return failed, first
+}
+
+// ingestInvoices reads the invoices ns name in one query and records
+// each; one QuickBooks no longer has is removed. An invoice never seen is
+// left to change data capture unless the event tells its creation.
+func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, ns []notice) error {
+	byID := map[string]notice{}
+	var ids []string
+	for _, n := range ns {
+		if prev, ok := byID[n.ID]; ok {
+			if prev.Operation == "created" {
+				n.Operation = "created"
+			}
+			byID[n.ID] = n
+			continue
+		}
+		seen, err := a.seen(ctx, n.ID)
 		if err != nil {
 			return err
 		}
-		return a.observe(ctx, sink, &inv, payments, e.At, created)
+		if !seen && n.Operation != "created" {
+			continue
+		}
+		byID[n.ID] = n
+		ids = append(ids, n.ID)
 	}
-	body, err := a.get(ctx, "/payment/"+e.ID, nil, "payment "+e.ID)
+	if len(ids) == 0 {
+		return nil
+	}
+	stmt := "select * from Invoice where Id in ('" + strings.Join(ids, "','") + fmt.Sprintf("') MAXRESULTS %d", maxResults)
+	body, err := a.get(ctx, "/query", url.Values{"query": {stmt}}, "invoices")
+	if err != nil {
+		return err
+	}
+	var invs []invoice
+	if body.QueryResponse != nil {
+		invs = body.QueryResponse.Invoice
+	}
+	payments, err := a.paymentsOf(ctx, invs, nil)
+	if err != nil {
+		return err
+	}
+	found := map[string]bool{}
+	for i := range invs {
+		n, ok := byID[invs[i].ID]
+		if !ok {
+			continue
+		}
+		found[n.ID] = true
+		if err := a.observe(ctx, sink, &invs[i], payments, n.At, n.Operation == "created", n.heard); err != nil {
+			return err
+		}
+	}
+	for _, id := range ids {
+		if found[id] {
+			continue
+		}
+		// Not in QuickBooks' answer: deleted (the event's word, or
+		// since). Removed now rather than at the next change data
+		// capture poll.
+		published, err := a.rec.Remove(ctx, sink, changes.Removal{Tenant: practice.Tenant{Firm: a.cfg.Firm},
+			Kind: practice.Invoices, ResourceID: invoiceID(id), At: a.clock.Now()})
+		if err != nil {
+			return err
+		}
+		if published {
+			a.heard(byID[id].heard)
+		}
+	}
+	return nil
+}
+
+// ingest reads the payment or estimate n names and records it; read
+// collects the invoices read.
+func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notice, read map[string]bool) error {
+	if n.Entity == "estimate" {
+		return a.ingestEstimate(ctx, sink, n)
+	}
+	body, err := a.get(ctx, "/payment/"+n.ID, nil, "payment "+n.ID)
 	if errors.Is(err, practice.ErrNotFound) {
 		return nil
 	}
@@ -248,7 +370,7 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, 
 		return err
 	}
 	if body.Payment == nil {
-		return fmt.Errorf("quickbooks: payment %s: %w", e.ID, errNoEntity)
+		return fmt.Errorf("quickbooks: payment %s: %w", n.ID, errNoEntity)
 	}
 	known := map[string]*payment{body.Payment.ID: body.Payment}
 	for _, id := range body.Payment.invoices() {
@@ -276,38 +398,41 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, e Event, 
 		if err != nil {
 			return err
 		}
-		if err := a.observe(ctx, sink, got.Invoice, payments, e.At, false); err != nil {
+		if err := a.observe(ctx, sink, got.Invoice, payments, n.At, false, n.heard); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// ingestEstimate reads the estimate e names and records its engagement,
+// ingestEstimate reads the estimate n names and records its engagement,
 // under the rule invoices follow: one never seen is left to change data
 // capture unless the event is its creation.
-func (a *Adapter) ingestEstimate(ctx context.Context, sink changes.ChangeSink, e Event) error {
+func (a *Adapter) ingestEstimate(ctx context.Context, sink changes.ChangeSink, n notice) error {
 	t := practice.Tenant{Firm: a.cfg.Firm}
-	id := engagementID(e.ID)
-	created := e.Operation == "created"
+	id := engagementID(n.ID)
+	created := n.Operation == "created"
 	last, err := a.rec.State.Last(ctx, changes.StateKey(t, practice.Engagements, id))
 	if err != nil || last == nil && !created {
 		return err
 	}
 	// A deleted estimate (the event's word, or since) reads as its
 	// engagement ended, and is never asked of QuickBooks again.
-	after, err := a.getEstimate(ctx, t, e.ID)
+	after, err := a.getEstimate(ctx, t, n.ID)
 	if errors.Is(err, practice.ErrNotFound) {
 		return nil // never seen: nothing to end
 	}
 	if err != nil {
 		return err
 	}
-	_, err = a.rec.Observe(ctx, sink, changes.Observation{
-		Tenant: t, Kind: practice.Engagements, ResourceID: id, After: after, Created: created, OccurredAt: e.At,
+	published, err := a.rec.Observe(ctx, sink, changes.Observation{
+		Tenant: t, Kind: practice.Engagements, ResourceID: id, After: after, Created: created, OccurredAt: n.At,
 	})
 	if err != nil {
-		return fmt.Errorf("quickbooks: record estimate %s: %w", e.ID, err)
+		return fmt.Errorf("quickbooks: record estimate %s: %w", n.ID, err)
+	}
+	if published {
+		a.heard(n.heard)
 	}
 	return nil
 }
@@ -322,18 +447,38 @@ func (a *Adapter) seen(ctx context.Context, qbID string) (bool, error) {
 	return last != nil, err
 }
 
-func (a *Adapter) observe(ctx context.Context, sink changes.ChangeSink, inv *invoice, payments map[string]*payment, at time.Time, created bool) error {
+func (a *Adapter) observe(ctx context.Context, sink changes.ChangeSink, inv *invoice, payments map[string]*payment, at time.Time, created bool, heard time.Time) error {
 	t := practice.Tenant{Firm: a.cfg.Firm}
 	after, err := a.invoiceJSON(ctx, t, inv, payments)
 	if err != nil {
 		return err
 	}
-	_, err = a.rec.Observe(ctx, sink, changes.Observation{
+	published, err := a.rec.Observe(ctx, sink, changes.Observation{
 		Tenant: t, Kind: practice.Invoices, ResourceID: invoiceID(inv.ID), After: after, Created: created,
 		Version: inv.MetaData.LastUpdatedTime, OccurredAt: at,
 	})
 	if err != nil {
 		return fmt.Errorf("quickbooks: record invoice %s: %w", inv.ID, err)
 	}
+	if published {
+		a.heard(heard)
+	}
 	return nil
+}
+
+// heard tells the deps when a notification that led to a change came.
+func (a *Adapter) heard(at time.Time) {
+	if a.deps.Heard != nil && !at.IsZero() {
+		a.deps.Heard(at)
+	}
+}
+
+// Notifies reports whether Intuit tells the kind's changes: invoices,
+// and estimates when they are the firm's engagements, with the app's
+// verifier token to check them with.
+func (a *Adapter) Notifies(k practice.Kind) bool {
+	if a.cfg.VerifierToken == "" {
+		return false
+	}
+	return k == practice.Invoices || k == practice.Engagements && a.keepsEngagements()
 }

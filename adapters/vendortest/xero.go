@@ -45,7 +45,7 @@ type XeroInvoice struct {
 }
 
 // Xero is a double of the Xero Accounting API's invoices and quotes under
-// /api.xro/2.0: GET /Invoices with page, pageSize, where (Type only),
+// /api.xro/2.0: GET /Invoices with page, pageSize, IDs, where (Type only),
 // order and If-Modified-Since; GET /Invoices/{id}; GET /Quotes with page,
 // order and If-Modified-Since, 100 a page; GET /Quotes/{id}; a bearer token and the
 // xero-tenant-id header required; pagination in the answer. Every request
@@ -256,9 +256,19 @@ func (x *Xero) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	// Only the page's invoices are written out: with tens of thousands
 	// that is most of an answer's time.
+	var named map[string]bool
+	if v := q.Get("IDs"); v != "" {
+		named = map[string]bool{}
+		for _, id := range strings.Split(v, ",") {
+			named[strings.TrimSpace(id)] = true
+		}
+	}
 	var matched []*XeroInvoice
 	for _, id := range ids {
 		inv := x.invoices[id]
+		if named != nil && !named[id] {
+			continue
+		}
 		if inv.Tenant == tenant && (typ == "" || inv.Type == typ) && (since.IsZero() || !inv.Updated.Before(since)) {
 			matched = append(matched, inv)
 		}

@@ -3,7 +3,6 @@ package xero
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,18 +30,20 @@ type webhookPayload struct {
 // That is also Xero's intent-to-receive check: it sends correctly and
 // incorrectly signed deliveries with no events and expects 200 and 401.
 //
-// For each INVOICE event of this organisation the invoice is read again
-// from Xero (never from the event's resourceUrl), compared with the last
-// state seen and published to sink when it differs, so an invoice paid in
-// Xero becomes invoice.paid downstream. An UPDATE of an invoice never
-// seen is only remembered (the read model's backfill has normally seen
-// it first); a CREATE is published as new.
+// The body's INVOICE events of this organisation are kept in the
+// notification inbox and read: each invoice is read again from Xero
+// (never from the event's resourceUrl; forty at a time, by their IDs),
+// compared with the last state seen and published to sink when it
+// differs, so an invoice paid in Xero becomes invoice.paid downstream. An
+// UPDATE of an invoice never seen is only remembered (the read model's
+// backfill has normally seen it first); a CREATE is published as new.
 // Events of other organisations and categories are acknowledged and
-// skipped. A body handled within the hour (a redelivery, or a capture
-// posted again) is acknowledged without reading Xero again; one delivery
-// reads each invoice it names once, at most Config.WebhookMaxRecords of
-// them, within Config.WebhookTimeout. When Xero or the sink fails, or time
-// runs out, the answer is 503 and Xero delivers again.
+// skipped. A body kept within the hour (a redelivery, or a capture posted
+// again) is acknowledged without reading Xero again; one keeps each
+// invoice it names once, at most Config.WebhookMaxRecords of them. The
+// delivery reads for Config.WebhookTimeout, then is answered 200, and
+// what is left is read by the sync within Xero's allowance. When the body
+// cannot be kept the answer is 503 and Xero delivers again.
 func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
@@ -70,31 +71,48 @@ func (a *Adapter) Webhook(sink changes.ChangeSink) http.Handler {
 		events := a.invoiceEvents(p)
 		if len(events) == 0 {
 			// Nothing to read (Xero's intent-to-receive check among
-			// them): nothing to remember either.
+			// them): nothing to keep either.
 			w.WriteHeader(http.StatusOK)
 			return
 		}
+		items := make([][]byte, len(events))
+		for i, e := range events {
+			items[i], _ = json.Marshal(e)
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), time.Duration(a.cfg.WebhookTimeout))
 		defer cancel()
-		repeat, err := a.notices.Once(ctx, "xero/"+a.cfg.Firm, body, func(ctx context.Context) error {
-			for _, e := range events {
-				if err := a.ingest(ctx, sink, e.ResourceID, e.EventDateUTC, e.EventType == "CREATE"); err != nil {
-					return fmt.Errorf("invoice %s: %w", e.ResourceID, err)
-				}
-			}
-			return nil
-		})
+		repeat, err := a.receiver(sink).Receive(ctx, body, items)
 		switch {
 		case err != nil:
 			a.log.Error("xero webhook not processed; Xero will send it again", zap.Error(err))
 			w.WriteHeader(http.StatusServiceUnavailable)
 		case repeat:
-			a.log.Info("xero webhook acknowledged unread: the same body was handled within the hour")
+			a.log.Info("xero webhook acknowledged unread: the same body was kept within the hour")
 			w.WriteHeader(http.StatusOK)
 		default:
 			w.WriteHeader(http.StatusOK)
 		}
 	})
+}
+
+// ReadNotified reads what Xero's kept notifications name and are due,
+// for the sync, which is woken when a delivery left some: more says some
+// are left.
+func (a *Adapter) ReadNotified(ctx context.Context) (more bool, err error) {
+	return a.receiver(a.deps.Changes).Drain(ctx)
+}
+
+// idsPerRead is how many invoices one read asks Xero for by their IDs:
+// forty UUIDs keep the URL short.
+const idsPerRead = 40
+
+// receiver keeps Xero's notifications in the organisation's scope and
+// reads them into sink, forty invoices a call.
+func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
+	return notifications.Receiver{Inbox: a.inbox, Scope: "xero/" + a.cfg.Firm + "/" + a.cfg.TenantID, Batch: idsPerRead, Wake: a.deps.Wake,
+		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
+			return nil, a.ingestAll(ctx, sink, items)
+		}}
 }
 
 // webhookEvent is one event of a Xero webhook body.
@@ -125,29 +143,61 @@ func (a *Adapter) invoiceEvents(p webhookPayload) []webhookEvent {
 	return kept
 }
 
-func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, invID, eventDate string, created bool) error {
-	if !isUUID(invID) {
+// ingestAll reads the invoices the items name in one call, by their IDs,
+// and records each.
+func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, items []notifications.Kept) error {
+	events := map[string]webhookEvent{}
+	heard := map[string]time.Time{}
+	var ids []string
+	for _, k := range items {
+		var e webhookEvent
+		if json.Unmarshal(k.Item, &e) != nil || !isUUID(e.ResourceID) {
+			continue
+		}
+		if prev, ok := events[e.ResourceID]; ok {
+			if prev.EventType == "CREATE" {
+				e.EventType = "CREATE" // a creation told stays told
+			}
+		} else {
+			ids = append(ids, e.ResourceID)
+		}
+		events[e.ResourceID], heard[e.ResourceID] = e, k.At
+	}
+	if len(ids) == 0 {
 		return nil
 	}
-	inv, err := a.readInvoice(ctx, invID)
-	if errors.Is(err, practice.ErrNotFound) {
-		return nil // a bill, or gone
-	}
+	invs, err := a.readInvoices(ctx, ids)
 	if err != nil {
 		return err
 	}
 	t := practice.Tenant{Firm: a.cfg.Firm}
-	after, err := a.invoiceJSON(ctx, t, &inv)
-	if err != nil {
-		return err
-	}
-	at, _ := xeroTime(eventDate)
-	_, err = a.rec.Observe(ctx, sink, changes.Observation{
-		Tenant: t, Kind: practice.Invoices, ResourceID: "inv_" + invID, After: after, Created: created,
-		Version: inv.UpdatedDateUTC, OccurredAt: at,
-	})
-	if err != nil {
-		return fmt.Errorf("xero: record invoice %s: %w", invID, err)
+	for i := range invs {
+		inv := &invs[i]
+		e, ok := events[inv.InvoiceID]
+		if !ok || inv.Type != "ACCREC" {
+			continue // a bill, or an invoice nobody asked for
+		}
+		after, err := a.invoiceJSON(ctx, t, inv)
+		if err != nil {
+			return err
+		}
+		at, _ := xeroTime(e.EventDateUTC)
+		published, err := a.rec.Observe(ctx, sink, changes.Observation{
+			Tenant: t, Kind: practice.Invoices, ResourceID: "inv_" + inv.InvoiceID, After: after, Created: e.EventType == "CREATE",
+			Version: inv.UpdatedDateUTC, OccurredAt: at,
+		})
+		if err != nil {
+			return fmt.Errorf("xero: record invoice %s: %w", inv.InvoiceID, err)
+		}
+		if published && a.deps.Heard != nil {
+			a.deps.Heard(heard[inv.InvoiceID])
+		}
 	}
 	return nil
+}
+
+// Notifies reports whether Xero tells the kind's changes: invoices, with
+// the app's webhook key to check them with; quotes never.
+func (a *Adapter) Notifies(k practice.Kind) bool {
+	return k == practice.Invoices && a.cfg.WebhookKey != ""
 }

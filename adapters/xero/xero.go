@@ -64,11 +64,12 @@ type Config struct {
 	// HMAC-SHA256 of each body under it in x-xero-signature. Without it
 	// every webhook is refused.
 	WebhookKey string `json:"webhook_key,omitempty"`
-	// WebhookTimeout bounds the work on one webhook delivery; Xero wants
-	// an answer within 5 s and sends again when it gets none [4s].
+	// WebhookTimeout is how long one webhook delivery reads what it
+	// named before it is answered; Xero wants an answer within 5 s [3s].
+	// The rest is read after, by the sync.
 	WebhookTimeout upstream.Duration `json:"webhook_timeout,omitempty"`
-	// WebhookMaxRecords bounds the invoices one delivery makes the
-	// gateway read from Xero [100]; invoices past it are acknowledged and
+	// WebhookMaxRecords bounds the invoices one delivery keeps for
+	// reading from Xero [1000]; invoices past it are acknowledged and
 	// left to the sync's polling.
 	WebhookMaxRecords int `json:"webhook_max_records,omitempty"`
 	// SettlementRails maps words in a payment's reference or bank
@@ -108,7 +109,8 @@ type Adapter struct {
 	rails   []rail
 	clients ClientResolver
 	rec     *changes.Recorder
-	notices notifications.Guard
+	deps    upstream.Deps
+	inbox   notifications.Inbox
 	// signings remember when each quote was first read accepted.
 	signings proposals.Signings
 }
@@ -125,10 +127,10 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		cfg.PageSize = 100
 	}
 	if cfg.WebhookTimeout <= 0 {
-		cfg.WebhookTimeout = upstream.Duration(4 * time.Second)
+		cfg.WebhookTimeout = upstream.Duration(3 * time.Second)
 	}
 	if cfg.WebhookMaxRecords <= 0 {
-		cfg.WebhookMaxRecords = 100
+		cfg.WebhookMaxRecords = 1000
 	}
 	auth, err := oauthtoken.New(oauthtoken.Xero, cfg.OAuth2, "https://identity.xero.com/connect/token", "basic", deps)
 	if err != nil {
@@ -159,7 +161,8 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		clock:    deps.ClockOrSystem(),
 		rails:    rails,
 		rec:      deps.ChangeRecorder(),
-		notices:  deps.NotificationGuard(),
+		deps:     deps,
+		inbox:    deps.NotificationInbox(),
 		signings: proposals.Signings{State: deps.StateStore(), Firm: cfg.Firm},
 	}
 	for _, o := range opts {
@@ -308,6 +311,16 @@ func (a *Adapter) readInvoice(ctx context.Context, invID string) (invoice, error
 		return invoice{}, fmt.Errorf("xero: invoice %s is not a sales invoice: %w", invID, practice.ErrNotFound)
 	}
 	return body.Invoices[0], nil
+}
+
+// readInvoices reads the invoices of ids in one call (Xero's IDs
+// filter); an id Xero does not answer for is not among them.
+func (a *Adapter) readInvoices(ctx context.Context, ids []string) ([]invoice, error) {
+	body, err := a.getInvoices(ctx, upstream.Request{Path: "/Invoices", Query: url.Values{"IDs": {strings.Join(ids, ",")}}}, "invoices")
+	if err != nil {
+		return nil, fmt.Errorf("xero: read %d invoices: %w", len(ids), err)
+	}
+	return body.Invoices, nil
 }
 
 // getInvoices makes a call that answers with invoices; what names the

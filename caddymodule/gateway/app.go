@@ -167,7 +167,7 @@ type App struct {
 	metrics       prometheus.Registerer
 	budget        upstream.Budget
 	upstreamState changes.StateStore
-	notices       notifications.Log
+	notices       notifications.Inbox
 	changes       changes.ChangeSink
 
 	// holder names this app in the read model's sync leases.
@@ -459,7 +459,7 @@ func (a *App) provisionVendorState() {
 		// and a vendor notification replayed to any of them is caught.
 		a.budget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
 		a.upstreamState = a.store.(changes.StateStore)
-		a.notices = a.store.(notifications.Log)
+		a.notices = a.store.(notifications.Inbox)
 	}
 }
 

@@ -87,6 +87,11 @@ func (s *Syncer) setKind(k practice.Kind, kp kindProgress) {
 // readAt is when the read began: a record removed since is not brought
 // back by it.
 func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
+	return s.keepTo(ctx, s.sink, k, items, readAt, announceNew)
+}
+
+// keepTo is keep, publishing to sink.
+func (s *Syncer) keepTo(ctx context.Context, sink changes.ChangeSink, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
 	var batch []Update
 	for _, raw := range items {
 		e, err := recordindex.NewEntry(raw)
@@ -108,7 +113,7 @@ func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMess
 		if e.Updated <= 0 {
 			o.OccurredAt = time.Time{}
 		}
-		if _, err := s.recorder.Observe(ctx, s.sink, o); err != nil {
+		if _, err := s.recorder.Observe(ctx, sink, o); err != nil {
 			return err
 		}
 	}

@@ -9,10 +9,17 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
-// readFeed reads the vendor's change feed from where it stopped.
-func (s *Syncer) readFeed(ctx context.Context) error {
+// readFeed reads the vendor's change feed from where it stopped, one
+// reader at a time: the polls' and the reads a notification asks for.
+func (s *Syncer) readFeed(ctx context.Context) error { return s.readFeedTo(ctx, s.sink) }
+
+// readFeedTo is readFeed, publishing to sink.
+func (s *Syncer) readFeedTo(ctx context.Context, sink changes.ChangeSink) error {
+	s.feedMu.Lock()
+	defer s.feedMu.Unlock()
 	start := s.now()
 	s.mu.Lock()
 	cursor := s.progress.FeedCursor
@@ -39,11 +46,11 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s change feed: %w", s.sys.Label, err)
 		}
-		if err := s.keep(ctx, k, page.Changed, readAt, true); err != nil {
+		if err := s.keepTo(ctx, sink, k, page.Changed, readAt, true); err != nil {
 			return err
 		}
 		for _, id := range page.Gone {
-			if err := s.forget(ctx, k, id, start); err != nil {
+			if err := s.forgetTo(ctx, sink, k, id, start); err != nil {
 				return err
 			}
 		}
@@ -56,11 +63,11 @@ func (s *Syncer) readFeed(ctx context.Context) error {
 			s.mu.Lock()
 			announce := s.kindProgress(o.Kind).Backfilled
 			s.mu.Unlock()
-			if err := s.keep(ctx, o.Kind, o.Changed, readAt, announce); err != nil {
+			if err := s.keepTo(ctx, sink, o.Kind, o.Changed, readAt, announce); err != nil {
 				return err
 			}
 			for _, id := range o.Gone {
-				if err := s.forget(ctx, o.Kind, id, start); err != nil {
+				if err := s.forgetTo(ctx, sink, o.Kind, id, start); err != nil {
 					return err
 				}
 			}

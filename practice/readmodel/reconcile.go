@@ -100,8 +100,13 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, re
 // Its id is the record's removal, whatever state it had: two instances
 // removing it raise one change.
 func (s *Syncer) forget(ctx context.Context, k practice.Kind, id string, at time.Time) error {
+	return s.forgetTo(ctx, s.sink, k, id, at)
+}
+
+// forgetTo is forget, publishing to sink.
+func (s *Syncer) forgetTo(ctx context.Context, sink changes.ChangeSink, k practice.Kind, id string, at time.Time) error {
 	return s.model.Remove(ctx, k, id, at, func(before json.RawMessage) error {
-		if err := s.sink.Publish(ctx, changes.RemovalChange(s.tenant(), k, id, before, at)); err != nil {
+		if err := sink.Publish(ctx, changes.RemovalChange(s.tenant(), k, id, before, at)); err != nil {
 			return fmt.Errorf("publish removal of %s: %w", id, err)
 		}
 		return nil

@@ -37,6 +37,14 @@ type Status struct {
 	// Plan is how the sync spaces its polls to keep within its share of
 	// the vendor's allowances.
 	Plan Plan
+	// Latency is the last hour's time from a vendor's notification to its
+	// change record, as this instance measured it (the reads it made).
+	Latency LatencySummary
+	// SubscribedUntil is when the vendor's subscription lapses unless
+	// renewed (a system whose vendor notifies only while subscribed);
+	// SubscribeError why the holder could not make or renew it.
+	SubscribedUntil time.Time
+	SubscribeError  string
 }
 
 // KindStatus is one kind's part of a sync.
@@ -52,6 +60,33 @@ type KindStatus struct {
 	// State is this kind's own (backfilling, live, lagging, failing):
 	// one kind failing leaves the others live. Why says why it is not.
 	State, Why string
+	// Notified says the vendor notifies the kind's changes, read as soon
+	// as they come; else only the polls (Status.Plan) find them.
+	Notified bool
+}
+
+// Reaches says for people how a kind's changes reach the gateway:
+// "notified, polled every 1m as well" or "polled every 8m10s".
+func (st Status) Reaches(k practice.Kind) string {
+	every := ""
+	if d, ok := st.Plan.PollEvery[string(k)]; ok {
+		every = shortDuration(d)
+	} else if d, ok := st.Plan.PollEvery[passFeed]; ok {
+		every = shortDuration(d)
+	}
+	for _, ks := range st.Kinds {
+		if ks.Kind != k || !ks.Notified {
+			continue
+		}
+		if every == "" {
+			return "notified; reconciled daily"
+		}
+		return "notified; polled every " + every + " as well"
+	}
+	if every == "" {
+		return "reconciled daily"
+	}
+	return "polled every " + every
 }
 
 // Age is how old the data is at now: since ConfirmedAt.
@@ -109,6 +144,9 @@ func (s *Syncer) statusLocked() Status {
 		kp := s.kindProgress(k)
 		ks := KindStatus{Kind: k, Backfilled: kp.Backfilled, Seen: kp.Seen, About: kp.About,
 			Records: s.model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive}
+		if n, ok := s.sys.Reader.(Notifier); ok {
+			ks.Notified = n.Notifies(k)
+		}
 		backfilled = backfilled && kp.Backfilled
 		if i == 0 || kp.ConfirmedAt.Before(st.ConfirmedAt) {
 			st.ConfirmedAt = kp.ConfirmedAt
@@ -145,5 +183,7 @@ func (s *Syncer) statusLocked() Status {
 		st.State = StateLive
 	}
 	s.describePlan(&st)
+	st.Latency = s.latency.Summary(now)
+	st.SubscribedUntil, st.SubscribeError = p.SubscribedUntil, p.SubscribeError
 	return st
 }

@@ -98,6 +98,16 @@ type Syncer struct {
 	calls    callWindow
 	wake     chan struct{}
 	plan     planner
+	// bell rings the reads a vendor's notification asks for (Wake);
+	// wokenAt is when the first wake not yet served came.
+	bell    chan struct{}
+	wokenAt time.Time
+	// feedMu lets one read of the change feed run at a time: the polls'
+	// and a notification's.
+	feedMu sync.Mutex
+	// latency keeps how long notifications took to become change
+	// records (WithLatency).
+	latency *Latency
 }
 
 // SyncedSystem is the firm system a Syncer reads.
@@ -152,6 +162,7 @@ func NewSyncer(sys SyncedSystem, deps SyncDeps, cfg SyncConfig, opts ...SyncOpti
 		checkpoints: deps.Checkpoints, leases: deps.Leases, holder: deps.Holder,
 		config: cfg.withDefaults(), logger: zap.NewNop(),
 		wake:     make(chan struct{}, 1),
+		bell:     make(chan struct{}, 1),
 		progress: progress{Kinds: map[practice.Kind]*kindProgress{}},
 	}
 	if s.sys.Label == "" {
@@ -188,6 +199,11 @@ type progress struct {
 	// Costs are the vendor calls each pass costs, which the plan of
 	// polls is made from.
 	Costs map[string]float64 `json:"costs,omitempty"`
+	// SubscribedUntil is when the vendor's subscription the holder keeps
+	// (a Subscriber's) lapses unless renewed; SubscribeError why the last
+	// attempt to make or renew it failed.
+	SubscribedUntil time.Time `json:"subscribed_until,omitzero"`
+	SubscribeError  string    `json:"subscribe_error,omitempty"`
 }
 
 type kindProgress struct {
@@ -261,6 +277,13 @@ func (s *Syncer) Run(ctx context.Context) {
 		}
 	}()
 	s.followHolder(ctx)
+	// What notifications ask for is read beside the steps, however long
+	// one takes.
+	wctx, stop := context.WithCancel(ctx)
+	var wakes sync.WaitGroup
+	wakes.Add(1)
+	go func() { defer wakes.Done(); s.serveWakes(wctx) }()
+	defer func() { stop(); wakes.Wait() }()
 	for ctx.Err() == nil {
 		held, more, stepErr := s.round(ctx, s.whileHeld)
 		switch {
@@ -303,6 +326,14 @@ func (s *Syncer) round(ctx context.Context, run func(context.Context, func(conte
 	if !held || took || s.overtaken(ctx) {
 		// Follow the holder, or resume from the last holder's checkpoint.
 		s.followHolder(ctx)
+	}
+	if took {
+		// A new holder reads at once what notifications left, and keeps
+		// the vendor's subscription.
+		select {
+		case s.bell <- struct{}{}:
+		default:
+		}
 	}
 	if !held {
 		return false, false, nil

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/internal/eventually"
@@ -488,4 +489,60 @@ func TestVendorOutageKeepsServingMarkedFailing(t *testing.T) {
 
 	e.k.Faults.Up()
 	waitFor(t, "the sync to recover", live_(s))
+}
+
+// A notification that its delivery could not read in its time is read by
+// the instance holding the sync, woken through Wakes, beside whatever the
+// sync is doing; the status says the kind is notified and how long the
+// notification took to become a change record.
+func TestNotifiedReadsAreTheHoldersWhenADeliveryLeavesThem(t *testing.T) {
+	k := karbonDouble(t)
+	e := newEnv(t, k, openDB(t, t.TempDir()))
+	inbox := notifications.NewMemory(nil)
+	wakes := readmodel.NewWakes(nil)
+	var latency readmodel.Latency
+	holder, err := karbon.New(karbon.Config{Firm: firm, AccessKey: k.AccessKey, Bearer: k.Bearer, BaseURL: k.URL,
+		WebhookSigningKey: "karbon-signing-key-0001", Upstream: upstream.Policy{RateLimit: -1}},
+		upstream.Deps{State: e.model, Recorder: e.rec, Changes: e.sink, Notifications: inbox,
+			Heard: func(at time.Time) { latency.Add(time.Since(at), time.Now()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.syncer("one", holder)
+	readmodel.WithLatency(&latency)(s)
+	defer wakes.Add(s)()
+	run(t, s)
+	waitFor(t, "the backfill", live_(s))
+
+	// The instance the notification reaches has no time to read it.
+	receiver, err := karbon.New(karbon.Config{Firm: firm, AccessKey: k.AccessKey, Bearer: k.Bearer, BaseURL: k.URL,
+		WebhookSigningKey: "karbon-signing-key-0001", WebhookTimeout: upstream.Duration(time.Nanosecond),
+		Upstream: upstream.Policy{RateLimit: -1}},
+		upstream.Deps{State: e.model, Recorder: e.rec, Changes: e.sink, Notifications: inbox,
+			Wake: func(ctx context.Context) error { return wakes.Ring(ctx, firm, "records") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.MoveWorkItem("W0002", "Completed", "")
+	body := vendortest.KarbonWebhook("Work", "W0002", "Updated", time.Now())
+	r := httptest.NewRequest(http.MethodPost, "/ingest", strings.NewReader(string(body)))
+	r.Header.Set("Signature", vendortest.SignKarbon("karbon-signing-key-0001", body))
+	w := httptest.NewRecorder()
+	receiver.Webhook(e.sink).ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("the delivery was answered %d: it must be acknowledged at once", w.Code)
+	}
+	waitFor(t, "the holder's read", func() bool { return len(e.sink.of("job_W0002")) == 1 })
+	st := s.Status()
+	if st.Latency.Count != 1 || st.Latency.P99 <= 0 || st.Latency.P99 > 10*time.Second {
+		t.Errorf("latency %+v", st.Latency)
+	}
+	for _, ks := range st.Kinds {
+		if !ks.Notified {
+			t.Errorf("%s: not said to be notified", ks.Kind)
+		}
+	}
+	if got := st.Reaches(practice.Jobs); !strings.HasPrefix(got, "notified") {
+		t.Errorf("jobs reach the gateway %q", got)
+	}
 }

@@ -80,7 +80,7 @@ var (
 	bucketIdempotency = "gw_idempotency"
 	bucketUsage       = "gw_usage"
 	bucketUpstream    = "gw_upstream_state"
-	bucketNotices     = "gw_notifications"
+	bucketNotices     = "gw_notification_inbox"
 	bucketNonces      = "gw_forward_nonces"
 )
 
@@ -174,6 +174,13 @@ func New(db *bbolt.DB, now func() time.Time, opts ...Option) (*Store, error) {
 		// the records they replace; the separate bucket goes.
 		if tx.Bucket([]byte("gw_readmodel_tombstones")) != nil {
 			if err := tx.DeleteBucket([]byte("gw_readmodel_tombstones")); err != nil {
+				return err
+			}
+		}
+		// The previous version kept the notification bodies handled in
+		// the last hour alone, not what they named; the inbox replaces it.
+		if tx.Bucket([]byte("gw_notifications")) != nil {
+			if err := tx.DeleteBucket([]byte("gw_notifications")); err != nil {
 				return err
 			}
 		}

@@ -311,7 +311,7 @@ func TestLeasesConformance(t *testing.T) {
 }
 
 func TestNotificationsConformance(t *testing.T) {
-	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationLog, storetest.NotificationLog) {
+	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationInbox, storetest.NotificationInbox) {
 		st, db := open(t)
 		return st, reopen(t, db)
 	})

@@ -7,8 +7,9 @@
 // pgw:signing_key), the check that secrets are sealed under the
 // configured key (secrets.go, pgw:secrets_check), idempotency keys with their TTL (idempotency.go,
 // pgw:idem:*), what upstream adapters keep (upstream.go, pgw:upstream:*,
-// sealed), the vendor notifications handled in the last hour
-// (notifications.go, pgw:notice:* with their TTL), firms' connections and
+// sealed), the vendor notifications kept until what they name is read and
+// the bodies kept in the last hour (notifications.go, pgw:nb:{<scope>}:*),
+// firms' connections and
 // the consents awaited (connections.go, pgw:{connect}:*, verifiers sealed)
 // and the read model's records, feed, checkpoints and
 // leases (readmodel.go, pgw:rm:*). Those calls are single lookups bounded by

@@ -398,7 +398,7 @@ func TestUpstreamStateSealedAfterAnEarlierSealingVersion(t *testing.T) {
 
 func TestNotificationsConformance(t *testing.T) {
 	srv := redistest.Start(t)
-	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationLog, storetest.NotificationLog) {
+	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationInbox, storetest.NotificationInbox) {
 		return open(t, srv), another(t, srv)
 	})
 }

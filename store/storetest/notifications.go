@@ -3,147 +3,166 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/practicegw/practicegw/adapters/kit/notifications"
 )
 
-// NotificationLog remembers the vendor notification bodies handled in
-// the last hour (adapters/kit/notifications.Log).
-type NotificationLog interface {
-	ClaimNotification(ctx context.Context, key string, ttl time.Duration) (bool, error)
-	ReleaseNotification(ctx context.Context, key string) error
-}
+// NotificationInbox keeps vendor notifications until what they name is
+// read (adapters/kit/notifications.Inbox).
+type NotificationInbox = notifications.Inbox
 
-// Notifications checks a NotificationLog. open returns an empty log and a
-// second handle on the same state (another instance).
-func Notifications(t *testing.T, open func(t *testing.T) (log, other NotificationLog)) {
+// Notifications checks a NotificationInbox. open returns an empty inbox
+// and a second handle on the same state (another instance).
+func Notifications(t *testing.T, open func(t *testing.T) (inbox, other NotificationInbox)) {
 	ctx := context.Background()
-	claim := func(t *testing.T, l NotificationLog, key string, ttl time.Duration) bool {
+	keep := func(t *testing.T, in NotificationInbox, scope, key string, items ...string) bool {
 		t.Helper()
-		ok, err := l.ClaimNotification(ctx, key, ttl)
+		var bs [][]byte
+		for _, it := range items {
+			bs = append(bs, []byte(it))
+		}
+		ok, err := in.KeepNotification(ctx, scope, key, bs)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return ok
 	}
-
-	t.Run("a key is claimed once until released", func(t *testing.T) {
-		l, other := open(t)
-		if !claim(t, l, "frm_acme/karbon:d1", time.Hour) {
-			t.Fatal("a fresh key is taken")
-		}
-		if claim(t, other, "frm_acme/karbon:d1", time.Hour) || claim(t, l, "frm_acme/karbon:d1", time.Hour) {
-			t.Fatal("a claimed key claimed again")
-		}
-		if !claim(t, other, "frm_birch/karbon:d1", time.Hour) {
-			t.Fatal("another firm's key is taken")
-		}
-		if err := other.ReleaseNotification(ctx, "frm_acme/karbon:d1"); err != nil {
-			t.Fatal(err)
-		}
-		if !claim(t, l, "frm_acme/karbon:d1", time.Hour) {
-			t.Fatal("a released key is still taken")
-		}
-		if err := l.ReleaseNotification(ctx, "never-claimed"); err != nil {
-			t.Fatalf("releasing a key never claimed: %v", err)
-		}
-	})
-	claims(t, func(t *testing.T) (claimFunc, claimFunc) {
-		l, other := open(t)
-		return l.ClaimNotification, other.ClaimNotification
-	})
-}
-
-// Nonces remember the nonces of the requests one instance forwarded to
-// another, for as long as one may be taken (cluster.Nonces).
-type Nonces interface {
-	ClaimNonce(ctx context.Context, nonce string, ttl time.Duration) (bool, error)
-}
-
-// ForwardNonces checks Nonces. open returns an empty store and a second
-// handle on the same state (another instance).
-func ForwardNonces(t *testing.T, open func(t *testing.T) (nonces, other Nonces)) {
-	ctx := context.Background()
-	t.Run("a nonce is taken once, by one instance", func(t *testing.T) {
-		n, other := open(t)
-		for i, h := range []Nonces{n, other, n} {
-			ok, err := h.ClaimNonce(ctx, "n1", time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok != (i == 0) {
-				t.Fatalf("claim %d of one nonce: %v", i, ok)
-			}
-		}
-	})
-	claims(t, func(t *testing.T) (claimFunc, claimFunc) {
-		n, other := open(t)
-		return n.ClaimNonce, other.ClaimNonce
-	})
-}
-
-// claimFunc takes a key until ttl passes, reporting false if it is taken.
-type claimFunc func(ctx context.Context, key string, ttl time.Duration) (bool, error)
-
-// claims checks what every single-use claim keeps: it passes with its
-// ttl, and of many claiming at once on two handles, one wins.
-func claims(t *testing.T, open func(t *testing.T) (claim, other claimFunc)) {
-	ctx := context.Background()
-	take := func(t *testing.T, c claimFunc, key string, ttl time.Duration) bool {
+	take := func(t *testing.T, in NotificationInbox, scope string, n int, lease time.Duration) []notifications.Kept {
 		t.Helper()
-		ok, err := c(ctx, key, ttl)
+		got, err := in.TakeNotifications(ctx, scope, n, lease)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return ok
+		return got
+	}
+	items := func(ks []notifications.Kept) string {
+		var out []string
+		for _, k := range ks {
+			out = append(out, string(k.Item))
+		}
+		return fmt.Sprint(out)
 	}
 
-	t.Run("a claim passes with its ttl", func(t *testing.T) {
-		l, other := open(t)
-		if !take(t, l, "k", 200*time.Millisecond) {
-			t.Fatal("a fresh key is taken")
+	t.Run("a body is kept once within the window", func(t *testing.T) {
+		in, other := open(t)
+		if !keep(t, in, "karbon/frm_acme", "d1", "W1", "W2") {
+			t.Fatal("a fresh body is not kept")
+		}
+		if keep(t, other, "karbon/frm_acme", "d1", "W1") || keep(t, in, "karbon/frm_acme", "d1") {
+			t.Fatal("a body kept is kept again")
+		}
+		if !keep(t, other, "karbon/frm_birch", "d1", "W9") {
+			t.Fatal("the same body of another firm is not kept")
+		}
+		if got := items(take(t, other, "karbon/frm_acme", 10, time.Hour)); got != "[W1 W2]" {
+			t.Fatalf("took %s, want the items in the order kept", got)
+		}
+		if got := items(take(t, in, "karbon/frm_birch", 10, time.Hour)); got != "[W9]" {
+			t.Fatalf("another scope's items: %s", got)
+		}
+	})
+
+	t.Run("an item is taken once until its lease passes or it is settled", func(t *testing.T) {
+		in, other := open(t)
+		keep(t, in, "s", "a", "1", "2", "3")
+		keep(t, in, "s", "b", "4")
+		first := take(t, in, "s", 2, time.Hour)
+		if items(first) != "[1 2]" || first[0].ID == first[1].ID || first[0].At.IsZero() {
+			t.Fatalf("first take %+v", first)
+		}
+		if got := items(take(t, other, "s", 10, time.Hour)); got != "[3 4]" {
+			t.Fatalf("another instance took %s, want the rest", got)
+		}
+		if got := take(t, in, "s", 10, time.Hour); len(got) != 0 {
+			t.Fatalf("items taken twice within their lease: %s", items(got))
+		}
+		if err := other.SettleNotification(ctx, "s", first[0].ID, true, 0); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.SettleNotification(ctx, "s", first[1].ID, false, 0); err != nil {
+			t.Fatal(err)
+		}
+		if got := items(take(t, other, "s", 10, time.Hour)); got != "[2]" {
+			t.Fatalf("after settling 1 done and 2 failed: took %s, want 2 again", got)
+		}
+		if err := in.SettleNotification(ctx, "s", "never-kept", true, 0); err != nil {
+			t.Fatalf("settling an item never kept: %v", err)
+		}
+
+		keep(t, in, "lease", "c", "5")
+		if got := items(take(t, in, "lease", 1, 200*time.Millisecond)); got != "[5]" {
+			t.Fatalf("took %s", got)
 		}
 		deadline := time.Now().Add(10 * time.Second)
-		for !take(t, other, "k", time.Hour) {
+		for len(take(t, other, "lease", 1, time.Hour)) == 0 {
 			if time.Now().After(deadline) {
-				t.Fatal("a claim of 200ms still holds after 10s")
+				t.Fatal("an item leased for 200ms is not due again after 10s")
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		keep(t, in, "retry", "d", "6")
+		k := take(t, in, "retry", 1, time.Hour)
+		if err := in.SettleNotification(ctx, "retry", k[0].ID, false, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if got := take(t, other, "retry", 1, time.Hour); len(got) != 0 {
+			t.Fatal("an item to retry in an hour is due at once")
+		}
 	})
 
-	t.Run("of many claiming one key at once, one wins", func(t *testing.T) {
-		l, other := open(t)
-		for round := range 20 {
-			key := fmt.Sprintf("race-%d", round)
-			var wg sync.WaitGroup
-			won := make(chan bool, 16)
-			for i := range 16 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					h := l
-					if i%2 == 1 {
-						h = other
-					}
-					ok, err := h(ctx, key, time.Hour)
-					if err != nil {
-						t.Error(err)
-					}
-					won <- ok
-				}()
-			}
-			wg.Wait()
-			close(won)
-			n := 0
-			for ok := range won {
-				if ok {
-					n++
+	t.Run("of many taking at once, each item goes to one", func(t *testing.T) {
+		in, other := open(t)
+		const n = 60
+		for i := range n {
+			keep(t, in, "race", fmt.Sprint("body", i), fmt.Sprint(i))
+		}
+		var (
+			mu   sync.Mutex
+			got  []string
+			wg   sync.WaitGroup
+			errs = make(chan error, 16)
+		)
+		for g := range 16 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h := in
+				if g%2 == 1 {
+					h = other
 				}
-			}
-			if n != 1 {
-				t.Fatalf("round %d: %d claims of one key won", round, n)
+				for {
+					ks, err := h.TakeNotifications(ctx, "race", 3, time.Hour)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if len(ks) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, k := range ks {
+						got = append(got, string(k.Item))
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		sort.Strings(got)
+		if len(got) != n {
+			t.Fatalf("%d items taken of %d: %v", len(got), n, got)
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] == got[i-1] {
+				t.Fatalf("item %s taken twice", got[i])
 			}
 		}
 	})

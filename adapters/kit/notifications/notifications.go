@@ -1,13 +1,14 @@
-// Package notifications keeps a vendor's change notifications (Karbon's
-// and Xero's webhooks) from costing more than they are worth: a body
-// already handled within the last hour is acknowledged without reading the
-// vendor again, and the work one body can cause is bounded in records and
-// time.
+// Package notifications keeps a vendor's change notifications (Karbon's,
+// Xero's and Intuit's webhooks) until what they name is read: a verified
+// notification is kept in an Inbox before it is answered, so that it is
+// answered within the vendor's time whatever it names, a crash loses
+// nothing it named, and the reads it asks for are made once, within the
+// vendor's allowance, by whichever instance takes them.
 //
 // A signature proves who wrote a body, not when: Karbon's has no
-// timestamp, so a captured notification posted again verifies for ever,
-// and each time the gateway would re-read its records from the vendor,
-// spending the firm's share of the vendor's small budget.
+// timestamp, so a captured notification posted again verifies for ever.
+// A body kept within the last hour is not kept again, and the reads it
+// named are not made again.
 package notifications
 
 import (
@@ -19,58 +20,162 @@ import (
 	"time"
 )
 
-// Window is how long a body handled stays handled. A vendor's
-// redeliveries of a body it saw fail come within it; a change after it
-// reaches the read model by the sync whatever webhooks say.
+// Window is how long a body kept stays known: a vendor's redeliveries
+// of a body come within it, and an item not read within it (its vendor
+// failing every read for an hour) is dropped, left to the sync's polls
+// and reconciliation.
 const Window = time.Hour
 
-// Log remembers the notification bodies handled within the window. With
-// Redis it is shared, so a replay sent to another instance is caught
-// too; alone, it is the bbolt file (or memory).
-type Log interface {
-	// ClaimNotification takes key for ttl, reporting false if it is
-	// taken already.
-	ClaimNotification(ctx context.Context, key string, ttl time.Duration) (bool, error)
-	// ReleaseNotification gives key back, so that the vendor's
-	// redelivery of a body whose work failed is handled.
-	ReleaseNotification(ctx context.Context, key string) error
+// Inbox keeps the items of verified notifications until they are read.
+// With Redis it is shared, so that any instance reads what any other
+// kept; alone, it is the bbolt file (or memory).
+type Inbox interface {
+	// KeepNotification keeps items (the reads one verified body asks
+	// for) pending in scope under key, unless key was kept within Window:
+	// false, and nothing kept, then.
+	KeepNotification(ctx context.Context, scope, key string, items [][]byte) (bool, error)
+	// TakeNotifications takes up to n of scope's pending items that are
+	// due, oldest first, each due again after lease unless settled.
+	// Items kept longer than Window ago are dropped.
+	TakeNotifications(ctx context.Context, scope string, n int, lease time.Duration) ([]Kept, error)
+	// SettleNotification ends a taken item's read: done drops it;
+	// otherwise it is due again after retry.
+	SettleNotification(ctx context.Context, scope, id string, done bool, retry time.Duration) error
 }
 
-// Guard runs the work of verified notification bodies once per Window.
-type Guard struct {
-	// Log is where bodies handled are kept. Required.
-	Log Log
-	// OnLogDown is told when Log fails; the body is then handled anyway,
-	// since refusing it would lose the change (Karbon ends a subscription
-	// that fails ten times) and the vendor budget still bounds the reads.
-	OnLogDown func(error)
+// Kept is one pending item.
+type Kept struct {
+	// ID names the item in its scope.
+	ID string
+	// Item is what was kept: the adapter's own record of a read to make.
+	Item []byte
+	// At is when its notification was kept, on the store's clock.
+	At time.Time
 }
 
-// Once runs work for body (already verified as the vendor's) unless the
-// same body, for the same scope (firm and system), was handled within the
-// Window: then it reports repeat and does nothing. Work that fails gives
-// the body back, so the vendor's redelivery is handled.
-func (g Guard) Once(ctx context.Context, scope string, body []byte, work func(context.Context) error) (repeat bool, err error) {
-	log := g.Log
+// Key is what a verified body is kept under: its digest. The same body
+// posted again is the same key.
+func Key(body []byte) string {
 	sum := sha256.Sum256(body)
-	key := scope + ":" + hex.EncodeToString(sum[:])
-	fresh, err := log.ClaimNotification(ctx, key, Window)
+	return hex.EncodeToString(sum[:])
+}
+
+// ErrBehind is a delivery whose reads are not all done when it must be
+// answered, with no sync to read the rest: its vendor should send it
+// again, and the redelivery reads on.
+var ErrBehind = errors.New("the notification's reads are not done")
+
+// Receiver keeps one system's notifications in its Inbox scope and reads
+// them.
+type Receiver struct {
+	// Inbox keeps the items. Required.
+	Inbox Inbox
+	// Scope is the system's part of the inbox (its firm, system and
+	// organisation): one receiver's items are read by it alone.
+	Scope string
+	// Read reads what items name, with when each was kept, in one go
+	// where the vendor reads several records at once; it answers the
+	// items it could not read yet (every item, when it names none but
+	// fails), which are tried again later, and the first failure.
+	Read func(ctx context.Context, items []Kept) (failed []string, err error)
+	// Batch is how many items one Read is given at most; default 1.
+	Batch int
+	// Wake tells the system's sync, wherever it runs, that items are left
+	// for it to read; nil when no sync reads them.
+	Wake func(ctx context.Context) error
+}
+
+// Lease is how long an item taken is not taken again while it is read;
+// an instance killed mid-read leaves it to the next take after it.
+const Lease = 30 * time.Second
+
+// retryAfter is how long an item whose read failed waits.
+const retryAfter = 5 * time.Second
+
+// Receive keeps a verified body's items (unless the body was kept within
+// the hour) and reads pending items until none is due or ctx ends; what
+// is left is the sync's, which is woken. It reports whether the body was
+// a repeat, and ErrBehind when items are left and no sync reads them.
+func (r Receiver) Receive(ctx context.Context, body []byte, items [][]byte) (repeat bool, err error) {
+	// Kept before it is read, and whatever the delivery's deadline: an
+	// item of a body acknowledged is never lost.
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	fresh, err := r.Inbox.KeepNotification(kctx, r.Scope, Key(body), items)
+	cancel()
 	if err != nil {
-		if g.OnLogDown != nil {
-			g.OnLogDown(err)
-		}
-		return false, work(ctx)
+		return false, err
 	}
-	if !fresh {
-		return true, nil
+	more, err := r.Drain(ctx)
+	if err == nil && !more {
+		return !fresh, nil
 	}
-	if err := work(ctx); err != nil {
-		// Work cut short by its time bound still gives the body back.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	if r.Wake != nil {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()
-		return false, errors.Join(err, log.ReleaseNotification(rctx, key))
+		if werr := r.Wake(wctx); werr == nil {
+			return !fresh, nil
+		} else if err == nil {
+			err = werr
+		}
 	}
-	return false, nil
+	if err == nil {
+		err = ErrBehind
+	}
+	return !fresh, err
+}
+
+// Drain reads the scope's due items until none is left or ctx ends
+// (then more is true). An item whose read fails is due again later; the
+// first failure is returned after the rest were tried.
+func (r Receiver) Drain(ctx context.Context) (more bool, err error) {
+	batch := max(r.Batch, 1)
+	var first error
+	for ctx.Err() == nil {
+		taken, err := r.Inbox.TakeNotifications(ctx, r.Scope, batch, Lease)
+		if err != nil {
+			return true, errors.Join(first, err)
+		}
+		if len(taken) == 0 {
+			return false, first
+		}
+		failed, err := r.Read(ctx, taken)
+		if err != nil && len(failed) == 0 {
+			for _, k := range taken {
+				failed = append(failed, k.ID)
+			}
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+		if serr := r.settle(ctx, taken, failed); serr != nil {
+			return true, errors.Join(first, serr)
+		}
+		if err != nil && ctx.Err() != nil {
+			return true, first
+		}
+	}
+	return true, first
+}
+
+// settle drops the items read and makes the failed ones due later (at
+// once when ctx ended: they were cut short, not refused, and another
+// instance may read them now).
+func (r Receiver) settle(ctx context.Context, taken []Kept, failed []string) error {
+	retry := retryAfter
+	if ctx.Err() != nil {
+		retry = 0
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	bad := map[string]bool{}
+	for _, id := range failed {
+		bad[id] = true
+	}
+	var errs []error
+	for _, k := range taken {
+		errs = append(errs, r.Inbox.SettleNotification(sctx, r.Scope, k.ID, !bad[k.ID], retry))
+	}
+	return errors.Join(errs...)
 }
 
 // Limit keeps the first max items of distinct keys (a body may name the
@@ -93,42 +198,29 @@ func Limit[T any, K comparable](items []T, key func(T) K, max int) (kept []T, ov
 	return kept, over
 }
 
-// Memory is a Log in this process, for tests and adapters given no store.
-type Memory struct {
-	mu  sync.Mutex
-	now func() time.Time
-	m   map[string]time.Time // key -> expiry
-}
-
-// NewMemory makes an empty Memory on clock now (nil: the system clock).
-func NewMemory(now func() time.Time) *Memory {
-	if now == nil {
-		now = time.Now
+// Each reads items with read, at most width at once, and answers the ids
+// of those whose read failed, with the first failure: a Receiver's Read
+// for a vendor that reads one record a call.
+func Each(ctx context.Context, items []Kept, width int, read func(context.Context, Kept) error) (failed []string, first error) {
+	errs := make([]error, len(items))
+	sem := make(chan struct{}, max(width, 1))
+	var wg sync.WaitGroup
+	for i := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = read(ctx, items[i])
+		}()
 	}
-	return &Memory{now: now, m: map[string]time.Time{}}
-}
-
-// ClaimNotification implements Log.
-func (m *Memory) ClaimNotification(_ context.Context, key string, ttl time.Duration) (bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.now()
-	for k, exp := range m.m {
-		if !now.Before(exp) {
-			delete(m.m, k)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			failed = append(failed, items[i].ID)
+			if first == nil {
+				first = err
+			}
 		}
 	}
-	if _, ok := m.m[key]; ok {
-		return false, nil
-	}
-	m.m[key] = now.Add(ttl)
-	return true, nil
-}
-
-// ReleaseNotification implements Log.
-func (m *Memory) ReleaseNotification(_ context.Context, key string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.m, key)
-	return nil
+	return failed, first
 }

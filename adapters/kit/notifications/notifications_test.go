@@ -3,6 +3,8 @@ package notifications_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,67 +13,150 @@ import (
 )
 
 func TestMemoryConformance(t *testing.T) {
-	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationLog, storetest.NotificationLog) {
+	storetest.Notifications(t, func(t *testing.T) (storetest.NotificationInbox, storetest.NotificationInbox) {
 		m := notifications.NewMemory(nil)
 		return m, m
 	})
 }
 
-func TestOnceHandlesABodyOncePerWindow(t *testing.T) {
-	ctx := context.Background()
-	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
-	g := notifications.Guard{Log: notifications.NewMemory(func() time.Time { return now })}
-	runs := 0
-	work := func(context.Context) error { runs++; return nil }
-	body := []byte(`{"ResourcePermaKey":"W1","ResourceType":"Work","ActionType":"Updated"}`)
+// reads is what a receiver read, and a way to fail reads.
+type reads struct {
+	mu   sync.Mutex
+	got  []string
+	fail map[string]error
+	// block, when set, holds each read until ctx ends.
+	block bool
+}
 
-	for i, want := range []bool{false, true, true} {
-		if repeat, err := g.Once(ctx, "frm_acme/karbon", body, work); err != nil || repeat != want {
-			t.Fatalf("post %d: repeat %v, %v; want %v", i, repeat, err, want)
+func (r *reads) read(ctx context.Context, items []notifications.Kept) ([]string, error) {
+	return notifications.Each(ctx, items, 2, func(ctx context.Context, k notifications.Kept) error {
+		if r.block {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := r.fail[string(k.Item)]; err != nil {
+			return err
+		}
+		r.got = append(r.got, string(k.Item))
+		return nil
+	})
+}
+
+func (r *reads) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := slices.Clone(r.got)
+	slices.Sort(out)
+	return out
+}
+
+func items(s ...string) [][]byte {
+	var out [][]byte
+	for _, v := range s {
+		out = append(out, []byte(v))
+	}
+	return out
+}
+
+// A body is kept and what it names read before it is answered; the same
+// body again is acknowledged unread.
+func TestReceiveReadsOnceABody(t *testing.T) {
+	ctx := context.Background()
+	var r reads
+	rc := notifications.Receiver{Inbox: notifications.NewMemory(nil), Scope: "karbon/frm_acme/records", Read: r.read, Batch: 2}
+	body := []byte(`{"ResourcePermaKey":"W1"}`)
+	for i, want := range []bool{false, true} {
+		repeat, err := rc.Receive(ctx, body, items("W1", "W2", "W3"))
+		if err != nil || repeat != want {
+			t.Fatalf("delivery %d: repeat %v, %v", i, repeat, err)
 		}
 	}
-	if repeat, _ := g.Once(ctx, "frm_birch/karbon", body, work); repeat {
-		t.Fatal("the same body for another firm counted as a repeat")
+	if got := r.all(); !slices.Equal(got, []string{"W1", "W2", "W3"}) {
+		t.Fatalf("read %v, want each item once", got)
+	}
+}
+
+// A read that fails is tried again later, not at once: with no sync to
+// read it the delivery is answered as failed, and the vendor's
+// redelivery (a repeat of the body, which keeps nothing more) reads on.
+func TestReceiveLeavesAFailedReadForLater(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := reads{fail: map[string]error{"W2": errors.New("karbon is down")}}
+	rc := notifications.Receiver{Inbox: notifications.NewMemory(clock), Scope: "s", Read: r.read}
+	body := []byte("b")
+	if _, err := rc.Receive(ctx, body, items("W1", "W2")); err == nil {
+		t.Fatal("a delivery whose read failed, with no sync, answered as done")
+	}
+	if got := r.all(); !slices.Equal(got, []string{"W1"}) {
+		t.Fatalf("read %v", got)
+	}
+	r.mu.Lock()
+	r.fail = nil
+	r.mu.Unlock()
+	if rc.Receive(ctx, body, items("W1", "W2")); len(r.all()) != 1 {
+		t.Fatalf("a redelivery at once read %v: a failed read is tried again later, not at once", r.all())
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if repeat, err := rc.Receive(ctx, body, items("W1", "W2")); !repeat || err != nil {
+		t.Fatalf("a redelivery a minute later: repeat %v, %v", repeat, err)
+	}
+	if got := r.all(); !slices.Equal(got, []string{"W1", "W2"}) {
+		t.Fatalf("read %v", got)
+	}
+}
+
+// A delivery that cannot read everything in its time is answered at once
+// all the same, with the sync woken to read the rest; nothing is lost,
+// and the item cut short is due again at once for whoever reads next.
+func TestReceiveWakesTheSyncForWhatIsLeft(t *testing.T) {
+	inbox := notifications.NewMemory(nil)
+	r := reads{block: true}
+	woken := 0
+	rc := notifications.Receiver{Inbox: inbox, Scope: "s", Read: r.read, Batch: 1,
+		Wake: func(context.Context) error { woken++; return nil }}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if _, err := rc.Receive(ctx, []byte("b"), items("1", "2", "3")); err != nil || woken != 1 {
+		t.Fatalf("answered %v, woken %d times", err, woken)
+	}
+	r.block = false
+	sync := notifications.Receiver{Inbox: inbox, Scope: "s", Read: r.read}
+	if more, err := sync.Drain(context.Background()); more || err != nil {
+		t.Fatalf("the sync's drain: more %v, %v", more, err)
+	}
+	if got := r.all(); !slices.Equal(got, []string{"1", "2", "3"}) {
+		t.Fatalf("the sync read %v, want everything the delivery left", got)
+	}
+}
+
+// An item no read has managed within the window is dropped: the sync's
+// polls and reconciliation have made it good by then.
+func TestItemsOlderThanTheWindowAreDropped(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	m := notifications.NewMemory(func() time.Time { return now })
+	if ok, err := m.KeepNotification(ctx, "s", "b", items("old")); !ok || err != nil {
+		t.Fatal(ok, err)
 	}
 	now = now.Add(notifications.Window)
-	if repeat, _ := g.Once(ctx, "frm_acme/karbon", body, work); repeat {
-		t.Fatal("a body an hour later counted as a repeat")
+	if got, err := m.TakeNotifications(ctx, "s", 10, time.Second); len(got) != 0 || err != nil {
+		t.Fatalf("took %v, %v", got, err)
 	}
-	if runs != 3 {
-		t.Fatalf("work ran %d times, want 3", runs)
-	}
-
-	failed := errors.New("karbon is down")
-	other := []byte(`{"ResourcePermaKey":"W2"}`)
-	if _, err := g.Once(ctx, "frm_acme/karbon", other, func(context.Context) error { return failed }); !errors.Is(err, failed) {
-		t.Fatalf("failed work: %v", err)
-	}
-	if repeat, err := g.Once(ctx, "frm_acme/karbon", other, work); repeat || err != nil {
-		t.Fatalf("the redelivery of a body whose work failed: repeat %v, %v", repeat, err)
-	}
-}
-
-// downLog is a log whose store does not answer.
-type downLog struct{}
-
-func (downLog) ClaimNotification(context.Context, string, time.Duration) (bool, error) {
-	return false, errors.New("redis: connection refused")
-}
-func (downLog) ReleaseNotification(context.Context, string) error { return nil }
-
-func TestOnceHandlesTheBodyWhenTheLogIsDown(t *testing.T) {
-	var told error
-	g := notifications.Guard{Log: downLog{}, OnLogDown: func(err error) { told = err }}
-	ran := false
-	repeat, err := g.Once(context.Background(), "s", []byte("b"), func(context.Context) error { ran = true; return nil })
-	if repeat || err != nil || !ran || told == nil {
-		t.Fatalf("repeat %v, err %v, ran %v, told %v", repeat, err, ran, told)
+	if ok, _ := m.KeepNotification(ctx, "s", "b", items("again")); !ok {
+		t.Fatal("a body kept an hour ago is still known")
 	}
 }
 
 func TestLimitReadsEachRecordOnceUpToTheBound(t *testing.T) {
-	items := []string{"a", "b", "a", "c", "a", "d", "b", "e"}
-	kept, over := notifications.Limit(items, func(s string) string { return s }, 3)
+	its := []string{"a", "b", "a", "c", "a", "d", "b", "e"}
+	kept, over := notifications.Limit(its, func(s string) string { return s }, 3)
 	if len(kept) != 3 || kept[0] != "a" || kept[1] != "b" || kept[2] != "c" || over != 2 {
 		t.Fatalf("kept %v, over %d", kept, over)
 	}

@@ -48,11 +48,20 @@ type Deps struct {
 	// change records from webhooks, and OAuth2 refresh tokens that a
 	// vendor rotates; nil keeps both in memory (changes.NewMemoryState).
 	State changes.StateStore
-	// Notifications remembers the vendor notification bodies handled in
-	// the last hour, so that one posted again is not read again
-	// (shared through Redis when configured); nil keeps them in this
-	// adapter's memory.
-	Notifications notifications.Log
+	// Notifications keeps the vendor's verified notifications until what
+	// they name is read, and the bodies kept in the last hour, so that one
+	// posted again is not read again (shared through Redis when
+	// configured); nil keeps them in this adapter's memory.
+	Notifications notifications.Inbox
+	// Wake tells the sync of the system these deps open, on whichever
+	// instance holds it, that its vendor notified: notifications are kept
+	// for it to read, or its change feed has news. Nil when no sync reads
+	// them: a delivery then reads all it kept before it is answered.
+	Wake func(ctx context.Context) error
+	// Heard is told, for each change record a vendor's notification led
+	// to, when the notification came: the latency the sync's status
+	// shows. Nil tells no one.
+	Heard func(at time.Time)
 	// Changes receives the change records of writes made through an
 	// adapter (a job moved with POST /v1/jobs/{id}/stage), with the
 	// write's note; the vendor's webhook for the same change then finds
@@ -113,16 +122,13 @@ func (d Deps) state() changes.StateStore {
 // StateStore returns Deps.State, or a new in-memory store when it is nil.
 func (d Deps) StateStore() changes.StateStore { return d.state() }
 
-// NotificationGuard is the guard of the adapter's webhook receiver, on
-// Deps.Notifications or, when it is nil, a log in this process's memory.
-func (d Deps) NotificationGuard() notifications.Guard {
-	log := d.Notifications
-	if log == nil {
-		log = notifications.NewMemory(nil)
+// NotificationInbox returns Deps.Notifications, or a new inbox in this
+// process's memory when it is nil: an adapter takes it once, in New.
+func (d Deps) NotificationInbox() notifications.Inbox {
+	if d.Notifications == nil {
+		return notifications.NewMemory(nil)
 	}
-	return notifications.Guard{Log: log, OnLogDown: func(err error) {
-		d.logger().Warn("vendor notification handled without checking it is new: its log does not answer", zap.Error(err))
-	}}
+	return d.Notifications
 }
 
 // ChangeRecorder returns Deps.Recorder, or a new one on StateStore().
