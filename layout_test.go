@@ -20,7 +20,7 @@ const (
 	leafLayer    = iota // internal/*: private plumbing that imports nothing of ours above it
 	domainLayer         // practice/...: records, changes, the read model
 	serviceLayer        // adapters/..., dispatcher/..., store/..., internal/adminapi
-	runtimeLayer        // cluster/: the instances that share the firms, below the Caddy modules
+	runtimeLayer        // firms/, cluster/: the firms' runtime and the instances that share it, below the Caddy modules
 	moduleLayer         // caddymodule/...: the Caddy modules and the app that wires them
 	topLayer            // cmd/, internal/cli, bench/, e2e, deploy: what runs or tests the binary
 )
@@ -32,7 +32,7 @@ func layer(rel string) int {
 		return topLayer
 	case under(rel, "caddymodule"):
 		return moduleLayer
-	case under(rel, "cluster"):
+	case under(rel, "firms"), under(rel, "cluster"):
 		return runtimeLayer
 	case under(rel, "adapters"), under(rel, "dispatcher"), under(rel, "store"), under(rel, "internal/adminapi"):
 		return serviceLayer
@@ -64,6 +64,10 @@ var rules = []rule{
 	{"internal/adminapi", "adapters", "", "the admin answers are plain values"},
 	{"internal/adminapi", "dispatcher", "", "the admin answers are plain values"},
 	{"internal/cli", "caddymodule", "", "the CLI talks to a gateway's admin endpoint over HTTP"},
+	{"firms", "store", "store/connection", "the runtime declares what it keeps (firms.Store, firms.Connections); the gateway opens the stores that hold it"},
+	{"firms", "dispatcher", "", "the runtime raises change records into the sink it is given; it knows nothing of webhooks"},
+	{"firms", "cluster", "", "the cluster places the runtime's firms through the interface it declares; the runtime knows nothing of it"},
+	{"cluster", "firms", "", "the cluster places firms through the interface it declares (cluster.Firms)"},
 	{"cluster", "store", "store/credential", "the cluster declares the membership it keeps (cluster.Membership); the gateway opens the store that holds it"},
 	{"cluster", "dispatcher", "", "the cluster places firms and forwards requests; it knows nothing of webhooks"},
 	{"cluster", "adapters", "", "the cluster places firms whatever their systems"},
@@ -73,6 +77,7 @@ var rules = []rule{
 	{"caddymodule/health", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
 	{"caddymodule/ingest", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
 	{"caddymodule/ratelimit", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
+	{"caddymodule/admin", "caddymodule/gateway", "", "a handler declares what it needs; the app satisfies it"},
 }
 
 // shared are what the vendor systems' packages have in common and the
@@ -125,7 +130,7 @@ func violations(pkgs []pkg) []string {
 				out = append(out, from+" -> "+to+": imports a layer above it")
 				continue
 			}
-			if under(from, "caddymodule") && vendorSystem(to) {
+			if (under(from, "caddymodule") || under(from, "firms") || under(from, "cluster")) && vendorSystem(to) {
 				// A system is a plug-in: one folder and one import line
 				// in cmd/practicegw, never named by the host.
 				out = append(out, from+" -> "+to+": a Caddy module names no vendor system; it loads the system's modules (adapters/firmsystem)")
@@ -222,6 +227,139 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		if got := violations([]pkg{{ImportPath: module + c.from, Imports: []string{module + c.to}}}); len(got) > 0 {
 			t.Errorf("%s -> %s refused: %v", c.from, c.to, got)
 		}
+	}
+}
+
+// below are the parts below the Caddy modules and what none of them
+// reaches by any path of imports: the firms' runtime knows no Caddy module,
+// store backend, dispatcher or vendor system, and Caddy only through the
+// contract of a firm's system (adapters/firmsystem); the cluster knows no
+// Caddy at all, nor any adapter or the runtime it places.
+var below = []struct {
+	root string
+	// forbid are folders of ours, and packages of others, no path from
+	// root reaches.
+	forbid []string
+	// caddyVia is the one package of ours through which root may reach
+	// Caddy; "" forbids Caddy altogether.
+	caddyVia string
+}{
+	{"firms", []string{"caddymodule", "store/bolt", "store/redis", "dispatcher", "cluster", "adapters/demo",
+		"github.com/redis/go-redis", "go.etcd.io/bbolt", "github.com/segmentio/kafka-go"}, "adapters/firmsystem"},
+	{"cluster", []string{"caddymodule", "store/bolt", "store/redis", "dispatcher", "firms", "adapters",
+		"github.com/redis/go-redis", "go.etcd.io/bbolt", "github.com/segmentio/kafka-go"}, ""},
+}
+
+// caddy is where Caddy's packages are.
+const caddy = "github.com/caddyserver/caddy"
+
+// reachViolations lists what a part below the Caddy modules reaches that
+// it must not, in deps: the packages root depends on (go list -deps), each
+// with its imports.
+func reachViolations(root string, forbid []string, caddyVia string, deps []pkg) []string {
+	var out []string
+	for _, p := range deps {
+		rel, ours := strings.CutPrefix(p.ImportPath, module)
+		if ours && vendorSystem(rel) {
+			out = append(out, root+" reaches "+rel+": it names no vendor system")
+		}
+		for _, f := range forbid {
+			if ours && under(rel, f) || !ours && under(p.ImportPath, f) {
+				out = append(out, root+" reaches "+p.ImportPath+": forbidden below the Caddy modules")
+				break
+			}
+		}
+		for _, imp := range p.Imports {
+			if under(imp, caddy) && (!ours || rel != caddyVia) && (ours || !under(p.ImportPath, caddy)) {
+				out = append(out, root+" reaches Caddy through "+p.ImportPath+": only "+orNone(caddyVia)+" may bring it")
+				break
+			}
+		}
+	}
+	return out
+}
+
+func orNone(via string) string {
+	if via == "" {
+		return "nothing"
+	}
+	return via
+}
+
+// TestTheRuntimeAndTheClusterKnowNoCaddyModule holds the firms' runtime
+// and the cluster to what they reach, by any path: neither sees a Caddy
+// module, a store backend or the dispatcher.
+func TestTheRuntimeAndTheClusterKnowNoCaddyModule(t *testing.T) {
+	for _, b := range below {
+		cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports", "./"+b.root)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list: %v: %s", err, stderr.String())
+		}
+		var deps []pkg
+		dec := json.NewDecoder(bytes.NewReader(out))
+		for {
+			var p pkg
+			if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			deps = append(deps, p)
+		}
+		if len(deps) < 10 {
+			t.Fatalf("%s depends on %d packages; it has more", b.root, len(deps))
+		}
+		for _, v := range reachViolations(b.root, b.forbid, b.caddyVia, deps) {
+			t.Error(v)
+		}
+	}
+}
+
+// Each path the runtime or the cluster must not take is caught, and the
+// ones they take pass.
+func TestReachViolationsCatchEveryKind(t *testing.T) {
+	firms, cluster := below[0], below[1]
+	ours := func(rel string, imports ...string) pkg { return pkg{ImportPath: module + rel, Imports: imports} }
+	for _, c := range []struct {
+		name string
+		b    int
+		deps []pkg
+	}{
+		{"a Caddy module", 0, []pkg{ours("firms"), ours("caddymodule/apierror")}},
+		{"a store backend", 0, []pkg{ours("firms"), ours("store/redis")}},
+		{"the dispatcher", 0, []pkg{ours("firms"), ours("dispatcher/kafka")}},
+		{"a vendor system", 0, []pkg{ours("firms"), ours("adapters/karbon")}},
+		{"the demo records' bbolt", 0, []pkg{ours("firms"), {ImportPath: "go.etcd.io/bbolt"}}},
+		{"the cluster", 0, []pkg{ours("firms"), ours("cluster")}},
+		{"Caddy directly", 0, []pkg{ours("firms", caddy+"/v2")}},
+		{"Caddy through the upstream kit", 0, []pkg{ours("firms"), ours("adapters/kit/upstream", caddy+"/v2")}},
+		{"Caddy through another package of ours", 1, []pkg{ours("cluster"), ours("practice/readmodel", caddy+"/v2/modules/caddyhttp")}},
+		{"an adapter", 1, []pkg{ours("cluster"), ours("adapters/kit/upstream")}},
+		{"the runtime", 1, []pkg{ours("cluster"), ours("firms")}},
+		{"Redis", 1, []pkg{ours("cluster"), {ImportPath: "github.com/redis/go-redis/v9"}}},
+	} {
+		b := []struct {
+			root     string
+			forbid   []string
+			caddyVia string
+		}{{firms.root, firms.forbid, firms.caddyVia}, {cluster.root, cluster.forbid, cluster.caddyVia}}[c.b]
+		if got := reachViolations(b.root, b.forbid, b.caddyVia, c.deps); len(got) == 0 {
+			t.Errorf("%s reaching %s passed", b.root, c.name)
+		}
+	}
+	for _, deps := range [][]pkg{
+		{ours("firms", module+"adapters/firmsystem"), ours("adapters/firmsystem", caddy+"/v2"), {ImportPath: caddy + "/v2", Imports: []string{caddy + "/v2/notify"}}},
+		{ours("firms"), ours("store/connection"), ours("practice/readmodel"), ours("adapters/kit/upstream")},
+	} {
+		if got := reachViolations(firms.root, firms.forbid, firms.caddyVia, deps); len(got) > 0 {
+			t.Errorf("firms refused: %v", got)
+		}
+	}
+	if got := reachViolations(cluster.root, cluster.forbid, cluster.caddyVia, []pkg{ours("cluster"), ours("store/credential"), ours("practice/readmodel")}); len(got) > 0 {
+		t.Errorf("cluster refused: %v", got)
 	}
 }
 

@@ -27,6 +27,13 @@ type Outbox interface {
 // them may be deleted yet.
 type Intake func(ctx context.Context, changes []practice.Change) error
 
+// Publish hands one change to the intake, durably before it returns: an
+// Intake is the change sink (changes.ChangeSink) the firms' systems raise
+// change records into, straight to the engine or the changes topic.
+func (in Intake) Publish(ctx context.Context, c practice.Change) error {
+	return in(ctx, []practice.Change{c})
+}
+
 const (
 	// outboxBatch bounds one read of the outbox and so one sink call. A
 	// batch is whatever arrived while the last one was handed on, with no

@@ -173,3 +173,33 @@ func (e *RefusedError) Error() string { return e.Message }
 
 // ErrUnsigned is a delivery whose signature is not the vendor's.
 var ErrUnsigned = errors.New("the webhook's signature is not the vendor's")
+
+// ConnectsOf is how the system registered as name in role is connected
+// (Connectable), false when it cannot be.
+func ConnectsOf(role, name string) (Connects, bool) {
+	info, err := caddy.GetModule(Namespace(role) + "." + name)
+	if err != nil {
+		return Connects{}, false
+	}
+	c, ok := info.New().(Connectable)
+	if !ok {
+		return Connects{}, false
+	}
+	return c.Connects(), true
+}
+
+// Remembered are the key prefixes of what the system registered as name
+// in role keeps of firm's records of kinds beyond the copy (Remembers);
+// none for a system that keeps nothing, or that this binary does not
+// register (it kept nothing here).
+func Remembered(role, name, firm string, kinds []practice.Kind) []string {
+	info, err := caddy.GetModule(Namespace(role) + "." + name)
+	if err != nil {
+		return nil
+	}
+	r, ok := info.New().(Remembers)
+	if !ok {
+		return nil
+	}
+	return r.Remembered(firm, kinds)
+}

@@ -24,7 +24,6 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
-	"github.com/practicegw/practicegw/practice/changes"
 )
 
 // Namespace is the Caddy module namespace of the systems that play role
@@ -82,9 +81,11 @@ type Opened struct {
 	// Client is the system's resilient HTTP client, whose breaker the
 	// readiness probe reports.
 	Client *upstream.Client
-	// Webhook is the receiver of the vendor's change notifications, or nil
-	// if the vendor sends none.
-	Webhook func(changes.ChangeSink) http.Handler
+	// Webhook is the receiver of the vendor's change notifications, made
+	// once when the system is opened, raising change records into the
+	// sink it was opened with (Deps.Upstream.Changes); nil if the vendor
+	// sends none.
+	Webhook http.Handler
 }
 
 // ProposalKeeper is a system's module that keeps a firm's proposals

@@ -65,7 +65,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	opened := firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook}
+	opened := firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook(d.Upstream.Changes)}
 	if d.KeepsLedger {
 		opened.Ledger = k
 	}
@@ -121,7 +121,7 @@ func (m *Ledger) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "Karbon", Reader: k, Client: k.Upstream(), Webhook: k.Webhook}, nil
+	return firmsystem.Opened{Label: "Karbon", Reader: k, Client: k.Upstream(), Webhook: k.Webhook(d.Upstream.Changes)}, nil
 }
 
 // Interface guards

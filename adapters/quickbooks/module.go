@@ -84,7 +84,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "QuickBooks Online", Reader: a, Engagements: true, Client: a.Upstream(), Webhook: a.Webhook}, nil
+	return firmsystem.Opened{Label: "QuickBooks Online", Reader: a, Engagements: true, Client: a.Upstream(), Webhook: a.Webhook(d.Upstream.Changes)}, nil
 }
 
 // KeepsProposals says the system keeps the firm's proposals.

@@ -73,7 +73,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "Xero", Reader: x, Engagements: true, Client: x.Upstream(), Webhook: x.Webhook}, nil
+	return firmsystem.Opened{Label: "Xero", Reader: x, Engagements: true, Client: x.Upstream(), Webhook: x.Webhook(d.Upstream.Changes)}, nil
 }
 
 // KeepsProposals says the system keeps the firm's proposals.

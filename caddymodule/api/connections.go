@@ -22,13 +22,17 @@ import (
 // are the firm's real systems, which the sandbox never reaches.
 
 // What the connection routes need of the connection service (the
-// practicegw app's Connections), grouped by what a route does.
+// practicegw app's Connections), grouped by what a route does. The
+// console's Systems page and the admin routes read and change
+// connections through the same service, and so through these.
 type (
-	connectionReader interface {
+	// ConnectionReader lists and reads a firm's connections.
+	ConnectionReader interface {
 		List(ctx context.Context, firm string) ([]connection.View, error)
 		Get(ctx context.Context, firm, id string) (connection.View, error)
 	}
-	connectionWriter interface {
+	// ConnectionWriter makes, changes and ends a firm's connections.
+	ConnectionWriter interface {
 		Connect(ctx context.Context, firm string, r connection.Request) (connection.View, error)
 		Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error)
 		Disconnect(ctx context.Context, firm, id string) (connection.View, error)
@@ -47,8 +51,8 @@ type (
 // ConnectionService is what the practicegw app's Connections returns:
 // the service that makes and keeps a firm's connections.
 type ConnectionService interface {
-	connectionReader
-	connectionWriter
+	ConnectionReader
+	ConnectionWriter
 	consentCallback
 }
 

@@ -73,3 +73,39 @@ func secret(ctx context.Context, secrets Secrets, c connection.Connection, name 
 func literal(s string) string {
 	return strings.NewReplacer(`{`, `\{`, `}`, `\}`).Replace(s)
 }
+
+// Modules opens the systems of firms' connections for the firms' runtime
+// (firms.Connected): the module each connection opens as, configured by
+// the connect block's app (ModuleConfig) with the secrets Secrets keeps,
+// loaded in Caddy's context; and the block's apps by name. Config nil is
+// a gateway without a connect block: no connection opens.
+type Modules struct {
+	Config  *Config
+	Context caddy.Context
+	Secrets Secrets
+}
+
+// Module is the module connection c's system opens as, provisioned.
+func (m Modules) Module(ctx context.Context, c connection.Connection) (firmsystem.Module, error) {
+	raw, err := m.Config.ModuleConfig(ctx, m.Secrets, c)
+	if err != nil {
+		return nil, err
+	}
+	val, err := m.Context.LoadModuleByID(firmsystem.Namespace(c.Role)+"."+c.System, raw)
+	if err != nil {
+		return nil, err
+	}
+	mod, ok := val.(firmsystem.Module)
+	if !ok {
+		return nil, fmt.Errorf("module %T is not a firm system", val)
+	}
+	return mod, nil
+}
+
+// App is the connect block's app named name, nil when it registers none.
+func (m Modules) App(name string) any {
+	if app := m.Config.app(name); app != nil {
+		return app
+	}
+	return nil
+}

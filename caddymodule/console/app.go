@@ -18,9 +18,10 @@ import (
 // What the console needs of the practicegw app, found with
 // ctx.App("practicegw"), each its own small interface.
 type (
-	// firms names the firms the gateway serves.
+	// firms names the firms the gateway serves: false for one it does
+	// not.
 	firms interface {
-		Firm(id string) (Firm, bool)
+		FirmName(id string) (string, bool)
 	}
 	// credentials is the registry the console signs administrators in
 	// with and issues explorer credentials from.

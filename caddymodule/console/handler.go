@@ -48,8 +48,8 @@ type Handler struct {
 	exports    exporter
 	// connList and connChange are the app's connection service; nil on a
 	// gateway that offers none (no connect block).
-	connList   connectionLister
-	connChange connectionChanger
+	connList   api.ConnectionReader
+	connChange api.ConnectionWriter
 	// demo says which roles a firm leaves to the demo records; nil
 	// when the app does not say.
 	demo     demoRoles
@@ -321,7 +321,10 @@ func adminCredential(c *credential.Credential) bool {
 	return c.RevokedAt == nil && !c.Sandbox && c.Allows("admin")
 }
 
-func (h *Handler) firm(id string) (Firm, bool) { return h.firms.Firm(id) }
+func (h *Handler) firm(id string) (Firm, bool) {
+	name, ok := h.firms.FirmName(id)
+	return Firm{ID: id, Name: name}, ok
+}
 
 // sameOrigin refuses a post whose Origin names another site. SameSite
 // cookies already keep other sites' posts out; this covers old browsers.

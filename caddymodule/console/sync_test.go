@@ -102,8 +102,8 @@ func (rg *consoleRig) do(t *testing.T, method, path string, form url.Values) *ht
 
 type oneFirm string
 
-func (f oneFirm) Firm(id string) (Firm, bool) {
-	return Firm{ID: id, Name: "Acme & Co"}, id == string(f)
+func (f oneFirm) FirmName(id string) (string, bool) {
+	return "Acme & Co", id == string(f)
 }
 
 // noLimiter is a gateway whose routes no rate limiter serves.

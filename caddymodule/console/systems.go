@@ -21,18 +21,10 @@ import (
 // organisation a grant reaches, reconnects and disconnects them; and a
 // banner on every page says when one needs reconnecting.
 
-// What the Systems page needs of the connection service (the app's
-// Connections), grouped by what a page does.
+// What the Systems page needs of the app besides the connection service
+// (the app's Connections, read and changed through api.ConnectionReader
+// and api.ConnectionWriter).
 type (
-	connectionLister interface {
-		List(ctx context.Context, firm string) ([]connection.View, error)
-		Get(ctx context.Context, firm, id string) (connection.View, error)
-	}
-	connectionChanger interface {
-		Connect(ctx context.Context, firm string, r connection.Request) (connection.View, error)
-		Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error)
-		Disconnect(ctx context.Context, firm, id string) (connection.View, error)
-	}
 	// connectionSource is the app's optional connection service.
 	connectionSource interface {
 		Connections() api.ConnectionService

@@ -43,10 +43,10 @@ func TestKafkaSecurity(t *testing.T) {
 	t.Setenv("PRACTICEGW_KAFKA_SASL_PASSWORD", "from-env")
 	t.Setenv("PRACTICEGW_KAFKA_TLS", "true")
 	a := &App{}
-	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+	if err := applyEnvironment(a, os.LookupEnv); err != nil {
 		t.Fatal(err)
 	}
-	sec, err := a.kafkaSecurity(repl)
+	sec, err := kafkaSecurity(repl, a.KafkaSecurity)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,18 +55,18 @@ func TestKafkaSecurity(t *testing.T) {
 	}
 	a = &App{}
 	a.KafkaSecurity.SASLMechanism, a.KafkaSecurity.Username, a.KafkaSecurity.Password = "PLAIN", "configured", "{env.PRACTICEGW_KAFKA_SASL_PASSWORD}"
-	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+	if err := applyEnvironment(a, os.LookupEnv); err != nil {
 		t.Fatal(err)
 	}
-	if sec, err = a.kafkaSecurity(repl); err != nil || sec.SASL.Name() != "PLAIN" {
+	if sec, err = kafkaSecurity(repl, a.KafkaSecurity); err != nil || sec.SASL.Name() != "PLAIN" {
 		t.Fatalf("configured: %v, %v", sec.SASL, err)
 	}
 	a.KafkaSecurity.SASLMechanism = "GSSAPI"
-	if _, err := a.kafkaSecurity(repl); err == nil {
+	if _, err := kafkaSecurity(repl, a.KafkaSecurity); err == nil {
 		t.Fatal("an unknown SASL mechanism was accepted")
 	}
 	t.Setenv("PRACTICEGW_KAFKA_TLS", "perhaps")
-	if err := (&App{}).applyEnvironment(os.LookupEnv); err == nil || !strings.Contains(err.Error(), "PRACTICEGW_KAFKA_TLS") {
+	if err := applyEnvironment(&App{}, os.LookupEnv); err == nil || !strings.Contains(err.Error(), "PRACTICEGW_KAFKA_TLS") {
 		t.Fatalf("PRACTICEGW_KAFKA_TLS=perhaps: %v, want an error naming it", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestLimiterTakesTheAppsSettings(t *testing.T) {
 	t.Setenv("PRACTICEGW_REDIS", "redis://r:6379/3")
 	t.Setenv("PRACTICEGW_REDIS_TLS_CA", "/etc/redis-ca.pem")
 	a := &App{}
-	if err := a.applyEnvironment(os.LookupEnv); err != nil {
+	if err := applyEnvironment(a, os.LookupEnv); err != nil {
 		t.Fatal(err)
 	}
 	repl := caddy.NewReplacer()

@@ -83,7 +83,7 @@ func parseGlobalOption(d *caddyfile.Dispenser, _ any) (any, error) {
 	if err := app.UnmarshalCaddyfile(d); err != nil {
 		return nil, err
 	}
-	if err := app.applyEnvironment(os.LookupEnv); err != nil {
+	if err := applyEnvironment(app, os.LookupEnv); err != nil {
 		return nil, d.Errf("practicegw: %v", err)
 	}
 	return httpcaddyfile.App{Name: "practicegw", Value: caddyconfig.JSON(app, nil)}, nil

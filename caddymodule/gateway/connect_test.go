@@ -19,17 +19,16 @@ func TestConnectBlockProvisionedWithTheApp(t *testing.T) {
 	t.Setenv("CONNECT_APP_TEST_SECRET", "s3cret")
 	ctx, cancel := caddy.NewContext(caddy.Context{Context: t.Context()})
 	defer cancel()
-	a := &App{DataDir: t.TempDir(), Connect: connectConfig(t,
-		`{"public_url":"https://gw.example.com","xero":{"client_id":"x","client_secret":"{env.CONNECT_APP_TEST_SECRET}"}}`)}
-	if err := a.provisionConnectApps(ctx); err != nil {
+	c := connectConfig(t, `{"public_url":"https://gw.example.com","xero":{"client_id":"x","client_secret":"{env.CONNECT_APP_TEST_SECRET}"}}`)
+	if err := provisionConnectApps(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	x, ok := a.Connect.App("xero").(*xero.App)
+	x, ok := c.App("xero").(*xero.App)
 	if !ok || x.ClientSecret != "s3cret" || x.TokenURL != "https://identity.xero.com/connect/token" {
-		t.Fatalf("provisioned %#v", a.Connect.App("xero"))
+		t.Fatalf("provisioned %#v", c.App("xero"))
 	}
-	bad := &App{DataDir: t.TempDir(), Connect: connectConfig(t, `{"public_url":"https://gw.example.com/api"}`)}
-	if err := bad.provisionConnectApps(ctx); err == nil || !strings.Contains(err.Error(), "public_url") {
+	bad := connectConfig(t, `{"public_url":"https://gw.example.com/api"}`)
+	if err := provisionConnectApps(ctx, bad); err == nil || !strings.Contains(err.Error(), "public_url") {
 		t.Fatalf("a public_url with a path: %v", err)
 	}
 }

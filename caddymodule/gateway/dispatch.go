@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	bolt "go.etcd.io/bbolt"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/dispatcher/kafka"
 	"github.com/practicegw/practicegw/internal/envconfig"
-	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
 
@@ -117,75 +117,76 @@ type dispatch struct {
 	// (dispatcher.TxIntake), rather than to the outbox.
 	intake  demo.ChangeLog
 	restore func()
+	// publish takes the firms' systems' change records and the outbox's:
+	// the publisher's in Kafka mode, else the engine's.
+	publish dispatcher.Intake
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 }
 
-func (a *App) provisionDispatch() error {
+// newDispatch makes the webhook engine of a's configuration over its
+// stores, and in Kafka mode the changes topic's publisher and consumer.
+func newDispatch(a *App, reg prometheus.Registerer) (*dispatch, error) {
 	repl := caddy.NewReplacer()
 	mode := expand(repl, a.Dispatch)
 	switch mode {
 	case "embedded", "off":
 	default:
-		return fmt.Errorf("dispatch %q: want embedded or off", mode)
+		return nil, fmt.Errorf("dispatch %q: want embedded or off", mode)
 	}
 	cfg, err := a.Webhooks.engineConfig(a.logger.Named("dispatcher"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	cfg.Registerer = a.metrics
+	cfg.Registerer = reg
+	redis := a.stores.redis
 	// Delivery state lives with the rest of the shared state: in Redis when
 	// several processes share the work, else in the embedded store.
-	if a.redis != nil {
+	if redis != nil {
 		// Other processes queue work here too (a bulk replay made through
 		// another gateway): look for it often, not only when woken.
 		cfg.PollInterval = time.Second
 		// A firm's bulk replays are counted across every gateway.
-		cfg.ReplayBudget = redisstore.NewBudget(a.redis.client, "pgw:budget:")
+		cfg.ReplayBudget = redisstore.NewBudget(redis.client, "pgw:budget:")
 	}
-	engine, err := dispatcher.New(cfg, a.store.Backends())
+	engine, err := dispatcher.New(cfg, a.stores.gateway.Backends())
 	if err != nil {
-		return fmt.Errorf("webhook engine: %w", err)
+		return nil, fmt.Errorf("webhook engine: %w", err)
 	}
-	d := &dispatch{engine: engine, deliver: mode == "embedded"}
+	d := &dispatch{engine: engine, deliver: mode == "embedded", publish: engine.IngestChanges}
 
 	brokers := kafka.SplitBrokers(expand(repl, a.Kafka))
-	if a.redis == nil && len(brokers) == 0 {
-		d.intake = dispatcher.NewTxIntake[*bolt.Tx](engine, a.shared.store)
+	if redis == nil && len(brokers) == 0 {
+		d.intake = a.stores.shared.store.TxIntake(engine)
 	}
 	if len(brokers) > 0 {
-		if a.redis == nil {
-			return fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
+		if redis == nil {
+			return nil, fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
 		}
-		topics := a.kafkaTopics(repl)
-		sec, err := a.kafkaSecurity(repl)
+		topics := kafkaTopics(repl, a)
+		sec, err := kafkaSecurity(repl, a.KafkaSecurity)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		d.prober = kafka.NewProber(brokers, sec, 0)
 		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Security: sec, Topic: topics.Changes,
 			Logger: a.logger.Named("kafka")})
+		d.publish = d.publisher.PublishBatch
 		if d.deliver {
 			d.consumer, err = kafka.NewConsumer(kafka.ConsumerConfig{Brokers: brokers, Security: sec, Topics: topics,
-				Group: expand(repl, a.KafkaGroup), Logger: a.logger.Named("kafka"), Registerer: a.metrics}, engine)
+				Group: expand(repl, a.KafkaGroup), Logger: a.logger.Named("kafka"), Registerer: reg}, engine)
 			if err != nil {
-				return fmt.Errorf("kafka consumer: %w", err)
+				return nil, fmt.Errorf("kafka consumer: %w", err)
 			}
 		}
 	}
-	a.dispatch = d
-	return nil
+	return d, nil
 }
 
-// publish hands change records to the event pipeline: the changes topic in
-// Kafka mode, else the engine, which records them durably before it
-// returns.
-func (d *dispatch) publish(ctx context.Context, changes []practice.Change) error {
-	if d.publisher != nil {
-		return d.publisher.PublishBatch(ctx, changes)
-	}
-	return d.engine.IngestChanges(ctx, changes)
-}
+// sink is where change records go, as the outbox's do: the changes topic
+// in Kafka mode, else the engine, which records them durably before it
+// returns. The firms' systems publish into it directly.
+func (d *dispatch) sink() changes.ChangeSink { return d.publish }
 
 // start runs delivery and the outbox drain in this process when it
 // delivers. The outbox is drained either way, so that no change waits for
@@ -254,14 +255,13 @@ func (d *dispatch) stop() error {
 func (a *App) WebhookEngine() *dispatcher.Engine { return a.dispatch.engine }
 
 // kafkaTopics are the configured topics, placeholders expanded.
-func (a *App) kafkaTopics(repl *caddy.Replacer) kafka.Topics {
+func kafkaTopics(repl *caddy.Replacer, a *App) kafka.Topics {
 	return kafka.Topics{Changes: expand(repl, a.KafkaChangesTopic), Events: expand(repl, a.KafkaEventsTopic)}
 }
 
 // kafkaSecurity is the configured TLS and SASL, placeholders expanded,
 // ready to dial with.
-func (a *App) kafkaSecurity(repl *caddy.Replacer) (kafka.Security, error) {
-	c := a.KafkaSecurity
+func kafkaSecurity(repl *caddy.Replacer, c kafka.SecurityConfig) (kafka.Security, error) {
 	sc := kafka.SecurityConfig{
 		TLS:           c.TLS,
 		CAFile:        expand(repl, c.CAFile),
@@ -275,7 +275,7 @@ func (a *App) kafkaSecurity(repl *caddy.Replacer) (kafka.Security, error) {
 	}
 	sec, err := sc.Build()
 	if err != nil {
-		return kafka.Security{}, fmt.Errorf("practicegw: %w", err)
+		return kafka.Security{}, err
 	}
 	return sec, nil
 }
@@ -298,19 +298,19 @@ func DispatcherConfig(lookup envconfig.Lookup) (kafka.Config, error) {
 	if err != nil {
 		return kafka.Config{}, err
 	}
-	sec, err := a.kafkaSecurity(repl)
+	sec, err := kafkaSecurity(repl, a.KafkaSecurity)
 	if err != nil {
 		return kafka.Config{}, err
 	}
 	shared := DispatcherRedis{URL: expand(repl, a.Redis), TLS: expandTLS(repl, a.RedisTLS)}
-	if shared.Secrets, err = a.configuredSecretsKey(repl); err != nil {
+	if shared.Secrets, err = configuredSecretsKey(repl, a.SecretsKey); err != nil {
 		return kafka.Config{}, fmt.Errorf("PRACTICEGW_SECRETS_KEY: %w", err)
 	}
 	cfg := kafka.Config{
 		Brokers:    kafka.SplitBrokers(expand(repl, a.Kafka)),
 		Security:   sec,
 		Open:       shared.Open,
-		Topics:     a.kafkaTopics(repl),
+		Topics:     kafkaTopics(repl, &a),
 		Group:      expand(repl, a.KafkaGroup),
 		Partitions: a.KafkaPartitions,
 		Engine:     eng,

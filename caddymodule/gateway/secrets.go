@@ -22,10 +22,10 @@ const secretsKeyFile = "secrets.key"
 // environment's table), or nil when it names none. A secrets_key that is
 // configured but expands to nothing (a missing file, an unset variable) is
 // an error, not a reason to fall back.
-func (a *App) configuredSecretsKey(repl *caddy.Replacer) (*sealed.Key, error) {
-	value := strings.TrimSpace(repl.ReplaceAll(a.SecretsKey, ""))
-	if a.SecretsKey != "" && value == "" {
-		return nil, fmt.Errorf("secrets_key %s expands to nothing", a.SecretsKey)
+func configuredSecretsKey(repl *caddy.Replacer, configured string) (*sealed.Key, error) {
+	value := strings.TrimSpace(repl.ReplaceAll(configured, ""))
+	if configured != "" && value == "" {
+		return nil, fmt.Errorf("secrets_key %s expands to nothing", configured)
 	}
 	if value == "" {
 		return nil, nil

@@ -28,21 +28,21 @@ func TestConfiguredSecretsKey(t *testing.T) {
 	want, _ := sealed.Parse(text)
 
 	t.Setenv("PRACTICEGW_SECRETS_KEY", "")
-	if k, err := (&App{}).configuredSecretsKey(repl); k != nil || err != nil {
+	if k, err := configuredSecretsKey(repl, ""); k != nil || err != nil {
 		t.Fatalf("nothing configured: %v, %v", k, err)
 	}
-	if k, err := (&App{SecretsKey: "{file." + file + "}"}).configuredSecretsKey(repl); err != nil || k.ID() != want.ID() {
+	if k, err := configuredSecretsKey(repl, "{file."+file+"}"); err != nil || k.ID() != want.ID() {
 		t.Fatalf("from a file: %v, %v", k, err)
 	}
 	t.Setenv("PRACTICEGW_SECRETS_KEY", text)
 	fromEnv := &App{}
-	if err := fromEnv.applyEnvironment(os.LookupEnv); err != nil {
+	if err := applyEnvironment(fromEnv, os.LookupEnv); err != nil {
 		t.Fatal(err)
 	}
 	if fromEnv.SecretsKey != "{env.PRACTICEGW_SECRETS_KEY}" {
 		t.Errorf("secrets_key from the environment is %q, want its placeholder", fromEnv.SecretsKey)
 	}
-	if k, err := fromEnv.configuredSecretsKey(repl); err != nil || k.ID() != want.ID() {
+	if k, err := configuredSecretsKey(repl, fromEnv.SecretsKey); err != nil || k.ID() != want.ID() {
 		t.Fatalf("from PRACTICEGW_SECRETS_KEY: %v, %v", k, err)
 	}
 	for value, wantErr := range map[string]string{
@@ -54,7 +54,7 @@ func TestConfiguredSecretsKey(t *testing.T) {
 		base64.StdEncoding.EncodeToString([]byte("too short")): "32 bytes",
 		composeSigningKey: "published",
 	} {
-		if _, err := (&App{SecretsKey: value}).configuredSecretsKey(repl); err == nil || !strings.Contains(err.Error(), wantErr) {
+		if _, err := configuredSecretsKey(repl, value); err == nil || !strings.Contains(err.Error(), wantErr) {
 			t.Errorf("secrets_key %s: %v, want an error saying %q", value, err, wantErr)
 		}
 	}
@@ -64,14 +64,14 @@ func TestConfiguredSecretsKey(t *testing.T) {
 func TestKeyringRefusesPublishedKeys(t *testing.T) {
 	repl := caddy.NewReplacer()
 	t.Setenv("PRACTICEGW_SIGNING_KEY", composeSigningKey)
-	a := &App{SigningKeys: []SigningKeyConfig{{ID: "primary", Secret: "{env.PRACTICEGW_SIGNING_KEY}"}}}
-	_, err := a.keyring(context.Background(), repl)
+	keys := []SigningKeyConfig{{ID: "primary", Secret: "{env.PRACTICEGW_SIGNING_KEY}"}}
+	_, _, err := keyring(context.Background(), repl, keys, nil)
 	if err == nil || !strings.Contains(err.Error(), "deploy/secrets.env.example") {
 		t.Fatalf("keyring with the compose placeholder: %v", err)
 	}
 	_, text := sealed.Random()
 	t.Setenv("PRACTICEGW_SIGNING_KEY", text)
-	if _, err := a.keyring(context.Background(), repl); err != nil {
+	if _, _, err := keyring(context.Background(), repl, keys, nil); err != nil {
 		t.Fatalf("keyring with a fresh key: %v", err)
 	}
 }

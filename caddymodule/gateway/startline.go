@@ -22,9 +22,8 @@ type whereThingsAre struct {
 
 // sayWhereThingsAre logs the start line: one line, at info, that a
 // newcomer can act on.
-func (a *App) sayWhereThingsAre() {
-	w := a.whereThingsAre()
-	a.logger.Info("practicegw is serving",
+func sayWhereThingsAre(logger *zap.Logger, w whereThingsAre) {
+	logger.Info("practicegw is serving",
 		zap.String("api", w.API),
 		zap.String("console", w.Console),
 		zap.String("admin", w.Admin),
@@ -32,9 +31,9 @@ func (a *App) sayWhereThingsAre() {
 		zap.String("first_credential", w.FirstCredential))
 }
 
-func (a *App) whereThingsAre() whereThingsAre {
-	base := httpBase(a.caddyCtx)
-	admin := adminListen(a.caddyCtx)
+func (a *App) where() whereThingsAre {
+	base := httpBase(a.ctx)
+	admin := adminListen(a.ctx)
 	w := whereThingsAre{API: base + "/v1", Console: base + "/console", Admin: admin}
 	if base == "" {
 		w.API, w.Console = "no HTTP server configured", "no HTTP server configured"

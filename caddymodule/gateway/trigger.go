@@ -23,7 +23,7 @@ const defaultSandboxTriggersPerMinute = 60
 // trigger` does. The event id is known at once because ids derive from the
 // change; delivery follows through the outbox like any other write.
 func (a *App) Trigger(ctx context.Context, firm, kind string) (adminapi.Triggered, error) {
-	if _, ok := a.firms[firm]; !ok {
+	if _, ok := a.firms.FirmName(firm); !ok {
 		return adminapi.Triggered{}, practice.Invalid("firm", "This gateway serves no firm %q.", firm)
 	}
 	// Each trigger makes a change and signed webhooks to every sandbox
@@ -33,7 +33,7 @@ func (a *App) Trigger(ctx context.Context, firm, kind string) (adminapi.Triggere
 	if limit <= 0 {
 		limit = defaultSandboxTriggersPerMinute
 	}
-	wait, err := a.budget.Take(ctx, "sandbox_triggers/"+firm, limit, time.Minute)
+	wait, err := a.stores.budget.Take(ctx, "sandbox_triggers/"+firm, limit, time.Minute)
 	if err != nil {
 		return adminapi.Triggered{}, fmt.Errorf("sandbox trigger budget: %w", err)
 	}
@@ -43,7 +43,7 @@ func (a *App) Trigger(ctx context.Context, firm, kind string) (adminapi.Triggere
 			fmt.Sprintf("This firm may make %d sandbox triggers a minute; try again in %d s.", limit, secs)).
 			WithHeader("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	change, err := a.shared.demo.Trigger(ctx, firm, kind)
+	change, err := a.stores.shared.demo.Trigger(ctx, firm, kind)
 	if err != nil {
 		return adminapi.Triggered{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	_ "github.com/practicegw/practicegw/adapters/xero"
 	_ "github.com/practicegw/practicegw/adapters/xpm"
 
+	_ "github.com/practicegw/practicegw/caddymodule/admin"
 	_ "github.com/practicegw/practicegw/caddymodule/api"
 	_ "github.com/practicegw/practicegw/caddymodule/auth"
 	_ "github.com/practicegw/practicegw/caddymodule/console"

@@ -36,6 +36,11 @@ const (
 	tlsKeyVar  = "PRACTICEGW_REDIS_TLS_KEY"
 )
 
+// Client is a Redis client as NewClient makes it: named here so that what
+// holds one (the gateway, across reloads; the rate limiter) imports no
+// Redis package of its own, and talks to Redis through this package.
+type Client = goredis.Client
+
 // NewClient connects to the Redis at url (redis://host:port/db, or
 // rediss:// for TLS, with files). ioTimeout bounds each read and write on
 // a connection, so that a Redis that stops answering fails calls instead

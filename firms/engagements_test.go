@@ -1,4 +1,4 @@
-package gateway
+package firms
 
 import (
 	"context"
@@ -6,20 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/vendortest"
+	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
 // engagementIDs are the engagements a firm's reads serve.
-func engagementIDs(t *testing.T, a *App, firm string) ([]string, error) {
+func engagementIDs(t *testing.T, a *Runtime, firm string) ([]string, error) {
 	t.Helper()
-	page, err := a.firms[firm].Reader(practice.Engagements).List(context.Background(), practice.Tenant{Firm: firm}, practice.Engagements, practice.Query{Limit: 100})
+	page, err := read(a, firm, practice.Engagements).List(context.Background(), practice.Tenant{Firm: firm}, practice.Engagements, practice.Query{Limit: 100})
 	if err != nil {
 		return nil, err
 	}
@@ -39,12 +40,12 @@ func engagementIDs(t *testing.T, a *App, firm string) ([]string, error) {
 // proposals answers its engagements as none: an empty list as fresh as
 // its records' copy (live, confirmed: the headers every kind of a real
 // system answers with), and not found for one.
-func noEngagementsAnswered(t *testing.T, a *App, firm, when string) {
+func noEngagementsAnswered(t *testing.T, a *Runtime, firm, when string) {
 	t.Helper()
 	if ids, err := engagementIDs(t, a, firm); err != nil || len(ids) != 0 {
 		t.Fatalf("%s: engagements %v %v, want none", when, ids, err)
 	}
-	r := a.firms[firm].Reader(practice.Engagements)
+	r := read(a, firm, practice.Engagements)
 	fr, ok := r.(interface {
 		Freshness(practice.Kind) (practice.Freshness, bool)
 	})
@@ -82,25 +83,25 @@ func TestLedgerConnectionKeepsTheFirmsEngagements(t *testing.T) {
 	k := w.connectKarbon("frm_beta")
 	step(t, a)
 	waitFor(t, "the records backfill", func() bool { return backfilled(a, k) })
-	records := a.firms["frm_beta"].conns.Load().byRole["records"]
-	if set := a.firms["frm_beta"].conns.Load(); set.engagements != "none" || slices.Contains(records.kinds, practice.Engagements) {
+	records := a.firms["frm_beta"].table.Load().conns["records"]
+	if set := a.firms["frm_beta"].table.Load(); set.engagements != "none" || slices.Contains(records.kinds, practice.Engagements) {
 		t.Fatalf("Karbon alone: engagements from %q, the records connection serves %v; want none, and no engagements", set.engagements, records.kinds)
 	}
 	noEngagementsAnswered(t, a, "frm_beta", "Karbon alone")
 
 	x := w.connectXero("frm_beta")
 	step(t, a)
-	set := a.firms["frm_beta"].conns.Load()
-	if set.engagements != "ledger" || set.byRole["records"] != records || slices.Contains(records.kinds, practice.Engagements) ||
-		!slices.Contains(set.byRole["ledger"].kinds, practice.Engagements) {
+	set := a.firms["frm_beta"].table.Load()
+	if set.engagements != "ledger" || set.conns["records"] != records || slices.Contains(records.kinds, practice.Engagements) ||
+		!slices.Contains(set.conns["ledger"].kinds, practice.Engagements) {
 		t.Fatalf("with the Xero ledger: engagements from %q, records %v (reopened: %v), ledger %v", set.engagements,
-			set.byRole["records"].kinds, set.byRole["records"] != records, set.byRole["ledger"].kinds)
+			set.conns["records"].kinds, set.conns["records"] != records, set.conns["ledger"].kinds)
 	}
 	waitFor(t, "the ledger backfill", func() bool { return backfilled(a, x) })
 	if ids, err := engagementIDs(t, a, "frm_beta"); err != nil || !slices.Equal(ids, want) {
 		t.Fatalf("with the Xero ledger: engagements %v %v, want the quotes %v", ids, err, want)
 	}
-	if r := a.firms["frm_demo"].Reader(practice.Engagements); r != a.firms["frm_demo"].records {
+	if r := read(a, "frm_demo", practice.Engagements); r != practice.Reader(a.d.Demo) {
 		t.Fatalf("the demo firm's engagements are read from %T, want its demo records", r)
 	}
 
@@ -113,9 +114,9 @@ func TestLedgerConnectionKeepsTheFirmsEngagements(t *testing.T) {
 	if n := w.stored("frm_beta", []practice.Kind{practice.Engagements}); n != 0 {
 		t.Fatalf("the disconnected ledger's quotes: %d kept in the store", n)
 	}
-	set = a.firms["frm_beta"].conns.Load()
-	if set.engagements != "none" || set.byRole["records"] != records {
-		t.Fatalf("the ledger disconnected: engagements from %q, records reopened: %v", set.engagements, set.byRole["records"] != records)
+	set = a.firms["frm_beta"].table.Load()
+	if set.engagements != "none" || set.conns["records"] != records {
+		t.Fatalf("the ledger disconnected: engagements from %q, records reopened: %v", set.engagements, set.conns["records"] != records)
 	}
 	noEngagementsAnswered(t, a, "frm_beta", "the ledger disconnected")
 }
@@ -127,33 +128,27 @@ func TestLedgerConnectionKeepsTheFirmsEngagements(t *testing.T) {
 // or without connections followed.
 func TestCaddyfileRecordsThatKeepNoProposalsKeepNoEngagements(t *testing.T) {
 	w := newWorld(t, "frm_beta")
-	a := w.instance()
-	a.shared = &shared{}
-	f := &a.Firms[0]
-	f.RecordsRaw = json.RawMessage(fmt.Sprintf(`{"system":"karbon","access_key":%q,"bearer":%q,"base_url":%q}`,
-		w.karbon.AccessKey, w.karbon.Bearer, w.karbon.URL))
-	b, err := a.backends(a.caddyCtx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.firms[f.ID] = b
-	if b.model.Owns(practice.Engagements) {
+	raw := json.RawMessage(fmt.Sprintf(`{"access_key":%q,"bearer":%q,"base_url":%q}`, w.karbon.AccessKey, w.karbon.Bearer, w.karbon.URL))
+	a := w.instance(func(cfg *Config, d *Deps) {
+		mod, err := d.Connected.(connect.Modules).Context.LoadModuleByID("practicegw.systems.records.karbon", raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Firms[0].Systems = []System{{Role: "records", Module: mod.(firmsystem.Module)}}
+	})
+	f := a.firms["frm_beta"]
+	if f.keeping(practice.Engagements) != nil {
 		t.Fatal("the Caddyfile's Karbon keeps the firm's engagements: no system connected later could")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	for _, s := range b.syncs {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.Run(ctx) }()
-	}
+	a.Start()
+	records := f.systems[0]
 	waitFor(t, "the Karbon backfill", func() bool {
-		f, ok := b.model.Freshness(practice.Clients)
+		f, ok := records.model.Freshness(practice.Clients)
 		return ok && f.State == readmodel.StateLive
 	})
 	noEngagementsAnswered(t, a, f.ID, "Caddyfile Karbon")
 	step(t, a)
-	if set := b.conns.Load(); set.engagements != "none" {
+	if set := f.table.Load(); set.engagements != "none" {
 		t.Fatalf("followed: engagements from %q, want none", set.engagements)
 	}
 	noEngagementsAnswered(t, a, f.ID, "Caddyfile Karbon, connections followed")

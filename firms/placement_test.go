@@ -1,4 +1,4 @@
-package gateway
+package firms
 
 import (
 	"context"
@@ -13,22 +13,24 @@ import (
 	"github.com/practicegw/practicegw/store/connection"
 )
 
-// placedInstance is an instance with a memory bound: it holds the firms
-// the placement gives it, among the others on the same Redis.
-func (w *world) placedInstance(replicas int) *App {
-	a := w.instance()
-	a.cluster = cluster.New(cluster.Config{ID: a.holder, Advertise: "http://" + a.holder, Memory: 1 << 30, Replicas: replicas},
-		a.readStore.(cluster.Membership), a, nil)
-	for _, b := range a.firms {
-		b.placed = true
-	}
+// placed is an instance with a memory bound and the cluster that holds
+// the firms the placement gives it, among the others on the same Redis.
+type placed struct {
+	*Runtime
+	cluster *cluster.Cluster
+}
+
+func (w *world) placedInstance(replicas int) placed {
+	a := w.instance(func(cfg *Config, _ *Deps) { cfg.Placed = true })
+	p := placed{Runtime: a, cluster: cluster.New(cluster.Config{ID: a.cfg.Holder, Advertise: "http://" + a.cfg.Holder, Memory: 1 << 30,
+		Replicas: replicas}, a.d.Store.(cluster.Membership), a, nil)}
 	// Before the connections close (cleanups run last first).
 	w.t.Cleanup(func() {
 		for _, firm := range a.Held() {
 			a.Release(firm)
 		}
 	})
-	return a
+	return p
 }
 
 // TestConnectionsFollowThePlacement: a firm's connected systems are held
@@ -46,7 +48,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 35))
 			w := newWorld(t, "frm_demo", "frm_k", "frm_x")
 			const replicas = 1
-			apps := []*App{w.placedInstance(replicas), w.placedInstance(replicas), w.placedInstance(replicas)}
+			apps := []placed{w.placedInstance(replicas), w.placedInstance(replicas), w.placedInstance(replicas)}
 			// Each instance's own heartbeat every second, which the test
 			// stands for before a placement round: none lapses while it
 			// waits for the vendors' doubles.
@@ -55,7 +57,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 					a.cluster.Heartbeat(ctx)
 				}
 			}
-			place := func(a *App) {
+			place := func(a placed) {
 				heartbeats()
 				a.cluster.Place(ctx)
 			}
@@ -64,7 +66,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 				a := apps[rng.IntN(len(apps))]
 				switch op := rng.IntN(6); {
 				case op < 2:
-					step(t, a)
+					step(t, a.Runtime)
 				case op < 4:
 					place(a)
 				case op == 4:
@@ -80,7 +82,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 					// The Karbon connection disconnected and made again.
 					w.conns.change(t, conns["frm_k"].ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
 					if rng.IntN(2) == 0 {
-						step(t, apps[rng.IntN(len(apps))])
+						step(t, apps[rng.IntN(len(apps))].Runtime)
 					}
 					conns["frm_k"] = w.connectKarbon("frm_k")
 				}
@@ -92,14 +94,14 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 			// go once the new holders hold.
 			for range 2 {
 				for _, a := range apps {
-					step(t, a)
+					step(t, a.Runtime)
 				}
 				for _, a := range apps {
 					place(a)
 				}
 			}
 			for _, a := range apps {
-				step(t, a)
+				step(t, a.Runtime)
 			}
 			checkPlacedConnections(t, apps, []string{"frm_k", "frm_x"}, replicas)
 
@@ -116,7 +118,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 					}
 				}
 				for i, a := range apps {
-					p, err := a.firms[firm].Reader(kind).List(ctx, practice.Tenant{Firm: firm}, kind, practice.Query{Limit: 500})
+					p, err := read(a.Runtime, firm, kind).List(ctx, practice.Tenant{Firm: firm}, kind, practice.Query{Limit: 500})
 					if err != nil {
 						t.Fatalf("instance %d: %s %s: %v", i, firm, kind, err)
 					}
@@ -138,7 +140,7 @@ func TestConnectionsFollowThePlacement(t *testing.T) {
 // checkPlacedConnections checks that each firm is held replicas times,
 // its connections synced and in memory where it is held and nowhere else,
 // and read through the shared store elsewhere.
-func checkPlacedConnections(t *testing.T, apps []*App, firms []string, replicas int) {
+func checkPlacedConnections(t *testing.T, apps []placed, firms []string, replicas int) {
 	t.Helper()
 	for _, firm := range firms {
 		holders := 0
@@ -155,21 +157,21 @@ func checkPlacedConnections(t *testing.T, apps []*App, firms []string, replicas 
 			}
 			for _, c := range cs {
 				if c.running() != held {
-					t.Errorf("instance %d (holds %s: %t): %s's sync running %t", i, firm, held, c.opened.ID, c.running())
+					t.Errorf("instance %d (holds %s: %t): %s's sync running %t", i, firm, held, c.conn.ID, c.running())
 				}
 				if c.model.Loaded() != held {
-					t.Errorf("instance %d (holds %s: %t): %s's copy in memory %t", i, firm, held, c.opened.ID, c.model.Loaded())
+					t.Errorf("instance %d (holds %s: %t): %s's copy in memory %t", i, firm, held, c.conn.ID, c.model.Loaded())
 				}
-				kind := firmsystem.Kinds(c.opened.Role)[0]
-				_, served := a.firms[firm].Reader(kind).(storeServed)
+				kind := firmsystem.Kinds(c.conn.Role)[0]
+				_, served := read(a.Runtime, firm, kind).(storeServed)
 				if served == held {
-					t.Errorf("instance %d (holds %s: %t): %s read from %T", i, firm, held, kind, a.firms[firm].Reader(kind))
+					t.Errorf("instance %d (holds %s: %t): %s read from %T", i, firm, held, kind, read(a.Runtime, firm, kind))
 				}
 			}
 		}
 		if holders != replicas {
 			for i, a := range apps {
-				t.Logf("instance %d (%s): placed %v, held by %v", i, a.holder, a.cluster.Placement().Holders[firm], a.cluster.Holders(firm))
+				t.Logf("instance %d (%s): placed %v, held by %v", i, a.cfg.Holder, a.cluster.Placement().Holders[firm], a.cluster.Holders(firm))
 			}
 			t.Errorf("%s held by %d instances, want %d", firm, holders, replicas)
 		}

@@ -1,4 +1,4 @@
-package gateway
+package firms
 
 import (
 	"context"
@@ -16,9 +16,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
-	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
@@ -50,8 +48,8 @@ func (v *gettingVendor) count() int {
 	return v.gets
 }
 
-// backfillingFirm is frm_acme on a Karbon-limited vendor, with the read
-// model built as the app builds it and no backfill yet: every read of a
+// backfillingFirm is frm_acme on a Karbon-limited vendor, opened as the
+// runtime opens a firm's systems, with no backfill yet: every read of a
 // job goes to the vendor.
 func backfillingFirm(t *testing.T) (*readmodel.Model, *gettingVendor, *vendortest.Clock) {
 	t.Helper()
@@ -61,15 +59,25 @@ func backfillingFirm(t *testing.T) (*readmodel.Model, *gettingVendor, *vendortes
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cp := syncAdminServer(t)
-	app := &App{logger: zap.NewNop(), holder: "test/1", readStore: cp, firms: map[string]*firmBackends{}}
-	model := app.newModel("frm_acme")
 	v := &gettingVendor{}
-	app.syncFor(&Firm{ID: "frm_acme"}, "records", firmsystem.Kinds("records"), "karbon", "Karbon", model, v, client, &changes.Recorder{State: model}, readmodel.SyncConfig{})
-	if err := model.Load(context.Background()); err != nil {
+	r := openedFirm(t, &fakeSystem{id: "practicegw.systems.records.karbon", opened: firmsystem.Opened{Label: "Karbon", Reader: v, Client: client}})
+	return r.firms["frm_acme"].systems[0].model, v, clock
+}
+
+// openedFirm is a runtime of frm_acme, whose Caddyfile names mod as its
+// records system, on an embedded store: opened as the gateway opens it,
+// its syncs made and not run.
+func openedFirm(t *testing.T, mod *fakeSystem) *Runtime {
+	t.Helper()
+	st := boltStore(t)
+	r, err := New(context.Background(), Config{Holder: "test/1", Firms: []Firm{{ID: "frm_acme", Systems: []System{{Role: "records", Module: mod}}}}},
+		// No budget of the gateway's: the vendor's own, on the test's clock.
+		Deps{Logger: zap.NewNop(), Store: st.ReadModel(), State: st, Notices: st, Changes: &countingSink{}})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return model, v, clock
+	t.Cleanup(r.Stop)
+	return r
 }
 
 // While a backfill runs (or fails), 300 reads of records not yet copied
@@ -144,10 +152,11 @@ func TestOnDemandReadOfAnotherRecordIsBadGateway(t *testing.T) {
 	}
 }
 
-// The admin route (and so `practicegw sync status`) says the plan of a
-// firm on Xero Practice Manager whose ledger is XPM too: two syncs on one
-// organisation, each with a quarter of its 5,000 calls a day.
-func TestAdminSyncStatusSaysThePlan(t *testing.T) {
+// A firm on Xero Practice Manager whose ledger is XPM too has two syncs
+// on one organisation, each with a quarter of its 5,000 calls a day: its
+// status says the plan, and readiness says it as a short phrase of its
+// own.
+func TestSyncStatusSaysThePlan(t *testing.T) {
 	clock := vendortest.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 	client, err := upstream.NewClient(upstream.Options{System: "xpm", BaseURL: "https://api.xero.example",
 		Defaults: upstream.Policy{RateLimit: 60, RatePeriod: upstream.Duration(time.Minute)}, BudgetSystem: "xero",
@@ -155,36 +164,33 @@ func TestAdminSyncStatusSaysThePlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, cp := syncAdminServer(t)
-	app := &App{logger: zap.NewNop(), holder: "test/1", readStore: cp, firms: map[string]*firmBackends{}}
-	acme := &Firm{ID: "frm_acme"}
-	model := app.newModel(acme.ID)
 	v := &gettingVendor{}
-	syncs := []*readmodel.Syncer{
-		app.syncFor(acme, "records", firmsystem.Kinds("records"), "xpm", "Xero Practice Manager", model, v, client, nil, readmodel.SyncConfig{}),
-		app.syncFor(acme, "ledger", firmsystem.Kinds("ledger"), "xpm", "Xero Practice Manager", model, v, client, nil, readmodel.SyncConfig{}),
+	r := openedFirm(t, &fakeSystem{id: "practicegw.systems.records.xpm",
+		opened: firmsystem.Opened{Label: "Xero Practice Manager", Reader: v, Ledger: v, Client: client}})
+	statuses := r.SyncStatus("frm_acme")
+	if len(statuses) != 2 || statuses[0].Role != "ledger" || statuses[1].Role != "records" {
+		t.Fatalf("syncs: %+v", statuses)
 	}
-	readmodel.ShareBudgets(syncs)
-	views := []adminapi.SyncView{}
-	for _, s := range syncs {
-		views = append(views, syncViewOf(s.Status(), clock.Now()))
-	}
-	for _, v := range views {
-		if v.PlanLimit != 5000 || v.PlanShare != 1250 || v.PlanPeriod != "24h0m0s" || v.PlanCalls == 0 || v.PlanCalls > 1250 {
-			t.Errorf("%s's plan: %+v", v.Role, v)
+	for _, st := range statuses {
+		p := st.Plan
+		if p.Limit != 5000 || int(p.Share*float64(p.Limit)) != 1250 || p.Period != 24*time.Hour || p.CallsPerPeriod == 0 || p.CallsPerPeriod > 1250 {
+			t.Errorf("%s's plan: %+v", st.Role, p)
 		}
-		if !strings.Contains(v.Plan, "of 5,000 calls a day, at most 1,250 for this sync") {
-			t.Errorf("%s's plan for people: %q", v.Role, v.Plan)
+		if !strings.Contains(p.String(), "of 5,000 calls a day, at most 1,250 for this sync") {
+			t.Errorf("%s's plan for people: %q", st.Role, p.String())
 		}
-		for _, k := range v.Kinds {
-			if k.PollSeconds < 60 {
-				t.Errorf("%s %s polled every %ds", v.Role, k.Kind, k.PollSeconds)
+		for kind, every := range p.PollEvery {
+			if every < time.Minute {
+				t.Errorf("%s %s polled every %s", st.Role, kind, every)
 			}
 		}
 	}
-	// Readiness says the plan as a short phrase of its own.
-	app.firms[acme.ID] = &firmBackends{model: model, syncs: syncs}
-	checks := app.syncChecks()
+	var checks []Check
+	for _, c := range r.Checks(clock.Now()) {
+		if strings.HasPrefix(c.Name, "sync ") {
+			checks = append(checks, c)
+		}
+	}
 	if len(checks) != 2 {
 		t.Fatalf("readiness: %+v", checks)
 	}

@@ -1,9 +1,8 @@
-package gateway
+package firms
 
 import (
 	"errors"
-	"slices"
-	"strings"
+	"fmt"
 	"sync"
 	"time"
 
@@ -12,6 +11,42 @@ import (
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
+
+// Metrics are the runtime's on /metrics, read at scrape time from the
+// runtime of the app that serves now: each firm system's sync and each
+// connection's status, and what this instance holds of the firms' read
+// models.
+type Metrics struct {
+	syncs  *syncCollector
+	models *readModelCollector
+}
+
+// RegisterMetrics registers the runtime's metrics with reg, or takes over
+// those registered there before (an app provisioned earlier on the same
+// registry).
+func RegisterMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	syncs, err := registerSyncCollector(reg)
+	if err != nil {
+		return nil, fmt.Errorf("sync metrics: %w", err)
+	}
+	models, err := registerReadModelCollector(reg)
+	if err != nil {
+		return nil, fmt.Errorf("read model metrics: %w", err)
+	}
+	return &Metrics{syncs: syncs, models: models}, nil
+}
+
+// Serve makes r the runtime the metrics say: the app that starts last.
+func (m *Metrics) Serve(r *Runtime) {
+	m.syncs.serve(r)
+	m.models.serve(r)
+}
+
+// Retire stops saying r, unless a newer app's runtime has taken over.
+func (m *Metrics) Retire(r *Runtime) {
+	m.syncs.retire(r)
+	m.models.retire(r)
+}
 
 // syncStates are the values of practicegw_sync_state's state label, each
 // exported for every system so that a state's series does not vanish when
@@ -146,20 +181,6 @@ func (c *syncCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// allSyncStatus is every firm system's sync, for the metrics.
-func (a *App) allSyncStatus() []readmodel.Status {
-	firms := make([]string, 0, len(a.firms))
-	for id := range a.firms {
-		firms = append(firms, id)
-	}
-	slices.SortFunc(firms, strings.Compare)
-	var out []readmodel.Status
-	for _, id := range firms {
-		out = append(out, a.SyncStatus(id)...)
-	}
-	return out
-}
-
 // connectionStatuses are the values of practicegw_connections' status
 // label, each exported so that a status's series does not vanish when a
 // connection leaves it.
@@ -192,4 +213,92 @@ func (c *syncCollector) collectConnections(conns []connection.Connection, gauge 
 	}
 }
 
-var _ prometheus.Collector = (*syncCollector)(nil)
+// readModelCollector exports what this instance holds of the firms' read
+// models: the firms held, and each one's records and bytes as the
+// read_model memory bound counts them; and the reads answered from the
+// store for want of a holder.
+type readModelCollector struct {
+	firms, records, bytes, storeServed *prometheus.Desc
+
+	mu  sync.Mutex
+	src holdings
+}
+
+// holdings are what the read model metrics read at scrape time.
+type holdings interface {
+	Held() []string
+	Size(firm string) readmodel.Size
+}
+
+func registerReadModelCollector(reg prometheus.Registerer) (*readModelCollector, error) {
+	c := &readModelCollector{
+		firms: prometheus.NewDesc("practicegw_read_model_firms",
+			"Firms whose read model this instance holds in memory.", nil, nil),
+		records: prometheus.NewDesc("practicegw_read_model_records",
+			"Records (and tombstones) of each firm this instance holds.", []string{"firm"}, nil),
+		bytes: prometheus.NewDesc("practicegw_read_model_bytes",
+			"Memory each firm held here takes, as the read_model memory bound counts it: records, indexes, tombstones.", []string{"firm"}, nil),
+		storeServed: prometheus.NewDesc("practicegw_read_model_store_served_total",
+			"Reads of firms held nowhere reachable, answered here from the shared store.", nil, nil),
+	}
+	if reg == nil {
+		return c, nil
+	}
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(*readModelCollector); ok {
+				return existing, nil
+			}
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *readModelCollector) serve(src holdings) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.src = src
+}
+
+func (c *readModelCollector) retire(src holdings) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.src == src {
+		c.src = nil
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *readModelCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.firms, c.records, c.bytes, c.storeServed} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *readModelCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	src := c.src
+	c.mu.Unlock()
+	if src == nil {
+		return
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	held := src.Held()
+	gauge(c.firms, float64(len(held)))
+	for _, firm := range held {
+		size := src.Size(firm)
+		gauge(c.records, float64(size.Records), firm)
+		gauge(c.bytes, float64(size.Bytes), firm)
+	}
+	ch <- prometheus.MustNewConstMetric(c.storeServed, prometheus.CounterValue, float64(storeServedReads.Load()))
+}
+
+var (
+	_ prometheus.Collector = (*syncCollector)(nil)
+	_ prometheus.Collector = (*readModelCollector)(nil)
+)

@@ -1,11 +1,9 @@
-package gateway
+package firms
 
 import (
 	"context"
 	"fmt"
 	"math"
-
-	"github.com/caddyserver/caddy/v2"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/practice"
@@ -17,38 +15,38 @@ import (
 // that disconnects it: its syncs stop here, and its read model's records,
 // tombstones and sync checkpoints are deleted from the store, with what
 // its system remembers of the organisation (with no change record and no
-// event), so that a later connection of the same
-// role backfills afresh. Other instances drop their copy from memory when
-// they see it disconnected. Purging again is no error.
-func (a *App) Purge(ctx context.Context, c connection.Connection) error {
-	b, purger, err := a.purging(c)
+// event), so that a later connection of the same role backfills afresh.
+// Other instances drop their copy from memory when they see it
+// disconnected. Purging again is no error.
+func (r *Runtime) Purge(ctx context.Context, c connection.Connection) error {
+	f, purger, err := r.purging(c)
 	if err != nil {
 		return err
 	}
 	// First the fence, past every attempt: an instance that has not seen
 	// the disconnect and still syncs the connection writes nothing more,
 	// then what it wrote before is purged.
-	if err := a.raiseFence(ctx, disconnectedFence(c)); err != nil {
+	if err := r.raiseFence(ctx, disconnectedFence(c)); err != nil {
 		return err
 	}
-	a.follow.mu.Lock()
-	defer a.follow.mu.Unlock()
+	r.follow.mu.Lock()
+	defer r.follow.mu.Unlock()
 	// Never opened again here, whatever the store says until the
 	// disconnect is written.
-	a.follow.purged[c.ID] = true
-	cur := b.conns.Load()
-	b.conns.Store(cur.without(c.ID, c.Role))
+	r.follow.purged[c.ID] = true
+	cur := f.table.Load()
+	f.table.Store(f.decide(cur.without(c.ID, c.Role), cur.followed))
 	if open := cur.opened(c.ID); open != nil {
-		a.closeConnection(open)
-		return a.purgeStore(ctx, open)
+		open.close()
+		return r.purgeStore(ctx, open)
 	}
-	if b.model != nil && b.model.Owns(firmsystem.Kinds(c.Role)[0]) {
+	if f.serves(c.Role) {
 		// The role's copy is the Caddyfile system's, which the
 		// connection never served.
 		return nil
 	}
 	// Not open here: what the role keeps.
-	return a.purgeRole(ctx, purger, c, b.keptKinds(cur, c))
+	return r.purgeRole(ctx, purger, c, f.keptKinds(cur, c))
 }
 
 // keptKinds are the kinds connection c, not open here, kept: its role's,
@@ -56,59 +54,78 @@ func (a *App) Purge(ctx context.Context, c connection.Connection) error {
 // system that keeps no proposals: the engagements another keeps stay).
 // Where this instance has not followed the connections, a records system
 // that keeps proposals is taken to have kept them, as it does first.
-func (b *firmBackends) keptKinds(cur *connSet, c connection.Connection) []practice.Kind {
+func (f *firm) keptKinds(cur *table, c connection.Connection) []practice.Kind {
 	from := firmsystem.EngagementsNone
 	switch {
 	case !firmsystem.KeepsProposals(c.Role, c.System):
-	case cur != nil:
+	case cur.followed:
 		if cur.engagements == c.Role {
 			from = c.Role
 		}
 	case c.Role == firmsystem.EngagementsRecords:
 		from = c.Role
 	}
-	return b.connKinds(c.Role, from)
+	return f.connKinds(c.Role, from)
 }
 
 // PurgeOrganisation drops what connection c holds of the organisation it
-// reached (c.OrganisationID), called by the instance where its administrator
-// chooses another: its system or held copy closes here and its copy's
-// records, tombstones and checkpoints are deleted from the store, with
-// what its system remembers of the organisation (no change record, no
-// event), so that the next organisation backfills
-// afresh and /v1 never lists records of both. Until the connection
-// reaches the new organisation, this instance answers the role as
-// reconnecting; the others, which stopped its sync when the reconnect
-// began, serve their held copy until they see the new organisation and
-// load the store's. Unlike Purge, the connection is opened again.
-func (a *App) PurgeOrganisation(ctx context.Context, c connection.Connection) error {
-	b, purger, err := a.purging(c)
+// reached (c.OrganisationID), called by the instance where its
+// administrator chooses another: its system or held copy closes here and
+// its copy's records, tombstones and checkpoints are deleted from the
+// store, with what its system remembers of the organisation (no change
+// record, no event), so that the next organisation backfills afresh and
+// /v1 never lists records of both. Until the connection reaches the new
+// organisation, this instance answers the role as reconnecting; the
+// others, which stopped its sync when the reconnect began, serve their
+// held copy until they see the new organisation and load the store's.
+// Unlike Purge, the connection is opened again.
+func (r *Runtime) PurgeOrganisation(ctx context.Context, c connection.Connection) error {
+	f, purger, err := r.purging(c)
 	if err != nil {
 		return err
 	}
 	// First the fence: an instance that has not seen the reconnect and
 	// still syncs the old organisation writes nothing more (its writes
 	// carry an older attempt), then what it wrote before is purged.
-	if err := a.raiseFence(ctx, connectionFence(c)); err != nil {
+	if err := r.raiseFence(ctx, connectionFence(c)); err != nil {
 		return err
 	}
-	a.follow.mu.Lock()
-	defer a.follow.mu.Unlock()
-	cur := b.conns.Load()
-	kinds := b.keptKinds(cur, c)
+	r.follow.mu.Lock()
+	defer r.follow.mu.Unlock()
+	cur := f.table.Load()
+	kinds := f.keptKinds(cur, c)
 	if open := cur.opened(c.ID); open != nil {
 		next := cur.without(c.ID, c.Role)
 		next.unserved[c.Role] = reconnecting(c.Role)
-		b.conns.Store(next)
-		a.closeConnection(open)
+		f.table.Store(f.decide(next, cur.followed))
+		open.close()
 		kinds = open.kinds
 	}
-	if b.model != nil && b.model.Owns(firmsystem.Kinds(c.Role)[0]) {
+	if f.serves(c.Role) {
 		// The role's copy is the Caddyfile system's, which the
 		// connection never served.
 		return nil
 	}
-	return a.purgeRole(ctx, purger, c, kinds)
+	return r.purgeRole(ctx, purger, c, kinds)
+}
+
+// without is the connections and unserved roles of t less connection id
+// in role, which is then disconnected.
+func (t *table) without(id, role string) *table {
+	next := newTable()
+	next.engagements = t.engagements
+	for r, c := range t.conns {
+		if c.conn.ID != id {
+			next.conns[r] = c
+		}
+	}
+	for r, u := range t.unserved {
+		next.unserved[r] = u
+	}
+	if next.conns[role] == nil {
+		next.unserved[role] = notConnected(role)
+	}
+	return next
 }
 
 // connectionFence is the fence of c's writes: its attempt, which a new
@@ -126,8 +143,8 @@ func disconnectedFence(c connection.Connection) readmodel.Fence {
 
 // raiseFence raises fence f in the read model's store, when its writes
 // are fenced.
-func (a *App) raiseFence(ctx context.Context, f readmodel.Fence) error {
-	fencer, ok := a.readStore.(readmodel.Fencer)
+func (r *Runtime) raiseFence(ctx context.Context, f readmodel.Fence) error {
+	fencer, ok := r.d.Store.(readmodel.Fencer)
 	if !ok {
 		return nil
 	}
@@ -137,84 +154,47 @@ func (a *App) raiseFence(ctx context.Context, f readmodel.Fence) error {
 	return nil
 }
 
-// purging is what a purge of c's copy works on: its firm's backends and
-// the read model's store.
-func (a *App) purging(c connection.Connection) (*firmBackends, readmodel.Purger, error) {
-	b, ok := a.firms[c.Firm]
-	if !ok {
-		return nil, nil, fmt.Errorf("no firm %q: %w", c.Firm, practice.ErrNotFound)
+// purging is what a purge of c's copy works on: its firm and the read
+// model's store.
+func (r *Runtime) purging(c connection.Connection) (*firm, readmodel.Purger, error) {
+	f := r.firm(c.Firm)
+	if f == nil {
+		return nil, nil, errNoFirm(c.Firm)
 	}
-	purger, ok := a.readStore.(readmodel.Purger)
+	purger, ok := r.d.Store.(readmodel.Purger)
 	if !ok {
 		return nil, nil, fmt.Errorf("the read model's store cannot purge a copy")
 	}
-	return b, purger, nil
-}
-
-// opened is connection id when it is open in s.
-func (s *connSet) opened(id string) *connSystem {
-	if s == nil {
-		return nil
-	}
-	for _, c := range s.byRole {
-		if c.opened.ID == id {
-			return c
-		}
-	}
-	return nil
-}
-
-// without is s less connection id in role, which is then disconnected.
-func (s *connSet) without(id, role string) *connSet {
-	next := newConnSet()
-	if s != nil {
-		for r, c := range s.byRole {
-			if c.opened.ID != id {
-				next.byRole[r] = c
-			}
-		}
-		for r, u := range s.unserved {
-			next.unserved[r] = u
-		}
-	}
-	if next.byRole[role] == nil {
-		next.unserved[role] = notConnected(role)
-	}
-	return next
+	return f, purger, nil
 }
 
 // purgeStore deletes what connection c, closed here, kept: see purgeRole.
-func (a *App) purgeStore(ctx context.Context, c *connSystem) error {
-	purger, ok := a.readStore.(readmodel.Purger)
+func (r *Runtime) purgeStore(ctx context.Context, c *system) error {
+	purger, ok := r.d.Store.(readmodel.Purger)
 	if !ok {
 		return fmt.Errorf("the read model's store cannot purge a copy")
 	}
-	return a.purgeRole(ctx, purger, c.opened, c.kinds)
+	return r.purgeRole(ctx, purger, *c.conn, c.kinds)
 }
 
 // purgeRole deletes what connection c kept of its organisation: the
-// records and tombstones of its kinds and its sync's checkpoints,
-// then what its system remembers beyond the copy in the upstream state
+// records and tombstones of its kinds and its sync's checkpoints, then
+// what its system remembers beyond the copy in the upstream state
 // (XPM's first-seen stamps: firmsystem.Remembers), so that the next
 // organisation's records are seen afresh.
-func (a *App) purgeRole(ctx context.Context, purger readmodel.Purger, c connection.Connection, kinds []practice.Kind) error {
+func (r *Runtime) purgeRole(ctx context.Context, purger readmodel.Purger, c connection.Connection, kinds []practice.Kind) error {
 	if err := purger.Purge(ctx, c.Firm, kinds, readmodel.SyncCheckpoints(c.Firm, c.Role)); err != nil {
 		return err
 	}
-	info, err := caddy.GetModule(firmsystem.Namespace(c.Role) + "." + c.System)
-	if err != nil {
-		// Not registered in this binary: nothing of it was kept by it.
+	prefixes := firmsystem.Remembered(c.Role, c.System, c.Firm, kinds)
+	if len(prefixes) == 0 {
 		return nil
 	}
-	r, ok := info.New().(firmsystem.Remembers)
-	if !ok {
-		return nil
-	}
-	forget, ok := a.upstreamState.(stateForgetter)
+	forget, ok := r.d.State.(stateForgetter)
 	if !ok {
 		return fmt.Errorf("the upstream state store cannot forget an organisation's state")
 	}
-	for _, prefix := range r.Remembered(c.Firm, kinds) {
+	for _, prefix := range prefixes {
 		if err := forget.Forget(ctx, prefix); err != nil {
 			return fmt.Errorf("forgetting what %s kept of the organisation: %w", c.System, err)
 		}

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -88,10 +88,10 @@ func (m *memoryConnections) Disconnect(ctx context.Context, firm, id string) (co
 
 // connectAdminServer serves the connection admin routes as Caddy's admin
 // endpoint does, over svc (nil: a gateway with no connect block).
-func connectAdminServer(t *testing.T, svc connectionAdmin) *httptest.Server {
+func connectAdminServer(t *testing.T, svc connectionService) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
-	routes := connectionAdminRoutes(func() connectionAdmin { return svc }, func(firm string) bool { return firm == "frm_hollis" })
+	routes := connectionAdminRoutes(func() connectionService { return svc }, func(firm string) bool { return firm == "frm_hollis" })
 	for _, route := range routes {
 		mux.HandleFunc(route.Pattern, func(w http.ResponseWriter, r *http.Request) {
 			if err := route.Handler.ServeHTTP(w, r); err != nil {

@@ -1,4 +1,4 @@
-package gateway
+package admin
 
 import (
 	"context"
@@ -11,16 +11,24 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/practicegw/practicegw/caddymodule/api"
+	"github.com/practicegw/practicegw/caddymodule/auth"
+	"github.com/practicegw/practicegw/caddymodule/health"
+	"github.com/practicegw/practicegw/firms"
+	"github.com/practicegw/practicegw/practice"
 
 	"github.com/caddyserver/caddy/v2"
 	bbolt "go.etcd.io/bbolt"
-	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/bolt"
+	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 // savedCheckpoints is the embedded read model store, noting the names of
@@ -44,9 +52,43 @@ func (s *savedCheckpoints) saved() []string {
 	return append([]string(nil), s.names...)
 }
 
+// gateway is the practicegw app as the admin routes see it, made of the
+// parts the app wires: the firms' runtime, and no registry, limiter,
+// sandbox or connection service.
+type gateway struct {
+	*firms.Runtime
+}
+
+func (gateway) Credentials() *auth.Registry { return nil }
+
+func (gateway) Traffic(context.Context, *credential.Credential, time.Time) (usage.Traffic, bool, error) {
+	return usage.Traffic{}, false, nil
+}
+
+func (gateway) Trigger(context.Context, string, string) (adminapi.Triggered, error) {
+	return adminapi.Triggered{}, errors.New("no sandbox")
+}
+
+func (gateway) Readiness(context.Context) []health.Check { return nil }
+
+func (gateway) Connections() api.ConnectionService { return nil }
+
+// karbonRecords is a records system that says it is Karbon and reads
+// nothing: its sync is made, and never run.
+type karbonRecords struct{}
+
+func (karbonRecords) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{ID: "practicegw.systems.records.karbon", New: func() caddy.Module { return karbonRecords{} }}
+}
+
+func (karbonRecords) Open(firmsystem.Deps) (firmsystem.Opened, error) {
+	return firmsystem.Opened{Label: "Karbon"}, nil
+}
+
 // syncAdminServer serves the admin routes of an app with frm_acme on
 // Karbon (records) and demo records for the rest, and frm_demo on demo
-// records alone. The syncs are built as the app builds them, not run.
+// records alone. The firms' runtime is made as the app makes it, its
+// syncs not run.
 func syncAdminServer(t *testing.T) (*httptest.Server, *savedCheckpoints) {
 	t.Helper()
 	db, err := bbolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
@@ -60,12 +102,15 @@ func syncAdminServer(t *testing.T) (*httptest.Server, *savedCheckpoints) {
 		t.Fatal(err)
 	}
 	cp := &savedCheckpoints{ReadModel: st.ReadModel()}
-	app := &App{logger: zap.NewNop(), holder: "test/1", readStore: cp, firms: map[string]*firmBackends{}}
-	acme := &Firm{ID: "frm_acme"}
-	model := app.newModel(acme.ID)
-	app.firms[acme.ID] = &firmBackends{model: model,
-		syncs: []*readmodel.Syncer{app.syncFor(acme, "records", firmsystem.Kinds("records"), "karbon", "Karbon", model, nil, nil, nil, readmodel.SyncConfig{})}}
-	app.firms["frm_demo"] = &firmBackends{}
+	rt, err := firms.New(context.Background(), firms.Config{Holder: "test/1", Firms: []firms.Firm{
+		{ID: "frm_acme", Demo: []string{"ledger", "documents"}, Systems: []firms.System{{Role: "records", Module: karbonRecords{}}}},
+		{ID: "frm_demo", Demo: []string{"records", "ledger", "documents"}},
+	}}, firms.Deps{Store: cp, State: st, Notices: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rt.Stop)
+	app := gateway{Runtime: rt}
 
 	mux := http.NewServeMux()
 	for _, route := range (&adminAPI{app: app}).Routes() {
@@ -104,7 +149,7 @@ func TestAdminSyncStatus(t *testing.T) {
 	}
 	v := got.Data[0]
 	if v.Firm != "frm_acme" || v.Role != "records" || v.System != "karbon" || v.State != readmodel.StateBackfilling ||
-		v.AgeSeconds != nil || len(v.Kinds) != len(firmsystem.Kinds("records")) {
+		v.AgeSeconds != nil || len(v.Kinds) != len(firmsystem.KindsOf("records", firmsystem.EngagementsNone)) {
 		t.Errorf("karbon's sync before its backfill: %+v", v)
 	}
 	if !strings.HasPrefix(v.Progress, "Karbon clients: 0") {
@@ -127,7 +172,7 @@ func TestAdminSyncStatus(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, want)
 		}
-		if path == "/practicegw/sync/frm_demo" && strings.TrimSpace(string(body)) != `{"data":[],"roles":[]}` {
+		if path == "/practicegw/sync/frm_demo" && strings.TrimSpace(string(body)) != `{"data":[],"roles":[{"role":"records","source":"demo"},{"role":"ledger","source":"demo"},{"role":"documents","source":"demo"}]}` {
 			t.Errorf("a firm on demo records: %s", body)
 		}
 	}
@@ -179,5 +224,25 @@ func TestAdminResync(t *testing.T) {
 	}
 	if n := len(cp.saved()); n != 2 {
 		t.Fatalf("refused requests saved checkpoints: %v", cp.saved())
+	}
+}
+
+// The admin route (and so `practicegw sync status`) says a sync's plan:
+// of how many calls a period, its share, and how often each kind polls.
+func TestSyncViewSaysThePlan(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	st := readmodel.Status{Firm: "frm_acme", Role: "records", System: "xpm", State: readmodel.StateLive, ConfirmedAt: now.Add(-time.Minute),
+		Kinds: []readmodel.KindStatus{{Kind: practice.Clients, Backfilled: true}, {Kind: practice.Jobs, Backfilled: true}},
+		Plan: readmodel.Plan{PollEvery: map[string]time.Duration{"clients": time.Minute, "jobs": 8 * time.Minute},
+			CallsPerPeriod: 1100, Limit: 5000, Period: 24 * time.Hour, Share: 0.25}}
+	v := syncViewOf(st, now)
+	if v.PlanLimit != 5000 || v.PlanShare != 1250 || v.PlanPeriod != "24h0m0s" || v.PlanCalls != 1100 || v.AgeSeconds == nil || *v.AgeSeconds != 60 {
+		t.Errorf("the plan's view: %+v", v)
+	}
+	if !strings.Contains(v.Plan, "of 5,000 calls a day, at most 1,250 for this sync") {
+		t.Errorf("the plan for people: %q", v.Plan)
+	}
+	if len(v.Kinds) != 2 || v.Kinds[0].PollSeconds != 60 || v.Kinds[1].PollSeconds != 480 {
+		t.Errorf("each kind's polls: %+v", v.Kinds)
 	}
 }

@@ -1,7 +1,6 @@
-package gateway
+package admin
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -24,33 +24,23 @@ import (
 //	PATCH  /practicegw/connections/{firm}/{id}   {"tenant_id"} or {"reconnect":true,"access_key"?}
 //	DELETE /practicegw/connections/{firm}/{id}   connection, disconnected
 
-// What the routes need of the connection service.
-type (
-	connectionLister interface {
-		List(ctx context.Context, firm string) ([]connection.View, error)
-		Get(ctx context.Context, firm, id string) (connection.View, error)
-	}
-	connectionChanger interface {
-		Connect(ctx context.Context, firm string, r connection.Request) (connection.View, error)
-		Update(ctx context.Context, firm, id string, r connection.Request) (connection.View, error)
-		Disconnect(ctx context.Context, firm, id string) (connection.View, error)
-	}
-	connectionAdmin interface {
-		connectionLister
-		connectionChanger
-	}
-)
+// connectionService is what the routes need of the connection service:
+// what /v1/connections reads and changes it through.
+type connectionService interface {
+	api.ConnectionReader
+	api.ConnectionWriter
+}
 
 // connectionAdminRoutes serves the routes over the service that service
 // finds when a request comes (nil: the gateway offers no connections);
 // known says whether the gateway serves a firm.
-func connectionAdminRoutes(service func() connectionAdmin, known func(firm string) bool) []caddy.AdminRoute {
+func connectionAdminRoutes(service func() connectionService, known func(firm string) bool) []caddy.AdminRoute {
 	h := connectionAdminHandler{service: service, known: known}
 	return []caddy.AdminRoute{{Pattern: "/practicegw/connections/", Handler: caddy.AdminHandlerFunc(h.serve)}}
 }
 
 type connectionAdminHandler struct {
-	service func() connectionAdmin
+	service func() connectionService
 	known   func(firm string) bool
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package firms
 
 import (
 	"bytes"
@@ -27,6 +27,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	_ "github.com/practicegw/practicegw/adapters/xero"
+	_ "github.com/practicegw/practicegw/adapters/xpm"
 	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/internal/redistest"
@@ -115,7 +116,7 @@ func (f *fakeConnections) change(t *testing.T, id string, fn func(*connection.Co
 }
 
 // demoRecords stands for the seeded demo records in the tests.
-type demoRecords struct{ practice.Reader }
+type demoRecords struct{ Demo }
 
 // world is firms' systems behind the Xero and Karbon doubles, a shared
 // Redis and the connections' store, and the gateway instances that
@@ -160,14 +161,14 @@ func newWorld(t *testing.T, firms ...string) *world {
 // onEachBackend runs test in a world on each backend a gateway keeps its
 // state in: the embedded bbolt store with one instance, and Redis shared
 // by n.
-func onEachBackend(t *testing.T, n int, firms []string, test func(t *testing.T, w *world, apps []*App)) {
+func onEachBackend(t *testing.T, n int, firms []string, test func(t *testing.T, w *world, apps []*Runtime)) {
 	t.Run("bbolt", func(t *testing.T) {
 		w := newBoltWorld(t, firms...)
-		test(t, w, []*App{w.instance()})
+		test(t, w, []*Runtime{w.instance()})
 	})
 	t.Run("redis", func(t *testing.T) {
 		w := newWorld(t, firms...)
-		apps := make([]*App, n)
+		apps := make([]*Runtime, n)
 		for i := range apps {
 			apps[i] = w.instance()
 		}
@@ -232,42 +233,62 @@ func (w *world) redisStore() *redisstore.Store {
 	return st
 }
 
-// instance is one gateway: its own Redis client, its own firms' backends;
-// on bbolt the one gateway of the file.
-func (w *world) instance() *App {
+// instance is one gateway's runtime: its own Redis client, its own
+// firms' systems; on bbolt the one gateway of the file. The first firm's
+// block sets every role to demo, the others none; configure changes the
+// configuration and dependencies before the runtime is made.
+func (w *world) instance(configure ...func(*Config, *Deps)) *Runtime {
 	cctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
-	a := &App{Connect: w.connect, logger: zap.NewNop(), holder: holderID(), caddyCtx: cctx,
-		budget: upstream.NewLocalBudget(nil), changes: &countingSink{}, connections: w.conns, follow: newConnFollow(),
-		firms: map[string]*firmBackends{}}
-	if w.opened++; w.bolt != nil {
-		if w.opened > 1 {
-			w.t.Fatal("a bbolt file has one gateway")
-		}
-		a.readStore, a.upstreamState, a.notices = w.bolt.ReadModel(), w.bolt, w.bolt
-	} else {
-		st := w.redisStore()
-		a.readStore, a.readFeed, a.upstreamState, a.notices = st.ReadModel(), st.ReadModel(), st, st
-	}
+	w.opened++
+	cfg := Config{Holder: fmt.Sprintf("gw%d/%d", w.opened, time.Now().UnixNano()), Connects: true}
 	for i, id := range w.firms {
-		// The first firm's block sets every role to demo, the others
-		// none.
 		f := Firm{ID: id}
 		if i == 0 {
 			f.Demo = roles
 		}
-		a.Firms = append(a.Firms, f)
-		d := demoRecords{}
-		b := &firmBackends{records: d, documents: d, ledger: d, demo: map[string]bool{}}
-		for _, role := range f.Demo {
-			b.demo[role] = true
+		cfg.Firms = append(cfg.Firms, f)
+	}
+	d := Deps{Logger: zap.NewNop(), Budget: upstream.NewLocalBudget(nil), Changes: &countingSink{}, Demo: demoRecords{},
+		Connections: w.conns}
+	if w.bolt != nil {
+		if w.opened > 1 {
+			w.t.Fatal("a bbolt file has one gateway")
 		}
-		a.firms[id] = b
+		d.Store, d.State, d.Notices = w.bolt.ReadModel(), w.bolt, w.bolt
+	} else {
+		st := w.redisStore()
+		d.Store, d.Feed, d.State, d.Notices = st.ReadModel(), st.ReadModel(), st, st
+	}
+	d.Connected = connect.Modules{Config: w.connect, Context: cctx, Secrets: d.State}
+	for _, c := range configure {
+		c(&cfg, &d)
+	}
+	r, err := New(context.Background(), cfg, d)
+	if err != nil {
+		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() {
-		a.closeConnections()
+		r.Stop()
 		cancel()
 	})
-	return a
+	return r
+}
+
+// read is what serves kind k of firm's live records on a.
+func read(a *Runtime, firm string, k practice.Kind) practice.Reader {
+	s, _ := a.Systems(practice.Tenant{Firm: firm})
+	return s.Reader(k)
+}
+
+// connectionChecks are a's checks of its connections in /readyz.
+func connectionChecks(a *Runtime) []Check {
+	var out []Check
+	for _, c := range a.Checks(time.Now()) {
+		if strings.HasPrefix(c.Name, "connection ") {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // countingSink takes change records.
@@ -340,7 +361,7 @@ func (w *world) stored(firm string, kinds []practice.Kind) int {
 }
 
 // step is one look at the store by a.
-func step(t *testing.T, a *App) {
+func step(t *testing.T, a *Runtime) {
 	t.Helper()
 	if err := a.applyConnections(context.Background()); err != nil {
 		t.Fatalf("following the connections: %v", err)
@@ -354,7 +375,7 @@ func step(t *testing.T, a *App) {
 // with writes refused; a role whose newest connection is disconnected or
 // never connected answers not connected; a role with none the demo
 // records where the firm's block sets it to demo, else not connected.
-func (w *world) checkServes(name string, a *App) {
+func (w *world) checkServes(name string, a *Runtime) {
 	w.t.Helper()
 	ctx := context.Background()
 	list, _ := w.conns.Connections(ctx, "")
@@ -371,12 +392,9 @@ func (w *world) checkServes(name string, a *App) {
 		for _, role := range roles {
 			kind := firmsystem.Kinds(role)[0]
 			wr := want[firm][role]
-			var open *connSystem
-			cur := b.conns.Load()
-			if cur != nil {
-				open = cur.byRole[role]
-			}
-			r := b.Reader(kind)
+			cur := b.table.Load()
+			open := cur.conns[role]
+			r := b.reader(kind)
 			notConnected := func() {
 				w.t.Helper()
 				if _, err := r.List(ctx, tenant, kind, practice.Query{}); !errors.Is(err, practice.ErrNotConnected) {
@@ -421,18 +439,18 @@ func (w *world) checkServes(name string, a *App) {
 					w.t.Fatalf("%s %s %s: %s (%q) while %s, want failing with the connection's reason", name, firm, role, f.State, f.Reason, wr.conn.Status)
 				}
 				if role == "records" {
-					if _, err := b.Clients().CreateClient(ctx, tenant, practice.ClientInput{}); !errors.Is(err, practice.ErrReconnecting) {
+					if _, err := b.clients().CreateClient(ctx, tenant, practice.ClientInput{}); !errors.Is(err, practice.ErrReconnecting) {
 						w.t.Fatalf("%s %s %s: a write while %s: %v, want reconnecting", name, firm, role, wr.conn.Status, err)
 					}
 				}
 			case servedNotConnected:
 				if open != nil {
-					w.t.Fatalf("%s %s %s: %s still open while %s", name, firm, role, open.opened.ID, wr.conn.Status)
+					w.t.Fatalf("%s %s %s: %s still open while %s", name, firm, role, open.conn.ID, wr.conn.Status)
 				}
 				notConnected()
 			default:
 				if open != nil {
-					w.t.Fatalf("%s %s %s: %s open with no connection", name, firm, role, open.opened.ID)
+					w.t.Fatalf("%s %s %s: %s open with no connection", name, firm, role, open.conn.ID)
 				}
 				if !b.demo[role] {
 					notConnected()
@@ -458,9 +476,9 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			w := newWorld(t, "frm_acme", "frm_beta")
-			apps := []*App{w.instance(), w.instance(), w.instance()}
+			apps := []*Runtime{w.instance(), w.instance(), w.instance()}
 			rng := rand.New(rand.NewPCG(uint64(seed), 7))
-			var closed []*connSystem
+			var closed []*system
 			for op := range 14 {
 				a := apps[rng.IntN(len(apps))]
 				firm := w.firms[rng.IntN(len(w.firms))]
@@ -539,7 +557,7 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 				}
 				for _, c := range closed {
 					if c.running() && !slices.Contains(allOpen(apps), c) {
-						t.Fatalf("op %d: %s's sync runs after it was closed", op, c.opened.ID)
+						t.Fatalf("op %d: %s's sync runs after it was closed", op, c.conn.ID)
 					}
 				}
 				for _, firm := range w.firms {
@@ -558,8 +576,8 @@ func TestInstancesFollowTheConnections(t *testing.T) {
 }
 
 // allOpen are the connections open on any of apps.
-func allOpen(apps []*App) []*connSystem {
-	var out []*connSystem
+func allOpen(apps []*Runtime) []*system {
+	var out []*system
 	for _, a := range apps {
 		for _, b := range a.firms {
 			out = append(out, b.connections()...)
@@ -581,7 +599,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // backfilled reports whether c's syncs on a have backfilled every kind.
-func backfilled(a *App, c connection.Connection) bool {
+func backfilled(a *Runtime, c connection.Connection) bool {
 	_, syncs := a.Use(c)
 	if len(syncs) == 0 {
 		return false
@@ -651,7 +669,7 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 		t.Fatalf("the backfill made %d calls, want pages of them", backfill)
 	}
 	acme := practice.Tenant{Firm: "frm_acme"}
-	model := a.firms["frm_acme"].Reader(practice.Invoices)
+	model := read(a, "frm_acme", practice.Invoices)
 
 	const reason = "Xero refused the connection's grant (invalid_grant)"
 	a.grantRefused(c)(reason)
@@ -661,7 +679,7 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 		t.Fatalf("after a refused grant: %s %q version %d, want needs_reconnect %q version %d", got.Status, got.Reason, got.Version, reason, c.Version+1)
 	}
 	step(t, a)
-	open := a.firms["frm_acme"].conns.Load().byRole["ledger"]
+	open := a.firms["frm_acme"].table.Load().conns["ledger"]
 	if open.running() {
 		t.Fatal("the sync still runs after its grant was refused")
 	}
@@ -675,8 +693,8 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	if _, syncs := a.Use(got); len(syncs) != 1 || syncs[0].State != "paused" {
 		t.Errorf("the connection's view while paused: %+v", syncs)
 	}
-	checks := a.connectionChecks()
-	if len(checks) != 1 || checks[0].Name != "connection xero/frm_acme" || checks[0].OK || checks[0].Detail != "needs_reconnect" || checks[0].Critical {
+	checks := connectionChecks(a)
+	if len(checks) != 1 || checks[0].Name != "connection xero/frm_acme" || checks[0].OK || checks[0].Detail != "needs_reconnect" {
 		t.Errorf("readiness while paused: %+v", checks)
 	}
 
@@ -693,7 +711,7 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	before, reconnected := w.xero.Faults.Hits(), time.Now()
 	step(t, a)
 	waitFor(t, "the resumed sync's first round, live", func() bool {
-		return w.checkpointSavedAfter("frm_acme", "ledger", a.holder, reconnected) && backfilled(a, c)
+		return w.checkpointSavedAfter("frm_acme", "ledger", a.cfg.Holder, reconnected) && backfilled(a, c)
 	})
 	if calls := w.xero.Faults.Hits() - before; calls >= backfill {
 		t.Errorf("the resumed sync made %d calls, as many as a backfill (%d)", calls, backfill)
@@ -707,16 +725,16 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	if status := postXero(t, a, body, vendortest.SignXero("xero-webhook-key", body)); status != 200 {
 		t.Fatalf("webhook after the reconnect: %d", status)
 	}
-	reader := a.firms["frm_acme"].Reader(practice.Invoices)
+	reader := read(a, "frm_acme", practice.Invoices)
 	if _, err := reader.Get(context.Background(), acme, practice.Invoices, "inv_0f1e2d3c-0000-4000-8000-000000000001"); err != nil {
 		t.Errorf("the webhook's invoice after the reconnect: %v", err)
 	}
-	if checks := a.connectionChecks(); len(checks) != 1 || !checks[0].OK || checks[0].Detail != "connected" {
+	if checks := connectionChecks(a); len(checks) != 1 || !checks[0].OK || checks[0].Detail != "connected" {
 		t.Errorf("readiness after the reconnect: %+v", checks)
 	}
 }
 
-func postXero(t *testing.T, a *App, body []byte, signature string) int {
+func postXero(t *testing.T, a *Runtime, body []byte, signature string) int {
 	t.Helper()
 	h, ok := a.ConnectionWebhook("xero", "")
 	if !ok {
@@ -762,7 +780,7 @@ func TestXeroWebhooksAreDispatchedByOrganisation(t *testing.T) {
 		t.Errorf("another organisation's event: %d, want 200", got)
 	}
 	get := func(firm string) error {
-		_, err := a.firms[firm].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: firm}, practice.Invoices, "inv_"+id)
+		_, err := read(a, firm, practice.Invoices).Get(context.Background(), practice.Tenant{Firm: firm}, practice.Invoices, "inv_"+id)
 		return err
 	}
 	if err := get("frm_acme"); !errors.Is(err, practice.ErrNotFound) {
@@ -809,7 +827,10 @@ func TestXeroWebhookRouteNeedsTheAppsKey(t *testing.T) {
 		{provisionedConnect(t, `{"xero":{"client_id":"c","client_secret":"s","webhook_key":"{env.TEST_XERO_HOOK_KEY_UNSET}"}}`), false},
 		{provisionedConnect(t, `{"xero":{"client_id":"c","client_secret":"s","webhook_key":"{env.TEST_XERO_HOOK_KEY}"}}`), true},
 	} {
-		a := &App{Connect: tt.cfg}
+		a, err := New(context.Background(), Config{}, Deps{Connected: connect.Modules{Config: tt.cfg}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, ok := a.ConnectionWebhook("xero", ""); ok != tt.want {
 			t.Errorf("connect %+v: route %v, want %v", tt.cfg, ok, tt.want)
 		}
@@ -846,11 +867,7 @@ func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
 	if err := w.store.Save(context.Background(), connect.SecretKey(c.ID, "access_key"), []byte("{env.PRACTICEGW_TEST_SECRET}")); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := a.Connect.ModuleConfig(context.Background(), a.upstreamState, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	val, err := a.caddyCtx.LoadModuleByID("practicegw.systems.records.karbon", raw)
+	val, err := a.d.Connected.Module(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -864,7 +881,7 @@ func TestConnectionConfigKeepsWhatTheFirmGaveLiteral(t *testing.T) {
 		if c.Role == "" {
 			c.Role = "documents"
 		}
-		if _, err := (&connect.Config{}).ModuleConfig(context.Background(), a.upstreamState, c); err == nil {
+		if _, err := (&connect.Config{}).ModuleConfig(context.Background(), a.d.State, c); err == nil {
 			t.Errorf("%s without its app in the connect block: no error", system)
 		}
 	}
@@ -889,7 +906,7 @@ func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
 		t.Errorf("the connection's view: last success %v, syncs %+v", last, syncs)
 	}
 	backfill := len(w.karbon.Requests())
-	changed := a.changes.(*countingSink).count() + b.changes.(*countingSink).count()
+	changed := a.d.Changes.(*countingSink).count() + b.d.Changes.(*countingSink).count()
 
 	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
 	gone, _ := w.conns.Connection(context.Background(), c.ID)
@@ -907,16 +924,16 @@ func TestPurgeDropsTheCopyAndANewConnectionBackfills(t *testing.T) {
 		}
 	}
 	step(t, b)
-	for name, app := range map[string]*App{"purging": a, "other": b} {
-		_, err := app.firms["frm_acme"].Reader(practice.Clients).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Clients, practice.Query{})
+	for name, app := range map[string]*Runtime{"purging": a, "other": b} {
+		_, err := read(app, "frm_acme", practice.Clients).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Clients, practice.Query{})
 		if !errors.Is(err, practice.ErrNotConnected) {
 			t.Errorf("%s instance: clients after the disconnect: %v, want not connected", name, err)
 		}
-		if _, err := app.firms["frm_acme"].Clients().CreateClient(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.ClientInput{}); !errors.Is(err, practice.ErrNotConnected) {
+		if _, err := app.firms["frm_acme"].clients().CreateClient(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.ClientInput{}); !errors.Is(err, practice.ErrNotConnected) {
 			t.Errorf("%s instance: a client created after the disconnect: %v, want not connected", name, err)
 		}
 	}
-	if now := a.changes.(*countingSink).count() + b.changes.(*countingSink).count(); now != changed {
+	if now := a.d.Changes.(*countingSink).count() + b.d.Changes.(*countingSink).count(); now != changed {
 		t.Errorf("the purge raised %d change records", now-changed)
 	}
 
@@ -948,13 +965,10 @@ func TestFollowLoopLooksOnEachTickAndWhenWoken(t *testing.T) {
 		cancel()
 		<-done
 	})
-	openHere := func() *connSystem {
+	openHere := func() *system {
 		a.follow.mu.Lock()
 		defer a.follow.mu.Unlock()
-		if cur := a.firms["frm_acme"].conns.Load(); cur != nil {
-			return cur.byRole["ledger"]
-		}
-		return nil
+		return a.firms["frm_acme"].table.Load().conns["ledger"]
 	}
 	c := w.connectXero("frm_acme")
 	tick <- time.Now()
@@ -963,7 +977,7 @@ func TestFollowLoopLooksOnEachTickAndWhenWoken(t *testing.T) {
 	waitFor(t, "the sync paused with no tick", func() bool {
 		a.follow.mu.Lock()
 		defer a.follow.mu.Unlock()
-		open := a.firms["frm_acme"].conns.Load().byRole["ledger"]
+		open := a.firms["frm_acme"].table.Load().conns["ledger"]
 		return open != nil && !open.running()
 	})
 }
@@ -973,28 +987,29 @@ func TestFollowLoopLooksOnEachTickAndWhenWoken(t *testing.T) {
 // Caddyfile system's copy alone.
 func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 	w := newWorld(t, "frm_acme")
-	a := w.instance()
-	a.Firms[0].LedgerRaw = json.RawMessage(`{"system":"xero"}`)
 	if err := w.readModel().Apply(context.Background(), "frm_acme", []readmodel.Update{{Kind: practice.Invoices,
 		ID: "inv_1", Raw: json.RawMessage(`{"id":"inv_1","object":"invoice"}`)}}); err != nil {
 		t.Fatal(err)
 	}
+	a := w.instance(func(cfg *Config, _ *Deps) {
+		cfg.Firms[0].Demo = []string{"records", "documents"}
+		cfg.Firms[0].Systems = []System{{Role: "ledger", Module: &fakeSystem{id: "practicegw.systems.ledger.xero",
+			opened: firmsystem.Opened{Reader: noRecords{}}}}}
+	})
 	c := w.connectXero("frm_acme")
 	step(t, a)
 	if open := a.firms["frm_acme"].connections(); len(open) != 0 {
-		t.Fatalf("a ledger connection opened for a firm whose Caddyfile names its ledger: %v", open[0].opened.ID)
+		t.Fatalf("a ledger connection opened for a firm whose Caddyfile names its ledger: %v", open[0].conn.ID)
 	}
-	if _, ok := a.firms["frm_acme"].Reader(practice.Invoices).(demoRecords); !ok {
-		t.Errorf("invoices read from %T, not the firm's configured ledger", a.firms["frm_acme"].Reader(practice.Invoices))
+	ledger := a.firms["frm_acme"].systems[0]
+	if r := read(a, "frm_acme", practice.Invoices); r != practice.Reader(ledger.model) {
+		t.Errorf("invoices read from %T, not the firm's configured ledger", r)
 	}
 	if roles := a.Roles("frm_acme"); len(roles) != 3 || roles[1] != (adminapi.RoleView{Role: "ledger", Source: adminapi.SourceCaddyfile,
 		System: "xero", Connection: c.ID, Status: "connected"}) || roles[0].Source != adminapi.SourceDemo {
 		t.Errorf("sync status says %+v, want records on demo records and the ledger set in the Caddyfile", roles)
 	}
-	// The Caddyfile's ledger keeps its copy in the firm's model.
-	m := a.newModel("frm_acme")
-	m.Serve(practice.Invoices, nil)
-	a.firms["frm_acme"].model = m
+	// The Caddyfile's ledger keeps its copy.
 	w.conns.change(t, c.ID, func(c *connection.Connection) { c.Status = connection.Disconnected })
 	gone, _ := w.conns.Connection(context.Background(), c.ID)
 	if err := a.Purge(context.Background(), gone); err != nil {
@@ -1003,6 +1018,9 @@ func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 	if n := w.stored("frm_acme", []practice.Kind{practice.Invoices}); n != 1 {
 		t.Errorf("the Caddyfile ledger's copy has %d invoices after the connection's purge, want 1", n)
 	}
+	if _, err := read(a, "frm_acme", practice.Invoices).Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_1"); err != nil {
+		t.Errorf("the Caddyfile ledger's invoice after the connection's purge: %v", err)
+	}
 }
 
 // A live connection this instance cannot open (its app left the connect
@@ -1010,8 +1028,12 @@ func TestCaddyfileSystemTakesPrecedence(t *testing.T) {
 // and is reported once, not at every look.
 func TestUnopenedConnectionIsUnavailable(t *testing.T) {
 	w := newWorld(t, "frm_acme")
-	a := w.instance()
-	a.Connect = provisionedConnect(t, fmt.Sprintf(`{"karbon":{"bearer":"b","base_url":%q}}`, w.karbon.URL))
+	karbonOnly := provisionedConnect(t, fmt.Sprintf(`{"karbon":{"bearer":"b","base_url":%q}}`, w.karbon.URL))
+	a := w.instance(func(_ *Config, d *Deps) {
+		m := d.Connected.(connect.Modules)
+		m.Config = karbonOnly
+		d.Connected = m
+	})
 	w.connectXero("frm_acme")
 	if err := a.applyConnections(context.Background()); err == nil || !strings.Contains(err.Error(), "no xero app") {
 		t.Fatalf("the first look: %v, want the missing app said", err)
@@ -1019,11 +1041,11 @@ func TestUnopenedConnectionIsUnavailable(t *testing.T) {
 	if err := a.applyConnections(context.Background()); err != nil {
 		t.Errorf("the next look says it again: %v", err)
 	}
-	_, err := a.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, practice.Query{})
+	_, err := read(a, "frm_acme", practice.Invoices).List(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, practice.Query{})
 	if !errors.Is(err, practice.ErrUnavailable) {
 		t.Errorf("invoices of a connection not opened: %v, want unavailable", err)
 	}
-	if _, ok := a.firms["frm_acme"].Reader(practice.Clients).(demoRecords); !ok {
+	if _, ok := read(a, "frm_acme", practice.Clients).(demoRecords); !ok {
 		t.Error("a role with no connection no longer reads the demo records")
 	}
 }
@@ -1033,7 +1055,7 @@ func TestUnopenedConnectionIsUnavailable(t *testing.T) {
 // needs reconnecting are dropped (its sync catches up after the
 // reconnect), rather than failing the app's one webhook for every firm.
 func TestPausedConnectionNeverFailsXerosWebhook(t *testing.T) {
-	onEachBackend(t, 1, []string{"frm_acme"}, func(t *testing.T, w *world, apps []*App) {
+	onEachBackend(t, 1, []string{"frm_acme"}, func(t *testing.T, w *world, apps []*Runtime) {
 		a := apps[0]
 		c := w.connectXero("frm_acme")
 		step(t, a)
@@ -1052,7 +1074,7 @@ func TestPausedConnectionNeverFailsXerosWebhook(t *testing.T) {
 				t.Fatalf("a delivery naming the paused connection's organisation: %d, want 200", got)
 			}
 		}
-		_, err := a.firms["frm_acme"].Reader(practice.Invoices).Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_"+id)
+		_, err := read(a, "frm_acme", practice.Invoices).Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_"+id)
 		if !errors.Is(err, practice.ErrNotFound) {
 			t.Errorf("the paused connection took the event: %v", err)
 		}
@@ -1066,7 +1088,7 @@ func TestPausedConnectionNeverFailsXerosWebhook(t *testing.T) {
 // organisation's records alone, backfilled afresh. No read on any
 // instance ever lists records of both.
 func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
-	onEachBackend(t, 2, []string{"frm_acme"}, func(t *testing.T, w *world, apps []*App) {
+	onEachBackend(t, 2, []string{"frm_acme"}, func(t *testing.T, w *world, apps []*Runtime) {
 		// b is a on bbolt: one gateway.
 		a, b := apps[0], apps[len(apps)-1]
 		c := w.connectXero("frm_acme")
@@ -1080,7 +1102,7 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 		var mu sync.Mutex
 		var mixed []string
 		var reads sync.WaitGroup
-		for _, app := range []*App{a, b} {
+		for _, app := range []*Runtime{a, b} {
 			reads.Add(1)
 			go func() {
 				defer reads.Done()
@@ -1090,7 +1112,7 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 						return
 					default:
 					}
-					page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+					page, err := read(app, "frm_acme", practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
 					if err != nil {
 						continue
 					}
@@ -1120,8 +1142,8 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 		})
 		step(t, a)
 		step(t, b)
-		for name, app := range map[string]*App{"a": a, "b": b} {
-			page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+		for name, app := range map[string]*Runtime{"a": a, "b": b} {
+			page, err := read(app, "frm_acme", practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
 			if err != nil || len(page.Items) != 120 {
 				t.Fatalf("%s while the organisation is chosen: %d invoices, %v; want the held copy's 120", name, len(page.Items), err)
 			}
@@ -1153,8 +1175,8 @@ func TestAnotherOrganisationReplacesTheCopy(t *testing.T) {
 		if len(mixed) > 0 {
 			t.Fatalf("reads listed both organisations: %q", mixed[:min(3, len(mixed))])
 		}
-		for name, app := range map[string]*App{"a": a, "b": b} {
-			page, err := app.firms["frm_acme"].Reader(practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
+		for name, app := range map[string]*Runtime{"a": a, "b": b} {
+			page, err := read(app, "frm_acme", practice.Invoices).List(context.Background(), acme, practice.Invoices, practice.Query{Limit: 200})
 			if err != nil || len(page.Items) != 5 {
 				t.Fatalf("%s after the new organisation's backfill: %d invoices, %v; want its 5", name, len(page.Items), err)
 			}
@@ -1196,7 +1218,7 @@ func TestKarbonLedgerConnectionSyncsInvoices(t *testing.T) {
 // another organisation chosen as on a disconnect; what other firms and
 // systems keep stays.
 func TestLeavingAnOrganisationForgetsWhatItsSystemRemembers(t *testing.T) {
-	onEachBackend(t, 1, []string{"frm_acme", "frm_other"}, func(t *testing.T, w *world, apps []*App) {
+	onEachBackend(t, 1, []string{"frm_acme", "frm_other"}, func(t *testing.T, w *world, apps []*Runtime) {
 		a := apps[0]
 		ctx := context.Background()
 		forgotten := []string{"xpm/seen/frm_acme/live/clients/cli_1", "xpm/seen/frm_acme/live/jobs/job_J000001",
@@ -1247,7 +1269,7 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 	waitFor(t, "the backfill", func() bool { return backfilled(stale, c) && backfilled(b, c) })
 	ctx := context.Background()
 	acme := practice.Tenant{Firm: "frm_acme"}
-	old := stale.firms["frm_acme"].conns.Load().byRole["ledger"]
+	old := stale.firms["frm_acme"].table.Load().conns["ledger"]
 	page, err := old.model.List(ctx, acme, practice.Invoices, practice.Query{Limit: 1})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("the old organisation's copy: %v", err)
@@ -1326,7 +1348,7 @@ func TestAStaleInstanceCannotWriteTheOldOrganisationAfterThePurge(t *testing.T) 
 	if o, n := organisations(); o != 0 || n != 5 {
 		t.Fatalf("the shared copy holds %d invoices of the old organisation and %d of the new", o, n)
 	}
-	got, err := stale.firms["frm_acme"].Reader(practice.Invoices).List(ctx, acme, practice.Invoices, practice.Query{Limit: 200})
+	got, err := read(stale, "frm_acme", practice.Invoices).List(ctx, acme, practice.Invoices, practice.Query{Limit: 200})
 	if err != nil || len(got.Items) != 5 {
 		t.Fatalf("the stale instance after it looked: %d invoices, %v; want the new organisation's 5", len(got.Items), err)
 	}
@@ -1347,7 +1369,7 @@ func TestAStaleInstanceCannotWriteAfterADisconnectsPurge(t *testing.T) {
 	waitFor(t, "the backfill", func() bool { return backfilled(stale, c) && backfilled(b, c) })
 	ctx := context.Background()
 	acme := practice.Tenant{Firm: "frm_acme"}
-	old := stale.firms["frm_acme"].conns.Load().byRole["ledger"]
+	old := stale.firms["frm_acme"].table.Load().conns["ledger"]
 	page, err := old.model.List(ctx, acme, practice.Invoices, practice.Query{Limit: 1})
 	if err != nil || len(page.Items) != 1 {
 		t.Fatalf("the connection's copy: %v", err)
@@ -1397,7 +1419,17 @@ func TestAStaleInstanceCannotWriteAfterADisconnectsPurge(t *testing.T) {
 	// store still holds nothing.
 	step(t, stale)
 	nothingKept("after the stale instance looked")
-	if _, err := stale.firms["frm_acme"].Reader(practice.Invoices).List(ctx, acme, practice.Invoices, practice.Query{Limit: 1}); err == nil {
+	if _, err := read(stale, "frm_acme", practice.Invoices).List(ctx, acme, practice.Invoices, practice.Query{Limit: 1}); err == nil {
 		t.Errorf("the stale instance still serves the disconnected connection's copy")
 	}
+}
+
+// connectConfig is a connect block from its JSON.
+func connectConfig(t *testing.T, raw string) *connect.Config {
+	t.Helper()
+	var c connect.Config
+	if err := json.Unmarshal([]byte(raw), &c); err != nil {
+		t.Fatal(err)
+	}
+	return &c
 }

@@ -1,47 +1,36 @@
-package gateway
+package firms
 
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
-	bbolt "go.etcd.io/bbolt"
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/internal/sealed"
+	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
-	"github.com/practicegw/practicegw/store/bolt"
 )
 
 // The retention sweep removes, for each firm with real systems, the
 // tombstones older than the retention and keeps the rest.
 func TestSweepKeepsTombstonesThirtyDays(t *testing.T) {
-	db, err := bbolt.Open(filepath.Join(t.TempDir(), "state.db"), 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	secrets, _ := sealed.Random()
-	st, err := bolt.New(db, nil, bolt.WithSecrets(secrets))
-	if err != nil {
-		t.Fatal(err)
-	}
-	app := &App{logger: zap.NewNop(), readStore: st.ReadModel(), firms: map[string]*firmBackends{}}
-	open := func() *readmodel.Model {
-		m := app.newModel("frm_acme")
-		m.Serve(practice.Jobs, nil)
-		if err := m.Load(context.Background()); err != nil {
+	st := boltStore(t)
+	open := func() *Runtime {
+		r, err := New(context.Background(), Config{Firms: []Firm{{ID: "frm_acme", Systems: []System{{Role: "records",
+			Module: &fakeSystem{id: "practicegw.systems.records.karbon", opened: firmsystem.Opened{Reader: noRecords{}}}}}}, {ID: "frm_demo"}}},
+			Deps{Logger: zap.NewNop(), Store: st.ReadModel(), State: st, Budget: upstream.NewLocalBudget(nil)})
+		if err != nil {
 			t.Fatal(err)
 		}
-		return m
+		t.Cleanup(r.Stop)
+		return r
 	}
-	model := open()
-	app.firms["frm_acme"] = &firmBackends{model: model}
-	app.firms["frm_demo"] = &firmBackends{}
+	app := open()
+	model := app.firms["frm_acme"].systems[0].model
 
 	ctx := context.Background()
 	now := time.Date(2026, 4, 30, 12, 0, 0, 0, time.UTC)
@@ -63,8 +52,8 @@ func TestSweepKeepsTombstonesThirtyDays(t *testing.T) {
 		Raw: json.RawMessage(`{"id":"job_undated","deleted":true,"version":3}`)}}); err != nil {
 		t.Fatal(err)
 	}
-	model = open()
-	app.firms["frm_acme"].model = model
+	app = open()
+	model = app.firms["frm_acme"].systems[0].model
 
 	list := func(m *readmodel.Model) []string {
 		got, err := m.Tombstones(ctx, practice.Tenant{Firm: "frm_acme"}, practice.Jobs, practice.TombstoneQuery{Limit: 10})
@@ -77,17 +66,17 @@ func TestSweepKeepsTombstonesThirtyDays(t *testing.T) {
 		}
 		return ids
 	}
-	app.sweepTombstones(ctx, now)
+	app.SweepTombstones(ctx, now)
 	want := []string{"job_edge", "job_recent", "job_undated"}
 	if ids := list(model); !slices.Equal(ids, want) {
 		t.Fatalf("after the sweep: %v, want %v: the last 30 days, and the undated one dated now", ids, want)
 	}
-	if ids := list(open()); !slices.Equal(ids, want) {
+	if ids := list(open().firms["frm_acme"].systems[0].model); !slices.Equal(ids, want) {
 		t.Fatalf("after a restart: %v, want %v", ids, want)
 	}
 	// Dated at the first sweep, the undated one goes with the others.
-	app.sweepTombstones(ctx, now.Add(practice.TombstoneRetention+time.Hour))
-	if ids := list(open()); len(ids) != 0 {
+	app.SweepTombstones(ctx, now.Add(practice.TombstoneRetention+time.Hour))
+	if ids := list(open().firms["frm_acme"].systems[0].model); len(ids) != 0 {
 		t.Fatalf("after the retention: %v", ids)
 	}
 }

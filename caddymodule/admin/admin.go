@@ -1,4 +1,11 @@
-package gateway
+// Package admin is practicegw's routes on Caddy's admin endpoint
+// (/practicegw/...), which the practicegw CLI talks to: credentials, the
+// sandbox trigger, readiness with the errors behind it, the syncs and the
+// connections. The admin endpoint listens on localhost by default; it is
+// the operator's, not an integration's. Like every handler, it finds the
+// practicegw app with Caddy's context and uses it through the small
+// interfaces it declares (App).
+package admin
 
 import (
 	"context"
@@ -11,6 +18,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/health"
@@ -19,17 +27,62 @@ import (
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/credential"
+	"github.com/practicegw/practicegw/store/usage"
 )
 
 func init() {
 	caddy.RegisterModule(adminAPI{})
 }
 
-// adminAPI adds practicegw's management routes to Caddy's admin endpoint,
-// which the practicegw CLI talks to. The admin endpoint listens on
-// localhost by default; it is the operator's, not an integration's.
+// What the admin routes need of the practicegw app, each its own small
+// interface.
+type (
+	// credentials is the registry that issues, lists and revokes them.
+	credentials interface {
+		Credentials() *auth.Registry
+	}
+	// firms names the firms the gateway serves and says how each of
+	// their roles is served.
+	firmNames interface {
+		FirmName(id string) (string, bool)
+		Roles(firm string) []adminapi.RoleView
+	}
+	// trafficSource is a credential's usage against its ceiling.
+	trafficSource interface {
+		Traffic(ctx context.Context, c *credential.Credential, since time.Time) (usage.Traffic, bool, error)
+	}
+	// syncs are the firms' systems' syncs; system is a sync's role or
+	// system.
+	syncs interface {
+		SyncStatus(firm string) []readmodel.Status
+		Resync(ctx context.Context, firm, system string) error
+	}
+	// sandbox makes sandbox changes that raise events.
+	sandbox interface {
+		Trigger(ctx context.Context, firm, kind string) (adminapi.Triggered, error)
+	}
+	// connections is the app's connection service, nil when its
+	// configuration has no connect block.
+	connections interface {
+		Connections() api.ConnectionService
+	}
+)
+
+// App is all the admin routes ask of the practicegw app; the app's
+// package asserts at compile time that it provides it.
+type App interface {
+	credentials
+	firmNames
+	trafficSource
+	syncs
+	sandbox
+	health.Checker
+	connections
+}
+
+// adminAPI adds practicegw's management routes to Caddy's admin endpoint.
 type adminAPI struct {
-	app *App
+	app App
 }
 
 func (adminAPI) CaddyModule() caddy.ModuleInfo {
@@ -45,7 +98,10 @@ func (a *adminAPI) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return nil // a config without practicegw has no practicegw routes to serve
 	}
-	a.app = app.(*App)
+	var ok bool
+	if a.app, ok = app.(App); !ok {
+		return fmt.Errorf("admin.api.practicegw: the practicegw app (%T) does not serve the admin routes", app)
+	}
 	return nil
 }
 
@@ -58,17 +114,20 @@ func (a *adminAPI) Routes() []caddy.AdminRoute {
 		{Pattern: "/practicegw/readiness", Handler: caddy.AdminHandlerFunc(a.readiness)},
 		{Pattern: "/practicegw/sync/", Handler: caddy.AdminHandlerFunc(a.sync)},
 	}
-	service := func() connectionAdmin {
-		if a.app == nil || a.app.connector == nil {
+	service := func() connectionService {
+		if a.app == nil {
 			return nil
 		}
-		return a.app.connector
+		if svc := a.app.Connections(); svc != nil {
+			return svc
+		}
+		return nil
 	}
 	known := func(firm string) bool {
 		if a.app == nil {
 			return false
 		}
-		_, ok := a.app.firms[firm]
+		_, ok := a.app.FirmName(firm)
 		return ok
 	}
 	return append(routes, connectionAdminRoutes(service, known)...)
@@ -112,7 +171,7 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 		if err := dec.Decode(&req); err != nil {
 			return badRequest(fmt.Errorf("reading credential request: %w", err))
 		}
-		if _, ok := a.app.firms[req.Firm]; !ok {
+		if _, ok := a.app.FirmName(req.Firm); !ok {
 			return badRequest(fmt.Errorf("unknown firm %q", req.Firm))
 		}
 		if req.RateLimit != "" {
@@ -120,7 +179,7 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 				return badRequest(err)
 			}
 		}
-		c, token, err := a.app.registry.Issue(r.Context(), req)
+		c, token, err := a.app.Credentials().Issue(r.Context(), req)
 		if err != nil {
 			return badRequest(err)
 		}
@@ -128,7 +187,7 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 			Name: c.Name, Scopes: c.Scopes, Sandbox: c.Sandbox, RateLimit: c.RateLimit})
 	case http.MethodGet:
 		firm := r.URL.Query().Get("firm")
-		creds, err := a.app.registry.List(r.Context(), firm)
+		creds, err := a.app.Credentials().List(r.Context(), firm)
 		if err != nil {
 			return err
 		}
@@ -160,9 +219,9 @@ func (a *adminAPI) credential(w http.ResponseWriter, r *http.Request) error {
 	)
 	switch {
 	case r.Method == http.MethodGet && action == "":
-		c, err = a.app.registry.Get(r.Context(), id)
+		c, err = a.app.Credentials().Get(r.Context(), id)
 	case (r.Method == http.MethodDelete && action == "") || (r.Method == http.MethodPost && action == "revoke"):
-		c, err = a.app.registry.Revoke(r.Context(), id)
+		c, err = a.app.Credentials().Revoke(r.Context(), id)
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
 	}
@@ -250,7 +309,7 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 	default:
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
 	}
-	if _, ok := a.app.firms[firm]; !ok {
+	if _, ok := a.app.FirmName(firm); !ok {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown firm %q", firm)}
 	}
 	now := time.Now()

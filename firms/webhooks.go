@@ -1,20 +1,57 @@
-package gateway
+package firms
 
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
-	"github.com/practicegw/practicegw/caddymodule/connect"
 )
+
+// The receivers of vendor webhooks: each system's own, made once when it
+// was opened (firmsystem.Opened.Webhook), which verifies the vendor's
+// signature and raises change records into the sink the system was opened
+// with. The front door (caddymodule/ingest) finds them here by address.
 
 // maxAppWebhook bounds the body of an app's webhook read before its
 // signature is checked, as the adapters' own receivers do.
 const maxAppWebhook = 1 << 20
+
+// IngestHandler is the vendor webhook receiver of a firm's Caddyfile
+// system in role (records or ledger).
+func (r *Runtime) IngestHandler(firm, role string) (http.Handler, error) {
+	f := r.firm(firm)
+	if f == nil {
+		return nil, fmt.Errorf("no firm %q", firm)
+	}
+	for _, s := range f.systems {
+		if s.role == role && s.opened.Webhook != nil {
+			return s.opened.Webhook, nil
+		}
+	}
+	return nil, fmt.Errorf("firm %s has no %s system that sends webhooks", firm, role)
+}
+
+// FirmWebhook is the receiver of the webhooks of the system named system
+// that a firm's Caddyfile block names (/ingest/<firm>/<system>), in role
+// order when a package serves two roles (records karbon, ledger karbon);
+// false when the firm has no such system that receives webhooks.
+func (r *Runtime) FirmWebhook(firm, system string) (http.Handler, bool) {
+	f := r.firm(firm)
+	if f == nil {
+		return nil, false
+	}
+	for _, s := range f.systems {
+		if s.name == system && s.opened.Webhook != nil {
+			return s.opened.Webhook, true
+		}
+	}
+	return nil, false
+}
 
 // ConnectionWebhook is the receiver of a connected system's vendor
 // webhooks: with a connection's id, the webhooks of the subscriptions the
@@ -22,38 +59,34 @@ const maxAppWebhook = 1 << 20
 // none, the one address of the connect block's app named system, whose
 // deliveries carry events of every organisation connected through it
 // (firmsystem.Deliveries). false when there is none here.
-func (a *App) ConnectionWebhook(system, connectionID string) (http.Handler, bool) {
+func (r *Runtime) ConnectionWebhook(system, connectionID string) (http.Handler, bool) {
 	if connectionID != "" {
-		for _, c := range a.liveConnections() {
-			if c.opened.ID != connectionID || c.opened.System != system || c.upstream.webhook == nil {
+		for _, c := range r.liveConnections() {
+			if c.conn.ID != connectionID || c.conn.System != system || c.opened.Webhook == nil {
 				continue
 			}
 			// Only the subscriptions the gateway made deliver to a
 			// connection's own address.
-			s, _ := connect.Lookup(c.opened.Role, system)
-			if _, ok := a.Connect.App(s.App).(firmsystem.Subscriber); ok {
-				return c.upstream.webhook(a.changes), true
+			if _, ok := r.app(c.app).(firmsystem.Subscriber); ok {
+				return c.opened.Webhook, true
 			}
 		}
 		return nil, false
 	}
 	// Without its webhook key an app can check no delivery: the address
 	// is not served, and it is answered as unknown.
-	if app, ok := a.Connect.App(system).(firmsystem.Deliveries); ok && app.Receives() {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { a.appWebhook(w, r, system, app) }), true
+	if app, ok := r.app(system).(firmsystem.Deliveries); ok && app.Receives() {
+		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { r.appWebhook(w, req, system, app) }), true
 	}
 	return nil, false
 }
 
-// liveConnections are every firm's connections open here.
-func (a *App) liveConnections() []*connSystem {
-	var out []*connSystem
-	for _, f := range a.Firms {
-		if b := a.firms[f.ID]; b != nil {
-			out = append(out, b.connections()...)
-		}
+// app is the connect block's app named name, nil when there is none.
+func (r *Runtime) app(name string) any {
+	if r.d.Connected == nil || name == "" {
+		return nil
 	}
-	return out
+	return r.d.Connected.App(name)
 }
 
 // appWebhook checks a delivery's signature with the app named name (401
@@ -68,18 +101,18 @@ func (a *App) liveConnections() []*connSystem {
 // sync catches up once it is reconnected, and one firm's paused
 // connection must not fail the app's one webhook for every firm, which
 // the vendor disables after enough failures.
-func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, app firmsystem.Deliveries) {
-	if r.Method != http.MethodPost {
+func (r *Runtime) appWebhook(w http.ResponseWriter, req *http.Request, name string, app firmsystem.Deliveries) {
+	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		w.WriteHeader(http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAppWebhook))
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxAppWebhook))
 	if err != nil {
 		w.WriteHeader(http.StatusRequestEntityTooLarge)
 		return
 	}
-	orgs, err := app.Route(r.Header, body)
+	orgs, err := app.Route(req.Header, body)
 	if errors.Is(err, firmsystem.ErrUnsigned) {
 		w.WriteHeader(http.StatusUnauthorized)
 		return
@@ -87,7 +120,7 @@ func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, ap
 	if err != nil {
 		// Signed by the vendor yet unreadable: sending it again will
 		// not help.
-		a.logger.Error("vendor webhook payload unreadable", zap.String("app", name), zap.Error(err))
+		r.logger.Error("vendor webhook payload unreadable", zap.String("app", name), zap.Error(err))
 		w.WriteHeader(http.StatusOK)
 		return
 	}
@@ -96,16 +129,15 @@ func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, ap
 		tenants[o] = true
 	}
 	status := http.StatusOK
-	for _, c := range a.liveConnections() {
-		if s, ok := connect.Lookup(c.opened.Role, c.opened.System); !ok || s.App != name || c.upstream.webhook == nil ||
-			!tenants[c.opened.OrganisationID] || c.paused() {
+	for _, c := range r.liveConnections() {
+		if c.app != name || c.opened.Webhook == nil || !tenants[c.conn.OrganisationID] || c.paused() {
 			continue
 		}
 		rec := &statusRecorder{header: http.Header{}, status: http.StatusOK}
-		req := r.Clone(r.Context())
-		req.Body = io.NopCloser(bytes.NewReader(body))
-		req.ContentLength = int64(len(body))
-		c.upstream.webhook(a.changes).ServeHTTP(rec, req)
+		one := req.Clone(req.Context())
+		one.Body = io.NopCloser(bytes.NewReader(body))
+		one.ContentLength = int64(len(body))
+		c.opened.Webhook.ServeHTTP(rec, one)
 		if rec.status/100 != 2 && status == http.StatusOK {
 			status = rec.status
 		}
@@ -114,7 +146,7 @@ func (a *App) appWebhook(w http.ResponseWriter, r *http.Request, name string, ap
 }
 
 // statusRecorder keeps the status a connection's receiver answered; its
-// body is nothing Xero reads.
+// body is nothing the vendor reads.
 type statusRecorder struct {
 	header http.Header
 	status int
