@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/practicegw/practicegw/internal/gcra"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 	"github.com/practicegw/practicegw/store/usage"
@@ -18,24 +16,18 @@ import (
 // requests in batches, one script call a batch. Reading and writing usage,
 // a few calls a flush, and probing share its client.
 type redisBackend struct {
-	client *redis.Client
+	client *redisstore.Client
 	limits *redisstore.RateLimits
 	script *scriptPipe
 }
 
 func newRedisBackend(url string, files redisstore.TLSFiles, timeout, batchInterval time.Duration) (*redisBackend, error) {
-	opt, err := redisstore.ClientOptions(url, files)
+	// The caller's deadline is the only budget: a failed call goes to
+	// the fallback, not round again.
+	client, err := redisstore.NewDeadlineClient(url, files, timeout)
 	if err != nil {
 		return nil, err
 	}
-	// The caller's deadline is the only budget: no retries, no dial
-	// back-off, no client-side wait that could outlast the request's
-	// timeout. A failed call goes to the fallback, not round again.
-	opt.ContextTimeoutEnabled = true
-	opt.MaxRetries = -1
-	opt.DialerRetries = 1
-	opt.PoolTimeout = timeout
-	client := redis.NewClient(opt)
 	limits := redisstore.NewRateLimits(client)
 	return &redisBackend{client: client, limits: limits, script: newScriptPipe(limits, timeout, batchInterval)}, nil
 }

@@ -58,9 +58,25 @@ func NewClient(url string, files TLSFiles, ioTimeout time.Duration) (*goredis.Cl
 	return goredis.NewClient(opts), nil
 }
 
+// NewDeadlineClient connects to the Redis at url as NewClient does, for
+// calls whose caller's deadline is the only budget (the rate limiter
+// answers within a request's): no retries, no dial back-off, no
+// client-side wait that could outlast the deadline; a connection from the
+// pool is waited for at most poolTimeout.
+func NewDeadlineClient(url string, files TLSFiles, poolTimeout time.Duration) (*Client, error) {
+	opt, err := ClientOptions(url, files)
+	if err != nil {
+		return nil, err
+	}
+	opt.ContextTimeoutEnabled = true
+	opt.MaxRetries = -1
+	opt.DialerRetries = 1
+	opt.PoolTimeout = poolTimeout
+	return goredis.NewClient(opt), nil
+}
+
 // ClientOptions are NewClient's options before its timeouts, for a client
-// that needs others (the rate limiter answers within a request's
-// deadline, with no retries).
+// that needs others.
 func ClientOptions(url string, files TLSFiles) (*goredis.Options, error) {
 	return clientOptions(url, files)
 }
