@@ -24,8 +24,11 @@ tidy:
 	$(GO) mod tidy -diff
 
 # CI=true makes tests that need redis-server or chromium fail rather than
-# skip when either is missing.
+# skip when either is missing. Without the vendors' published descriptions
+# (../shared/vendor-apis, or PRACTICEGW_VENDOR_APIS) the doubles check no
+# request against them, which one line says first.
 test: deps tidy vet
+	@$(GO) run ./cmd/practicegw-vendors -unchecked
 	CI=$${CI:-true} $(GO) test -count=1 -timeout 40m ./...
 
 bench:

@@ -22,6 +22,26 @@ import (
 // binary is the practicegw binary under test, built once per run.
 var binary string
 
+// buildDir is where the run builds its binaries, removed at its end.
+var buildDir string
+
+// vendorsBinary is practicegw-vendors, built once per run when a test
+// first asks.
+var vendorsBinary = sync.OnceValues(func() (string, error) {
+	dir := buildDir
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "practicegw-vendors"); err != nil {
+			return "", err
+		}
+	}
+	bin := filepath.Join(dir, "practicegw-vendors")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/practicegw-vendors").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building practicegw-vendors: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
 }
@@ -37,6 +57,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	buildDir = dir
 	binary = filepath.Join(dir, "practicegw")
 	build := exec.Command("go", "build", "-o", binary, "../cmd/practicegw")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,9 +21,9 @@ import (
 // and /v1 serving their clients, invoices and documents.
 func TestTryConnectionsLocally(t *testing.T) {
 	needChromium(t)
-	vendorsBin := filepath.Join(t.TempDir(), "practicegw-vendors")
-	if out, err := exec.Command("go", "build", "-o", vendorsBin, "../cmd/practicegw-vendors").CombinedOutput(); err != nil {
-		t.Fatalf("building practicegw-vendors: %v\n%s", err, out)
+	vendorsBin, err := vendorsBinary()
+	if err != nil {
+		t.Fatal(err)
 	}
 	addr := freePort(t)
 	public := "http://" + addr

@@ -47,6 +47,18 @@ const vendorAPIsEnv = "PRACTICEGW_VENDOR_APIS"
 // unchecked rather than fail the test.
 var errNoDescriptions = errors.New("the vendors' published API descriptions are not here")
 
+// Unchecked is the one line that says requests to the doubles go
+// unchecked, when they do: no folder of descriptions is named and none
+// is beside the module (make test prints it, through practicegw-vendors
+// -unchecked); "" when they are checked, or when a folder named lacks a
+// description, which fails the tests instead.
+func Unchecked() string {
+	if _, err := vendorAPIsDir(); errors.Is(err, errNoDescriptions) {
+		return uncheckedLine(err)
+	}
+	return ""
+}
+
 // uncheckedLine is what a test process says, once, when requests go
 // unchecked.
 func uncheckedLine(err error) string {

@@ -21,7 +21,14 @@ func main() {
 	host := flag.String("host", "127.0.0.1", "the address the doubles listen on")
 	port := flag.Int("port", vendortest.FirstPort, "the first port: Karbon, then Xero, Microsoft Graph, Google Drive, Dropbox and QuickBooks Online on the next ones")
 	gateway := flag.String("gateway", "http://localhost:8080", "the gateway's public_url, whose /connect/callback the consent pages return to")
+	unchecked := flag.Bool("unchecked", false, "print, when requests to the doubles go unchecked against the vendors' published descriptions (none is where they look), the one line that says so, and exit")
 	flag.Parse()
+	if *unchecked {
+		if line := vendortest.Unchecked(); line != "" {
+			fmt.Println(line)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *host, *port, *gateway); err != nil {
