@@ -263,10 +263,10 @@ type readmeRun struct {
 	registered bool
 	// ports turns the README's ports into the test's.
 	ports *strings.Replacer
-	// background are the commands left running, with what the README
+	// running are the commands left running, with what the README
 	// shows them print; listen is the listen running now.
 	running []backgroundCommand
-	listen     *process
+	listen  *process
 }
 
 // backgroundCommand is a command the README leaves running.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,11 @@ import (
 // says, Xero connected through the double's consent page, Karbon with
 // the double's access key and SharePoint through its consent page and the
 // choice of a site from the console's Systems page in headless Chromium,
-// and /v1 serving their clients, invoices and documents.
+// and /v1 serving their clients, invoices and documents. A client changed
+// at the Karbon double, with the README's commands, is Karbon's webhook
+// to the trial and an event; practicegw-vendors stopped and started again
+// leaves every connection connected (without its state file the Xero
+// connection needs reconnecting) and Karbon's next webhook an event.
 func TestTryConnectionsLocally(t *testing.T) {
 	needChromium(t)
 	vendorsBin, err := vendorsBinary()
@@ -29,16 +34,21 @@ func TestTryConnectionsLocally(t *testing.T) {
 	public := "http://" + addr
 	// The README's commands; the gateway's address is the test's own, so
 	// the doubles' consent pages are told where it is.
-	vendors := startCommand(t, "practicegw-vendors", exec.Command(vendorsBin, "--gateway", public), os.Interrupt)
-	eventually.NoError(t, 30*time.Second, poll, "practicegw-vendors to serve", func() error {
-		if vendors.exited() {
-			t.Fatalf("practicegw-vendors exited:\n%s", vendors.out.String())
-		}
-		if !strings.Contains(vendors.out.String(), "Ctrl-C stops them") {
-			return fmt.Errorf("it printed %q", vendors.out.String())
-		}
-		return nil
-	})
+	state := filepath.Join(t.TempDir(), "practicegw-vendors.json")
+	serveVendors := func() *process {
+		vendors := startCommand(t, "practicegw-vendors", exec.Command(vendorsBin, "--gateway", public, "--state", state), os.Interrupt)
+		eventually.NoError(t, 30*time.Second, poll, "practicegw-vendors to serve", func() error {
+			if vendors.exited() {
+				t.Fatalf("practicegw-vendors exited:\n%s", vendors.out.String())
+			}
+			if !strings.Contains(vendors.out.String(), "Ctrl-C stops them") {
+				return fmt.Errorf("it printed %q", vendors.out.String())
+			}
+			return nil
+		})
+		return vendors
+	}
+	vendors := serveVendors()
 	for _, name := range []string{"Karbon", "Xero and Xero Practice Manager", "Microsoft Graph", "Google Drive", "Dropbox", "QuickBooks Online"} {
 		if !strings.Contains(vendors.out.String(), name) {
 			t.Errorf("practicegw-vendors does not say it serves %s:\n%s", name, vendors.out.String())
@@ -117,4 +127,81 @@ func TestTryConnectionsLocally(t *testing.T) {
 	}
 	b.open("/console/systems", "#role-records")
 	b.shot("try-03-systems-connected")
+
+	// Karbon's webhook reaches the trial: the README's commands, as
+	// written, a client changed at the double and its event.
+	events := g.issue("frm_hollis", false, "events:read").Token
+	karbonChange(t, g, events, "C001", "Benedict")
+
+	// A restart of practicegw-vendors keeps what it issued: after every
+	// system's full comparison with its vendor, each connection is still
+	// connected, its sync live, and Karbon's subscription still delivers.
+	vendors.stop()
+	restarted := time.Now()
+	serveVendors()
+	for _, system := range []string{"records", "ledger", "documents"} {
+		if _, err := g.cli("sync", "resync", "--firm", "frm_hollis", "--system", system); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually.NoError(t, 60*time.Second, 200*time.Millisecond, "every connection to be compared with its vendor after the restart", func() error {
+		for _, c := range g.do(t, "GET", "/v1/connections", admin, nil).json(t)["data"].([]any) {
+			c := c.(map[string]any)
+			if c["status"] == "disconnected" {
+				continue
+			}
+			if c["status"] != "connected" {
+				t.Fatalf("%s (%s) is %s after the restart: %v", c["system"], c["id"], c["status"], c["reason"])
+			}
+			for _, sy := range c["sync"].([]any) {
+				sy := sy.(map[string]any)
+				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(sy["confirmed_at"]))
+				if sy["state"] != "live" || !at.After(restarted) {
+					return fmt.Errorf("%s's sync is %v, confirmed at %v", c["system"], sy["state"], sy["confirmed_at"])
+				}
+			}
+		}
+		return nil
+	})
+	karbonChange(t, g, events, "C002", "Beatrix")
+}
+
+// karbonChange changes a Karbon client's first name at the double as the
+// README's Try connections section does, and holds the event it lists to
+// what the README shows, once the webhook has made it.
+func karbonChange(t *testing.T, g *gateway, token, contact, name string) {
+	t.Helper()
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var change, list *readmeCommand
+	for _, c := range readmeCommands(string(readme), "The firm's own systems") {
+		switch {
+		case strings.HasPrefix(c.text, "curl -s -X PATCH http://127.0.0.1:7101/v3/Contacts/"):
+			change = &c
+		case strings.Contains(c.text, "/v1/events?event=client.updated"):
+			list = &c
+		}
+	}
+	if change == nil || list == nil {
+		t.Fatal("the README's Try connections section changes no Karbon client, or lists no event of it")
+	}
+	fill := strings.NewReplacer("localhost:8080", g.addr, "pgw_live_...", token, "C001", contact, "Benedict", name)
+	run := func(c *readmeCommand) string {
+		out, err := exec.Command("bash", "-c", fill.Replace(c.text)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.text, err, out)
+		}
+		return string(out)
+	}
+	run(change)
+	shown := []string{fill.Replace(list.shown[0])}
+	eventually.NoError(t, 20*time.Second, 200*time.Millisecond, "Karbon's webhook to raise client.updated", func() error {
+		out := run(list)
+		if !strings.Contains(out, `"`+name+" ") {
+			return fmt.Errorf("no event of %s's change yet: %s", name, tail(out, 300))
+		}
+		return printedAsShown(out, shown)
+	})
 }

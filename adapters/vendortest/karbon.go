@@ -131,6 +131,10 @@ type Karbon struct {
 	// invoices and payments are the firm's billing (karbon_billing.go).
 	invoices map[string]*KarbonInvoice
 	payments []*KarbonInvoicePayment
+	// notify tells subscribers of the changes made through the API
+	// (NotifyChanges); telling are the deliveries under way.
+	notify  bool
+	telling sync.WaitGroup
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and
@@ -163,8 +167,11 @@ func StartKarbon(t testing.TB) *Karbon {
 	return k
 }
 
-// Close stops the server.
-func (k *Karbon) Close() { k.srv.Close() }
+// Close stops the server, once the deliveries under way are made.
+func (k *Karbon) Close() {
+	k.telling.Wait()
+	k.srv.Close()
+}
 
 // SetNow sets the double's clock, which stamps the changes it makes (an
 // invoice's UpdatedAt).

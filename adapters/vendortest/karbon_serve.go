@@ -490,6 +490,7 @@ func (k *Karbon) create(w http.ResponseWriter, r *http.Request, coll string) {
 	}
 	w.Header().Set("Location", fmt.Sprintf("%s/v3/%s('%s')", k.URL, coll, key))
 	k.get(statusWriter{w, http.StatusCreated}, coll, key, map[string]bool{"BusinessCards": true, "ClientTeam": true, "Contacts": true})
+	k.tell(coll, key, "Inserted")
 }
 
 // statusWriter answers a GET's body with another status (201 Created).
@@ -574,6 +575,7 @@ func (k *Karbon) update(w http.ResponseWriter, r *http.Request, coll, key string
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+	k.tell(coll, key, "Updated")
 }
 
 func (k *Karbon) applyContact(w http.ResponseWriter, c *KarbonContact, in karbonWrite) bool {

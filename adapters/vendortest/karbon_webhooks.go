@@ -81,6 +81,47 @@ func (k *Karbon) CancelSubscription(webhookType string, accessKeys ...string) {
 	}
 }
 
+// NotifyChanges makes the double tell its subscribers of each change made
+// through its API (a contact, organization, client group or work item
+// created or updated), as Karbon does, just after answering it: a
+// change a Karbon user would make in Karbon's own pages is one made
+// through the API here.
+func (k *Karbon) NotifyChanges() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.notify = true
+}
+
+// webhookTypeOf is the webhook type that tells of a change to a record of
+// a collection: Karbon tells contacts, organizations and client groups
+// alike as Contact.
+var webhookTypeOf = map[string]string{"Contacts": "Contact", "Organizations": "Contact", "ClientGroups": "Contact", "WorkItems": "Work"}
+
+// tell delivers the notification of a change to the collection's record
+// key, when the double notifies changes and someone subscribed; k.mu is
+// held, so it is sent once the answer is.
+func (k *Karbon) tell(coll, key, action string) {
+	typ := webhookTypeOf[coll]
+	if !k.notify || typ == "" {
+		return
+	}
+	var keys []string
+	for ak, subs := range k.subs {
+		if subs[typ] != nil {
+			keys = append(keys, ak)
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	payload := KarbonWebhook(typ, key, action, k.now())
+	k.telling.Add(1)
+	go func() {
+		defer k.telling.Done()
+		k.Deliver(typ, payload, keys...)
+	}()
+}
+
 // Deliver posts payload to every subscription of webhookType (of the
 // access keys named; of every one when none is), signed as Karbon signs
 // it: the Signature header is the hex HMAC-SHA256 of the body under the

@@ -7,8 +7,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -32,18 +34,52 @@ type Served struct {
 // account (cmd/practicegw-vendors). Each double is the one the tests use:
 // it runs on its own loopback port as ever, and a front server on the
 // fixed port passes requests to it, so the URLs it writes (paging links,
-// its consent page) name the fixed port.
+// its consent page) name the fixed port. Karbon tells its subscribers of
+// the changes made through its API, as Karbon does. With a state file,
+// what the doubles issued (grants and their tokens, Karbon's webhook
+// subscriptions) is kept there, and taken back by the next Local.
 type Local struct {
-	Served  []Served
+	Served []Served
+	// The doubles, for a caller that changes them as their vendor's
+	// users would.
+	Karbon     *Karbon
+	Xero       *Xero
+	XPM        *XPM
+	Graph      *Graph
+	GDrive     *GDrive
+	Dropbox    *Dropbox
+	QuickBooks *QuickBooks
+
 	fronts  []*http.Server
 	closers []func()
+	// state is the file what the doubles issued is kept in ("": none);
+	// saved is what it holds.
+	state  string
+	saved  []byte
+	stop   chan struct{}
+	saving sync.WaitGroup
+	closed sync.Once
 }
 
-// ServeLocal starts the doubles on host, ports from first up, taking
-// consents that return to gateway's /connect/callback (its localhost and
-// 127.0.0.1 spellings alike). Close stops them.
-func ServeLocal(host string, first int, gateway string) (*Local, error) {
-	l := &Local{}
+// LocalOptions say where ServeLocal serves the doubles.
+type LocalOptions struct {
+	// Host is the address they listen on; First the port of the first
+	// (Karbon), the others on the ports after it.
+	Host  string
+	First int
+	// Gateway is the gateway's public_url, whose /connect/callback the
+	// consent pages return to (its localhost and 127.0.0.1 spellings
+	// alike).
+	Gateway string
+	// State is the file what the doubles issue is kept in across a
+	// restart; "" keeps nothing.
+	State string
+}
+
+// ServeLocal starts the doubles as o says. Close stops them.
+func ServeLocal(o LocalOptions) (*Local, error) {
+	host, first, gateway := o.Host, o.First, o.Gateway
+	l := &Local{state: o.State, stop: make(chan struct{})}
 	epoch := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	callbacks := callbacksOf(gateway)
 	addr := func(i int) string { return net.JoinHostPort(host, strconv.Itoa(first+i)) }
@@ -68,6 +104,7 @@ func ServeLocal(host string, first int, gateway string) (*Local, error) {
 	}
 
 	k := NewKarbon()
+	k.NotifyChanges()
 	l.closers = append(l.closers, k.Close)
 	k.AddUser(KarbonUser{Id: "U1", Name: "Pat Partner", EmailAddress: "pat@hollis.example", Roles: []string{"Partner"}})
 	for i := range 8 {
@@ -145,21 +182,58 @@ func ServeLocal(host string, first int, gateway string) (*Local, error) {
 			id.AllowRedirect(c)
 		}
 	}
+	l.Karbon, l.Xero, l.XPM, l.Graph, l.GDrive, l.Dropbox, l.QuickBooks = k, x, xpm, g, gd, d, q
 	if err := errors.Join(errs...); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("serving the vendor doubles: %w", err)
 	}
+	if l.state != "" {
+		if err := l.load(); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("taking back what the doubles issued: %w", err)
+		}
+		l.saving.Add(1)
+		go l.keep()
+	}
 	return l, nil
 }
 
-// Close stops every double and its front.
-func (l *Local) Close() {
-	for _, s := range l.fronts {
-		s.Close()
+// keep writes what the doubles issued to the state file, within a second
+// of its changing, until Close.
+func (l *Local) keep() {
+	defer l.saving.Done()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-tick.C:
+			if err := l.save(); err != nil {
+				fmt.Fprintln(os.Stderr, "practicegw-vendors: keeping what the doubles issued:", err)
+			}
+		}
 	}
-	for _, c := range l.closers {
-		c()
-	}
+}
+
+// Close stops every double and its front, having written what they
+// issued.
+func (l *Local) Close() error {
+	var err error
+	l.closed.Do(func() {
+		close(l.stop)
+		l.saving.Wait()
+		if l.state != "" && l.Karbon != nil {
+			err = l.save()
+		}
+		for _, s := range l.fronts {
+			s.Close()
+		}
+		for _, c := range l.closers {
+			c()
+		}
+	})
+	return err
 }
 
 var localFirstNames = []string{"Ada", "Ben", "Cleo", "Dev", "Esme", "Finn", "Gita", "Hal"}
