@@ -10,7 +10,7 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 build:
-	$(GO) build -ldflags "-X github.com/practicegw/practicegw/internal/cli.version=$(VERSION)" -o practicegw ./cmd/practicegw
+	$(GO) build -ldflags "-X github.com/practicegw/practicegw/cmd/internal/cli.version=$(VERSION)" -o practicegw ./cmd/practicegw
 
 deps:
 	./scripts/install-test-deps.sh

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -19,22 +21,22 @@ const module = "github.com/practicegw/practicegw/"
 const (
 	leafLayer    = iota // internal/*: private plumbing that imports nothing of ours above it
 	domainLayer         // practice/...: records, changes, the read model
-	serviceLayer        // adapters/..., dispatcher/..., store/..., internal/adminapi
+	serviceLayer        // adapters/..., dispatcher/..., store/..., adminapi
 	runtimeLayer        // firms/, cluster/: the firms' runtime and the instances that share it, below the Caddy modules
 	moduleLayer         // caddymodule/...: the Caddy modules and the app that wires them
-	topLayer            // cmd/, internal/cli, bench/, e2e, deploy: what runs or tests the binary
+	topLayer            // cmd/ (its command line, cmd/internal/cli), bench/, e2e, deploy: what runs or tests the binary
 )
 
 // layer is the layer of a package path relative to the module root.
 func layer(rel string) int {
 	switch {
-	case under(rel, "cmd"), under(rel, "bench"), under(rel, "e2e"), under(rel, "deploy"), under(rel, "internal/cli"), rel == "":
+	case under(rel, "cmd"), under(rel, "bench"), under(rel, "e2e"), under(rel, "deploy"), rel == "":
 		return topLayer
 	case under(rel, "caddymodule"):
 		return moduleLayer
 	case under(rel, "firms"), under(rel, "cluster"):
 		return runtimeLayer
-	case under(rel, "adapters"), under(rel, "dispatcher"), under(rel, "store"), under(rel, "internal/adminapi"):
+	case under(rel, "adapters"), under(rel, "dispatcher"), under(rel, "store"), under(rel, "adminapi"):
 		return serviceLayer
 	case under(rel, "practice"):
 		return domainLayer
@@ -56,14 +58,14 @@ var rules = []rule{
 	{"adapters", "caddymodule", "", "adapters speak to vendors; the Caddy modules load them"},
 	{"adapters", "dispatcher", "", "an adapter raises change records; it knows nothing of webhooks"},
 	{"adapters", "store", "", "an adapter's state goes through interfaces it declares (upstream.State, notifications.Log)"},
-	{"adapters", "internal/adminapi", "", "the admin routes' answers are the gateway's"},
+	{"adapters", "adminapi", "", "the admin routes' answers are the gateway's"},
 	{"dispatcher", "adapters", "", "the dispatcher turns change records into deliveries, whoever raised them"},
 	{"dispatcher", "store", "", "the dispatcher declares the state it needs (dispatcher.Backends, kafka.Shared); the gateway opens the stores that hold it"},
 	{"store", "adapters", "adapters/kit", "a store implements interfaces the shared kit declares (upstream.Budget), never a system's"},
-	{"store", "internal/adminapi", "", "the admin routes' answers are the gateway's"},
-	{"internal/adminapi", "adapters", "", "the admin answers are plain values"},
-	{"internal/adminapi", "dispatcher", "", "the admin answers are plain values"},
-	{"internal/cli", "caddymodule", "", "the CLI talks to a gateway's admin endpoint over HTTP"},
+	{"store", "adminapi", "", "the admin routes' answers are the gateway's"},
+	{"adminapi", "adapters", "", "the admin answers are plain values"},
+	{"adminapi", "dispatcher", "", "the admin answers are plain values"},
+	{"cmd/internal/cli", "caddymodule", "", "the CLI talks to a gateway's admin endpoint over HTTP"},
 	{"firms", "store", "store/connection", "the runtime declares what it keeps (firms.Store, firms.Connections); the gateway opens the stores that hold it"},
 	{"firms", "dispatcher", "", "the runtime raises change records into the sink it is given; it knows nothing of webhooks"},
 	{"firms", "cluster", "", "the cluster places the runtime's firms through the interface it declares; the runtime knows nothing of it"},
@@ -150,27 +152,7 @@ func violations(pkgs []pkg) []string {
 // Test files are not held to it: a test may use what sits above the code
 // it checks (the dispatcher's harness runs the gateway's configuration).
 func TestImportsFormLayers(t *testing.T) {
-	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "./...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v: %s", err, stderr.String())
-	}
-	var pkgs []pkg
-	dec := json.NewDecoder(bytes.NewReader(out))
-	for {
-		var p pkg
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		pkgs = append(pkgs, p)
-	}
-	if len(pkgs) < 20 {
-		t.Fatalf("go list found %d packages; the repository has more", len(pkgs))
-	}
+	pkgs := listPackages(t, "./...")
 	for _, v := range violations(pkgs) {
 		t.Error(v)
 	}
@@ -190,10 +172,10 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		{"dispatcher/kafka", "store/redis"},
 		{"dispatcher", "store/bolt"},
 		{"dispatcher/kafka", "caddymodule/gateway"},
-		{"internal/cli", "caddymodule/gateway"},
-		{"internal/cli", "caddymodule/api"},
+		{"cmd/internal/cli", "caddymodule/gateway"},
+		{"cmd/internal/cli", "caddymodule/api"},
 		{"caddymodule/api", "caddymodule/gateway"},
-		{"caddymodule/gateway", "internal/cli"},
+		{"caddymodule/gateway", "cmd/internal/cli"},
 		{"store/redis", "adapters/karbon"},
 		{"caddymodule/gateway", "adapters/karbon"},
 		{"caddymodule/connect", "adapters/xero"},
@@ -213,7 +195,7 @@ func TestViolationsCatchEveryKind(t *testing.T) {
 		{"store/bolt", "dispatcher"},
 		{"store/storetest", "adapters/kit/upstream"},
 		{"caddymodule/gateway", "store/redis"},
-		{"internal/cli", "dispatcher"},
+		{"cmd/internal/cli", "dispatcher"},
 		{"practice/readmodel", "practice/changes"},
 		{"cmd/practicegw", "caddymodule/gateway"},
 		{"cmd/practicegw", "adapters/karbon"},
@@ -291,27 +273,7 @@ func orNone(via string) string {
 // module, a store backend or the dispatcher.
 func TestTheRuntimeAndTheClusterKnowNoCaddyModule(t *testing.T) {
 	for _, b := range below {
-		cmd := exec.Command("go", "list", "-deps", "-json=ImportPath,Imports", "./"+b.root)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("go list: %v: %s", err, stderr.String())
-		}
-		var deps []pkg
-		dec := json.NewDecoder(bytes.NewReader(out))
-		for {
-			var p pkg
-			if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			deps = append(deps, p)
-		}
-		if len(deps) < 10 {
-			t.Fatalf("%s depends on %d packages; it has more", b.root, len(deps))
-		}
+		deps := listPackages(t, "-deps", "./"+b.root)
 		for _, v := range reachViolations(b.root, b.forbid, b.caddyVia, deps) {
 			t.Error(v)
 		}
@@ -361,6 +323,206 @@ func TestReachViolationsCatchEveryKind(t *testing.T) {
 	if got := reachViolations(cluster.root, cluster.forbid, cluster.caddyVia, []pkg{ours("cluster"), ours("store/credential"), ours("practice/readmodel")}); len(got) > 0 {
 		t.Errorf("cluster refused: %v", got)
 	}
+}
+
+// top is the top-level folder of a package path relative to the module
+// root ("" for the root's own package).
+func top(rel string) string {
+	folder, _, _ := strings.Cut(rel, "/")
+	return folder
+}
+
+// folderCycles lists each import between top-level folders that closes a
+// cycle of them: drawn as folders, the imports are a house, whose floors
+// no arrow climbs back.
+func folderCycles(pkgs []pkg) []string {
+	edges := map[string]map[string]string{} // folder -> folder -> one import drawing it
+	for _, p := range pkgs {
+		from, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok {
+			continue
+		}
+		for _, imp := range p.Imports {
+			to, ours := strings.CutPrefix(imp, module)
+			if !ours || top(from) == top(to) {
+				continue
+			}
+			if edges[top(from)] == nil {
+				edges[top(from)] = map[string]string{}
+			}
+			edges[top(from)][top(to)] = from + " imports " + to
+		}
+	}
+	// path is a way from a to b along edges, nil when there is none.
+	path := func(a, b string) []string {
+		prev := map[string]string{a: ""}
+		queue := []string{a}
+		for len(queue) > 0 {
+			cur := queue[0]
+			queue = queue[1:]
+			if cur == b {
+				var out []string
+				for n := b; n != a; n = prev[n] {
+					out = append([]string{edges[prev[n]][n]}, out...)
+				}
+				return out
+			}
+			for next := range edges[cur] {
+				if _, seen := prev[next]; !seen {
+					prev[next] = cur
+					queue = append(queue, next)
+				}
+			}
+		}
+		return nil
+	}
+	var out []string
+	for from, tos := range edges {
+		for to, why := range tos {
+			if back := path(to, from); back != nil {
+				out = append(out, fmt.Sprintf("%s -> %s closes a cycle: %s; %s", from, to, why, strings.Join(back, "; ")))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTopLevelFoldersFormNoCycle fails when the imports, drawn as
+// top-level folders, run in a circle.
+func TestTopLevelFoldersFormNoCycle(t *testing.T) {
+	for _, c := range folderCycles(listPackages(t, "./...")) {
+		t.Error(c)
+	}
+}
+
+// A cycle of two folders, or of three, is caught, and a chain is not.
+func TestFolderCyclesCatchEveryCycle(t *testing.T) {
+	ours := func(rel string, imports ...string) pkg {
+		p := pkg{ImportPath: module + rel}
+		for _, i := range imports {
+			p.Imports = append(p.Imports, module+i)
+		}
+		return p
+	}
+	for name, pkgs := range map[string][]pkg{
+		"two folders":   {ours("internal/cli", "dispatcher"), ours("dispatcher", "internal/gcra")},
+		"three folders": {ours("adapters/kit/upstream", "internal/gcra"), ours("internal/adminapi", "store/credential"), ours("store/storetest", "adapters/kit/upstream")},
+	} {
+		if len(folderCycles(pkgs)) == 0 {
+			t.Errorf("a cycle of %s passed", name)
+		}
+	}
+	if got := folderCycles([]pkg{ours("cmd/internal/cli", "dispatcher", "adminapi"), ours("adminapi", "store/credential"),
+		ours("dispatcher", "internal/gcra"), ours("store/bolt", "dispatcher", "internal/sealed")}); len(got) > 0 {
+		t.Errorf("a chain refused: %v", got)
+	}
+}
+
+// homes are the clients of the stores and the event pipeline and the one
+// folder each is imported in, with every other importer and why (the
+// architecture page says the same).
+var homes = []struct {
+	client, home string
+	others       map[string]string
+}{
+	{"github.com/redis/go-redis", "store/redis", map[string]string{
+		"bench/pipeline": "the benchmark sets up the Kafka mode's Redis itself, beside the binary it measures"}},
+	{"go.etcd.io/bbolt", "store/bolt", map[string]string{
+		"adapters/demo":        "the demo records keep their own buckets, written in the transaction that writes their change",
+		"internal/groupcommit": "the one group committer of the file, shared by the demo records and store/bolt",
+		"bench/pipeline":       "the benchmark opens the embedded mode's file itself"}},
+	{"github.com/segmentio/kafka-go", "dispatcher/kafka", nil},
+}
+
+// homeViolations lists the packages in pkgs that import a client outside
+// its home and the importers its home names.
+func homeViolations(pkgs []pkg) []string {
+	var out []string
+	for _, p := range pkgs {
+		rel, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok {
+			continue
+		}
+		for _, h := range homes {
+			if under(rel, h.home) {
+				continue
+			}
+			if _, ok := h.others[rel]; ok {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if under(imp, h.client) {
+					out = append(out, rel+" imports "+imp+": its home is "+h.home)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestBackendClientsHaveTheirHome fails when a package imports the client
+// of Redis, bbolt or Kafka outside the package that talks to it.
+func TestBackendClientsHaveTheirHome(t *testing.T) {
+	for _, v := range homeViolations(listPackages(t, "./...")) {
+		t.Error(v)
+	}
+}
+
+// An import of each client outside its home is caught; its home and the
+// importers it names pass.
+func TestHomeViolationsCatchEveryClient(t *testing.T) {
+	for _, c := range []struct{ from, client string }{
+		{"caddymodule/gateway", "github.com/redis/go-redis/v9"},
+		{"caddymodule/ratelimit", "github.com/redis/go-redis/v9"},
+		{"caddymodule/gateway", "go.etcd.io/bbolt"},
+		{"firms", "go.etcd.io/bbolt"},
+		{"store/redis", "go.etcd.io/bbolt"},
+		{"caddymodule/gateway", "github.com/segmentio/kafka-go"},
+	} {
+		if got := homeViolations([]pkg{{ImportPath: module + c.from, Imports: []string{c.client}}}); len(got) == 0 {
+			t.Errorf("%s importing %s passed", c.from, c.client)
+		}
+	}
+	for _, c := range []struct{ from, client string }{
+		{"store/redis", "github.com/redis/go-redis/v9"},
+		{"store/bolt", "go.etcd.io/bbolt"},
+		{"adapters/demo", "go.etcd.io/bbolt"},
+		{"dispatcher/kafka", "github.com/segmentio/kafka-go"},
+	} {
+		if got := homeViolations([]pkg{{ImportPath: module + c.from, Imports: []string{c.client}}}); len(got) > 0 {
+			t.Errorf("%s importing %s refused: %v", c.from, c.client, got)
+		}
+	}
+}
+
+// listPackages is every package go list names with args, with its
+// non-test imports.
+func listPackages(t *testing.T, args ...string) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-json=ImportPath,Imports"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v: %s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 20 {
+		t.Fatalf("go list found %d packages; the repository has more", len(pkgs))
+	}
+	return pkgs
 }
 
 // The practicegw binary carries nothing of the vendor doubles: they serve

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/internal/adminapi"
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"

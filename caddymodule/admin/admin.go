@@ -18,12 +18,12 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/caddymodule/health"
 	"github.com/practicegw/practicegw/caddymodule/ratelimit"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/credential"

@@ -23,7 +23,7 @@ import (
 	bbolt "go.etcd.io/bbolt"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
-	"github.com/practicegw/practicegw/internal/adminapi"
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/bolt"

@@ -5,8 +5,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/idempotency"
 )

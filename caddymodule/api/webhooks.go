@@ -12,9 +12,9 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 	jsonv1 "github.com/go-json-experiment/json/v1"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 )
 

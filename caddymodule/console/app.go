@@ -5,10 +5,10 @@ import (
 	"io"
 	"time"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/auth"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/credential"

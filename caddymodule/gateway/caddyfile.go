@@ -96,89 +96,88 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.ArgErr()
 	}
 	for d.NextBlock(0) {
-		switch d.Val() {
-		case "data_dir":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			a.DataDir = d.Val()
-		case "redis":
-			if d.NextArg() {
-				a.Redis = d.Val()
-			}
-		case "redis_tls":
-			if err := unmarshalRedisTLS(d, &a.RedisTLS); err != nil {
-				return err
-			}
-		case "rate_limit":
-			if d.NextArg() {
-				a.RateLimit = d.Val()
-			}
-		case "kafka":
-			if d.NextArg() {
-				a.Kafka = d.Val()
-			}
-			if err := unmarshalKafka(d, a); err != nil {
-				return err
-			}
-		case "dispatch":
-			if d.NextArg() {
-				a.Dispatch = d.Val()
-			}
-		case "sandbox_triggers_per_minute":
-			if !d.NextArg() {
-				return d.ArgErr()
-			}
-			n, err := strconv.Atoi(d.Val())
-			if err != nil || n < 1 {
-				return d.Errf("sandbox_triggers_per_minute %q must be a positive whole number", d.Val())
-			}
-			a.SandboxTriggersPerMinute = n
-		case "webhooks":
-			if err := unmarshalWebhooks(d, &a.Webhooks); err != nil {
-				return err
-			}
-		case "sync":
-			if err := unmarshalSync(d, &a.Sync); err != nil {
-				return err
-			}
-		case "read_model":
-			if err := unmarshalReadModel(d, &a.ReadModel); err != nil {
-				return err
-			}
-		case "secrets_key":
-			if d.NextArg() {
-				a.SecretsKey = d.Val()
-			}
-		case "signing_key":
-			var k SigningKeyConfig
-			if !d.Args(&k.ID, &k.Secret) {
-				return d.ArgErr()
-			}
-			a.SigningKeys = append(a.SigningKeys, k)
-		case "deprecated":
-			dep, err := unmarshalDeprecation(d)
-			if err != nil {
-				return err
-			}
-			a.Deprecated = append(a.Deprecated, dep)
-		case "connect":
-			a.Connect = new(connect.Config)
-			if err := a.Connect.UnmarshalCaddyfile(d); err != nil {
-				return err
-			}
-		case "firm":
-			f, err := unmarshalFirm(d)
-			if err != nil {
-				return err
-			}
-			a.Firms = append(a.Firms, f)
-		default:
-			return d.Errf("unknown practicegw option %q", d.Val())
+		if err := unmarshalOption(d, a); err != nil {
+			return err
 		}
 		if d.NextArg() {
 			return d.ArgErr()
 		}
+	}
+	return nil
+}
+
+// unmarshalOption reads one line of the practicegw block: a setting of
+// one value here, a block or a repeated line in unmarshalBlock.
+func unmarshalOption(d *caddyfile.Dispenser, a *App) error {
+	// An option that may be left without a value, as {$VAR} expands to
+	// nothing when unset: it then takes its default.
+	optional := map[string]*string{"redis": &a.Redis, "rate_limit": &a.RateLimit, "dispatch": &a.Dispatch, "secrets_key": &a.SecretsKey}
+	switch opt := d.Val(); opt {
+	case "data_dir":
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		a.DataDir = d.Val()
+	case "redis", "rate_limit", "dispatch", "secrets_key":
+		if d.NextArg() {
+			*optional[opt] = d.Val()
+		}
+	case "sandbox_triggers_per_minute":
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		n, err := strconv.Atoi(d.Val())
+		if err != nil || n < 1 {
+			return d.Errf("sandbox_triggers_per_minute %q must be a positive whole number", d.Val())
+		}
+		a.SandboxTriggersPerMinute = n
+	case "signing_key":
+		var k SigningKeyConfig
+		if !d.Args(&k.ID, &k.Secret) {
+			return d.ArgErr()
+		}
+		a.SigningKeys = append(a.SigningKeys, k)
+	default:
+		return unmarshalBlock(d, a)
+	}
+	return nil
+}
+
+// unmarshalBlock reads an option of the practicegw block with a block of
+// its own (kafka, webhooks, sync, read_model, redis_tls, connect, firm) or
+// that may be given more than once (deprecated).
+func unmarshalBlock(d *caddyfile.Dispenser, a *App) error {
+	switch d.Val() {
+	case "redis_tls":
+		return unmarshalRedisTLS(d, &a.RedisTLS)
+	case "kafka":
+		if d.NextArg() {
+			a.Kafka = d.Val()
+		}
+		return unmarshalKafka(d, a)
+	case "webhooks":
+		return unmarshalWebhooks(d, &a.Webhooks)
+	case "sync":
+		return unmarshalSync(d, &a.Sync)
+	case "read_model":
+		return unmarshalReadModel(d, &a.ReadModel)
+	case "deprecated":
+		dep, err := unmarshalDeprecation(d)
+		if err != nil {
+			return err
+		}
+		a.Deprecated = append(a.Deprecated, dep)
+	case "connect":
+		a.Connect = new(connect.Config)
+		return a.Connect.UnmarshalCaddyfile(d)
+	case "firm":
+		f, err := unmarshalFirm(d)
+		if err != nil {
+			return err
+		}
+		a.Firms = append(a.Firms, f)
+	default:
+		return d.Errf("unknown practicegw option %q", d.Val())
 	}
 	return nil
 }

@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/dispatcher"
-	"github.com/practicegw/practicegw/internal/adminapi"
 	"github.com/practicegw/practicegw/practice"
 )
 

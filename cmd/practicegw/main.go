@@ -1,5 +1,5 @@
 // Command practicegw is Caddy built with the practicegw modules, under
-// practicegw's own command line (internal/cli).
+// practicegw's own command line (cmd/internal/cli).
 package main
 
 import (
@@ -22,7 +22,7 @@ import (
 	_ "github.com/practicegw/practicegw/caddymodule/health"
 	_ "github.com/practicegw/practicegw/caddymodule/ingest"
 	_ "github.com/practicegw/practicegw/caddymodule/ratelimit"
-	"github.com/practicegw/practicegw/internal/cli"
+	"github.com/practicegw/practicegw/cmd/internal/cli"
 )
 
 func main() { cli.Main() }

@@ -10,7 +10,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/internal/adminapi"
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/store/usage"
 )
 

@@ -1,7 +1,8 @@
 // Package adminapi is the shape of the answers of the gateway's admin
-// routes (/practicegw/...): caddymodule/gateway writes them and internal/cli
-// reads them over HTTP. They sit below both, so that the CLI imports no
-// Caddy module.
+// routes (/practicegw/...): caddymodule/admin writes them and the CLI
+// (cmd/internal/cli) reads them over HTTP. They sit below both, so that
+// the CLI imports no Caddy module, and beside the stores, whose values
+// they show.
 package adminapi
 
 import (

@@ -39,7 +39,7 @@ func Main() {
 }
 
 // version is practicegw's version when the build sets it
-// (-ldflags '-X github.com/practicegw/practicegw/internal/cli.version=v1.2.0');
+// (-ldflags '-X github.com/practicegw/practicegw/cmd/internal/cli.version=v1.2.0');
 // otherwise the build's module information gives it.
 var version string
 

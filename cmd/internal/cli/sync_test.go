@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/practicegw/practicegw/internal/adminapi"
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/practice"
 )
 
