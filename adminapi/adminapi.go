@@ -116,3 +116,14 @@ type Triggered struct {
 	Resource string          `json:"resource_id"`
 	Object   json.RawMessage `json:"object"`
 }
+
+// Refusal is the body of an admin route's refusal of what a request
+// asked: the gateway's sentence, and the contract's code and the
+// parameter it names, so that the CLI can say it in the words of the
+// flag that carried the parameter. An error of the endpoint itself
+// carries the sentence alone, as Caddy's admin API answers.
+type Refusal struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+	Param string `json:"param,omitempty"`
+}

@@ -157,3 +157,62 @@ func TestAdminFlagForms(t *testing.T) {
 		t.Errorf("PRACTICEGW_ADMIN=%s (the API) exits %d:\n%s", g.addr, code, out)
 	}
 }
+
+// Every command that names a firm refuses one the gateway does not serve,
+// naming --firm, and exits 1; a refusal of what a command sent names the
+// flag that carried it, never the API's code or parameter; connect list
+// says statuses in words, and a disconnect from the command line says who
+// did it in the words the console and the API use.
+func TestCommandLineRefusalsNameTheFlags(t *testing.T) {
+	addr := freePort(t)
+	f := startConnectFirm(t, addr)
+	g := f.gateway(t, addr)
+	expect := func(args []string, code int, want ...string) string {
+		t.Helper()
+		out, got := runBinary(t, g.env, args...)
+		if got != code {
+			t.Errorf("practicegw %s exits %d, want %d:\n%s", strings.Join(args, " "), got, code, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("practicegw %s does not say %q:\n%s", strings.Join(args, " "), w, out)
+			}
+		}
+		for _, raw := range []string{"resource_not_found", "parameter_invalid", "parameter_missing", "role_connected",
+			"system_not_registered", "connection_state", "access_key", "tenant_id", "choose_tenant"} {
+			if strings.Contains(out, raw) {
+				t.Errorf("practicegw %s says %s:\n%s", strings.Join(args, " "), raw, out)
+			}
+		}
+		return out
+	}
+	const nosuch = "--firm frm_nosuch: This gateway serves no such firm"
+	for _, args := range [][]string{
+		{"credential", "issue", "--firm", "frm_nosuch", "--name", "x", "--scopes", "jobs:read"},
+		{"credential", "list", "--firm", "frm_nosuch"},
+		{"sync", "status", "--firm", "frm_nosuch"},
+		{"sync", "resync", "--firm", "frm_nosuch", "--system", "records"},
+		{"connect", "--firm", "frm_nosuch", "--role", "ledger", "--system", "xero"},
+		{"connect", "list", "--firm", "frm_nosuch"},
+		{"connect", "disconnect", "--firm", "frm_nosuch", "--connection", "con_1"},
+		{"trigger", "job.stage_changed", "--firm", "frm_nosuch"},
+	} {
+		expect(args, 1, nosuch)
+	}
+
+	expect([]string{"credential", "issue", "--firm", "frm_hollis", "--name", "x", "--scopes", "jobs:reed"}, 1, "--scopes jobs:reed: ", `unknown scope "jobs:reed"`)
+	expect([]string{"credential", "issue", "--firm", "frm_hollis", "--name", "x", "--scopes", "jobs:read", "--rate-limit", "fast"}, 1, "--rate-limit fast: ")
+	expect([]string{"connect", "--firm", "frm_hollis", "--role", "records", "--system", "karbon"}, 1, "--access-key")
+	expect([]string{"connect", "--firm", "frm_hollis", "--role", "bookkeeping", "--system", "xero"}, 1, "--role must be one of records, ledger, documents")
+	expect([]string{"connect", "--firm", "frm_hollis", "--role", "documents", "--system", "dropbox"}, 1, "--system dropbox: ", "No Dropbox app is registered")
+	expect([]string{"connect", "--firm", "frm_hollis", "--role", "ledger", "--system", "xero", "--timeout", "1s"}, 1, "still pending")
+	list := expect([]string{"connect", "list", "--firm", "frm_hollis"}, 0, "waiting for consent")
+	id := regexp.MustCompile(`con_\w+`).FindString(list)
+	expect([]string{"connect", "--firm", "frm_hollis", "--role", "ledger", "--system", "xero"}, 1, "--role ledger: ", "already has a connection; disconnect "+id)
+	expect([]string{"connect", "choose", "--firm", "frm_hollis", "--connection", id, "--tenant", "t1"}, 1, "is waiting for consent: there is no organisation to choose")
+	expect([]string{"connect", "disconnect", "--firm", "frm_hollis", "--connection", "con_nosuch"}, 1, "--connection con_nosuch: No such connection.")
+	expect([]string{"connect", "disconnect", "--firm", "frm_hollis", "--connection", id}, 0, "disconnected")
+	expect([]string{"connect", "list", "--firm", "frm_hollis"}, 0, "disconnected by the gateway's operator with practicegw connect disconnect")
+	expect([]string{"trigger", "job.moved", "--firm", "frm_hollis"}, 1, `"job.moved" is not an event kind the sandbox raises`)
+	expect([]string{"sync", "resync", "--firm", "frm_hollis", "--system", "ledgr"}, 1, "--system ledgr: The firm has no real system")
+}

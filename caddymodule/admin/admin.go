@@ -172,21 +172,25 @@ func (a *adminAPI) credentials(w http.ResponseWriter, r *http.Request) error {
 			return badRequest(fmt.Errorf("reading credential request: %w", err))
 		}
 		if _, ok := a.app.FirmName(req.Firm); !ok {
-			return badRequest(fmt.Errorf("unknown firm %q", req.Firm))
+			return unknownFirm(w)
 		}
 		if req.RateLimit != "" {
 			if _, err := ratelimit.ParseRate(req.RateLimit); err != nil {
-				return badRequest(err)
+				return refuse(w, http.StatusBadRequest, "parameter_invalid", "rate_limit", err.Error())
 			}
 		}
 		c, token, err := a.app.Credentials().Issue(r.Context(), req)
 		if err != nil {
-			return badRequest(err)
+			// The registry refuses scopes it does not know, or none.
+			return refuse(w, http.StatusBadRequest, "parameter_invalid", "scopes", err.Error())
 		}
 		return writeJSON(w, http.StatusCreated, adminapi.IssuedCredential{ID: c.ID, Token: token, Firm: c.Firm,
 			Name: c.Name, Scopes: c.Scopes, Sandbox: c.Sandbox, RateLimit: c.RateLimit})
 	case http.MethodGet:
 		firm := r.URL.Query().Get("firm")
+		if _, ok := a.app.FirmName(firm); firm != "" && !ok {
+			return unknownFirm(w)
+		}
 		creds, err := a.app.Credentials().List(r.Context(), firm)
 		if err != nil {
 			return err
@@ -250,14 +254,12 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 	if err := dec.Decode(&req); err != nil {
 		return badRequest(fmt.Errorf("reading trigger request: %w", err))
 	}
-	t, err := a.app.Trigger(r.Context(), req.Firm, req.Event)
-	var invalid *practice.InvalidError
-	if errors.As(err, &invalid) {
-		return badRequest(errors.New(invalid.Message))
+	if _, ok := a.app.FirmName(req.Firm); !ok {
+		return unknownFirm(w)
 	}
-	var refused *apierror.Error
-	if errors.As(err, &refused) {
-		return caddy.APIError{HTTPStatus: refused.Status, Err: errors.New(refused.Message)}
+	t, err := a.app.Trigger(r.Context(), req.Firm, req.Event)
+	if e, ok := apierror.From(err); ok && err != nil && e.Status < http.StatusInternalServerError {
+		return refuse(w, e.Status, e.Code, e.Param, e.Message)
 	}
 	if err != nil {
 		return err
@@ -310,7 +312,7 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
 	}
 	if _, ok := a.app.FirmName(firm); !ok {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown firm %q", firm)}
+		return unknownFirm(w)
 	}
 	now := time.Now()
 	if len(parts) == 1 {
@@ -323,7 +325,8 @@ func (a *adminAPI) sync(w http.ResponseWriter, r *http.Request) error {
 	system := parts[1]
 	err := a.app.Resync(r.Context(), firm, system)
 	if errors.Is(err, practice.ErrNotFound) {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: err}
+		return refuse(w, http.StatusNotFound, "resource_not_found", "system",
+			"The firm has no real system of that role or name syncing; practicegw sync status lists those it has.")
 	}
 	if err != nil {
 		return err
@@ -345,6 +348,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) error {
 }
 
 func badRequest(err error) error { return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: err} }
+
+// refuse answers a refusal of what the request asked: the sentence, with
+// the contract's code and the parameter it names, which the CLI says in
+// the words of its flags.
+func refuse(w http.ResponseWriter, status int, code, param, message string) error {
+	return writeJSON(w, status, adminapi.Refusal{Error: message, Code: code, Param: param})
+}
+
+// unknownFirm refuses a firm the gateway does not serve, whichever route
+// names it.
+func unknownFirm(w http.ResponseWriter) error {
+	return refuse(w, http.StatusNotFound, "resource_not_found", "firm",
+		"This gateway serves no such firm; the firm blocks of its Caddyfile name the firms it serves.")
+}
 
 func notConfigured() error {
 	return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the running config has no practicegw app")}

@@ -50,7 +50,7 @@ func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) er
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
 	}
 	if !h.known(firm) {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("unknown firm %q", firm)}
+		return unknownFirm(w)
 	}
 	svc := h.service()
 	if svc == nil {
@@ -67,7 +67,7 @@ func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) er
 	case id == "" && r.Method == http.MethodGet:
 		views, err := svc.List(ctx, firm)
 		if err != nil {
-			return adminConnectionError(err)
+			return connectionRefusal(w, err)
 		}
 		if views == nil {
 			views = []connection.View{}
@@ -98,7 +98,7 @@ func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) er
 		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
 	}
 	if err != nil {
-		return adminConnectionError(err)
+		return connectionRefusal(w, err)
 	}
 	return writeJSON(w, status, v)
 }
@@ -113,20 +113,25 @@ func decodeConnectionRequest(w http.ResponseWriter, r *http.Request) (connection
 	return req, nil
 }
 
-// adminConnectionError answers the service's refusals with their status
-// and the contract's sentence; anything else is the admin endpoint's 500.
-func adminConnectionError(err error) error {
+// connectionRefusal answers the service's refusals with their status,
+// the contract's sentence, code and parameter; anything else is the
+// admin endpoint's 500.
+func connectionRefusal(w http.ResponseWriter, err error) error {
 	var apiErr caddy.APIError
 	switch {
 	case errors.As(err, &apiErr):
 		return err
 	case errors.Is(err, connection.ErrNotFound):
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such connection")}
+		return refuse(w, http.StatusNotFound, "resource_not_found", "connection", "No such connection.")
 	case errors.Is(err, connection.ErrVersion):
-		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: errors.New("the connection changed meanwhile; try again")}
+		return refuse(w, http.StatusConflict, "conflict", "", "The connection changed meanwhile; try again.")
 	}
-	if e, ok := apierror.From(err); ok {
-		return caddy.APIError{HTTPStatus: e.Status, Err: fmt.Errorf("%s: %s", e.Code, e.Message)}
+	if e, ok := apierror.From(err); ok && e.Status < http.StatusInternalServerError {
+		param := e.Param
+		if e.Status == http.StatusNotFound && param == "" {
+			param = "connection" // the firm is known: the route's {id} is not
+		}
+		return refuse(w, e.Status, e.Code, param, e.Message)
 	}
 	return err
 }

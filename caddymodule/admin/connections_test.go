@@ -13,6 +13,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -169,10 +170,27 @@ func TestAdminConnections(t *testing.T) {
 		t.Errorf("refused requests reached the service: %d asked", asked)
 	}
 
-	// The service's refusals keep their status and the contract's words.
-	svc.err = practice.ErrNotConnected
-	if code, body := askAdmin(t, srv, "POST", base, `{"role":"ledger","system":"xero"}`); code != 409 || !strings.Contains(body, "system_not_connected") {
-		t.Errorf("a refusal: %d %s", code, body)
+	// The service's refusals keep their status, the contract's sentence,
+	// code and parameter apart, for the CLI to say in its flags' words;
+	// an unknown firm and an unknown connection name theirs.
+	for _, c := range []struct {
+		err          error
+		path         string
+		status       int
+		code, param  string
+		sentenceWord string
+	}{
+		{practice.ErrNotConnected, base, 409, "system_not_connected", "", ""},
+		{practice.Invalid("access_key", "Karbon refused the access key."), base, 400, "parameter_invalid", "access_key", "Karbon refused"},
+		{nil, "/practicegw/connections/frm_other", 404, "resource_not_found", "firm", "no such firm"},
+	} {
+		svc.err = c.err
+		code, body := askAdmin(t, srv, "POST", c.path, `{"role":"records","system":"karbon","access_key":"k"}`)
+		var refusal adminapi.Refusal
+		if err := json.Unmarshal([]byte(body), &refusal); err != nil || code != c.status || refusal.Code != c.code ||
+			refusal.Param != c.param || !strings.Contains(refusal.Error, c.sentenceWord) || strings.HasPrefix(refusal.Error, c.code) {
+			t.Errorf("%v: %d %s", c.err, code, body)
+		}
 	}
 }
 

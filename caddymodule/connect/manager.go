@@ -141,7 +141,7 @@ func errRoleConnected(role, id string) error {
 
 func errConnectionState(c connection.Connection, what string) error {
 	return apierror.New(http.StatusConflict, "connection_state",
-		fmt.Sprintf("Connection %s is %s: %s.", c.ID, c.Status, what))
+		fmt.Sprintf("Connection %s is %s: %s.", c.ID, c.Status.Words(), what))
 }
 
 // List is the firm's connections, oldest first.

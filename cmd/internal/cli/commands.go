@@ -21,6 +21,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
 
+	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/internal/envconfig"
 )
 
@@ -156,15 +157,6 @@ func unreachable(addr string) error {
 		"or point this command at yours with --admin host:port or PRACTICEGW_ADMIN", addr)
 }
 
-// adminError is the admin endpoint's error body: a sentence, and for a
-// refusal of what the command sent, the contract's code and the
-// parameter it names.
-type adminError struct {
-	Error string `json:"error"`
-	Code  string `json:"code,omitempty"`
-	Param string `json:"param,omitempty"`
-}
-
 // apiError is the API's error body, which an admin endpoint never
 // answers.
 type apiError struct {
@@ -181,7 +173,7 @@ func refused(cmd *cobra.Command, a admin, resp *http.Response) error {
 	if resp.Header.Get("Request-Id") != "" || json.Unmarshal(b, &api) == nil && api.Error.Code != "" {
 		return notAdmin(cmd.Context(), a)
 	}
-	var answer adminError
+	var answer adminapi.Refusal
 	if json.Unmarshal(b, &answer) != nil || answer.Error == "" {
 		return fmt.Errorf("%s answered %s, not as a practicegw gateway's admin endpoint would: is --admin (or PRACTICEGW_ADMIN) the gateway's admin endpoint?", a.addr, resp.Status)
 	}
@@ -230,7 +222,7 @@ var flagOf = map[string]string{"tenant_id": "tenant"}
 
 // inFlags is the sentence of a refusal, naming the flag the user typed
 // for the parameter it refuses, never the parameter or the code.
-func inFlags(cmd *cobra.Command, e adminError) string {
+func inFlags(cmd *cobra.Command, e adminapi.Refusal) string {
 	msg := e.Error
 	name := cmp.Or(flagOf[e.Param], strings.ReplaceAll(e.Param, "_", "-"))
 	f := cmd.Flags().Lookup(name)

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/practicegw/practicegw/adminapi"
 )
 
 // execute runs practicegw's whole command tree with args, as Main does.
@@ -130,20 +132,20 @@ func TestRefusalsNameTheFlags(t *testing.T) {
 	cmd.Flags().Set("role", "ledger")
 	cmd.Flags().Set("access-key", "s3cret")
 	for _, c := range []struct {
-		e    adminError
+		e    adminapi.Refusal
 		want string
 	}{
-		{adminError{Error: "The access_key parameter is required.", Code: "parameter_missing", Param: "access_key"},
+		{adminapi.Refusal{Error: "The access_key parameter is required.", Code: "parameter_missing", Param: "access_key"},
 			"--access-key is required: the firm's access key"},
-		{adminError{Error: "tenant_id must be one of the connection's choices.", Code: "parameter_invalid", Param: "tenant_id"},
+		{adminapi.Refusal{Error: "tenant_id must be one of the connection's choices.", Code: "parameter_invalid", Param: "tenant_id"},
 			"--tenant must be one of the connection's choices."},
-		{adminError{Error: "role must be one of records, ledger, documents.", Code: "parameter_invalid", Param: "role"},
+		{adminapi.Refusal{Error: "role must be one of records, ledger, documents.", Code: "parameter_invalid", Param: "role"},
 			"--role must be one of records, ledger, documents."},
-		{adminError{Error: "The firm's ledger role already has a connection; disconnect con_1 first.", Code: "role_connected", Param: "role"},
+		{adminapi.Refusal{Error: "The firm's ledger role already has a connection; disconnect con_1 first.", Code: "role_connected", Param: "role"},
 			"--role ledger: The firm's ledger role already has a connection; disconnect con_1 first."},
-		{adminError{Error: "Karbon refused the access key.", Code: "parameter_invalid", Param: "access_key"},
+		{adminapi.Refusal{Error: "Karbon refused the access key.", Code: "parameter_invalid", Param: "access_key"},
 			"--access-key: Karbon refused the access key."},
-		{adminError{Error: "No such connection.", Code: "resource_not_found"}, "No such connection."},
+		{adminapi.Refusal{Error: "No such connection.", Code: "resource_not_found"}, "No such connection."},
 	} {
 		if got := inFlags(cmd, c.e); got != c.want {
 			t.Errorf("%+v reads %q, want %q", c.e, got, c.want)
