@@ -69,8 +69,39 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 		return practice.ChangesPage{}, fmt.Errorf("quickbooks: %d changes since %s, more than one change data capture answer holds: %w",
 			objects, since.Format(time.RFC3339), practice.ErrFeedExpired)
 	}
-	// A payment changed without its invoices (a method corrected) changes
-	// how they were settled: they are read again.
+	if invs, err = a.withPaidInvoices(ctx, invs, known); err != nil {
+		return practice.ChangesPage{}, err
+	}
+	payments, err := a.paymentsOf(ctx, invs, known)
+	if err != nil {
+		return practice.ChangesPage{}, err
+	}
+	page := practice.ChangesPage{Next: cursorPrefix + answerTime(body.Time, now).Format(time.RFC3339Nano)}
+	for i := range invs {
+		if invs[i].Status == "Deleted" {
+			page.Gone = append(page.Gone, invoiceID(invs[i].ID))
+			continue
+		}
+		raw, err := a.invoiceJSON(ctx, t, &invs[i], payments)
+		if err != nil {
+			return practice.ChangesPage{}, err
+		}
+		page.Changed = append(page.Changed, json.RawMessage(raw))
+	}
+	engagements := practice.KindChanges{Kind: practice.Engagements}
+	if engagements.Changed, err = a.estimateChanges(ctx, t, ests, now); err != nil {
+		return practice.ChangesPage{}, err
+	}
+	if len(engagements.Changed) > 0 {
+		page.Others = append(page.Others, engagements)
+	}
+	return page, nil
+}
+
+// withPaidInvoices is invs with the invoices of the payments known that
+// invs lacks, read again: a payment changed without its invoices (a
+// method corrected) changes how they were settled.
+func (a *Adapter) withPaidInvoices(ctx context.Context, invs []invoice, known map[string]*payment) ([]invoice, error) {
 	seen := map[string]bool{}
 	for i := range invs {
 		seen[invs[i].ID] = true
@@ -90,31 +121,23 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 	for _, id := range extra {
 		inv, _, err := a.readInvoice(ctx, id)
 		if err != nil && !isNotFound(err) {
-			return practice.ChangesPage{}, err
+			return nil, err
 		}
 		if err == nil {
 			invs = append(invs, inv)
 		}
 	}
-	payments, err := a.paymentsOf(ctx, invs, known)
-	if err != nil {
-		return practice.ChangesPage{}, err
-	}
-	page := practice.ChangesPage{Next: cursorPrefix + answerTime(body.Time, now).Format(time.RFC3339Nano)}
-	for i := range invs {
-		if invs[i].Status == "Deleted" {
-			page.Gone = append(page.Gone, invoiceID(invs[i].ID))
-			continue
-		}
-		raw, err := a.invoiceJSON(ctx, t, &invs[i], payments)
-		if err != nil {
-			return practice.ChangesPage{}, err
-		}
-		page.Changed = append(page.Changed, json.RawMessage(raw))
-	}
-	engagements := practice.KindChanges{Kind: practice.Engagements}
+	return invs, nil
+}
+
+// estimateChanges are the engagements of the estimates change data
+// capture names: a deleted one as last seen, ended (none when it was
+// never seen), the others as they are.
+func (a *Adapter) estimateChanges(ctx context.Context, t practice.Tenant, ests []estimate, now time.Time) ([]json.RawMessage, error) {
+	var out []json.RawMessage
 	for i := range ests {
 		var raw json.RawMessage
+		var err error
 		if ests[i].Status == "Deleted" {
 			if !digitsOnly(ests[i].ID) {
 				continue
@@ -124,20 +147,17 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 				at = now
 			}
 			if raw, err = a.endEstimate(ctx, ests[i].ID, at); err != nil {
-				return practice.ChangesPage{}, err
+				return nil, err
 			}
 			if raw == nil {
 				continue // never seen: nothing to end
 			}
 		} else if raw, err = a.estimateJSON(ctx, t, &ests[i]); err != nil {
-			return practice.ChangesPage{}, err
+			return nil, err
 		}
-		engagements.Changed = append(engagements.Changed, raw)
+		out = append(out, raw)
 	}
-	if len(engagements.Changed) > 0 {
-		page.Others = append(page.Others, engagements)
-	}
-	return page, nil
+	return out, nil
 }
 
 // answerTime is the time QuickBooks stamped its answer with, else ours

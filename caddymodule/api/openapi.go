@@ -268,41 +268,11 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 	paths := map[string]map[string]any{}
 	for i := range routes {
 		rt := &routes[i]
-		op := map[string]any{
-			"operationId": rt.op,
-			"summary":     rt.summary,
-			"responses":   responses(rt, schemas),
-		}
-		op["tags"] = []string{rt.tagName()}
-		if rt.scope != "" {
-			op["security"] = []any{map[string]any{"bearer": []string{rt.scope}}}
-			op["description"] = strings.TrimSpace("Requires the `" + rt.scope + "` scope. " + rt.note)
-		} else {
-			op["security"] = []any{}
-		}
-		var params []any
-		for _, p := range rt.parameters() {
-			m := map[string]any{"name": p.name, "in": p.in, "required": p.required, "schema": p.schema}
-			if p.desc != "" {
-				m["description"] = p.desc
-			}
-			params = append(params, m)
-		}
-		if rt.body != nil {
-			body := schemas.schemaOf(reflect.TypeOf(rt.body))
-			op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
-				"application/json": map[string]any{"schema": body}}}
-		}
-		if len(params) > 0 {
-			op["parameters"] = params
-		}
-		if _, ok := notices[rt]; ok {
-			op["deprecated"] = true
-		}
 		if paths[rt.pattern] == nil {
 			paths[rt.pattern] = map[string]any{}
 		}
-		paths[rt.pattern][strings.ToLower(rt.method)] = op
+		_, deprecated := notices[rt]
+		paths[rt.pattern][strings.ToLower(rt.method)] = operation(rt, schemas, deprecated)
 	}
 	// Required fields of request bodies.
 	markRequired(schemas, "StageMove", "stage")
@@ -331,23 +301,64 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 				"type": "http", "scheme": "bearer", "bearerFormat": "pgw_live_… or pgw_test_… token",
 				"description": "A credential's token. Scopes: " + strings.Join(auth.Scopes, ", ") + ".",
 			}},
-			"headers": map[string]any{
-				"Request-Id":       map[string]any{"schema": map[string]any{"type": "string"}},
-				"RateLimit":        map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";r=7182;t=1`},
-				"RateLimit-Policy": map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";q=7200;w=3600`},
-				"Retry-After":      map[string]any{"schema": map[string]any{"type": "integer"}, "description": "Seconds to wait."},
-				"ETag": map[string]any{"schema": map[string]any{"type": "string"},
-					"description": "The answer's entity tag: send it back as If-None-Match to be answered 304 when nothing changed."},
-				"Data-Confirmed-At": map[string]any{"schema": map[string]any{"type": "string", "format": "date-time"},
-					"description": "On records of a firm's real system: when the gateway's copy was last confirmed against the vendor. Absent while the first copy is still being made, and on sandbox records."},
-				"Data-State": map[string]any{"schema": map[string]any{"type": "string", "enum": []string{"backfilling", "live", "lagging", "failing"}},
-					"description": "On records of a firm's real system: the state of the gateway's copy. lagging or failing: the answer may be stale (the vendor cannot be reached), Data-Confirmed-At says how stale."},
-				"Data-State-Reason": map[string]any{"schema": map[string]any{"type": "string", "maxLength": 200},
-					"description": "With Data-State: failing, why, in a few plain words (printable ASCII): e.g. the connection waits for its administrator (\"Karbon refused the access key; reconnect with a new one\") or the vendor fails the gateway's calls. Never the vendor's own words."},
-			},
+			"headers": responseHeaders(),
 		},
 	}
 	return json.MarshalIndent(doc, "", "  ")
+}
+
+// operation is one route as the document describes it.
+func operation(rt *route, schemas schemaSet, deprecated bool) map[string]any {
+	op := map[string]any{
+		"operationId": rt.op,
+		"summary":     rt.summary,
+		"responses":   responses(rt, schemas),
+	}
+	op["tags"] = []string{rt.tagName()}
+	if rt.scope != "" {
+		op["security"] = []any{map[string]any{"bearer": []string{rt.scope}}}
+		op["description"] = strings.TrimSpace("Requires the `" + rt.scope + "` scope. " + rt.note)
+	} else {
+		op["security"] = []any{}
+	}
+	var params []any
+	for _, p := range rt.parameters() {
+		m := map[string]any{"name": p.name, "in": p.in, "required": p.required, "schema": p.schema}
+		if p.desc != "" {
+			m["description"] = p.desc
+		}
+		params = append(params, m)
+	}
+	if rt.body != nil {
+		body := schemas.schemaOf(reflect.TypeOf(rt.body))
+		op["requestBody"] = map[string]any{"required": true, "content": map[string]any{
+			"application/json": map[string]any{"schema": body}}}
+	}
+	if len(params) > 0 {
+		op["parameters"] = params
+	}
+	if deprecated {
+		op["deprecated"] = true
+	}
+	return op
+}
+
+// responseHeaders are the headers the document's answers name.
+func responseHeaders() map[string]any {
+	return map[string]any{
+		"Request-Id":       map[string]any{"schema": map[string]any{"type": "string"}},
+		"RateLimit":        map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";r=7182;t=1`},
+		"RateLimit-Policy": map[string]any{"schema": map[string]any{"type": "string"}, "description": `e.g. "default";q=7200;w=3600`},
+		"Retry-After":      map[string]any{"schema": map[string]any{"type": "integer"}, "description": "Seconds to wait."},
+		"ETag": map[string]any{"schema": map[string]any{"type": "string"},
+			"description": "The answer's entity tag: send it back as If-None-Match to be answered 304 when nothing changed."},
+		"Data-Confirmed-At": map[string]any{"schema": map[string]any{"type": "string", "format": "date-time"},
+			"description": "On records of a firm's real system: when the gateway's copy was last confirmed against the vendor. Absent while the first copy is still being made, and on sandbox records."},
+		"Data-State": map[string]any{"schema": map[string]any{"type": "string", "enum": []string{"backfilling", "live", "lagging", "failing"}},
+			"description": "On records of a firm's real system: the state of the gateway's copy. lagging or failing: the answer may be stale (the vendor cannot be reached), Data-Confirmed-At says how stale."},
+		"Data-State-Reason": map[string]any{"schema": map[string]any{"type": "string", "maxLength": 200},
+			"description": "With Data-State: failing, why, in a few plain words (printable ASCII): e.g. the connection waits for its administrator (\"Karbon refused the access key; reconnect with a new one\") or the vendor fails the gateway's calls. Never the vendor's own words."},
+	}
 }
 
 // tagName groups the route in the document and the explorer.
@@ -462,41 +473,7 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		"RateLimit":        map[string]any{"$ref": "#/components/headers/RateLimit"},
 		"RateLimit-Policy": map[string]any{"$ref": "#/components/headers/RateLimit-Policy"},
 	}
-	var success map[string]any
-	switch {
-	case rt.op == "get_openapi":
-		success = map[string]any{"type": "object"}
-	case rt.serve == nil, rt.stream:
-	case rt.responseType() == nil:
-		// A vendor's webhook: its handler answers the vendor.
-		success = map[string]any{}
-	case rt.op == "list_connections":
-		// Unpaged (a firm has a few), but in the list envelope.
-		success = schemas.schemaOf(reflect.TypeOf(ConnectionList{}))
-	case strings.HasPrefix(rt.op, "list_"):
-		success = schemas.listOf(rt)
-	default:
-		success = schemas.schemaOf(reflect.TypeOf(rt.responseType()))
-	}
-	content := map[string]any{"application/json": map[string]any{"schema": success}}
-	description := "Success"
-	if rt.stream {
-		content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}
-		description = "Success: a stream of messages, each an event envelope (see webhooks) as its data and a position as its id, and comments."
-	}
-	if rt.op == "connect_callback" {
-		content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
-		description = "Success: to a browser (Accept: text/html) a page that says the system is connected, or that the organisation " +
-			"must be chosen, linking to the console's Systems page; to any other client the connection."
-	}
-	if rt.op == "list_webhook_deliveries" {
-		// A media type has no description of its own: the response says
-		// what each one holds.
-		content["application/x-ndjson"] = map[string]any{"schema": map[string]any{"type": "string"}}
-		content["text/csv"] = map[string]any{"schema": map[string]any{"type": "string"}}
-		description = "Success: a page of deliveries as JSON, or with Accept: application/x-ndjson every delivery in the range " +
-			"with its attempts, one JSON object a line, or with Accept: text/csv every attempt in the range, one row each."
-	}
+	content, description := successContent(rt, schemas)
 	out := map[string]any{
 		fmt.Sprint(rt.status): map[string]any{"description": description, "headers": headers, "content": content},
 	}
@@ -542,6 +519,47 @@ func responses(rt *route, schemas schemaSet) map[string]any {
 		out[fmt.Sprint(st)] = resp
 	}
 	return out
+}
+
+// successContent is what rt answers on success, by media type, and the
+// answer's description.
+func successContent(rt *route, schemas schemaSet) (content map[string]any, description string) {
+	var success map[string]any
+	switch {
+	case rt.op == "get_openapi":
+		success = map[string]any{"type": "object"}
+	case rt.serve == nil, rt.stream:
+	case rt.responseType() == nil:
+		// A vendor's webhook: its handler answers the vendor.
+		success = map[string]any{}
+	case rt.op == "list_connections":
+		// Unpaged (a firm has a few), but in the list envelope.
+		success = schemas.schemaOf(reflect.TypeOf(ConnectionList{}))
+	case strings.HasPrefix(rt.op, "list_"):
+		success = schemas.listOf(rt)
+	default:
+		success = schemas.schemaOf(reflect.TypeOf(rt.responseType()))
+	}
+	content = map[string]any{"application/json": map[string]any{"schema": success}}
+	description = "Success"
+	if rt.stream {
+		content = map[string]any{"text/event-stream": map[string]any{"schema": map[string]any{"type": "string"}}}
+		description = "Success: a stream of messages, each an event envelope (see webhooks) as its data and a position as its id, and comments."
+	}
+	if rt.op == "connect_callback" {
+		content["text/html"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		description = "Success: to a browser (Accept: text/html) a page that says the system is connected, or that the organisation " +
+			"must be chosen, linking to the console's Systems page; to any other client the connection."
+	}
+	if rt.op == "list_webhook_deliveries" {
+		// A media type has no description of its own: the response says
+		// what each one holds.
+		content["application/x-ndjson"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		content["text/csv"] = map[string]any{"schema": map[string]any{"type": "string"}}
+		description = "Success: a page of deliveries as JSON, or with Accept: application/x-ndjson every delivery in the range " +
+			"with its attempts, one JSON object a line, or with Accept: text/csv every attempt in the range, one row each."
+	}
+	return content, description
 }
 
 // listOf registers the page a collection route answers as a component,

@@ -96,23 +96,37 @@ func (c hourlyChart) SVG() template.HTML {
 		width, height, html.EscapeString(summary+"."))
 	fmt.Fprintf(&b, `<title>%s.</title>`, html.EscapeString(summary))
 
-	// Grid and axis labels: zero, half and the reference value (the
-	// ceiling when it is on the chart, else the top).
+	right := chartLeft + float64(c.Hours)*chartSlot
+	c.writeGrid(&b, top, ceilingOff, right)
+	c.writeDays(&b)
+	c.writeBars(&b, top, byHour)
+	c.writeCeiling(&b, top, ceilingOff, right)
+	fmt.Fprintf(&b, `<line class="baseline" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`,
+		chartLeft, chartTop+chartPlot, right, chartTop+chartPlot)
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String())
+}
+
+// writeGrid writes the grid and axis labels: zero, half and the
+// reference value (the ceiling when it is on the chart, else the top).
+func (c hourlyChart) writeGrid(b *strings.Builder, top float64, ceilingOff bool, right float64) {
 	ref := top
 	if c.Ceiling > 0 && !ceilingOff {
 		ref = c.Ceiling
 	}
-	right := chartLeft + float64(c.Hours)*chartSlot
 	for _, v := range []float64{0, ref / 2, ref} {
 		if v == ref && c.Ceiling > 0 && !ceilingOff {
 			continue // the ceiling line stands in for this grid line
 		}
 		y := c.y(v, top)
-		fmt.Fprintf(&b, `<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, chartLeft, y, right, y)
-		fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, chartLeft-6, y+3.5, compact(v))
+		fmt.Fprintf(b, `<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, chartLeft, y, right, y)
+		fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="end">%s</text>`, chartLeft-6, y+3.5, compact(v))
 	}
+}
 
-	// Day boundaries, labelled under the middle of each day.
+// writeDays writes the day boundaries, labelled under the middle of each
+// day.
+func (c hourlyChart) writeDays(b *strings.Builder) {
 	for i := 0; i < c.Hours; i++ {
 		hour := c.Start.Add(time.Duration(i) * time.Hour)
 		if hour.Hour() != 0 && i != 0 {
@@ -120,18 +134,21 @@ func (c hourlyChart) SVG() template.HTML {
 		}
 		x := chartLeft + float64(i)*chartSlot
 		if i != 0 {
-			fmt.Fprintf(&b, `<line class="day" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, x, chartTop, x, chartTop+chartPlot+4)
+			fmt.Fprintf(b, `<line class="day" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, x, chartTop, x, chartTop+chartPlot+4)
 		}
 		hoursLeft := min(24-hour.Hour(), c.Hours-i)
 		if hoursLeft >= 8 {
 			mid := x + float64(hoursLeft)*chartSlot/2
-			fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`,
+			fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`,
 				mid, chartTop+chartPlot+16, hour.Format("Mon 2"))
 		}
 	}
+}
 
-	// Bars: admitted at the bottom, refused stacked on top in the warning
-	// colour. A non-zero count is never drawn thinner than a pixel.
+// writeBars writes the bars: admitted at the bottom, refused stacked on
+// top in the warning colour. A non-zero count is never drawn thinner than
+// a pixel.
+func (c hourlyChart) writeBars(b *strings.Builder, top float64, byHour map[int64]usage.Hour) {
 	for i := 0; i < c.Hours; i++ {
 		hour := c.Start.Add(time.Duration(i) * time.Hour)
 		u, ok := byHour[hour.Unix()/3600]
@@ -142,35 +159,33 @@ func (c hourlyChart) SVG() template.HTML {
 		base := chartTop + chartPlot
 		tip := fmt.Sprintf("%s–%s UTC: %s admitted, %s refused", hour.Format("Mon 2 Jan 15:00"),
 			hour.Add(time.Hour).Format("15:00"), thousands(u.Admitted), thousands(u.Refused))
-		fmt.Fprintf(&b, `<g class="hour"><title>%s</title>`, html.EscapeString(tip))
+		fmt.Fprintf(b, `<g class="hour"><title>%s</title>`, html.EscapeString(tip))
 		if u.Admitted > 0 {
 			h := math.Max(float64(u.Admitted)/top*chartPlot, 1)
-			fmt.Fprintf(&b, `<rect class="admitted" x="%.1f" y="%.2f" width="%.1f" height="%.2f"/>`, x, base-h, chartBar, h)
+			fmt.Fprintf(b, `<rect class="admitted" x="%.1f" y="%.2f" width="%.1f" height="%.2f"/>`, x, base-h, chartBar, h)
 			base -= h
 		}
 		if u.Refused > 0 {
 			h := math.Max(float64(u.Refused)/top*chartPlot, 1)
-			fmt.Fprintf(&b, `<rect class="refused" x="%.1f" y="%.2f" width="%.1f" height="%.2f"/>`, x, base-h, chartBar, h)
+			fmt.Fprintf(b, `<rect class="refused" x="%.1f" y="%.2f" width="%.1f" height="%.2f"/>`, x, base-h, chartBar, h)
 		}
 		b.WriteString(`</g>`)
 	}
+}
 
-	// The ceiling.
+// writeCeiling writes the ceiling, or where it is when it is far above.
+func (c hourlyChart) writeCeiling(b *strings.Builder, top float64, ceilingOff bool, right float64) {
 	if c.Ceiling > 0 {
 		label := "ceiling " + compact(c.Ceiling) + "/h"
 		if ceilingOff {
-			fmt.Fprintf(&b, `<text class="ceiling-label" x="%.1f" y="%.1f">%s</text>`, right+6, chartTop+4, label)
-			fmt.Fprintf(&b, `<text class="axis" x="%.1f" y="%.1f">↑ far above</text>`, right+6, chartTop+17)
+			fmt.Fprintf(b, `<text class="ceiling-label" x="%.1f" y="%.1f">%s</text>`, right+6, chartTop+4, label)
+			fmt.Fprintf(b, `<text class="axis" x="%.1f" y="%.1f">↑ far above</text>`, right+6, chartTop+17)
 		} else {
 			y := c.y(c.Ceiling, top)
-			fmt.Fprintf(&b, `<line class="ceiling" x1="%.1f" y1="%.2f" x2="%.1f" y2="%.2f"/>`, chartLeft, y, right, y)
-			fmt.Fprintf(&b, `<text class="ceiling-label" x="%.1f" y="%.1f">%s</text>`, right+6, y+4, label)
+			fmt.Fprintf(b, `<line class="ceiling" x1="%.1f" y1="%.2f" x2="%.1f" y2="%.2f"/>`, chartLeft, y, right, y)
+			fmt.Fprintf(b, `<text class="ceiling-label" x="%.1f" y="%.1f">%s</text>`, right+6, y+4, label)
 		}
 	}
-	fmt.Fprintf(&b, `<line class="baseline" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`,
-		chartLeft, chartTop+chartPlot, right, chartTop+chartPlot)
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String())
 }
 
 // compact writes a count briefly: 950, 7.2k, 1.5M.

@@ -73,12 +73,19 @@ func (s *Store) Feed(ctx context.Context, q dispatcher.FeedQuery) (dispatcher.Fe
 		}
 		return page, nil
 	}
+	return s.feedEntries(cctx, page, after, msgs)
+}
+
+// feedEntries fills page, of the feed read after after, with the events
+// of msgs, its stream's entries: from the first one, or from a gap (the
+// page says so), to the last one or the next gap.
+func (s *Store) feedEntries(ctx context.Context, page dispatcher.FeedPage, after streamPos, msgs []goredis.XMessage) (dispatcher.FeedPage, error) {
 	keys := make([]string, len(msgs))
 	for i, m := range msgs {
 		id, _ := m.Values["id"].(string)
 		keys[i] = s.key("evt:", id)
 	}
-	raws, err := s.rdb.MGet(cctx, keys...).Result()
+	raws, err := s.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
 		return dispatcher.FeedPage{}, fmt.Errorf("event feed: %w", err)
 	}

@@ -199,17 +199,25 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		c.outcomes[o] = m.requests.WithLabelValues(c.label, o)
 	}
 	c.duration = m.duration.WithLabelValues(c.label)
-	c.cb = gobreaker.NewCircuitBreaker[*Response](gobreaker.Settings{
+	c.cb = c.breaker()
+	c.m.breaker.WithLabelValues(c.label).Set(0)
+	return c, nil
+}
+
+// breaker is the client's circuit breaker, by its policy: open after
+// BreakerFailures failures in a row, for BreakerTimeout, then one probe.
+func (c *Client) breaker() *gobreaker.CircuitBreaker[*Response] {
+	return gobreaker.NewCircuitBreaker[*Response](gobreaker.Settings{
 		Name:        c.label,
 		MaxRequests: 1,
-		Timeout:     time.Duration(p.BreakerTimeout),
+		Timeout:     time.Duration(c.p.BreakerTimeout),
 		ReadyToTrip: func(n gobreaker.Counts) bool {
-			return n.ConsecutiveFailures >= uint32(p.BreakerFailures)
+			return n.ConsecutiveFailures >= uint32(c.p.BreakerFailures)
 		},
 		OnStateChange: func(_ string, _, to gobreaker.State) {
 			if to == gobreaker.StateOpen {
 				c.openedAt.Store(time.Now().UnixNano())
-				c.log.Warn("circuit breaker opened", zap.Duration("for", time.Duration(p.BreakerTimeout)))
+				c.log.Warn("circuit breaker opened", zap.Duration("for", time.Duration(c.p.BreakerTimeout)))
 			}
 			c.m.breaker.WithLabelValues(c.label).Set(float64(to))
 		},
@@ -218,8 +226,6 @@ func NewClient(o Options, d Deps) (*Client, error) {
 		// it is no outage, and must not turn into one.
 		IsExcluded: func(err error) bool { return errors.Is(err, errCanceled) || errors.Is(err, practice.ErrNeedsReconnect) },
 	})
-	c.m.breaker.WithLabelValues(c.label).Set(0)
-	return c, nil
 }
 
 // Label is the upstream's metric label.
