@@ -34,57 +34,7 @@ func TestQuickBooksConnectedByConsent(t *testing.T) {
 		q.AddEstimate(vendortest.QBEstimate{ID: fmt.Sprint(i + 1), DocNumber: fmt.Sprintf("E%03d", i+1), CustomerID: "1", CustomerName: "Customer 1",
 			TxnDate: epoch, Lines: []string{"Bookkeeping"}, Total: "300.00", Status: st, Updated: epoch})
 	}
-	q.Identity.AllowRedirect("http://" + addr + "/connect/callback")
-	caddyfile := fmt.Sprintf(`{
-	admin {$PRACTICEGW_ADMIN}
-	practicegw {
-		data_dir {$PRACTICEGW_DATA}
-		connect {
-			public_url http://%s
-			quickbooks {
-				client_id {env.TEST_QBO_CLIENT_ID}
-				client_secret {env.TEST_QBO_CLIENT_SECRET}
-				authorize_url %s
-				token_url %s
-				revoke_url %s
-				base_url %s
-				verifier_token {env.TEST_QBO_VERIFIER_TOKEN}
-			}
-		}
-		firm frm_birch {
-			name "Birch Street CPAs"
-		}
-	}
-}
-
-http://{$PRACTICEGW_LISTEN} {
-	@probes path /healthz /readyz
-	handle @probes {
-		practicegw_health
-	}
-	@vendor_webhooks path /ingest/* /connect/webhooks/*
-	handle @vendor_webhooks {
-		practicegw_ingest
-	}
-	handle /v1/openapi.json {
-		practicegw_api
-	}
-	handle /v1/* {
-		practicegw_auth
-		practicegw_ratelimit
-		practicegw_api
-	}
-	handle {
-		practicegw_api
-	}
-}
-`, addr, q.Identity.AuthorizeURL(), q.Identity.TokenURL(), q.Identity.RevokeURL(), q.URL)
-	path := filepath.Join(t.TempDir(), "Caddyfile")
-	if err := os.WriteFile(path, []byte(caddyfile), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	g := startGateway(t, gatewayOptions{config: path, addr: addr, env: []string{"TEST_QBO_CLIENT_ID=" + q.Identity.ClientID,
-		"TEST_QBO_CLIENT_SECRET=" + q.Identity.ClientSecret, "TEST_QBO_VERIFIER_TOKEN=" + q.VerifierToken, "PRACTICEGW_SYNC_POLL=1s"}})
+	g := quickBooksGateway(t, q, addr)
 
 	run := g.cliStart(t, nil, "connect", "--firm", "frm_birch", "--role", "ledger", "--system", "quickbooks")
 	page := run.await(t, regexp.MustCompile(`^\s+(http://\S+/connect/start/\S+)$`), 10*time.Second)[1]
@@ -170,5 +120,123 @@ http://{$PRACTICEGW_LISTEN} {
 	}
 	if len(grants) != 1 || !q.Identity.Revoked(grants[0].RefreshToken) {
 		t.Fatalf("the grant after the disconnect: %+v", q.Identity.Grants())
+	}
+}
+
+// quickBooksGateway runs a gateway at addr whose connect block registers
+// the Intuit app of q, for firm frm_birch.
+func quickBooksGateway(t *testing.T, q *vendortest.QuickBooks, addr string) *gateway {
+	t.Helper()
+	q.Identity.AllowRedirect("http://" + addr + "/connect/callback")
+	caddyfile := fmt.Sprintf(`{
+	admin {$PRACTICEGW_ADMIN}
+	practicegw {
+		data_dir {$PRACTICEGW_DATA}
+		connect {
+			public_url http://%s
+			quickbooks {
+				client_id {env.TEST_QBO_CLIENT_ID}
+				client_secret {env.TEST_QBO_CLIENT_SECRET}
+				authorize_url %s
+				token_url %s
+				revoke_url %s
+				base_url %s
+				verifier_token {env.TEST_QBO_VERIFIER_TOKEN}
+			}
+		}
+		firm frm_birch {
+			name "Birch Street CPAs"
+		}
+	}
+}
+
+http://{$PRACTICEGW_LISTEN} {
+	@probes path /healthz /readyz
+	handle @probes {
+		practicegw_health
+	}
+	@vendor_webhooks path /ingest/* /connect/webhooks/*
+	handle @vendor_webhooks {
+		practicegw_ingest
+	}
+	handle /v1/openapi.json {
+		practicegw_api
+	}
+	handle /v1/* {
+		practicegw_auth
+		practicegw_ratelimit
+		practicegw_api
+	}
+	handle {
+		practicegw_api
+	}
+}
+`, addr, q.Identity.AuthorizeURL(), q.Identity.TokenURL(), q.Identity.RevokeURL(), q.URL)
+	path := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(path, []byte(caddyfile), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startGateway(t, gatewayOptions{config: path, addr: addr, env: []string{"TEST_QBO_CLIENT_ID=" + q.Identity.ClientID,
+		"TEST_QBO_CLIENT_SECRET=" + q.Identity.ClientSecret, "TEST_QBO_VERIFIER_TOKEN=" + q.VerifierToken, "PRACTICEGW_SYNC_POLL=1s"}})
+
+}
+
+// TestQuickBooksCallbackNamingAnotherCompanyIsRefused is the attack on a
+// consent's callback: its realmId, which crosses the browser, changed to
+// a company the grant does not reach. The gateway asks QuickBooks what
+// the new token reaches before it keeps anything: the callback is
+// refused (502 upstream_unavailable, the contract's answer to a consent
+// the vendor did not complete), the connection stays pending with the
+// reason and no company; a consent whose callback
+// is as Intuit wrote it then connects the company, named as QuickBooks
+// names it.
+func TestQuickBooksCallbackNamingAnotherCompanyIsRefused(t *testing.T) {
+	addr := freePort(t)
+	q := vendortest.StartQuickBooks(t)
+	g := quickBooksGateway(t, q, addr)
+	admin := g.issue("frm_birch", false, "admin").Token
+	r := g.do(t, "POST", "/v1/connections", admin, map[string]any{"role": "ledger", "system": "quickbooks"})
+	if r.StatusCode != http.StatusCreated {
+		t.Fatalf("connect: %d %s", r.StatusCode, r.body)
+	}
+	conn := r.json(t)
+	id := conn["id"].(string)
+	br := newConsentBrowser(t)
+	redirect, err := q.Identity.Allow(br.start(t, conn["authorize_url"].(string)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := *redirect
+	qs := edited.Query()
+	qs.Set("realmId", "4620816365214937")
+	edited.RawQuery = qs.Encode()
+	if r := br.callback(t, g, &edited); r.StatusCode != http.StatusBadGateway || r.errorCode(t) != "upstream_unavailable" {
+		t.Fatalf("a callback naming another company: %d %s", r.StatusCode, r.body)
+	}
+	got := g.do(t, "GET", "/v1/connections/"+id, admin, nil).json(t)
+	if got["status"] != "pending" || got["tenant_id"] != nil || !strings.Contains(fmt.Sprint(got["reason"]), "organisation_not_reached") {
+		t.Fatalf("the connection after the edited callback: %v", got)
+	}
+	if !strings.Contains(g.logs.String(), "names an organisation its grant does not reach") {
+		t.Error("the refusal was not logged")
+	}
+	if strings.Contains(g.logs.String(), "connection consented") {
+		t.Fatal("the edited callback's connection was consented")
+	}
+
+	r = g.do(t, "PATCH", "/v1/connections/"+id, admin, map[string]any{"reconnect": true})
+	if r.StatusCode != http.StatusOK {
+		t.Fatalf("reconnect: %d %s", r.StatusCode, r.body)
+	}
+	redirect, err = q.Identity.Allow(br.start(t, r.json(t)["authorize_url"].(string)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := br.callback(t, g, redirect); r.StatusCode != http.StatusOK {
+		t.Fatalf("the callback as Intuit wrote it: %d %s", r.StatusCode, r.body)
+	}
+	got = g.do(t, "GET", "/v1/connections/"+id, admin, nil).json(t)
+	if got["status"] != "connected" || got["tenant_id"] != q.RealmID || got["tenant_name"] != "Birch Street CPAs" {
+		t.Fatalf("the connection: %v", got)
 	}
 }

@@ -86,11 +86,20 @@ type Consent interface {
 // grant reaches on the consent's callback (Intuit's realmId) rather than
 // listing them for the token: the gateway asks it, with the callback's
 // query, instead of Organisations.
+//
+// A callback crosses the browser, so what it names is checked with the
+// vendor before it is believed: an organisation it names that the new
+// grant's token does not reach is ErrNotReached.
 type CallbackConsent interface {
 	// CallbackOrganisations lists the organisations the consent's
-	// callback names (its query), with the new grant's access token.
+	// callback names (its query), as the vendor says the new grant's
+	// access token reaches them.
 	CallbackOrganisations(ctx context.Context, d upstream.Deps, system, accessToken string, callback url.Values) ([]Organisation, error)
 }
+
+// ErrNotReached says that a consent's callback names an organisation its
+// grant does not reach, as the vendor says.
+var ErrNotReached = errors.New("the grant does not reach the organisation the callback names")
 
 // OAuthClient is what a consent needs of an OAuth2 app.
 type OAuthClient struct {

@@ -3,6 +3,7 @@ package quickbooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -93,13 +94,43 @@ func (a *App) Organisations(context.Context, upstream.Deps, string, string) ([]f
 }
 
 // CallbackOrganisations is the company the consent's callback names
-// (realmId); none when it names none, or not as Intuit writes one.
-func (a *App) CallbackOrganisations(_ context.Context, _ upstream.Deps, _, _ string, callback url.Values) ([]firmsystem.Organisation, error) {
+// (realmId) as QuickBooks says the new grant reaches it: the company's
+// CompanyInfo, read with the grant's access token (GET
+// /v3/company/{realmId}/companyinfo/{realmId}, Intuit's way of confirming
+// a realm), which names it too. A callback that names none, or not as
+// Intuit writes one, names nothing; a company the token does not reach (a
+// realmId changed on the way, or another app's) is firmsystem.ErrNotReached,
+// before anything of the grant is kept.
+func (a *App) CallbackOrganisations(ctx context.Context, d upstream.Deps, system, accessToken string, callback url.Values) ([]firmsystem.Organisation, error) {
 	realm := callback.Get("realmId")
 	if !digitsOnly(realm) {
 		return nil, nil
 	}
-	return []firmsystem.Organisation{{ID: realm, Name: "QuickBooks company " + realm}}, nil
+	c, err := upstream.NewClient(upstream.Options{System: system, BaseURL: a.BaseURL,
+		Auth: upstream.Headers{"Authorization": "Bearer " + accessToken, "Accept": "application/json"}}, d)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		CompanyInfo *struct {
+			CompanyName string
+		}
+	}
+	path := "/v3/company/" + realm + "/companyinfo/" + realm
+	_, err = c.JSON(ctx, upstream.Request{Path: path, Query: url.Values{"minorversion": {minorVersion}}}, "company info", &body)
+	switch {
+	case isStatus(err, http.StatusUnauthorized), isStatus(err, http.StatusForbidden):
+		return nil, fmt.Errorf("quickbooks: company %s: %w", realm, firmsystem.ErrNotReached)
+	case err != nil:
+		return nil, fmt.Errorf("quickbooks: company info: %w", scrub(err))
+	case body.CompanyInfo == nil:
+		return nil, upstream.Malformed(c.Label(), "company info", errors.New("no CompanyInfo in the answer"))
+	}
+	name := body.CompanyInfo.CompanyName
+	if name == "" {
+		name = "QuickBooks company " + realm
+	}
+	return []firmsystem.Organisation{{ID: realm, Name: name}}, nil
 }
 
 // Revoke revokes the connection's refresh token at revoke_url, which

@@ -42,11 +42,6 @@ func TestConnectApp(t *testing.T) {
 		t.Error("an unknown option was taken")
 	}
 
-	orgs, err := a.CallbackOrganisations(context.Background(), firmsystemDeps(), "quickbooks", "at",
-		url.Values{"code": {"c"}, "state": {"s"}, "realmId": {"9130357992221046"}})
-	if err != nil || len(orgs) != 1 || orgs[0].ID != "9130357992221046" {
-		t.Fatalf("the callback's company: %v %v", orgs, err)
-	}
 	if orgs, _ := a.CallbackOrganisations(context.Background(), firmsystemDeps(), "quickbooks", "at", url.Values{"realmId": {"../1"}}); len(orgs) != 0 {
 		t.Errorf("a realmId that is not Intuit's: %v", orgs)
 	}
@@ -77,3 +72,32 @@ func TestConnectApp(t *testing.T) {
 }
 
 func firmsystemDeps() upstream.Deps { return upstream.Deps{} }
+
+// The company a consent's callback names is believed only as QuickBooks
+// confirms it for the new grant's token (its CompanyInfo, which names
+// it); one the token does not reach, as when the realmId was changed on
+// its way through the browser, is ErrNotReached; a token QuickBooks does
+// not take, the same.
+func TestCallbackCompanyIsTheOneTheGrantReaches(t *testing.T) {
+	q := vendortest.StartQuickBooks(t)
+	a := quickbooks.App{OAuthApp: firmsystem.OAuthApp{ClientID: "c", ClientSecret: "s", BaseURL: q.URL}}
+	ctx := context.Background()
+	orgs, err := a.CallbackOrganisations(ctx, firmsystemDeps(), "quickbooks", q.Token,
+		url.Values{"code": {"c"}, "state": {"s"}, "realmId": {q.RealmID}})
+	if err != nil || len(orgs) != 1 || orgs[0].ID != q.RealmID || orgs[0].Name != "Birch Street CPAs" {
+		t.Fatalf("the callback's company: %v %v", orgs, err)
+	}
+	for name, tc := range map[string]struct{ token, realm string }{
+		"another company":   {q.Token, "4620816365214937"},
+		"a token not taken": {"not-a-token", q.RealmID},
+	} {
+		if orgs, err := a.CallbackOrganisations(ctx, firmsystemDeps(), "quickbooks", tc.token,
+			url.Values{"realmId": {tc.realm}}); !errors.Is(err, firmsystem.ErrNotReached) || len(orgs) != 0 {
+			t.Errorf("%s: %v %v, want ErrNotReached", name, orgs, err)
+		}
+	}
+	want := "GET /v3/company/" + q.RealmID + "/companyinfo/" + q.RealmID + "?minorversion=75"
+	if got := q.Requests(); len(got) != 1 || got[0] != want {
+		t.Errorf("asked %v, want %s", got, want)
+	}
+}

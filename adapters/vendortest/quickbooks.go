@@ -53,7 +53,7 @@ type QBPayment struct {
 // from <Entity> [where MetaData.LastUpdatedTime >= '<t>' | where Id in
 // ('1',...) | where Id = '1'] [STARTPOSITION n] [MAXRESULTS n]`, at most
 // 1,000 rows), GET invoice/{id}, estimate/{id}, payment/{id},
-// customer/{id}, and GET
+// customer/{id}, companyinfo/{realmId}, and GET
 // cdc?entities=...&changedSince=... (30 days back at most, 1,000 objects
 // at most, deleted entities as {"status":"Deleted"} with their Id and
 // MetaData). It takes its fixed token or an access token of its identity
@@ -331,6 +331,8 @@ func (q *QuickBooks) serve(w http.ResponseWriter, r *http.Request) {
 		q.query(w, qs.Get("query"))
 	case op == "cdc":
 		q.cdc(w, qs.Get("entities"), qs.Get("changedSince"))
+	case entity == "companyinfo" && id == realm:
+		q.companyInfo(w, realm)
 	case id != "":
 		q.read(w, entity, id)
 	default:
@@ -364,6 +366,20 @@ func (q *QuickBooks) read(w http.ResponseWriter, entity, id string) {
 		return
 	}
 	q.write(w, http.StatusOK, body)
+}
+
+// companyInfo is GET companyinfo/{realmId}: the company the token
+// reaches, named as its identity service names it; q.mu is held.
+func (q *QuickBooks) companyInfo(w http.ResponseWriter, realm string) {
+	q.Identity.mu.Lock()
+	name := q.Identity.tenantName(realm)
+	q.Identity.mu.Unlock()
+	if name == "" {
+		name = "QuickBooks company " + realm
+	}
+	stamp := qbStamp(time.Unix(0, 0))
+	q.write(w, http.StatusOK, map[string]any{"CompanyInfo": map[string]any{"Id": "1", "SyncToken": "0", "domain": "QBO",
+		"sparse": false, "CompanyName": name, "Country": "US", "MetaData": map[string]any{"CreateTime": stamp, "LastUpdatedTime": stamp}}})
 }
 
 // qbQuery is the subset of Intuit's query language the double answers.
@@ -563,7 +579,8 @@ func (c qboRequests) check(r *http.Request, _ []byte, _ bool) error {
 			problems = append(problems, "changedSince: "+err.Error())
 		}
 	case id != "":
-		if !c.entity(strings.ToUpper(entity[:min(1, len(entity))]) + entity[min(1, len(entity)):]) {
+		// A read names its entity in lower case (invoice, companyinfo).
+		if !slices.ContainsFunc(c.s.members["IntuitObject"], func(m string) bool { return strings.EqualFold(m, entity) }) {
 			problems = append(problems, fmt.Sprintf("%q is no IntuitObject", entity))
 		}
 		var sub []string

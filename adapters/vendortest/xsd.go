@@ -110,7 +110,7 @@ func readXSD(dir string) (*xsdSchema, error) {
 			s.global(n)
 		}
 	}
-	for _, need := range []string{"IntuitResponse", "Invoice", "Payment", "Customer", "QueryResponse", "CDCResponse", "Fault"} {
+	for _, need := range []string{"IntuitResponse", "Invoice", "Payment", "Customer", "CompanyInfo", "QueryResponse", "CDCResponse", "Fault"} {
 		if s.complex[need] == nil {
 			return nil, fmt.Errorf("the schemas in %s define no type %s", dir, need)
 		}

@@ -145,6 +145,14 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_refresh_token")
 	}
 	tenants, err := m.organisations(ctx, s, tok.AccessToken, q)
+	if errors.Is(err, firmsystem.ErrNotReached) {
+		// The callback was changed on its way through the browser, or
+		// the vendor named what it did not grant: nothing of the grant
+		// is kept.
+		m.log.Warn("a consent's callback names an organisation its grant does not reach; nothing kept",
+			zap.String("connection", c.ID), zap.String("firm", c.Firm), zap.String("system", s.Name))
+		return connection.View{}, m.refusedConsent(ctx, c, a, s, "organisation_not_reached")
+	}
 	if err != nil {
 		return connection.View{}, err
 	}
