@@ -109,3 +109,67 @@ func (e *StatusError) Is(target error) bool {
 	}
 	return false
 }
+
+// UnusableError says that what a vendor answered for one record cannot be
+// used: a part of it the vendor does not have (a paid invoice's payment
+// answering 404), a detail read that answers a record it cannot be, a row
+// that cannot be read. It is that record's alone: a listing goes on
+// without it (Page.Unusable), it is served as last known, and the sync
+// asks for it again on its own schedule. It is a bad upstream answer (a
+// 502 for a read of it) and never a not-found, even when the part that
+// failed answered 404: the record is there, and nothing removes it for
+// that.
+type UnusableError struct {
+	Kind Kind
+	// ID is the record's /v1 id.
+	ID string
+	// What is the part that could not be used, in the gateway's words
+	// ("its payment", "its detail"), for the sync's status.
+	What string
+	// Err is the vendor's answer as an error, for the log.
+	Err error
+}
+
+func (e *UnusableError) Error() string {
+	return fmt.Sprintf("%s %s: %s cannot be used: %v", e.Kind.Singular(), e.ID, e.What, e.Err)
+}
+
+// Is makes it a bad upstream answer, and nothing else: not the not-found
+// of a part.
+func (e *UnusableError) Is(target error) bool { return target == ErrBadUpstream }
+
+// Reason is why the record is unusable in a few plain words, never the
+// vendor's: for the sync's status.
+func (e *UnusableError) Reason() string {
+	var st *StatusError
+	switch {
+	case errors.As(e.Err, &st):
+		return fmt.Sprintf("%s answers %d for %s", st.Upstream, st.Status, e.What)
+	case errors.Is(e.Err, ErrNotFound):
+		return "the vendor does not have " + e.What
+	}
+	return "the vendor's answer for " + e.What + " cannot be read"
+}
+
+// Unusable is err as the unusable answer for record id of kind k (what
+// names the part that failed) when it is the record's alone: the vendor
+// answered not found for a part of it, a refusal of this request alone
+// (a 4xx but for the grant's, a timeout's and the rate limit's), or an
+// answer that cannot be read. Any other error (the vendor unavailable, a
+// grant refused, the caller gone) is the listing's, and is returned as it
+// is.
+func Unusable(k Kind, id, what string, err error) error {
+	var st *StatusError
+	var un *UnusableError
+	switch {
+	case err == nil, errors.As(err, &un), errors.Is(err, ErrUnavailable), errors.Is(err, ErrNeedsReconnect):
+		return err
+	case errors.Is(err, ErrBadUpstream), errors.Is(err, ErrNotFound):
+	case errors.As(err, &st) && st.Status >= 400 && st.Status < 500 &&
+		st.Status != http.StatusUnauthorized && st.Status != http.StatusForbidden &&
+		st.Status != http.StatusRequestTimeout && st.Status != http.StatusTooManyRequests:
+	default:
+		return err
+	}
+	return &UnusableError{Kind: k, ID: id, What: what, Err: err}
+}

@@ -109,6 +109,10 @@ type Page struct {
 	// the vendor says (an unfiltered listing of Xero's); 0 when unknown.
 	// The sync shows it as a backfill's progress ("3,200 of about 5,000").
 	Total int
+	// Unusable are the records of the page the vendor listed whose answer
+	// cannot be used (UnusableError): left out of Items, served as last
+	// known, and tried again by the sync.
+	Unusable []*UnusableError
 }
 
 // Reader serves collections and single records of the kinds an adapter owns.

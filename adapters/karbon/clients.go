@@ -100,22 +100,22 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging
 			return inTimes(f, r.modified)
 		},
 		Convert: func(ctx context.Context, rows []paging.Found[clientRow]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(rows))
-			err := paging.Parallel(ctx, a.cfg.DetailConcurrency, len(rows), func(ctx context.Context, i int) error {
+			return paging.Each(ctx, a.cfg.DetailConcurrency, len(rows), func(ctx context.Context, i int) (json.RawMessage, error) {
 				r := rows[i].Item
 				c, ok := a.details.get(r.ref.id(), r.version)
 				if !ok {
 					var err error
 					if c, ok, err = a.readClient(ctx, r.ref); err != nil || !ok {
-						return err
+						// Listed, but its own record cannot be read:
+						// the client's alone.
+						return nil, practice.Unusable(practice.Clients, r.ref.id(), "the client's record", err)
 					}
 				}
 				if (f.Owner == "" || c.owner == f.Owner) && (f.Status == "" || c.status == f.Status) {
-					out[i] = c.raw
+					return c.raw, nil
 				}
-				return nil
+				return nil, nil
 			})
-			return out, err
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}

@@ -88,16 +88,18 @@ func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur pagin
 		},
 		ID: func(inv invoice) string { return inv.InvoiceKey },
 		Convert: func(ctx context.Context, invs []paging.Found[invoice]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(invs))
-			err := paging.Parallel(ctx, a.cfg.DetailConcurrency, len(invs), func(ctx context.Context, i int) error {
+			return paging.Each(ctx, a.cfg.DetailConcurrency, len(invs), func(ctx context.Context, i int) (json.RawMessage, error) {
 				rec, err := a.invoiceRecord(ctx, invs[i].Item)
-				if err != nil {
-					return err
+				if errors.Is(err, practice.ErrNotFound) {
+					// Deleted since it was listed: the reconciliation
+					// confirms it gone.
+					return nil, nil
 				}
-				out[i], err = practice.Marshal(&rec)
-				return err
+				if err != nil {
+					return nil, err
+				}
+				return practice.Marshal(&rec)
 			})
-			return out, err
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}
@@ -178,10 +180,12 @@ func (a *Adapter) readInvoice(ctx context.Context, key string) (invoice, error) 
 }
 
 // invoiceRecord translates a Karbon invoice; a paid one's settlement is
-// read from its payments.
+// read from its payments. An invoice, or a payment of it, that cannot be
+// read is that invoice's alone (practice.UnusableError).
 func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invoice, error) {
 	bad := func(err error) (practice.Invoice, error) {
-		return practice.Invoice{}, upstream.Malformed(a.c.Label(), "invoice "+inv.InvoiceKey, err)
+		return practice.Invoice{}, practice.Unusable(practice.Invoices, "inv_"+inv.InvoiceKey, "the invoice",
+			upstream.Malformed(a.c.Label(), "invoice "+inv.InvoiceKey, err))
 	}
 	total, err := decimalOf(inv.InvoiceTotal)
 	if err != nil {
@@ -308,7 +312,8 @@ func (a *Adapter) settlement(ctx context.Context, inv invoice) (settlement, erro
 		}
 		at, err := time.Parse(time.DateOnly, p.PaymentDate)
 		if err != nil {
-			return settlement{}, upstream.Malformed(a.c.Label(), "payments of invoice "+inv.InvoiceKey, err)
+			return settlement{}, practice.Unusable(practice.Invoices, "inv_"+inv.InvoiceKey, "its payments",
+				upstream.Malformed(a.c.Label(), "payments of invoice "+inv.InvoiceKey, err))
 		}
 		if last == nil || !at.Before(s.At) {
 			last, s.At = p, at
@@ -317,7 +322,10 @@ func (a *Adapter) settlement(ctx context.Context, inv invoice) (settlement, erro
 	if last != nil {
 		var p payment
 		if err := a.getJSON(ctx, "/v3/Payments/"+url.PathEscape(last.PaymentKey), "payment", &p); err != nil {
-			return settlement{}, err
+			// The invoice is there; how it was paid cannot be told. Not
+			// made up (its rail), and not gone either (a payment's 404 is
+			// no invoice's): left as last known, until Karbon answers.
+			return settlement{}, practice.Unusable(practice.Invoices, "inv_"+inv.InvoiceKey, "its payment", err)
 		}
 		s.Via = a.paymentRail(p)
 	}

@@ -35,16 +35,12 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cu
 		},
 		ID:    func(w workItem) string { return w.WorkItemKey },
 		Match: func(w workItem) bool { return a.jobMatches(f, w) },
-		Convert: func(_ context.Context, ws []paging.Found[workItem]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(ws))
-			for i, w := range ws {
-				raw, err := a.jobJSON(w.Item)
-				if err != nil {
-					return nil, err
-				}
-				out[i] = raw
-			}
-			return out, nil
+		Convert: func(ctx context.Context, ws []paging.Found[workItem]) ([]json.RawMessage, error) {
+			return paging.Each(ctx, 1, len(ws), func(_ context.Context, i int) (json.RawMessage, error) {
+				raw, err := a.jobJSON(ws[i].Item)
+				// A row that cannot be read is its work item's alone.
+				return raw, practice.Unusable(practice.Jobs, "job_"+ws[i].Item.WorkItemKey, "the work item", err)
+			})
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}

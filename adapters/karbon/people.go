@@ -24,26 +24,24 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.
 		Fetch: a.fetchUsers,
 		ID:    func(u userSummary) string { return u.Id },
 		Convert: func(ctx context.Context, us []paging.Found[userSummary]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(us))
-			err := paging.Parallel(ctx, a.cfg.DetailConcurrency, len(us), func(ctx context.Context, i int) error {
+			return paging.Each(ctx, a.cfg.DetailConcurrency, len(us), func(ctx context.Context, i int) (json.RawMessage, error) {
 				u := us[i].Item
 				// Roles are only on the user's own record; a user's
 				// entry is read again at most hourly or when the list
 				// shows a new name or email.
 				version := u.Name + "\x00" + u.EmailAddress + "\x00" + hour
 				if c, ok := a.details.get(userID(u.Id), version); ok {
-					out[i] = c.raw
-					return nil
+					return c.raw, nil
 				}
 				raw, err := a.getPerson(ctx, u.Id)
 				if err != nil {
-					return err
+					// Listed, but its own record cannot be read: the
+					// user's alone.
+					return nil, practice.Unusable(practice.People, userID(u.Id), "the user's record", err)
 				}
 				a.details.put(userID(u.Id), cached{version: version, raw: raw})
-				out[i] = raw
-				return nil
+				return raw, nil
 			})
-			return out, err
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}

@@ -110,7 +110,17 @@ func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
 				if json.Unmarshal(k.Item, &n) != nil {
 					return nil // not an item of ours: nothing to read
 				}
-				if err := a.ingest(ctx, sink, n, k.At); err != nil {
+				err := a.ingest(ctx, sink, n, k.At)
+				var unusable *practice.UnusableError
+				if errors.As(err, &unusable) {
+					// That record's alone, and read: the sync asks for it
+					// again at its next poll, rather than the inbox every
+					// few seconds (or Karbon the whole delivery).
+					a.log.Warn("a record a Karbon webhook names cannot be used; the sync will ask for it again",
+						zap.String("kind", string(unusable.Kind)), zap.String("id", unusable.ID), zap.Error(err))
+					return nil
+				}
+				if err != nil {
 					return fmt.Errorf("%s %s: %w", n.ResourceType, n.ResourcePermaKey, err)
 				}
 				return nil
@@ -208,9 +218,9 @@ func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notific
 		// never seen is left to the sync: its poll announces it raised
 		// (its backfill takes it silently), where a state remembered
 		// here would never be announced.
-		seen, err := a.rec.State.Last(ctx, changes.StateKey(a.tenant(), kind, ids[0]))
-		if err != nil || seen == nil {
-			return err
+		seen, lerr := a.rec.State.Last(ctx, changes.StateKey(a.tenant(), kind, ids[0]))
+		if lerr != nil || seen == nil {
+			return lerr
 		}
 		after, err = a.getInvoice(ctx, n.ResourcePermaKey)
 	default:

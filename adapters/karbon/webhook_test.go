@@ -236,14 +236,25 @@ func TestResilience(t *testing.T) {
 		}
 	})
 	t.Run("malformed JSON is a bad upstream, not a panic", func(t *testing.T) {
-		for _, body := range []string{`{"value": [`, `<html>maintenance</html>`, `{"value":[{"WorkItemKey":"../etc"}]}`,
-			`{"value":[{"WorkItemKey":"W1","StartDate":"yesterday"}]}`} {
+		for _, body := range []string{`{"value": [`, `<html>maintenance</html>`, `{"value":[{"WorkItemKey":"../etc"}]}`} {
 			k := fixture(t)
 			a, _ := newAdapter(t, k)
 			k.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
 			if _, err := a.List(ctx, live, practice.Jobs, practice.Query{Limit: 10}); !errors.Is(err, practice.ErrBadUpstream) {
 				t.Errorf("%s: err = %v", body, err)
 			}
+		}
+	})
+	t.Run("a row that cannot be read is its record's alone", func(t *testing.T) {
+		k := fixture(t)
+		a, _ := newAdapter(t, k)
+		body := `{"value":[{"WorkItemKey":"W1","StartDate":"yesterday"},{"WorkItemKey":"W2","Title":"Accounts","StartDate":"2026-03-02T09:00:00Z",` +
+			`"WorkType":"Accounts","PrimaryStatus":"Planned"}]}`
+		k.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: body})
+		page, err := a.List(ctx, live, practice.Jobs, practice.Query{Limit: 10})
+		if err != nil || len(page.Items) != 1 || len(page.Unusable) != 1 || page.Unusable[0].ID != "job_W1" ||
+			!errors.Is(page.Unusable[0], practice.ErrBadUpstream) || errors.Is(page.Unusable[0], practice.ErrNotFound) {
+			t.Fatalf("a page with one row unreadable: %d items, unusable %v, %v", len(page.Items), page.Unusable, err)
 		}
 	})
 	t.Run("wrong credentials are unavailable, never a 401 to our caller", func(t *testing.T) {

@@ -135,6 +135,8 @@ type Karbon struct {
 	// (NotifyChanges); telling are the deliveries under way.
 	notify  bool
 	telling sync.WaitGroup
+	// lost are payments an invoice lists whose own read answers 404.
+	lost map[string]bool
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and

@@ -356,10 +356,22 @@ func (k *Karbon) listPayments(w http.ResponseWriter, r *http.Request) {
 	k.odataPage(w, r, "Payments", rows, nil)
 }
 
+// LosePayment makes a payment's own read answer 404 while its invoice
+// still lists it (lost false: answer again), as Karbon has been seen to:
+// the invoice it paid cannot be told settled how.
+func (k *Karbon) LosePayment(key string, lost bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.lost == nil {
+		k.lost = map[string]bool{}
+	}
+	k.lost[key] = lost
+}
+
 // getPayment answers GET /v3/Payments/{PaymentKey}; k.mu is held.
 func (k *Karbon) getPayment(w http.ResponseWriter, key string) {
 	for _, p := range k.payments {
-		if p.PaymentKey == key {
+		if p.PaymentKey == key && !k.lost[key] {
 			body := k.paymentJSON(p)
 			body["@odata.context"] = k.URL + "/v3/$metadata#Payments/$entity"
 			b, _ := json.Marshal(body)

@@ -52,7 +52,11 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	if err := s.keep(ctx, k, page.Items, readAt, false); err != nil {
 		return err
 	}
-	kp.Seen += len(page.Items)
+	s.noteUnusable(k, page.Unusable)
+	s.mu.Lock()
+	kp.Unusable = s.kindProgress(k).Unusable
+	s.mu.Unlock()
+	kp.Seen += len(page.Items) + len(page.Unusable)
 	if page.Total > 0 {
 		kp.About = page.Total
 	}
@@ -118,8 +122,11 @@ func (s *Syncer) keepTo(ctx context.Context, sink changes.ChangeSink, k practice
 		}
 	}
 	if len(batch) > 0 {
-		return s.model.Apply(ctx, batch)
+		if err := s.model.Apply(ctx, batch); err != nil {
+			return err
+		}
 	}
+	s.usable(k, items)
 	return nil
 }
 

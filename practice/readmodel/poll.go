@@ -19,9 +19,13 @@ func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) err
 	}); err != nil {
 		return fmt.Errorf("poll %s %s: %w", s.sys.Label, k, err)
 	}
+	s.mu.Lock()
+	// The walk noted what it could not use, and kept what it could.
+	kp.Unusable = s.kindProgress(k).Unusable
+	s.mu.Unlock()
 	kp.Watermark, kp.ConfirmedAt, kp.PolledAt = start, start, s.now()
 	s.setKind(k, kp)
-	return nil
+	return s.retryUnusable(ctx, k)
 }
 
 // walk pages through a query of the vendor, renewing the lease between
@@ -36,6 +40,7 @@ func (s *Syncer) walk(ctx context.Context, k practice.Kind, q practice.Query, fn
 		if err := fn(page.Items, readAt); err != nil {
 			return err
 		}
+		s.noteUnusable(k, page.Unusable)
 		if !page.HasMore {
 			return nil
 		}

@@ -40,6 +40,12 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	if err := s.model.CatchUp(ctx); err != nil {
 		return fmt.Errorf("reconcile %s %s: %w", s.sys.Label, k, err)
 	}
+	s.mu.Lock()
+	// Listed, though their answers could not be used: they are there.
+	for id := range s.kindProgress(k).Unusable {
+		seen[id] = true
+	}
+	s.mu.Unlock()
 	var unconfirmed int
 	for _, id := range s.model.idsBefore(k, start) {
 		if seen[id] {
@@ -85,10 +91,15 @@ func (s *Syncer) confirmGone(ctx context.Context, k practice.Kind, id string, re
 		return false, err
 	}
 	raw, err := s.sys.Reader.Get(ctx, s.tenant(), k, id)
-	if errors.Is(err, practice.ErrNotFound) {
+	var unusable *practice.UnusableError
+	switch {
+	case errors.As(err, &unusable):
+		// There, though its answer cannot be used: kept as last known.
+		s.noteUnusable(k, []*practice.UnusableError{unusable})
+		return false, nil
+	case errors.Is(err, practice.ErrNotFound):
 		return true, nil
-	}
-	if err != nil {
+	case err != nil:
 		return false, err
 	}
 	return false, s.keep(ctx, k, []json.RawMessage{raw}, readAt, true)

@@ -45,6 +45,9 @@ type Status struct {
 	// SubscribeError why the holder could not make or renew it.
 	SubscribedUntil time.Time
 	SubscribeError  string
+	// Unusable are the records whose vendor answers the sync cannot use:
+	// served as last known, asked for again at each poll of their kind.
+	Unusable []Unusable
 }
 
 // KindStatus is one kind's part of a sync.
@@ -63,6 +66,9 @@ type KindStatus struct {
 	// Notified says the vendor notifies the kind's changes, read as soon
 	// as they come; else only the polls (Status.Plan) find them.
 	Notified bool
+	// Unusable counts the kind's records whose vendor answers cannot be
+	// used (Status.Unusable names them): the kind stays live.
+	Unusable int
 }
 
 // Reaches says for people how a kind's changes reach the gateway:
@@ -143,7 +149,7 @@ func (s *Syncer) statusLocked() Status {
 	for i, k := range s.sys.Kinds {
 		kp := s.kindProgress(k)
 		ks := KindStatus{Kind: k, Backfilled: kp.Backfilled, Seen: kp.Seen, About: kp.About,
-			Records: s.model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive}
+			Records: s.model.Count(k), ConfirmedAt: kp.ConfirmedAt, State: StateLive, Unusable: len(kp.Unusable)}
 		if n, ok := s.sys.Reader.(Notifier); ok {
 			ks.Notified = n.Notifies(k)
 		}
@@ -182,6 +188,7 @@ func (s *Syncer) statusLocked() Status {
 	default:
 		st.State = StateLive
 	}
+	st.Unusable = s.unusableLocked()
 	s.describePlan(&st)
 	st.Latency = s.latency.Summary(now)
 	st.SubscribedUntil, st.SubscribeError = p.SubscribedUntil, p.SubscribeError

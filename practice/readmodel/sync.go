@@ -225,6 +225,11 @@ type kindProgress struct {
 	Error      string    `json:"error,omitempty"`
 	ErrorSince time.Time `json:"error_since,omitzero"`
 	RetryAt    time.Time `json:"retry_at,omitzero"`
+	// Unusable are the records the vendor listed whose answer could not
+	// be used (practice.UnusableError), by id, with why: served as last
+	// known, and asked for again at each of the kind's polls
+	// (unusable.go); at most maxUnusable.
+	Unusable map[string]string `json:"unusable,omitempty"`
 }
 
 func (s *Syncer) now() time.Time {

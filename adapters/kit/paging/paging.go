@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -124,7 +125,9 @@ type Walk[T any] struct {
 	// every leaf.
 	Match func(T) bool
 	// Convert turns kept leaves into /v1 JSON, in order; a nil entry
-	// drops its item (a filter that needed more than the vendor item).
+	// drops its item (a filter that needed more than the vendor item). A
+	// *Partial error (Each's) keeps the others of records it could not
+	// use, which the page names (practice.Page.Unusable).
 	Convert func(ctx context.Context, items []Found[T]) ([]json.RawMessage, error)
 	// MaxPages bounds the vendor pages one call fetches [10].
 	MaxPages int
@@ -151,7 +154,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 		}
 		if !ok {
 			// Out of vendor pages for this call: say so rather than scan on.
-			return w.page(c.out, true, c.stack, c.total), nil
+			return w.page(&c, true, c.stack), nil
 		}
 		descended, err := c.fill(ctx, page)
 		if err != nil {
@@ -167,7 +170,7 @@ func (w *Walk[T]) Collect(ctx context.Context, root Frame, cur Cursor, limit int
 			return practice.Page{}, err
 		}
 	}
-	return w.page(c.out, false, nil, c.total), nil
+	return w.page(&c, false, nil), nil
 }
 
 // pageKey names one vendor page of one folder's listing.
@@ -182,6 +185,7 @@ type collection[T any] struct {
 	stack              []Frame
 	fetched, total     int
 	out                []json.RawMessage
+	unusable           []*practice.UnusableError
 }
 
 // start sets up a call from cur, or from root when cur is empty, with the
@@ -286,12 +290,18 @@ func (c *collection[T]) descend(f Frame) bool {
 }
 
 // convert adds the /v1 form of the kept items to the page, dropping those
-// Convert answers nil for.
+// Convert answers nil for; those it could not use (a *Partial) the page
+// names as unusable.
 func (c *collection[T]) convert(ctx context.Context, chunk []Found[T]) error {
 	if len(chunk) == 0 {
 		return nil
 	}
 	conv, err := c.w.Convert(ctx, chunk)
+	var partial *Partial
+	if errors.As(err, &partial) {
+		c.unusable = append(c.unusable, partial.Unusable...)
+		err = nil
+	}
 	if err != nil {
 		return err
 	}
@@ -321,7 +331,7 @@ func (c *collection[T]) full(page VendorPage[T]) practice.Page {
 		c.stack = c.stack[:len(c.stack)-1]
 		more = len(c.stack) > 0
 	}
-	return c.w.page(c.out, more, c.stack, c.total)
+	return c.w.page(c, more, c.stack)
 }
 
 // advance moves past a page read to its end: to the vendor's next page of
@@ -341,8 +351,8 @@ func (c *collection[T]) advance(page VendorPage[T], cache map[pageKey]VendorPage
 	return nil
 }
 
-func (w *Walk[T]) page(items []json.RawMessage, more bool, stack []Frame, total int) practice.Page {
-	p := practice.Page{Items: items, HasMore: more, Total: total}
+func (w *Walk[T]) page(c *collection[T], more bool, stack []Frame) practice.Page {
+	p := practice.Page{Items: c.out, HasMore: more, Total: c.total, Unusable: c.unusable}
 	if p.Items == nil {
 		p.Items = []json.RawMessage{}
 	}
@@ -429,4 +439,47 @@ func Parallel(ctx context.Context, width, n int, fn func(ctx context.Context, i 
 		g.Go(func() error { return fn(ctx, i) })
 	}
 	return g.Wait()
+}
+
+// Partial is the error of a conversion that could not use some records'
+// vendor answers: the others are converted, and Unusable says which and
+// why. A Walk keeps the others and names these on its page.
+type Partial struct {
+	Unusable []*practice.UnusableError
+}
+
+func (p *Partial) Error() string {
+	return fmt.Sprintf("%d records' vendor answers cannot be used, the first %v", len(p.Unusable), p.Unusable[0])
+}
+
+// Each converts items 0..n-1 with fn, at most width at a time, for a
+// Walk's Convert: a nil answer drops its item. A record whose vendor
+// answer cannot be used (fn returns a *practice.UnusableError, as
+// practice.Unusable makes one) stalls none of the others: it is left out
+// and named in a *Partial error, with the others converted. Any other
+// error is the listing's: it cancels the rest and is returned.
+func Each(ctx context.Context, width, n int, fn func(ctx context.Context, i int) (json.RawMessage, error)) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, n)
+	bad := make([]*practice.UnusableError, n)
+	err := Parallel(ctx, width, n, func(ctx context.Context, i int) error {
+		raw, err := fn(ctx, i)
+		if errors.As(err, &bad[i]) {
+			return nil
+		}
+		out[i] = raw
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var partial Partial
+	for _, u := range bad {
+		if u != nil {
+			partial.Unusable = append(partial.Unusable, u)
+		}
+	}
+	if len(partial.Unusable) > 0 {
+		return out, &partial
+	}
+	return out, nil
 }

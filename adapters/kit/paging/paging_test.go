@@ -352,3 +352,40 @@ func TestWalkCarriesTheVendorsTotal(t *testing.T) {
 		t.Fatalf("a vendor that gives no total: %d", p.Total)
 	}
 }
+
+// A record whose vendor answer cannot be used is left out of its page and
+// named there, and the walk goes on with the rest across the vendor's
+// pages; any other failure fails the page.
+func TestWalkLeavesOutWhatItCannotUse(t *testing.T) {
+	v := &vendor{size: 10, lists: flat(25)}
+	w := walk(v, nil, 10)
+	w.Convert = func(ctx context.Context, fs []paging.Found[string]) ([]json.RawMessage, error) {
+		return paging.Each(ctx, 4, len(fs), func(_ context.Context, i int) (json.RawMessage, error) {
+			switch fs[i].Item {
+			case "i007", "i018":
+				return nil, practice.Unusable(practice.Invoices, "inv_"+fs[i].Item, "its payment",
+					fmt.Errorf("GET /payments/p: %w", practice.ErrNotFound))
+			case "i011":
+				return nil, nil // dropped: a filter the vendor item could not answer
+			}
+			return json.Marshal(fs[i].Item)
+		})
+	}
+	p, err := w.Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 100)
+	if err != nil || len(p.Items) != 22 || len(p.Unusable) != 2 || p.Unusable[0].ID != "inv_i007" || p.Unusable[1].ID != "inv_i018" {
+		t.Fatalf("%d items, unusable %v, %v", len(p.Items), p.Unusable, err)
+	}
+	if u := p.Unusable[0]; !errors.Is(u, practice.ErrBadUpstream) || errors.Is(u, practice.ErrNotFound) ||
+		u.Reason() != "the vendor does not have its payment" {
+		t.Fatalf("an unusable record is %v (%s): a bad upstream answer, never a not-found", u, u.Reason())
+	}
+	down := fmt.Errorf("503: %w", practice.ErrUnavailable)
+	w.Convert = func(ctx context.Context, fs []paging.Found[string]) ([]json.RawMessage, error) {
+		return paging.Each(ctx, 4, len(fs), func(_ context.Context, i int) (json.RawMessage, error) {
+			return nil, practice.Unusable(practice.Invoices, "inv_"+fs[i].Item, "its payment", down)
+		})
+	}
+	if _, err := w.Collect(context.Background(), paging.Frame{}, paging.Cursor{}, 100); !errors.Is(err, practice.ErrUnavailable) {
+		t.Fatalf("the vendor down for a detail read: %v, want the page failed", err)
+	}
+}
