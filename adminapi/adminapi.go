@@ -69,6 +69,17 @@ type SyncView struct {
 	PlanShare  int            `json:"plan_share,omitempty"`
 	PlanPeriod string         `json:"plan_period,omitempty"`
 	Kinds      []SyncKindView `json:"kinds"`
+	// Unusable are the records whose vendor answers the sync cannot use:
+	// served as last known, asked for again at each poll of their kind.
+	Unusable []UnusableView `json:"unusable,omitempty"`
+}
+
+// UnusableView is a record the sync cannot use the vendor's answer for,
+// and why, in the gateway's words.
+type UnusableView struct {
+	Kind   practice.Kind `json:"kind"`
+	ID     string        `json:"id"`
+	Reason string        `json:"reason"`
 }
 
 // RoleView is how one of a firm's roles is served, as its /v1 reads are.
@@ -107,6 +118,9 @@ type SyncKindView struct {
 	// PollSeconds is how often the plan polls the kind; absent when it
 	// is not polled (kept by webhooks and the reconciliation).
 	PollSeconds int64 `json:"poll_seconds,omitempty"`
+	// Unusable counts the kind's records whose vendor answers cannot be
+	// used (SyncView.Unusable names them).
+	Unusable int `json:"unusable,omitempty"`
 }
 
 // Triggered is the sandbox change a trigger made and the event it raises.

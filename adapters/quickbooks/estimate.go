@@ -106,14 +106,15 @@ func (a *Adapter) listEstimates(ctx context.Context, t practice.Tenant, q practi
 		},
 		ID: func(e estimate) string { return e.ID },
 		Convert: func(ctx context.Context, es []paging.Found[estimate]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(es))
-			for i := range es {
-				var err error
-				if out[i], err = a.estimateJSON(ctx, t, &es[i].Item); err != nil {
-					return nil, err
+			return paging.Each(ctx, 1, len(es), func(ctx context.Context, i int) (json.RawMessage, error) {
+				e := &es[i].Item
+				raw, err := a.estimateJSON(ctx, t, e)
+				if err != nil && digitsOnly(e.ID) {
+					// A row that cannot be read is its estimate's alone.
+					return nil, practice.Unusable(practice.Engagements, engagementID(e.ID), "the estimate", err)
 				}
-			}
-			return out, nil
+				return raw, err
+			})
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}

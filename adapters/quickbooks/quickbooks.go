@@ -433,15 +433,15 @@ func (a *Adapter) List(ctx context.Context, t practice.Tenant, k practice.Kind, 
 					payments[id] = pay
 				}
 			}
-			out := make([]json.RawMessage, len(invs))
-			for i := range invs {
-				raw, err := a.invoiceJSON(ctx, t, &invs[i].Item, payments)
-				if err != nil {
-					return nil, err
+			return paging.Each(ctx, 1, len(invs), func(ctx context.Context, i int) (json.RawMessage, error) {
+				inv := &invs[i].Item
+				raw, err := a.invoiceJSON(ctx, t, inv, payments)
+				if err != nil && digitsOnly(inv.ID) {
+					// A row that cannot be read is its invoice's alone.
+					return nil, practice.Unusable(practice.Invoices, invoiceID(inv.ID), "the invoice", err)
 				}
-				out[i] = raw
-			}
-			return out, nil
+				return raw, err
+			})
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}

@@ -81,8 +81,10 @@ func TestGraphFailures(t *testing.T) {
 	g, a, p := setup(t)
 	ctx := context.Background()
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"value":[{"id":"x","name":"a.pdf","file":{},"createdDateTime":"not a time","lastModifiedDateTime":"2026-01-01T00:00:00Z"}]}`})
-	if _, err := a.List(ctx, live, practice.Documents, practice.Query{Limit: 5}); !errors.Is(err, practice.ErrBadUpstream) {
-		t.Fatalf("malformed: %v", err)
+	// A file that cannot be read is its document's alone.
+	if page, err := a.List(ctx, live, practice.Documents, practice.Query{Limit: 5}); err != nil || len(page.Unusable) != 1 ||
+		page.Unusable[0].ID != filing.DocID("x") || !errors.Is(page.Unusable[0], practice.ErrBadUpstream) {
+		t.Fatalf("malformed: unusable %v, %v", page.Unusable, err)
 	}
 	g.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "30",
 		Body: `{"error":{"code":"activityLimitReached","message":"The request has been throttled"}}`})

@@ -159,16 +159,17 @@ func (a *Adapter) invoiceJSON(ctx context.Context, t practice.Tenant, inv *invoi
 	return practice.Marshal(&v)
 }
 
-// invoicesJSON translates a page's worth of invoices.
+// invoicesJSON translates a page's worth of invoices; one that cannot be
+// read is its own alone.
 func (a *Adapter) invoicesJSON(ctx context.Context, t practice.Tenant, invs []paging.Found[invoice]) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, len(invs))
-	for i := range invs {
-		var err error
-		if out[i], err = a.invoiceJSON(ctx, t, &invs[i].Item); err != nil {
-			return nil, err
+	return paging.Each(ctx, 1, len(invs), func(ctx context.Context, i int) (json.RawMessage, error) {
+		inv := &invs[i].Item
+		raw, err := a.invoiceJSON(ctx, t, inv)
+		if err != nil && isUUID(inv.InvoiceID) {
+			return nil, practice.Unusable(practice.Invoices, "inv_"+inv.InvoiceID, "the invoice", err)
 		}
-	}
-	return out, nil
+		return raw, err
+	})
 }
 
 func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) (practice.Invoice, error) {

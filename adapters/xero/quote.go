@@ -36,14 +36,15 @@ func (a *Adapter) listQuotes(ctx context.Context, t practice.Tenant, f practice.
 			return err == nil && !u.Before(since)
 		},
 		Convert: func(ctx context.Context, qs []paging.Found[quote]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(qs))
-			for i := range qs {
-				var err error
-				if out[i], err = a.quoteJSON(ctx, t, &qs[i].Item); err != nil {
-					return nil, err
+			return paging.Each(ctx, 1, len(qs), func(ctx context.Context, i int) (json.RawMessage, error) {
+				q := &qs[i].Item
+				raw, err := a.quoteJSON(ctx, t, q)
+				if err != nil && isUUID(q.QuoteID) {
+					// A row that cannot be read is its quote's alone.
+					return nil, practice.Unusable(practice.Engagements, "eng_"+q.QuoteID, "the quote", err)
 				}
-			}
-			return out, nil
+				return raw, err
+			})
 		},
 		MaxPages: a.cfg.MaxScanPages,
 	}

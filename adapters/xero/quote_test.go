@@ -123,7 +123,8 @@ func TestQuoteSignedAtStays(t *testing.T) {
 	}
 }
 
-// A quote the contract cannot carry is Xero's unusable answer.
+// A quote the contract cannot carry is Xero's unusable answer: the
+// quote's alone, named on its page.
 func TestUnusableQuotes(t *testing.T) {
 	for name, edit := range map[string]func(*vendortest.XeroQuote){
 		"a status Xero does not publish": func(q *vendortest.XeroQuote) { q.Status = "MAYBE" },
@@ -134,10 +135,11 @@ func TestUnusableQuotes(t *testing.T) {
 			x := vendortest.StartXero(t)
 			addQuotes(x, 1)
 			x.EditQuote(quoteID(0), epoch, edit)
-			_, err := newAdapter(t, x).List(context.Background(), live, practice.Engagements, practice.Query{Limit: 10})
+			page, err := newAdapter(t, x).List(context.Background(), live, practice.Engagements, practice.Query{Limit: 10})
 			var bad *upstream.MalformedError
-			if !errors.As(err, &bad) {
-				t.Fatalf("%v", err)
+			if err != nil || len(page.Items) != 0 || len(page.Unusable) != 1 || page.Unusable[0].ID != "eng_"+quoteID(0) ||
+				!errors.As(page.Unusable[0].Err, &bad) {
+				t.Fatalf("%d items, unusable %v, %v", len(page.Items), page.Unusable, err)
 			}
 		})
 	}

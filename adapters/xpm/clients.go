@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +30,7 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging
 		Match: func(c client) bool {
 			return (f.Owner == "" || a.clientOwner(&c) == f.Owner) && (f.Status == "" || clientStatus(&c) == f.Status)
 		},
-		Convert: records(a.clientRecord, func(rec *practice.Client) bool {
+		Convert: records(practice.Clients, func(c *client) string { return idOf("cli_", c.UUID) }, a.clientRecord, func(rec *practice.Client) bool {
 			return after(rec.UpdatedAt, f.UpdatedSince) && after(rec.LastActivityAt, f.LastActivityAfter) &&
 				(f.LastActivityBefore.IsZero() || !rec.LastActivityAt.After(f.LastActivityBefore))
 		}),
@@ -41,26 +42,38 @@ func (a *Adapter) listClients(ctx context.Context, f practice.Filter, cur paging
 // after reports whether t is at or after since; a zero since is no bound.
 func after(t, since time.Time) bool { return since.IsZero() || !t.Before(since) }
 
-// records converts a page of XPM's items to /v1 records, leaving out those
-// keep refuses: filters on the times the adapter keeps itself, which XPM
-// cannot apply.
-func records[T, R any](record func(context.Context, *T) (R, error), keep func(*R) bool) func(context.Context, []paging.Found[T]) ([]json.RawMessage, error) {
+// records converts a page of XPM's items of kind k to /v1 records,
+// leaving out those keep refuses: filters on the times the adapter keeps
+// itself, which XPM cannot apply. An item that cannot be read is its
+// record's alone (id is its /v1 id, "" when even that cannot be read).
+func records[T, R any](k practice.Kind, id func(*T) string, record func(context.Context, *T) (R, error), keep func(*R) bool) func(context.Context, []paging.Found[T]) ([]json.RawMessage, error) {
 	return func(ctx context.Context, items []paging.Found[T]) ([]json.RawMessage, error) {
-		out := make([]json.RawMessage, len(items))
-		for i := range items {
+		return paging.Each(ctx, 1, len(items), func(ctx context.Context, i int) (json.RawMessage, error) {
 			rec, err := record(ctx, &items[i].Item)
 			if err != nil {
+				if id := id(&items[i].Item); id != "" {
+					return nil, practice.Unusable(k, id, "the "+k.Singular(), err)
+				}
 				return nil, err
 			}
 			if !keep(&rec) {
-				continue
+				return nil, nil
 			}
-			if out[i], err = practice.Marshal(&rec); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
+			return practice.Marshal(&rec)
+		})
 	}
+}
+
+// xpmKey is XPM's uuid or number as the /v1 id's part, "" when it is not
+// one XPM writes.
+var xpmKey = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+
+// idOf is the /v1 id of prefix and XPM's key, "" when the key is not one.
+func idOf(prefix, key string) string {
+	if !xpmKey.MatchString(key) {
+		return ""
+	}
+	return prefix + key
 }
 
 // fetchClients reads every client, or those XPM says were modified since

@@ -19,9 +19,10 @@ import (
 func (a *Adapter) listInvoices(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
 	return walkDated(ctx, a, datedLists[invoice]{
 		current: "/v3.1/invoice.api/current", draft: "/v3.1/invoice.api/draft", list: "/v3.1/invoice.api/list",
-		fetch:   a.fetchInvoices,
-		id:      func(inv invoice) string { return inv.ID },
-		convert: records(a.invoiceRecord, func(rec *practice.Invoice) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
+		fetch: a.fetchInvoices,
+		id:    func(inv invoice) string { return inv.ID },
+		convert: records(practice.Invoices, func(inv *invoice) string { return idOf("inv_", inv.ID) }, a.invoiceRecord,
+			func(rec *practice.Invoice) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
 	}, cur, limit)
 }
 

@@ -80,10 +80,11 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cu
 	}
 	s := &jobScan{a: a, client: clientUUID, first: a.firstWindow()}
 	w := paging.Walk[job]{
-		Fetch:    s.fetch,
-		ID:       func(j job) string { return j.ID },
-		Match:    func(j job) bool { return a.jobMatches(&j, f, clientUUID) },
-		Convert:  records(a.jobRecord, func(rec *practice.Job) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
+		Fetch: s.fetch,
+		ID:    func(j job) string { return j.ID },
+		Match: func(j job) bool { return a.jobMatches(&j, f, clientUUID) },
+		Convert: records(practice.Jobs, func(j *job) string { return idOf("job_", j.ID) }, a.jobRecord,
+			func(rec *practice.Job) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)

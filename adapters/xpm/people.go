@@ -57,8 +57,9 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.
 			slices.SortFunc(l.StaffList, func(x, y staff) int { return strings.Compare(x.UUID, y.UUID) })
 			return paging.VendorPage[staff]{Items: l.StaffList}, nil
 		},
-		ID:       func(s staff) string { return s.UUID },
-		Convert:  records(a.person, func(p *practice.Person) bool { return after(p.UpdatedAt, f.UpdatedSince) }),
+		ID: func(s staff) string { return s.UUID },
+		Convert: records(practice.People, func(s *staff) string { return idOf("usr_", s.UUID) }, a.person,
+			func(p *practice.Person) bool { return after(p.UpdatedAt, f.UpdatedSince) }),
 		MaxPages: a.cfg.MaxScanPages,
 	}
 	return w.Collect(ctx, paging.Frame{}, cur, limit)

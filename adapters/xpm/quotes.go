@@ -19,9 +19,10 @@ import (
 func (a *Adapter) listQuotes(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
 	return walkDated(ctx, a, datedLists[quote]{
 		current: "/v3.1/quote.api/current", draft: "/v3.1/quote.api/draft", list: "/v3.1/quote.api/list",
-		fetch:   a.fetchQuotes,
-		id:      func(q quote) string { return q.ID },
-		convert: records(a.quoteRecord, func(rec *practice.Engagement) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
+		fetch: a.fetchQuotes,
+		id:    func(q quote) string { return q.ID },
+		convert: records(practice.Engagements, func(q *quote) string { return idOf("eng_", q.ID) }, a.quoteRecord,
+			func(rec *practice.Engagement) bool { return after(rec.UpdatedAt, f.UpdatedSince) }),
 	}, cur, limit)
 }
 

@@ -336,9 +336,12 @@ func TestVendorErrors(t *testing.T) {
 	if err := list(); !errors.Is(err, practice.ErrBadUpstream) {
 		t.Errorf("an unreadable answer: %v, want bad upstream", err)
 	}
+	// A client that cannot be read is its own alone: the page goes on
+	// without it and names it.
 	e.x.Faults.Queue(vendortest.Fault{Status: http.StatusOK, Body: `{"status":"OK","clients":[{"uuid":"nope"}]}`})
-	if err := list(); !errors.Is(err, practice.ErrBadUpstream) {
-		t.Errorf("a client without a uuid: %v, want bad upstream", err)
+	if page, err := e.a.List(ctx, live, practice.Clients, practice.Query{Limit: 10}); err != nil || len(page.Items) != 0 ||
+		len(page.Unusable) != 1 || page.Unusable[0].ID != "cli_nope" || !errors.Is(page.Unusable[0], practice.ErrBadUpstream) {
+		t.Errorf("a client without a uuid: %d items, unusable %v, %v", len(page.Items), page.Unusable, err)
 	}
 	// A 429 is waited out as XPM asks, then the call goes through.
 	e.x.Faults.Queue(vendortest.Fault{Status: http.StatusTooManyRequests, RetryAfter: "3"})

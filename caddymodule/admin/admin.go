@@ -285,7 +285,10 @@ func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
 			every = st.Plan.PollEvery["feed"]
 		}
 		v.Kinds = append(v.Kinds, adminapi.SyncKindView{Kind: k.Kind, Backfilled: k.Backfilled, Seen: k.Seen, About: k.About,
-			Records: k.Records, ConfirmedAt: k.ConfirmedAt, PollSeconds: int64(every / time.Second)})
+			Records: k.Records, ConfirmedAt: k.ConfirmedAt, PollSeconds: int64(every / time.Second), Unusable: k.Unusable})
+	}
+	for _, u := range st.Unusable {
+		v.Unusable = append(v.Unusable, adminapi.UnusableView{Kind: u.Kind, ID: u.ID, Reason: u.Reason})
 	}
 	return v
 }

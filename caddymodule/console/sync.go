@@ -12,12 +12,19 @@ import (
 // syncRow is one of the firm's real systems as the overview shows it:
 // how its copy is kept, how fresh it is and what keeping it costs the
 // vendor's budget.
+//
+// What a firm sees of the cluster is that its records are held, and how
+// fresh they are, never where: the instances' addresses (and the sync
+// lease's holder) are the operator's, on the admin endpoint.
 type syncRow struct {
 	readmodel.Status
 	Class    string
 	Progress string
 	// Age is how old the data is; zero until every kind is backfilled.
 	Age time.Duration
+	// Holders is how many instances hold the firm's copy in memory, when
+	// each holds a share of the firms (0 when every one holds every firm).
+	Holders int
 }
 
 // Calls is the vendor calls of the last hour against the vendor's budget;
@@ -74,7 +81,9 @@ func (h *Handler) syncRows(v *visit) []syncRow {
 	now := h.now()
 	var rows []syncRow
 	for _, st := range h.syncs.SyncStatus(v.firm.ID) {
-		rows = append(rows, syncRow{Status: st, Class: syncClass(st.State), Progress: st.Progress(), Age: st.Age(now)})
+		holders := len(st.HeldBy)
+		st.HeldBy, st.Holder = nil, ""
+		rows = append(rows, syncRow{Status: st, Class: syncClass(st.State), Progress: st.Progress(), Age: st.Age(now), Holders: holders})
 	}
 	return rows
 }

@@ -136,15 +136,14 @@ func (s *Store[T]) List(ctx context.Context, t practice.Tenant, k practice.Kind,
 			return since.IsZero() || err == nil && !m.Before(since)
 		},
 		Convert: func(ctx context.Context, found []paging.Found[T]) ([]json.RawMessage, error) {
-			out := make([]json.RawMessage, len(found))
-			for i, f := range found {
-				raw, err := s.document(ctx, t, f.Item, f.Path)
-				if err != nil {
-					return nil, err
+			return paging.Each(ctx, 1, len(found), func(ctx context.Context, i int) (json.RawMessage, error) {
+				raw, err := s.document(ctx, t, found[i].Item, found[i].Path)
+				if id := s.src.ID(found[i].Item); err != nil && id != "" {
+					// A file that cannot be read is its document's alone.
+					return nil, practice.Unusable(practice.Documents, filing.DocID(id), "the file", err)
 				}
-				out[i] = raw
-			}
-			return out, nil
+				return raw, err
+			})
 		},
 		MaxPages: s.src.MaxPages,
 		MaxDepth: s.src.MaxDepth,

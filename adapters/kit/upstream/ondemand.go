@@ -19,8 +19,9 @@ import (
 // need (Karbon: 12 a minute; Xero: 6 a minute and 500 a day).
 const onDemandShare = 0.1
 
-// MissTTL is how long a record the vendor said it does not have is
-// answered as missing without asking again.
+// MissTTL is how long a record the vendor said it does not have, or whose
+// answer could not be used (practice.UnusableError), is answered so
+// without asking again: the sync asks for it on its own schedule.
 const MissTTL = 10 * time.Minute
 
 // maxMisses bounds the misses remembered per firm system.
@@ -35,6 +36,9 @@ var errReadShareSpent = errors.New("the share of the vendor's allowance kept for
 // instance shares), a miss is remembered for MissTTL, and an answer that
 // is not the record asked for is a bad upstream answer. Lists pass
 // through: the read model does not send them.
+//
+// An answer that cannot be used is remembered as a miss is: reading such
+// a record thirty times asks the vendor once.
 type OnDemand struct {
 	practice.Reader
 	name   string
@@ -44,7 +48,14 @@ type OnDemand struct {
 	clock  Clock
 
 	mu     sync.Mutex
-	misses map[missKey]time.Time
+	misses map[missKey]miss
+}
+
+// miss is a read answered without asking again until until: not found, or
+// the unusable answer err.
+type miss struct {
+	until time.Time
+	err   *practice.UnusableError
 }
 
 type missKey struct {
@@ -56,7 +67,7 @@ type missKey struct {
 // ("frm_acme/records") with a share of c's allowances, booked in budget
 // (nil: in this process). A nil c (no vendor client) books nothing.
 func NewOnDemand(r practice.Reader, c *Client, budget Budget, name string) *OnDemand {
-	o := &OnDemand{Reader: r, name: name, label: name, budget: budget, clock: SystemClock{}, misses: map[missKey]time.Time{}}
+	o := &OnDemand{Reader: r, name: name, label: name, budget: budget, clock: SystemClock{}, misses: map[missKey]miss{}}
 	if c == nil {
 		return o
 	}
@@ -73,15 +84,23 @@ func NewOnDemand(r practice.Reader, c *Client, budget Budget, name string) *OnDe
 // Get reads one record from the vendor within the share.
 func (o *OnDemand) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
 	key := missKey{k, id}
-	if o.missed(key) {
+	if m, ok := o.missed(key); ok {
+		if m.err != nil {
+			return nil, m.err
+		}
 		return nil, fmt.Errorf("%s %s (not found at the vendor lately): %w", k.Singular(), id, practice.ErrNotFound)
 	}
 	if err := o.book(ctx); err != nil {
 		return nil, err
 	}
 	raw, err := o.Reader.Get(ctx, t, k, id)
-	if errors.Is(err, practice.ErrNotFound) {
-		o.remember(key)
+	var unusable *practice.UnusableError
+	switch {
+	case errors.As(err, &unusable):
+		o.remember(key, unusable)
+		return nil, err
+	case errors.Is(err, practice.ErrNotFound):
+		o.remember(key, nil)
 		return nil, err
 	}
 	if err != nil {
@@ -114,24 +133,24 @@ func (o *OnDemand) book(ctx context.Context) error {
 	return nil
 }
 
-func (o *OnDemand) missed(key missKey) bool {
+func (o *OnDemand) missed(key missKey) (miss, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	until, ok := o.misses[key]
-	if ok && o.clock.Now().After(until) {
+	m, ok := o.misses[key]
+	if ok && o.clock.Now().After(m.until) {
 		delete(o.misses, key)
-		return false
+		return miss{}, false
 	}
-	return ok
+	return m, ok
 }
 
-func (o *OnDemand) remember(key missKey) {
+func (o *OnDemand) remember(key missKey, err *practice.UnusableError) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	now := o.clock.Now()
 	if len(o.misses) >= maxMisses {
-		for k, until := range o.misses {
-			if now.After(until) {
+		for k, m := range o.misses {
+			if now.After(m.until) {
 				delete(o.misses, k)
 			}
 		}
@@ -140,5 +159,5 @@ func (o *OnDemand) remember(key missKey) {
 			clear(o.misses)
 		}
 	}
-	o.misses[key] = now.Add(MissTTL)
+	o.misses[key] = miss{until: now.Add(MissTTL), err: err}
 }

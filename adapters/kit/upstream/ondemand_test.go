@@ -63,3 +63,43 @@ func TestOnDemandShareIsSharedByInstances(t *testing.T) {
 		t.Errorf("%d reads reached the vendor in a day of 20 a minute, want at most 500", vendor.gets)
 	}
 }
+
+// unusableReader answers every record with a payment it cannot find.
+type unusableReader struct {
+	practice.Reader
+	gets int
+}
+
+func (r *unusableReader) Get(_ context.Context, _ practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	r.gets++
+	return nil, practice.Unusable(k, id, "its payment", fmt.Errorf("GET /v3/Payments/P1: %w", practice.ErrNotFound))
+}
+
+// A record whose vendor answer cannot be used is remembered as a miss is:
+// thirty reads of it ask the vendor once, each answered the same bad
+// upstream answer (never a not-found), until MissTTL passes.
+func TestOnDemandRemembersAnAnswerItCannotUse(t *testing.T) {
+	clock := vendortest.NewClock(time.Unix(1_700_000_000, 0))
+	client, err := upstream.NewClient(upstream.Options{System: "karbon", BaseURL: "https://api.karbon.example",
+		Defaults: upstream.Policy{RateLimit: 120, RatePeriod: upstream.Duration(time.Minute)}}, upstream.Deps{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vendor := &unusableReader{}
+	o := upstream.NewOnDemand(vendor, client, nil, "frm_acme/ledger")
+	for range 30 {
+		_, err := o.Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_I1")
+		var u *practice.UnusableError
+		if !errors.As(err, &u) || errors.Is(err, practice.ErrNotFound) || !errors.Is(err, practice.ErrBadUpstream) {
+			t.Fatalf("a read of an unusable record: %v", err)
+		}
+	}
+	if vendor.gets != 1 {
+		t.Fatalf("30 reads asked the vendor %d times, want once", vendor.gets)
+	}
+	clock.Advance(upstream.MissTTL + time.Second)
+	o.Get(context.Background(), practice.Tenant{Firm: "frm_acme"}, practice.Invoices, "inv_I1")
+	if vendor.gets != 2 {
+		t.Fatalf("after MissTTL the vendor was asked %d times in all, want twice", vendor.gets)
+	}
+}

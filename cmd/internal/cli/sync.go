@@ -148,6 +148,13 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 		if s.Plan != "" {
 			fmt.Fprintf(w, "\n%s (%s) %s\n", s.Role, s.System, s.Plan)
 		}
+		if len(s.Unusable) > 0 {
+			fmt.Fprintf(w, "\n%s (%s) cannot use the vendor's answer for %d records, served as last known and asked for again at each poll:\n",
+				s.Role, s.System, len(s.Unusable))
+			for _, u := range s.Unusable {
+				fmt.Fprintf(w, "  %s: %s\n", u.ID, u.Reason)
+			}
+		}
 	}
 	if len(syncs) > 0 && len(syncs[0].HeldBy) > 0 {
 		fmt.Fprintf(w, "\nHeld in memory by %s\n", strings.Join(syncs[0].HeldBy, ", "))
