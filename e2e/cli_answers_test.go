@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // runBinary runs practicegw with args and env (nil: the test's own), and
@@ -215,4 +220,95 @@ func TestCommandLineRefusalsNameTheFlags(t *testing.T) {
 	expect([]string{"connect", "list", "--firm", "frm_hollis"}, 0, "disconnected by the gateway's operator with practicegw connect disconnect")
 	expect([]string{"trigger", "job.moved", "--firm", "frm_hollis"}, 1, `"job.moved" is not an event kind the sandbox raises`)
 	expect([]string{"sync", "resync", "--firm", "frm_hollis", "--system", "ledgr"}, 1, "--system ledgr: The firm has no real system")
+}
+
+// validate (and adapt --validate) checks the configuration as written
+// without opening the stores: beside a gateway running on the same data
+// directory, whose file it holds locked, it answers at once (it waited
+// for the lock, then failed, before); a configuration naming a Redis
+// nobody serves is checked without it, its data directory never made; a
+// broken one is one line a problem, the file's name first, and exit 1.
+func TestValidateOpensNoStore(t *testing.T) {
+	addr := freePort(t)
+	g := startGateway(t, gatewayOptions{addr: addr, config: "../config/try-connections.Caddyfile",
+		env: []string{"PRACTICEGW_PUBLIC_URL=http://" + addr}})
+	for _, args := range [][]string{
+		{"validate", "--config", "../config/try-connections.Caddyfile"},
+		{"adapt", "--validate", "--config", "../config/try-connections.Caddyfile"},
+	} {
+		start := time.Now()
+		cmd := exec.Command(binary, args...)
+		cmd.Env = g.env
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || time.Since(start) > 3*time.Second {
+			t.Fatalf("practicegw %s: %v after %s:\n%s%s", strings.Join(args, " "), err, time.Since(start), stdout.String(), stderr.String())
+		}
+		if !strings.HasSuffix(stdout.String(), "Valid configuration\n") || stderr.Len() > 0 {
+			t.Errorf("practicegw %s says:\n%s%s", strings.Join(args, " "), stdout.String(), stderr.String())
+		}
+	}
+
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	key := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+	redis := write("redis.Caddyfile", `{
+	admin off
+	practicegw {
+		data_dir `+filepath.Join(dir, "data")+`
+		redis redis://127.0.0.1:1/0
+		secrets_key `+key+`
+		firm frm_a {
+			records demo
+		}
+	}
+}
+http://:18999 {
+	practicegw_api
+}
+`)
+	if out, code := runBinary(t, g.env, "validate", "--config", redis); code != 0 || out != "Valid configuration\n" {
+		t.Errorf("a configuration on an unserved Redis exits %d:\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "data")); err == nil {
+		t.Error("checking made the configuration's data directory")
+	}
+	broken := write("broken.Caddyfile", `{
+	admin off
+	practicegw {
+		data_dir `+filepath.Join(dir, "data")+`
+		deprecated POST /v1/jobs/{id}/stage 2027-06-01 2026-06-01
+		firm frm_a {
+			records demo
+		}
+		firm frm_a {
+			name "twice"
+		}
+	}
+}
+http://:18999 {
+	practicegw_api
+}
+`)
+	out, code := runBinary(t, g.env, "validate", "--config", broken)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 1 || len(lines) < 2 {
+		t.Fatalf("a broken configuration exits %d:\n%s", code, out)
+	}
+	for _, want := range []string{"practicegw: firm frm_a is configured twice", "practicegw: deprecated POST /v1/jobs/{id}/stage: sunset 2026-06-01 is not after 2027-06-01"} {
+		if !strings.Contains(out, broken+": "+want+"\n") {
+			t.Errorf("validate does not say, in a line of its own, %q:\n%s", want, out)
+		}
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, broken+": ") || strings.Contains(l, "loading http app module") || len(l) > 300 {
+			t.Errorf("a line of validate's answer: %q", l)
+		}
+	}
 }

@@ -7,6 +7,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -138,6 +139,14 @@ type App struct {
 	// are retired.
 	Deprecated []api.Deprecation `json:"deprecated,omitempty"`
 
+	// CheckOnly marks a configuration that is checked, never run: practicegw
+	// validate (and adapt --validate) sets it on the configuration it
+	// checks. Provisioning then opens none of the stores (a throwaway
+	// embedded store stands in, and neither Redis nor Kafka is reached),
+	// so that checking the file of a running gateway waits for nothing and
+	// changes nothing; Start refuses it.
+	CheckOnly bool `json:"check_only,omitempty"`
+
 	logger   *zap.Logger
 	stores   *stores
 	registry *auth.Registry
@@ -205,10 +214,15 @@ func (App) CaddyModule() caddy.ModuleInfo {
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger, a.ctx = ctx.Logger(), ctx
 	a.limiter, a.wg = &limiterRef{}, new(sync.WaitGroup)
-	if err := a.provision(ctx); err != nil {
-		return fmt.Errorf("practicegw: %w", err)
+	var problems error
+	if a.CheckOnly {
+		// Checked, every problem is said at once: Validate's too.
+		problems = a.Validate()
 	}
-	return nil
+	if err := a.provision(ctx); err != nil {
+		return errors.Join(problems, fmt.Errorf("practicegw: %w", err))
+	}
+	return problems
 }
 
 func (a *App) provision(ctx caddy.Context) error {
@@ -245,47 +259,55 @@ func (a *App) provision(ctx caddy.Context) error {
 // firms and signing keys are named once each, and that deprecations and
 // timeouts make sense.
 func (a *App) Validate() error {
+	var problems []error
+	bad := func(format string, args ...any) {
+		problems = append(problems, fmt.Errorf("practicegw: "+format, args...))
+	}
 	seen := map[string]bool{}
 	for _, f := range a.Firms {
 		if seen[f.ID] {
-			return fmt.Errorf("practicegw: firm %s is configured twice", f.ID)
+			bad("firm %s is configured twice", f.ID)
 		}
 		seen[f.ID] = true
 		for _, role := range f.Demo {
-			if !slices.Contains(roles, role) {
-				return fmt.Errorf("practicegw: firm %s: demo role %q is none of %s", f.ID, role, strings.Join(roles, ", "))
-			}
-			if f.sets(role) {
-				return fmt.Errorf("practicegw: firm %s: %s is set to demo records and to a system", f.ID, role)
+			switch {
+			case !slices.Contains(roles, role):
+				bad("firm %s: demo role %q is none of %s", f.ID, role, strings.Join(roles, ", "))
+			case f.sets(role):
+				bad("firm %s: %s is set to demo records and to a system", f.ID, role)
 			}
 		}
 	}
 	keys := map[string]bool{}
 	for i, k := range a.SigningKeys {
-		if k.ID == "" || k.Secret == "" {
-			return fmt.Errorf("practicegw: signing key %d needs an id and a secret", i)
-		}
-		if keys[k.ID] {
-			return fmt.Errorf("practicegw: signing key %q is configured twice", k.ID)
+		switch {
+		case k.ID == "" || k.Secret == "":
+			bad("signing key %d needs an id and a secret", i)
+		case keys[k.ID]:
+			bad("signing key %q is configured twice", k.ID)
 		}
 		keys[k.ID] = true
 	}
 	for _, d := range a.Deprecated {
 		if !d.Sunset.After(d.Since) {
-			return fmt.Errorf("practicegw: deprecated %s %s: sunset %s is not after %s", d.Method, d.Path,
+			bad("deprecated %s %s: sunset %s is not after %s", d.Method, d.Path,
 				d.Sunset.Format(time.DateOnly), d.Since.Format(time.DateOnly))
 		}
 	}
 	if a.Webhooks.Timeout < 0 {
-		return fmt.Errorf("practicegw: webhooks timeout %s is negative", time.Duration(a.Webhooks.Timeout))
+		bad("webhooks timeout %s is negative", time.Duration(a.Webhooks.Timeout))
 	}
-	return nil
+	// Every problem, one a line (practicegw validate says each).
+	return errors.Join(problems...)
 }
 
 // Start runs the parts' background work: the embedded stores' expiry,
 // webhook delivery, the firms' syncs and connections, the cluster and the
 // connections' subscriptions.
 func (a *App) Start() error {
+	if a.CheckOnly {
+		return errors.New("practicegw: this configuration is marked check_only, for practicegw validate: it is checked, never run")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.wg.Go(func() {

@@ -32,6 +32,23 @@ func TestValidateRefusesWhatCannotWork(t *testing.T) {
 	}
 }
 
+// Validate says every problem, one an error of its own; a configuration
+// only checked (check_only, practicegw validate) is never started.
+func TestValidateSaysEveryProblemAndACheckedConfigNeverRuns(t *testing.T) {
+	day := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	app := App{Firms: []Firm{{ID: "frm_a"}, {ID: "frm_a"}}, Webhooks: WebhookConfig{Timeout: -1},
+		Deprecated: []api.Deprecation{{Method: "GET", Path: "/v1/jobs", Since: day, Sunset: day}}}
+	err := app.Validate()
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok || len(joined.Unwrap()) != 3 {
+		t.Errorf("Validate() = %v, want the three problems apart", err)
+	}
+	checked := App{CheckOnly: true}
+	if err := checked.Start(); err == nil || !strings.Contains(err.Error(), "check_only") {
+		t.Errorf("a configuration only checked starts: %v", err)
+	}
+}
+
 // The gateway reaches secured brokers as the standalone dispatcher does:
 // each Kafka security setting from the configuration, else its variable
 // through the environment's table; and settings that cannot work stop it

@@ -160,13 +160,14 @@ func newDispatch(a *App, reg prometheus.Registerer) (*dispatch, error) {
 		d.intake = a.stores.shared.store.TxIntake(engine)
 	}
 	if len(brokers) > 0 {
-		if redis == nil {
+		if a.Redis == "" {
 			return nil, fmt.Errorf("kafka needs redis: the processes that consume the changes topic share delivery state there")
 		}
 		topics := kafkaTopics(repl, a)
 		sec, err := kafkaSecurity(repl, a.KafkaSecurity)
-		if err != nil {
-			return nil, err
+		if err != nil || a.CheckOnly {
+			// A configuration only checked reaches no broker.
+			return d, err
 		}
 		d.prober = kafka.NewProber(brokers, sec, 0)
 		d.publisher = kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Security: sec, Topic: topics.Changes,

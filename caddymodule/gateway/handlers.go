@@ -153,6 +153,11 @@ func (a *App) Readiness(ctx context.Context) []health.Check {
 // ceiling or Redis of its own takes: the app's, so that rate limits live
 // where the rest of the shared store does.
 func (a *App) LimiterSettings() ratelimit.AppSettings {
+	if a.CheckOnly {
+		// A configuration only checked dials no Redis: its limiter
+		// decides in process.
+		return ratelimit.AppSettings{Rate: a.RateLimit}
+	}
 	return ratelimit.AppSettings{Rate: a.RateLimit, Redis: a.Redis, RedisTLS: a.RedisTLS}
 }
 

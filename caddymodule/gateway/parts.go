@@ -96,7 +96,7 @@ func (a *App) storeSettings(repl *caddy.Replacer) (storeSettings, error) {
 	if err != nil {
 		return s, fmt.Errorf("data_dir: %w", err)
 	}
-	s.dir, s.redis, s.redisTLS = dir, a.Redis, a.RedisTLS
+	s.dir, s.redis, s.redisTLS, s.check = dir, a.Redis, a.RedisTLS, a.CheckOnly
 	s.secrets, err = configuredSecretsKey(repl, a.SecretsKey)
 	return s, err
 }

@@ -47,7 +47,10 @@ type gatewayStore interface {
 type stores struct {
 	shared  *shared
 	poolKey string
-	redis   *redisClient
+	// checkDir is the temporary directory of the stores that stand in
+	// for the configured ones while a configuration is only checked.
+	checkDir string
+	redis    *redisClient
 	// gateway is the gateway's store: bbolt's, or Redis's.
 	gateway gatewayStore
 	// read keeps the firms' read models; feed, when several instances
@@ -68,6 +71,9 @@ type storeSettings struct {
 	redisTLS redisstore.TLSFiles
 	secrets  *sealed.Key
 	firms    []string
+	// check is a configuration only checked (check_only): its stores
+	// are not opened.
+	check bool
 }
 
 // openStores opens (or, on a reload, takes over) the embedded file of
@@ -76,6 +82,9 @@ func openStores(ctx context.Context, s storeSettings, logger *zap.Logger) (*stor
 	if s.secrets == nil && s.redis != "" {
 		return nil, fmt.Errorf("with redis, configure secrets_key (or PRACTICEGW_SECRETS_KEY): " +
 			"every gateway and dispatcher seals and opens webhook endpoint secrets with the same key; generate it with openssl rand -base64 32")
+	}
+	if s.check {
+		return checkStores(ctx, s, logger)
 	}
 	// One database and one set of demo records per data directory, shared
 	// by the configs a reload overlaps: a firm added by the new config is
@@ -202,10 +211,45 @@ func (st *stores) expire(ctx context.Context, logger *zap.Logger) {
 
 // close lets go of what openStores took.
 func (st *stores) close() {
+	if st.checkDir != "" {
+		_ = st.shared.Destruct()
+		_ = os.RemoveAll(st.checkDir)
+		return
+	}
 	if st.redis != nil {
 		st.redis.release()
 	}
 	_, _ = pool.Delete(st.poolKey)
+}
+
+// checkStores stand in for the configured stores while a configuration
+// is only checked (practicegw validate): an embedded store in a
+// temporary directory, removed with them, and no Redis, whose URL and
+// TLS files are read but never dialled. So checking the file of a
+// running gateway neither waits for the lock it holds nor changes what
+// it keeps, and checks what is written: the parts are built over them as
+// over the real ones.
+func checkStores(ctx context.Context, s storeSettings, logger *zap.Logger) (*stores, error) {
+	if s.redis != "" {
+		if _, err := redisstore.ClientOptions(s.redis, s.redisTLS); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+	}
+	dir, err := os.MkdirTemp("", "practicegw-check-")
+	if err != nil {
+		return nil, err
+	}
+	sh, err := openShared(dir, s.firms, s.secrets)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	st := &stores{shared: sh, checkDir: dir}
+	if err := st.openRedis(ctx, storeSettings{}, logger); err != nil {
+		st.close()
+		return nil, err
+	}
+	return st, nil
 }
 
 // pool keeps the embedded database open across config reloads: bbolt

@@ -21,6 +21,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/practicegw/practicegw/internal/envconfig"
 )
 
 const (
@@ -104,22 +106,12 @@ func fromEnvFiles(args []string) (string, error) {
 		default:
 			continue
 		}
-		b, err := os.ReadFile(file)
+		vars, err := envconfig.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("reading environment file: %w", err)
+			return "", err
 		}
-		for _, line := range strings.Split(string(b), "\n") {
-			key, val, ok := strings.Cut(strings.TrimSpace(line), "=")
-			if !ok || strings.TrimPrefix(key, "export ") != Var {
-				continue
-			}
-			if before, _, found := strings.Cut(val, "#"); found {
-				val = strings.TrimRight(before, " \t")
-			}
-			if len(val) >= 2 && (val[0] == '"' || val[0] == '\'') && val[len(val)-1] == val[0] {
-				val = val[1 : len(val)-1]
-			}
-			return val, nil
+		if v, ok := vars[Var]; ok {
+			return v, nil
 		}
 	}
 	return "", nil

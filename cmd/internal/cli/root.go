@@ -117,6 +117,7 @@ docs/CONTRACT.md say the rest.`,
 	root.SetHelpCommandGroupID(caddyGroup)
 	root.SetCompletionCommandGroupID(caddyGroup)
 	guard(root)
+	checked(root)
 	return root
 }
 

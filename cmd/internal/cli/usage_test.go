@@ -3,9 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 
@@ -179,6 +182,28 @@ func TestBuildVersion(t *testing.T) {
 	} {
 		if got := buildVersion(c.stamped, c.info); got != c.want {
 			t.Errorf("%q %+v:\n got %q\nwant %q", c.stamped, c.info.Main, got, c.want)
+		}
+	}
+}
+
+// A failed check is one line a problem: each one a joined error holds,
+// else the one, without the modules Caddy was provisioning but the last.
+func TestProblemsAreOneLineEach(t *testing.T) {
+	joined := fmt.Errorf("loading http app module: provision http: %w",
+		errors.Join(errors.New("practicegw: firm frm_a is configured twice"), errors.New("practicegw: webhooks timeout -1s is negative")))
+	one := errors.New("loading http app module: provision http: server srv0: loading module 'practicegw_health': " +
+		"provision http.handlers.practicegw_health: practicegw_health needs the practicegw app: loading practicegw app module: " +
+		"provision practicegw: practicegw: data_dir expands to nothing")
+	for _, c := range []struct {
+		err  error
+		want []string
+	}{
+		{joined, []string{"practicegw: firm frm_a is configured twice", "practicegw: webhooks timeout -1s is negative"}},
+		{one, []string{"practicegw: data_dir expands to nothing"}},
+		{errors.New("Caddyfile:4 - Error during parsing: unknown directive"), []string{"Caddyfile:4 - Error during parsing: unknown directive"}},
+	} {
+		if got := problems(c.err); !slices.Equal(got, c.want) {
+			t.Errorf("%v:\n got %q\nwant %q", c.err, got, c.want)
 		}
 	}
 }
