@@ -69,6 +69,17 @@ type SyncView struct {
 	PlanShare  int            `json:"plan_share,omitempty"`
 	PlanPeriod string         `json:"plan_period,omitempty"`
 	Kinds      []SyncKindView `json:"kinds"`
+	// Notifications are the last hour's notifications from the vendor
+	// that became change records, as this instance read them, and their
+	// p50 and p99 from notification to change record, in milliseconds.
+	Notifications     int   `json:"notifications_last_hour"`
+	NotifiedP50Millis int64 `json:"notified_p50_ms,omitempty"`
+	NotifiedP99Millis int64 `json:"notified_p99_ms,omitempty"`
+	// SubscribedUntil is when the vendor subscription the sync keeps (a
+	// Graph subscription, a Drive channel) lapses unless renewed;
+	// SubscribeError why it could not be made or renewed.
+	SubscribedUntil time.Time `json:"subscribed_until,omitzero"`
+	SubscribeError  string    `json:"subscribe_error,omitempty"`
 	// Unusable are the records whose vendor answers the sync cannot use:
 	// served as last known, asked for again at each poll of their kind.
 	Unusable []UnusableView `json:"unusable,omitempty"`
@@ -118,6 +129,11 @@ type SyncKindView struct {
 	// PollSeconds is how often the plan polls the kind; absent when it
 	// is not polled (kept by webhooks and the reconciliation).
 	PollSeconds int64 `json:"poll_seconds,omitempty"`
+	// Notified says the vendor notifies the kind's changes, read as soon
+	// as they come; Reaches says for people how its changes reach the
+	// gateway ("notified; polled every 1m as well", "polled every 5m").
+	Notified bool   `json:"notified"`
+	Reaches  string `json:"reaches"`
 	// Unusable counts the kind's records whose vendor answers cannot be
 	// used (SyncView.Unusable names them).
 	Unusable int `json:"unusable,omitempty"`

@@ -134,6 +134,7 @@ func startVendors(t *testing.T, o vendorOptions) *vendors {
 				base_url %s
 				root /Clients
 				link_clients records
+				notification_url {$TEST_GRAPH_NOTIFY}
 			}
 		}
 	}
@@ -149,6 +150,9 @@ http://{$PRACTICEGW_LISTEN} {
 	}
 	handle /ingest/frm_hollis/xero {
 		practicegw_ingest frm_hollis ledger
+	}
+	handle /ingest/* {
+		practicegw_ingest
 	}
 	handle /v1/openapi.json {
 		practicegw_api

@@ -19,6 +19,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,21 @@ type Config struct {
 	// connect block registers vendor apps): a role a firm names for its
 	// engagements and leaves unset is then left to a connection.
 	Connects bool
+	// PublicURL is the gateway's address as vendors reach it (the
+	// connect block's public_url): a system whose vendor notifies only
+	// while subscribed subscribes to its address below it. Empty: such a
+	// system is polled alone, unless its block names its address.
+	PublicURL string
+}
+
+// WakeChannel carries the wakes of the syncs between instances (Redis):
+// the holder of a sync is seldom the instance a vendor's notification
+// reached.
+type WakeChannel interface {
+	readmodel.WakeChannel
+	// SubscribeWakes calls fn with each sync's name any instance
+	// publishes, until ctx ends or the channel fails.
+	SubscribeWakes(ctx context.Context, fn func(name string)) error
 }
 
 // Firm is one firm and the systems its Caddyfile block names.
@@ -139,6 +155,9 @@ type Deps struct {
 	Connected   Connected
 	// Clock is the time; nil is the system's.
 	Clock func() time.Time
+	// Wakes, when several instances share the firms, carries the wakes
+	// of their syncs; nil wakes this process's alone.
+	Wakes WakeChannel
 }
 
 // Runtime runs the firms' systems on this instance.
@@ -151,6 +170,11 @@ type Runtime struct {
 	order []string
 	// follow is the following of the connections (connections.go).
 	follow *follow
+	// wakes ring the syncs of the systems whose vendors notify;
+	// notified are how long their notifications took to become change
+	// records.
+	wakes     *readmodel.Wakes
+	latencies *prometheus.HistogramVec
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -167,6 +191,12 @@ func New(ctx context.Context, cfg Config, d Deps) (*Runtime, error) {
 		d.Clock = time.Now
 	}
 	r := &Runtime{cfg: cfg, d: d, logger: d.Logger, firms: map[string]*firm{}, follow: newFollow()}
+	var shared readmodel.WakeChannel
+	if d.Wakes != nil {
+		shared = d.Wakes
+	}
+	r.wakes = readmodel.NewWakes(shared)
+	r.latencies = notifiedMetric(d.Metrics)
 	for _, fc := range cfg.Firms {
 		if _, ok := r.firms[fc.ID]; ok {
 			r.closeFirms()
@@ -202,6 +232,38 @@ func (r *Runtime) Start() {
 		defer t.Stop()
 		r.followConnections(ctx, t.C)
 	}()
+	if r.d.Wakes != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.followWakes(ctx)
+		}()
+	}
+}
+
+// followWakes rings this instance's syncs when another instance took a
+// notification for them, until ctx ends; a channel that fails is
+// subscribed to again (meanwhile the holders look every few seconds).
+func (r *Runtime) followWakes(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := r.d.Wakes.SubscribeWakes(ctx, r.wakes.Here)
+		if ctx.Err() != nil {
+			return
+		}
+		r.logger.Warn("the wakes of other instances are not heard; retrying", zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// publicAddress is path below the public address, "" without one.
+func (r *Runtime) publicAddress(path string) string {
+	if r.cfg.PublicURL == "" || path == "" {
+		return ""
+	}
+	return strings.TrimSuffix(r.cfg.PublicURL, "/") + path
 }
 
 // Stop ends every sync and the following of the connections, and drops
@@ -302,6 +364,7 @@ func (r *Runtime) openFirm(ctx context.Context, fc Firm) (*firm, error) {
 	for _, sc := range fc.Systems {
 		role := sc.Role
 		s, err := r.open(f, role, sc.Module, opening{records: records,
+			webhook: "/ingest/" + f.ID + "/" + sc.Module.CaddyModule().ID.Name(),
 			// A records system keeps the firm's invoices too (XPM,
 			// Karbon's billing) when the firm names no ledger.
 			keepsLedger:      role == "records" && ledgerless,

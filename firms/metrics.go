@@ -302,3 +302,33 @@ var (
 	_ prometheus.Collector = (*syncCollector)(nil)
 	_ prometheus.Collector = (*readModelCollector)(nil)
 )
+
+// notifiedMetric is practicegw_notification_latency_seconds: how long a
+// vendor's notification took to become its change record, by firm and
+// system, on this instance (the syncs' status says the last hour's
+// percentiles). An app provisioned again on the same registry takes over
+// the one registered before.
+func notifiedMetric(reg prometheus.Registerer) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "practicegw_notification_latency_seconds",
+		Help:    "Time from a vendor's change notification to the change record it led to.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"firm", "system"})
+	if reg == nil {
+		return h
+	}
+	if err := reg.Register(h); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if prev, ok := are.ExistingCollector.(*prometheus.HistogramVec); ok {
+				return prev
+			}
+		}
+	}
+	return h
+}
+
+// notified is the latency histogram of one firm's system.
+func (r *Runtime) notified(firm, system string) prometheus.Observer {
+	return r.latencies.WithLabelValues(firm, system)
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -47,6 +48,12 @@ type system struct {
 	// them. Both under the follow loop's lock.
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+
+	// latency keeps how long the vendor's notifications took to become
+	// change records, for the syncs' status; unwake stops the wakes of
+	// its syncs.
+	latency *readmodel.Latency
+	unwake  []func()
 }
 
 // opening is how a system is opened, beyond its module and role.
@@ -63,6 +70,9 @@ type opening struct {
 	// vendor refuses its grant.
 	fence        *readmodel.Fence
 	grantRefused func(reason string)
+	// webhook is the path below the public address where the system's
+	// vendor notifications are taken.
+	webhook string
 }
 
 // open opens one of firm f's systems in role, on a read model of its own
@@ -75,7 +85,10 @@ func (r *Runtime) open(f *firm, role string, mod firmsystem.Module, o opening) (
 	model := readmodel.New(readmodel.Config{Firm: f.ID, Store: r.d.Store, Updates: r.d.Feed, Other: r.d.State, Fence: o.fence,
 		Letters: f.letters})
 	rec := &changes.Recorder{State: model}
+	latency := &readmodel.Latency{}
+	notified := r.notified(f.ID, name)
 	deps := firmsystem.Deps{Firm: f.ID, Records: o.records, KeepsLedger: o.keepsLedger, KeepsEngagements: o.keepsEngagements,
+		WebhookURL: r.publicAddress(o.webhook),
 		Upstream: upstream.Deps{
 			Logger:        r.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", name)),
 			Budget:        r.d.Budget,
@@ -89,13 +102,21 @@ func (r *Runtime) open(f *firm, role string, mod firmsystem.Module, o opening) (
 			// leases the syncs take turns with.
 			Locks:        r.d.Store,
 			GrantRefused: o.grantRefused,
+			// What a notification leaves is read by the sync's holder,
+			// woken wherever it runs.
+			Wake: func(ctx context.Context) error { return r.wakes.Ring(ctx, f.ID, role) },
+			Heard: func(at time.Time) {
+				d := r.d.Clock().Sub(at)
+				latency.Add(d, r.d.Clock())
+				notified.Observe(d.Seconds())
+			},
 		}}
 	opened, err := mod.Open(deps)
 	if err != nil {
 		model.Close()
 		return nil, fmt.Errorf("%s %s: %w", role, name, err)
 	}
-	s := &system{role: role, name: name, label: opened.Label, model: model, recorder: rec, opened: opened}
+	s := &system{role: role, name: name, label: opened.Label, model: model, recorder: rec, opened: opened, latency: latency}
 	if s.label == "" {
 		s.label = name
 	}
@@ -115,6 +136,7 @@ func (r *Runtime) keep(f *firm, s *system, role string, kinds []practice.Kind, r
 	s.kinds = append(s.kinds, kinds...)
 	opts := []readmodel.SyncOption{
 		readmodel.WithLogger(r.logger.Named("sync").With(zap.String("firm", f.ID), zap.String("system", s.name))),
+		readmodel.WithLatency(s.latency),
 	}
 	if client != nil {
 		budget := readmodel.SyncBudget{Account: client.BudgetAccount()}
@@ -123,11 +145,13 @@ func (r *Runtime) keep(f *firm, s *system, role string, kinds []practice.Kind, r
 		}
 		opts = append(opts, readmodel.WithVendorCalls(client.Sent, client.BudgetPerHour()), readmodel.WithBudget(budget))
 	}
-	s.syncs = append(s.syncs, readmodel.NewSyncer(
+	sync := readmodel.NewSyncer(
 		readmodel.SyncedSystem{Role: role, System: s.name, Label: s.label, Kinds: kinds, Reader: reader},
 		readmodel.SyncDeps{Model: s.model, Recorder: s.recorder, Sink: r.d.Changes, Checkpoints: r.d.Store, Leases: r.d.Store,
 			Holder: r.cfg.Holder},
-		r.cfg.Sync, opts...))
+		r.cfg.Sync, opts...)
+	s.syncs = append(s.syncs, sync)
+	s.unwake = append(s.unwake, r.wakes.Add(sync))
 }
 
 // keeps reports whether s's copy keeps kind k.
@@ -167,6 +191,10 @@ func (s *system) halt() (wait func()) {
 // close ends s's syncs and drops its copy from memory.
 func (s *system) close() {
 	s.stop()
+	for _, unwake := range s.unwake {
+		unwake()
+	}
+	s.unwake = nil
 	s.model.Close()
 }
 
@@ -194,7 +222,7 @@ func (r *Runtime) openConnection(ctx context.Context, f *firm, c connection.Conn
 	fence := connectionFence(c)
 	keepsEngagements := slices.Contains(kinds, practice.Engagements)
 	s, err := r.open(f, c.Role, mod, opening{keepsEngagements: func() bool { return keepsEngagements }, fence: &fence,
-		grantRefused: r.grantRefused(c)})
+		grantRefused: r.grantRefused(c), webhook: "/connect/webhooks/" + c.System + "/" + c.ID})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 // The receivers of vendor webhooks: each system's own, made once when it
@@ -66,8 +67,11 @@ func (r *Runtime) ConnectionWebhook(system, connectionID string) (http.Handler, 
 				continue
 			}
 			// Only the subscriptions the gateway made deliver to a
-			// connection's own address.
-			if _, ok := r.app(c.app).(firmsystem.Subscriber); ok {
+			// connection's own address: its app's (Karbon's), or the
+			// system's own (a Graph subscription, a Drive channel).
+			_, byApp := r.app(c.app).(firmsystem.Subscriber)
+			_, bySystem := c.opened.Reader.(readmodel.Subscriber)
+			if byApp || bySystem {
 				return c.opened.Webhook, true
 			}
 		}
@@ -102,6 +106,9 @@ func (r *Runtime) app(name string) any {
 // connection must not fail the app's one webhook for every firm, which
 // the vendor disables after enough failures.
 func (r *Runtime) appWebhook(w http.ResponseWriter, req *http.Request, name string, app firmsystem.Deliveries) {
+	if ch, ok := app.(firmsystem.Challenger); ok && ch.Challenge(w, req) {
+		return // the vendor's verification of the address (Dropbox's)
+	}
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		w.WriteHeader(http.StatusMethodNotAllowed)
@@ -130,7 +137,10 @@ func (r *Runtime) appWebhook(w http.ResponseWriter, req *http.Request, name stri
 	}
 	status := http.StatusOK
 	for _, c := range r.liveConnections() {
-		if c.app != name || c.opened.Webhook == nil || !tenants[c.conn.OrganisationID] || c.paused() {
+		// A connection that names no organisation reaches one account,
+		// which its receiver knows (Dropbox's): it takes every delivery
+		// of its app and reads what is its own.
+		if c.app != name || c.opened.Webhook == nil || c.conn.OrganisationID != "" && !tenants[c.conn.OrganisationID] || c.paused() {
 			continue
 		}
 		rec := &statusRecorder{header: http.Header{}, status: http.StatusOK}

@@ -108,6 +108,8 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 var (
 	_ firmsystem.Consent     = (*App)(nil)
 	_ firmsystem.Revoker     = (*App)(nil)
+	_ firmsystem.Deliveries  = (*App)(nil)
+	_ firmsystem.Challenger  = (*App)(nil)
 	_ firmsystem.Connectable = (*Module)(nil)
 	_ caddy.Provisioner      = (*App)(nil)
 	_ caddy.Validator        = (*App)(nil)

@@ -20,7 +20,10 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/kit/docstore"
 	"github.com/practicegw/practicegw/adapters/kit/filing"
@@ -58,6 +61,11 @@ type Config struct {
 	MaxScanPages int `json:"max_scan_pages,omitempty"`
 	// Upstream is the resilience policy [600 requests a minute].
 	Upstream upstream.Policy `json:"upstream,omitzero"`
+	// AppSecret is the secret Dropbox signs the app's webhooks with
+	// [the OAuth client_secret, which is the app secret]: set it when
+	// the block gives a fixed access_token. Without either, the
+	// system's webhook is not served and its changes are polled alone.
+	AppSecret string `json:"app_secret,omitempty"`
 }
 
 // Adapter is one firm's Dropbox folder. It is safe for concurrent use;
@@ -67,6 +75,12 @@ type Adapter struct {
 	cfg    Config
 	c      *upstream.Client
 	header http.Header
+
+	// account is the firm's Dropbox account, once read; wake tells the
+	// sync of a notification (notify.go).
+	account atomic.Pointer[string]
+	wake    func(context.Context) error
+	log     *zap.Logger
 }
 
 // New checks cfg and makes the adapter.
@@ -96,7 +110,8 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if err != nil {
 		return nil, fmt.Errorf("dropbox: %w", err)
 	}
-	a := &Adapter{cfg: cfg, c: c, header: http.Header{}}
+	a := &Adapter{cfg: cfg, c: c, header: http.Header{}, wake: deps.Wake,
+		log: deps.LoggerOrNop().With(zap.String("upstream", c.Label()))}
 	if cfg.PathRoot != "" {
 		a.header.Set("Dropbox-API-Path-Root", cfg.PathRoot)
 	}

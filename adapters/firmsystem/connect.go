@@ -163,6 +163,15 @@ type Deliveries interface {
 	Route(header http.Header, body []byte) ([]string, error)
 }
 
+// Challenger is a Deliveries app whose vendor sends a verification request
+// to the app's one address before it sends anything (Dropbox's challenge):
+// the gateway hands it every request there first.
+type Challenger interface {
+	// Challenge answers r when it is the vendor's verification request,
+	// reporting whether it did.
+	Challenge(w http.ResponseWriter, r *http.Request) bool
+}
+
 // Remembers is a system that keeps, in the upstream state store, what it
 // saw of an organisation's records beyond the copy (XPM's first-seen
 // stamps, a proposal's first acceptance). The gateway forgets it with the

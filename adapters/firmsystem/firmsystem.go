@@ -58,6 +58,12 @@ type Deps struct {
 	// does it read its proposals' changes and notifications. Nil means
 	// they do.
 	KeepsEngagements func() bool
+	// WebhookURL is where the gateway takes the system's vendor
+	// notifications ({public_url}/ingest/<firm>/<system>, or a
+	// connection's own address), when it knows its public address: a
+	// system whose vendor notifies only while subscribed (Microsoft
+	// Graph, Google Drive) subscribes to it. Empty when unknown.
+	WebhookURL string
 }
 
 // Opened is a firm's system, ready to serve.

@@ -22,10 +22,13 @@ import (
 	"sync"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/practicegw/practicegw/adapters/kit/docstore"
 	"github.com/practicegw/practicegw/adapters/kit/filing"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/subscription"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -61,6 +64,11 @@ type Config struct {
 	MaxDepth int `json:"max_depth,omitempty"`
 	// Upstream is the resilience policy [600 requests a minute].
 	Upstream upstream.Policy `json:"upstream,omitzero"`
+	// NotificationURL is where Drive sends the changes feed's push
+	// messages: the gateway's address for the system, which the gateway
+	// fills in when it knows its public address. Empty: no channel is
+	// made, and the changes are polled alone.
+	NotificationURL string `json:"notification_url,omitempty"`
 }
 
 // Adapter is one firm's Drive folder. It is safe for concurrent use; List
@@ -70,6 +78,12 @@ type Adapter struct {
 	cfg     Config
 	c       *upstream.Client
 	folders folderCache
+
+	// keeper keeps the changes feed's push channel (notify.go); wake
+	// tells the sync of a notification.
+	keeper *subscription.Keeper
+	wake   func(context.Context) error
+	log    *zap.Logger
 }
 
 // New checks cfg and makes the adapter.
@@ -105,7 +119,14 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if err != nil {
 		return nil, fmt.Errorf("gdrive: %w", err)
 	}
-	a := &Adapter{cfg: cfg, c: c, folders: folderCache{m: map[string]folderInfo{}}}
+	a := &Adapter{cfg: cfg, c: c, folders: folderCache{m: map[string]folderInfo{}}, wake: deps.Wake,
+		log: deps.LoggerOrNop().With(zap.String("upstream", c.Label()))}
+	account := cfg.DriveID
+	if account == "" {
+		account = cfg.OAuth2.Connection + cfg.OAuth2.ClientID
+	}
+	a.keeper = &subscription.Keeper{State: deps.StateStore(), Key: "subscription/gdrive/" + cfg.Firm + "/" + account,
+		Address: cfg.NotificationURL, Life: channelLife, Renew: channelReplace, Vendor: driveVendor{a}, Clock: deps.ClockOrSystem()}
 	a.Store, err = docstore.New(docstore.Source[file]{
 		System: "gdrive", Provider: "google_drive", Firm: cfg.Firm, Label: c.Label(),
 		Name:  func(f file) string { return "file " + f.ID },

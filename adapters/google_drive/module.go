@@ -50,6 +50,9 @@ func (m *Module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
+	if cfg.NotificationURL == "" {
+		cfg.NotificationURL = d.WebhookURL
+	}
 	return docstore.Open("Google Drive", m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
 }
 

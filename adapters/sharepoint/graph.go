@@ -23,10 +23,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/practicegw/practicegw/adapters/kit/docstore"
 	"github.com/practicegw/practicegw/adapters/kit/filing"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/subscription"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -70,6 +73,12 @@ type Config struct {
 	MaxDepth int `json:"max_depth,omitempty"`
 	// Upstream is the resilience policy [600 requests a minute].
 	Upstream upstream.Policy `json:"upstream,omitzero"`
+	// NotificationURL is where Graph sends the drive's change
+	// notifications: the gateway's address for the system
+	// (https://<gateway>/ingest/<firm>/sharepoint, or the connection's),
+	// which the gateway fills in when it knows its public address. Empty:
+	// no subscription is made, and the drive's changes are polled alone.
+	NotificationURL string `json:"notification_url,omitempty"`
 }
 
 // Adapter is one firm's drive. It is safe for concurrent use; List and
@@ -84,6 +93,12 @@ type Adapter struct {
 	// drive is the drive's id once known, written under it.
 	resolving chan struct{}
 	drive     atomic.Pointer[string]
+
+	// keeper keeps the drive's change notification subscription
+	// (notify.go); wake tells the sync of a notification.
+	keeper *subscription.Keeper
+	wake   func(context.Context) error
+	log    *zap.Logger
 }
 
 // New checks cfg and makes the adapter.
@@ -134,7 +149,12 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 	if err != nil {
 		return nil, fmt.Errorf("graph: %w", err)
 	}
-	a := &Adapter{cfg: cfg, c: c, resolving: make(chan struct{}, 1)}
+	a := &Adapter{cfg: cfg, c: c, resolving: make(chan struct{}, 1), wake: deps.Wake,
+		log: deps.LoggerOrNop().With(zap.String("upstream", c.Label()))}
+	a.keeper = &subscription.Keeper{State: deps.StateStore(),
+		Key:     "subscription/graph/" + cfg.Firm + "/" + cmp.Or(cfg.DriveID, cfg.SiteID, cfg.OAuth2.Connection, "me"),
+		Address: cfg.NotificationURL, Life: subscriptionLife, Renew: subscriptionRenew, Check: subscriptionCheck,
+		Vendor: graphVendor{a}, Clock: deps.ClockOrSystem()}
 	if cfg.DriveID != "" {
 		a.drive.Store(&cfg.DriveID)
 	}

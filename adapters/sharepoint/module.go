@@ -73,6 +73,9 @@ func (m *module) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 func (m *module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
+	if cfg.NotificationURL == "" {
+		cfg.NotificationURL = d.WebhookURL
+	}
 	return docstore.Open(m.label, m.LinkClients, d, func(opts ...docstore.Option) (*Adapter, error) { return New(cfg, d.Upstream, opts...) })
 }
 

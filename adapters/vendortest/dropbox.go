@@ -9,6 +9,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,7 +22,9 @@ import (
 // deleted file or folder as one DeletedMetadata at its path, a moved one
 // as that and the entries at its new path, everything below a moved
 // folder included), 409 reset for a cursor that has expired; and
-// /2/files/list_revisions, which names the file last at a path.
+// /2/files/list_revisions, which names the file last at a path;
+// /2/users/get_current_account; and the app's webhook
+// (dropbox_webhooks.go).
 type Dropbox struct {
 	URL    string
 	Token  string
@@ -31,13 +34,24 @@ type Dropbox struct {
 	// its live access tokens are accepted beside Token.
 	Identity *Identity
 
+	// AccountID is the account the double's files are of.
+	AccountID string
+
 	srv  *httptest.Server
 	tree *tree
+	// hooks are the app's webhooks, told of changes by push
+	// (dropbox_webhooks.go).
+	hookMu       sync.Mutex
+	hooks, extra []string
+	sent, failed int
+	push         *pusher
 }
 
 // NewDropbox starts the double with token "dropbox-token".
 func NewDropbox() *Dropbox {
-	d := &Dropbox{Token: "dropbox-token", tree: newTree("id:dbx", "id:root")}
+	d := &Dropbox{Token: "dropbox-token", tree: newTree("id:dbx", "id:root"), AccountID: "dbid:AAH4f99T0taONIb-OurWxbNQ6ywGRopQngc"}
+	d.push = startPusher(d.tellChanges)
+	d.tree.poke = d.push.poke
 	d.Identity = newIdentity(dropboxIdentity, "dropbox-client")
 	d.srv = httptest.NewServer(d.Identity.mount(d.Faults.wrap(http.HandlerFunc(d.serve))))
 	d.Identity.URL = d.srv.URL
@@ -45,8 +59,11 @@ func NewDropbox() *Dropbox {
 	return d
 }
 
-// Close stops the server.
-func (d *Dropbox) Close() { d.srv.Close() }
+// Close stops the server, and the notifications it sends.
+func (d *Dropbox) Close() {
+	d.push.stop()
+	d.srv.Close()
+}
 
 // AddFile puts a file at a path and returns its id ("id:...").
 func (d *Dropbox) AddFile(p string, size int64, at time.Time) string {
@@ -111,6 +128,12 @@ func (d *Dropbox) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := json.Unmarshal(body, &arg); err != nil {
 		writeJSON(w, http.StatusBadRequest, []byte(`Error in call to API function "files/list_folder": request body: could not decode input as JSON`))
+		return
+	}
+	if r.URL.Path == "/2/users/get_current_account" {
+		b, _ := json.Marshal(map[string]any{"account_id": d.AccountID, "email": "office@birchstreet.example",
+			"name": map[string]string{"display_name": "Birch Street CPAs"}, "disabled": false})
+		writeJSON(w, http.StatusOK, b)
 		return
 	}
 	d.tree.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -18,7 +19,8 @@ import (
 // changes resource serves changes.getStartPageToken and changes.list
 // (pageToken, pageSize, nextPageToken then newStartPageToken; each file
 // once at its latest state, removed or trashed; 400 for a page token
-// that has expired).
+// that has expired), and push notification channels on changes
+// (changes.watch, channels.stop: gdrive_channels.go).
 type GDrive struct {
 	URL    string // the API base, .../drive/v3
 	Token  string
@@ -30,12 +32,21 @@ type GDrive struct {
 
 	srv  *httptest.Server
 	tree *tree
+	// channels are the push notification channels on changes, told by
+	// push (gdrive_channels.go); syncs are those owed their sync message.
+	chMu     sync.Mutex
+	channels map[string]*DriveChannel
+	syncs    []string
+	messages int
+	push     *pusher
 }
 
 // NewGDrive starts the double with token "drive-token"; the root folder's
 // id is "root".
 func NewGDrive() *GDrive {
 	d := &GDrive{Token: "drive-token", tree: newTree("1drv", "root")}
+	d.push = startPusher(d.tellChanges)
+	d.tree.poke = d.push.poke
 	d.Identity = newIdentity(googleIdentity, "drive-client")
 	d.srv = httptest.NewServer(d.Identity.mount(d.Faults.wrap(http.HandlerFunc(d.serve))))
 	d.Identity.URL = d.srv.URL
@@ -43,8 +54,11 @@ func NewGDrive() *GDrive {
 	return d
 }
 
-// Close stops the server.
-func (d *GDrive) Close() { d.srv.Close() }
+// Close stops the server, and the notifications it sends.
+func (d *GDrive) Close() {
+	d.push.stop()
+	d.srv.Close()
+}
 
 // AddFile puts a file at a path below the root and returns its id.
 func (d *GDrive) AddFile(p string, size int64, mime string, at time.Time) string {
@@ -118,6 +132,14 @@ var parentsQuery = regexp.MustCompile(`^'([^']+)' in parents(?: and trashed = fa
 func (d *GDrive) serve(w http.ResponseWriter, r *http.Request) {
 	if !accepts(r, d.Token, d.Identity) {
 		driveError(w, http.StatusUnauthorized, "authError", "Invalid Credentials")
+		return
+	}
+	switch r.URL.Path {
+	case "/drive/v3/changes/watch":
+		d.watch(w, r)
+		return
+	case "/drive/v3/channels/stop":
+		d.stop(w, r)
 		return
 	}
 	d.tree.mu.Lock()

@@ -21,7 +21,8 @@ import (
 // none; pages of $top with @odata.nextLink, then @odata.deltaLink;
 // deleted items with the deleted facet; parents of changed items unless
 // the deltaExcludeParent header is sent; 410 resyncRequired for an
-// expired token). What a consent's grant reaches is served as Graph
+// expired token); change notification subscriptions on a drive
+// (graph_subscriptions.go). What a consent's grant reaches is served as Graph
 // publishes it: GET /sites?search={query} (the sites, paged as children
 // are; "*" or nothing matches every one), GET /sites/{site}/drive (a
 // site's default document library) and GET /me/drive (the signed-in
@@ -41,9 +42,13 @@ type Graph struct {
 	srv  *httptest.Server
 	tree *tree
 
-	mu     sync.Mutex // guards sites and drives
+	mu     sync.Mutex // guards sites, drives and subs
 	sites  []graphSite
 	drives map[string]*tree
+	// subs are the change notification subscriptions, told of changes
+	// by push (graph_subscriptions.go).
+	subs map[string]*GraphSubscription
+	push *pusher
 }
 
 // graphSite is a SharePoint site and its default document library.
@@ -57,6 +62,8 @@ func NewGraph() *Graph {
 		SiteID: "contoso.sharepoint.com,2c712604-1370-44e7-a1f5-426573fda80a,2d2244c3-251a-49ea-93a8-39e1c3a060fe"}
 	g.drives = map[string]*tree{g.DriveID: g.tree}
 	g.sites = []graphSite{{id: g.SiteID, name: "Clients", drive: g.DriveID}}
+	g.push = startPusher(g.tellChanges)
+	g.tree.poke = g.push.poke
 	g.Identity = newIdentity(microsoftIdentity, "graph-client")
 	g.srv = httptest.NewServer(g.Identity.mount(g.Faults.wrap(http.HandlerFunc(g.serve))))
 	g.Identity.URL = g.srv.URL
@@ -64,8 +71,11 @@ func NewGraph() *Graph {
 	return g
 }
 
-// Close stops the server.
-func (g *Graph) Close() { g.srv.Close() }
+// Close stops the server, and the notifications it sends.
+func (g *Graph) Close() {
+	g.push.stop()
+	g.srv.Close()
+}
 
 // AddSite adds a site named name with a default document library of its
 // own, empty, and returns their ids.
@@ -76,7 +86,9 @@ func (g *Graph) AddSite(name string) (siteID, driveID string) {
 	siteID = fmt.Sprintf("contoso.sharepoint.com,%08x-0000-4000-8000-%012x,%08x-0000-4000-8000-%012x", n, n, n, n)
 	driveID = fmt.Sprintf("b!drive%d", n)
 	g.sites = append(g.sites, graphSite{id: siteID, name: name, drive: driveID})
-	g.drives[driveID] = newTree(fmt.Sprintf("0%dGRAPH", n), fmt.Sprintf("0%dROOT", n))
+	t := newTree(fmt.Sprintf("0%dGRAPH", n), fmt.Sprintf("0%dROOT", n))
+	t.poke = g.push.poke
+	g.drives[driveID] = t
 	return siteID, driveID
 }
 
@@ -148,6 +160,10 @@ func (g *Graph) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p, ok := strings.CutPrefix(r.URL.Path, "/v1.0")
+	if rest, sub := strings.CutPrefix(p, "/subscriptions"); ok && sub && (rest == "" || strings.HasPrefix(rest, "/")) {
+		g.subscriptions(w, r, rest)
+		return
+	}
 	if !ok || r.Method != http.MethodGet {
 		graphError(w, http.StatusNotFound, "itemNotFound", "The resource could not be found.")
 		return

@@ -131,12 +131,15 @@ type Karbon struct {
 	// invoices and payments are the firm's billing (karbon_billing.go).
 	invoices map[string]*KarbonInvoice
 	payments []*KarbonInvoicePayment
-	// notify tells subscribers of the changes made through the API
-	// (NotifyChanges); telling are the deliveries under way.
-	notify  bool
-	telling sync.WaitGroup
 	// lost are payments an invoice lists whose own read answers 404.
 	lost map[string]bool
+	// window, pending and push tell subscriptions of changes
+	// (NotifyChanges, karbon_webhooks.go).
+	notifying    bool
+	window       time.Duration
+	pending      map[string]*karbonTold
+	pendingOrder []string
+	push         *pusher
 }
 
 // NewKarbon starts the double with credentials "bearer-token" and
@@ -169,9 +172,12 @@ func StartKarbon(t testing.TB) *Karbon {
 	return k
 }
 
-// Close stops the server, once the deliveries under way are made.
+// Close stops the server, and the notifications it sends.
 func (k *Karbon) Close() {
-	k.telling.Wait()
+	k.mu.Lock()
+	p := k.push
+	k.mu.Unlock()
+	p.stop()
 	k.srv.Close()
 }
 
@@ -224,6 +230,7 @@ func (k *Karbon) RemoveWorkItem(key string) {
 	defer k.mu.Unlock()
 	k.changed()
 	delete(k.work, key)
+	k.told("Work", key, "Deleted")
 }
 
 // RemoveContact and RemoveOrganization delete a contact or an
@@ -233,6 +240,7 @@ func (k *Karbon) RemoveContact(key string) {
 	defer k.mu.Unlock()
 	k.changed()
 	delete(k.contacts, key)
+	k.told("Contact", key, "Deleted")
 }
 
 func (k *Karbon) RemoveOrganization(key string) {
@@ -240,6 +248,7 @@ func (k *Karbon) RemoveOrganization(key string) {
 	defer k.mu.Unlock()
 	k.changed()
 	delete(k.orgs, key)
+	k.told("Contact", key, "Deleted")
 }
 
 // Requests lists "METHOD path?query" of every authenticated request.
@@ -263,6 +272,7 @@ func (k *Karbon) AddUser(u KarbonUser) {
 	defer k.mu.Unlock()
 	k.changed()
 	k.users[u.Id] = &u
+	k.told("User", u.Id, "Inserted")
 }
 
 func (k *Karbon) AddContact(c KarbonContact) {
@@ -273,6 +283,7 @@ func (k *Karbon) AddContact(c KarbonContact) {
 		c.LastModified = k.now()
 	}
 	k.contacts[c.ContactKey] = &c
+	k.told("Contact", c.ContactKey, "Inserted")
 }
 
 func (k *Karbon) AddOrganization(o KarbonOrganization) {
@@ -283,6 +294,7 @@ func (k *Karbon) AddOrganization(o KarbonOrganization) {
 		o.LastModified = k.now()
 	}
 	k.orgs[o.OrganizationKey] = &o
+	k.told("Contact", o.OrganizationKey, "Inserted")
 }
 
 func (k *Karbon) AddClientGroup(g KarbonClientGroup) {
@@ -293,6 +305,7 @@ func (k *Karbon) AddClientGroup(g KarbonClientGroup) {
 		g.LastModified = k.now()
 	}
 	k.groups[g.ClientGroupKey] = &g
+	k.told("Contact", g.ClientGroupKey, "Inserted")
 }
 
 func (k *Karbon) AddWorkItem(w KarbonWorkItem) {
@@ -301,6 +314,7 @@ func (k *Karbon) AddWorkItem(w KarbonWorkItem) {
 	k.changed()
 	k.fillWork(&w)
 	k.work[w.WorkItemKey] = &w
+	k.told("Work", w.WorkItemKey, "Inserted")
 }
 
 // WorkItem returns a copy of a work item.
@@ -323,6 +337,7 @@ func (k *Karbon) MoveWorkItem(key, primary, secondary string) {
 	w.PrimaryStatus, w.SecondaryStatus = primary, secondary
 	w.WorkStatus = ""
 	k.fillWork(w)
+	k.told("Work", key, "Updated")
 }
 
 func (k *Karbon) fillWork(w *KarbonWorkItem) {

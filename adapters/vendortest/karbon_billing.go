@@ -93,6 +93,7 @@ func (k *Karbon) SetInvoiceStatus(key, status string) {
 	}
 	k.changed()
 	inv.Status, inv.UpdatedAt = status, k.touch(inv.UpdatedAt)
+	k.told("Invoice", key, "Updated")
 }
 
 // RemoveInvoice deletes an invoice, as a user deleting it in Karbon would.
@@ -130,6 +131,7 @@ func (k *Karbon) PayInvoice(p KarbonInvoicePayment) string {
 	}
 	k.payments = append(k.payments, &p)
 	k.settle(inv)
+	k.told("Invoice", inv.InvoiceKey, "Updated")
 	return p.PaymentKey
 }
 
@@ -143,6 +145,7 @@ func (k *Karbon) ReverseManualPayment(paymentKey string) {
 			k.changed()
 			p.Reversed, p.PaymentType = true, "ManualPaymentReversed"
 			k.settle(k.invoices[p.InvoiceKey])
+			k.told("Invoice", p.InvoiceKey, "Updated")
 			return
 		}
 	}

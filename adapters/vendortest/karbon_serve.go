@@ -452,6 +452,7 @@ func (k *Karbon) create(w http.ResponseWriter, r *http.Request, coll string) {
 		}
 		k.contacts[c.ContactKey] = c
 		key = c.ContactKey
+		k.told("Contact", key, "Inserted")
 	case "Organizations":
 		if in.FullName == nil || *in.FullName == "" {
 			karbonError(w, http.StatusBadRequest, "4005", "Required payload data is missing: Organization")
@@ -463,6 +464,7 @@ func (k *Karbon) create(w http.ResponseWriter, r *http.Request, coll string) {
 		}
 		k.orgs[o.OrganizationKey] = o
 		key = o.OrganizationKey
+		k.told("Contact", key, "Inserted")
 	case "WorkItems":
 		if in.Title == nil || in.AssigneeEmailAddress == nil || in.ClientKey == nil || in.ClientType == nil || in.StartDate == nil {
 			karbonError(w, http.StatusBadRequest, "4005", "Required payload data is missing: WorkItem")
@@ -474,6 +476,7 @@ func (k *Karbon) create(w http.ResponseWriter, r *http.Request, coll string) {
 		}
 		k.work[wi.WorkItemKey] = wi
 		key = wi.WorkItemKey
+		k.told("Work", key, "Inserted")
 	case "Notes":
 		if in.Subject == nil || in.Body == nil || in.AuthorEmailAddress == nil {
 			karbonError(w, http.StatusBadRequest, "4005", "Required payload data is missing: Note")
@@ -490,7 +493,6 @@ func (k *Karbon) create(w http.ResponseWriter, r *http.Request, coll string) {
 	}
 	w.Header().Set("Location", fmt.Sprintf("%s/v3/%s('%s')", k.URL, coll, key))
 	k.get(statusWriter{w, http.StatusCreated}, coll, key, map[string]bool{"BusinessCards": true, "ClientTeam": true, "Contacts": true})
-	k.tell(coll, key, "Inserted")
 }
 
 // statusWriter answers a GET's body with another status (201 Created).
@@ -574,8 +576,12 @@ func (k *Karbon) update(w http.ResponseWriter, r *http.Request, coll, key string
 		karbonError(w, http.StatusNotFound, "4004", "No HTTP resource was found that matches the request URI.")
 		return
 	}
+	typ := "Contact"
+	if coll == "WorkItems" {
+		typ = "Work"
+	}
+	k.told(typ, key, "Updated")
 	w.WriteHeader(http.StatusNoContent)
-	k.tell(coll, key, "Updated")
 }
 
 func (k *Karbon) applyContact(w http.ResponseWriter, c *KarbonContact, in karbonWrite) bool {

@@ -81,47 +81,6 @@ func (k *Karbon) CancelSubscription(webhookType string, accessKeys ...string) {
 	}
 }
 
-// NotifyChanges makes the double tell its subscribers of each change made
-// through its API (a contact, organization, client group or work item
-// created or updated), as Karbon does, just after answering it: a
-// change a Karbon user would make in Karbon's own pages is one made
-// through the API here.
-func (k *Karbon) NotifyChanges() {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.notify = true
-}
-
-// webhookTypeOf is the webhook type that tells of a change to a record of
-// a collection: Karbon tells contacts, organizations and client groups
-// alike as Contact.
-var webhookTypeOf = map[string]string{"Contacts": "Contact", "Organizations": "Contact", "ClientGroups": "Contact", "WorkItems": "Work"}
-
-// tell delivers the notification of a change to the collection's record
-// key, when the double notifies changes and someone subscribed; k.mu is
-// held, so it is sent once the answer is.
-func (k *Karbon) tell(coll, key, action string) {
-	typ := webhookTypeOf[coll]
-	if !k.notify || typ == "" {
-		return
-	}
-	var keys []string
-	for ak, subs := range k.subs {
-		if subs[typ] != nil {
-			keys = append(keys, ak)
-		}
-	}
-	if len(keys) == 0 {
-		return
-	}
-	payload := KarbonWebhook(typ, key, action, k.now())
-	k.telling.Add(1)
-	go func() {
-		defer k.telling.Done()
-		k.Deliver(typ, payload, keys...)
-	}()
-}
-
 // Deliver posts payload to every subscription of webhookType (of the
 // access keys named; of every one when none is), signed as Karbon signs
 // it: the Signature header is the hex HMAC-SHA256 of the body under the
@@ -269,4 +228,100 @@ func subscriptionJSON(base string, s *KarbonSubscription) []byte {
 	b, _ := json.Marshal(map[string]string{"@odata.context": base + "/v3/$metadata#WebhookSubscriptions/$entity",
 		"TargetUrl": s.TargetUrl, "WebhookType": s.WebhookType})
 	return b
+}
+
+// Karbon tells a subscription of each change to a record of its type
+// after a while, as one notification however many changes the record had
+// in it (Karbon coalesces a record's changes over 60 s): NotifyChanges
+// turns it on.
+
+// karbonTold is a record's changes not yet told.
+type karbonTold struct {
+	typ, key, action string
+	first            time.Time
+}
+
+// NotifyChanges makes the double tell its subscriptions of every change,
+// made through its API or by a test (as a Karbon user would in Karbon's
+// own pages), as Karbon does: a record's changes within window of its
+// first are one notification, sent when the window ends (Karbon's is
+// 60 s; zero tells each change just after it is made), Inserted when the
+// record was created in it, Deleted when it is gone, else Updated. Work
+// items, contacts (with organizations and client groups), users and
+// invoices are told. Close stops it.
+func (k *Karbon) NotifyChanges(window time.Duration) {
+	k.mu.Lock()
+	k.notifying, k.window = true, window
+	start := k.push == nil
+	k.mu.Unlock()
+	if start {
+		p := startPusher(k.tellDue)
+		k.mu.Lock()
+		k.push = p
+		k.mu.Unlock()
+	}
+}
+
+// FlushNotifications tells every change waiting, at once.
+func (k *Karbon) FlushNotifications() {
+	k.tellDue(time.Now().Add(24 * time.Hour))
+}
+
+// told notes a change to a record for NotifyChanges; k.mu is held.
+func (k *Karbon) told(typ, key, action string) {
+	if !k.notifying || !k.subscribed(typ) {
+		return // a change no subscription was there for is told to no one
+	}
+	if k.pending == nil {
+		k.pending = map[string]*karbonTold{}
+	}
+	id := typ + "/" + key
+	t := k.pending[id]
+	switch {
+	case t == nil:
+		k.pending[id] = &karbonTold{typ: typ, key: key, action: action, first: time.Now()}
+		k.pendingOrder = append(k.pendingOrder, id)
+	case action == "Deleted":
+		t.action = action
+	}
+	k.push.poke()
+}
+
+// subscribed reports whether any access key subscribed to typ; k.mu is
+// held.
+func (k *Karbon) subscribed(typ string) bool {
+	for _, subs := range k.subs {
+		if subs[typ] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// tellDue sends the notifications whose window has ended by now and
+// answers when the next one ends.
+func (k *Karbon) tellDue(now time.Time) time.Time {
+	k.mu.Lock()
+	var due []*karbonTold
+	var next time.Time
+	keep := k.pendingOrder[:0]
+	for _, id := range k.pendingOrder {
+		t := k.pending[id]
+		if end := t.first.Add(k.window); end.After(now) {
+			keep = append(keep, id)
+			if next.IsZero() || end.Before(next) {
+				next = end
+			}
+			continue
+		}
+		due = append(due, t)
+		delete(k.pending, id)
+	}
+	k.pendingOrder = keep
+	k.mu.Unlock()
+	for _, t := range due {
+		// A type no subscription takes is told to no one.
+		_, _ = k.Deliver(t.typ, KarbonWebhook(t.typ, t.key, t.action, time.Now().UTC().Truncate(time.Second)))
+	}
+	return next
 }

@@ -104,7 +104,7 @@ func ServeLocal(o LocalOptions) (*Local, error) {
 	}
 
 	k := NewKarbon()
-	k.NotifyChanges()
+	k.NotifyChanges(0)
 	l.closers = append(l.closers, k.Close)
 	k.AddUser(KarbonUser{Id: "U1", Name: "Pat Partner", EmailAddress: "pat@hollis.example", Roles: []string{"Partner"}})
 	for i := range 8 {

@@ -88,6 +88,12 @@ type QuickBooks struct {
 	customers map[string]string // id -> display name
 	seq       int
 	requests  []string
+	// notifyURL, period, batch and push tell the app's endpoint of
+	// changes (NotifyEvery, quickbooks_notify.go).
+	notifyURL string
+	period    time.Duration
+	batch     []QBEvent
+	push      *pusher
 }
 
 // NewQuickBooks starts the double with token "qbo-token", a realm and a
@@ -120,8 +126,14 @@ func StartQuickBooks(t testing.TB) *QuickBooks {
 	return q
 }
 
-// Close stops the server.
-func (q *QuickBooks) Close() { q.srv.Close() }
+// Close stops the server, and the notifications it sends.
+func (q *QuickBooks) Close() {
+	q.mu.Lock()
+	p := q.push
+	q.mu.Unlock()
+	p.stop()
+	q.srv.Close()
+}
 
 // Handler is the double's handler, as its server runs it.
 func (q *QuickBooks) Handler() http.Handler { return q.srv.Config.Handler }
@@ -155,6 +167,7 @@ func (q *QuickBooks) AddInvoice(inv QBInvoice) {
 	}
 	q.customers[inv.CustomerID] = inv.CustomerName
 	q.invoices[inv.ID] = &inv
+	q.told("Invoice", inv.ID, "Create", inv.Updated)
 }
 
 // Pay records a payment of an invoice's balance by method (a payment
@@ -171,6 +184,8 @@ func (q *QuickBooks) Pay(invoiceID, method, ref string, at time.Time) string {
 	inv.Payments = append(inv.Payments, id)
 	inv.Balance, inv.Updated = "0.00", at
 	inv.sync++
+	q.told("Payment", id, "Create", at)
+	q.told("Invoice", invoiceID, "Update", at)
 	return id
 }
 
@@ -181,6 +196,7 @@ func (q *QuickBooks) Change(invoiceID, total string, at time.Time) {
 	inv := q.invoices[invoiceID]
 	inv.Total, inv.Balance, inv.Updated = total, total, at
 	inv.sync++
+	q.told("Invoice", invoiceID, "Update", at)
 }
 
 // Void voids an invoice: QuickBooks zeroes it and notes "Voided".
@@ -190,6 +206,7 @@ func (q *QuickBooks) Void(invoiceID string, at time.Time) {
 	inv := q.invoices[invoiceID]
 	inv.Voided, inv.Total, inv.Balance, inv.Updated = true, "0", "0", at
 	inv.sync++
+	q.told("Invoice", invoiceID, "Void", at)
 }
 
 // Delete deletes an invoice: reads no longer find it, and change data
@@ -200,6 +217,7 @@ func (q *QuickBooks) Delete(invoiceID string, at time.Time) {
 	inv := q.invoices[invoiceID]
 	inv.deleted, inv.Updated = true, at
 	inv.sync++
+	q.told("Invoice", invoiceID, "Delete", at)
 }
 
 // qbFault is an Intuit Fault answer.

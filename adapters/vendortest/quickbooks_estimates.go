@@ -54,6 +54,7 @@ func (q *QuickBooks) AddEstimate(e QBEstimate) {
 	}
 	q.customers[e.CustomerID] = e.CustomerName
 	q.estimates[e.ID] = &e
+	q.told("Estimate", e.ID, "Create", e.Updated)
 }
 
 // SetEstimateStatus changes an estimate's TxnStatus, as the firm or its
@@ -67,6 +68,7 @@ func (q *QuickBooks) SetEstimateStatus(id, status string, at time.Time) {
 		e.AcceptedDate = at
 	}
 	e.sync++
+	q.told("Estimate", id, "Update", at)
 }
 
 // InvoiceEstimate makes an invoice of an accepted estimate, as QuickBooks'
@@ -81,6 +83,7 @@ func (q *QuickBooks) InvoiceEstimate(id string, at time.Time) string {
 		Created: at, Updated: at}
 	e.Invoice, e.Status, e.Updated = inv.ID, "Closed", at
 	e.sync++
+	q.told("Estimate", id, "Update", at)
 	q.mu.Unlock()
 	q.AddInvoice(inv)
 	return inv.ID
@@ -94,6 +97,7 @@ func (q *QuickBooks) DeleteEstimate(id string, at time.Time) {
 	e := q.estimates[id]
 	e.deleted, e.Updated = true, at
 	e.sync++
+	q.told("Estimate", id, "Delete", at)
 }
 
 func (q *QuickBooks) estimateJSON(e *QBEstimate) map[string]any {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -29,6 +30,10 @@ type tree struct {
 	// left is the file that last left a path (lowercased), by deletion
 	// or move, for Dropbox's list_revisions.
 	left map[string]*node
+	// dirty says a change was made since the double last told its
+	// subscribers, and poke tells the double's pusher (nil: none).
+	dirty atomic.Bool
+	poke  func()
 }
 
 // change is one logged change to a node.
@@ -48,6 +53,10 @@ func (t *tree) record(c change) {
 	t.rev++
 	c.rev = t.rev
 	t.log = append(t.log, c)
+	t.dirty.Store(true)
+	if t.poke != nil {
+		t.poke()
+	}
 }
 
 // since returns the changes after position pos, up to rev to, and

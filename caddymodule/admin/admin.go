@@ -285,11 +285,17 @@ func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
 			every = st.Plan.PollEvery["feed"]
 		}
 		v.Kinds = append(v.Kinds, adminapi.SyncKindView{Kind: k.Kind, Backfilled: k.Backfilled, Seen: k.Seen, About: k.About,
-			Records: k.Records, ConfirmedAt: k.ConfirmedAt, PollSeconds: int64(every / time.Second), Unusable: k.Unusable})
+			Records: k.Records, ConfirmedAt: k.ConfirmedAt, PollSeconds: int64(every / time.Second), Unusable: k.Unusable,
+			Notified: k.Notified, Reaches: st.Reaches(k.Kind)})
 	}
 	for _, u := range st.Unusable {
 		v.Unusable = append(v.Unusable, adminapi.UnusableView{Kind: u.Kind, ID: u.ID, Reason: u.Reason})
 	}
+	v.Notifications = st.Latency.Count
+	if st.Latency.Count > 0 {
+		v.NotifiedP50Millis, v.NotifiedP99Millis = st.Latency.P50.Milliseconds(), st.Latency.P99.Milliseconds()
+	}
+	v.SubscribedUntil, v.SubscribeError = st.SubscribedUntil, st.SubscribeError
 	return v
 }
 

@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -42,6 +43,16 @@ func (r syncRow) Calls() meter {
 		class = "warn"
 	}
 	return meterOf(frac, class)
+}
+
+// Reaching says how each kind's changes reach the gateway: "clients
+// notified; polled every 1m as well · jobs polled every 8m".
+func (r syncRow) Reaching() string {
+	var parts []string
+	for _, k := range r.Kinds {
+		parts = append(parts, string(k.Kind)+" "+r.Reaches(k.Kind))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // AgeText is the data's age for people.

@@ -160,6 +160,9 @@ func (a *App) provisionParts(ctx caddy.Context, repl *caddy.Replacer) error {
 		return fmt.Errorf("sync: poll %s and reconcile %s must be positive", sync.Poll, sync.Reconcile)
 	}
 	cfg := firms.Config{Sync: sync, Holder: holder, Placed: placement != nil, Connects: a.Connect != nil}
+	if a.Connect != nil {
+		cfg.PublicURL = a.Connect.PublicURL
+	}
 	for i := range a.Firms {
 		f, err := loadFirm(ctx, &a.Firms[i])
 		if err != nil {
@@ -171,7 +174,7 @@ func (a *App) provisionParts(ctx caddy.Context, repl *caddy.Replacer) error {
 	a.firms, err = firms.New(ctx, cfg, firms.Deps{Logger: a.logger, Metrics: ctx.GetMetricsRegistry(),
 		Store: st.read, Feed: st.feed, State: st.state, Notices: st.notices, Budget: st.budget,
 		Changes: a.dispatch.sink(), Demo: st.shared.demo, Connections: st.connections(),
-		Connected: connect.Modules{Config: a.Connect, Context: ctx, Secrets: st.state}})
+		Connected: connect.Modules{Config: a.Connect, Context: ctx, Secrets: st.state}, Wakes: st.wakes()})
 	if err != nil {
 		return err
 	}

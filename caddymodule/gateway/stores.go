@@ -163,6 +163,15 @@ func (st *stores) connections() connectStore {
 	return c
 }
 
+// wakes carry the syncs' wakes between instances: Redis's channel, none
+// for a gateway alone.
+func (st *stores) wakes() firms.WakeChannel {
+	if w, ok := st.gateway.(firms.WakeChannel); ok && st.redis != nil {
+		return w
+	}
+	return nil
+}
+
 // checks are the stores in /readyz: the embedded file, and Redis when
 // configured; both critical.
 func (st *stores) checks(ctx context.Context) []health.Check {
@@ -380,6 +389,7 @@ var (
 	_ upstream.Locks         = (*redisstore.ReadModel)(nil)
 	_ connect.Connections    = (*boltstore.Store)(nil)
 	_ connect.Connections    = (*redisstore.Store)(nil)
+	_ firms.WakeChannel      = (*redisstore.Store)(nil)
 	_ connect.Authorizations = (*boltstore.Store)(nil)
 	_ connect.Authorizations = (*redisstore.Store)(nil)
 	_ firms.Store            = (*boltstore.ReadModel)(nil)

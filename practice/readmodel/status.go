@@ -153,6 +153,10 @@ func (s *Syncer) statusLocked() Status {
 		if n, ok := s.sys.Reader.(Notifier); ok {
 			ks.Notified = n.Notifies(k)
 		}
+		if _, ok := s.sys.Reader.(Subscriber); ok {
+			// Notified while the subscription the holder keeps lives.
+			ks.Notified = p.SubscribeError == "" && now.Before(p.SubscribedUntil)
+		}
 		backfilled = backfilled && kp.Backfilled
 		if i == 0 || kp.ConfirmedAt.Before(st.ConfirmedAt) {
 			st.ConfirmedAt = kp.ConfirmedAt

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 // Source is how one store is read, over the store's item type T.
@@ -252,7 +254,17 @@ func Open[A Adapter](label, linkClients string, d firmsystem.Deps, build func(op
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: label, Reader: a, Client: a.Upstream()}, nil
+	opened := firmsystem.Opened{Label: label, Reader: a, Client: a.Upstream()}
+	if n, ok := any(a).(notifier); ok {
+		opened.Webhook = n.Webhook(d.Upstream.Changes)
+	}
+	return opened, nil
+}
+
+// notifier is a document store whose vendor notifies its changes: its
+// receiver is the system's webhook.
+type notifier interface {
+	Webhook(changes.ChangeSink) http.Handler
 }
 
 // Validate is a document store module's Validate: link_clients names the

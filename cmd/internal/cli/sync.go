@@ -155,6 +155,19 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 				fmt.Fprintf(w, "  %s: %s\n", u.ID, u.Reason)
 			}
 		}
+		var reach []string
+		for _, k := range s.Kinds {
+			if k.Reaches != "" {
+				reach = append(reach, fmt.Sprintf("%s %s", k.Kind, k.Reaches))
+			}
+		}
+		if len(reach) > 0 {
+			fmt.Fprintf(w, "%s (%s) changes reach the gateway: %s\n", s.Role, s.System, strings.Join(reach, "; "))
+		}
+		if s.Notifications > 0 {
+			fmt.Fprintf(w, "%s (%s) %d notifications became changes in the last hour: p50 %d ms, p99 %d ms from notification to event\n",
+				s.Role, s.System, s.Notifications, s.NotifiedP50Millis, s.NotifiedP99Millis)
+		}
 	}
 	if len(syncs) > 0 && len(syncs[0].HeldBy) > 0 {
 		fmt.Fprintf(w, "\nHeld in memory by %s\n", strings.Join(syncs[0].HeldBy, ", "))
