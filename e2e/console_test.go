@@ -171,6 +171,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Fatalf("the first credential on the traffic page is %v (%v), want Practice sync %s", first, err, practice.ID)
 	}
 	b.expect("section.traffic-row", "Practice sync", "of 60 left", "429s, 7 days")
+	// The console's own requests are its administrator's credential's
+	// traffic, not an idle credential's last use.
+	b.expect(`section.traffic-row[data-credential="`+admin.ID+`"]`, "Console admin", "requests, 7 days")
+	if idle := b.text("main"); strings.Contains(idle, "No requests in 7 days") &&
+		strings.Contains(idle[strings.Index(idle, "No requests in 7 days"):], "Console admin") {
+		t.Errorf("the traffic page lists the console's own credential as idle:\n%s", idle)
+	}
 	b.shot("07-traffic")
 
 	// Access: every credential and what it can reach; issue one.

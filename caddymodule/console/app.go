@@ -50,6 +50,12 @@ type (
 	trafficSource interface {
 		Traffic(ctx context.Context, c *credential.Credential, since time.Time) (usage.Traffic, bool, error)
 	}
+	// useCounter counts a request the console served its signed-in
+	// administrator in the credential's traffic (the Traffic page shows
+	// it), spending none of its ceiling.
+	useCounter interface {
+		CountUse(credentialID string)
+	}
 	// deprecations are the routes the configuration marks for retirement.
 	deprecations interface {
 		Deprecations() []api.Deprecation

@@ -52,7 +52,10 @@ type Handler struct {
 	connChange api.ConnectionWriter
 	// demo says which roles a firm leaves to the demo records; nil
 	// when the app does not say.
-	demo     demoRoles
+	demo demoRoles
+	// counter counts the console's own requests in the signed-in
+	// credential's traffic; nil when the app does not.
+	counter  useCounter
 	registry *auth.Registry
 	logger   *zap.Logger
 	sessions *sessions
@@ -198,6 +201,7 @@ func (h *Handler) wire(app any) (deprecations, error) {
 	h.firms, h.registry, h.sandbox, h.usage, h.syncs = src, src.Credentials(), src, src, src
 	h.endpoints, h.deliveries, h.replays, h.exports = eng, eng, eng, eng
 	h.demo, _ = app.(demoRoles)
+	h.counter, _ = app.(useCounter)
 	if cs, ok := app.(connectionSource); ok {
 		if svc := cs.Connections(); svc != nil {
 			h.connList, h.connChange = svc, svc
@@ -262,6 +266,10 @@ func (h *Handler) authed(fn viewFunc) http.HandlerFunc {
 					"Go back, reload the page and try again. (The form's security token did not match this session.)"))
 				return
 			}
+		}
+		if h.counter != nil {
+			// The console's own requests are the credential's traffic.
+			h.counter.CountUse(v.cred.ID)
 		}
 		if err := fn(w, r, v); err != nil {
 			h.fail(w, r, v, err)

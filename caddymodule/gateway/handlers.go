@@ -179,6 +179,18 @@ func (a *App) AttachLimiter(l *ratelimit.Limiter, rateFor func(*credential.Crede
 	a.limiter.limiter, a.limiter.rateFor = l, rateFor
 }
 
+// CountUse counts a request the console served its signed-in
+// administrator in the credential's traffic, spending none of its
+// ceiling; nothing is counted without a rate limiter.
+func (a *App) CountUse(credentialID string) {
+	a.limiter.mu.RLock()
+	l := a.limiter.limiter
+	a.limiter.mu.RUnlock()
+	if l != nil {
+		l.Count(credentialID)
+	}
+}
+
 // Traffic returns a credential's usage per hour since a time and its
 // current headroom; ok is false when no rate limiter is configured.
 func (a *App) Traffic(ctx context.Context, c *credential.Credential, since time.Time) (usage.Traffic, bool, error) {

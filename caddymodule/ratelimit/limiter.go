@@ -192,6 +192,12 @@ func (l *Limiter) Allow(ctx context.Context, credentialID string, rate Rate) Dec
 	return l.decide(ctx, credentialID, rate, true)
 }
 
+// Count counts one request of credentialID that the gateway served
+// without deciding it against the credential's ceiling (a console page its
+// administrator opened): it shows in the credential's usage and spends
+// none of its quota.
+func (l *Limiter) Count(credentialID string) { l.tally.count(credentialID, l.clock(), true) }
+
 // Peek reports the credential's headroom under rate (Remaining, Reset)
 // without spending or counting anything.
 func (l *Limiter) Peek(ctx context.Context, credentialID string, rate Rate) Decision {
