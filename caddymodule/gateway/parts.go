@@ -26,6 +26,7 @@ import (
 	"github.com/practicegw/practicegw/firms"
 	"github.com/practicegw/practicegw/internal/envconfig"
 	"github.com/practicegw/practicegw/internal/publishedkeys"
+	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/credential"
 )
@@ -99,6 +100,30 @@ func (a *App) storeSettings(repl *caddy.Replacer) (storeSettings, error) {
 	s.dir, s.redis, s.redisTLS, s.check = dir, a.Redis, a.RedisTLS, a.CheckOnly
 	s.secrets, err = configuredSecretsKey(repl, a.SecretsKey)
 	return s, err
+}
+
+// secretsKeyFile is where a gateway alone keeps the secrets key it
+// generated, beside its database but not in it.
+const secretsKeyFile = "secrets.key"
+
+// configuredSecretsKey is the key secrets_key names (its default,
+// PRACTICEGW_SECRETS_KEY's placeholder, is filled in from the
+// environment's table), or nil when it names none. A secrets_key that is
+// configured but expands to nothing (a missing file, an unset variable) is
+// an error, not a reason to fall back.
+func configuredSecretsKey(repl *caddy.Replacer, configured string) (*sealed.Key, error) {
+	value := strings.TrimSpace(repl.ReplaceAll(configured, ""))
+	if configured != "" && value == "" {
+		return nil, fmt.Errorf("secrets_key %s expands to nothing", configured)
+	}
+	if value == "" {
+		return nil, nil
+	}
+	k, err := sealed.Parse(value)
+	if err != nil {
+		return nil, fmt.Errorf("secrets_key: %w", err)
+	}
+	return k, nil
 }
 
 // provisionConnectApps loads the connect block's vendor apps, each its

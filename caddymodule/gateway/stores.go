@@ -293,7 +293,7 @@ func openShared(dir string, firms []string, secrets *sealed.Key) (*shared, error
 	sh := &shared{file: file, secrets: secrets}
 	if secrets == nil {
 		sh.keyFile = filepath.Join(dir, secretsKeyFile)
-		if sh.secrets, sh.generated, err = keyFile(dir); err != nil {
+		if sh.secrets, sh.generated, err = sealed.KeyFile(sh.keyFile); err != nil {
 			file.Close()
 			return nil, fmt.Errorf("secrets key: %w", err)
 		}

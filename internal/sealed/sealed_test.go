@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -101,4 +103,27 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("opened %q without its key id", value)
 		}
 	})
+}
+
+// A key file is generated once, mode 0600, and read back after; one
+// already there is never replaced, and one that is not a key is refused.
+func TestKeyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secrets.key")
+	k, generated, err := KeyFile(path)
+	if err != nil || !generated {
+		t.Fatalf("first read: %v, generated %v", err, generated)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the file: %v, %v", fi, err)
+	}
+	again, generated, err := KeyFile(path)
+	if err != nil || generated || again.ID() != k.ID() {
+		t.Fatalf("second read: %v, generated %v, same key %v", err, generated, again != nil && again.ID() == k.ID())
+	}
+	if err := os.WriteFile(path, []byte("not a key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := KeyFile(path); err == nil {
+		t.Error("a file that holds no key was taken")
+	}
 }
