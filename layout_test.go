@@ -268,10 +268,10 @@ func orNone(via string) string {
 	return via
 }
 
-// TestTheRuntimeAndTheClusterKnowNoCaddyModule holds the firms' runtime
+// TestRuntimeAndClusterReachNoCaddy holds the firms' runtime
 // and the cluster to what they reach, by any path: neither sees a Caddy
 // module, a store backend or the dispatcher.
-func TestTheRuntimeAndTheClusterKnowNoCaddyModule(t *testing.T) {
+func TestRuntimeAndClusterReachNoCaddy(t *testing.T) {
 	for _, b := range below {
 		deps := listPackages(t, "-deps", "./"+b.root)
 		for _, v := range reachViolations(b.root, b.forbid, b.caddyVia, deps) {

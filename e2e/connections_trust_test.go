@@ -297,8 +297,8 @@ func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
 			// practicegw sync status agrees: the records role is the
 			// paused connection, the ledger connected to nothing.
 			status, err := g.cli("sync", "status", "--firm", "frm_hollis")
-			for _, want := range []string{"records    karbon, connection " + id + " (needs_reconnect): its copy is served, failing",
-				"ledger     not connected: reads answer system_not_connected"} {
+			for _, want := range []string{"records    karbon, connection " + id + " (needs reconnecting): its copy is served, failing",
+				"ledger     not connected: /v1 refuses its reads until a system is connected"} {
 				if err != nil || !strings.Contains(status, want) {
 					t.Errorf("sync status lacks %q: %v\n%s", want, err, status)
 				}
