@@ -119,30 +119,9 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 	if code == "" {
 		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_code")
 	}
-	xctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, m.hc), exchangeTimeout)
-	defer cancel()
-	cfg, client := m.oauthConfig(s)
-	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
+	tok, client, err := m.exchange(ctx, c, a, s, code)
 	if err != nil {
-		var refused *oauth2.RetrieveError
-		if errors.As(err, &refused) && refused.Response != nil && refused.Response.StatusCode >= 500 {
-			return connection.View{}, &practice.UnavailableError{Upstream: s.Name, Err: errors.New("the token endpoint failed")}
-		}
-		if errors.As(err, &refused) {
-			// The library's error quotes the vendor's answer; only its
-			// code is kept.
-			return connection.View{}, m.refusedConsent(ctx, c, a, s, refused.ErrorCode)
-		}
-		var unreachable *url.Error
-		if errors.As(err, &unreachable) {
-			return connection.View{}, &practice.UnavailableError{Upstream: s.Name, Err: errors.New("the token endpoint could not be reached")}
-		}
-		return connection.View{}, upstream.Malformed(s.Name, "token", errors.New("the token endpoint's answer is not a token"))
-	}
-	if tok.RefreshToken == "" {
-		m.log.Warn("the vendor's token has no refresh token: the app must ask for offline access", zap.String("system", s.Name),
-			zap.String("connection", c.ID))
-		return connection.View{}, m.refusedConsent(ctx, c, a, s, "no_refresh_token")
+		return connection.View{}, err
 	}
 	tenants, err := m.organisations(ctx, s, tok.AccessToken, q)
 	if errors.Is(err, firmsystem.ErrNotReached) {
@@ -175,6 +154,39 @@ func (m *Manager) Callback(ctx context.Context, q url.Values, browser string) (c
 	m.log.Info("connection consented", zap.String("connection", c.ID), zap.String("firm", c.Firm),
 		zap.String("system", c.System), zap.String("status", string(c.Status)))
 	return m.view(c, ""), nil
+}
+
+// exchange trades the consent's code for the grant's token, with the
+// consent's PKCE verifier: a vendor's refusal (or a token without a refresh
+// token) is noted on the connection as its consent refused; a token
+// endpoint that fails or cannot be reached is unavailable.
+func (m *Manager) exchange(ctx context.Context, c connection.Connection, a connection.Authorization, s System, code string) (*oauth2.Token, firmsystem.OAuthClient, error) {
+	xctx, cancel := context.WithTimeout(context.WithValue(ctx, oauth2.HTTPClient, m.hc), exchangeTimeout)
+	defer cancel()
+	cfg, client := m.oauthConfig(s)
+	tok, err := cfg.Exchange(xctx, code, oauth2.VerifierOption(a.Verifier))
+	if err != nil {
+		var refused *oauth2.RetrieveError
+		if errors.As(err, &refused) && refused.Response != nil && refused.Response.StatusCode >= 500 {
+			return nil, client, &practice.UnavailableError{Upstream: s.Name, Err: errors.New("the token endpoint failed")}
+		}
+		if errors.As(err, &refused) {
+			// The library's error quotes the vendor's answer; only its
+			// code is kept.
+			return nil, client, m.refusedConsent(ctx, c, a, s, refused.ErrorCode)
+		}
+		var unreachable *url.Error
+		if errors.As(err, &unreachable) {
+			return nil, client, &practice.UnavailableError{Upstream: s.Name, Err: errors.New("the token endpoint could not be reached")}
+		}
+		return nil, client, upstream.Malformed(s.Name, "token", errors.New("the token endpoint's answer is not a token"))
+	}
+	if tok.RefreshToken == "" {
+		m.log.Warn("the vendor's token has no refresh token: the app must ask for offline access", zap.String("system", s.Name),
+			zap.String("connection", c.ID))
+		return nil, client, m.refusedConsent(ctx, c, a, s, "no_refresh_token")
+	}
+	return tok, client, nil
 }
 
 // awaits reports whether c still waits for the consent a asked for.
