@@ -70,13 +70,16 @@ func run(m *testing.M) int {
 
 // gateway is one running practicegw process.
 type gateway struct {
-	t       testing.TB
-	addr    string // API listener, host:port
-	admin   string // admin endpoint, host:port
-	dataDir string
-	env     []string
-	proc    *process
-	logs    *lockedBuffer // the running process's output
+	t     testing.TB
+	addr  string // API listener, host:port
+	admin string // admin endpoint, host:port
+	// advertise is its internal listener's URL, when it shares the firms
+	// with others.
+	advertise string
+	dataDir   string
+	env       []string
+	proc      *process
+	logs      *lockedBuffer // the running process's output
 }
 
 type gatewayOptions struct {

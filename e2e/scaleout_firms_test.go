@@ -85,11 +85,14 @@ http://{$PRACTICEGW_LISTEN} {
 		"PRACTICEGW_READ_MODEL_MEMORY=2MiB", "PRACTICEGW_READ_MODEL_REPLICAS=2")}
 }
 
-// start runs one more instance, advertising its own address.
+// start runs one more instance, with an internal listener of its own,
+// which it advertises.
 func (c *boundedCluster) start() *gateway {
-	addr := freePort(c.t)
-	return startGateway(c.t, gatewayOptions{config: c.config, addr: addr,
-		env: append(slices.Clone(c.env), "PRACTICEGW_ADVERTISE=http://"+addr)})
+	internal := freePort(c.t)
+	g := startGateway(c.t, gatewayOptions{config: c.config,
+		env: append(slices.Clone(c.env), "PRACTICEGW_INTERNAL_LISTEN="+internal, "PRACTICEGW_ADVERTISE=http://"+internal)})
+	g.advertise = "http://" + internal
+	return g
 }
 
 // heldBy reads which instances hold a firm, from an instance's admin
@@ -118,7 +121,7 @@ func waitPlaced(t *testing.T, within time.Duration, gws ...*gateway) {
 	t.Helper()
 	addrs := make([]string, len(gws))
 	for i, g := range gws {
-		addrs[i] = "http://" + g.addr
+		addrs[i] = g.advertise
 	}
 	eventually.NoError(t, within, 50*time.Millisecond, "every firm held twice", func() error {
 		for _, g := range gws {
@@ -226,7 +229,7 @@ func TestScaleOutByFirms(t *testing.T) {
 	eventually.True(t, 20*time.Second, 50*time.Millisecond, "an instance that does not hold "+firm, func() bool {
 		holders := heldBy(t, a, firm)
 		for _, g := range []*gateway{a, b, d} {
-			if !slices.Contains(holders, "http://"+g.addr) {
+			if !slices.Contains(holders, g.advertise) {
 				outside = g
 				return true
 			}

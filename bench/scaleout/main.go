@@ -390,9 +390,11 @@ func freeAddr() (string, error) {
 
 type gateway struct {
 	name, bin, addr, admin string
-	env                    []string
-	cmd                    *exec.Cmd
-	logs                   bytes.Buffer
+	// advertise is its internal listener's URL, when it shares the firms.
+	advertise string
+	env       []string
+	cmd       *exec.Cmd
+	logs      bytes.Buffer
 
 	mu sync.Mutex
 	// peak is the process's peak resident set, and peakIn the phase of
@@ -415,7 +417,12 @@ func startGateway(bin, config, dir, name string, env []string, advertise bool) (
 		"PRACTICEGW_DATA="+filepath.Join(dir, name), "PRACTICEGW_KAFKA=")
 	g.env = append(g.env, env...)
 	if advertise {
-		g.env = append(g.env, "PRACTICEGW_ADVERTISE=http://"+g.addr)
+		internal, err := freeAddr()
+		if err != nil {
+			return nil, err
+		}
+		g.advertise = "http://" + internal
+		g.env = append(g.env, "PRACTICEGW_INTERNAL_LISTEN="+internal, "PRACTICEGW_ADVERTISE="+g.advertise)
 	}
 	g.cmd = exec.Command(bin, "run", "--config", config, "--adapter", "caddyfile")
 	g.cmd.Env = g.env
@@ -668,7 +675,7 @@ func waitPlaced(gws []*gateway, firms []string, replicas int, within time.Durati
 func waitHeld(gws []*gateway, firms []string, least, most int, within time.Duration) error {
 	addrs := map[string]bool{}
 	for _, g := range gws {
-		addrs["http://"+g.addr] = true
+		addrs[g.advertise] = true
 	}
 	deadline := time.Now().Add(within)
 	for {
@@ -722,7 +729,7 @@ func load(gws []*gateway, firms []string, tokens map[string]string, holders map[
 				default:
 					path = fmt.Sprintf("/v1/jobs/job_W%06d", rng.IntN(jobs))
 				}
-				holder := slices.Contains(holders[f], "http://"+g.addr)
+				holder := slices.Contains(holders[f], g.advertise)
 				inflight.Add(1)
 				go func() {
 					defer inflight.Done()

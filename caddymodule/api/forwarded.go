@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2"
 
 	"github.com/practicegw/practicegw/caddymodule/apierror"
 	"github.com/practicegw/practicegw/caddymodule/auth"
@@ -16,15 +17,16 @@ import (
 
 // With a bound on the memory read models take, each firm's records are
 // held by a few instances, and a request for a firm this instance does
-// not hold is answered by one that does (the app's placement). It is sent
-// on after this instance authenticated it, charged it to the caller's rate
-// limit and logged it, to forwardedPrefix on the holder, which answers it
-// with the credential this instance signed and counts it nowhere again.
+// not hold is answered by one that does (the cluster's placement). It is
+// sent on after this instance authenticated it, charged it to the
+// caller's rate limit and logged it, to forwardedPrefix on the holder's
+// internal listener, which answers it with the credential its registry
+// knows and counts it nowhere again. The public site never serves the
+// prefix (it is no route of its: a 404), so nothing a client sends there
+// can pass for another instance.
 
-// forwardedPrefix is where a holder receives requests other instances
-// forward; served by practicegw_api wherever it is mounted outside /v1
-// (the root Caddyfile's catch-all), behind no authentication or limit of
-// the caller's own.
+// forwardedPrefix is where a holder's internal listener receives the
+// requests other instances forward.
 const forwardedPrefix = "/_practicegw/forwarded/"
 
 // peers is the app's placement, as the API sees it.
@@ -49,20 +51,37 @@ func fromPeer(r *http.Request) bool {
 	return v
 }
 
+// Forwarded is the API as an instance's internal listener serves it: the
+// requests other instances forward (at forwardedPrefix) and nothing else,
+// which it answers 404. It is a practicegw_api of its own, provisioned in
+// ctx (the app's, when it starts its internal listener), outside every
+// site: no access log line, rate limit or credential check of the
+// caller's is made again for a request already charged and logged where
+// its caller sent it.
+func Forwarded(ctx caddy.Context) (http.Handler, error) {
+	mod, err := ctx.LoadModuleByID("http.handlers.practicegw_api", nil)
+	if err != nil {
+		return nil, err
+	}
+	h := mod.(*Handler)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		apierror.RequestID(w)
+		_ = h.answer(w, r, h.serveForwarded)
+	}), nil
+}
+
 // serveForwarded answers a request another instance forwarded, as the
-// caller's own, without writing a second access log line for it. The
-// credential is the one this instance's registry knows now (the cluster
-// refuses one revoked), so a route whose scope it no longer holds is
-// refused as it would be at /v1.
+// caller's own. The credential is the one this instance's registry knows
+// now (the cluster refuses one revoked), so a route whose scope it no
+// longer holds is refused as it would be at /v1.
 func (h *Handler) serveForwarded(w http.ResponseWriter, r *http.Request) (string, error) {
-	if h.peers == nil {
+	if h.peers == nil || !strings.HasPrefix(r.URL.Path, forwardedPrefix) {
 		return "none", apierror.New(http.StatusNotFound, "resource_not_found", "Unrecognized request URL ("+r.Method+" "+r.URL.Path+").")
 	}
 	in, cred, err := h.peers.Forwarded(r)
 	if err != nil {
 		return "none", forwardRefusal(err)
 	}
-	caddyhttp.SetVar(r.Context(), caddyhttp.LogSkipVar, true)
 	ctx := context.WithValue(auth.WithCredential(in.Context(), cred), forwardedKey{}, true)
 	return h.serve(w, in.WithContext(ctx))
 }

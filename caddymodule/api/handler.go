@@ -169,14 +169,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyhttp.
 		apierror.Write(w, r, e)
 		return nil
 	}
+	return h.answer(w, r, h.serve)
+}
+
+// answer serves r with serve, answering its error with the contract's
+// body; a refusal (401, 403) is handed to the site's error routes where
+// it has any.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, serve func(http.ResponseWriter, *http.Request) (string, error)) error {
 	rec := &statusRecorder{ResponseWriter: w}
-	var op string
-	var err error
-	if strings.HasPrefix(r.URL.Path, forwardedPrefix) {
-		op, err = h.serveForwarded(rec, r)
-	} else {
-		op, err = h.serve(rec, r)
-	}
+	op, err := serve(rec, r)
 	var refused error
 	if err != nil {
 		e := h.toAPIError(r, err)

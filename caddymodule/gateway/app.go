@@ -161,7 +161,10 @@ type App struct {
 	firms     *firms.Runtime
 	cluster   *cluster.Cluster
 	connector *connect.Manager
-	metrics   *metrics
+	// internal is where the other instances forward the requests of the
+	// firms this one holds, with the cluster.
+	internal *internalListener
+	metrics  *metrics
 	// ctx is Caddy's, for the start line.
 	ctx    caddy.Context
 	cancel context.CancelFunc
@@ -308,6 +311,15 @@ func (a *App) Start() error {
 	if a.CheckOnly {
 		return errors.New("practicegw: this configuration is marked check_only, for practicegw validate: it is checked, never run")
 	}
+	if err := refuseOccupied(a.ctx, a.internal); err != nil {
+		return fmt.Errorf("practicegw: %w", err)
+	}
+	if a.internal != nil {
+		// Listening before the cluster says this instance holds a firm.
+		if err := a.internal.start(a.ctx); err != nil {
+			return fmt.Errorf("practicegw: %w", err)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
 	a.wg.Go(func() {
@@ -337,7 +349,10 @@ func (a *App) Start() error {
 	return nil
 }
 
-// Stop ends background work and waits for it.
+// Stop ends background work and waits for it: the cluster leaves first
+// (so the others forward here no more), then the internal listener
+// answers what it took, then the firms and the webhook engine stop and
+// write what they hold, all before Cleanup closes the stores.
 func (a *App) Stop() error {
 	if a.metrics != nil {
 		a.metrics.retire(a)
@@ -345,6 +360,9 @@ func (a *App) Stop() error {
 	if a.cancel != nil {
 		a.cancel()
 		a.wg.Wait()
+	}
+	if err := a.internal.stop(); err != nil {
+		a.logger.Warn("internal listener stopped before what it took was answered", zap.Error(err))
 	}
 	if a.firms != nil {
 		a.firms.Stop()

@@ -15,6 +15,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/caddymodule/connect"
+	"github.com/practicegw/practicegw/cluster"
 	"github.com/practicegw/practicegw/internal/envconfig"
 	redisstore "github.com/practicegw/practicegw/store/redis"
 )
@@ -346,7 +347,14 @@ func unmarshalSync(d *caddyfile.Dispenser, s *SyncConfig) error {
 //	read_model {
 //		memory    512MiB
 //		replicas  2
-//		advertise http://10.1.2.3:8080
+//		listen    10.1.2.3:8090
+//		advertise https://10.1.2.3:8090
+//		internal_tls {
+//			ca          /etc/practicegw/cluster-ca.pem
+//			cert        /etc/practicegw/instance.pem
+//			key         /etc/practicegw/instance-key.pem
+//			server_name practicegw-internal
+//		}
 //	}
 func unmarshalReadModel(d *caddyfile.Dispenser, c *ReadModelConfig) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
@@ -368,11 +376,46 @@ func unmarshalReadModel(d *caddyfile.Dispenser, c *ReadModelConfig) error {
 			err = countOption(d, val, &c.Replicas)
 		case "advertise":
 			c.Advertise = val
+		case "listen":
+			c.Listen = val
+		case "internal_tls":
+			if val != "" {
+				return d.ArgErr()
+			}
+			err = unmarshalInternalTLS(d, &c.InternalTLS)
 		default:
 			return d.Errf("unknown read_model option %q", opt)
 		}
 		if err != nil {
 			return err
+		}
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+	}
+	return nil
+}
+
+// unmarshalInternalTLS reads the internal listener's TLS; a value left
+// empty (an unset {$VAR}) leaves it out.
+func unmarshalInternalTLS(d *caddyfile.Dispenser, t *cluster.InternalTLS) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		val := ""
+		if d.NextArg() {
+			val = d.Val()
+		}
+		switch opt {
+		case "ca":
+			t.CA = val
+		case "cert":
+			t.Cert = val
+		case "key":
+			t.Key = val
+		case "server_name":
+			t.ServerName = val
+		default:
+			return d.Errf("unknown internal_tls option %q", opt)
 		}
 		if d.NextArg() {
 			return d.ArgErr()

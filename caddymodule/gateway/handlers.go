@@ -161,8 +161,13 @@ func (a *App) LimiterSettings() ratelimit.AppSettings {
 	return ratelimit.AppSettings{Rate: a.RateLimit, Redis: a.Redis, RedisTLS: a.RedisTLS}
 }
 
-// UsageStore is where the embedded limiter keeps hourly usage.
-func (a *App) UsageStore() ratelimit.UsageStore { return a.stores.shared.store }
+// UsageStore is where the embedded limiter keeps hourly usage: the
+// embedded file, held open for the limiter until release, so that the
+// usage it writes when its last config lets go of it (a stop, a reload)
+// reaches the file whichever module Caddy cleans up first.
+func (a *App) UsageStore() (ratelimit.UsageStore, func()) {
+	return a.stores.shared.store, a.stores.retain()
+}
 
 // limiterRef is the rate limiter the practicegw_ratelimit handler
 // attached, so that listings and the console can read usage and headroom.

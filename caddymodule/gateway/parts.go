@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,10 +53,21 @@ type ReadModelConfig struct {
 	// Replicas is how many instances hold each firm. Default 2
 	// (PRACTICEGW_READ_MODEL_REPLICAS).
 	Replicas int `json:"replicas,omitempty"`
-	// Advertise is the URL the other instances reach this one at, which
-	// they send the requests of the firms it holds to; required with a
-	// bound (PRACTICEGW_ADVERTISE).
+	// Advertise is the URL the other instances reach this one's internal
+	// listener at, which they send the requests of the firms it holds to;
+	// required with a bound (PRACTICEGW_ADVERTISE).
 	Advertise string `json:"advertise,omitempty"`
+	// Listen is the internal listener's address (host:port), on the port
+	// Advertise names: it serves the requests other instances forward and
+	// nothing else, and the public site never serves them; required with
+	// a bound (PRACTICEGW_INTERNAL_LISTEN). Keep it on a private network,
+	// or give it InternalTLS, or both.
+	Listen string `json:"listen,omitempty"`
+	// InternalTLS makes the internal listener, and this instance's
+	// connections to the others', TLS with a certificate of the cluster's
+	// own authority at both ends (PRACTICEGW_INTERNAL_TLS_CA, _CERT, _KEY,
+	// _SERVER_NAME); Advertise is then https.
+	InternalTLS cluster.InternalTLS `json:"internal_tls,omitzero"`
 }
 
 // applyEnvironment fills the fields the configuration leaves out from the
@@ -272,14 +282,15 @@ func (a *App) placement(repl *caddy.Replacer, holder string) (*cluster.Config, e
 		a.logger.Info("read_model memory applies with redis alone: this instance holds every firm")
 		return nil, nil
 	}
-	u, err := url.Parse(c.Advertise)
-	if c.Advertise == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("read_model advertise %q: with a memory bound, name the URL other instances reach this one at, "+
-			"such as http://10.1.2.3:8080 (PRACTICEGW_ADVERTISE)", c.Advertise)
+	internal, client, err := internalListenerOf(repl, c)
+	if err != nil {
+		return nil, err
 	}
+	a.internal = internal
 	nonces, _ := a.stores.gateway.(cluster.Nonces)
 	return &cluster.Config{ID: holder, Advertise: c.Advertise, Memory: bound, Replicas: c.Replicas,
-		ForwardKey: a.stores.shared.secrets.Derive("forwarded requests v1"), Nonces: nonces, Credentials: a.registry}, nil
+		ForwardKey: a.stores.shared.secrets.Derive("forwarded requests v1"), Nonces: nonces, Credentials: a.registry,
+		TLS: client}, nil
 }
 
 // holderID names this process in sync leases and the membership: the

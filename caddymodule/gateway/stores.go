@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -23,6 +24,7 @@ import (
 	"github.com/practicegw/practicegw/dispatcher"
 	"github.com/practicegw/practicegw/firms"
 	"github.com/practicegw/practicegw/internal/groupcommit"
+	"github.com/practicegw/practicegw/internal/occupant"
 	"github.com/practicegw/practicegw/internal/sealed"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -218,6 +220,18 @@ func (st *stores) expire(ctx context.Context, logger *zap.Logger) {
 	}
 }
 
+// retain holds the embedded file open until the func returned is called,
+// for a part that writes to it after the app is cleaned up.
+func (st *stores) retain() func() {
+	if _, _, err := pool.LoadOrNew(st.poolKey, func() (caddy.Destructor, error) {
+		return nil, errors.New("the embedded file is closed")
+	}); err != nil {
+		return func() {}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _, _ = pool.Delete(st.poolKey) }) }
+}
+
 // close lets go of what openStores took.
 func (st *stores) close() {
 	if st.checkDir != "" {
@@ -286,8 +300,18 @@ func openShared(dir string, firms []string, secrets *sealed.Key) (*shared, error
 		return nil, fmt.Errorf("creating data directory: %w", err)
 	}
 	path := filepath.Join(dir, "practicegw.db")
+	// bbolt locks the file to one process: a second gateway on the same
+	// data directory is refused at once, saying which holds it.
+	if by, _ := occupant.Locking(path); len(by) > 0 {
+		return nil, fmt.Errorf("the data file %s is held by %s: another gateway runs on this data directory? "+
+			"Stop it, or give this one its own (PRACTICEGW_DATA)", path, occupant.Describe(by))
+	}
 	file, err := boltstore.OpenFile(path, 5*time.Second)
 	if err != nil {
+		if by, _ := occupant.Locking(path); len(by) > 0 {
+			return nil, fmt.Errorf("the data file %s is held by %s: another gateway runs on this data directory? "+
+				"Stop it, or give this one its own (PRACTICEGW_DATA)", path, occupant.Describe(by))
+		}
 		return nil, fmt.Errorf("opening %s (is another practicegw using it?): %w", path, err)
 	}
 	sh := &shared{file: file, secrets: secrets}

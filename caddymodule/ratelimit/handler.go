@@ -86,8 +86,10 @@ type Handler struct {
 	def     *policy // for credentials without a rate of their own
 	cfg     Config
 	limiter *Limiter
-	metrics *metrics
-	logger  *zap.Logger
+	// releaseUsage gives back the app's usage store (Host.UsageStore).
+	releaseUsage func()
+	metrics      *metrics
+	logger       *zap.Logger
 	// policies holds the policy of each rate credentials carry, by its
 	// spelling: a handful of rates serve every credential, and parsing
 	// and spelling them once spares every request the work.
@@ -164,9 +166,10 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	if app != nil {
-		h.cfg.Usage = app.UsageStore()
+		h.cfg.Usage, h.releaseUsage = app.UsageStore()
 	}
 	if h.limiter, err = Acquire(h.cfg); err != nil {
+		h.release()
 		return err
 	}
 	if app != nil {
@@ -181,7 +184,11 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 // usage and headroom.
 type Host interface {
 	LimiterSettings() AppSettings
-	UsageStore() UsageStore
+	// UsageStore is where hourly usage is kept, open until release is
+	// called: the handler releases it only once the limiter it shares
+	// has written what it holds, whichever of the config's modules is
+	// cleaned up first.
+	UsageStore() (store UsageStore, release func())
 	AttachLimiter(l *Limiter, rateFor func(*credential.Credential) Rate)
 }
 
@@ -198,12 +205,22 @@ type AppSettings struct {
 	RedisTLS redisstore.TLSFiles
 }
 
-// Cleanup releases the Limiter; it closes when no config holds it.
+// Cleanup releases the Limiter, which writes the usage it holds when no
+// config holds it any more, then the usage store it wrote to.
 func (h *Handler) Cleanup() error {
+	defer h.release()
 	if h.limiter == nil {
 		return nil
 	}
 	return Release(h.cfg)
+}
+
+// release gives back the app's usage store, once.
+func (h *Handler) release() {
+	if h.releaseUsage != nil {
+		h.releaseUsage()
+		h.releaseUsage = nil
+	}
 }
 
 // Limiter is the handler's limiter, for the console's usage and headroom.
