@@ -76,10 +76,12 @@ type gateway struct {
 	// advertise is its internal listener's URL, when it shares the firms
 	// with others.
 	advertise string
-	dataDir   string
-	env       []string
-	proc      *process
-	logs      *lockedBuffer // the running process's output
+	// internal is its internal listener, host:port.
+	internal string
+	dataDir  string
+	env      []string
+	proc     *process
+	logs     *lockedBuffer // the running process's output
 }
 
 type gatewayOptions struct {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/internal/eventually"
 	"github.com/practicegw/practicegw/internal/redistest"
 )
@@ -27,6 +28,7 @@ type boundedCluster struct {
 	t      *testing.T
 	config string
 	env    []string
+	k      *vendortest.Karbon
 }
 
 func newBoundedCluster(t *testing.T) *boundedCluster {
@@ -57,6 +59,15 @@ func newBoundedCluster(t *testing.T) *boundedCluster {
 }
 
 http://{$PRACTICEGW_LISTEN} {
+	log {
+		output stderr
+		format filter {
+			wrap json
+			fields {
+				request>headers>Practicegw-Forwarded delete
+			}
+		}
+	}
 	@probes path /healthz /readyz
 	handle @probes {
 		practicegw_health
@@ -78,7 +89,7 @@ http://{$PRACTICEGW_LISTEN} {
 	if err := os.WriteFile(path, []byte(caddyfile), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return &boundedCluster{t: t, config: path, env: append(slices.Clone(v.env),
+	return &boundedCluster{t: t, config: path, k: v.k, env: append(slices.Clone(v.env),
 		"PRACTICEGW_REDIS="+redis.URL(), "PRACTICEGW_SECRETS_KEY="+secretsKey(),
 		// A firm here is about 400 records, a quarter of a MiB: each
 		// instance has room for about 8 of the 12 holdings.
@@ -87,11 +98,18 @@ http://{$PRACTICEGW_LISTEN} {
 
 // start runs one more instance, with an internal listener of its own,
 // which it advertises.
-func (c *boundedCluster) start() *gateway {
+func (c *boundedCluster) start(env ...string) *gateway {
 	internal := freePort(c.t)
-	g := startGateway(c.t, gatewayOptions{config: c.config,
-		env: append(slices.Clone(c.env), "PRACTICEGW_INTERNAL_LISTEN="+internal, "PRACTICEGW_ADVERTISE=http://"+internal)})
-	g.advertise = "http://" + internal
+	return c.startAt(internal, "http://"+internal, env...)
+}
+
+// startAt runs one more instance with its internal listener at internal,
+// advertising advertise (a proxy in front of it, say), with env added.
+func (c *boundedCluster) startAt(internal, advertise string, env ...string) *gateway {
+	env = append(append(slices.Clone(c.env), "PRACTICEGW_INTERNAL_LISTEN="+internal, "PRACTICEGW_ADVERTISE="+advertise), env...)
+	g := startGateway(c.t, gatewayOptions{config: c.config, env: env})
+	g.advertise = advertise
+	g.internal = internal
 	return g
 }
 

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -35,8 +38,12 @@ func TestTryConnectionsLocally(t *testing.T) {
 	// The README's commands; the gateway's address is the test's own, so
 	// the doubles' consent pages are told where it is.
 	state := filepath.Join(t.TempDir(), "practicegw-vendors.json")
+	// The doubles on free ports, never the README's fixed ones: the
+	// suite passes beside a trial running on this machine.
+	first, origins := freeVendorPorts(t)
 	serveVendors := func() *process {
-		vendors := startCommand(t, "practicegw-vendors", exec.Command(vendorsBin, "--gateway", public, "--state", state), os.Interrupt)
+		vendors := startCommand(t, "practicegw-vendors", exec.Command(vendorsBin, "--gateway", public, "--state", state,
+			"--port", strconv.Itoa(first)), os.Interrupt)
 		eventually.NoError(t, 30*time.Second, poll, "practicegw-vendors to serve", func() error {
 			if vendors.exited() {
 				t.Fatalf("practicegw-vendors exited:\n%s", vendors.out.String())
@@ -55,7 +62,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 		}
 	}
 	g := startGateway(t, gatewayOptions{addr: addr, config: "../config/try-connections.Caddyfile",
-		env: []string{"PRACTICEGW_PUBLIC_URL=" + public, "PRACTICEGW_SYNC_POLL=1s"}})
+		env: append(origins, "PRACTICEGW_PUBLIC_URL="+public, "PRACTICEGW_SYNC_POLL=1s")})
 	admin := g.issue("frm_hollis", false, "admin").Token
 	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read", "documents:read").Token
 
@@ -187,7 +194,8 @@ func karbonChange(t *testing.T, g *gateway, token, contact, name string) {
 	if change == nil || list == nil {
 		t.Fatal("the README's Try connections section changes no Karbon client, or lists no event of it")
 	}
-	fill := strings.NewReplacer("localhost:8080", g.addr, "pgw_live_...", token, "C001", contact, "Benedict", name)
+	fill := strings.NewReplacer("localhost:8080", g.addr, "pgw_live_...", token, "C001", contact, "Benedict", name,
+		"http://127.0.0.1:7101", karbonOrigin(g))
 	run := func(c *readmeCommand) string {
 		out, err := exec.Command("bash", "-c", fill.Replace(c.text)).CombinedOutput()
 		if err != nil {
@@ -204,4 +212,48 @@ func karbonChange(t *testing.T, g *gateway, token, contact, name string) {
 		}
 		return printedAsShown(out, shown)
 	})
+}
+
+// vendorOrigins are the try Caddyfile's variables of the doubles' origins,
+// in practicegw-vendors' order from --port.
+var vendorOrigins = []string{"TRY_VENDOR_KARBON", "TRY_VENDOR_XERO", "TRY_VENDOR_GRAPH", "TRY_VENDOR_GOOGLE", "TRY_VENDOR_DROPBOX", "TRY_VENDOR_QUICKBOOKS"}
+
+// freeVendorPorts finds six free ports in a row for practicegw-vendors'
+// --port, and the try Caddyfile's variables naming them.
+func freeVendorPorts(t *testing.T) (int, []string) {
+	t.Helper()
+	for range 100 {
+		first := 20000 + rand.IntN(40000)
+		var held []net.Listener
+		for i := range len(vendorOrigins) {
+			ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", first+i))
+			if err != nil {
+				break
+			}
+			held = append(held, ln)
+		}
+		free := len(held) == len(vendorOrigins)
+		for _, ln := range held {
+			ln.Close()
+		}
+		if free {
+			env := make([]string, len(vendorOrigins))
+			for i, name := range vendorOrigins {
+				env[i] = fmt.Sprintf("%s=http://127.0.0.1:%d", name, first+i)
+			}
+			return first, env
+		}
+	}
+	t.Fatal("no six free ports in a row")
+	return 0, nil
+}
+
+// karbonOrigin is the Karbon double's origin the gateway g was given.
+func karbonOrigin(g *gateway) string {
+	for _, kv := range g.env {
+		if v, ok := strings.CutPrefix(kv, "TRY_VENDOR_KARBON="); ok {
+			return v
+		}
+	}
+	return "http://127.0.0.1:7101"
 }

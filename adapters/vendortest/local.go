@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/occupant"
 )
 
 // FirstPort is where Local starts by default: Karbon, then Xero (with
@@ -87,6 +89,10 @@ func ServeLocal(o LocalOptions) (*Local, error) {
 	front := func(i int, name string, to func(r *http.Request) string, connect ...string) string {
 		ln, err := net.Listen("tcp", addr(i))
 		if err != nil {
+			if by, _ := occupant.Listening(addr(i)); len(by) > 0 {
+				err = fmt.Errorf("%s is already answered by %s: are the doubles running already? Stop them, or serve "+
+					"these elsewhere (--port)", addr(i), occupant.Describe(by))
+			}
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 			return ""
 		}
