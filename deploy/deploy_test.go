@@ -10,6 +10,7 @@ package deploy
 import (
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"path"
 	"regexp"
 	"slices"
@@ -37,7 +38,20 @@ var contractEnv = []string{
 	"PRACTICEGW_WEBHOOK_ALLOW_CIDRS",
 	"PRACTICEGW_SIGNING_KEY",
 	"PRACTICEGW_SECRETS_KEY",
+	"PRACTICEGW_READ_MODEL_MEMORY",
+	"PRACTICEGW_READ_MODEL_REPLICAS",
+	"PRACTICEGW_INTERNAL_LISTEN",
+	"PRACTICEGW_ADVERTISE",
+	"PRACTICEGW_INTERNAL_TLS_CA",
+	"PRACTICEGW_INTERNAL_TLS_CERT",
+	"PRACTICEGW_INTERNAL_TLS_KEY",
+	"PRACTICEGW_INTERNAL_TLS_SERVER_NAME",
 }
+
+// internalPort is the gateways' internal listener, where one forwards to
+// another (PRACTICEGW_INTERNAL_LISTEN in compose and the kustomization):
+// a port of theirs beside the Caddyfile's, never one of its sites.
+const internalPort = 8090
 
 // derivedEnv are set by practicegw itself, from PRACTICEGW_LISTEN, before
 // it reads a Caddyfile: Caddyfiles read them, no deployment sets them.
@@ -238,4 +252,64 @@ func isPlaceholder(v string) bool {
 	}
 	b, err := base64.StdEncoding.DecodeString(v)
 	return err == nil && says(string(b))
+}
+
+// The internal listener stays inside: compose gives every gateway one on
+// internalPort, advertised by its service name, and publishes it nowhere;
+// the load balancer answers /_practicegw/ itself and never proxies to it;
+// on Kubernetes no Service exposes it and a NetworkPolicy lets only
+// gateway pods reach it.
+func TestInternalListenerStaysInside(t *testing.T) {
+	compose := asMap(yamlDocs(t, "compose.yaml")[0])
+	shared := asMap(compose["x-practicegw-env"])
+	if got := asString(shared["PRACTICEGW_INTERNAL_LISTEN"]); got != fmt.Sprintf(":%d", internalPort) {
+		t.Errorf("compose's PRACTICEGW_INTERNAL_LISTEN is %q, want :%d", got, internalPort)
+	}
+	for name, svc := range asMap(compose["services"]) {
+		s := asMap(svc)
+		for _, p := range asSlice(s["ports"]) {
+			if strings.Contains(fmt.Sprint(p), fmt.Sprint(internalPort)) {
+				t.Errorf("compose service %s publishes the internal listener: %v", name, p)
+			}
+		}
+		if !strings.HasPrefix(name, "gateway-") {
+			continue
+		}
+		want := fmt.Sprintf("http://%s:%d", name, internalPort)
+		if got := asString(asMap(s["environment"])["PRACTICEGW_ADVERTISE"]); got != want {
+			t.Errorf("compose's %s advertises %q, want %s", name, got, want)
+		}
+	}
+	lb := string(read(t, "lb.Caddyfile"))
+	if !strings.Contains(lb, "@internal path /_practicegw/*") || !strings.Contains(lb, "respond @internal 404") ||
+		strings.Contains(lb, fmt.Sprintf(":%d", internalPort)) {
+		t.Error("lb.Caddyfile passes the internal routes on, or proxies to the internal listener")
+	}
+	var policed bool
+	for _, f := range []string{"kubernetes/gateway.yaml", "kubernetes/network-policy.yaml"} {
+		for _, d := range yamlDocs(t, f) {
+			o := asMap(d)
+			switch asString(o["kind"]) {
+			case "Service":
+				for _, p := range asSlice(asMap(o["spec"])["ports"]) {
+					pm := asMap(p)
+					if fmt.Sprint(pm["targetPort"]) == "internal" || fmt.Sprint(pm["targetPort"]) == fmt.Sprint(internalPort) {
+						t.Errorf("%s: Service %v exposes the internal listener", f, asMap(o["metadata"])["name"])
+					}
+				}
+			case "NetworkPolicy":
+				for _, rule := range asSlice(asMap(o["spec"])["ingress"]) {
+					r := asMap(rule)
+					for _, p := range asSlice(r["ports"]) {
+						if fmt.Sprint(asMap(p)["port"]) == fmt.Sprint(internalPort) {
+							policed = len(asSlice(r["from"])) > 0
+						}
+					}
+				}
+			}
+		}
+	}
+	if !policed {
+		t.Error("no NetworkPolicy keeps the internal listener to the gateway pods")
+	}
 }

@@ -198,7 +198,10 @@ func TestKubernetes(t *testing.T) {
 					t.Errorf("%s: probes on port %d, want the API port %d", cwhere, probePort, apiPort)
 				}
 				for name, n := range w.ports {
-					if !slices.Contains(caddyPorts, n) {
+					if n == internalPort && slices.Contains(caddyPorts, n) {
+						t.Errorf("%s: the internal listener's port %d is a site's too", cwhere, n)
+					}
+					if !slices.Contains(caddyPorts, n) && n != internalPort {
 						t.Errorf("%s: container port %s=%d is not one the Caddyfile listens on %v", cwhere, name, n, caddyPorts)
 					}
 				}
