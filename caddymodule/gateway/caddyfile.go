@@ -399,50 +399,29 @@ func unmarshalReadModel(d *caddyfile.Dispenser, c *ReadModelConfig) error {
 // unmarshalInternalTLS reads the internal listener's TLS; a value left
 // empty (an unset {$VAR}) leaves it out.
 func unmarshalInternalTLS(d *caddyfile.Dispenser, t *cluster.InternalTLS) error {
-	for nesting := d.Nesting(); d.NextBlock(nesting); {
-		opt := d.Val()
-		val := ""
-		if d.NextArg() {
-			val = d.Val()
-		}
-		switch opt {
-		case "ca":
-			t.CA = val
-		case "cert":
-			t.Cert = val
-		case "key":
-			t.Key = val
-		case "server_name":
-			t.ServerName = val
-		default:
-			return d.Errf("unknown internal_tls option %q", opt)
-		}
-		if d.NextArg() {
-			return d.ArgErr()
-		}
-	}
-	return nil
+	return unmarshalOptions(d, "internal_tls", map[string]*string{"ca": &t.CA, "cert": &t.Cert, "key": &t.Key, "server_name": &t.ServerName})
 }
 
 // unmarshalRedisTLS reads the files a rediss:// connection is made with;
 // a value left empty (an unset {$VAR}) leaves its file out.
 func unmarshalRedisTLS(d *caddyfile.Dispenser, files *redisstore.TLSFiles) error {
+	return unmarshalOptions(d, "redis_tls", map[string]*string{"ca": &files.CA, "cert": &files.Cert, "key": &files.Key})
+}
+
+// unmarshalOptions reads block's one-value options into the fields they
+// name.
+func unmarshalOptions(d *caddyfile.Dispenser, block string, fields map[string]*string) error {
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		opt := d.Val()
 		val := ""
 		if d.NextArg() {
 			val = d.Val()
 		}
-		switch opt {
-		case "ca":
-			files.CA = val
-		case "cert":
-			files.Cert = val
-		case "key":
-			files.Key = val
-		default:
-			return d.Errf("unknown redis_tls option %q", opt)
+		field, ok := fields[opt]
+		if !ok {
+			return d.Errf("unknown %s option %q", block, opt)
 		}
+		*field = val
 		if d.NextArg() {
 			return d.ArgErr()
 		}
