@@ -81,6 +81,8 @@ type Adapter struct {
 	account atomic.Pointer[string]
 	wake    func(context.Context) error
 	log     *zap.Logger
+	// paths are the files seen, by path (changes.go).
+	paths filePaths
 }
 
 // New checks cfg and makes the adapter.
@@ -188,6 +190,11 @@ func (a *Adapter) fetch(ctx context.Context, _, token string) (paging.VendorPage
 		return page, fmt.Errorf("dropbox: list folder: %w", err)
 	}
 	page.Items = res.Entries
+	for _, m := range res.Entries {
+		if m.Tag == "file" {
+			a.paths.keep(m.PathLower, m.ID)
+		}
+	}
 	if res.HasMore {
 		if res.Cursor == "" {
 			return page, upstream.Malformed(a.c.Label(), "folder listing", errors.New("has_more without a cursor"))
@@ -213,6 +220,7 @@ func (a *Adapter) read(ctx context.Context, fileID string) (metadata, string, er
 	if m.Tag != "file" || !a.under(m.PathLower) {
 		return m, "", fmt.Errorf("dropbox: %s is not a document under %s: %w", fileID, a.cfg.Root, practice.ErrNotFound)
 	}
+	a.paths.keep(m.PathLower, m.ID)
 	return m, "", nil
 }
 

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/practicegw/practicegw/adapters/kit/docstore"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
@@ -64,6 +66,16 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 			return practice.ChangesPage{}, err
 		}
 	}
+	// A page that names a folder changed (renamed, moved, made or
+	// deleted) may have moved the folders known: they are forgotten, and
+	// its files read again.
+	foldersChanged := false
+	for _, it := range body.Value {
+		foldersChanged = foldersChanged || it.Root == nil && (it.Folder != nil || it.Deleted != nil && it.File == nil)
+	}
+	if foldersChanged {
+		a.folders.forget()
+	}
 	for _, it := range body.Value {
 		switch {
 		case it.ID == "":
@@ -74,12 +86,67 @@ func (a *Adapter) Changes(ctx context.Context, t practice.Tenant, cursor string)
 		case it.Folder != nil:
 			page.Entries = append(page.Entries, docstore.FeedEntry[driveItem]{ID: it.ID, Folder: true})
 		default:
-			page.Entries = append(page.Entries, docstore.FeedEntry[driveItem]{ID: it.ID})
+			e := docstore.FeedEntry[driveItem]{ID: it.ID}
+			// A file in a folder known below the root is placed without
+			// reading it again: delta gave all of it but its folder's path.
+			if rel, ok := a.folders.path(it.ParentReference.ID); ok && !foldersChanged && it.File != nil {
+				e.Item, e.Rel, e.Located = it, rel, true
+			}
+			page.Entries = append(page.Entries, e)
 		}
 	}
 	return a.Feed(ctx, t, cursor, page)
 }
 
-// deltaFields are what the feed reads of an item: which it is, and what
-// kind.
-const deltaFields = "id,file,folder,root,deleted"
+// deltaFields are what the feed reads of an item: which it is and what
+// kind, and what a document is made of but its folder's path (delta
+// gives none).
+const deltaFields = "id,name,size,webUrl,createdDateTime,lastModifiedDateTime,file,folder,root,deleted,parentReference"
+
+// folderPaths are the paths below the filing root of the folders the
+// adapter has seen, by their item id: what places a file the delta names.
+type folderPaths struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// maxFolders bounds the folders kept.
+const maxFolders = 100_000
+
+func (f *folderPaths) path(id string) (string, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rel, ok := f.m[id]
+	return rel, ok && id != ""
+}
+
+func (f *folderPaths) keep(id, rel string) {
+	if id == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.m == nil || len(f.m) >= maxFolders {
+		f.m = map[string]string{}
+	}
+	f.m[id] = rel
+}
+
+func (f *folderPaths) forget() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.m = nil
+}
+
+// learn keeps the folder an item read with its path sits in, and the
+// item itself when it is a folder.
+func (a *Adapter) learn(it driveItem) {
+	rel, ok := a.relative(it.ParentReference.Path)
+	if !ok {
+		return
+	}
+	a.folders.keep(it.ParentReference.ID, rel)
+	if it.Folder != nil {
+		a.folders.keep(it.ID, path.Join(rel, it.Name))
+	}
+}

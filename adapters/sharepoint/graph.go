@@ -99,6 +99,8 @@ type Adapter struct {
 	keeper *subscription.Keeper
 	wake   func(context.Context) error
 	log    *zap.Logger
+	// folders are the folders seen below the root (delta.go).
+	folders folderPaths
 }
 
 // New checks cfg and makes the adapter.
@@ -243,6 +245,9 @@ func (a *Adapter) fetchChildren(ctx context.Context, folder, token string) (pagi
 		return page, fmt.Errorf("graph: list folder: %w", err)
 	}
 	page.Items = body.Value
+	for _, it := range body.Value {
+		a.learn(it)
+	}
 	if body.NextLink != "" {
 		rel, err := a.c.Relative(body.NextLink)
 		if err != nil {
@@ -271,6 +276,7 @@ func (a *Adapter) read(ctx context.Context, itemID string) (driveItem, string, e
 	if it.File == nil || !ok {
 		return it, "", fmt.Errorf("graph: %s is not a document under %s: %w", itemID, a.cfg.Root, practice.ErrNotFound)
 	}
+	a.learn(it)
 	return it, rel, nil
 }
 

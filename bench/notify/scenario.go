@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// scenario is one system's bursts, run one after the other.
+type scenario struct {
+	system string
+	label  string
+	// path is where the system's notifications come to the gateway.
+	path   string
+	bursts []burst
+}
+
+// burst is one kind of change made burst times.
+type burst struct {
+	event string
+	order int
+	// change makes the i-th change and answers the id of the record the
+	// webhook names.
+	change func(i int) (string, error)
+	// names reports whether a notification's body names the i-th change
+	// (nil: any notification after it tells it, as a document store's).
+	names func(body []byte, i int) bool
+}
+
+// row is one line of the table.
+type row struct {
+	order         int
+	system, event string
+	n, missing    int
+	fromChange    []time.Duration
+	fromNotice    []time.Duration
+	unnotified    int
+}
+
+func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([]row, error) {
+	var rows []row
+	for _, b := range s.bursts {
+		type made struct {
+			id string
+			at time.Time
+		}
+		var changes []made
+		for i := range o.burst {
+			at := time.Now()
+			id, err := b.change(i)
+			if err != nil {
+				return rows, fmt.Errorf("%s change %d: %w", b.event, i, err)
+			}
+			changes = append(changes, made{id, at})
+		}
+		deadline := time.Now().Add(o.wait)
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			all := true
+			for _, c := range changes {
+				if rc.arrived(b.event, c.id).IsZero() {
+					all = false
+					break
+				}
+			}
+			if all {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		r := row{order: b.order, system: s.label, event: b.event, n: len(changes)}
+		for i, c := range changes {
+			got := rc.arrived(b.event, c.id)
+			if got.IsZero() {
+				r.missing++
+				continue
+			}
+			r.fromChange = append(r.fromChange, got.Sub(c.at))
+			var match func([]byte) bool
+			if b.names != nil {
+				match = func(body []byte) bool { return b.names(body, i) }
+			}
+			told := p.first(s.path, c.at, match)
+			if told.IsZero() || told.After(got) {
+				r.unnotified++ // found by a poll, before or without its notification
+				continue
+			}
+			r.fromNotice = append(r.fromNotice, got.Sub(told))
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+func printTable(rows []row) {
+	fmt.Println()
+	fmt.Println("| system | kind | changes | from the change (p50 / p90 / max) | from the vendor's notification (p50 / p90 / p99 / max) | not notified first | missing |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %d | %s | %s | %d | %d |\n", r.system, r.event, r.n, spread(r.fromChange, false), spread(r.fromNotice, true),
+			r.unnotified, r.missing)
+	}
+}
+
+// spread is p50 / p90 (/ p99) / max of ds, "-" for none.
+func spread(ds []time.Duration, p99 bool) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	q := func(p float64) time.Duration { return ds[min(len(ds)-1, int(p*float64(len(ds))))] }
+	parts := []string{fmtDur(q(0.5)), fmtDur(q(0.9))}
+	if p99 {
+		parts = append(parts, fmtDur(q(0.99)))
+	}
+	parts = append(parts, fmtDur(ds[len(ds)-1]))
+	return strings.Join(parts, " / ")
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return fmt.Sprintf("%.0f s", d.Seconds())
+}
