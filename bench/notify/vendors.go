@@ -345,12 +345,16 @@ func (v *vendors) scenarios() []scenario {
 				key := fmt.Sprintf("W%04d", i)
 				v.k.MoveWorkItem(key, "InProgress", "In Review")
 				return "job_" + key, nil
-			}, names: func(b []byte, i int) bool { return bytes.Contains(b, fmt.Appendf(nil, `"ResourcePermaKey":"W%04d"`, i)) }},
+			}, names: func(b []byte, i int) bool {
+				return bytes.Contains(b, fmt.Appendf(nil, `"ResourcePermaKey":"W%04d"`, i))
+			}},
 			{event: "job.deleted", order: 2, change: func(i int) (string, error) {
 				key := fmt.Sprintf("W%04d", 100+i)
 				v.k.RemoveWorkItem(key)
 				return "job_" + key, nil
-			}, names: func(b []byte, i int) bool { return bytes.Contains(b, fmt.Appendf(nil, `"ResourcePermaKey":"W%04d"`, 100+i)) }},
+			}, names: func(b []byte, i int) bool {
+				return bytes.Contains(b, fmt.Appendf(nil, `"ResourcePermaKey":"W%04d"`, 100+i))
+			}},
 		}})
 	}
 	if v.x != nil {
@@ -368,7 +372,9 @@ func (v *vendors) scenarios() []scenario {
 	}
 	if v.q != nil {
 		names := func(off int) func([]byte, int) bool {
-			return func(b []byte, i int) bool { return bytes.Contains(b, fmt.Appendf(nil, `"intuitentityid":"%d"`, off+i+1)) }
+			return func(b []byte, i int) bool {
+				return bytes.Contains(b, fmt.Appendf(nil, `"intuitentityid":"%d"`, off+i+1))
+			}
 		}
 		out = append(out, scenario{system: "quickbooks", label: "QuickBooks Online", path: "/ingest/frm_qbo/quickbooks", bursts: []burst{
 			{event: "invoice.paid", order: 4, change: func(i int) (string, error) {
