@@ -118,7 +118,9 @@ type world struct {
 	ledger practice.Reader
 	inst   [2]*instance
 	// changes are every change record, in recording order.
-	changes  []practice.Change
+	changes []practice.Change
+	// deleted are the records the vendor deleted ("<kind>/<id>").
+	deleted  []string
 	webhooks []notice
 	delayed  []delivery
 	depth    int
@@ -426,7 +428,13 @@ func (w *world) remove(k practice.Kind) {
 		return
 	}
 	w.vendor.Delete(k, id)
+	w.deleted = append(w.deleted, string(k)+"/"+id)
 	w.trace("vendor deletes %s", id)
+	// Karbon tells a deletion (Deleted), Intuit an invoice's; a Karbon
+	// invoice's is told by nothing, and the reconciliation finds it.
+	if k != practice.Invoices || w.o.QuickBooksInvoices {
+		w.notify(k, id, false)
+	}
 }
 
 // propose puts a proposal in state at the vendor, minding its first
@@ -483,6 +491,16 @@ func (w *world) deliverNotice(ctx context.Context) {
 	}
 	readAt := w.now
 	raw, err := w.vendor.Get(ctx, tenant, n.kind, n.id)
+	if errors.Is(err, practice.ErrNotFound) {
+		// Gone (the notification of its deletion, or one of a change
+		// before it): the adapter removes it on the vendor's word.
+		published, err := w.inst[to].rec.Remove(ctx, w, changes.Removal{Tenant: tenant, Kind: n.kind, ResourceID: n.id, At: w.now})
+		w.trace("webhook for %s to %d: not found, removed: published %t, %v", n.id, to, published, err)
+		if err != nil {
+			w.webhooks = append(w.webhooks, n)
+		}
+		return
+	}
 	if err != nil {
 		w.trace("webhook for %s to %d: re-read fails: %v", n.id, to, err)
 		return
@@ -689,6 +707,30 @@ func (w *world) check() {
 	}
 	w.checkChanges()
 	w.checkRaised()
+	w.checkRemovals(ctx)
+}
+
+// checkRemovals: every record the vendor deleted that the shared copy
+// held (its tombstone is there) had its removal announced, and once
+// (checkChanges says it was not twice), whichever of a notification, a
+// change feed or a reconciliation found it.
+func (w *world) checkRemovals(ctx context.Context) {
+	announced := map[string]bool{}
+	for _, c := range w.changes {
+		if string(c.After) == "null" {
+			announced[string(c.Kind)+"/"+c.ResourceID] = true
+		}
+	}
+	held := map[string]bool{}
+	_ = w.store.Load(ctx, firm, func(u readmodel.Update) error {
+		held[string(u.Kind)+"/"+u.ID] = true
+		return nil
+	})
+	for _, key := range w.deleted {
+		if held[key] && !announced[key] {
+			w.diverge("%s was removed without a word: its tombstone is kept, no change record says it", key)
+		}
+	}
 }
 
 // backfilled reads the ledger sync's checkpoint of k, the progress
