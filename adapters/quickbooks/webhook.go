@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -235,61 +234,96 @@ type notice struct {
 	id    string
 }
 
-// ingestAll reads what the items name: the payments first, each with the
-// invoices it pays (Intuit names those too, and they need no second
-// read), then the invoices left in one query, then the estimates. An
-// item whose read fails is answered failed, for a later try.
+// ingestAll reads what the items name: the invoices in one query, with
+// the payments applied to them in one more; then each payment not among
+// those (read alone, GET .../payment/{id}) with the invoices it pays that
+// were not read yet, again in one query; then the estimates. An item
+// whose read fails is answered failed, for a later try.
 func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, items []notifications.Kept) ([]string, error) {
-	var invoices, others []notice
+	var invoices, payments, estimates []notice
 	for _, k := range items {
 		var e Event
 		if json.Unmarshal(k.Item, &e) != nil {
 			continue
 		}
 		n := notice{Event: e, heard: k.At, id: k.ID}
-		if e.Entity == "invoice" {
+		switch e.Entity {
+		case "invoice":
 			invoices = append(invoices, n)
-		} else {
-			others = append(others, n)
+		case "payment":
+			payments = append(payments, n)
+		default:
+			estimates = append(estimates, n)
 		}
 	}
-	// Payments before estimates, as before: the invoices a payment
-	// read are done.
-	slices.SortStableFunc(others, func(x, y notice) int { return strings.Compare(y.Entity, x.Entity) })
-	read := map[string]bool{}
 	var failed []string
 	var first error
-	fail := func(ids []string, err error) {
-		failed = append(failed, ids...)
+	fail := func(ns []notice, err error) {
+		for _, n := range ns {
+			failed = append(failed, n.id)
+		}
 		if first == nil {
 			first = err
 		}
 	}
-	for _, n := range others {
-		if err := a.ingest(ctx, sink, n, read); err != nil {
-			fail([]string{n.id}, fmt.Errorf("%s %s: %w", n.Entity, n.ID, err))
-		}
+	known, err := a.ingestInvoices(ctx, sink, invoices, nil)
+	if err != nil {
+		fail(invoices, err)
+		fail(payments, err) // their invoices may be among those
+		payments = nil
 	}
-	var left []notice
+	read := map[string]bool{}
 	for _, n := range invoices {
-		if !read[n.ID] {
-			left = append(left, n)
+		read[n.ID] = true
+	}
+	// A payment's invoices not named themselves (Intuit names them too,
+	// as a rule) are read with the payment's own word on them.
+	var more []notice
+	for _, n := range payments {
+		p := known[n.ID]
+		if p == nil {
+			body, err := a.get(ctx, "/payment/"+n.ID, nil, "payment "+n.ID)
+			if errors.Is(err, practice.ErrNotFound) {
+				continue
+			}
+			if err == nil && body.Payment == nil {
+				err = fmt.Errorf("quickbooks: payment %s: %w", n.ID, errNoEntity)
+			}
+			if err != nil {
+				fail([]notice{n}, fmt.Errorf("payment %s: %w", n.ID, err))
+				continue
+			}
+			p = body.Payment
+			known[p.ID] = p
+		}
+		for _, id := range p.invoices() {
+			if digitsOnly(id) && !read[id] {
+				read[id] = true
+				more = append(more, notice{Event: Event{Realm: n.Realm, Entity: "invoice", ID: id, Operation: "updated", At: n.At},
+					heard: n.heard, id: n.id})
+			}
 		}
 	}
-	if err := a.ingestInvoices(ctx, sink, left); err != nil {
-		var ids []string
-		for _, n := range left {
-			ids = append(ids, n.id)
+	if _, err := a.ingestInvoices(ctx, sink, more, known); err != nil {
+		fail(more, err)
+	}
+	for _, n := range estimates {
+		if err := a.ingestEstimate(ctx, sink, n); err != nil {
+			fail([]notice{n}, fmt.Errorf("estimate %s: %w", n.ID, err))
 		}
-		fail(ids, err)
 	}
 	return failed, first
 }
 
-// ingestInvoices reads the invoices ns name in one query and records
+// ingestInvoices reads the invoices ns name in one query, with the
+// payments applied to them in one more (known ones aside), and records
 // each; one QuickBooks no longer has is removed. An invoice never seen is
-// left to change data capture unless the event tells its creation.
-func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, ns []notice) error {
+// left to change data capture unless the event tells its creation. It
+// answers the payments known, those read among them.
+func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, ns []notice, known map[string]*payment) (map[string]*payment, error) {
+	if known == nil {
+		known = map[string]*payment{}
+	}
 	byID := map[string]notice{}
 	var ids []string
 	for _, n := range ns {
@@ -302,7 +336,7 @@ func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, n
 		}
 		seen, err := a.seen(ctx, n.ID)
 		if err != nil {
-			return err
+			return known, err
 		}
 		if !seen && n.Operation != "created" {
 			continue
@@ -311,20 +345,20 @@ func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, n
 		ids = append(ids, n.ID)
 	}
 	if len(ids) == 0 {
-		return nil
+		return known, nil
 	}
 	stmt := "select * from Invoice where Id in ('" + strings.Join(ids, "','") + fmt.Sprintf("') MAXRESULTS %d", maxResults)
 	body, err := a.get(ctx, "/query", url.Values{"query": {stmt}}, "invoices")
 	if err != nil {
-		return err
+		return known, err
 	}
 	var invs []invoice
 	if body.QueryResponse != nil {
 		invs = body.QueryResponse.Invoice
 	}
-	payments, err := a.paymentsOf(ctx, invs, nil)
+	payments, err := a.paymentsOf(ctx, invs, known)
 	if err != nil {
-		return err
+		return known, err
 	}
 	found := map[string]bool{}
 	for i := range invs {
@@ -334,7 +368,7 @@ func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, n
 		}
 		found[n.ID] = true
 		if err := a.observe(ctx, sink, &invs[i], payments, n.At, n.Operation == "created", n.heard); err != nil {
-			return err
+			return payments, err
 		}
 	}
 	for _, id := range ids {
@@ -347,62 +381,13 @@ func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, n
 		published, err := a.rec.Remove(ctx, sink, changes.Removal{Tenant: practice.Tenant{Firm: a.cfg.Firm},
 			Kind: practice.Invoices, ResourceID: invoiceID(id), At: a.clock.Now()})
 		if err != nil {
-			return err
+			return payments, err
 		}
 		if published {
 			a.heard(byID[id].heard)
 		}
 	}
-	return nil
-}
-
-// ingest reads the payment or estimate n names and records it; read
-// collects the invoices read.
-func (a *Adapter) ingest(ctx context.Context, sink changes.ChangeSink, n notice, read map[string]bool) error {
-	if n.Entity == "estimate" {
-		return a.ingestEstimate(ctx, sink, n)
-	}
-	body, err := a.get(ctx, "/payment/"+n.ID, nil, "payment "+n.ID)
-	if errors.Is(err, practice.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if body.Payment == nil {
-		return fmt.Errorf("quickbooks: payment %s: %w", n.ID, errNoEntity)
-	}
-	known := map[string]*payment{body.Payment.ID: body.Payment}
-	for _, id := range body.Payment.invoices() {
-		if !digitsOnly(id) || read[id] {
-			continue
-		}
-		read[id] = true
-		if seen, err := a.seen(ctx, id); err != nil || !seen {
-			if err != nil {
-				return err
-			}
-			continue
-		}
-		got, err := a.get(ctx, "/invoice/"+id, nil, "invoice "+id)
-		if errors.Is(err, practice.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if got.Invoice == nil {
-			return fmt.Errorf("quickbooks: invoice %s: %w", id, errNoEntity)
-		}
-		payments, err := a.paymentsOf(ctx, []invoice{*got.Invoice}, known)
-		if err != nil {
-			return err
-		}
-		if err := a.observe(ctx, sink, got.Invoice, payments, n.At, false, n.heard); err != nil {
-			return err
-		}
-	}
-	return nil
+	return payments, nil
 }
 
 // ingestEstimate reads the estimate n names and records its engagement,

@@ -109,6 +109,10 @@ func (s *Syncer) readWoken(ctx context.Context) {
 	s.wokenAt = time.Time{}
 	s.mu.Unlock()
 	if n, ok := s.sys.Reader.(Notified); ok {
+		// Its notifications name the records: what they leave is read,
+		// and its change feed (QuickBooks' change data capture) waits for
+		// its polls.
+		woken = time.Time{}
 		for i := 0; i < 100 && ctx.Err() == nil; i++ {
 			more, err := n.ReadNotified(ctx)
 			if err != nil {
