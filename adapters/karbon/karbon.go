@@ -162,6 +162,8 @@ type Adapter struct {
 	changes  changes.ChangeSink
 	deps     upstream.Deps
 	inbox    notifications.Inbox
+	// one lets one drain of its notifications run at a time here.
+	one      notifications.One
 	details  *detailCache
 	settings upstream.Cached[[]workStatus]
 	users    upstream.Cached[*directory]

@@ -103,7 +103,7 @@ func (a *Adapter) ReadNotified(ctx context.Context) (more bool, err error) {
 // receiver keeps Karbon's notifications in the firm's scope and reads
 // them into sink, a few records at once.
 func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
-	return notifications.Receiver{Inbox: a.inbox, Scope: "karbon/" + a.cfg.Firm + "/" + a.role, Batch: 2 * a.cfg.DetailConcurrency, Wake: a.deps.Wake,
+	return notifications.Receiver{Inbox: a.inbox, Scope: "karbon/" + a.cfg.Firm + "/" + a.role, Batch: 2 * a.cfg.DetailConcurrency, Wake: a.deps.Wake, One: &a.one,
 		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
 			return notifications.Each(ctx, items, a.cfg.DetailConcurrency, func(ctx context.Context, k notifications.Kept) error {
 				var n notification

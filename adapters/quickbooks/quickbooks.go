@@ -147,6 +147,8 @@ type Adapter struct {
 	rec     *changes.Recorder
 	deps    upstream.Deps
 	inbox   notifications.Inbox
+	// one lets one drain of its notifications run at a time here.
+	one     notifications.One
 	refused func(string)
 	prefix  string // /v3/company/<realm>
 

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -199,7 +200,7 @@ const invoicesPerRead = 100
 // receiver keeps Intuit's notifications in the company's scope and reads
 // them into sink.
 func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
-	return notifications.Receiver{Inbox: a.inbox, Scope: "quickbooks/" + a.cfg.Firm + "/" + a.cfg.RealmID, Batch: invoicesPerRead, Wake: a.deps.Wake,
+	return notifications.Receiver{Inbox: a.inbox, Scope: "quickbooks/" + a.cfg.Firm + "/" + a.cfg.RealmID, Batch: invoicesPerRead, Wake: a.deps.Wake, One: &a.one,
 		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
 			return a.ingestAll(ctx, sink, items)
 		}}
@@ -362,33 +363,44 @@ func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, n
 	}
 	found := map[string]bool{}
 	for i := range invs {
+		if _, ok := byID[invs[i].ID]; ok {
+			found[invs[i].ID] = true
+		}
+	}
+	// Compared a few at once: their change records and states share the
+	// stores' commits.
+	err = paging.Parallel(ctx, observeWidth, len(invs), func(ctx context.Context, i int) error {
 		n, ok := byID[invs[i].ID]
 		if !ok {
-			continue
+			return nil
 		}
-		found[n.ID] = true
-		if err := a.observe(ctx, sink, &invs[i], payments, n.At, n.Operation == "created", n.heard); err != nil {
-			return payments, err
-		}
+		return a.observe(ctx, sink, &invs[i], payments, n.At, n.Operation == "created", n.heard)
+	})
+	if err != nil {
+		return payments, err
 	}
+	var gone []string
 	for _, id := range ids {
-		if found[id] {
-			continue
-		}
-		// Not in QuickBooks' answer: deleted (the event's word, or
-		// since). Removed now rather than at the next change data
-		// capture poll.
-		published, err := a.rec.Remove(ctx, sink, changes.Removal{Tenant: practice.Tenant{Firm: a.cfg.Firm},
-			Kind: practice.Invoices, ResourceID: invoiceID(id), At: a.clock.Now()})
-		if err != nil {
-			return payments, err
-		}
-		if published {
-			a.heard(byID[id].heard)
+		if !found[id] {
+			gone = append(gone, id)
 		}
 	}
-	return payments, nil
+	// Not in QuickBooks' answer: deleted (the event's word, or since).
+	// Removed now rather than at the next change data capture poll.
+	err = paging.Parallel(ctx, observeWidth, len(gone), func(ctx context.Context, i int) error {
+		published, err := a.rec.Remove(ctx, sink, changes.Removal{Tenant: practice.Tenant{Firm: a.cfg.Firm},
+			Kind: practice.Invoices, ResourceID: invoiceID(gone[i]), At: a.clock.Now()})
+		if published {
+			a.heard(byID[gone[i]].heard)
+		}
+		return err
+	})
+	return payments, err
 }
+
+// observeWidth is how many invoices a notification's read compares at
+// once.
+const observeWidth = 8
 
 // ingestEstimate reads the estimate n names and records its engagement,
 // under the rule invoices follow: one never seen is left to change data

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
+	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -109,7 +110,7 @@ const idsPerRead = 40
 // receiver keeps Xero's notifications in the organisation's scope and
 // reads them into sink, forty invoices a call.
 func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
-	return notifications.Receiver{Inbox: a.inbox, Scope: "xero/" + a.cfg.Firm + "/" + a.cfg.TenantID, Batch: idsPerRead, Wake: a.deps.Wake,
+	return notifications.Receiver{Inbox: a.inbox, Scope: "xero/" + a.cfg.Firm + "/" + a.cfg.TenantID, Batch: idsPerRead, Wake: a.deps.Wake, One: &a.one,
 		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
 			return nil, a.ingestAll(ctx, sink, items)
 		}}
@@ -171,11 +172,13 @@ func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, items 
 		return err
 	}
 	t := practice.Tenant{Firm: a.cfg.Firm}
-	for i := range invs {
+	// Compared a few at once: their change records and states share the
+	// stores' commits.
+	return paging.Parallel(ctx, observeWidth, len(invs), func(ctx context.Context, i int) error {
 		inv := &invs[i]
 		e, ok := events[inv.InvoiceID]
 		if !ok || inv.Type != "ACCREC" {
-			continue // a bill, or an invoice nobody asked for
+			return nil // a bill, or an invoice nobody asked for
 		}
 		after, err := a.invoiceJSON(ctx, t, inv)
 		if err != nil {
@@ -192,9 +195,13 @@ func (a *Adapter) ingestAll(ctx context.Context, sink changes.ChangeSink, items 
 		if published && a.deps.Heard != nil {
 			a.deps.Heard(heard[inv.InvoiceID])
 		}
-	}
-	return nil
+		return nil
+	})
 }
+
+// observeWidth is how many invoices a notification's read compares at
+// once.
+const observeWidth = 8
 
 // Notifies reports whether Xero tells the kind's changes: invoices, with
 // the app's webhook key to check them with; quotes never.

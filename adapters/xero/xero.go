@@ -111,6 +111,8 @@ type Adapter struct {
 	rec     *changes.Recorder
 	deps    upstream.Deps
 	inbox   notifications.Inbox
+	// one lets one drain of its notifications run at a time here.
+	one notifications.One
 	// signings remember when each quote was first read accepted.
 	signings proposals.Signings
 }

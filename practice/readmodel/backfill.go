@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -91,12 +92,14 @@ func (s *Syncer) setKind(k practice.Kind, kp kindProgress) {
 // readAt is when the read began: a record removed since is not brought
 // back by it.
 func (s *Syncer) keep(ctx context.Context, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
-	return s.keepTo(ctx, s.sink, k, items, readAt, announceNew)
+	return s.keepTo(ctx, s.sink, 1, k, items, readAt, announceNew)
 }
 
-// keepTo is keep, publishing to sink.
-func (s *Syncer) keepTo(ctx context.Context, sink changes.ChangeSink, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
+// keepTo is keep, publishing to sink, comparing width records at once
+// (their change records and states then share the stores' commits).
+func (s *Syncer) keepTo(ctx context.Context, sink changes.ChangeSink, width int, k practice.Kind, items []json.RawMessage, readAt time.Time, announceNew bool) error {
 	var batch []Update
+	var observe []changes.Observation
 	for _, raw := range items {
 		e, err := recordindex.NewEntry(raw)
 		if err != nil {
@@ -117,9 +120,13 @@ func (s *Syncer) keepTo(ctx context.Context, sink changes.ChangeSink, k practice
 		if e.Updated <= 0 {
 			o.OccurredAt = time.Time{}
 		}
-		if _, err := s.recorder.Observe(ctx, sink, o); err != nil {
-			return err
-		}
+		observe = append(observe, o)
+	}
+	if err := each(ctx, width, len(observe), func(i int) error {
+		_, err := s.recorder.Observe(ctx, sink, observe[i])
+		return err
+	}); err != nil {
+		return err
 	}
 	if len(batch) > 0 {
 		if err := s.model.Apply(ctx, batch); err != nil {
@@ -128,6 +135,36 @@ func (s *Syncer) keepTo(ctx context.Context, sink changes.ChangeSink, k practice
 	}
 	s.usable(k, items)
 	return nil
+}
+
+// each runs fn for 0..n-1, width at a time (in order, one by one, when
+// width is 1), and answers the first error.
+func each(ctx context.Context, width, n int, fn func(i int) error) error {
+	if width <= 1 || n <= 1 {
+		for i := range n {
+			if err := fn(i); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	errs := make([]error, n)
+	sem := make(chan struct{}, width)
+	var wg sync.WaitGroup
+	for i := range n {
+		if ctx.Err() != nil {
+			errs[i] = ctx.Err()
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = fn(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // version is what identifies a record's state for its change id: its

@@ -14,10 +14,11 @@ import (
 
 // readFeed reads the vendor's change feed from where it stopped, one
 // reader at a time: the polls' and the reads a notification asks for.
-func (s *Syncer) readFeed(ctx context.Context) error { return s.readFeedTo(ctx, s.sink) }
+func (s *Syncer) readFeed(ctx context.Context) error { return s.readFeedTo(ctx, s.sink, 1) }
 
-// readFeedTo is readFeed, publishing to sink.
-func (s *Syncer) readFeedTo(ctx context.Context, sink changes.ChangeSink) error {
+// readFeedTo is readFeed, publishing to sink, comparing width records at
+// once.
+func (s *Syncer) readFeedTo(ctx context.Context, sink changes.ChangeSink, width int) error {
 	s.feedMu.Lock()
 	defer s.feedMu.Unlock()
 	start := s.now()
@@ -46,13 +47,11 @@ func (s *Syncer) readFeedTo(ctx context.Context, sink changes.ChangeSink) error 
 		if err != nil {
 			return fmt.Errorf("%s change feed: %w", s.sys.Label, err)
 		}
-		if err := s.keepTo(ctx, sink, k, page.Changed, readAt, true); err != nil {
+		if err := s.keepTo(ctx, sink, width, k, page.Changed, readAt, true); err != nil {
 			return err
 		}
-		for _, id := range page.Gone {
-			if err := s.forgetTo(ctx, sink, k, id, start); err != nil {
-				return err
-			}
+		if err := each(ctx, width, len(page.Gone), func(i int) error { return s.forgetTo(ctx, sink, k, page.Gone[i], start) }); err != nil {
+			return err
 		}
 		for _, o := range page.Others {
 			if o.Kind == k || !slices.Contains(s.sys.Kinds, o.Kind) {
@@ -63,7 +62,7 @@ func (s *Syncer) readFeedTo(ctx context.Context, sink changes.ChangeSink) error 
 			s.mu.Lock()
 			announce := s.kindProgress(o.Kind).Backfilled
 			s.mu.Unlock()
-			if err := s.keepTo(ctx, sink, o.Kind, o.Changed, readAt, announce); err != nil {
+			if err := s.keepTo(ctx, sink, width, o.Kind, o.Changed, readAt, announce); err != nil {
 				return err
 			}
 			for _, id := range o.Gone {

@@ -46,6 +46,11 @@ type Subscriber interface {
 	Subscribe(ctx context.Context) (renewBy time.Time, err error)
 }
 
+// wokenWidth is how many records a read a notification asked for
+// compares at once: their change records and states share the stores'
+// commits, where one by one each waits for its own.
+const wokenWidth = 8
+
 // notifiedEvery is how often the holder looks for kept notifications
 // without being woken: a wake lost between instances, an item whose read
 // failed and is due again.
@@ -136,7 +141,7 @@ func (s *Syncer) readWoken(ctx context.Context) {
 		return // the backfill reads the feed when it ends
 	}
 	counted := &countingSink{ChangeSink: s.sink}
-	if err := s.readFeedTo(ctx, counted); err != nil {
+	if err := s.readFeedTo(ctx, counted, wokenWidth); err != nil {
 		s.logger.Warn("change feed not read when notified; the next poll reads it", zap.String("sync", s.name()), zap.Error(err))
 		return
 	}

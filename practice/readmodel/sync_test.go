@@ -533,6 +533,8 @@ func TestNotifiedReadsAreTheHoldersWhenADeliveryLeavesThem(t *testing.T) {
 		t.Fatalf("the delivery was answered %d: it must be acknowledged at once", w.Code)
 	}
 	waitFor(t, "the holder's read", func() bool { return len(e.sink.of("job_W0002")) == 1 })
+	// Told once the change is recorded, just after it is published.
+	waitFor(t, "the latency told", func() bool { return s.Status().Latency.Count == 1 })
 	st := s.Status()
 	if st.Latency.Count != 1 || st.Latency.P99 <= 0 || st.Latency.P99 > 10*time.Second {
 		t.Errorf("latency %+v", st.Latency)

@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -83,6 +84,18 @@ type Receiver struct {
 	// Wake tells the system's sync, wherever it runs, that items are left
 	// for it to read; nil when no sync reads them.
 	Wake func(ctx context.Context) error
+	// One, when set, lets one drain of the scope run at a time in this
+	// process: the deliveries of a burst, each keeping its items, leave
+	// them to the drain under way, which takes them in batches, rather
+	// than each reading its own and spending the vendor's allowance a call
+	// a record.
+	One *One
+}
+
+// One is what lets one drain of a scope run at a time in this process.
+type One struct {
+	mu    sync.Mutex
+	again atomic.Bool
 }
 
 // Lease is how long an item taken is not taken again while it is read;
@@ -126,8 +139,29 @@ func (r Receiver) Receive(ctx context.Context, body []byte, items [][]byte) (rep
 
 // Drain reads the scope's due items until none is left or ctx ends
 // (then more is true). An item whose read fails is due again later; the
-// first failure is returned after the rest were tried.
+// first failure is returned after the rest were tried. With One set, a
+// drain under way in this process is left to take them: it goes on until
+// none is left, however many were kept meanwhile (more is true then, for
+// the sync to be woken should it stop short).
 func (r Receiver) Drain(ctx context.Context) (more bool, err error) {
+	if r.One == nil {
+		return r.drain(ctx)
+	}
+	for {
+		if !r.One.mu.TryLock() {
+			r.One.again.Store(true)
+			return true, nil
+		}
+		r.One.again.Store(false)
+		more, err = r.drain(ctx)
+		r.One.mu.Unlock()
+		if !r.One.again.Load() || err != nil || ctx.Err() != nil {
+			return more, err
+		}
+	}
+}
+
+func (r Receiver) drain(ctx context.Context) (more bool, err error) {
 	batch := max(r.Batch, 1)
 	var first error
 	for ctx.Err() == nil {

@@ -161,3 +161,42 @@ func TestLimitReadsEachRecordOnceUpToTheBound(t *testing.T) {
 		t.Fatalf("kept %v, over %d", kept, over)
 	}
 }
+
+// With One, a burst of deliveries leaves its items to the one drain under
+// way in the process, which takes them in batches: every item is read,
+// in fewer reads than deliveries.
+func TestOneDrainTakesABurstInBatches(t *testing.T) {
+	inbox := notifications.NewMemory(nil)
+	var one notifications.One
+	var mu sync.Mutex
+	var got []string
+	reads := 0
+	read := func(ctx context.Context, items []notifications.Kept) ([]string, error) {
+		time.Sleep(5 * time.Millisecond) // a vendor's call
+		mu.Lock()
+		defer mu.Unlock()
+		reads++
+		for _, k := range items {
+			got = append(got, string(k.Item))
+		}
+		return nil, nil
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rc := notifications.Receiver{Inbox: inbox, Scope: "s", Read: read, Batch: 40, One: &one,
+				Wake: func(context.Context) error { return nil }}
+			if _, err := rc.Receive(context.Background(), []byte{byte(i)}, items(string(rune('A'+i)))); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 50 || reads >= 50 {
+		t.Fatalf("%d items read in %d reads", len(got), reads)
+	}
+}
