@@ -33,7 +33,7 @@ type webhookPayload struct {
 //
 // The body's INVOICE events of this organisation are kept in the
 // notification inbox and read: each invoice is read again from Xero
-// (never from the event's resourceUrl; forty at a time, by their IDs),
+// (never from the event's resourceUrl; a hundred at a time, by their IDs),
 // compared with the last state seen and published to sink when it
 // differs, so an invoice paid in Xero becomes invoice.paid downstream. An
 // UPDATE of an invoice never seen is only remembered (the read model's
@@ -103,14 +103,20 @@ func (a *Adapter) ReadNotified(ctx context.Context) (more bool, err error) {
 	return a.receiver(a.deps.Changes).Drain(ctx)
 }
 
+// gather is how long a read waits for more of a burst: Xero sends each
+// change at once, in a body of its own, and its allowance is a call a
+// second.
+const gather = 50 * time.Millisecond
+
 // idsPerRead is how many invoices one read asks Xero for by their IDs:
-// forty UUIDs keep the URL short.
-const idsPerRead = 40
+// a hundred UUIDs are a URL of under 4 KB, and Xero's allowance is a call
+// a second once its burst is spent.
+const idsPerRead = 100
 
 // receiver keeps Xero's notifications in the organisation's scope and
-// reads them into sink, forty invoices a call.
+// reads them into sink, a hundred invoices a call.
 func (a *Adapter) receiver(sink changes.ChangeSink) notifications.Receiver {
-	return notifications.Receiver{Inbox: a.inbox, Scope: "xero/" + a.cfg.Firm + "/" + a.cfg.TenantID, Batch: idsPerRead, Wake: a.deps.Wake, One: &a.one,
+	return notifications.Receiver{Inbox: a.inbox, Scope: "xero/" + a.cfg.Firm + "/" + a.cfg.TenantID, Batch: idsPerRead, Wake: a.deps.Wake, One: &a.one, Gather: gather,
 		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
 			return nil, a.ingestAll(ctx, sink, items)
 		}}

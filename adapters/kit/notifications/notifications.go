@@ -90,6 +90,11 @@ type Receiver struct {
 	// than each reading its own and spending the vendor's allowance a call
 	// a record.
 	One *One
+	// Gather is how long a drain waits for more of a burst before it
+	// takes less than a batch: a vendor that sends each change at once in
+	// a body of its own (Xero) is read a batch a call rather than a call
+	// a change. Zero takes what is due at once.
+	Gather time.Duration
 }
 
 // One is what lets one drain of a scope run at a time in this process.
@@ -164,8 +169,17 @@ func (r Receiver) Drain(ctx context.Context) (more bool, err error) {
 func (r Receiver) drain(ctx context.Context) (more bool, err error) {
 	batch := max(r.Batch, 1)
 	var first error
+	full := false
 	for ctx.Err() == nil {
+		if r.Gather > 0 && !full {
+			select {
+			case <-ctx.Done():
+				return true, first
+			case <-time.After(r.Gather):
+			}
+		}
 		taken, err := r.Inbox.TakeNotifications(ctx, r.Scope, batch, Lease)
+		full = len(taken) == batch
 		if err != nil {
 			return true, errors.Join(first, err)
 		}
@@ -205,10 +219,17 @@ func (r Receiver) settle(ctx context.Context, taken []Kept, failed []string) err
 	for _, id := range failed {
 		bad[id] = true
 	}
-	var errs []error
-	for _, k := range taken {
-		errs = append(errs, r.Inbox.SettleNotification(sctx, r.Scope, k.ID, !bad[k.ID], retry))
+	// At once, so that a store that commits in groups settles them in few.
+	errs := make([]error, len(taken))
+	var wg sync.WaitGroup
+	for i, k := range taken {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = r.Inbox.SettleNotification(sctx, r.Scope, k.ID, !bad[k.ID], retry)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
