@@ -17,7 +17,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -90,17 +89,90 @@ type Receiver struct {
 	// than each reading its own and spending the vendor's allowance a call
 	// a record.
 	One *One
-	// Gather is how long a drain waits for more of a burst before it
-	// takes less than a batch: a vendor that sends each change at once in
+	// Gather is how long a drain that found less than a batch due waits
+	// for more of a burst before it reads them: a vendor that sends each change at once in
 	// a body of its own (Xero) is read a batch a call rather than a call
-	// a change. Zero takes what is due at once.
+	// a change. Zero reads what is due at once; nothing due is
+	// never waited for.
 	Gather time.Duration
 }
 
 // One is what lets one drain of a scope run at a time in this process.
+// A drain asked for while another runs waits for it: the one under way
+// goes round again for what was kept meanwhile, and the waiter returns
+// once a round begun after it asked has found nothing left, or takes over
+// when the one under way stops short.
 type One struct {
-	mu    sync.Mutex
-	again atomic.Bool
+	mu      sync.Mutex
+	running bool
+	asked   uint64        // drains asked for
+	done    uint64        // the drains asked for up to this are done
+	changed chan struct{} // closed when done or running changes
+}
+
+// begin counts a drain asked for and reports whether it is to run it.
+func (o *One) begin() (my uint64, run bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.asked++
+	if o.changed == nil {
+		o.changed = make(chan struct{})
+	}
+	if !o.running {
+		o.running = true
+		return o.asked, true
+	}
+	return o.asked, false
+}
+
+// wait waits until the drain asked for as my is done (true) or nobody
+// runs one (false: the caller is to run it now) or ctx ends.
+func (o *One) wait(ctx context.Context, my uint64) (done bool, err error) {
+	for {
+		o.mu.Lock()
+		if o.done >= my {
+			o.mu.Unlock()
+			return true, nil
+		}
+		if !o.running {
+			o.running = true
+			o.mu.Unlock()
+			return false, nil
+		}
+		ch := o.changed
+		o.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// round is where a round of the drain under way starts: it will see
+// every item kept by the drains asked for up to target.
+func (o *One) round() (target uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.asked
+}
+
+// finish ends a round: when it left nothing, the drains asked for up to
+// target are done; stop says the drain goes no further, and again that
+// more were asked for meanwhile, for the drain to go round again.
+func (o *One) finish(target uint64, clean, stop bool) (again bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if clean && target > o.done {
+		o.done = target
+	}
+	again = !stop && o.asked > target
+	if !again {
+		o.running = false
+	}
+	close(o.changed)
+	o.changed = make(chan struct{})
+	return again
 }
 
 // Lease is how long an item taken is not taken again while it is read;
@@ -145,22 +217,29 @@ func (r Receiver) Receive(ctx context.Context, body []byte, items [][]byte) (rep
 // Drain reads the scope's due items until none is left or ctx ends
 // (then more is true). An item whose read fails is due again later; the
 // first failure is returned after the rest were tried. With One set, a
-// drain under way in this process is left to take them: it goes on until
-// none is left, however many were kept meanwhile (more is true then, for
-// the sync to be woken should it stop short).
+// drain under way in this process is left to take them and waited for:
+// it goes round until none is left, however many were kept meanwhile,
+// and when it stops short the one waiting reads on itself (more is true
+// when ctx ends first, for the sync to be woken).
 func (r Receiver) Drain(ctx context.Context) (more bool, err error) {
 	if r.One == nil {
 		return r.drain(ctx)
 	}
-	for {
-		if !r.One.mu.TryLock() {
-			r.One.again.Store(true)
-			return true, nil
+	my, run := r.One.begin()
+	if !run {
+		done, err := r.One.wait(ctx, my)
+		if done {
+			return false, nil
 		}
-		r.One.again.Store(false)
+		if err != nil {
+			return true, nil // the drain under way has them yet
+		}
+	}
+	for {
+		target := r.One.round()
 		more, err = r.drain(ctx)
-		r.One.mu.Unlock()
-		if !r.One.again.Load() || err != nil || ctx.Err() != nil {
+		stop := err != nil || ctx.Err() != nil
+		if !r.One.finish(target, !more && err == nil, stop) {
 			return more, err
 		}
 	}
@@ -169,22 +248,23 @@ func (r Receiver) Drain(ctx context.Context) (more bool, err error) {
 func (r Receiver) drain(ctx context.Context) (more bool, err error) {
 	batch := max(r.Batch, 1)
 	var first error
-	full := false
 	for ctx.Err() == nil {
-		if r.Gather > 0 && !full {
-			select {
-			case <-ctx.Done():
-				return true, first
-			case <-time.After(r.Gather):
-			}
-		}
 		taken, err := r.Inbox.TakeNotifications(ctx, r.Scope, batch, Lease)
-		full = len(taken) == batch
 		if err != nil {
 			return true, errors.Join(first, err)
 		}
 		if len(taken) == 0 {
 			return false, first
+		}
+		if r.Gather > 0 && len(taken) < batch {
+			// Less than a batch: the rest of a burst may be on its way.
+			select {
+			case <-ctx.Done():
+			case <-time.After(r.Gather):
+			}
+			if rest, err := r.Inbox.TakeNotifications(ctx, r.Scope, batch-len(taken), Lease); err == nil {
+				taken = append(taken, rest...)
+			}
 		}
 		failed, err := r.Read(ctx, taken)
 		if err != nil && len(failed) == 0 {

@@ -200,3 +200,91 @@ func TestOneDrainTakesABurstInBatches(t *testing.T) {
 		t.Fatalf("%d items read in %d reads", len(got), reads)
 	}
 }
+
+// A delivery that finds a drain under way is answered once that drain has
+// read its items too, not before; and when the drain under way is cut
+// short, the delivery waiting reads them itself.
+func TestADeliveryWaitsForTheDrainUnderWay(t *testing.T) {
+	inbox := notifications.NewMemory(nil)
+	var one notifications.One
+	var mu sync.Mutex
+	read := map[string]bool{}
+	started, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	rc := notifications.Receiver{Inbox: inbox, Scope: "s", One: &one, Batch: 10,
+		Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
+			if string(items[0].Item) == "first" {
+				once.Do(func() { close(started) })
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, k := range items {
+				read[string(k.Item)] = true
+			}
+			return nil, nil
+		}}
+	firstCtx, cut := context.WithCancel(context.Background())
+	firstDone := make(chan struct{})
+	go func() {
+		defer close(firstDone)
+		rc.Receive(firstCtx, []byte("1"), items("first"))
+	}()
+	<-started
+	secondDone := make(chan error, 1)
+	go func() {
+		_, err := rc.Receive(context.Background(), []byte("2"), items("second"))
+		secondDone <- err
+	}()
+	select {
+	case err := <-secondDone:
+		t.Fatalf("the second delivery was answered (%v) while the drain under way had not read its item", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-secondDone; err != nil {
+		t.Fatal(err)
+	}
+	<-firstDone
+	mu.Lock()
+	if !read["first"] || !read["second"] {
+		t.Fatalf("read %v", read)
+	}
+	mu.Unlock()
+
+	// The drain under way is cut short: the delivery waiting reads on.
+	cut()
+	started, release, once = make(chan struct{}), make(chan struct{}), sync.Once{}
+	holderCtx, stop := context.WithCancel(context.Background())
+	holderDone := make(chan struct{})
+	go func() {
+		defer close(holderDone)
+		rc.Receive(holderCtx, []byte("3"), items("first"))
+	}()
+	<-started
+	go func() {
+		_, err := rc.Receive(context.Background(), []byte("4"), items("third"))
+		secondDone <- err
+	}()
+	time.Sleep(20 * time.Millisecond)
+	stop()
+	<-holderDone
+	close(release)
+	select {
+	case err := <-secondDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery waiting never read on after the drain under way stopped")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !read["third"] {
+		t.Fatalf("read %v", read)
+	}
+}
