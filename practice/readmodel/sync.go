@@ -461,6 +461,9 @@ func (s *Syncer) untilDue() time.Duration {
 // one kind's failure (a contacts listing whose next link repeats) keeps
 // no other from being backfilled, polled and live.
 func (s *Syncer) step(ctx context.Context) (more bool, err error) {
+	// The polls are the safety net: they give way to notifications'
+	// reads and clients' requests waiting for the vendor's allowance.
+	ctx = practice.GivingWay(ctx)
 	from, err := s.resyncAsked(ctx)
 	if err != nil {
 		return false, err

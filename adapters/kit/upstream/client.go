@@ -339,14 +339,21 @@ func (c *Client) admit(ctx context.Context) error {
 	if c.p.RateLimit < 0 {
 		return nil
 	}
-	if err := c.take(ctx, keyedAllowance{Allowance{c.p.RateLimit, time.Duration(c.p.RatePeriod)}, c.budgetKey}); err != nil {
+	rate := keyedAllowance{Allowance{c.p.RateLimit, time.Duration(c.p.RatePeriod)}, c.budgetKey}
+	yield := practice.GivesWay(ctx)
+	if !yield {
+		n := waitingFor(rate.key)
+		n.Add(1)
+		defer n.Add(-1)
+	}
+	if err := c.take(ctx, rate, yield); err != nil {
 		return err
 	}
 	// A call the rate allows but a longer allowance refuses has booked
 	// one call of the rate it never makes: a little early caution, never
 	// more calls than published.
 	for _, a := range c.allowances {
-		if err := c.take(ctx, a); err != nil {
+		if err := c.take(ctx, a, false); err != nil {
 			return err
 		}
 	}
@@ -358,11 +365,40 @@ type keyedAllowance struct {
 	key string
 }
 
+// waiting counts, per allowance, the calls of this process waiting for
+// it that do not give way.
+var waiting sync.Map // key → *atomic.Int64
+
+func waitingFor(key string) *atomic.Int64 {
+	n, _ := waiting.LoadOrStore(key, new(atomic.Int64))
+	return n.(*atomic.Int64)
+}
+
+// giveWay waits while calls that do not give way wait for the allowance
+// in this process, until a call has given way for MaxRetryWait in all:
+// then it takes its turn.
+func (c *Client) giveWay(ctx context.Context, a keyedAllowance, given *time.Duration) error {
+	n := waitingFor(a.key)
+	step := max(a.Per/time.Duration(max(a.Limit, 1))/4, 5*time.Millisecond)
+	for ; n.Load() > 0 && *given < time.Duration(c.p.MaxRetryWait); *given += step {
+		if err := c.clock.Sleep(ctx, step); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // take books one call against an allowance, waiting for it when the wait
-// is short.
-func (c *Client) take(ctx context.Context, a keyedAllowance) error {
-	var waited time.Duration
+// is short; one that yields gives way, each time it would book, to the
+// calls that do not.
+func (c *Client) take(ctx context.Context, a keyedAllowance, yield bool) error {
+	var waited, given time.Duration
 	for {
+		if yield {
+			if err := c.giveWay(ctx, a, &given); err != nil {
+				return err
+			}
+		}
 		limit, per := a.booked()
 		wait, err := c.budget.Take(ctx, a.key, limit, per)
 		if err != nil {

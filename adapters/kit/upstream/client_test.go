@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -344,6 +345,52 @@ func TestLastSuccessIsTheLastAnswerThatSucceeded(t *testing.T) {
 		_, _ = c.Do(context.Background(), upstream.Request{Path: "/x"})
 		if got := c.LastSuccess(); !got.Equal(want) {
 			t.Errorf("after call %d: %v, want %v", i+1, got, want)
+		}
+	}
+}
+
+// A call that gives way (a sync's poll) waits behind one that does not (a
+// notification's read) asking for the same allowance after it: the
+// allowance's next slot is the notification's, every time (both wait for
+// the same slot; were the poll not to give way, either could have it).
+func TestAPollGivesWay(t *testing.T) {
+	var mu sync.Mutex
+	var order []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		order = append(order, r.URL.Path)
+		mu.Unlock()
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	// 4 a second: a burst of one, then one every 250 ms.
+	c := newClient(t, srv.URL, upstream.Policy{RateLimit: 4, RatePeriod: upstream.Duration(time.Second), MaxRetryWait: upstream.Duration(5 * time.Second)}, nil, nil)
+	ctx := context.Background()
+	for round := range 5 {
+		if _, err := c.Do(ctx, upstream.Request{Path: "/first"}); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Do(practice.GivingWay(ctx), upstream.Request{Path: "/poll"}); err != nil {
+				t.Error(err)
+			}
+		}()
+		time.Sleep(60 * time.Millisecond)
+		go func() {
+			defer wg.Done()
+			if _, err := c.Do(ctx, upstream.Request{Path: "/notified"}); err != nil {
+				t.Error(err)
+			}
+		}()
+		wg.Wait()
+		mu.Lock()
+		got := order[len(order)-2:]
+		mu.Unlock()
+		if got[0] != "/notified" || got[1] != "/poll" {
+			t.Fatalf("round %d: calls in the order %v, want the notification's before the poll's", round, got)
 		}
 	}
 }
