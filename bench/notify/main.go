@@ -10,6 +10,8 @@
 // the p50, p90, p99 and max to the webhook's arrival, with the default
 // settings (polls every minute, the vendors' published allowances). A
 // change that no webhook announces within the wait is counted missing.
+// QuickBooks' bursts start halfway through Intuit's batching minute, where
+// a change waits the mean time for its batch.
 //
 //	go build -o /tmp/pgw ./cmd/practicegw && go run ./bench/notify -bin /tmp/pgw
 //

@@ -27,6 +27,10 @@ type burst struct {
 	// names reports whether a notification's body names the i-th change
 	// (nil: any notification after it tells it, as a document store's).
 	names func(body []byte, i int) bool
+	// period, for a vendor that tells its changes in batches, starts the
+	// burst halfway through one, where a change waits the mean time for
+	// its batch (rather than wherever the previous burst left off).
+	period time.Duration
 }
 
 // row is one line of the table.
@@ -47,6 +51,14 @@ func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([
 			at time.Time
 		}
 		var changes []made
+		if b.period > 0 {
+			now := time.Now()
+			wait := b.period/2 - now.Sub(now.Truncate(b.period))
+			if wait < 0 {
+				wait += b.period
+			}
+			time.Sleep(wait)
+		}
 		for i := range o.burst {
 			at := time.Now()
 			id, err := b.change(i)

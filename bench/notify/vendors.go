@@ -380,11 +380,11 @@ func (v *vendors) scenarios() []scenario {
 			{event: "invoice.paid", order: 4, change: func(i int) (string, error) {
 				v.q.Pay(fmt.Sprint(i+1), "Visa", "", now())
 				return fmt.Sprintf("inv_qb-%d", i+1), nil
-			}, names: names(0)},
+			}, names: names(0), period: v.o.intuitPeriod},
 			{event: "invoice.deleted", order: 5, change: func(i int) (string, error) {
 				v.q.Delete(fmt.Sprint(100+i+1), now())
 				return fmt.Sprintf("inv_qb-%d", 100+i+1), nil
-			}, names: names(100)},
+			}, names: names(100), period: v.o.intuitPeriod},
 		}})
 	}
 	docs := func(system, label, firm string, order int, add func(p string, at time.Time) string, del func(id string)) scenario {

@@ -646,27 +646,47 @@ func (m *Model) removed(k practice.Kind, id string) bool {
 // when that was confirmed: its tombstone keeps the time, so that no read
 // begun before brings it back. announce is called first with the
 // record's last state, once this instance has caught up with the others
-// and still holds the record, so that a removal is announced once.
+// and still holds the record; the removal's change has the same id
+// whoever announces it (changes.RemovalChange), so it is one change. The
+// announcement is made outside the model's write lock, so that removals
+// of a burst publish in the store's shared commits, as states do; the
+// tombstone is written after it, over whatever was applied meanwhile (a
+// read begun before the removal is older than it; one begun after is
+// accepted again by the next read).
 func (m *Model) Remove(ctx context.Context, k practice.Kind, id string, at time.Time, announce func(before json.RawMessage) error) error {
 	km, ok := m.kinds[k]
 	if !ok {
 		return fmt.Errorf("read model of %s has no %s", m.tenant.Firm, k)
 	}
-	m.write.Lock()
-	defer m.write.Unlock()
-	if m.updates != nil {
+	catchUp := func() error {
+		if m.updates == nil {
+			return nil
+		}
 		if err := m.followOrCatchUp(ctx); err != nil {
 			return fmt.Errorf("read model of %s: %w: %w", m.tenant.Firm, practice.ErrUnavailable, err)
 		}
-	}
-	before := m.find(km, id)
-	if before == nil {
 		return nil
+	}
+	m.write.Lock()
+	err := catchUp()
+	before := m.find(km, id)
+	m.write.Unlock()
+	if err != nil || before == nil {
+		return err
 	}
 	if err := announce(before); err != nil {
 		return err
 	}
-	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, before, at)}})
+	m.write.Lock()
+	defer m.write.Unlock()
+	if err := catchUp(); err != nil {
+		return err
+	}
+	last := m.find(km, id)
+	if last == nil {
+		return nil // removed meanwhile
+	}
+	return m.applyHeld(ctx, []Update{{Kind: k, ID: id, Raw: tombstone(id, last, at)}})
 }
 
 // RemoveState is Remove by a record's state key, for the firm's adapters

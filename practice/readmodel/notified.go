@@ -161,7 +161,8 @@ func (s *Syncer) subscribe(ctx context.Context) {
 	if !ok {
 		return
 	}
-	until, err := sub.Subscribe(ctx)
+	// A subscription is due well before it lapses: it gives way too.
+	until, err := sub.Subscribe(practice.GivingWay(ctx))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.progress.SubscribedUntil, s.progress.SubscribeError = until, ""

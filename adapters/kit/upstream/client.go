@@ -375,18 +375,23 @@ func waitingFor(key string) *atomic.Int64 {
 }
 
 // giveWay waits while calls that do not give way wait for the allowance
-// in this process, until a call has given way for MaxRetryWait in all:
-// then it takes its turn.
+// in this process, until a call has given way for givingWayAtMost in
+// all: then it takes its turn, so a poll goes on, a page a minute, under
+// an allowance its clients spend whole.
 func (c *Client) giveWay(ctx context.Context, a keyedAllowance, given *time.Duration) error {
 	n := waitingFor(a.key)
 	step := max(a.Per/time.Duration(max(a.Limit, 1))/4, 5*time.Millisecond)
-	for ; n.Load() > 0 && *given < time.Duration(c.p.MaxRetryWait); *given += step {
+	for ; n.Load() > 0 && *given < givingWayAtMost; *given += step {
 		if err := c.clock.Sleep(ctx, step); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+// givingWayAtMost is how long one call gives way in all. The sync's
+// lease is renewed meanwhile.
+const givingWayAtMost = time.Minute
 
 // take books one call against an allowance, waiting for it when the wait
 // is short; one that yields gives way, each time it would book, to the
