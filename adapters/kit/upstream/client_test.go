@@ -364,7 +364,7 @@ func TestAPollGivesWay(t *testing.T) {
 	}))
 	defer srv.Close()
 	// 4 a second: a burst of one, then one every 250 ms.
-	c := newClient(t, srv.URL, upstream.Policy{RateLimit: 4, RatePeriod: upstream.Duration(time.Second), }, nil, nil)
+	c := newClient(t, srv.URL, upstream.Policy{RateLimit: 4, RatePeriod: upstream.Duration(time.Second)}, nil, nil)
 	ctx := context.Background()
 	for round := range 5 {
 		if _, err := c.Do(ctx, upstream.Request{Path: "/first"}); err != nil {
