@@ -184,8 +184,11 @@ const retryAfter = 5 * time.Second
 
 // Receive keeps a verified body's items (unless the body was kept within
 // the hour) and reads pending items until none is due or ctx ends; what
-// is left is the sync's, which is woken. It reports whether the body was
-// a repeat, and ErrBehind when items are left and no sync reads them.
+// is left is the sync's, which is woken: an item whose read failed too (a
+// vendor down, a grant it refused until the firm reconnects), since the
+// vendor's sending the body again would read nothing more than the sync
+// does. It reports whether the body was a repeat, and an error (ErrBehind
+// when the reads did not fail) when items are left and no sync reads them.
 func (r Receiver) Receive(ctx context.Context, body []byte, items [][]byte) (repeat bool, err error) {
 	// Kept before it is read, and whatever the delivery's deadline: an
 	// item of a body acknowledged is never lost.

@@ -136,6 +136,42 @@ func TestReceiveWakesTheSyncForWhatIsLeft(t *testing.T) {
 	}
 }
 
+// A read the vendor refuses until the firm acts (a grant revoked), with a
+// sync to read what is left: the delivery is answered as received, for the
+// vendor's redeliveries cannot help, and the sync is woken; the item stays
+// kept and is read once the reads succeed again (the firm reconnected),
+// after the failed read's wait, not at once.
+func TestAFailedReadWithASyncIsAnsweredAndKept(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	refused := errors.New("xero refused the connection's grant (invalid_grant)")
+	r := reads{fail: map[string]error{"INV-3": refused}}
+	woken := 0
+	inbox := notifications.NewMemory(clock)
+	rc := notifications.Receiver{Inbox: inbox, Scope: "xero/frm_acme/org", Read: r.read,
+		Wake: func(context.Context) error { woken++; return nil }}
+	if repeat, err := rc.Receive(ctx, []byte("b"), items("INV-3")); err != nil || repeat || woken != 1 {
+		t.Fatalf("a delivery whose read was refused: repeat %v, %v, woken %d times; want it answered and the sync woken", repeat, err, woken)
+	}
+	r.mu.Lock()
+	r.fail = nil
+	r.mu.Unlock()
+	if more, err := rc.Drain(ctx); more || err != nil || len(r.all()) != 0 {
+		t.Fatalf("a drain at once: more %v, %v, read %v; the refused item waits", more, err, r.all())
+	}
+	mu.Lock()
+	now = now.Add(time.Minute)
+	mu.Unlock()
+	if more, err := rc.Drain(ctx); more || err != nil {
+		t.Fatalf("the sync's drain after the reconnect: more %v, %v", more, err)
+	}
+	if got := r.all(); !slices.Equal(got, []string{"INV-3"}) {
+		t.Fatalf("read %v, want the item the refused delivery kept", got)
+	}
+}
+
 // An item no read has managed within the window is dropped: the sync's
 // polls and reconciliation have made it good by then.
 func TestItemsOlderThanTheWindowAreDropped(t *testing.T) {
