@@ -35,6 +35,32 @@ type StateStore interface {
 	Save(ctx context.Context, key string, state []byte) error
 }
 
+// Swapper is a StateStore that saves a state only while its key holds
+// what the caller read: what lets the instances sharing the store agree
+// on a value each works out from the last one (a record's stamp).
+type Swapper interface {
+	// Swap saves state under key if the key holds old (nil: nothing
+	// kept), and reports whether it did.
+	Swap(ctx context.Context, key string, old, state []byte) (bool, error)
+}
+
+// Swap is st's Swap when it has one. A store without one is compared and
+// written in two steps, which only writers in this process, taking turns,
+// may rely on.
+func Swap(ctx context.Context, st StateStore, key string, old, state []byte) (bool, error) {
+	if sw, ok := st.(Swapper); ok {
+		return sw.Swap(ctx, key, old, state)
+	}
+	cur, err := st.Last(ctx, key)
+	if err != nil {
+		return false, err
+	}
+	if !bytes.Equal(cur, old) || (cur == nil) != (old == nil) {
+		return false, nil
+	}
+	return true, st.Save(ctx, key, state)
+}
+
 // MemoryState is a StateStore in this process, for tests and single
 // instances that accept a first change after a restart having no "before".
 type MemoryState struct {
@@ -56,6 +82,18 @@ func (s *MemoryState) Save(_ context.Context, key string, state []byte) error {
 	defer s.mu.Unlock()
 	s.m[key] = bytes.Clone(state)
 	return nil
+}
+
+// Swap implements Swapper.
+func (s *MemoryState) Swap(_ context.Context, key string, old, state []byte) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.m[key]
+	if (cur == nil) != (old == nil) || !bytes.Equal(cur, old) {
+		return false, nil
+	}
+	s.m[key] = bytes.Clone(state)
+	return true, nil
 }
 
 // Forget removes every state whose key starts with prefix.

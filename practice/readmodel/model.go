@@ -930,6 +930,28 @@ func (m *Model) saveOther(ctx context.Context, key string, state []byte) error {
 	return m.other.Save(ctx, key, state)
 }
 
+// Swap is the state store's compare-and-save (changes.Swapper), for the
+// keys that are no record of the model (a record's stamp): through the
+// model's fence when it has one, so that an instance left with an older
+// generation of a connection stamps nothing of the organisation left.
+// A record of the model changes through Save alone.
+func (m *Model) Swap(ctx context.Context, key string, old, state []byte) (bool, error) {
+	if t, k, _, ok := changes.ParseStateKey(key); ok && t == m.tenant && m.Owns(k) {
+		return false, fmt.Errorf("swap of %s: a record of the read model is saved, not swapped", key)
+	}
+	if fs, ok := m.other.(FencedSwapper); ok && m.fence != nil {
+		return fs.SwapFenced(ctx, *m.fence, key, old, state)
+	}
+	if m.fence != nil {
+		if _, fencedSaves := m.other.(FencedState); fencedSaves {
+			// Unfenced, the swap would escape the fence every save of
+			// this store keeps.
+			return false, fmt.Errorf("swap of %s: the upstream state store cannot swap under a fence", key)
+		}
+	}
+	return changes.Swap(ctx, m.other, key, old, state)
+}
+
 // LastReadAt is when the read of a record's state held began, for a
 // state that publishes no modification time; zero when unknown.
 func (m *Model) LastReadAt(ctx context.Context, key string) (time.Time, error) {
@@ -1002,4 +1024,5 @@ func isTombstone(raw []byte) bool {
 var (
 	_ practice.Reader    = (*Model)(nil)
 	_ changes.StateStore = (*Model)(nil)
+	_ changes.Swapper    = (*Model)(nil)
 )

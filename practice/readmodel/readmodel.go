@@ -140,6 +140,14 @@ type FencedState interface {
 	SaveFenced(ctx context.Context, f Fence, key string, state []byte) error
 }
 
+// FencedSwapper is an upstream state store whose swaps (changes.Swapper)
+// a Fence guards, checked in the same atomic step as the swap.
+type FencedSwapper interface {
+	// SwapFenced is Swap, taken only while f.Generation is not below the
+	// fence; ErrFenced, with nothing saved, otherwise.
+	SwapFenced(ctx context.Context, f Fence, key string, old, state []byte) (bool, error)
+}
+
 // Fencer is a Store whose writes a Fence guards, checked in the same
 // atomic step as the write.
 type Fencer interface {

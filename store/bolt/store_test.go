@@ -296,6 +296,13 @@ func TestUpstreamFencesConformance(t *testing.T) {
 	})
 }
 
+func TestUpstreamSwapsConformance(t *testing.T) {
+	storetest.UpstreamSwaps(t, func(t *testing.T) (readmodel.Fencer, storetest.SwappingUpstream, storetest.SwappingUpstream) {
+		st, db := open(t)
+		return st.ReadModel(), st, reopen(t, db)
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {
 		st, db := open(t)

@@ -107,4 +107,43 @@ func (s *Store) SaveFenced(_ context.Context, f readmodel.Fence, key string, sta
 	})
 }
 
-var _ readmodel.FencedState = (*Store)(nil)
+// Swap implements changes.Swapper: the state is compared and saved in
+// one transaction.
+func (s *Store) Swap(_ context.Context, key string, old, state []byte) (bool, error) {
+	return s.swap(nil, key, old, state)
+}
+
+// SwapFenced implements readmodel.FencedSwapper.
+func (s *Store) SwapFenced(_ context.Context, f readmodel.Fence, key string, old, state []byte) (bool, error) {
+	return s.swap(&f, key, old, state)
+}
+
+func (s *Store) swap(f *readmodel.Fence, key string, old, state []byte) (bool, error) {
+	v := s.secrets.Seal(state, whatUpstream(key))
+	swapped := false
+	err := s.db.Update(func(tx *bbolt.Tx) error {
+		if f != nil && fenced(tx, *f) {
+			return fmt.Errorf("upstream state %s: %w", key, readmodel.ErrFenced)
+		}
+		b := tx.Bucket([]byte(bucketUpstream))
+		var cur []byte
+		if raw := b.Get([]byte(key)); raw != nil {
+			var err error
+			if cur, err = s.secrets.Open(raw, whatUpstream(key)); err != nil {
+				return fmt.Errorf("upstream state %s: %w", key, err)
+			}
+		}
+		if (cur == nil) != (old == nil) || !bytes.Equal(cur, old) {
+			return nil
+		}
+		swapped = true
+		return b.Put([]byte(key), v)
+	})
+	return swapped, err
+}
+
+var (
+	_ readmodel.FencedState   = (*Store)(nil)
+	_ readmodel.FencedSwapper = (*Store)(nil)
+	_ changes.Swapper         = (*Store)(nil)
+)

@@ -344,6 +344,14 @@ func TestUpstreamFencesConformance(t *testing.T) {
 	})
 }
 
+func TestUpstreamSwapsConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storetest.UpstreamSwaps(t, func(t *testing.T) (readmodel.Fencer, storetest.SwappingUpstream, storetest.SwappingUpstream) {
+		st := open(t, srv)
+		return st.ReadModel(), st, another(t, srv)
+	})
+}
+
 func TestLocksConformance(t *testing.T) {
 	srv := redistest.Start(t)
 	storetest.Locks(t, func(t *testing.T) (upstream.Locks, upstream.Locks) {

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -153,4 +154,74 @@ func (s *Store) SaveFenced(ctx context.Context, f readmodel.Fence, key string, s
 	return nil
 }
 
-var _ readmodel.FencedState = (*Store)(nil)
+// swapStateScript sets KEYS[1] to ARGV[2] if it holds ARGV[1] (nothing,
+// when ARGV[1] is empty: a sealed value never is), unless the fence
+// ARGV[3] of hash KEYS[2] is past generation ARGV[4] (-1 then); no fence
+// is checked when ARGV[3] is empty.
+var swapStateScript = goredis.NewScript(`
+if ARGV[3] ~= '' then
+  local fence = tonumber(redis.call('HGET', KEYS[2], ARGV[3]) or '-1')
+  if fence > tonumber(ARGV[4]) then return -1 end
+end
+local cur = redis.call('GET', KEYS[1])
+if ARGV[1] == '' then
+  if cur then return 0 end
+elseif cur ~= ARGV[1] then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[2])
+return 1`)
+
+// Swap implements changes.Swapper. A sealed value differs from every
+// other sealing of the same state, so the one read is what the script
+// compares: the state is read and opened, compared with old, and saved
+// only if the key still holds the value read.
+func (s *Store) Swap(ctx context.Context, key string, old, state []byte) (bool, error) {
+	return s.swap(ctx, nil, key, old, state)
+}
+
+// SwapFenced implements readmodel.FencedSwapper.
+func (s *Store) SwapFenced(ctx context.Context, f readmodel.Fence, key string, old, state []byte) (bool, error) {
+	return s.swap(ctx, &f, key, old, state)
+}
+
+func (s *Store) swap(ctx context.Context, f *readmodel.Fence, key string, old, state []byte) (bool, error) {
+	ctx, cancel := s.lookup(ctx)
+	defer cancel()
+	raw, err := s.rdb.Get(ctx, keyUpstream+key).Bytes()
+	switch {
+	case errors.Is(err, goredis.Nil):
+		raw, err = nil, nil
+	case err != nil:
+		return false, fmt.Errorf("reading upstream state %s in redis: %w", key, err)
+	}
+	cur := raw
+	if raw != nil && sealed.IsSealed(raw) {
+		if cur, err = s.secrets.Open(raw, whatUpstream(key)); err != nil {
+			return false, fmt.Errorf("upstream state %s: %w", key, err)
+		}
+	}
+	if (cur == nil) != (old == nil) || !bytes.Equal(cur, old) {
+		return false, nil
+	}
+	keys := []string{keyUpstream + key}
+	args := []any{raw, s.secrets.Seal(state, whatUpstream(key)), "", 0}
+	if f != nil {
+		keys = append(keys, fenceKey(f.Firm))
+		args[2], args[3] = f.Name, f.Generation
+	}
+	n, err := swapStateScript.Run(ctx, s.rdb, keys, args...).Int()
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("saving upstream state %s in redis: %w", key, err)
+	case n < 0:
+		return false, fmt.Errorf("upstream state %s: %w", key, readmodel.ErrFenced)
+	}
+	return n == 1, nil
+}
+
+var (
+	_ readmodel.FencedState   = (*Store)(nil)
+	_ readmodel.FencedSwapper = (*Store)(nil)
+	_ changes.Swapper         = (*Store)(nil)
+)

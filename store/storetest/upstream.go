@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"sync"
 	"testing"
 
+	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
@@ -132,5 +135,107 @@ func UpstreamFences(t *testing.T, open func(t *testing.T) (fences readmodel.Fenc
 	}
 	if got, err := st.Last(ctx, key); err != nil || string(got) != "now" {
 		t.Fatalf("%q, %v; want now", got, err)
+	}
+}
+
+// SwappingUpstream is an upstream state store that compares and saves
+// in one step, under a fence or not.
+type SwappingUpstream interface {
+	FencedUpstream
+	changes.Swapper
+	readmodel.FencedSwapper
+}
+
+// UpstreamSwaps checks changes.Swapper and readmodel.FencedSwapper: a
+// swap saves only over the state named (nothing, for a key never saved),
+// what one handle swapped the other reads, writers on two handles that
+// each read, work out and swap lose none of each other's writes, and a
+// fenced swap of an older generation saves nothing. fences is the store's
+// read model; a and b are two handles on its upstream state.
+func UpstreamSwaps(t *testing.T, open func(t *testing.T) (fences readmodel.Fencer, a, b SwappingUpstream)) {
+	ctx := context.Background()
+	fences, a, b := open(t)
+	const key = "stamps/frm_acme/live/jobs/job_1"
+	swap := func(st SwappingUpstream, old, state string, want bool) {
+		t.Helper()
+		var o []byte
+		if old != "" {
+			o = []byte(old)
+		}
+		ok, err := st.Swap(ctx, key, o, []byte(state))
+		if err != nil || ok != want {
+			t.Fatalf("swap %q for %q: %t, %v; want %t", old, state, ok, err, want)
+		}
+	}
+	swap(a, "x", "first", false) // nothing is kept yet
+	swap(a, "", "first", true)
+	swap(b, "", "again", false) // something is kept now
+	swap(b, "other", "again", false)
+	if got, err := b.Last(ctx, key); err != nil || string(got) != "first" {
+		t.Fatalf("after refused swaps: %q, %v; want first", got, err)
+	}
+	swap(b, "first", "second", true)
+	if got, err := a.Last(ctx, key); err != nil || string(got) != "second" {
+		t.Fatalf("after a swap on the other handle: %q, %v; want second", got, err)
+	}
+
+	// Counters read, raised and swapped back on both handles at once:
+	// every raise that reports its swap is kept.
+	const counter = "stamps/frm_acme/live/jobs/job_2"
+	const writers, raises = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		st := []SwappingUpstream{a, b}[w%2]
+		wg.Go(func() {
+			for done := 0; done < raises; {
+				cur, err := st.Last(ctx, counter)
+				if err != nil {
+					errs <- err
+					return
+				}
+				n := 0
+				if cur != nil {
+					n, _ = strconv.Atoi(string(cur))
+				}
+				ok, err := st.Swap(ctx, counter, cur, []byte(strconv.Itoa(n+1)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if ok {
+					done++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if got, err := a.Last(ctx, counter); err != nil || string(got) != strconv.Itoa(writers*raises) {
+		t.Fatalf("after %d swapped raises: %q, %v", writers*raises, got, err)
+	}
+
+	old := readmodel.Fence{Firm: "frm_acme", Name: "con_1", Generation: 1}
+	now := readmodel.Fence{Firm: "frm_acme", Name: "con_1", Generation: 2}
+	if ok, err := a.SwapFenced(ctx, old, key, []byte("second"), []byte("third")); !ok || err != nil {
+		t.Fatalf("a fenced swap with no fence raised: %t, %v", ok, err)
+	}
+	if err := fences.RaiseFence(ctx, now); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.SwapFenced(ctx, old, key, []byte("third"), []byte("stale")); ok || !errors.Is(err, readmodel.ErrFenced) {
+		t.Fatalf("a swap of the generation before the fence: %t, %v; want ErrFenced", ok, err)
+	}
+	if ok, err := b.SwapFenced(ctx, now, key, []byte("second"), []byte("stale")); ok || err != nil {
+		t.Fatalf("a fenced swap over a state no longer kept: %t, %v; want refused", ok, err)
+	}
+	if ok, err := b.SwapFenced(ctx, now, key, []byte("third"), []byte("fourth")); !ok || err != nil {
+		t.Fatalf("a swap of the fence's generation: %t, %v", ok, err)
+	}
+	if got, err := a.Last(ctx, key); err != nil || string(got) != "fourth" {
+		t.Fatalf("%q, %v; want fourth", got, err)
 	}
 }
