@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -142,7 +143,7 @@ func (a *Adapter) clientRecord(ctx context.Context, c *client) (practice.Client,
 		}
 		rec.Contacts = append(rec.Contacts, practice.Contact{Name: ct.Name, Role: contactRole(&ct), Email: ct.Email, Phone: phone})
 	}
-	st, err := a.stamps.of(ctx, practice.Clients, rec.ID, &rec)
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Clients, ID: rec.ID, Content: &rec})
 	if err != nil {
 		return practice.Client{}, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -36,7 +37,7 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
 	var out []string
 	for _, k := range kinds {
-		out = append(out, stampsPrefix(firm, k))
+		out = append(out, stamps.Prefix("xpm", firm, k))
 		if k == practice.Engagements {
 			out = append(out, proposals.SigningsPrefix(firm))
 		}

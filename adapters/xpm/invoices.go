@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -217,7 +218,7 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv *invoice) (practice.Inv
 			rec.PaidAt = &s.At
 		}
 	}
-	st, err := a.stamps.of(ctx, practice.Invoices, rec.ID, &rec)
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Invoices, ID: rec.ID, Content: &rec})
 	if err != nil {
 		return practice.Invoice{}, err
 	}

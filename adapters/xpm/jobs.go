@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -257,7 +258,7 @@ func (a *Adapter) jobRecord(ctx context.Context, j *job) (practice.Job, error) {
 	if practice.ClosedStage(rec.Stage) && !completed.IsZero() {
 		rec.ClosedAt = &completed
 	}
-	st, err := a.stamps.of(ctx, practice.Jobs, rec.ID, &rec)
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Jobs, ID: rec.ID, Content: &rec})
 	if err != nil {
 		return practice.Job{}, err
 	}

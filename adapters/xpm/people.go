@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -87,7 +88,7 @@ func (a *Adapter) person(ctx context.Context, s *staff) (practice.Person, error)
 		return practice.Person{}, upstream.Malformed(a.c.Label(), "staff member", fmt.Errorf("uuid %q", s.UUID))
 	}
 	p := practice.Person{ID: "usr_" + s.UUID, Object: "person", Name: s.Name, Email: s.Email, Role: "staff", Active: true}
-	st, err := a.stamps.of(ctx, practice.People, p.ID, &p)
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.People, ID: p.ID, Content: &p})
 	if err != nil {
 		return practice.Person{}, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -90,7 +91,7 @@ func (a *Adapter) quoteRecord(ctx context.Context, q *quote) (practice.Engagemen
 	if q.Client != nil && q.Client.UUID != "" {
 		rec.Client = "cli_" + q.Client.UUID
 	}
-	st, err := a.stamps.of(ctx, practice.Engagements, rec.ID, &rec)
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Engagements, ID: rec.ID, Content: &rec})
 	if err != nil {
 		return practice.Engagement{}, err
 	}

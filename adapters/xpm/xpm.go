@@ -33,7 +33,7 @@
 //     released_jobs is [].
 //
 // XPM publishes no modification or creation time on any of them, so the
-// gateway stamps records as it reads them (stamps.go): updated_at,
+// gateway stamps records as it reads them (adapters/kit/stamps): updated_at,
 // last_activity_at and version are when a gateway first read the record
 // as it is now.
 //
@@ -77,6 +77,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/filing"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
@@ -151,7 +152,7 @@ type Adapter struct {
 	loc    *time.Location
 	stages *stageMap
 	rails  xero.Rails
-	stamps *stamps
+	stamps *stamps.Store
 	// signings remember when each quote was first read accepted.
 	signings proposals.Signings
 	state    changes.StateStore
@@ -236,7 +237,7 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		loc:      loc,
 		stages:   stages,
 		rails:    rails,
-		stamps:   newStamps(state, deps.ClockOrSystem(), cfg.Firm),
+		stamps:   stamps.New(state, deps.ClockOrSystem(), "xpm", cfg.Firm),
 		signings: proposals.Signings{State: state, Firm: cfg.Firm},
 		state:    state,
 		rec:      deps.ChangeRecorder(),
