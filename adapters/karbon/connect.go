@@ -9,7 +9,9 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
+	"github.com/practicegw/practicegw/practice"
 )
 
 func init() {
@@ -195,7 +197,22 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 }
 
 // Interface guards
+// Remembered are the prefixes of firm's stamps of kinds (its work
+// items' and users' modification times, which Karbon does not publish):
+// what a connection's purge forgets, so that the next account's records
+// are stamped when first seen there.
+func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
+	var out []string
+	for _, k := range kinds {
+		if k == practice.Jobs || k == practice.People {
+			out = append(out, stamps.Prefix("karbon", firm, k))
+		}
+	}
+	return out
+}
+
 var (
+	_ firmsystem.Remembers   = (*Module)(nil)
 	_ firmsystem.AccessKey   = (*App)(nil)
 	_ firmsystem.Subscriber  = (*App)(nil)
 	_ firmsystem.Connectable = (*Module)(nil)

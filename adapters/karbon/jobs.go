@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -37,7 +38,10 @@ func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cu
 		Match: func(w workItem) bool { return a.jobMatches(f, w) },
 		Convert: func(ctx context.Context, ws []paging.Found[workItem]) ([]json.RawMessage, error) {
 			return paging.Each(ctx, 1, len(ws), func(_ context.Context, i int) (json.RawMessage, error) {
-				raw, err := a.jobJSON(ws[i].Item)
+				raw, err := a.jobJSON(ctx, ws[i].Item)
+				if err == nil && !f.UpdatedSince.IsZero() && !updatedSince(raw, f.UpdatedSince) {
+					return nil, nil
+				}
 				// A row that cannot be read is its work item's alone.
 				return raw, practice.Unusable(practice.Jobs, "job_"+ws[i].Item.WorkItemKey, "the work item", err)
 			})
@@ -111,12 +115,7 @@ func (a *Adapter) jobMatches(f practice.Filter, w workItem) bool {
 			return false
 		}
 	}
-	if !f.UpdatedSince.IsZero() {
-		_, updated, err := workTimes(w)
-		if err != nil || updated.Before(f.UpdatedSince) {
-			return false
-		}
-	}
+	// updated_since is the stamp's, which the conversion reads.
 	return true
 }
 
@@ -128,14 +127,16 @@ func (a *Adapter) fetchWork(ctx context.Context, filter, token string, top int) 
 	if filter != "" {
 		q = url.Values{"$filter": {filter}}
 	}
+	began := a.clock.Now()
 	items, next, err := odataPage[workItem](ctx, a, "/v3/WorkItems", "work items", q, token, top)
 	if err != nil {
 		return page, err
 	}
-	for _, w := range items {
+	for i, w := range items {
 		if !validKey(w.WorkItemKey) {
 			return page, upstream.Malformed(a.c.Label(), "work items", fmt.Errorf("work item key %q", w.WorkItemKey))
 		}
+		items[i].read = began
 	}
 	page.Items, page.Next = items, next
 	return page, nil
@@ -146,11 +147,11 @@ func (a *Adapter) getJob(ctx context.Context, key string) (json.RawMessage, erro
 	if err != nil {
 		return nil, err
 	}
-	return a.jobJSON(w)
+	return a.jobJSON(ctx, w)
 }
 
 func (a *Adapter) readWork(ctx context.Context, key string) (workItem, error) {
-	var w workItem
+	w := workItem{read: a.clock.Now()}
 	if err := a.getJSON(ctx, "/v3/WorkItems/"+url.PathEscape(key), "work item", &w); err != nil {
 		return w, fmt.Errorf("karbon: read work item %s: %w", key, err)
 	}
@@ -160,9 +161,12 @@ func (a *Adapter) readWork(ctx context.Context, key string) (workItem, error) {
 	return w, nil
 }
 
-// job translates a work item.
-func (a *Adapter) job(w workItem) (practice.Job, error) {
-	created, updated, err := workTimes(w)
+// job translates a work item. Karbon publishes no modification time on
+// one (StartDate, DueDate, DeadlineDate and CompletedDate only), so its
+// updated_at and version are the gateway's stamp: when a gateway first
+// read it as it now is (adapters/kit/stamps).
+func (a *Adapter) job(ctx context.Context, w workItem) (practice.Job, error) {
+	created, completed, err := workTimes(w)
 	if err != nil {
 		return practice.Job{}, upstream.Malformed(a.c.Label(), "work item "+w.WorkItemKey, err)
 	}
@@ -172,43 +176,57 @@ func (a *Adapter) job(w workItem) (practice.Job, error) {
 	}
 	j := practice.Job{
 		ID: "job_" + w.WorkItemKey, Object: "job", Title: w.Title, Type: w.WorkType,
-		Owner:     userID(w.AssigneeKey),
-		Stage:     a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
-		Deadline:  d,
-		CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated),
+		Owner:    userID(w.AssigneeKey),
+		Stage:    a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
+		Deadline: d,
 	}
 	if ref, ok := refFromClientType(w.ClientType, w.ClientKey); ok {
 		j.Client = ref.id()
 	}
-	if practice.ClosedStage(j.Stage) {
-		closed := updated
+	if practice.ClosedStage(j.Stage) && !completed.IsZero() {
+		j.ClosedAt = &completed
+	}
+	// The version a work item carried before it was stamped was its
+	// start or completion: its first stamp is after it.
+	before := created
+	if completed.After(before) {
+		before = completed
+	}
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Jobs, ID: j.ID, Content: &j, Began: w.read, After: before})
+	if err != nil {
+		return practice.Job{}, err
+	}
+	if practice.ClosedStage(j.Stage) && j.ClosedAt == nil {
+		closed := st.At
 		j.ClosedAt = &closed
 	}
+	j.CreatedAt, j.UpdatedAt, j.Version = created, st.At, st.Version()
 	return j, nil
 }
 
-func (a *Adapter) jobJSON(w workItem) (json.RawMessage, error) {
-	j, err := a.job(w)
+func (a *Adapter) jobJSON(ctx context.Context, w workItem) (json.RawMessage, error) {
+	j, err := a.job(ctx, w)
 	if err != nil {
 		return nil, err
 	}
 	return practice.Marshal(&j)
 }
 
+// updatedSince reports whether a record's updated_at is not before since.
+func updatedSince(raw json.RawMessage, since time.Time) bool {
+	var v struct {
+		UpdatedAt time.Time `json:"updated_at"`
+	}
+	return json.Unmarshal(raw, &v) == nil && !v.UpdatedAt.Before(since)
+}
+
 // workTimes are the only times a work item carries: it starts, and it may
 // have completed.
-func workTimes(w workItem) (created, updated time.Time, err error) {
-	if created, err = karbonTime(w.StartDate); err != nil {
+func workTimes(w workItem) (started, completed time.Time, err error) {
+	if started, err = karbonTime(w.StartDate); err != nil {
 		return
 	}
-	completed, err := karbonTime(w.CompletedDate)
-	if err != nil {
-		return
-	}
-	updated = created
-	if completed.After(updated) {
-		updated = completed
-	}
+	completed, err = karbonTime(w.CompletedDate)
 	return
 }
 

@@ -161,7 +161,7 @@ func (a *Adapter) MoveJob(ctx context.Context, t practice.Tenant, id string, mov
 	var before json.RawMessage
 	err = a.putWork(ctx, key, func(current workItem, body map[string]any) error {
 		var err error
-		if before, err = a.jobJSON(current); err != nil {
+		if before, err = a.jobJSON(ctx, current); err != nil {
 			return err
 		}
 		body["PrimaryStatus"] = primary
@@ -197,12 +197,13 @@ func (a *Adapter) MoveJob(ctx context.Context, t practice.Tenant, id string, mov
 // putWork reads a work item, lets edit change it and puts it back whole.
 func (a *Adapter) putWork(ctx context.Context, key string, edit func(current workItem, body map[string]any) error) error {
 	path := "/v3/WorkItems/" + url.PathEscape(key)
+	began := a.clock.Now()
 	resp, err := a.c.JSON(ctx, upstream.Request{Path: path}, "work item", nil)
 	if err != nil {
 		return fmt.Errorf("karbon: read work item %s: %w", key, err)
 	}
 	var current map[string]any
-	var w workItem
+	w := workItem{read: began}
 	if err := json.Unmarshal(resp.Body, &current); err != nil {
 		return upstream.Malformed(a.c.Label(), "work item", err)
 	}

@@ -65,6 +65,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
@@ -158,10 +159,13 @@ type Adapter struct {
 	statuses map[string]string
 	rec      *changes.Recorder
 	state    changes.StateStore
-	rails    xero.Rails
-	changes  changes.ChangeSink
-	deps     upstream.Deps
-	inbox    notifications.Inbox
+	// stamps are the modification times of work items and users, which
+	// Karbon does not publish.
+	stamps  *stamps.Store
+	rails   xero.Rails
+	changes changes.ChangeSink
+	deps    upstream.Deps
+	inbox   notifications.Inbox
 	// one lets one drain of its notifications run at a time here.
 	one      notifications.One
 	details  *detailCache
@@ -252,6 +256,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("karbon: %w", err)
 	}
+	state := deps.StateStore()
 	a := &Adapter{
 		cfg:      cfg,
 		c:        c,
@@ -260,7 +265,8 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		stages:   stages,
 		statuses: statuses,
 		rec:      deps.ChangeRecorder(),
-		state:    deps.StateStore(),
+		state:    state,
+		stamps:   stamps.New(state, deps.ClockOrSystem(), "karbon", cfg.Firm),
 		rails:    rails,
 		changes:  deps.Changes,
 		deps:     deps,

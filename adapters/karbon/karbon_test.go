@@ -231,13 +231,14 @@ func TestJobShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := epoch.Add(48 * time.Hour)
+	// Karbon publishes no modification time: updated_at is the
+	// gateway's stamp, after the completion the version was before.
 	want := practice.Job{ID: "job_W0006", Object: "job", Title: "Accounts 6", Type: "Accounts", Client: "cli_c-C006",
-		Owner: "usr_U1partner", Stage: "filed", Deadline: "2026-03-08", CreatedAt: epoch, UpdatedAt: closed,
-		Version: closed.UnixMilli()} // Karbon's last modification, in milliseconds
-	if j.ClosedAt != nil || !j.CreatedAt.Equal(want.CreatedAt) || !j.UpdatedAt.Equal(want.UpdatedAt) {
+		Owner: "usr_U1partner", Stage: "filed", Deadline: "2026-03-08", CreatedAt: epoch, UpdatedAt: j.UpdatedAt,
+		Version: j.UpdatedAt.UnixMilli()}
+	if j.ClosedAt != nil || !j.CreatedAt.Equal(want.CreatedAt) || !j.UpdatedAt.After(closed) {
 		t.Fatalf("times: %+v", j)
 	}
-	j.CreatedAt, j.UpdatedAt = want.CreatedAt, want.UpdatedAt
 	if j != want {
 		t.Fatalf("job = %+v\nwant %+v", j, want)
 	}

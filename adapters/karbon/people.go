@@ -9,16 +9,12 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
+	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
 
 func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
-	// Karbon keeps no times for users, so they are never updated since
-	// anything.
-	if !f.UpdatedSince.IsZero() {
-		return practice.Page{Items: []json.RawMessage{}}, nil
-	}
 	hour := a.clock.Now().Truncate(time.Hour).Format(time.RFC3339)
 	w := paging.Walk[userSummary]{
 		Fetch: a.fetchUsers,
@@ -30,16 +26,22 @@ func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.
 				// entry is read again at most hourly or when the list
 				// shows a new name or email.
 				version := u.Name + "\x00" + u.EmailAddress + "\x00" + hour
-				if c, ok := a.details.get(userID(u.Id), version); ok {
-					return c.raw, nil
+				raw, ok := json.RawMessage(nil), false
+				if c, hit := a.details.get(userID(u.Id), version); hit {
+					raw, ok = c.raw, true
 				}
-				raw, err := a.getPerson(ctx, u.Id)
-				if err != nil {
-					// Listed, but its own record cannot be read: the
-					// user's alone.
-					return nil, practice.Unusable(practice.People, userID(u.Id), "the user's record", err)
+				if !ok {
+					var err error
+					if raw, err = a.getPerson(ctx, u.Id); err != nil {
+						// Listed, but its own record cannot be read:
+						// the user's alone.
+						return nil, practice.Unusable(practice.People, userID(u.Id), "the user's record", err)
+					}
+					a.details.put(userID(u.Id), cached{version: version, raw: raw})
 				}
-				a.details.put(userID(u.Id), cached{version: version, raw: raw})
+				if !f.UpdatedSince.IsZero() && !updatedSince(raw, f.UpdatedSince) {
+					return nil, nil
+				}
 				return raw, nil
 			})
 		},
@@ -66,7 +68,8 @@ func (a *Adapter) fetchUsers(ctx context.Context, _, token string) (paging.Vendo
 }
 
 func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, error) {
-	var u userDetail
+	u := userDetail{}
+	began := a.clock.Now()
 	if err := a.getJSON(ctx, "/v3/Users/"+url.PathEscape(key), "user", &u); err != nil {
 		return nil, fmt.Errorf("karbon: read user %s: %w", key, err)
 	}
@@ -77,9 +80,15 @@ func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, e
 	if len(u.Roles) > 0 && strings.TrimSpace(u.Roles[0].Name) != "" {
 		role = strings.ReplaceAll(norm(u.Roles[0].Name), " ", "_")
 	}
-	// Karbon publishes no modification time for a user: the version
-	// stays 1 (no event carries a person).
-	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true, Version: 1}
+	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true}
+	// Karbon publishes no time for a user: its updated_at and version
+	// are the gateway's stamp (adapters/kit/stamps). The version a user
+	// carried before was 1, which every stamp is after.
+	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.People, ID: p.ID, Content: &p, Began: began})
+	if err != nil {
+		return nil, err
+	}
+	p.UpdatedAt, p.Version = st.At, st.Version()
 	raw, err := practice.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("karbon: encode person: %w", err)

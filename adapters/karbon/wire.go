@@ -123,6 +123,9 @@ type workItem struct {
 	PrimaryStatus         string
 	SecondaryStatus       string
 	Description           string
+	// read is when the read of it began (zero: not known), which orders
+	// its stamp (adapters/kit/stamps).
+	read time.Time
 }
 
 type userSummary struct {
