@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 func (a *Adapter) listJobs(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
@@ -164,7 +164,7 @@ func (a *Adapter) readWork(ctx context.Context, key string) (workItem, error) {
 // job translates a work item. Karbon publishes no modification time on
 // one (StartDate, DueDate, DeadlineDate and CompletedDate only), so its
 // updated_at and version are the gateway's stamp: when a gateway first
-// read it as it now is (adapters/kit/stamps).
+// read it as it now is (practice/stamps).
 func (a *Adapter) job(ctx context.Context, w workItem) (practice.Job, error) {
 	created, completed, err := workTimes(w)
 	if err != nil {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 func (a *Adapter) listPeople(ctx context.Context, f practice.Filter, cur paging.Cursor, limit int) (practice.Page, error) {
@@ -82,7 +82,7 @@ func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, e
 	}
 	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true}
 	// Karbon publishes no time for a user: its updated_at and version
-	// are the gateway's stamp (adapters/kit/stamps). The version a user
+	// are the gateway's stamp (practice/stamps). The version a user
 	// carried before was 1, which every stamp is after.
 	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.People, ID: p.ID, Content: &p, Began: began})
 	if err != nil {

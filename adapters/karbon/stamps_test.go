@@ -49,7 +49,7 @@ func TestAWorkItemsChangesMoveItsVersion(t *testing.T) {
 	shared := func(_ *karbonConfig, d *upstream.Deps) { d.State = state }
 	a, clock := newAdapter(t, k, shared)
 	ctx := context.Background()
-	clock.Advance(100 * time.Hour) // past every work item's dates
+	clock.Advance(100 * time.Hour)                       // past every work item's dates
 	pageAll(t, a, practice.Jobs, practice.Filter{}, 100) // every job stamped when first seen
 	first := readStamped(t, a, practice.Jobs, "job_W0001")
 

@@ -124,7 +124,7 @@ type workItem struct {
 	SecondaryStatus       string
 	Description           string
 	// read is when the read of it began (zero: not known), which orders
-	// its stamp (adapters/kit/stamps).
+	// its stamp (practice/stamps).
 	read time.Time
 }
 

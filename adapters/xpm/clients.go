@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // listClients walks client.api/list, which XPM does not page: with

@@ -7,9 +7,9 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Connects: a firm connects Xero Practice Manager as its records system

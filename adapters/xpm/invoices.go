@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // listInvoices walks the current invoices, the drafts, then each year of

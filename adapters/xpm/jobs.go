@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 var errInvalidCursor = &practice.InvalidError{Code: "invalid_cursor", Param: "cursor",

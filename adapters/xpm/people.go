@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // List returns one page of clients, jobs, people, invoices or engagements

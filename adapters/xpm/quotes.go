@@ -9,9 +9,9 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // listQuotes walks the current quotes, the drafts, then each year of

@@ -33,7 +33,7 @@
 //     released_jobs is [].
 //
 // XPM publishes no modification or creation time on any of them, so the
-// gateway stamps records as it reads them (adapters/kit/stamps): updated_at,
+// gateway stamps records as it reads them (practice/stamps): updated_at,
 // last_activity_at and version are when a gateway first read the record
 // as it is now.
 //
@@ -77,11 +77,11 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/filing"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Config is one firm's Xero Practice Manager. Secrets may hold {env.X}

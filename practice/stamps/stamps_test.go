@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/practicegw/practicegw/adapters/kit/stamps"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 var epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
