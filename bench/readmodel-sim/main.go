@@ -7,11 +7,15 @@
 //
 // Usage:
 //
-//	go run ./bench/readmodel-sim [-seeds 5000] [-from 1] [-events 300] [-quickbooks-invoices]
+//	go run ./bench/readmodel-sim [-seeds 5000] [-from 1] [-events 300] [-quickbooks-invoices] [-stamped]
 //
 // -quickbooks-invoices adds the ledger's invoices as QuickBooks Online
 // gives them, followed through its change data capture; a divergent seed
 // of it replays with -run TestSyncSimulationWithQuickBooksInvoices.
+// -stamped makes the jobs publish no modification time, stamped by the
+// gateway in the state store the instances share (Karbon's work items);
+// a divergent seed replays with -run TestSyncSimulationWithStampedJobs
+// -args -seed=N -stamped.
 package main
 
 import (
@@ -28,12 +32,13 @@ func main() {
 	from := flag.Uint64("from", 1, "the first seed")
 	events := flag.Int("events", 300, "events per schedule before the vendor goes quiet")
 	qbo := flag.Bool("quickbooks-invoices", false, "add QuickBooks Online's invoices, followed through its change data capture")
+	stamped := flag.Bool("stamped", false, "jobs publish no modification time: the gateway stamps them")
 	flag.Parse()
 	start := time.Now()
 	ops, changes, divergent := 0, 0, 0
 	var first []string
 	for i := range *seeds {
-		res := readmodelsim.Run(readmodelsim.Options{Seed: *from + uint64(i), Events: *events, QuickBooksInvoices: *qbo})
+		res := readmodelsim.Run(readmodelsim.Options{Seed: *from + uint64(i), Events: *events, QuickBooksInvoices: *qbo, Stamped: *stamped})
 		ops += res.Operations
 		changes += res.Changes
 		if len(res.Divergences) > 0 {

@@ -19,6 +19,7 @@
 package readmodelsim
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +31,7 @@ import (
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 const firm = "frm_sim"
@@ -82,6 +84,13 @@ type Options struct {
 	// invoices and engagements, and its one change data capture call
 	// answers both (the engagements as the page's Others).
 	QuickBooksEstimates bool
+	// Stamped makes the jobs publish no modification time, as Karbon's
+	// work items: the adapter stamps each job it reads (practice/stamps)
+	// in the upstream state store both instances share, each instance on
+	// a clock a few milliseconds off the other's, and the stamps survive
+	// restarts. Every change must reach the copy and the change records
+	// with a greater version, whichever instance reads it first.
+	Stamped bool
 }
 
 // Result is what a run did and found.
@@ -147,7 +156,17 @@ type world struct {
 	// served is, per caller, the newest version of each record it was
 	// answered (Membership).
 	served [3]map[string]int64
+	// skew is how far instance 1's clock is off the world's (Stamped).
+	skew time.Duration
 }
+
+// skewed is an instance's clock, off the world's by skew.
+type skewed struct {
+	w    *world
+	skew time.Duration
+}
+
+func (c skewed) Now() time.Time { return c.w.now.Add(c.skew) }
 
 type instance struct {
 	model *readmodel.Model
@@ -157,6 +176,9 @@ type instance struct {
 	busy    bool
 	bg      []func(context.Context)
 	holder  string
+	// reader reads the vendor as the records system's adapter does: the
+	// vendor, or its jobs stamped (Stamped).
+	reader practice.Reader
 	// away is set while the instance does not hold the firm (Membership):
 	// its syncs do not run, and its copy is unloaded between steps.
 	away bool
@@ -208,6 +230,9 @@ func Run(o Options) Result {
 	}
 	if o.Proposals != nil {
 		w.kinds = append(slices.Clone(w.kinds), practice.Engagements)
+	}
+	if o.Stamped {
+		w.skew = time.Duration(w.r.IntN(7)-3) * time.Millisecond
 	}
 	w.store = NewStore(w.Now)
 	w.vendor = NewVendor(w.Now, 3)
@@ -264,10 +289,17 @@ func (w *world) start(i int) {
 	in := &instance{}
 	cfg := readmodel.Config{Firm: firm, Store: w.store, Updates: w.store,
 		Background: func(run func(context.Context)) { in.bg = append(in.bg, run) }}
-	if w.o.Proposals != nil {
+	if w.o.Proposals != nil || w.o.Stamped {
 		cfg.Other = w.upstream
 	}
 	in.model = readmodel.New(cfg)
+	in.reader = w.vendor
+	if w.o.Stamped {
+		// The adapter stamps through the model, the state store the
+		// gateway gives adapters, which keeps them in the shared
+		// upstream store; a restart makes a new adapter.
+		in.reader = stamping{Vendor: w.vendor, stamps: stamps.New(in.model, skewed{w, w.skew * time.Duration(i)}, "sim", firm)}
+	}
 	// The proposals' adapter remembers signings through the model, the
 	// state store the gateway gives adapters, which keeps them in the
 	// shared upstream store.
@@ -279,7 +311,7 @@ func (w *world) start(i int) {
 		case practice.Engagements:
 			in.model.Serve(k, proposals)
 		default:
-			in.model.Serve(k, w.vendor)
+			in.model.Serve(k, in.reader)
 		}
 	}
 	if w.o.Membership && w.r.IntN(2) == 0 {
@@ -293,7 +325,7 @@ func (w *world) start(i int) {
 	in.holder = fmt.Sprintf("inst-%d-%d", i, w.restarts)
 	deps := readmodel.SyncDeps{Model: in.model, Recorder: in.rec, Sink: w, Checkpoints: w.store, Leases: w.store,
 		Holder: in.holder}
-	in.syncers = []*readmodel.Syncer{readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: w.vendor},
+	in.syncers = []*readmodel.Syncer{readmodel.NewSyncer(readmodel.SyncedSystem{Role: "records", System: "sim", Kinds: kinds, Reader: in.reader},
 		deps, config, readmodel.WithClock(w.Now))}
 	switch {
 	case w.o.QuickBooksEstimates && w.o.QuickBooksInvoices && w.o.Proposals != nil:
@@ -490,7 +522,7 @@ func (w *world) deliverNotice(ctx context.Context) {
 		}
 	}
 	readAt := w.now
-	raw, err := w.vendor.Get(ctx, tenant, n.kind, n.id)
+	raw, err := w.inst[to].reader.Get(ctx, tenant, n.kind, n.id)
 	if errors.Is(err, practice.ErrNotFound) {
 		// Gone (the notification of its deletion, or one of a change
 		// before it): the adapter removes it on the vendor's word.
@@ -694,6 +726,10 @@ func (w *world) check() {
 						w.diverge("the mapping of %s: %v", id, err)
 					}
 				}
+				if k == practice.Jobs && w.o.Stamped {
+					w.checkStamped(ctx, i, id, got[id], wantRaw)
+					continue
+				}
 				if got[id] != string(wantRaw) {
 					w.diverge("instance %d: %s %s is %q, the vendor has %s", i, k, id, got[id], wantRaw)
 				}
@@ -708,6 +744,31 @@ func (w *world) check() {
 	w.checkChanges()
 	w.checkRaised()
 	w.checkRemovals(ctx)
+}
+
+// checkStamped compares a stamped job an instance holds with the vendor's:
+// the same content, and the version the shared stamp of that content has,
+// as an instance started now reads it.
+func (w *world) checkStamped(ctx context.Context, i int, id, got string, want json.RawMessage) {
+	held, err := unstamped(json.RawMessage(got))
+	if err != nil {
+		w.diverge("instance %d: job %s is %q: %v", i, id, got, err)
+		return
+	}
+	vendor, _ := unstamped(want)
+	a, _ := json.Marshal(held)
+	b, _ := json.Marshal(vendor)
+	if !bytes.Equal(a, b) {
+		w.diverge("instance %d: job %s is %s, the vendor has %s", i, id, a, b)
+		return
+	}
+	fresh := stamps.New(w.upstream, skewed{w, 0}, "sim", firm)
+	st, err := fresh.Of(ctx, stamps.Read{Kind: practice.Jobs, ID: id, Content: vendor, Began: w.now})
+	var v struct{ Version int64 }
+	_ = json.Unmarshal([]byte(got), &v)
+	if err != nil || v.Version != st.Version() {
+		w.diverge("instance %d: job %s is at version %d, its stamp is at %d (%v)", i, id, v.Version, st.Version(), err)
+	}
 }
 
 // checkRemovals: every record the vendor deleted that the shared copy

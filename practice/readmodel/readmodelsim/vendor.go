@@ -11,6 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Vendor is a firm's system as the sync sees it through an adapter: it
@@ -364,3 +365,66 @@ func (c CDC) changes(ctx context.Context, cursor string, proposals *quotes) (pra
 	}
 	return page, ctx.Err()
 }
+
+// stamping reads the vendor as the adapter of a system that publishes no
+// modification time on its jobs does (Karbon's work items): each job read
+// is stamped (practice/stamps) in the upstream state store the instances
+// share, its version and updated_at the stamp's, and the read's start
+// orders it after a stamp made by a read begun later.
+type stamping struct {
+	*Vendor
+	stamps *stamps.Store
+}
+
+// unstamped is a job as the vendor gives it, less the times it does not
+// publish.
+func unstamped(raw json.RawMessage) (map[string]any, error) {
+	var r map[string]any
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	delete(r, "version")
+	delete(r, "updated_at")
+	return r, nil
+}
+
+func (s stamping) stamp(ctx context.Context, raw json.RawMessage, began time.Time) (json.RawMessage, error) {
+	r, err := unstamped(raw)
+	if err != nil {
+		return nil, err
+	}
+	id, _ := r["id"].(string)
+	st, err := s.stamps.Of(ctx, stamps.Read{Kind: practice.Jobs, ID: id, Content: r, Began: began})
+	if err != nil {
+		return nil, err
+	}
+	r["version"], r["updated_at"] = st.Version(), st.At.UTC().Format(time.RFC3339Nano)
+	return json.Marshal(r)
+}
+
+func (s stamping) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	began := s.now()
+	page, err := s.Vendor.List(ctx, t, k, q)
+	if err != nil || k != practice.Jobs {
+		return page, err
+	}
+	items := make([]json.RawMessage, len(page.Items))
+	for i, raw := range page.Items {
+		if items[i], err = s.stamp(ctx, raw, began); err != nil {
+			return practice.Page{}, err
+		}
+	}
+	page.Items = items
+	return page, nil
+}
+
+func (s stamping) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id string) (json.RawMessage, error) {
+	began := s.now()
+	raw, err := s.Vendor.Get(ctx, t, k, id)
+	if err != nil || k != practice.Jobs {
+		return raw, err
+	}
+	return s.stamp(ctx, raw, began)
+}
+
+var _ practice.Reader = stamping{}
