@@ -42,6 +42,9 @@ type Stamp struct {
 	// Read is when the read that saw the content began, when its reader
 	// said: a read begun before it that saw other content is older.
 	Read time.Time `json:"r,omitzero"`
+	// Vendor is the modification time the vendor published with the
+	// content, for a record whose vendor publishes one (Read.Vendor).
+	Vendor time.Time `json:"v,omitzero"`
 }
 
 // Version is the record's version: At in milliseconds.
@@ -112,6 +115,14 @@ type Read struct {
 	// later than: the version the record carried before the gateway
 	// stamped its kind, so that the first stamp does not go back from it.
 	After time.Time
+	// Vendor is the modification time the vendor publishes on the
+	// record, for one that has one but shows content the vendor does not
+	// date (a client linked from another system, a payment read apart):
+	// the stamp is the vendor's time while it moves with the content, a
+	// content read with an older vendor time is older (answered with
+	// that time, nothing saved), and a change under the same vendor time
+	// is stamped when first read, after the stamp before.
+	Vendor time.Time
 }
 
 // Of returns the stamp of r: the one saved when the content is the same;
@@ -143,10 +154,27 @@ func (s *Store) Of(ctx context.Context, r Read) (Stamp, error) {
 		if old.Digest == digest && !old.At.IsZero() {
 			return old, nil
 		}
-		if !old.At.IsZero() && !readAt.IsZero() && readAt.Before(old.Read) {
-			return Stamp{Digest: digest, First: old.First, At: old.At.Add(-gap / 2), Read: readAt}, nil
+		vendor := r.Vendor.UTC().Truncate(time.Millisecond)
+		if !old.At.IsZero() && !r.Vendor.IsZero() && vendor.Before(old.Vendor) {
+			// The vendor dates it before the content stamped.
+			return Stamp{Digest: digest, First: old.First, At: vendor, Read: readAt, Vendor: vendor}, nil
+		}
+		sameVendorTime := r.Vendor.IsZero() || vendor.Equal(old.Vendor)
+		if !old.At.IsZero() && sameVendorTime && !readAt.IsZero() && readAt.Before(old.Read) {
+			return Stamp{Digest: digest, First: old.First, At: old.At.Add(-gap / 2), Read: readAt, Vendor: old.Vendor}, nil
 		}
 		st := s.next(old, digest, readAt, r.After)
+		if !r.Vendor.IsZero() {
+			st.Vendor = vendor
+			if old.At.IsZero() || vendor.After(old.At) {
+				// The vendor's time, as long as it moves with the
+				// content.
+				st.At = vendor
+				if st.First.IsZero() || old.At.IsZero() {
+					st.First = vendor
+				}
+			}
+		}
 		b, err := json.Marshal(st)
 		if err != nil {
 			return Stamp{}, fmt.Errorf("%s: stamp of %s: %w", s.system, id, err)

@@ -309,3 +309,45 @@ func runInterleaving(t *testing.T, seed uint64) {
 		fail("the receiver holds %s, the vendor has %s", held.digest, want)
 	}
 }
+
+type invoice struct {
+	Status string `json:"status"`
+	Client string `json:"client"`
+}
+
+// A record whose vendor dates it keeps the vendor's time while that
+// moves with the content; a change the vendor does not date (a client
+// linked later) is stamped when first read, and a state the vendor dates
+// before the one stamped is answered its own older time.
+func TestVendorTimesStandWhileTheyMove(t *testing.T) {
+	c := &clock{now: epoch.Add(time.Hour)}
+	s := stamps.New(changes.NewMemoryState(), c, "xero", "frm_acme")
+	ctx := context.Background()
+	read := func(inv invoice, vendor time.Time) stamps.Stamp {
+		t.Helper()
+		st, err := s.Of(ctx, stamps.Read{Kind: practice.Invoices, ID: "inv_1", Content: inv, Vendor: vendor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	first := read(invoice{"issued", ""}, epoch)
+	if !first.At.Equal(epoch) {
+		t.Fatalf("first stamp at %v, want the vendor's %v", first.At, epoch)
+	}
+	linked := read(invoice{"issued", "cli_1"}, epoch)
+	if !linked.At.Equal(c.Now()) || linked.Version() <= first.Version() {
+		t.Fatalf("a change the vendor does not date: %+v after %+v", linked, first)
+	}
+	c.add(time.Hour)
+	paid := read(invoice{"paid", "cli_1"}, epoch.Add(90*time.Minute))
+	if !paid.At.Equal(epoch.Add(90 * time.Minute)) {
+		t.Fatalf("a change the vendor dates: %+v, want its time", paid)
+	}
+	if old := read(invoice{"issued", "cli_1"}, epoch); !old.At.Equal(epoch) {
+		t.Fatalf("a state the vendor dates before: %+v, want its own time", old)
+	}
+	if again := read(invoice{"paid", "cli_1"}, epoch.Add(90*time.Minute)); again != paid {
+		t.Fatalf("after the older state the stamp is %+v, want %+v", again, paid)
+	}
+}
