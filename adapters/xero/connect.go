@@ -17,6 +17,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/kit/webhooksig"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 func init() {
@@ -152,13 +153,18 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 }
 
 // Interface guards
-// Remembered is the prefix of firm's engagements' signings when the ledger
-// keeps its engagements (its quotes): what a connection's purge forgets.
+// Remembered are the prefixes of firm's invoices' stamps and of its
+// engagements' signings when the ledger keeps its engagements (its
+// quotes): what a connection's purge forgets.
 func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
-	if slices.Contains(kinds, practice.Engagements) {
-		return []string{proposals.SigningsPrefix(firm)}
+	var out []string
+	if slices.Contains(kinds, practice.Invoices) {
+		out = append(out, stamps.Prefix("xero", firm, practice.Invoices))
 	}
-	return nil
+	if slices.Contains(kinds, practice.Engagements) {
+		out = append(out, proposals.SigningsPrefix(firm))
+	}
+	return out
 }
 
 var (

@@ -11,6 +11,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // rail is a word that names a collection rail in a payment's reference or
@@ -233,6 +234,14 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 	if out.Client, err = a.client(ctx, t, inv.Contact.ContactID, inv.Contact.Name); err != nil {
 		return practice.Invoice{}, err
 	}
+	// The client is the records system's, linked apart from the invoice:
+	// a link found later changes it under the same UpdatedDateUTC, and
+	// the stamp moves the version then (practice/stamps).
+	seen, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Invoices, ID: out.ID, Content: &out, Vendor: updated})
+	if err != nil {
+		return practice.Invoice{}, err
+	}
+	out.UpdatedAt, out.Version = seen.At, seen.Version()
 	return out, nil
 }
 

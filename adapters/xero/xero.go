@@ -41,6 +41,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Config is one firm's Xero organisation. Secrets may hold {env.X}
@@ -115,6 +116,9 @@ type Adapter struct {
 	one notifications.One
 	// signings remember when each quote was first read accepted.
 	signings proposals.Signings
+	// stamps move an invoice's version when its client, linked from the
+	// records system, changes under the same UpdatedDateUTC.
+	stamps *stamps.Store
 }
 
 // New checks cfg and makes the adapter.
@@ -166,6 +170,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		deps:     deps,
 		inbox:    deps.NotificationInbox(),
 		signings: proposals.Signings{State: deps.StateStore(), Firm: cfg.Firm},
+		stamps:   stamps.New(deps.StateStore(), deps.ClockOrSystem(), "xero", cfg.Firm),
 	}
 	for _, o := range opts {
 		o(a)

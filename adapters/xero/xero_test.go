@@ -375,3 +375,42 @@ func TestWebhookReplayNotReadAgain(t *testing.T) {
 		t.Fatalf("a new notification with Xero down: status %d, want 503", w.Code)
 	}
 }
+
+// A client linked after the invoice was first read (created in the
+// records system since) changes the invoice under the same
+// UpdatedDateUTC: its version rises, and updated_at is when the link was
+// first read; the invoice's own changes keep Xero's time.
+func TestALinkFoundLaterMovesTheVersion(t *testing.T) {
+	x := fixture(t)
+	cfg := xero.Config{Firm: "frm_acme", TenantID: x.TenantID, BaseURL: x.URL, OAuth2: upstream.OAuth2Config{AccessToken: x.Token}}
+	links := resolver{}
+	clock := vendortest.NewClock(epoch.Add(365 * 24 * time.Hour))
+	a, err := xero.New(cfg, upstream.Deps{Clock: clock}, xero.WithClientResolver(links))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func() practice.Invoice {
+		t.Helper()
+		raw, err := a.Get(context.Background(), live, practice.Invoices, "inv_"+invID(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inv practice.Invoice
+		_ = json.Unmarshal(raw, &inv)
+		return inv
+	}
+	before := read()
+	if before.Version != before.UpdatedAt.UnixMilli() || before.UpdatedAt.After(epoch.Add(24*time.Hour)) {
+		t.Fatalf("first read: %+v, want Xero's time", before)
+	}
+	clock.Advance(time.Hour)
+	links["a3675fc4-f8dd-4f03-ba5b-000000000003"] = "cli_o-O003"
+	linked := read()
+	if linked.Client != "cli_o-O003" || linked.Version <= before.Version || !linked.UpdatedAt.Equal(clock.Now()) {
+		t.Fatalf("linked later: %+v; before %+v", linked, before)
+	}
+	clock.Advance(time.Hour)
+	if again := read(); again.Version != linked.Version {
+		t.Fatalf("read again: version %d, want %d", again.Version, linked.Version)
+	}
+}
