@@ -198,21 +198,28 @@ func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 
 // Interface guards
 // Remembered are the prefixes of firm's stamps of kinds (its work
-// items' and users' modification times, which Karbon does not publish):
+// items' and users' modification times, which Karbon does not publish,
+// and its invoices', which move with what is read apart from them):
 // what a connection's purge forgets, so that the next account's records
 // are stamped when first seen there.
 func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
 	var out []string
 	for _, k := range kinds {
-		if k == practice.Jobs || k == practice.People {
+		if k == practice.Jobs || k == practice.People || k == practice.Invoices {
 			out = append(out, stamps.Prefix("karbon", firm, k))
 		}
 	}
 	return out
 }
 
+// Remembered is the records module's: the ledger's invoices' stamps.
+func (l *Ledger) Remembered(firm string, kinds []practice.Kind) []string {
+	return (&Module{}).Remembered(firm, kinds)
+}
+
 var (
 	_ firmsystem.Remembers   = (*Module)(nil)
+	_ firmsystem.Remembers   = (*Ledger)(nil)
 	_ firmsystem.AccessKey   = (*App)(nil)
 	_ firmsystem.Subscriber  = (*App)(nil)
 	_ firmsystem.Connectable = (*Module)(nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Karbon's billing as the firm's ledger: GET /v3/Invoices and
@@ -248,6 +249,14 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invo
 		}
 		rec.PaidAt = &paidAt
 	}
+	// The client, and how a paid invoice was settled, are read apart
+	// from the invoice: a change of either under the same UpdatedAt
+	// moves the version (practice/stamps).
+	seen, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Invoices, ID: rec.ID, Content: &rec, Vendor: updated})
+	if err != nil {
+		return practice.Invoice{}, err
+	}
+	rec.UpdatedAt, rec.Version = seen.At, seen.Version()
 	return rec, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // voided reports whether QuickBooks voided the invoice: its status says
@@ -163,6 +164,14 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, 
 	if out.Client, err = a.client(ctx, t, inv.CustomerRef); err != nil {
 		return practice.Invoice{}, err
 	}
+	// The client and the settlement are read apart from the invoice: a
+	// change of either under the same LastUpdatedTime moves the version
+	// (practice/stamps).
+	seen, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Invoices, ID: out.ID, Content: &out, Vendor: updated})
+	if err != nil {
+		return practice.Invoice{}, err
+	}
+	out.UpdatedAt, out.Version = seen.At, seen.Version()
 	return out, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 func init() {
@@ -94,10 +95,15 @@ func (Module) KeepsProposals() bool { return true }
 // deletions of its estimates confirmed, when the ledger keeps its
 // engagements (its estimates): what a connection's purge forgets.
 func (m *Module) Remembered(firm string, kinds []practice.Kind) []string {
-	if slices.Contains(kinds, practice.Engagements) {
-		return []string{proposals.SigningsPrefix(firm), DeletionsPrefix(firm)}
+	var out []string
+	if slices.Contains(kinds, practice.Invoices) {
+		// The invoices' stamps.
+		out = append(out, stamps.Prefix("quickbooks", firm, practice.Invoices))
 	}
-	return nil
+	if slices.Contains(kinds, practice.Engagements) {
+		out = append(out, proposals.SigningsPrefix(firm), DeletionsPrefix(firm))
+	}
+	return out
 }
 
 // Interface guards

@@ -48,6 +48,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Intuit's published endpoints and limits.
@@ -160,6 +161,10 @@ type Adapter struct {
 
 	// signings remember when each estimate was first read accepted.
 	signings proposals.Signings
+	// stamps move an invoice's version when what is read apart from it
+	// (its client, linked from the records system; its payments) changes
+	// under the same LastUpdatedTime.
+	stamps *stamps.Store
 	// engagements says whether estimates are the firm's engagements.
 	engagements func() bool
 }
@@ -295,6 +300,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		refused:  deps.GrantRefused,
 		prefix:   "/v3/company/" + url.PathEscape(cfg.RealmID),
 		signings: proposals.Signings{State: deps.StateStore(), Firm: cfg.Firm},
+		stamps:   stamps.New(deps.StateStore(), deps.ClockOrSystem(), "quickbooks", cfg.Firm),
 	}
 	for _, o := range opts {
 		o(a)
