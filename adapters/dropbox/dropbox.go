@@ -31,6 +31,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Config is one firm's Dropbox folder. Secrets may hold {env.X}
@@ -128,7 +129,8 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 		Item:     a.item,
 		Read:     a.read,
 		MaxPages: cfg.MaxScanPages,
-	}, cfg.Filing, opts...)
+	}, cfg.Filing, append([]docstore.Option{docstore.WithStamps(
+		stamps.New(deps.StateStore(), deps.ClockOrSystem(), "dropbox", cfg.Firm))}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

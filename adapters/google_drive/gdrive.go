@@ -31,6 +31,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/subscription"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 const folderType = "application/vnd.google-apps.folder"
@@ -142,7 +143,8 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 		Folder:     a.pathOf,
 		MaxPages:   cfg.MaxScanPages,
 		MaxDepth:   cfg.MaxDepth,
-	}, cfg.Filing, opts...)
+	}, cfg.Filing, append([]docstore.Option{docstore.WithStamps(
+		stamps.New(deps.StateStore(), deps.ClockOrSystem(), "gdrive", cfg.Firm))}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

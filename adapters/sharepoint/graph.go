@@ -32,6 +32,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/subscription"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Config is one firm's drive. Secrets may hold {env.X} placeholders, which
@@ -177,7 +178,8 @@ func New(cfg Config, deps upstream.Deps, opts ...docstore.Option) (*Adapter, err
 		Folder:   a.folder,
 		MaxPages: cfg.MaxScanPages,
 		MaxDepth: cfg.MaxDepth,
-	}, cfg.Filing, opts...)
+	}, cfg.Filing, append([]docstore.Option{docstore.WithStamps(
+		stamps.New(deps.StateStore(), deps.ClockOrSystem(), "sharepoint", cfg.Firm))}, opts...)...)
 	if err != nil {
 		return nil, err
 	}

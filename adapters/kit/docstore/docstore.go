@@ -25,6 +25,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // Source is how one store is read, over the store's item type T.
@@ -77,11 +78,22 @@ type Source[T any] struct {
 // Option changes New.
 type Option func(*options)
 
-type options struct{ resolver filing.ClientResolver }
+type options struct {
+	resolver filing.ClientResolver
+	stamps   *stamps.Store
+}
 
 // WithClientResolver links client folders to the practice's clients.
 func WithClientResolver(r filing.ClientResolver) Option {
 	return func(o *options) { o.resolver = r }
+}
+
+// WithStamps moves a document's version when what /v1 shows of it
+// changes under the same modification time: its path, when a folder
+// above it is renamed or moved (the stores date the folder, not the files
+// in it), and its client, linked from the records system.
+func WithStamps(st *stamps.Store) Option {
+	return func(o *options) { o.stamps = st }
 }
 
 // Store serves a firm's documents from a Source. It is safe for
@@ -89,6 +101,7 @@ func WithClientResolver(r filing.ClientResolver) Option {
 type Store[T any] struct {
 	src    Source[T]
 	filing *filing.Classifier
+	stamps *stamps.Store
 }
 
 // New checks the firm's filing conventions and makes the store.
@@ -101,7 +114,7 @@ func New[T any](src Source[T], conventions filing.Config, opts ...Option) (*Stor
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.System, err)
 	}
-	return &Store[T]{src: src, filing: c}, nil
+	return &Store[T]{src: src, filing: c, stamps: o.stamps}, nil
 }
 
 func (s *Store[T]) serves(t practice.Tenant) bool {
@@ -184,6 +197,13 @@ func (s *Store[T]) documentID(ctx context.Context, t practice.Tenant, it T, rel 
 	d, err := s.filing.Document(ctx, t, s.src.Provider, fi)
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", s.src.System, err)
+	}
+	if s.stamps != nil {
+		seen, err := s.stamps.Of(ctx, stamps.Read{Kind: practice.Documents, ID: d.ID, Content: &d, Vendor: d.UpdatedAt})
+		if err != nil {
+			return "", nil, err
+		}
+		d.UpdatedAt, d.Version = seen.At, seen.Version()
 	}
 	raw, err := practice.Marshal(d)
 	if err != nil {
