@@ -14,6 +14,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/changes"
 )
 
 var (
@@ -103,5 +104,49 @@ func TestScopedToRootFolder(t *testing.T) {
 	json.Unmarshal(raw, &doc)
 	if doc.Location.Path != "/Clients/Acme/2025/Tax return/" {
 		t.Fatalf("%+v", doc)
+	}
+}
+
+// A folder above a document renamed or moved changes the document's path
+// while Drive keeps the file's modifiedTime: the document's version
+// rises, on every instance sharing the state store.
+func TestAFolderMovedAboveMovesTheVersion(t *testing.T) {
+	d := vendortest.NewGDrive()
+	t.Cleanup(d.Close)
+	file := d.AddFile("/Clients/Acme Ltd/2025/Tax return/SA100.pdf", 1, "application/pdf", epoch)
+	state := changes.NewMemoryState()
+	clock := vendortest.NewClock(epoch.Add(24 * time.Hour))
+	open := func() *googledrive.Adapter {
+		cfg := googledrive.Config{Firm: "frm_acme", BaseURL: d.URL, RootFolderID: "root", RootPath: "/",
+			OAuth2:   upstream.OAuth2Config{AccessToken: d.Token},
+			Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1}}
+		a, err := googledrive.New(cfg, upstream.Deps{State: state, Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	read := func(a *googledrive.Adapter) practice.Document {
+		t.Helper()
+		raw, err := a.Get(context.Background(), live, practice.Documents, filing.DocID(file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc practice.Document
+		_ = json.Unmarshal(raw, &doc)
+		return doc
+	}
+	before := read(open())
+	if !before.UpdatedAt.Equal(epoch) || before.Version != epoch.UnixMilli() {
+		t.Fatalf("first read: %+v, want Drive's modifiedTime", before)
+	}
+	clock.Advance(time.Hour)
+	d.Move(d.Lookup("/Clients/Acme Ltd/2025"), "/Clients/Acme Ltd/Archive", clock.Now())
+	moved := read(open())
+	if moved.Location.Path != "/Clients/Acme Ltd/Archive/2025/Tax return/" || moved.Version <= before.Version || moved.UpdatedAt.Before(clock.Now()) {
+		t.Fatalf("after its folder moved: %+v; before %+v", moved, before)
+	}
+	if again := read(open()); again.Version != moved.Version {
+		t.Fatalf("another instance: version %d, want %d", again.Version, moved.Version)
 	}
 }
