@@ -181,7 +181,9 @@ func TestReadModelWebhookAndPollingRaiseOneEvent(t *testing.T) {
 	_, secret := register(t, g, tok, rc.url(), "job.stage_changed")
 	rc.setSecrets(secret)
 
+	before := g.do(t, "GET", "/v1/jobs/job_W0005", tok, nil).json(t)
 	v.k.MoveWorkItem("W0005", "Completed", "Filed")
+	moved := time.Now()
 	body := vendortest.KarbonWebhook("Work", "W0005", "Updated", time.Now())
 	for range 2 {
 		if code := postSigned(t, g, "/ingest/frm_hollis/karbon", body, "Signature", vendortest.SignKarbon(karbonSigningKey, body)); code != 200 {
@@ -191,6 +193,21 @@ func TestReadModelWebhookAndPollingRaiseOneEvent(t *testing.T) {
 	got := rc.wait(1, 10*time.Second)
 	if d := got[0].envelope["data"].(map[string]any); d["job_id"] != "job_W0005" {
 		t.Fatalf("event: %v", got[0].envelope)
+	}
+	// Karbon dates no change of a work item: the gateway's stamp moves
+	// the version and updated_at, in the event and in /v1, and
+	// updated_since finds the job.
+	object := got[0].envelope["data"].(map[string]any)["object"].(map[string]any)
+	if v, was := object["version"].(float64), before["version"].(float64); v <= was {
+		t.Fatalf("the event's version %v is not above %v before the move", v, was)
+	}
+	after := g.do(t, "GET", "/v1/jobs/job_W0005", tok, nil).json(t)
+	if updated, _ := time.Parse(time.RFC3339Nano, after["updated_at"].(string)); after["version"] != object["version"] || updated.Before(moved) {
+		t.Fatalf("after the move /v1 has %v, the event %v", after, object)
+	}
+	since := g.do(t, "GET", "/v1/jobs?updated_since="+moved.UTC().Format(time.RFC3339Nano), tok, nil).json(t)
+	if items, _ := since["data"].([]any); len(items) != 1 {
+		t.Fatalf("updated_since the move: %v, want the job moved", since)
 	}
 	waitConfirmed(t, g, tok, "/v1/jobs", 2*time.Second)
 	if n := len(rc.wait(0, 0)); n != 1 {
