@@ -32,14 +32,14 @@ type Letter struct {
 // LetterOf reads a document's letter; ok is false for a document of any
 // other kind or of no client.
 func LetterOf(d Document) (l Letter, ok bool) {
-	if d.Kind != LetterKind && d.Kind != SignedLetterKind || d.Client == "" {
+	if d.Kind != LetterKind && d.Kind != SignedLetterKind || ValueOf(d.Client) == "" {
 		return Letter{}, false
 	}
-	return Letter{ID: d.ID, Client: d.Client, Kind: d.Kind, Engagement: d.Engagement, At: d.CreatedAt}, true
+	return Letter{ID: d.ID, Client: *d.Client, Kind: d.Kind, Engagement: d.Engagement, At: d.CreatedAt}, true
 }
 
 // Dated is an engagement of a client as linking needs it: its id and its
-// date (created_at).
+// date (created_at), zero when its system gives none.
 type Dated struct {
 	ID string
 	At time.Time
@@ -57,19 +57,19 @@ type Dated struct {
 //     letter between two proposals is either's).
 //
 // Two candidates (a second letter, a letter naming e twice over) leave the
-// field empty. A field the engagement's own system filled is kept: the
+// field empty, and so does an engagement without a date (no letter is
+// near it) or beside another without one (which could be anywhere). A field the engagement's own system filled is kept: the
 // vendor naming the letter is the surest link.
 func LinkLetters(e *Engagement, letters []Letter, others []Dated) bool {
 	filled := false
-	for _, f := range []struct {
-		field *string
-		kind  string
-	}{{&e.LetterDocument, LetterKind}, {&e.SignedDocument, SignedLetterKind}} {
-		if *f.field != "" {
-			continue
+	if e.LetterDocument == nil {
+		if id := letterFor(e, LetterKind, letters, others); id != "" {
+			e.LetterDocument, filled = &id, true
 		}
-		if id := letterFor(e, f.kind, letters, others); id != "" {
-			*f.field, filled = id, true
+	}
+	if e.SignedDocument == "" {
+		if id := letterFor(e, SignedLetterKind, letters, others); id != "" {
+			e.SignedDocument, filled = id, true
 		}
 	}
 	return filled
@@ -78,13 +78,13 @@ func LinkLetters(e *Engagement, letters []Letter, others []Dated) bool {
 func letterFor(e *Engagement, kind string, letters []Letter, others []Dated) string {
 	var named, near []string
 	for _, l := range letters {
-		if l.Kind != kind || l.Client != e.Client {
+		if l.Kind != kind || l.Client != ValueOf(e.Client) {
 			continue
 		}
 		switch {
 		case l.Engagement == e.ID:
 			named = append(named, l.ID)
-		case l.Engagement == "" && within(l.At, e.CreatedAt, LetterWindow):
+		case l.Engagement == "" && e.CreatedAt != nil && within(l.At, *e.CreatedAt, LetterWindow):
 			near = append(near, l.ID)
 		}
 	}
@@ -97,7 +97,7 @@ func letterFor(e *Engagement, kind string, letters []Letter, others []Dated) str
 			continue
 		}
 		for _, o := range others {
-			if o.ID != e.ID && within(l.At, o.At, LetterWindow) {
+			if o.ID != e.ID && (o.At.IsZero() || within(l.At, o.At, LetterWindow)) {
 				return ""
 			}
 		}
@@ -180,14 +180,15 @@ func (l *Letters) PutEngagement(owner any, id string, raw json.RawMessage) {
 	defer l.mu.Unlock()
 	l.dropLocked(heldKey{engagement: true, id: id})
 	var e Engagement
-	if json.Unmarshal(raw, &e) != nil || e.Client == "" {
+	if json.Unmarshal(raw, &e) != nil || ValueOf(e.Client) == "" {
 		return
 	}
-	if l.dates[e.Client] == nil {
-		l.dates[e.Client] = map[string]time.Time{}
+	client := *e.Client
+	if l.dates[client] == nil {
+		l.dates[client] = map[string]time.Time{}
 	}
-	l.dates[e.Client][id] = e.CreatedAt
-	l.held[heldKey{engagement: true, id: id}] = heldBy{client: e.Client, owner: owner}
+	l.dates[client][id] = ValueOf(e.CreatedAt)
+	l.held[heldKey{engagement: true, id: id}] = heldBy{client: client, owner: owner}
 }
 
 // Drop forgets document id's letter, if it was one.
@@ -244,15 +245,16 @@ func (l *Letters) Link(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	var e Engagement
-	if json.Unmarshal(raw, &e) != nil || len(l.byClient[e.Client]) == 0 {
+	if json.Unmarshal(raw, &e) != nil || len(l.byClient[ValueOf(e.Client)]) == 0 {
 		return raw
 	}
-	held := make([]Letter, 0, len(l.byClient[e.Client]))
-	for _, lt := range l.byClient[e.Client] {
+	client := *e.Client
+	held := make([]Letter, 0, len(l.byClient[client]))
+	for _, lt := range l.byClient[client] {
 		held = append(held, lt)
 	}
-	others := make([]Dated, 0, len(l.dates[e.Client]))
-	for id, at := range l.dates[e.Client] {
+	others := make([]Dated, 0, len(l.dates[client]))
+	for id, at := range l.dates[client] {
 		others = append(others, Dated{ID: id, At: at})
 	}
 	if !LinkLetters(&e, held, others) {

@@ -28,17 +28,35 @@ func TestLinkLetters(t *testing.T) {
 		{"naming another engagement", "", []Letter{{ID: "doc_1", Client: "cli_1", Kind: LetterKind, Engagement: "eng_2", At: day(0)}}, "", false},
 		{"named by the vendor", "doc_9", []Letter{letter("doc_1", day(0))}, "doc_9", false},
 	} {
-		e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0), LetterDocument: tc.vendor}
-		changed := LinkLetters(&e, tc.letters, []Dated{{ID: e.ID, At: e.CreatedAt}})
-		if e.LetterDocument != tc.want || changed != tc.wantChanged {
-			t.Errorf("%s: letter %q changed %v, want %q changed %v", tc.name, e.LetterDocument, changed, tc.want, tc.wantChanged)
+		e := Engagement{ID: "eng_1", Client: Known("cli_1"), CreatedAt: KnownAt(day(0)), LetterDocument: Known(tc.vendor)}
+		changed := LinkLetters(&e, tc.letters, []Dated{{ID: e.ID, At: *e.CreatedAt}})
+		if ValueOf(e.LetterDocument) != tc.want || changed != tc.wantChanged {
+			t.Errorf("%s: letter %v changed %v, want %q changed %v", tc.name, e.LetterDocument, changed, tc.want, tc.wantChanged)
+		}
+		if tc.want == "" && e.LetterDocument != nil {
+			t.Errorf("%s: letter %q, want null", tc.name, *e.LetterDocument)
 		}
 	}
 	// Each kind links its own field.
-	e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0)}
+	e := Engagement{ID: "eng_1", Client: Known("cli_1"), CreatedAt: KnownAt(day(0))}
 	LinkLetters(&e, []Letter{{ID: "doc_1", Client: "cli_1", Kind: SignedLetterKind, At: day(2)}, letter("doc_2", day(-2))}, nil)
-	if e.LetterDocument != "doc_2" || e.SignedDocument != "doc_1" {
-		t.Errorf("letter %q signed %q, want doc_2 and doc_1", e.LetterDocument, e.SignedDocument)
+	if ValueOf(e.LetterDocument) != "doc_2" || e.SignedDocument != "doc_1" {
+		t.Errorf("letter %v signed %q, want doc_2 and doc_1", e.LetterDocument, e.SignedDocument)
+	}
+
+	// An engagement whose system gives no date has no letter near it (one
+	// naming it still links), and one beside it could be anywhere.
+	undated := Engagement{ID: "eng_1", Client: Known("cli_1")}
+	if LinkLetters(&undated, []Letter{letter("doc_1", day(0))}, nil) || undated.LetterDocument != nil {
+		t.Errorf("an undated engagement linked %v", undated.LetterDocument)
+	}
+	named := Letter{ID: "doc_2", Client: "cli_1", Kind: LetterKind, Engagement: "eng_1", At: day(0)}
+	if !LinkLetters(&undated, []Letter{named}, nil) || ValueOf(undated.LetterDocument) != "doc_2" {
+		t.Errorf("an undated engagement named by its letter linked %v", undated.LetterDocument)
+	}
+	beside := Engagement{ID: "eng_1", Client: Known("cli_1"), CreatedAt: KnownAt(day(0))}
+	if LinkLetters(&beside, []Letter{letter("doc_1", day(1))}, []Dated{{ID: "eng_1", At: day(0)}, {ID: "eng_2"}}) {
+		t.Errorf("a letter beside an undated engagement linked %v", beside.LetterDocument)
 	}
 
 	// A letter as near another engagement of the client is either's, so
@@ -51,10 +69,10 @@ func TestLinkLetters(t *testing.T) {
 		{"another engagement 10 days after", day(10), ""},
 		{"another engagement 31 days after the letter", day(36), "doc_1"},
 	} {
-		e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0)}
+		e := Engagement{ID: "eng_1", Client: Known("cli_1"), CreatedAt: KnownAt(day(0))}
 		LinkLetters(&e, []Letter{letter("doc_1", day(5))}, []Dated{{ID: "eng_1", At: day(0)}, {ID: "eng_2", At: tc.other}})
-		if e.LetterDocument != tc.want {
-			t.Errorf("%s: letter %q, want %q", tc.name, e.LetterDocument, tc.want)
+		if ValueOf(e.LetterDocument) != tc.want {
+			t.Errorf("%s: letter %v, want %q", tc.name, e.LetterDocument, tc.want)
 		}
 	}
 }

@@ -15,24 +15,29 @@ import (
 // change of the record, the same on every gateway instance, so that a
 // webhook receiver can drop a retried event about an older state that
 // arrives after a newer one.
+//
+// Nothing in a record is made up: a field some system cannot fill (an
+// owner, a client, a creation time the vendor does not publish) is a
+// pointer, null when that system leaves it unknown, and still present.
+// Known and KnownAt make one from what an adapter read.
 
 // Client is a practice's client: a person, a company, a partnership or a
 // trust, with its contacts nested.
 type Client struct {
-	ID             string    `json:"id"`
-	Object         string    `json:"object"`
-	Name           string    `json:"name"`
-	Type           string    `json:"type"`
-	Status         string    `json:"status"`
-	Owner          string    `json:"owner"`
-	Email          string    `json:"email,omitempty"`
-	Phone          string    `json:"phone,omitempty"`
-	Country        string    `json:"country"`
-	Contacts       []Contact `json:"contacts"`
-	LastActivityAt time.Time `json:"last_activity_at"`
-	CreatedAt      time.Time `json:"created_at"`
-	UpdatedAt      time.Time `json:"updated_at"`
-	Version        int64     `json:"version"`
+	ID             string     `json:"id"`
+	Object         string     `json:"object"`
+	Name           string     `json:"name"`
+	Type           string     `json:"type"`
+	Status         string     `json:"status"`
+	Owner          *string    `json:"owner"`
+	Email          string     `json:"email,omitempty"`
+	Phone          string     `json:"phone,omitempty"`
+	Country        string     `json:"country"`
+	Contacts       []Contact  `json:"contacts"`
+	LastActivityAt time.Time  `json:"last_activity_at"`
+	CreatedAt      *time.Time `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
+	Version        int64      `json:"version"`
 }
 
 // Contact is a person at a client.
@@ -48,16 +53,16 @@ type Contact struct {
 type Engagement struct {
 	ID             string     `json:"id"`
 	Object         string     `json:"object"`
-	Client         string     `json:"client"`
+	Client         *string    `json:"client"`
 	Status         string     `json:"status"`
 	Scope          string     `json:"scope"`
 	Fee            Money      `json:"fee"`
 	Billing        string     `json:"billing"`
-	LetterDocument string     `json:"letter_document"`
+	LetterDocument *string    `json:"letter_document"`
 	SignedDocument string     `json:"signed_document,omitempty"`
 	ReleasedJobs   []string   `json:"released_jobs"`
 	SignedAt       *time.Time `json:"signed_at"`
-	CreatedAt      time.Time  `json:"created_at"`
+	CreatedAt      *time.Time `json:"created_at"`
 	UpdatedAt      time.Time  `json:"updated_at"`
 	Version        int64      `json:"version"`
 }
@@ -68,13 +73,13 @@ type Job struct {
 	Object     string     `json:"object"`
 	Title      string     `json:"title"`
 	Type       string     `json:"type,omitempty"`
-	Client     string     `json:"client"`
+	Client     *string    `json:"client"`
 	Engagement string     `json:"engagement,omitempty"`
-	Owner      string     `json:"owner"`
+	Owner      *string    `json:"owner"`
 	Stage      string     `json:"stage"`
 	Deadline   string     `json:"deadline,omitempty"`
 	ClosedAt   *time.Time `json:"closed_at"`
-	CreatedAt  time.Time  `json:"created_at"`
+	CreatedAt  *time.Time `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
 	Version    int64      `json:"version"`
 }
@@ -86,7 +91,7 @@ type Document struct {
 	Object     string    `json:"object"`
 	Name       string    `json:"name"`
 	Kind       string    `json:"kind"`
-	Client     string    `json:"client"`
+	Client     *string   `json:"client"`
 	Engagement string    `json:"engagement,omitempty"`
 	MimeType   string    `json:"mime_type"`
 	SizeBytes  int64     `json:"size_bytes"`
@@ -111,8 +116,8 @@ type Location struct {
 type Invoice struct {
 	ID         string     `json:"id"`
 	Object     string     `json:"object"`
-	Number     string     `json:"number"`
-	Client     string     `json:"client"`
+	Number     *string    `json:"number"`
+	Client     *string    `json:"client"`
 	Status     string     `json:"status"`
 	Total      Money      `json:"total"`
 	AmountDue  Money      `json:"amount_due"`
@@ -120,22 +125,49 @@ type Invoice struct {
 	DueOn      string     `json:"due_on,omitempty"`
 	PaidAt     *time.Time `json:"paid_at"`
 	SettledVia string     `json:"settled_via,omitempty"`
-	CreatedAt  time.Time  `json:"created_at"`
+	CreatedAt  *time.Time `json:"created_at"`
 	UpdatedAt  time.Time  `json:"updated_at"`
 	Version    int64      `json:"version"`
 }
 
 // Person is someone at the firm; clients and jobs name one as owner.
 type Person struct {
-	ID        string    `json:"id"`
-	Object    string    `json:"object"`
-	Name      string    `json:"name"`
-	Email     string    `json:"email"`
-	Role      string    `json:"role"`
-	Active    bool      `json:"active"`
-	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt time.Time `json:"updated_at"`
-	Version   int64     `json:"version"`
+	ID        string     `json:"id"`
+	Object    string     `json:"object"`
+	Name      string     `json:"name"`
+	Email     *string    `json:"email"`
+	Role      string     `json:"role"`
+	Active    bool       `json:"active"`
+	CreatedAt *time.Time `json:"created_at"`
+	UpdatedAt time.Time  `json:"updated_at"`
+	Version   int64      `json:"version"`
+}
+
+// Known is s as a nullable field holds it: nil (null) when s is empty,
+// the system having left it unknown.
+func Known(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// KnownAt is t as a nullable time holds it: nil when t is the zero time.
+func KnownAt(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// ValueOf is what a nullable field holds, or T's zero value when it is
+// null.
+func ValueOf[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // Money is a decimal amount in an ISO 4217 currency. The amount is a string

@@ -249,11 +249,11 @@ func TestSeedIsCoherent(t *testing.T) {
 			personIDs := map[string]practice.Person{}
 			roles := map[string]int{}
 			for _, p := range people {
-				checkTimes(p.ID, p.CreatedAt, p.UpdatedAt)
+				checkTimes(p.ID, practice.ValueOf(p.CreatedAt), p.UpdatedAt)
 				personIDs[p.ID] = p
 				roles[p.Role]++
-				if !strings.HasSuffix(p.Email, "@"+styleFor(tc.tenant.Firm).domain) {
-					t.Errorf("%s: email %s not at the firm's domain", p.ID, p.Email)
+				if !strings.HasSuffix(practice.ValueOf(p.Email), "@"+styleFor(tc.tenant.Firm).domain) {
+					t.Errorf("%s: email %s not at the firm's domain", p.ID, practice.ValueOf(p.Email))
 				}
 			}
 			for _, role := range []string{"partner", "manager", "senior", "associate", "admin"} {
@@ -265,7 +265,7 @@ func TestSeedIsCoherent(t *testing.T) {
 			clientIDs := map[string]practice.Client{}
 			statuses := map[string]int{}
 			for _, c := range clients {
-				checkTimes(c.ID, c.CreatedAt, c.UpdatedAt)
+				checkTimes(c.ID, practice.ValueOf(c.CreatedAt), c.UpdatedAt)
 				clientIDs[c.ID] = c
 				statuses[c.Status]++
 				primaries := 0
@@ -277,8 +277,8 @@ func TestSeedIsCoherent(t *testing.T) {
 				if primaries != 1 || len(c.Contacts) > 4 {
 					t.Errorf("%s: %d contacts, %d primary", c.ID, len(c.Contacts), primaries)
 				}
-				if _, ok := personIDs[c.Owner]; !ok {
-					t.Errorf("%s: owner %s is not a person", c.ID, c.Owner)
+				if _, ok := personIDs[practice.ValueOf(c.Owner)]; !ok {
+					t.Errorf("%s: owner %s is not a person", c.ID, practice.ValueOf(c.Owner))
 				}
 				if c.Country != tc.country || !slices.Contains(practice.ClientTypes, c.Type) {
 					t.Errorf("%s: country %s type %s", c.ID, c.Country, c.Type)
@@ -299,7 +299,7 @@ func TestSeedIsCoherent(t *testing.T) {
 				docKinds[d.Kind]++
 				loc := d.Location
 				if loc.Provider != tc.provider || !strings.HasPrefix(loc.WebURL, tc.urlStart) ||
-					!strings.HasPrefix(loc.Path, "/Clients/"+clientIDs[d.Client].Name+"/") || !strings.HasSuffix(loc.Path, "/") ||
+					!strings.HasPrefix(loc.Path, "/Clients/"+clientIDs[practice.ValueOf(d.Client)].Name+"/") || !strings.HasSuffix(loc.Path, "/") ||
 					loc.ItemID == "" || (loc.DriveID == "") != (tc.provider == "dropbox") {
 					t.Errorf("%s: location %+v", d.ID, loc)
 				}
@@ -320,15 +320,15 @@ func TestSeedIsCoherent(t *testing.T) {
 			stages := map[string]int{}
 			sawType := false
 			for _, j := range jobs {
-				checkTimes(j.ID, j.CreatedAt, j.UpdatedAt)
+				checkTimes(j.ID, practice.ValueOf(j.CreatedAt), j.UpdatedAt)
 				jobIDs[j.ID] = j
 				stages[j.Stage]++
 				sawType = sawType || j.Type == tc.jobType
-				if _, ok := clientIDs[j.Client]; !ok {
-					t.Errorf("%s: client %s missing", j.ID, j.Client)
+				if _, ok := clientIDs[practice.ValueOf(j.Client)]; !ok {
+					t.Errorf("%s: client %s missing", j.ID, practice.ValueOf(j.Client))
 				}
-				if _, ok := personIDs[j.Owner]; !ok {
-					t.Errorf("%s: owner %s missing", j.ID, j.Owner)
+				if _, ok := personIDs[practice.ValueOf(j.Owner)]; !ok {
+					t.Errorf("%s: owner %s missing", j.ID, practice.ValueOf(j.Owner))
 				}
 				if (j.ClosedAt != nil) != practice.ClosedStage(j.Stage) {
 					t.Errorf("%s: stage %s closed_at %v", j.ID, j.Stage, j.ClosedAt)
@@ -347,20 +347,20 @@ func TestSeedIsCoherent(t *testing.T) {
 			engStatuses := map[string]int{}
 			lettered, signedLettered := 0, 0
 			for _, e := range engs {
-				checkTimes(e.ID, e.CreatedAt, e.UpdatedAt)
+				checkTimes(e.ID, practice.ValueOf(e.CreatedAt), e.UpdatedAt)
 				engStatuses[e.Status]++
-				if _, ok := clientIDs[e.Client]; !ok {
-					t.Errorf("%s: client %s missing", e.ID, e.Client)
+				if _, ok := clientIDs[practice.ValueOf(e.Client)]; !ok {
+					t.Errorf("%s: client %s missing", e.ID, practice.ValueOf(e.Client))
 				}
 				// Letters link as a firm's real letters do: the client's
 				// only one of its kind within 30 days of the engagement.
-				if want := onlyLetter(docs, engs, e, "engagement_letter"); e.LetterDocument != want {
-					t.Errorf("%s: letter %q, want %q", e.ID, e.LetterDocument, want)
+				if want := onlyLetter(docs, engs, e, "engagement_letter"); practice.ValueOf(e.LetterDocument) != want {
+					t.Errorf("%s: letter %q, want %q", e.ID, practice.ValueOf(e.LetterDocument), want)
 				}
 				if want := onlyLetter(docs, engs, e, "signed_engagement_letter"); e.SignedDocument != want {
 					t.Errorf("%s: signed letter %q, want %q", e.ID, e.SignedDocument, want)
 				}
-				if e.LetterDocument != "" {
+				if e.LetterDocument != nil {
 					lettered++
 				}
 				if e.SignedDocument != "" {
@@ -397,12 +397,12 @@ func TestSeedIsCoherent(t *testing.T) {
 			invStatuses := map[string]int{}
 			prev := ""
 			for _, inv := range invoices {
-				checkTimes(inv.ID, inv.CreatedAt, inv.UpdatedAt)
+				checkTimes(inv.ID, practice.ValueOf(inv.CreatedAt), inv.UpdatedAt)
 				invStatuses[inv.Status]++
-				if len(inv.Number) != len("INV-004213") || !strings.HasPrefix(inv.Number, "INV-") || inv.Number <= prev {
-					t.Errorf("%s: number %s after %s", inv.ID, inv.Number, prev)
+				if number := practice.ValueOf(inv.Number); len(number) != len("INV-004213") || !strings.HasPrefix(number, "INV-") || number <= prev {
+					t.Errorf("%s: number %s after %s", inv.ID, practice.ValueOf(inv.Number), prev)
 				}
-				prev = inv.Number
+				prev = practice.ValueOf(inv.Number)
 				paid := inv.Status == "paid"
 				zero := inv.AmountDue.Amount == "0.00"
 				if paid != (inv.PaidAt != nil) || paid != (inv.SettledVia != "") || (paid || inv.Status == "void") != zero ||
@@ -519,7 +519,7 @@ func onlyLetter(docs []practice.Document, engs []practice.Engagement, e practice
 	near := func(a, b time.Time) bool { gap := a.Sub(b); return gap <= 30*24*time.Hour && gap >= -30*24*time.Hour }
 	var found *practice.Document
 	for i, d := range docs {
-		if d.Client != e.Client || d.Kind != kind || !near(d.CreatedAt, e.CreatedAt) {
+		if practice.ValueOf(d.Client) != practice.ValueOf(e.Client) || d.Kind != kind || !near(d.CreatedAt, practice.ValueOf(e.CreatedAt)) {
 			continue
 		}
 		if found != nil {
@@ -532,7 +532,7 @@ func onlyLetter(docs []practice.Document, engs []practice.Engagement, e practice
 	}
 	// A letter near another engagement of the client is either's.
 	for _, o := range engs {
-		if o.ID != e.ID && o.Client == e.Client && near(found.CreatedAt, o.CreatedAt) {
+		if o.ID != e.ID && practice.ValueOf(o.Client) == practice.ValueOf(e.Client) && near(found.CreatedAt, practice.ValueOf(o.CreatedAt)) {
 			return ""
 		}
 	}

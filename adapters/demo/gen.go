@@ -34,10 +34,10 @@ func (g *gen) person(role string, created time.Time) practice.Person {
 		ID:        g.id(practice.People, created),
 		Object:    practice.People.Singular(),
 		Name:      first + " " + last,
-		Email:     emailLocal(first, last) + "@" + g.st.domain,
+		Email:     practice.Known(emailLocal(first, last) + "@" + g.st.domain),
 		Role:      role,
 		Active:    true,
-		CreatedAt: created,
+		CreatedAt: &created,
 		UpdatedAt: created,
 	}
 }
@@ -84,11 +84,11 @@ func (g *gen) client(typ, status, owner string, created time.Time) practice.Clie
 		Name:           name,
 		Type:           typ,
 		Status:         status,
-		Owner:          owner,
+		Owner:          practice.Known(owner),
 		Phone:          g.st.phone(g.rng),
 		Country:        g.st.code,
 		LastActivityAt: created,
-		CreatedAt:      created,
+		CreatedAt:      &created,
 		UpdatedAt:      created,
 	}
 	domain := pick(g.rng, g.st.mailHosts)
@@ -171,13 +171,13 @@ func (g *gen) engagement(c *practice.Client, created time.Time) (practice.Engage
 	return practice.Engagement{
 		ID:           id,
 		Object:       practice.Engagements.Singular(),
-		Client:       c.ID,
+		Client:       practice.Known(c.ID),
 		Status:       "proposed",
 		Scope:        scope,
 		Fee:          practice.MinorUnits(fee, g.st.currency),
 		Billing:      billing,
 		ReleasedJobs: []string{},
-		CreatedAt:    created,
+		CreatedAt:    &created,
 		UpdatedAt:    created,
 	}, letter
 }
@@ -209,12 +209,12 @@ func (g *gen) job(c *practice.Client, engagement, stage string, created time.Tim
 		Object:     practice.Jobs.Singular(),
 		Title:      jt.name + " - " + c.Name,
 		Type:       jt.name,
-		Client:     c.ID,
+		Client:     practice.Known(c.ID),
 		Engagement: engagement,
 		Owner:      c.Owner,
 		Stage:      stage,
 		Deadline:   g.deadline(jt, stage, created),
-		CreatedAt:  created,
+		CreatedAt:  &created,
 		UpdatedAt:  created,
 	}
 }
@@ -299,7 +299,7 @@ func (g *gen) document(c *practice.Client, kind, engagement string, created time
 		Object:     practice.Documents.Singular(),
 		Name:       name,
 		Kind:       kind,
-		Client:     c.ID,
+		Client:     practice.Known(c.ID),
 		Engagement: engagement,
 		MimeType:   mime,
 		SizeBytes:  size,
@@ -360,12 +360,12 @@ func (g *gen) invoice(c *practice.Client, number int, status string, created tim
 	inv := practice.Invoice{
 		ID:        g.id(practice.Invoices, created),
 		Object:    practice.Invoices.Singular(),
-		Number:    fmt.Sprintf("INV-%06d", number),
-		Client:    c.ID,
+		Number:    practice.Known(fmt.Sprintf("INV-%06d", number)),
+		Client:    practice.Known(c.ID),
 		Status:    status,
 		Total:     practice.MinorUnits(total, g.st.currency),
 		AmountDue: practice.MinorUnits(total, g.st.currency),
-		CreatedAt: created,
+		CreatedAt: &created,
 		UpdatedAt: created,
 	}
 	if status != "draft" && status != "awaiting_approval" {

@@ -103,8 +103,8 @@ func TestUnloadKeepsWhatWasWritten(t *testing.T) {
 	if err := json.Unmarshal(c.After, &next); err != nil {
 		t.Fatal(err)
 	}
-	if minorNumber(next.Number) != minorNumber(first.Number)+1 {
-		t.Errorf("invoice after an unload numbered %s, after %s", next.Number, first.Number)
+	if minorNumber(practice.ValueOf(next.Number)) != minorNumber(practice.ValueOf(first.Number))+1 {
+		t.Errorf("invoice after an unload numbered %s, after %s", practice.ValueOf(next.Number), practice.ValueOf(first.Number))
 	}
 }
 

@@ -203,12 +203,12 @@ func TestFilters(t *testing.T) {
 		return fc
 	}
 
-	owner, activity := clients[3].Owner, clients[10].LastActivityAt
+	owner, activity := practice.ValueOf(clients[3].Owner), clients[10].LastActivityAt
 	from, to := seedBase.AddDate(0, -6, 0), seedBase.AddDate(0, -2, 0)
-	jobOwner, jobClient, deadline := jobs[7].Owner, jobs[5].Client, jobs[9].Deadline
+	jobOwner, jobClient, deadline := practice.ValueOf(jobs[7].Owner), practice.ValueOf(jobs[5].Client), jobs[9].Deadline
 	since := seedBase.AddDate(0, -1, 0)
 	cases := []filterCase{
-		clientCase("owner", practice.Filter{Owner: owner}, func(c practice.Client) bool { return c.Owner == owner }),
+		clientCase("owner", practice.Filter{Owner: owner}, func(c practice.Client) bool { return practice.ValueOf(c.Owner) == owner }),
 		clientCase("status", practice.Filter{Status: "inactive"}, func(c practice.Client) bool { return c.Status == "inactive" }),
 		clientCase("last activity after", practice.Filter{LastActivityAfter: from}, func(c practice.Client) bool { return !c.LastActivityAt.Before(from) }),
 		clientCase("last activity before", practice.Filter{LastActivityBefore: to}, func(c practice.Client) bool { return !c.LastActivityAt.After(to) }),
@@ -218,15 +218,15 @@ func TestFilters(t *testing.T) {
 		clientCase("last activity bounds are inclusive", practice.Filter{LastActivityAfter: activity, LastActivityBefore: activity}, func(c practice.Client) bool {
 			return c.LastActivityAt.Equal(activity)
 		}),
-		clientCase("owner and status", practice.Filter{Owner: owner, Status: "active"}, func(c practice.Client) bool { return c.Owner == owner && c.Status == "active" }),
+		clientCase("owner and status", practice.Filter{Owner: owner, Status: "active"}, func(c practice.Client) bool { return practice.ValueOf(c.Owner) == owner && c.Status == "active" }),
 		clientCase("updated since", practice.Filter{UpdatedSince: since}, func(c practice.Client) bool { return !c.UpdatedAt.Before(since) }),
 		jobCase("stage", practice.Filter{Stage: "in_review"}, func(j practice.Job) bool { return j.Stage == "in_review" }),
-		jobCase("owner", practice.Filter{Owner: jobOwner}, func(j practice.Job) bool { return j.Owner == jobOwner }),
-		jobCase("client", practice.Filter{Client: jobClient}, func(j practice.Job) bool { return j.Client == jobClient }),
+		jobCase("owner", practice.Filter{Owner: jobOwner}, func(j practice.Job) bool { return practice.ValueOf(j.Owner) == jobOwner }),
+		jobCase("client", practice.Filter{Client: jobClient}, func(j practice.Job) bool { return practice.ValueOf(j.Client) == jobClient }),
 		jobCase("deadline after", practice.Filter{DeadlineAfter: "2026-06-01"}, func(j practice.Job) bool { return j.Deadline != "" && j.Deadline >= "2026-06-01" }),
 		jobCase("deadline before", practice.Filter{DeadlineBefore: "2025-12-31"}, func(j practice.Job) bool { return j.Deadline != "" && j.Deadline <= "2025-12-31" }),
 		jobCase("deadline bounds are inclusive", practice.Filter{DeadlineAfter: deadline, DeadlineBefore: deadline}, func(j practice.Job) bool { return j.Deadline == deadline }),
-		jobCase("stage and owner", practice.Filter{Stage: "completed", Owner: jobOwner}, func(j practice.Job) bool { return j.Stage == "completed" && j.Owner == jobOwner }),
+		jobCase("stage and owner", practice.Filter{Stage: "completed", Owner: jobOwner}, func(j practice.Job) bool { return j.Stage == "completed" && practice.ValueOf(j.Owner) == jobOwner }),
 		jobCase("updated since", practice.Filter{UpdatedSince: since}, func(j practice.Job) bool { return !j.UpdatedAt.Before(since) }),
 		{name: "invoices updated since", kind: practice.Invoices, filter: practice.Filter{UpdatedSince: since}, want: func() (ids []string) {
 			for _, inv := range invoices {

@@ -139,7 +139,7 @@ func (s *seeder) addPeople() {
 	for _, group := range staffing {
 		for range group.count {
 			p := s.person(group.role, s.daysAgo(group.joinedFrom, group.to))
-			p.UpdatedAt = s.between(p.CreatedAt, seedBase)
+			p.UpdatedAt = s.between(*p.CreatedAt, seedBase)
 			if (group.role == "senior" || group.role == "associate") && s.rng.IntN(8) == 0 {
 				p.Active = false
 			}
@@ -220,7 +220,7 @@ func (s *seeder) addEngagement(ci int) {
 	default:
 		status = pickWeighted(s.rng, []weighted[string]{{"ended", 70}, {"signed", 20}, {"declined", 10}})
 	}
-	from, to := c.CreatedAt, s.until(c).AddDate(0, 0, -3)
+	from, to := *c.CreatedAt, s.until(c).AddDate(0, 0, -3)
 	switch {
 	case status == "proposed" || status == "sent":
 		// Proposals still open are recent.
@@ -234,7 +234,7 @@ func (s *seeder) addEngagement(ci int) {
 	s.docs = append(s.docs, letter)
 	if s.rng.IntN(10) < 4 {
 		// Some letters follow a written proposal, filed shortly before.
-		proposed := s.between(latest(c.CreatedAt, created.AddDate(0, 0, -14)), created)
+		proposed := s.between(latest(*c.CreatedAt, created.AddDate(0, 0, -14)), created)
 		s.docs = append(s.docs, s.document(c, "proposal", "", proposed))
 	}
 	switch status {
@@ -279,7 +279,7 @@ func (s *seeder) addJobs() {
 func (s *seeder) addJob(ci, ei int) {
 	c := &s.clients[ci]
 	to := s.until(c)
-	from := latest(c.CreatedAt, earliest(seedBase.AddDate(0, 0, -540), to.AddDate(0, 0, -365)))
+	from := latest(*c.CreatedAt, earliest(seedBase.AddDate(0, 0, -540), to.AddDate(0, 0, -365)))
 	engagement := ""
 	stage := pickWeighted(s.rng, jobStageWeights)
 	if c.Status != "active" {
@@ -302,7 +302,7 @@ func (s *seeder) addJob(ci, ei int) {
 	}
 	j := s.job(c, engagement, stage, created)
 	if s.rng.IntN(10) < 3 {
-		j.Owner = pick(s.rng, s.staff)
+		j.Owner = practice.Known(pick(s.rng, s.staff))
 	}
 	j.UpdatedAt = s.between(created, to)
 	if closing {
@@ -317,7 +317,7 @@ func (s *seeder) addJob(ci, ei int) {
 func (s *seeder) addDocuments() {
 	for len(s.docs) < seedDocuments {
 		c := &s.clients[pick(s.rng, s.billable)]
-		created := s.between(latest(c.CreatedAt, seedBase.AddDate(0, 0, -900)), s.until(c))
+		created := s.between(latest(*c.CreatedAt, seedBase.AddDate(0, 0, -900)), s.until(c))
 		s.docs = append(s.docs, s.document(c, pickWeighted(s.rng, documentKindWeights), "", created))
 	}
 }
@@ -327,7 +327,7 @@ func (s *seeder) addDocuments() {
 func (s *seeder) addInvoices() {
 	for range seedInvoices {
 		c := &s.clients[pick(s.rng, s.billable)]
-		created := s.between(latest(c.CreatedAt, seedBase.AddDate(0, 0, -730)), s.until(c))
+		created := s.between(latest(*c.CreatedAt, seedBase.AddDate(0, 0, -730)), s.until(c))
 		var status string
 		switch age := seedBase.Sub(created); {
 		case age < 45*24*time.Hour:
@@ -361,7 +361,7 @@ func (s *seeder) encode() ([numKinds][]record, error) {
 	slices.SortFunc(s.invoices, func(a, b practice.Invoice) int { return byID(a.ID, b.ID) })
 	first := 1000 + s.rng.IntN(3000)
 	for i := range s.invoices {
-		s.invoices[i].Number = fmt.Sprintf("INV-%06d", first+i)
+		s.invoices[i].Number = practice.Known(fmt.Sprintf("INV-%06d", first+i))
 	}
 
 	var set [numKinds][]record

@@ -135,9 +135,9 @@ func (tr *trigger) updateClient() error {
 		billing := tr.g.contact(pick(tr.g.rng, tr.g.st.firstNames), pick(tr.g.rng, tr.g.st.lastNames), "billing", domain)
 		c.Contacts = append(slices.DeleteFunc(c.Contacts, func(ct practice.Contact) bool { return ct.Role == "billing" }), billing)
 	default:
-		others := slices.DeleteFunc(slices.Clone(tr.ts.owners), func(id string) bool { return id == c.Owner })
+		others := slices.DeleteFunc(slices.Clone(tr.ts.owners), func(id string) bool { return id == practice.ValueOf(c.Owner) })
 		if len(others) > 0 {
-			c.Owner = pick(tr.g.rng, others)
+			c.Owner = practice.Known(pick(tr.g.rng, others))
 		}
 	}
 	c.UpdatedAt, c.LastActivityAt = tr.now, tr.now
@@ -173,7 +173,7 @@ func (tr *trigger) signEngagement() error {
 	case err != nil:
 		return err
 	case found:
-		_, err = tr.load(practice.Clients, e.Client, &c)
+		_, err = tr.load(practice.Clients, practice.ValueOf(e.Client), &c)
 	default:
 		e, c, err = tr.proposeEngagement()
 		before = tr.pending[len(tr.pending)-1].entry.Raw

@@ -31,7 +31,7 @@ func (r *Records) CreateClient(ctx context.Context, t practice.Tenant, in practi
 		Object:   practice.Clients.Singular(),
 		Type:     "company",
 		Status:   "active",
-		Owner:    w.ts.defaultOwner,
+		Owner:    practice.Known(w.ts.defaultOwner),
 		Country:  w.ts.style.code,
 		Contacts: []practice.Contact{},
 	}
@@ -39,7 +39,7 @@ func (r *Records) CreateClient(ctx context.Context, t practice.Tenant, in practi
 		return nil, err
 	}
 	c.ID = r.ids.next(practice.Clients.IDPrefix(), w.now)
-	c.CreatedAt = w.now
+	c.CreatedAt = practice.KnownAt(w.now)
 	return r.commitOne(ctx, w, practice.Clients, nil, c)
 }
 
@@ -69,7 +69,7 @@ func (w *write) applyClient(c *practice.Client, in practice.ClientInput) error {
 	set(&c.Name, in.Name)
 	set(&c.Type, in.Type)
 	set(&c.Status, in.Status)
-	set(&c.Owner, in.Owner)
+	setKnown(&c.Owner, in.Owner)
 	set(&c.Email, in.Email)
 	set(&c.Phone, in.Phone)
 	if in.Country != nil {
@@ -78,8 +78,8 @@ func (w *write) applyClient(c *practice.Client, in practice.ClientInput) error {
 	if in.Contacts != nil {
 		c.Contacts = append([]practice.Contact{}, *in.Contacts...)
 	}
-	if _, ok := w.entry(practice.People, c.Owner); !ok {
-		return practice.Invalid("owner", "There is no person %s at this firm.", c.Owner)
+	if _, ok := w.entry(practice.People, practice.ValueOf(c.Owner)); !ok {
+		return practice.Invalid("owner", "There is no person %s at this firm.", practice.ValueOf(c.Owner))
 	}
 	c.UpdatedAt, c.LastActivityAt = w.now, w.now
 	return nil
@@ -99,14 +99,14 @@ func (r *Records) CreateJob(ctx context.Context, t practice.Tenant, in practice.
 	j := practice.Job{Object: practice.Jobs.Singular(), Stage: "planned"}
 	if in.Owner == nil {
 		if c, ok := w.entry(practice.Clients, *in.Client); ok {
-			j.Owner = c.Owner
+			j.Owner = practice.Known(c.Owner)
 		}
 	}
 	if err := w.applyJob(&j, in); err != nil {
 		return nil, err
 	}
 	j.ID = r.ids.next(practice.Jobs.IDPrefix(), w.now)
-	j.CreatedAt = w.now
+	j.CreatedAt = practice.KnownAt(w.now)
 	if _, err := w.put(practice.Jobs, nil, j, ""); err != nil {
 		return nil, err
 	}
@@ -146,23 +146,24 @@ func (r *Records) UpdateJob(ctx context.Context, t practice.Tenant, id string, i
 func (w *write) applyJob(j *practice.Job, in practice.JobInput) error {
 	set(&j.Title, in.Title)
 	set(&j.Type, in.Type)
-	set(&j.Client, in.Client)
+	setKnown(&j.Client, in.Client)
 	set(&j.Engagement, in.Engagement)
-	set(&j.Owner, in.Owner)
+	setKnown(&j.Owner, in.Owner)
 	set(&j.Deadline, in.Deadline)
-	if _, ok := w.entry(practice.Clients, j.Client); !ok {
-		return practice.Invalid("client", "There is no client %s at this firm.", j.Client)
+	client, owner := practice.ValueOf(j.Client), practice.ValueOf(j.Owner)
+	if _, ok := w.entry(practice.Clients, client); !ok {
+		return practice.Invalid("client", "There is no client %s at this firm.", client)
 	}
-	if _, ok := w.entry(practice.People, j.Owner); !ok {
-		return practice.Invalid("owner", "There is no person %s at this firm.", j.Owner)
+	if _, ok := w.entry(practice.People, owner); !ok {
+		return practice.Invalid("owner", "There is no person %s at this firm.", owner)
 	}
 	if j.Engagement != "" {
 		e, ok := w.entry(practice.Engagements, j.Engagement)
 		if !ok {
 			return practice.Invalid("engagement", "There is no engagement %s at this firm.", j.Engagement)
 		}
-		if e.Client != j.Client {
-			return practice.Invalid("engagement", "Engagement %s is for another client than %s.", j.Engagement, j.Client)
+		if e.Client != client {
+			return practice.Invalid("engagement", "Engagement %s is for another client than %s.", j.Engagement, client)
 		}
 	}
 	j.UpdatedAt = w.now
@@ -208,6 +209,13 @@ func moveJob(j *practice.Job, stage string, now time.Time) {
 func set(dst *string, v *string) {
 	if v != nil {
 		*dst = *v
+	}
+}
+
+// setKnown sets a nullable field when v is set.
+func setKnown(dst **string, v *string) {
+	if v != nil {
+		*dst = practice.Known(*v)
 	}
 }
 

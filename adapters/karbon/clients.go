@@ -287,7 +287,7 @@ func (a *Adapter) readClient(ctx context.Context, ref clientRef) (cached, bool, 
 	if err != nil {
 		return cached{}, false, fmt.Errorf("karbon: encode client: %w", err)
 	}
-	e := cached{version: version, raw: raw, owner: c.Owner, status: c.Status}
+	e := cached{version: version, raw: raw, owner: practice.ValueOf(c.Owner), status: c.Status}
 	a.details.put(ref.id(), e)
 	return e, true, nil
 }
@@ -378,9 +378,11 @@ func (a *Adapter) baseClient(ctx context.Context, ref clientRef, name, status, m
 		}
 		owner = dir.key(ownerField)
 	}
+	// Karbon publishes no creation time on a contact, an organization
+	// or a client group: created_at is null.
 	return practice.Client{
-		ID: ref.id(), Object: "client", Name: name, Status: status, Owner: userID(owner),
-		Contacts: []practice.Contact{}, LastActivityAt: t, CreatedAt: t, UpdatedAt: t, Version: practice.VersionAt(t),
+		ID: ref.id(), Object: "client", Name: name, Status: status, Owner: practice.Known(userID(owner)),
+		Contacts: []practice.Contact{}, LastActivityAt: t, UpdatedAt: t, Version: practice.VersionAt(t),
 	}, nil
 }
 

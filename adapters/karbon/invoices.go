@@ -221,21 +221,23 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invo
 	if len(currency) != 3 {
 		return bad(fmt.Errorf("CurrencyCode %q", inv.CurrencyCode))
 	}
-	rec := practice.Invoice{ID: "inv_" + inv.InvoiceKey, Object: "invoice", Number: inv.InvoiceNumber, Status: status,
+	rec := practice.Invoice{ID: "inv_" + inv.InvoiceKey, Object: "invoice", Number: practice.Known(inv.InvoiceNumber), Status: status,
 		Total:     practice.Money{Amount: amount2(total), Currency: currency},
 		AmountDue: practice.Money{Amount: amount2(due), Currency: currency},
 		IssuedOn:  issued, DueOn: dueOn, UpdatedAt: updated, Version: practice.VersionAt(updated)}
 	if inv.Client != nil {
 		if ref, ok := refFromClientType(inv.Client.ClientType, inv.Client.ClientKey); ok {
-			rec.Client = ref.id()
+			rec.Client = practice.Known(ref.id())
 		}
 	}
 	// Karbon publishes no creation time on an invoice: it is the invoice
 	// date, or the last update when that comes first (an invoice dated
-	// ahead).
-	rec.CreatedAt = updated
-	if d, err := karbonTime(inv.InvoiceDate); err == nil && !d.IsZero() && d.Before(updated) {
-		rec.CreatedAt = d
+	// ahead), and null for an invoice without a date.
+	if d, err := karbonTime(inv.InvoiceDate); err == nil && !d.IsZero() {
+		if updated.Before(d) {
+			d = updated
+		}
+		rec.CreatedAt = &d
 	}
 	if status == "paid" {
 		s, err := a.settlement(ctx, inv)

@@ -176,12 +176,12 @@ func (a *Adapter) job(ctx context.Context, w workItem) (practice.Job, error) {
 	}
 	j := practice.Job{
 		ID: "job_" + w.WorkItemKey, Object: "job", Title: w.Title, Type: w.WorkType,
-		Owner:    userID(w.AssigneeKey),
+		Owner:    practice.Known(userID(w.AssigneeKey)),
 		Stage:    a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
 		Deadline: d,
 	}
 	if ref, ok := refFromClientType(w.ClientType, w.ClientKey); ok {
-		j.Client = ref.id()
+		j.Client = practice.Known(ref.id())
 	}
 	if practice.ClosedStage(j.Stage) && !completed.IsZero() {
 		j.ClosedAt = &completed
@@ -200,7 +200,7 @@ func (a *Adapter) job(ctx context.Context, w workItem) (practice.Job, error) {
 		closed := st.At
 		j.ClosedAt = &closed
 	}
-	j.CreatedAt, j.UpdatedAt, j.Version = created, st.At, st.Version()
+	j.CreatedAt, j.UpdatedAt, j.Version = practice.KnownAt(created), st.At, st.Version()
 	return j, nil
 }
 

@@ -80,7 +80,7 @@ func (a *Adapter) getPerson(ctx context.Context, key string) (json.RawMessage, e
 	if len(u.Roles) > 0 && strings.TrimSpace(u.Roles[0].Name) != "" {
 		role = strings.ReplaceAll(norm(u.Roles[0].Name), " ", "_")
 	}
-	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: u.EmailAddress, Role: role, Active: true}
+	p := practice.Person{ID: userID(u.Id), Object: "person", Name: u.Name, Email: practice.Known(u.EmailAddress), Role: role, Active: true}
 	// Karbon publishes no time for a user: its updated_at and version
 	// are the gateway's stamp (practice/stamps). The version a user
 	// carried before was 1, which every stamp is after.

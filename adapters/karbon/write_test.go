@@ -25,7 +25,7 @@ func TestClientWrites(t *testing.T) {
 	}
 	var c practice.Client
 	json.Unmarshal(raw, &c)
-	if c.Name != "Jane Q Public" || c.Type != "individual" || c.Status != "active" || c.Owner != "usr_U2manager" ||
+	if c.Name != "Jane Q Public" || c.Type != "individual" || c.Status != "active" || practice.ValueOf(c.Owner) != "usr_U2manager" ||
 		c.Email != "jane@example.com" || c.Country != "IE" || c.ID[:6] != "cli_c-" {
 		t.Fatalf("created %+v", c)
 	}
@@ -44,7 +44,7 @@ func TestClientWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(raw, &c)
-	if c.Name != "Harbour Joinery Partners LLP" || c.Status != "active" || c.Owner != "usr_U1partner" || c.Phone != "+44 20 7946 0999" {
+	if c.Name != "Harbour Joinery Partners LLP" || c.Status != "active" || practice.ValueOf(c.Owner) != "usr_U1partner" || c.Phone != "+44 20 7946 0999" {
 		t.Fatalf("updated %+v", c)
 	}
 	if got := s.all(); len(got) != 3 || got[2].Before == nil || got[2].Kind != practice.Clients {
@@ -88,7 +88,7 @@ func TestJobWrites(t *testing.T) {
 	}
 	var j practice.Job
 	json.Unmarshal(raw, &j)
-	if j.Title != "VAT return Q1" || j.Client != "cli_o-O003" || j.Owner != "usr_U2manager" || j.Stage != "planned" ||
+	if j.Title != "VAT return Q1" || practice.ValueOf(j.Client) != "cli_o-O003" || practice.ValueOf(j.Owner) != "usr_U2manager" || j.Stage != "planned" ||
 		j.Deadline != "2026-05-07" || j.Type != "VAT" {
 		t.Fatalf("created %+v", j)
 	}
@@ -97,7 +97,7 @@ func TestJobWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(raw, &j)
-	if j.Title != "VAT return Q1 2026" || j.Owner != "usr_U1partner" {
+	if j.Title != "VAT return Q1 2026" || practice.ValueOf(j.Owner) != "usr_U1partner" {
 		t.Fatalf("updated %+v", j)
 	}
 	raw, err = a.UpdateJob(ctx, live, j.ID, practice.JobInput{Client: ptr("cli_c-C010")})
@@ -105,7 +105,7 @@ func TestJobWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	json.Unmarshal(raw, &j)
-	if j.Client != "cli_c-C010" || j.Title != "VAT return Q1 2026" || j.Deadline != "2026-05-07" {
+	if practice.ValueOf(j.Client) != "cli_c-C010" || j.Title != "VAT return Q1 2026" || j.Deadline != "2026-05-07" {
 		t.Fatalf("moved to another client: %+v", j)
 	}
 

@@ -275,7 +275,7 @@ func (a *Adapter) estimateJSON(ctx context.Context, t practice.Tenant, e *estima
 	if err != nil {
 		return bad(err)
 	}
-	if created.IsZero() || created.After(updated) {
+	if created.After(updated) {
 		created = updated
 	}
 	var names []string
@@ -293,10 +293,12 @@ func (a *Adapter) estimateJSON(ctx context.Context, t practice.Tenant, e *estima
 	}
 	rec := practice.Engagement{ID: engagementID(e.ID), Object: "engagement", Status: status,
 		Scope: proposals.Scope(title, names), Fee: practice.Money{Amount: fee, Currency: currency},
-		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated)}
-	if rec.Client, err = a.client(ctx, t, e.CustomerRef); err != nil {
+		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: practice.KnownAt(created), UpdatedAt: updated, Version: practice.VersionAt(updated)}
+	client, err := a.client(ctx, t, e.CustomerRef)
+	if err != nil {
 		return nil, err
 	}
+	rec.Client = practice.Known(client)
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("quickbooks: %w", err)
 	}

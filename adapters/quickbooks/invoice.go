@@ -132,9 +132,6 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, 
 	if updated.IsZero() {
 		return bad(fmt.Errorf("no MetaData.LastUpdatedTime"))
 	}
-	if created.IsZero() {
-		created = updated
-	}
 	issued, err := qbDate(inv.TxnDate)
 	if err != nil {
 		return bad(err)
@@ -145,10 +142,10 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, 
 	}
 	st := status(inv, total, due)
 	out := practice.Invoice{
-		ID: invoiceID(inv.ID), Object: "invoice", Number: inv.DocNumber, Status: st,
+		ID: invoiceID(inv.ID), Object: "invoice", Number: practice.Known(inv.DocNumber), Status: st,
 		Total:     practice.Money{Amount: total, Currency: currency},
 		AmountDue: practice.Money{Amount: due, Currency: currency},
-		IssuedOn:  issued, DueOn: dueOn, CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated),
+		IssuedOn:  issued, DueOn: dueOn, CreatedAt: practice.KnownAt(created), UpdatedAt: updated, Version: practice.VersionAt(updated),
 	}
 	if st == "paid" {
 		p := settlement(inv, payments)
@@ -161,9 +158,11 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, 
 		out.PaidAt = &paid
 		out.SettledVia = a.settledVia(inv, p)
 	}
-	if out.Client, err = a.client(ctx, t, inv.CustomerRef); err != nil {
+	client, err := a.client(ctx, t, inv.CustomerRef)
+	if err != nil {
 		return practice.Invoice{}, err
 	}
+	out.Client = practice.Known(client)
 	// The client and the settlement are read apart from the invoice: a
 	// change of either under the same LastUpdatedTime moves the version
 	// (practice/stamps).

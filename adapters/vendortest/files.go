@@ -104,8 +104,8 @@ func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider,
 			!d.UpdatedAt.Equal(f.Modified) || d.ID != filing.DocID(d.Location.ItemID) {
 			t.Fatalf("document %+v\nfile %+v", d, f)
 		}
-		if d.Client != p.Clients[f.Client] {
-			t.Fatalf("%s: client %q", f.Path, d.Client)
+		if practice.ValueOf(d.Client) != p.Clients[f.Client] {
+			t.Fatalf("%s: client %v", f.Path, d.Client)
 		}
 		out = append(out, d)
 	}

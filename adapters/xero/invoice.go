@@ -203,19 +203,17 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 	if err != nil {
 		return bad(err)
 	}
-	created := dated
-	if created.IsZero() {
-		created = updated
-	}
 	dueOn, err := xeroDate(inv.DueDate)
 	if err != nil {
 		return bad(err)
 	}
 	out := practice.Invoice{
-		ID: "inv_" + inv.InvoiceID, Object: "invoice", Number: inv.InvoiceNumber, Status: st,
+		ID: "inv_" + inv.InvoiceID, Object: "invoice", Number: practice.Known(inv.InvoiceNumber), Status: st,
 		Total:     practice.Money{Amount: total, Currency: inv.CurrencyCode},
 		AmountDue: practice.Money{Amount: due, Currency: inv.CurrencyCode},
-		DueOn:     dueOn, CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated),
+		// Xero publishes no creation time on an invoice: created_at is
+		// its date, null when it has none.
+		DueOn: dueOn, CreatedAt: practice.KnownAt(dated), UpdatedAt: updated, Version: practice.VersionAt(updated),
 	}
 	if st != "draft" && st != "awaiting_approval" && !dated.IsZero() {
 		out.IssuedOn = dated.Format(time.DateOnly)
@@ -231,9 +229,11 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 		out.PaidAt = &paid
 		out.SettledVia = a.settledVia(inv)
 	}
-	if out.Client, err = a.client(ctx, t, inv.Contact.ContactID, inv.Contact.Name); err != nil {
+	client, err := a.client(ctx, t, inv.Contact.ContactID, inv.Contact.Name)
+	if err != nil {
 		return practice.Invoice{}, err
 	}
+	out.Client = practice.Known(client)
 	// The client is the records system's, linked apart from the invoice:
 	// a link found later changes it under the same UpdatedDateUTC, and
 	// the stamp moves the version then (practice/stamps).

@@ -138,7 +138,9 @@ func (a *Adapter) quoteJSON(ctx context.Context, t practice.Tenant, q *quote) (j
 	if err != nil {
 		return bad(err)
 	}
-	if created.IsZero() || created.After(updated) {
+	// Xero publishes no creation time on a quote: created_at is its date
+	// (no later than its last update), null when it has none.
+	if created.After(updated) {
 		created = updated
 	}
 	lines := make([]string, 0, len(q.LineItems))
@@ -151,10 +153,12 @@ func (a *Adapter) quoteJSON(ctx context.Context, t practice.Tenant, q *quote) (j
 	}
 	rec := practice.Engagement{ID: "eng_" + q.QuoteID, Object: "engagement", Status: status,
 		Scope: proposals.Scope(title, lines), Fee: practice.Money{Amount: fee, Currency: q.CurrencyCode},
-		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated)}
-	if rec.Client, err = a.client(ctx, t, q.Contact.ContactID, q.Contact.Name); err != nil {
+		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: practice.KnownAt(created), UpdatedAt: updated, Version: practice.VersionAt(updated)}
+	client, err := a.client(ctx, t, q.Contact.ContactID, q.Contact.Name)
+	if err != nil {
 		return nil, err
 	}
+	rec.Client = practice.Known(client)
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("xero: %w", err)
 	}

@@ -130,7 +130,7 @@ func (a *Adapter) clientRecord(ctx context.Context, c *client) (practice.Client,
 	}
 	rec := practice.Client{
 		ID: "cli_" + c.UUID, Object: "client", Name: clientName(c), Type: a.clientType(c), Status: clientStatus(c),
-		Owner: a.clientOwner(c), Email: c.Email, Phone: c.Phone, Country: a.country(c.Country, c.PostalCountry),
+		Owner: practice.Known(a.clientOwner(c)), Email: c.Email, Phone: c.Phone, Country: a.country(c.Country, c.PostalCountry),
 		Contacts: []practice.Contact{},
 	}
 	for _, ct := range c.Contacts {
@@ -147,7 +147,8 @@ func (a *Adapter) clientRecord(ctx context.Context, c *client) (practice.Client,
 	if err != nil {
 		return practice.Client{}, err
 	}
-	rec.CreatedAt, rec.UpdatedAt, rec.LastActivityAt, rec.Version = st.First, st.At, st.At, practice.VersionAt(st.At)
+	// XPM publishes no creation time on a client: created_at is null.
+	rec.UpdatedAt, rec.LastActivityAt, rec.Version = st.At, st.At, practice.VersionAt(st.At)
 	return rec, nil
 }
 

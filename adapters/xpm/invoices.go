@@ -182,11 +182,11 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv *invoice) (practice.Inv
 	if err != nil {
 		return bad(err)
 	}
-	rec := practice.Invoice{ID: "inv_" + inv.ID, Object: "invoice", Number: inv.ID,
+	rec := practice.Invoice{ID: "inv_" + inv.ID, Object: "invoice", Number: practice.Known(inv.ID),
 		Total:     practice.Money{Amount: money2(total), Currency: a.cfg.Currency},
 		AmountDue: practice.Money{Amount: money2(due), Currency: a.cfg.Currency}, DueOn: dueOn}
 	if inv.Client != nil && inv.Client.UUID != "" {
-		rec.Client = "cli_" + inv.Client.UUID
+		rec.Client = practice.Known("cli_" + inv.Client.UUID)
 	}
 	switch strings.ToLower(strings.TrimSpace(inv.Status)) {
 	case "draft":
@@ -225,9 +225,11 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv *invoice) (practice.Inv
 	if rec.Status == "paid" && rec.PaidAt == nil {
 		rec.PaidAt = &st.At
 	}
-	rec.CreatedAt, rec.UpdatedAt, rec.Version = st.First, st.At, practice.VersionAt(st.At)
-	if d, err := xpmTime(inv.Date, a.loc); err == nil && !d.IsZero() && d.Before(rec.CreatedAt) {
-		rec.CreatedAt = d
+	// XPM publishes no creation time on an invoice: created_at is its
+	// date, null when it has none.
+	rec.UpdatedAt, rec.Version = st.At, practice.VersionAt(st.At)
+	if d, err := xpmTime(inv.Date, a.loc); err == nil {
+		rec.CreatedAt = practice.KnownAt(d)
 	}
 	return rec, nil
 }

@@ -250,10 +250,10 @@ func (a *Adapter) jobRecord(ctx context.Context, j *job) (practice.Job, error) {
 	if err != nil {
 		return bad(err)
 	}
-	rec := practice.Job{ID: "job_" + j.ID, Object: "job", Title: j.Name, Type: j.Type, Owner: a.jobOwner(j),
+	rec := practice.Job{ID: "job_" + j.ID, Object: "job", Title: j.Name, Type: j.Type, Owner: practice.Known(a.jobOwner(j)),
 		Stage: a.jobStage(j), Deadline: deadline}
 	if j.Client != nil && j.Client.UUID != "" {
-		rec.Client = "cli_" + j.Client.UUID
+		rec.Client = practice.Known("cli_" + j.Client.UUID)
 	}
 	if practice.ClosedStage(rec.Stage) && !completed.IsZero() {
 		rec.ClosedAt = &completed
@@ -265,10 +265,9 @@ func (a *Adapter) jobRecord(ctx context.Context, j *job) (practice.Job, error) {
 	if rec.ClosedAt == nil && practice.ClosedStage(rec.Stage) {
 		rec.ClosedAt = &st.At
 	}
-	rec.CreatedAt, rec.UpdatedAt, rec.Version = started, st.At, practice.VersionAt(st.At)
-	if rec.CreatedAt.IsZero() || rec.CreatedAt.After(st.First) {
-		rec.CreatedAt = st.First
-	}
+	// XPM publishes no creation time on a job: created_at is its start
+	// date, null when it has none.
+	rec.CreatedAt, rec.UpdatedAt, rec.Version = practice.KnownAt(started), st.At, practice.VersionAt(st.At)
 	return rec, nil
 }
 

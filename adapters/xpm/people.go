@@ -87,11 +87,13 @@ func (a *Adapter) person(ctx context.Context, s *staff) (practice.Person, error)
 	if !uuidRE.MatchString(s.UUID) {
 		return practice.Person{}, upstream.Malformed(a.c.Label(), "staff member", fmt.Errorf("uuid %q", s.UUID))
 	}
-	p := practice.Person{ID: "usr_" + s.UUID, Object: "person", Name: s.Name, Email: s.Email, Role: "staff", Active: true}
+	p := practice.Person{ID: "usr_" + s.UUID, Object: "person", Name: s.Name, Email: practice.Known(s.Email), Role: "staff", Active: true}
 	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.People, ID: p.ID, Content: &p})
 	if err != nil {
 		return practice.Person{}, err
 	}
-	p.CreatedAt, p.UpdatedAt, p.Version = st.First, st.At, practice.VersionAt(st.At)
+	// XPM publishes no creation time on a staff member: created_at is
+	// null.
+	p.UpdatedAt, p.Version = st.At, practice.VersionAt(st.At)
 	return p, nil
 }

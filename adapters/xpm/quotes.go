@@ -89,7 +89,7 @@ func (a *Adapter) quoteRecord(ctx context.Context, q *quote) (practice.Engagemen
 		rec.Billing = "estimate"
 	}
 	if q.Client != nil && q.Client.UUID != "" {
-		rec.Client = "cli_" + q.Client.UUID
+		rec.Client = practice.Known("cli_" + q.Client.UUID)
 	}
 	st, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Engagements, ID: rec.ID, Content: &rec})
 	if err != nil {
@@ -98,9 +98,8 @@ func (a *Adapter) quoteRecord(ctx context.Context, q *quote) (practice.Engagemen
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", st.At); err != nil {
 		return practice.Engagement{}, fmt.Errorf("xpm: %w", err)
 	}
-	rec.CreatedAt, rec.UpdatedAt, rec.Version = st.First, st.At, practice.VersionAt(st.At)
-	if !dated.IsZero() && dated.Before(rec.CreatedAt) {
-		rec.CreatedAt = dated
-	}
+	// XPM publishes no creation time on a quote: created_at is its date,
+	// null when it has none.
+	rec.CreatedAt, rec.UpdatedAt, rec.Version = practice.KnownAt(dated), st.At, practice.VersionAt(st.At)
 	return rec, nil
 }

@@ -370,7 +370,7 @@ func (a *Adapter) UpdateJob(ctx context.Context, t practice.Tenant, id string, i
 		return nil, err
 	}
 	before, _ := practice.Marshal(&beforeRec)
-	if in.Client != nil && *in.Client != beforeRec.Client {
+	if in.Client != nil && *in.Client != practice.ValueOf(beforeRec.Client) {
 		return nil, practice.Invalid("client", "Xero Practice Manager cannot move a job to another client.")
 	}
 	if in.Title != nil || in.Deadline != nil || in.Type != nil {
@@ -398,7 +398,7 @@ func (a *Adapter) UpdateJob(ctx context.Context, t practice.Tenant, id string, i
 			return nil, err
 		}
 	}
-	if in.Owner != nil && *in.Owner != beforeRec.Owner {
+	if in.Owner != nil && *in.Owner != practice.ValueOf(beforeRec.Owner) {
 		if err := a.assignManager(ctx, number, *in.Owner); err != nil {
 			return nil, err
 		}

@@ -156,11 +156,11 @@ func TestListsEveryKind(t *testing.T) {
 		t.Fatalf("%d clients, want the 29 not deleted", len(clients))
 	}
 	c := byID(clients, func(c practice.Client) string { return c.ID })
-	if got := c["cli_"+clientID(1)]; got.Owner != "usr_"+staffID(1) || got.Type != "company" || got.Country != "GB" ||
+	if got := c["cli_"+clientID(1)]; practice.ValueOf(got.Owner) != "usr_"+staffID(1) || got.Type != "company" || got.Country != "GB" ||
 		got.Status != "active" || len(got.Contacts) != 1 || got.Contacts[0].Role != "Director" || got.Version != practice.VersionAt(epoch) {
 		t.Errorf("client 1: %+v", got)
 	}
-	if got := c["cli_"+clientID(5)]; got.Owner != "usr_"+staffID(1) || got.Type != "individual" {
+	if got := c["cli_"+clientID(5)]; practice.ValueOf(got.Owner) != "usr_"+staffID(1) || got.Type != "individual" {
 		t.Errorf("client 5, owned by its job manager: %+v", got)
 	}
 	if c["cli_"+clientID(9)].Status != "archived" || c["cli_"+clientID(6)].Status != "prospect" {
@@ -172,7 +172,7 @@ func TestListsEveryKind(t *testing.T) {
 		t.Fatalf("%d jobs, want 40 current and 15 of the last year", len(jobs))
 	}
 	j := byID(jobs, func(j practice.Job) string { return j.ID })
-	if got := j["job_J000002"]; got.Stage != "awaiting_client" || got.Client != "cli_"+clientID(2) || got.Owner != "usr_"+staffID(2) ||
+	if got := j["job_J000002"]; got.Stage != "awaiting_client" || practice.ValueOf(got.Client) != "cli_"+clientID(2) || practice.ValueOf(got.Owner) != "usr_"+staffID(2) ||
 		got.Deadline != epoch.AddDate(0, 1, 2).Format(time.DateOnly) || got.ClosedAt != nil {
 		t.Errorf("job 2: %+v", got)
 	}
@@ -181,7 +181,7 @@ func TestListsEveryKind(t *testing.T) {
 	}
 
 	people := decode[practice.Person](t, vendortest.ListAll(t, e.a, live, practice.People, practice.Filter{}, 2))
-	if len(people) != 3 || people[0].Email != "s0@firm.example" || !people[0].Active {
+	if len(people) != 3 || practice.ValueOf(people[0].Email) != "s0@firm.example" || !people[0].Active {
 		t.Fatalf("people: %+v", people)
 	}
 
@@ -293,7 +293,7 @@ func TestFilters(t *testing.T) {
 	jobs := decode[practice.Job](t, vendortest.ListAll(t, e.a, live, practice.Jobs,
 		practice.Filter{Stage: "awaiting_client", Owner: "usr_" + staffID(2)}, 3))
 	for _, j := range jobs {
-		if j.Stage != "awaiting_client" || j.Owner != "usr_"+staffID(2) {
+		if j.Stage != "awaiting_client" || practice.ValueOf(j.Owner) != "usr_"+staffID(2) {
 			t.Errorf("filtered job %+v", j)
 		}
 	}
@@ -383,7 +383,7 @@ func TestWrites(t *testing.T) {
 	}
 	var c practice.Client
 	json.Unmarshal(raw, &c)
-	if c.Name != "Birch Ltd" || c.Status != "prospect" || c.Owner != "usr_"+staffID(2) || len(c.Contacts) != 1 || c.Type != "company" {
+	if c.Name != "Birch Ltd" || c.Status != "prospect" || practice.ValueOf(c.Owner) != "usr_"+staffID(2) || len(c.Contacts) != 1 || c.Type != "company" {
 		t.Fatalf("created client %s", raw)
 	}
 	if got, _ := e.a.Get(ctx, live, practice.Clients, c.ID); string(got) != string(raw) {
@@ -411,7 +411,7 @@ func TestWrites(t *testing.T) {
 	}
 	var j practice.Job
 	json.Unmarshal(raw, &j)
-	if j.Title != "VAT Q1" || j.Type != "Tax" || j.Owner != "usr_"+staffID(1) || j.Deadline != "2026-04-07" || j.Stage != "planned" {
+	if j.Title != "VAT Q1" || j.Type != "Tax" || practice.ValueOf(j.Owner) != "usr_"+staffID(1) || j.Deadline != "2026-04-07" || j.Stage != "planned" {
 		t.Fatalf("created job %s", raw)
 	}
 	if _, err := e.a.CreateJob(ctx, live, practice.JobInput{Title: str("x"), Client: str(c.ID), Type: str("Payroll")}); !isInvalid(err, "type") {

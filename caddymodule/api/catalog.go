@@ -246,38 +246,38 @@ func exampleChanges() (map[string]practice.Change, error) {
 	at := time.Date(2026, 3, 12, 14, 5, 31, 482_000_000, time.UTC)
 	signedAt := at.Add(-3 * time.Minute)
 	client := practice.Client{ID: "cli_01KKH3Z8Q4V7N2B6T9R5W1M0XC", Object: "client", Name: "Hartley & Sons Ltd",
-		Type: "company", Status: "active", Owner: "usr_01KF0M7C2R9T4V6X8Z1B3N5Q7W", Email: "accounts@hartley-sons.example",
+		Type: "company", Status: "active", Owner: practice.Known("usr_01KF0M7C2R9T4V6X8Z1B3N5Q7W"), Email: "accounts@hartley-sons.example",
 		Country: "GB", Contacts: []practice.Contact{{Name: "Ruth Hartley", Role: "Director", Email: "ruth@hartley-sons.example"}},
-		LastActivityAt: at, CreatedAt: at.AddDate(-3, 0, 0), UpdatedAt: at, Version: 7}
+		LastActivityAt: at, CreatedAt: practice.KnownAt(at.AddDate(-3, 0, 0)), UpdatedAt: at, Version: 7}
 	job := practice.Job{ID: "job_01KKH40A6D3F8H1K5M7P9S2U4W", Object: "job", Title: "Year-end accounts 2025-26",
-		Type: "Year-end accounts", Client: client.ID, Engagement: "eng_01KKF9X2C5E7G9J1L3N5Q7S9U1", Owner: client.Owner,
-		Stage: "in_review", Deadline: "2026-12-31", CreatedAt: signedAt, UpdatedAt: at, Version: 4}
+		Type: "Year-end accounts", Client: &client.ID, Engagement: "eng_01KKF9X2C5E7G9J1L3N5Q7S9U1", Owner: client.Owner,
+		Stage: "in_review", Deadline: "2026-12-31", CreatedAt: &signedAt, UpdatedAt: at, Version: 4}
 	// As a firm's proposal system gives it: a quote's title and tasks, no
 	// jobs linked (no vendor publishes the link), and in an event no
 	// letters (they are linked as the engagement is read).
-	engagement := practice.Engagement{ID: job.Engagement, Object: "engagement", Client: client.ID, Status: "signed",
+	engagement := practice.Engagement{ID: job.Engagement, Object: "engagement", Client: &client.ID, Status: "signed",
 		Scope: "Year-end accounts 2025-26: Accounts preparation, Corporation tax return",
 		Fee:   practice.Money{Amount: "2450.00", Currency: "GBP"}, Billing: "fixed",
-		ReleasedJobs: []string{}, SignedAt: &signedAt, CreatedAt: at.AddDate(0, 0, -9), UpdatedAt: at, Version: 3}
+		ReleasedJobs: []string{}, SignedAt: &signedAt, CreatedAt: practice.KnownAt(at.AddDate(0, 0, -9)), UpdatedAt: at, Version: 3}
 	document := practice.Document{ID: "doc_01KKH3ZT5B8D1F4H6K9M2P5R8T", Object: "document",
-		Name: "Engagement letter 2025-26 (signed).pdf", Kind: "signed_engagement_letter", Client: client.ID,
+		Name: "Engagement letter 2025-26 (signed).pdf", Kind: "signed_engagement_letter", Client: &client.ID,
 		MimeType: "application/pdf", SizeBytes: 184_320,
 		Location: practice.Location{Provider: "sharepoint", Path: "/Clients/Hartley & Sons Ltd/Engagements/Engagement letter 2025-26 (signed).pdf",
 			ItemID: "01BYE5RZ6QN3ZWBTUFOFD3GSPGOHDJD36K"},
 		FiledAt: at, CreatedAt: at, UpdatedAt: at, Version: 1}
-	invoice := practice.Invoice{ID: "inv_01KKH41B7E4G9J2L6N8Q0T3V5X", Object: "invoice", Number: "INV-2026-0142",
-		Client: client.ID, Status: "paid", Total: practice.Money{Amount: "2940.00", Currency: "GBP"},
+	invoice := practice.Invoice{ID: "inv_01KKH41B7E4G9J2L6N8Q0T3V5X", Object: "invoice", Number: practice.Known("INV-2026-0142"),
+		Client: &client.ID, Status: "paid", Total: practice.Money{Amount: "2940.00", Currency: "GBP"},
 		AmountDue: practice.Money{Amount: "0.00", Currency: "GBP"}, IssuedOn: "2026-02-10", DueOn: "2026-03-12",
-		PaidAt: &at, SettledVia: "bank_transfer", CreatedAt: at.AddDate(0, 0, -30), UpdatedAt: at, Version: 3}
+		PaidAt: &at, SettledVia: "bank_transfer", CreatedAt: practice.KnownAt(at.AddDate(0, 0, -30)), UpdatedAt: at, Version: 3}
 
 	var (
 		movedFrom = with(job, func(j *practice.Job) { j.Stage = "in_progress"; j.Version-- })
 		completed = with(job, func(j *practice.Job) { j.Stage = "completed"; j.ClosedAt = &at; j.Version++ })
-		opened    = with(job, func(j *practice.Job) { j.Stage = "planned"; j.CreatedAt = at; j.Version = 1 })
+		opened    = with(job, func(j *practice.Job) { j.Stage = "planned"; j.CreatedAt = &at; j.Version = 1 })
 		sent      = with(engagement, func(e *practice.Engagement) { e.Status = "sent"; e.SignedAt = nil; e.Version-- })
 		proposed  = with(sent, func(e *practice.Engagement) {
 			e.Status = "proposed"
-			e.CreatedAt = at
+			e.CreatedAt = &at
 			e.Version = 1
 		})
 		issued = with(invoice, func(i *practice.Invoice) {
@@ -288,10 +288,10 @@ func exampleChanges() (map[string]practice.Change, error) {
 			i.Version--
 		})
 		draft          = with(issued, func(i *practice.Invoice) { i.Status = "draft"; i.IssuedOn = ""; i.DueOn = ""; i.Version-- })
-		newClient      = with(client, func(c *practice.Client) { c.Status = "prospect"; c.CreatedAt = at; c.Version = 1 })
+		newClient      = with(client, func(c *practice.Client) { c.Status = "prospect"; c.CreatedAt = &at; c.Version = 1 })
 		previousClient = with(client, func(c *practice.Client) { c.Email = "office@hartley-sons.example"; c.Version-- })
-		person         = practice.Person{ID: client.Owner, Object: "person", Name: "Priya Shah", Email: "priya@acme-accountants.example",
-			Role: "Manager", Active: true, CreatedAt: at.AddDate(-2, 0, 0), UpdatedAt: at, Version: 5}
+		person         = practice.Person{ID: *client.Owner, Object: "person", Name: "Priya Shah", Email: practice.Known("priya@acme-accountants.example"),
+			Role: "Manager", Active: true, CreatedAt: practice.KnownAt(at.AddDate(-2, 0, 0)), UpdatedAt: at, Version: 5}
 	)
 	changes := map[string]practice.Change{}
 	add := func(event string, kind practice.Kind, before, after any, note string) error {

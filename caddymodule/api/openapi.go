@@ -96,6 +96,35 @@ func tombstoneObjects() []string {
 	return out
 }
 
+// unknowns says, of each record field some system may leave unknown (a
+// pointer in the record's Go type, so null in the document), which
+// systems leave it null and when. Nothing in a record is made up: such a
+// field is still present, null rather than empty or a stand-in.
+var unknowns = map[string]string{
+	"Client.owner": "The person at the firm who owns the client. Null when its system names none: Karbon, a client with no client owner; " +
+		"Xero Practice Manager, a client with neither account manager nor job manager.",
+	"Client.created_at": "When the client was created in its system. Null where the system publishes no creation time: " +
+		"Karbon and Xero Practice Manager (always null there).",
+	"Engagement.client": "Null when the proposal names no contact or customer (Xero and Xero Practice Manager quotes, QuickBooks Online estimates).",
+	"Engagement.letter_document": "The engagement letter, linked from the firm's document store where the link is unambiguous. " +
+		"Null otherwise, on every system: no vendor names an engagement's letter.",
+	"Engagement.created_at": "When the proposal was made: QuickBooks Online's creation time, else the quote's date (Xero, Xero Practice Manager). " +
+		"Null when the quote has no date.",
+	"Job.client": "Null when the work names no client (Karbon, Xero Practice Manager).",
+	"Job.owner": "The person responsible for the job. Null when no one is: Karbon, a work item with no assignee; " +
+		"Xero Practice Manager, a job with neither manager nor partner.",
+	"Job.created_at": "When the work started: Karbon and Xero Practice Manager publish no creation time, so it is the work's start date, " +
+		"null when it has none.",
+	"Document.client": "Null when the file's folder names no client of the firm (SharePoint, OneDrive, Google Drive, Dropbox).",
+	"Invoice.number":  "The ledger's invoice number. Null when it gives none (QuickBooks Online without a DocNumber, Xero, Karbon).",
+	"Invoice.client":  "Null when the invoice names no contact or customer (Xero, QuickBooks Online, Karbon, Xero Practice Manager).",
+	"Invoice.created_at": "When the invoice was created: QuickBooks Online's creation time, else the invoice's date (Xero, Karbon, " +
+		"Xero Practice Manager publish no creation time). Null when it has neither.",
+	"Person.email": "Null when the system holds no email address for the person (a Xero Practice Manager staff member without one).",
+	"Person.created_at": "When the person was added in the system. Null where the system publishes no creation time: " +
+		"Karbon and Xero Practice Manager (always null there).",
+}
+
 // dates are string fields holding a calendar date rather than a time.
 var dates = map[string]bool{
 	"Job.deadline": true, "JobCreate.deadline": true, "JobPatch.deadline": true, "Invoice.issued_on": true, "Invoice.due_on": true,
@@ -222,6 +251,9 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		if key == "Tombstone.deleted" {
 			schema["const"] = true
 		}
+		if why, ok := unknowns[key]; ok {
+			schema["description"] = why
+		}
 		if name == "version" && owner == "Connection" {
 			schema["description"] = "Increases with each change of the connection."
 		} else if name == "version" && !isInput(owner) {
@@ -231,9 +263,9 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		}
 		props[name] = schema
 		// Inputs have every field optional; outputs always carry fields
-		// that are not omitted when empty.
+		// that are not omitted when empty, a nullable one as null.
 		optional := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
-		if !optional && !isInput(owner) && f.Type.Kind() != reflect.Pointer {
+		if !optional && !isInput(owner) {
 			*required = append(*required, name)
 		}
 	}

@@ -230,7 +230,7 @@ func (c *Classifier) Document(ctx context.Context, t practice.Tenant, provider s
 		mt = MimeType(it.Name)
 	}
 	return practice.Document{
-		ID: DocID(it.ID), Object: "document", Name: it.Name, Kind: c.Kind(it.Rel, it.Name), Client: client,
+		ID: DocID(it.ID), Object: "document", Name: it.Name, Kind: c.Kind(it.Rel, it.Name), Client: practice.Known(client),
 		MimeType: mt, SizeBytes: it.Size,
 		Location: practice.Location{Provider: provider, Path: folder, ItemID: it.ID, DriveID: it.DriveID, WebURL: it.WebURL},
 		FiledAt:  it.Created.UTC(), CreatedAt: it.Created.UTC(), UpdatedAt: it.Modified.UTC(),

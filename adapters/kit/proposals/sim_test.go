@@ -32,9 +32,9 @@ func xeroQuote(ctx context.Context, state changes.StateStore, r readmodelsim.Rec
 	if err != nil {
 		return nil, err
 	}
-	e := practice.Engagement{ID: r.ID, Object: "engagement", Client: "cli_sim", Status: status,
+	e := practice.Engagement{ID: r.ID, Object: "engagement", Client: practice.Known("cli_sim"), Status: status,
 		Scope: proposals.Scope(r.Name, []string{"Accounts preparation"}), Fee: practice.Money{Amount: "1200.00", Currency: "GBP"},
-		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: quoteDate, UpdatedAt: r.Updated.UTC(), Version: r.Version}
+		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: &quoteDate, UpdatedAt: r.Updated.UTC(), Version: r.Version}
 	signings := proposals.Signings{State: state, Firm: "frm_sim"}
 	if e.SignedAt, err = signings.At(ctx, r.ID, status == "signed", r.Updated); err != nil {
 		return nil, err
