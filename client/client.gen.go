@@ -1536,19 +1536,23 @@ type ClientPatchType string
 
 // ClientRecord defines model for ClientRecord.
 type ClientRecord struct {
-	Contacts       []Contact          `json:"contacts"`
-	Country        string             `json:"country"`
-	CreatedAt      time.Time          `json:"created_at"`
+	Contacts []Contact `json:"contacts"`
+	Country  string    `json:"country"`
+
+	// CreatedAt When the client was created in its system. Null where the system publishes no creation time: Karbon and Xero Practice Manager (always null there).
+	CreatedAt      *time.Time         `json:"created_at"`
 	Email          *string            `json:"email,omitempty"`
 	Id             string             `json:"id"`
 	LastActivityAt time.Time          `json:"last_activity_at"`
 	Name           string             `json:"name"`
 	Object         ClientRecordObject `json:"object"`
-	Owner          string             `json:"owner"`
-	Phone          *string            `json:"phone,omitempty"`
-	Status         ClientRecordStatus `json:"status"`
-	Type           ClientRecordType   `json:"type"`
-	UpdatedAt      time.Time          `json:"updated_at"`
+
+	// Owner The person at the firm who owns the client. Null when its system names none: Karbon, a client with no client owner; Xero Practice Manager, a client with neither account manager nor job manager.
+	Owner     *string            `json:"owner"`
+	Phone     *string            `json:"phone,omitempty"`
+	Status    ClientRecordStatus `json:"status"`
+	Type      ClientRecordType   `json:"type"`
+	UpdatedAt time.Time          `json:"updated_at"`
 
 	// Version Increases with each change of the record, the same on every instance. Drop an event whose data.object.version is not greater than the last you applied for the record.
 	Version int `json:"version"`
@@ -1647,7 +1651,7 @@ type ConnectionCreateSystem string
 type ConnectionList struct {
 	Data       []Connection         `json:"data"`
 	HasMore    bool                 `json:"has_more"`
-	NextCursor *string              `json:"next_cursor,omitempty"`
+	NextCursor *string              `json:"next_cursor"`
 	Object     ConnectionListObject `json:"object"`
 }
 
@@ -1702,7 +1706,8 @@ type DeliveryListObject string
 
 // Document defines model for Document.
 type Document struct {
-	Client     string         `json:"client"`
+	// Client Null when the file's folder names no client of the firm (SharePoint, OneDrive, Google Drive, Dropbox).
+	Client     *string        `json:"client"`
 	CreatedAt  time.Time      `json:"created_at"`
 	Engagement *string        `json:"engagement,omitempty"`
 	FiledAt    time.Time      `json:"filed_at"`
@@ -1858,16 +1863,22 @@ type EndpointWithSecret struct {
 
 // Engagement defines model for Engagement.
 type Engagement struct {
-	Billing        string           `json:"billing"`
-	Client         string           `json:"client"`
-	CreatedAt      time.Time        `json:"created_at"`
-	Fee            Money            `json:"fee"`
-	Id             string           `json:"id"`
-	LetterDocument string           `json:"letter_document"`
+	Billing string `json:"billing"`
+
+	// Client Null when the proposal names no contact or customer (Xero and Xero Practice Manager quotes, QuickBooks Online estimates).
+	Client *string `json:"client"`
+
+	// CreatedAt When the proposal was made: QuickBooks Online's creation time, else the quote's date (Xero, Xero Practice Manager). Null when the quote has no date.
+	CreatedAt *time.Time `json:"created_at"`
+	Fee       Money      `json:"fee"`
+	Id        string     `json:"id"`
+
+	// LetterDocument The engagement letter, linked from the firm's document store where the link is unambiguous. Null otherwise, on every system: no vendor names an engagement's letter.
+	LetterDocument *string          `json:"letter_document"`
 	Object         EngagementObject `json:"object"`
 	ReleasedJobs   []string         `json:"released_jobs"`
 	Scope          string           `json:"scope"`
-	SignedAt       *time.Time       `json:"signed_at,omitempty"`
+	SignedAt       *time.Time       `json:"signed_at"`
 	SignedDocument *string          `json:"signed_document,omitempty"`
 	Status         EngagementStatus `json:"status"`
 	UpdatedAt      time.Time        `json:"updated_at"`
@@ -1998,19 +2009,25 @@ type EventListObject string
 
 // Invoice defines model for Invoice.
 type Invoice struct {
-	AmountDue  Money               `json:"amount_due"`
-	Client     string              `json:"client"`
-	CreatedAt  time.Time           `json:"created_at"`
-	DueOn      *openapi_types.Date `json:"due_on,omitempty"`
-	Id         string              `json:"id"`
-	IssuedOn   *openapi_types.Date `json:"issued_on,omitempty"`
-	Number     string              `json:"number"`
-	Object     InvoiceObject       `json:"object"`
-	PaidAt     *time.Time          `json:"paid_at,omitempty"`
-	SettledVia *string             `json:"settled_via,omitempty"`
-	Status     InvoiceStatus       `json:"status"`
-	Total      Money               `json:"total"`
-	UpdatedAt  time.Time           `json:"updated_at"`
+	AmountDue Money `json:"amount_due"`
+
+	// Client Null when the invoice names no contact or customer (Xero, QuickBooks Online, Karbon, Xero Practice Manager).
+	Client *string `json:"client"`
+
+	// CreatedAt When the invoice was created: QuickBooks Online's creation time, else the invoice's date (Xero, Karbon, Xero Practice Manager publish no creation time). Null when it has neither.
+	CreatedAt *time.Time          `json:"created_at"`
+	DueOn     *openapi_types.Date `json:"due_on,omitempty"`
+	Id        string              `json:"id"`
+	IssuedOn  *openapi_types.Date `json:"issued_on,omitempty"`
+
+	// Number The ledger's invoice number. Null when it gives none (QuickBooks Online without a DocNumber, Xero, Karbon).
+	Number     *string       `json:"number"`
+	Object     InvoiceObject `json:"object"`
+	PaidAt     *time.Time    `json:"paid_at"`
+	SettledVia *string       `json:"settled_via,omitempty"`
+	Status     InvoiceStatus `json:"status"`
+	Total      Money         `json:"total"`
+	UpdatedAt  time.Time     `json:"updated_at"`
 
 	// Version Increases with each change of the record, the same on every instance. Drop an event whose data.object.version is not greater than the last you applied for the record.
 	Version int `json:"version"`
@@ -2133,18 +2150,23 @@ type InvoiceRaisedEventEvent string
 
 // Job defines model for Job.
 type Job struct {
-	Client     string              `json:"client"`
-	ClosedAt   *time.Time          `json:"closed_at,omitempty"`
-	CreatedAt  time.Time           `json:"created_at"`
+	// Client Null when the work names no client (Karbon, Xero Practice Manager).
+	Client   *string    `json:"client"`
+	ClosedAt *time.Time `json:"closed_at"`
+
+	// CreatedAt When the work started: Karbon and Xero Practice Manager publish no creation time, so it is the work's start date, null when it has none.
+	CreatedAt  *time.Time          `json:"created_at"`
 	Deadline   *openapi_types.Date `json:"deadline,omitempty"`
 	Engagement *string             `json:"engagement,omitempty"`
 	Id         string              `json:"id"`
 	Object     JobObject           `json:"object"`
-	Owner      string              `json:"owner"`
-	Stage      JobStage            `json:"stage"`
-	Title      string              `json:"title"`
-	Type       *string             `json:"type,omitempty"`
-	UpdatedAt  time.Time           `json:"updated_at"`
+
+	// Owner The person responsible for the job. Null when no one is: Karbon, a work item with no assignee; Xero Practice Manager, a job with neither manager nor partner.
+	Owner     *string   `json:"owner"`
+	Stage     JobStage  `json:"stage"`
+	Title     string    `json:"title"`
+	Type      *string   `json:"type,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	// Version Increases with each change of the record, the same on every instance. Drop an event whose data.object.version is not greater than the last you applied for the record.
 	Version int `json:"version"`
@@ -2350,9 +2372,13 @@ type Organisation struct {
 
 // Person defines model for Person.
 type Person struct {
-	Active    bool         `json:"active"`
-	CreatedAt time.Time    `json:"created_at"`
-	Email     string       `json:"email"`
+	Active bool `json:"active"`
+
+	// CreatedAt When the person was added in the system. Null where the system publishes no creation time: Karbon and Xero Practice Manager (always null there).
+	CreatedAt *time.Time `json:"created_at"`
+
+	// Email Null when the system holds no email address for the person (a Xero Practice Manager staff member without one).
+	Email     *string      `json:"email"`
 	Id        string       `json:"id"`
 	Name      string       `json:"name"`
 	Object    PersonObject `json:"object"`

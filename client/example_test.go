@@ -54,7 +54,9 @@ func ExampleAll() {
 			panic(err)
 		}
 		jobs++
-		owners[job.Owner] = true
+		if job.Owner != nil { // null: no one is responsible for it
+			owners[*job.Owner] = true
+		}
 	}
 	fmt.Println(jobs, "jobs,", len(owners), "owners")
 	// Output: 1000 jobs, 20 owners

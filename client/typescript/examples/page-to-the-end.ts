@@ -8,7 +8,8 @@ export async function pageToTheEnd(): Promise<void> {
   const owners = new Set<string>();
   for await (const job of all((cursor) => api.GET("/v1/jobs", { params: { query: { limit: 200, ...cursor } } }))) {
     jobs++;
-    if (!("deleted" in job)) {
+    // owner is null when no one is responsible for the job.
+    if (!("deleted" in job) && job.owner !== null) {
       owners.add(job.owner);
     }
   }

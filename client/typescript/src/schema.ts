@@ -1034,8 +1034,11 @@ export interface components {
         ClientRecord: {
             contacts: components["schemas"]["Contact"][];
             country: string;
-            /** Format: date-time */
-            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the client was created in its system. Null where the system publishes no creation time: Karbon and Xero Practice Manager (always null there).
+             */
+            created_at: string | null;
             email?: string;
             id: string;
             /** Format: date-time */
@@ -1043,7 +1046,8 @@ export interface components {
             name: string;
             /** @constant */
             object: "client";
-            owner: string;
+            /** @description The person at the firm who owns the client. Null when its system names none: Karbon, a client with no client owner; Xero Practice Manager, a client with neither account manager nor job manager. */
+            owner: string | null;
             phone?: string;
             /** @enum {string} */
             status: "prospect" | "active" | "inactive" | "archived";
@@ -1118,7 +1122,7 @@ export interface components {
         ConnectionList: {
             data: components["schemas"]["Connection"][];
             has_more: boolean;
-            next_cursor?: string | null;
+            next_cursor: string | null;
             /** @enum {string} */
             object: "list";
         };
@@ -1160,7 +1164,8 @@ export interface components {
             object: "list";
         };
         Document: {
-            client: string;
+            /** @description Null when the file's folder names no client of the firm (SharePoint, OneDrive, Google Drive, Dropbox). */
+            client: string | null;
             /** Format: date-time */
             created_at: string;
             engagement?: string;
@@ -1286,18 +1291,23 @@ export interface components {
         };
         Engagement: {
             billing: string;
-            client: string;
-            /** Format: date-time */
-            created_at: string;
+            /** @description Null when the proposal names no contact or customer (Xero and Xero Practice Manager quotes, QuickBooks Online estimates). */
+            client: string | null;
+            /**
+             * Format: date-time
+             * @description When the proposal was made: QuickBooks Online's creation time, else the quote's date (Xero, Xero Practice Manager). Null when the quote has no date.
+             */
+            created_at: string | null;
             fee: components["schemas"]["Money"];
             id: string;
-            letter_document: string;
+            /** @description The engagement letter, linked from the firm's document store where the link is unambiguous. Null otherwise, on every system: no vendor names an engagement's letter. */
+            letter_document: string | null;
             /** @constant */
             object: "engagement";
             released_jobs: string[];
             scope: string;
             /** Format: date-time */
-            signed_at?: string | null;
+            signed_at: string | null;
             signed_document?: string;
             /** @enum {string} */
             status: "proposed" | "sent" | "signed" | "declined" | "ended";
@@ -1408,19 +1418,24 @@ export interface components {
         };
         Invoice: {
             amount_due: components["schemas"]["Money"];
-            client: string;
-            /** Format: date-time */
-            created_at: string;
+            /** @description Null when the invoice names no contact or customer (Xero, QuickBooks Online, Karbon, Xero Practice Manager). */
+            client: string | null;
+            /**
+             * Format: date-time
+             * @description When the invoice was created: QuickBooks Online's creation time, else the invoice's date (Xero, Karbon, Xero Practice Manager publish no creation time). Null when it has neither.
+             */
+            created_at: string | null;
             /** Format: date */
             due_on?: string;
             id: string;
             /** Format: date */
             issued_on?: string;
-            number: string;
+            /** @description The ledger's invoice number. Null when it gives none (QuickBooks Online without a DocNumber, Xero, Karbon). */
+            number: string | null;
             /** @constant */
             object: "invoice";
             /** Format: date-time */
-            paid_at?: string | null;
+            paid_at: string | null;
             settled_via?: string;
             /** @enum {string} */
             status: "draft" | "awaiting_approval" | "issued" | "partially_paid" | "paid" | "void";
@@ -1515,18 +1530,23 @@ export interface components {
             sandbox: boolean;
         };
         Job: {
-            client: string;
+            /** @description Null when the work names no client (Karbon, Xero Practice Manager). */
+            client: string | null;
             /** Format: date-time */
-            closed_at?: string | null;
-            /** Format: date-time */
-            created_at: string;
+            closed_at: string | null;
+            /**
+             * Format: date-time
+             * @description When the work started: Karbon and Xero Practice Manager publish no creation time, so it is the work's start date, null when it has none.
+             */
+            created_at: string | null;
             /** Format: date */
             deadline?: string;
             engagement?: string;
             id: string;
             /** @constant */
             object: "job";
-            owner: string;
+            /** @description The person responsible for the job. Null when no one is: Karbon, a work item with no assignee; Xero Practice Manager, a job with neither manager nor partner. */
+            owner: string | null;
             /** @enum {string} */
             stage: "planned" | "ready_to_start" | "awaiting_client" | "in_progress" | "in_review" | "awaiting_client_approval" | "filed" | "completed" | "cancelled";
             title: string;
@@ -1685,9 +1705,13 @@ export interface components {
         };
         Person: {
             active: boolean;
-            /** Format: date-time */
-            created_at: string;
-            email: string;
+            /**
+             * Format: date-time
+             * @description When the person was added in the system. Null where the system publishes no creation time: Karbon and Xero Practice Manager (always null there).
+             */
+            created_at: string | null;
+            /** @description Null when the system holds no email address for the person (a Xero Practice Manager staff member without one). */
+            email: string | null;
             id: string;
             name: string;
             /** @constant */
@@ -7239,7 +7263,7 @@ export interface operations {
                  *             "currency": "GBP"
                  *           },
                  *           "billing": "fixed",
-                 *           "letter_document": "",
+                 *           "letter_document": null,
                  *           "released_jobs": [],
                  *           "signed_at": null,
                  *           "created_at": "2026-03-12T14:05:31.482Z",
@@ -7314,7 +7338,7 @@ export interface operations {
                  *             "currency": "GBP"
                  *           },
                  *           "billing": "fixed",
-                 *           "letter_document": "",
+                 *           "letter_document": null,
                  *           "released_jobs": [],
                  *           "signed_at": "2026-03-12T14:02:31.482Z",
                  *           "created_at": "2026-03-03T14:05:31.482Z",
@@ -7389,7 +7413,7 @@ export interface operations {
                  *             "currency": "GBP"
                  *           },
                  *           "billing": "fixed",
-                 *           "letter_document": "",
+                 *           "letter_document": null,
                  *           "released_jobs": [],
                  *           "signed_at": "2026-03-12T14:02:31.482Z",
                  *           "created_at": "2026-03-03T14:05:31.482Z",
