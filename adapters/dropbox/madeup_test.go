@@ -1,0 +1,29 @@
+package dropbox_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/internal/recordscan"
+	"github.com/practicegw/practicegw/practice"
+)
+
+// Nothing a document says is made up: a file outside every client's
+// folder names no client (null, not empty), and a path with '&' and '<'
+// reads as the store has it, listed and read alone.
+func TestDocumentsMakeNothingUp(t *testing.T) {
+	nullable := recordscan.Repository(t)
+	d, a, _, _ := setup(t)
+	id := d.AddFile("/Clients/Firm templates & <drafts>/Letter.pdf", 1200, epoch)
+	counts := recordscan.Records(t, a, live, nullable, practice.Documents)
+	recordscan.Want(t, counts, map[practice.Kind]int{practice.Documents: 10})
+	raw, err := a.Get(t.Context(), live, practice.Documents, filing.DocID(id))
+	var doc practice.Document
+	if err != nil || json.Unmarshal(raw, &doc) != nil {
+		t.Fatalf("read: %v, %s", err, raw)
+	}
+	if doc.Client != nil || doc.Location.Path != "/Clients/Firm templates & <drafts>/" {
+		t.Errorf("a file outside the clients' folders reads %s", raw)
+	}
+}
