@@ -266,6 +266,13 @@ func (q *QuickBooks) invoiceJSON(inv *QBInvoice) map[string]any {
 	if inv.Voided {
 		m["PrivateNote"] = "Voided"
 	}
+	// QuickBooks leaves out what an invoice does not have.
+	if inv.DueDate.IsZero() {
+		delete(m, "DueDate")
+	}
+	if inv.DocNumber == "" {
+		delete(m, "DocNumber")
+	}
 	return m
 }
 

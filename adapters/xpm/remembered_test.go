@@ -36,8 +36,8 @@ func TestAnotherPracticesRecordsAreFirstSeenAfresh(t *testing.T) {
 		return decode[practice.Client](t, vendortest.ListAll(t, a, live, practice.Clients, practice.Filter{}, 200))
 	}
 	before := clients(open(fixture(t)))
-	if len(before) == 0 || !before[0].CreatedAt.Equal(epoch) {
-		t.Fatalf("the first practice's clients: %d, the first created %v", len(before), before[0].CreatedAt)
+	if len(before) == 0 || !before[0].UpdatedAt.Equal(epoch) || before[0].CreatedAt != nil {
+		t.Fatalf("the first practice's clients: %d, the first stamped %v (created %v)", len(before), before[0].UpdatedAt, before[0].CreatedAt)
 	}
 
 	clock.Advance(24 * time.Hour)
@@ -53,8 +53,8 @@ func TestAnotherPracticesRecordsAreFirstSeenAfresh(t *testing.T) {
 		t.Fatalf("%d clients in the second practice, want %d", len(after), len(before))
 	}
 	for _, c := range after {
-		if !c.CreatedAt.Equal(clock.Now()) || !c.UpdatedAt.Equal(clock.Now()) {
-			t.Fatalf("%s of the second practice: created %v, updated %v; want both %v, when it was first seen there",
+		if c.CreatedAt != nil || !c.UpdatedAt.Equal(clock.Now()) {
+			t.Fatalf("%s of the second practice: created %v, updated %v; want none and %v, when it was first seen there",
 				c.ID, c.CreatedAt, c.UpdatedAt, clock.Now())
 		}
 	}
