@@ -406,7 +406,7 @@ func TestALinkFoundLaterMovesTheVersion(t *testing.T) {
 	clock.Advance(time.Hour)
 	links["a3675fc4-f8dd-4f03-ba5b-000000000003"] = "cli_o-O003"
 	linked := read()
-	if linked.Client != "cli_o-O003" || linked.Version <= before.Version || !linked.UpdatedAt.Equal(clock.Now()) {
+	if practice.ValueOf(linked.Client) != "cli_o-O003" || linked.Version <= before.Version || !linked.UpdatedAt.Equal(clock.Now()) {
 		t.Fatalf("linked later: %+v; before %+v", linked, before)
 	}
 	clock.Advance(time.Hour)
