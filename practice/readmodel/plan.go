@@ -152,9 +152,12 @@ func (s *Syncer) pollUnits() []unit {
 	}
 	var us []unit
 	for _, k := range s.sys.Kinds {
-		if s.polled(k) {
-			us = append(us, unit{passPoll + string(k), s.plan.cost(passPoll+string(k), unknownPollCost)})
+		unknown := float64(unknownPollCost)
+		if !s.incremental(k) {
+			// Its poll lists every record, as its backfill did.
+			unknown = s.plan.cost(passFull+string(k), unknownPollCost)
 		}
+		us = append(us, unit{passPoll + string(k), s.plan.cost(passPoll+string(k), unknown)})
 	}
 	return us
 }

@@ -10,10 +10,15 @@ import (
 )
 
 // poll reads k's records changed since the last poll, with the vendor's
-// modified-since filter where it has one.
+// modified-since filter where it has one, else every record: a vendor
+// that keeps no modification time (Karbon's work items and users) is
+// listed whole, and what differs from the copy is a change.
 func (s *Syncer) poll(ctx context.Context, k practice.Kind, kp kindProgress) error {
 	start := s.now()
-	q := practice.Query{Limit: pageLimit, Filter: practice.Filter{UpdatedSince: kp.Watermark.Add(-pollOverlap)}}
+	q := practice.Query{Limit: pageLimit}
+	if s.incremental(k) {
+		q.Filter.UpdatedSince = kp.Watermark.Add(-pollOverlap)
+	}
 	if err := s.walk(ctx, k, q, func(items []json.RawMessage, readAt time.Time) error {
 		return s.keep(ctx, k, items, readAt, true)
 	}); err != nil {

@@ -106,11 +106,12 @@ type ChangeFeed interface {
 }
 
 // Incremental is an adapter that says which kinds its vendor can list by
-// modification time cheaply. Only those are polled; the others are kept
-// current by the vendor's webhooks and the reconciliation (Karbon keeps
-// no modification time on work items, so a poll of them would read every
-// page to find nothing a webhook has not told). A reader without it is
-// polled for every kind.
+// modification time cheaply: their polls ask for what changed since the
+// last. The others (Karbon keeps no modification time on work items and
+// users) are polled by listing every record, which costs every page, so
+// the plan spaces them further apart; webhooks bring their changes
+// sooner, but a lost webhook or subscription is found by the next poll.
+// A reader without it filters every kind.
 type Incremental interface {
 	Incremental(k practice.Kind) bool
 }

@@ -245,26 +245,22 @@ func (s *Syncer) tenant() practice.Tenant {
 	return practice.Tenant{Firm: s.model.Firm()}
 }
 
-// polled reports whether k is polled: always with a change feed (which
-// covers every kind), else when the adapter says its vendor can list k by
-// modification time.
-func (s *Syncer) polled(k practice.Kind) bool {
-	if s.vendorFeed != nil {
-		return true
-	}
+// incremental reports whether a poll of k asks the vendor only for what
+// changed since the last one: with a change feed the feed is read
+// instead; an adapter that is not Incremental filters every kind by
+// modification time. Every other kind is polled too, each poll a listing
+// of all its records, spaced by the plan (plan.go): webhooks bring its
+// changes sooner, never alone.
+func (s *Syncer) incremental(k practice.Kind) bool {
 	inc, ok := s.sys.Reader.(Incremental)
 	return !ok || inc.Incremental(k)
 }
 
 // interval is how often k's records are confirmed against the vendor:
 // the configured poll interval is a floor, the plan (plan.go) spaces
-// polls to keep within the vendor's allowances.
-func (s *Syncer) interval(k practice.Kind) time.Duration {
-	if s.polled(k) {
-		return s.pollEvery(k)
-	}
-	return s.config.Reconcile
-}
+// polls to keep within the vendor's allowances, and the reconciliation's
+// interval is a ceiling.
+func (s *Syncer) interval(k practice.Kind) time.Duration { return s.pollEvery(k) }
 
 // Run syncs until ctx ends: it takes the lease when it is free, and works
 // while it holds it; otherwise it follows the holder's checkpoint.
@@ -448,9 +444,7 @@ func (s *Syncer) untilDue() time.Duration {
 		if !kp.RetryAt.IsZero() {
 			next = min(next, kp.RetryAt.Sub(now))
 		}
-		if s.polled(k) {
-			next = min(next, kp.PolledAt.Add(s.interval(k)).Sub(now))
-		}
+		next = min(next, kp.PolledAt.Add(s.interval(k)).Sub(now))
 	}
 	return next
 }
@@ -492,11 +486,15 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 			work = func(ctx context.Context) error {
 				return s.metered(passFull+string(k), true, func() error { return s.reconcile(ctx, k) })
 			}
-		case s.polled(k) && now.Sub(kp.PolledAt) >= s.interval(k):
+		case now.Sub(kp.PolledAt) >= s.interval(k):
 			if s.vendorFeed != nil {
 				// The feed covers every kind: its failure is the
 				// system's.
-				return true, s.metered(passFeed, false, func() error { return s.readFeed(ctx) })
+				err := s.metered(passFeed, false, func() error { return s.readFeed(ctx) })
+				if err == nil {
+					s.vendorAnswered()
+				}
+				return true, err
 			}
 			work = func(ctx context.Context) error {
 				return s.metered(passPoll+string(k), false, func() error { return s.poll(ctx, k, kp) })
@@ -511,12 +509,24 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 		s.kindOutcome(k, err)
 		if errors.Is(err, practice.ErrUnavailable) {
 			// The vendor itself is down or refusing (an outage, its
-			// budget spent): every kind is, as far as reads can tell.
+			// budget spent): every kind is, as far as reads can tell,
+			// until a read of any of them is answered.
 			return true, err
 		}
+		s.vendorAnswered()
 		return true, nil
 	}
 	return false, nil
+}
+
+// vendorAnswered clears the system's failure: a piece of work was
+// answered by the vendor. Only that clears it, never a step that found
+// nothing due, so that while the vendor fails every kind it serves says
+// so, not only the kind whose poll came first.
+func (s *Syncer) vendorAnswered() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.progress.Error, s.progress.ErrorSince = "", time.Time{}
 }
 
 // kindOutcome records how k's last piece of work ended: a failure is
@@ -559,13 +569,12 @@ func (s *Syncer) record(ctx context.Context, stepErr error) {
 	}
 	now := s.now()
 	s.mu.Lock()
-	switch {
-	case stepErr == nil:
-		s.progress.Error, s.progress.ErrorSince = "", time.Time{}
-	case s.progress.Error == "":
-		s.progress.ErrorSince = now
-		fallthrough
-	default:
+	// A step without error leaves the system's failure as it is: the
+	// step cleared it if the vendor answered (vendorAnswered).
+	if stepErr != nil {
+		if s.progress.Error == "" {
+			s.progress.ErrorSince = now
+		}
 		s.progress.Error = stepErr.Error()
 	}
 	if s.vendorCalls != nil {
