@@ -154,8 +154,13 @@ func (m *Manager) webhookTarget(c connection.Connection) string {
 	return m.cfg.PublicURL + WebhookPath + c.System + "/" + c.ID
 }
 
-// SubscriptionCheck is how often Run checks the vendors' subscriptions.
-const SubscriptionCheck = time.Hour
+// SubscriptionCheck is how often Run checks the vendors' subscriptions:
+// a vendor that forgot them (Karbon's, restarted, or ending one after ten
+// failed deliveries) sends nothing and says nothing, so a lost one is
+// found by asking. Each check is one call a subscription (three for a
+// Karbon records connection, under 900 a day against Karbon's 120 a
+// minute); meanwhile the syncs' polls keep every kind it fed current.
+const SubscriptionCheck = 5 * time.Minute
 
 // Run checks, every SubscriptionCheck until ctx ends, the webhook
 // subscriptions of every connected connection whose app manages them
@@ -163,7 +168,7 @@ const SubscriptionCheck = time.Hour
 func (m *Manager) Run(ctx context.Context) error {
 	for {
 		if err := m.CheckSubscriptions(ctx); err != nil && ctx.Err() == nil {
-			m.log.Warn("webhook subscriptions not checked; next check in an hour", zap.Error(err))
+			m.log.Warn("webhook subscriptions not checked; checked again shortly", zap.Duration("in", SubscriptionCheck), zap.Error(err))
 		}
 		if err := m.clock.Sleep(ctx, SubscriptionCheck); err != nil {
 			return nil

@@ -113,9 +113,10 @@ func (c *stepClock) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Every hour the subscriptions Karbon ended, or moved elsewhere, are made
-// again with the connection's signing key, and it is logged; a key Karbon
-// refuses turns the connection needs_reconnect.
+// Every few minutes (SubscriptionCheck, at most five) the subscriptions
+// Karbon ended, or moved elsewhere, or forgot all at once (a Karbon that
+// restarted), are made again with the connection's signing key, and it is
+// logged; a key Karbon refuses turns the connection needs_reconnect.
 func TestRunRecreatesCancelledSubscriptions(t *testing.T) {
 	h := newHarness(t)
 	v := h.check(h.m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: h.v.karbonKey}))
@@ -138,8 +139,8 @@ func TestRunRecreatesCancelledSubscriptions(t *testing.T) {
 		t.Helper()
 		select {
 		case d := <-clock.slept:
-			if d != time.Hour {
-				t.Fatalf("Run sleeps %v between checks", d)
+			if d != connect.SubscriptionCheck || d > 5*time.Minute {
+				t.Fatalf("Run sleeps %v between checks: a lost subscription must be found within minutes", d)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("Run did not finish its round")
@@ -172,6 +173,25 @@ func TestRunRecreatesCancelledSubscriptions(t *testing.T) {
 	}
 	if n := countLogged(h, "webhook subscription made again"); n != 2 {
 		t.Fatalf("%d subscriptions logged as made again; want 2", n)
+	}
+
+	// Karbon restarts and forgets every subscription: the next check,
+	// one interval on, makes all three again.
+	h.v.mu.Lock()
+	for typ := range h.v.subs {
+		delete(h.v.subs, typ)
+	}
+	h.v.mu.Unlock()
+	clock.wake <- struct{}{}
+	waitSleep()
+	subs = h.subscriptions()
+	for _, typ := range []string{"Work", "Contact", "User"} {
+		if s := subs[typ]; s["TargetUrl"] != target || s["SigningKey"] != signing {
+			t.Errorf("%s one check after Karbon forgot it: %v", typ, s)
+		}
+	}
+	if n := countLogged(h, "webhook subscription made again"); n != 5 {
+		t.Fatalf("%d subscriptions logged as made again; want 5", n)
 	}
 
 	// The firm revokes the key in Karbon.

@@ -341,7 +341,8 @@ func (a *App) Start() error {
 		a.wg.Go(func() { a.cluster.Run(ctx) })
 	}
 	if a.connector != nil {
-		// Karbon's webhook subscriptions, checked every hour.
+		// Karbon's webhook subscriptions, checked every few minutes
+		// (connect.SubscriptionCheck).
 		a.wg.Go(func() { a.connector.Run(ctx) })
 	}
 	a.metrics.serve(a)
