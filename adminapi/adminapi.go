@@ -126,8 +126,8 @@ type SyncKindView struct {
 	About       int       `json:"about,omitempty"`
 	Records     int       `json:"records"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
-	// PollSeconds is how often the plan polls the kind; absent when it
-	// is not polled (kept by webhooks and the reconciliation).
+	// PollSeconds is how often the plan polls the kind (every kind is
+	// polled, its vendor's webhooks or not).
 	PollSeconds int64 `json:"poll_seconds,omitempty"`
 	// Notified says the vendor notifies the kind's changes, read as soon
 	// as they come; Reaches says for people how its changes reach the

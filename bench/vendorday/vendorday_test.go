@@ -314,9 +314,11 @@ func onXPM(t *testing.T, s size) firm {
 }
 
 // day runs f's syncs for 24 hours of the bubble's clock and returns the
-// calls each vendor received by the minute.
-func day(t *testing.T, f firm) *calls {
+// calls each vendor received by the minute, and each sync's plan at the
+// end of the day ("records: polls clients every 1m, ...").
+func day(t *testing.T, f firm) (*calls, []string) {
 	var c *calls
+	var plans []string
 	synctest.Test(t, func(t *testing.T) {
 		c = &calls{start: time.Now(), byVendor: map[string]map[int64]int{}}
 		serve := f.serve
@@ -330,14 +332,27 @@ func day(t *testing.T, f firm) *calls {
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		for _, s := range syncs(t, "frm_bench", systems) {
+		all := syncs(t, "frm_bench", systems)
+		for _, s := range all {
 			wg.Go(func() { s.Run(ctx) })
 		}
 		time.Sleep(24 * time.Hour)
+		for i, s := range all {
+			plans = append(plans, fmt.Sprintf("%s (%s): %s", systems[i].role, strings.Join(kindsOf(s), ", "), s.Status().Plan))
+		}
 		cancel()
 		wg.Wait()
 	})
-	return c
+	return c, plans
+}
+
+// kindsOf are the kinds s syncs.
+func kindsOf(s *readmodel.Syncer) []string {
+	var out []string
+	for _, k := range s.Status().Kinds {
+		out = append(out, string(k.Kind))
+	}
+	return out
 }
 
 func TestADayOfVendorCalls(t *testing.T) {
@@ -353,7 +368,7 @@ func TestADayOfVendorCalls(t *testing.T) {
 	}
 	for _, s := range sizes {
 		for _, f := range []firm{karbonXero(t, s), karbonBilling(t, s), onXPM(t, s)} {
-			c := day(t, f)
+			c, plans := day(t, f)
 			vendors := make([]string, 0, len(c.byVendor))
 			for v := range c.byVendor {
 				vendors = append(vendors, v)
@@ -374,6 +389,9 @@ func TestADayOfVendorCalls(t *testing.T) {
 				if peak > l.minute {
 					t.Errorf("%s: %s received %d calls in one minute, over its %d", f.name, v, peak, l.minute)
 				}
+			}
+			for _, p := range plans {
+				fmt.Printf("    %s\n", p)
 			}
 		}
 	}
