@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/caddymodule/connect"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -339,5 +340,76 @@ func TestKarbonLedgerBesideKarbonRecords(t *testing.T) {
 	h.check(h.m.Disconnect(ctx, "frm_a", ledger.ID))
 	if subs := h.subscriptions(); len(subs) != 3 || subs["Invoice"] != nil || subs["Work"] == nil {
 		t.Fatalf("after the ledger's disconnect: %v", subs)
+	}
+}
+
+// A Karbon that restarted has forgotten every subscription of a
+// connection and tells no one: the next check, one SubscriptionCheck on
+// (minutes, on an injected clock), makes each again at the Karbon double,
+// to the connection's address and with its signing key, as Karbon's
+// description defines the calls.
+func TestSubscriptionsKarbonForgotAreMadeAgainWithinOneCheck(t *testing.T) {
+	h := newHarness(t)
+	k := vendortest.StartKarbon(t)
+	cfg := &connect.Config{PublicURL: "https://gw.example.com/", Apps: []connect.AppConfig{
+		appConfig(t, "karbon", map[string]string{"bearer": k.Bearer, "base_url": k.URL})}}
+	provision(t, cfg)
+	clock := &stepClock{now: h.clock.Now(), slept: make(chan time.Duration), wake: make(chan struct{})}
+	m := connect.New(cfg, connect.Deps{Connections: h.store, Authorizations: h.store, Firms: firms{}, Runtime: h.rt,
+		Upstream: depsWithClock(h, clock)})
+	v := h.check(m.Connect(ctx, "frm_a", connection.Request{Role: "records", System: "karbon", AccessKey: k.AccessKey}))
+	if v.Status != connection.Connected {
+		t.Fatalf("karbon: %+v", v)
+	}
+	target := "https://gw.example.com/connect/webhooks/karbon/" + v.ID
+	signing := h.secretOf(v.ID, "webhook_key")
+	subscribed := func() map[string]vendortest.KarbonSubscription {
+		out := map[string]vendortest.KarbonSubscription{}
+		for _, s := range k.Subscriptions() {
+			out[s.WebhookType] = s
+		}
+		return out
+	}
+	if got := subscribed(); len(got) != 3 {
+		t.Fatalf("subscriptions once connected: %+v", got)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Run(runCtx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	waitSleep := func() {
+		t.Helper()
+		select {
+		case d := <-clock.slept:
+			if d != connect.SubscriptionCheck || d > 5*time.Minute {
+				t.Fatalf("Run sleeps %v between checks: a lost subscription must be found within minutes", d)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Run did not finish its round")
+		}
+	}
+	waitSleep()
+	for _, typ := range []string{"Work", "Contact", "User"} {
+		k.CancelSubscription(typ)
+	}
+	if got := subscribed(); len(got) != 0 {
+		t.Fatalf("subscriptions after Karbon forgot them: %+v", got)
+	}
+	clock.wake <- struct{}{}
+	waitSleep()
+	got := subscribed()
+	for _, typ := range []string{"Work", "Contact", "User"} {
+		if s, ok := got[typ]; !ok || s.TargetUrl != target || s.SigningKey != signing || s.AccessKey != k.AccessKey {
+			t.Errorf("%s one check after Karbon forgot it: %+v (present %v)", typ, s, ok)
+		}
+	}
+	if n := countLogged(h, "webhook subscription made again"); n != 3 {
+		t.Errorf("%d subscriptions logged as made again; want 3", n)
 	}
 }
