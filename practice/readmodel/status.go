@@ -136,6 +136,19 @@ func (s *Syncer) Status() Status {
 	return s.statusLocked()
 }
 
+// lagAfter is how old k's confirmation may grow before k is lagging:
+// three intervals and a lease's time (the holder is gone, or its passes
+// take longer than the interval), and twice the last pass's own length,
+// since a pass confirms the copy as of its start and says so at its end
+// (a backfill of thousands of work items, a whole listing of them).
+func (s *Syncer) lagAfter(k practice.Kind, kp *kindProgress) time.Duration {
+	ended := kp.PolledAt
+	if kp.ReconciledAt.After(ended) {
+		ended = kp.ReconciledAt
+	}
+	return 3*s.interval(k) + s.config.LeaseTTL + 2*max(ended.Sub(kp.ConfirmedAt), 0)
+}
+
 // statusLocked is Status; the caller holds mu.
 func (s *Syncer) statusLocked() Status {
 	now := s.now()
@@ -169,9 +182,7 @@ func (s *Syncer) statusLocked() Status {
 			failing = append(failing, fmt.Sprintf("%s: %s", k, kp.Error))
 		case !kp.Backfilled:
 			ks.State = StateBackfilling
-		// Unconfirmed for three intervals: the holder is gone, or its
-		// passes take longer than the interval.
-		case now.Sub(kp.ConfirmedAt) > 3*s.interval(k)+s.config.LeaseTTL:
+		case now.Sub(kp.ConfirmedAt) > s.lagAfter(k, kp):
 			ks.State, ks.Why = StateLagging, fmt.Sprintf("%s not confirmed since %s", k, kp.ConfirmedAt.Format(time.RFC3339))
 			lagging = append(lagging, ks.Why)
 		}
