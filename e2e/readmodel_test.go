@@ -430,8 +430,10 @@ func TestReadModelOneSyncAcrossInstances(t *testing.T) {
 	waitSyncs(t, a, 15*time.Second, "every sync to be live on A", allLive)
 	waitSyncs(t, b, 15*time.Second, "every sync to be live on B", allLive)
 
-	// Work items are not polled (Karbon keeps no modification time on
-	// them), so every read of their pages is the one backfill's.
+	// Work items are polled by listing them whole (Karbon keeps no
+	// modification time on them), first a poll interval (a minute) after
+	// their backfill: every read of their pages until then is the one
+	// backfill's.
 	first := 0
 	for _, r := range v.k.Requests() {
 		if strings.HasPrefix(r, "GET /v3/WorkItems?") && !strings.Contains(r, "skip") && !strings.Contains(r, "filter") {

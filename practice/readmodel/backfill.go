@@ -70,9 +70,14 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 		return nil
 	}
 	// The first poll comes at once: it confirms what changed while the
-	// backfill read, which may have taken hours.
+	// backfill read, which may have taken hours. A kind polled by
+	// listing it whole waits its interval, as after any poll: at once it
+	// would read every page the backfill has just read.
 	kp.Backfilled, kp.Cursor, kp.About = true, "", kp.Seen
 	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, time.Time{}, s.now()
+	if !s.incremental(k) && s.vendorFeed == nil {
+		kp.PolledAt = kp.ReconciledAt
+	}
 	s.setKind(k, kp)
 	s.logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
 	return nil
