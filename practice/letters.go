@@ -32,10 +32,10 @@ type Letter struct {
 // LetterOf reads a document's letter; ok is false for a document of any
 // other kind or of no client.
 func LetterOf(d Document) (l Letter, ok bool) {
-	if d.Kind != LetterKind && d.Kind != SignedLetterKind || d.Client == "" {
+	if d.Kind != LetterKind && d.Kind != SignedLetterKind || IDOf(d.Client) == "" {
 		return Letter{}, false
 	}
-	return Letter{ID: d.ID, Client: d.Client, Kind: d.Kind, Engagement: d.Engagement, At: d.CreatedAt}, true
+	return Letter{ID: d.ID, Client: IDOf(d.Client), Kind: d.Kind, Engagement: d.Engagement, At: d.CreatedAt}, true
 }
 
 // Dated is an engagement of a client as linking needs it: its id and its
@@ -78,7 +78,7 @@ func LinkLetters(e *Engagement, letters []Letter, others []Dated) bool {
 func letterFor(e *Engagement, kind string, letters []Letter, others []Dated) string {
 	var named, near []string
 	for _, l := range letters {
-		if l.Kind != kind || l.Client != e.Client {
+		if l.Kind != kind || l.Client != IDOf(e.Client) {
 			continue
 		}
 		switch {
@@ -180,14 +180,14 @@ func (l *Letters) PutEngagement(owner any, id string, raw json.RawMessage) {
 	defer l.mu.Unlock()
 	l.dropLocked(heldKey{engagement: true, id: id})
 	var e Engagement
-	if json.Unmarshal(raw, &e) != nil || e.Client == "" {
+	if json.Unmarshal(raw, &e) != nil || IDOf(e.Client) == "" {
 		return
 	}
-	if l.dates[e.Client] == nil {
-		l.dates[e.Client] = map[string]time.Time{}
+	if l.dates[IDOf(e.Client)] == nil {
+		l.dates[IDOf(e.Client)] = map[string]time.Time{}
 	}
-	l.dates[e.Client][id] = e.CreatedAt
-	l.held[heldKey{engagement: true, id: id}] = heldBy{client: e.Client, owner: owner}
+	l.dates[IDOf(e.Client)][id] = e.CreatedAt
+	l.held[heldKey{engagement: true, id: id}] = heldBy{client: IDOf(e.Client), owner: owner}
 }
 
 // Drop forgets document id's letter, if it was one.
@@ -244,15 +244,15 @@ func (l *Letters) Link(raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	var e Engagement
-	if json.Unmarshal(raw, &e) != nil || len(l.byClient[e.Client]) == 0 {
+	if json.Unmarshal(raw, &e) != nil || len(l.byClient[IDOf(e.Client)]) == 0 {
 		return raw
 	}
-	held := make([]Letter, 0, len(l.byClient[e.Client]))
-	for _, lt := range l.byClient[e.Client] {
+	held := make([]Letter, 0, len(l.byClient[IDOf(e.Client)]))
+	for _, lt := range l.byClient[IDOf(e.Client)] {
 		held = append(held, lt)
 	}
-	others := make([]Dated, 0, len(l.dates[e.Client]))
-	for id, at := range l.dates[e.Client] {
+	others := make([]Dated, 0, len(l.dates[IDOf(e.Client)]))
+	for id, at := range l.dates[IDOf(e.Client)] {
 		others = append(others, Dated{ID: id, At: at})
 	}
 	if !LinkLetters(&e, held, others) {

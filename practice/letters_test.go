@@ -28,14 +28,14 @@ func TestLinkLetters(t *testing.T) {
 		{"naming another engagement", "", []Letter{{ID: "doc_1", Client: "cli_1", Kind: LetterKind, Engagement: "eng_2", At: day(0)}}, "", false},
 		{"named by the vendor", "doc_9", []Letter{letter("doc_1", day(0))}, "doc_9", false},
 	} {
-		e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0), LetterDocument: tc.vendor}
+		e := Engagement{ID: "eng_1", Client: ref("cli_1"), CreatedAt: day(0), LetterDocument: tc.vendor}
 		changed := LinkLetters(&e, tc.letters, []Dated{{ID: e.ID, At: e.CreatedAt}})
 		if e.LetterDocument != tc.want || changed != tc.wantChanged {
 			t.Errorf("%s: letter %q changed %v, want %q changed %v", tc.name, e.LetterDocument, changed, tc.want, tc.wantChanged)
 		}
 	}
 	// Each kind links its own field.
-	e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0)}
+	e := Engagement{ID: "eng_1", Client: ref("cli_1"), CreatedAt: day(0)}
 	LinkLetters(&e, []Letter{{ID: "doc_1", Client: "cli_1", Kind: SignedLetterKind, At: day(2)}, letter("doc_2", day(-2))}, nil)
 	if e.LetterDocument != "doc_2" || e.SignedDocument != "doc_1" {
 		t.Errorf("letter %q signed %q, want doc_2 and doc_1", e.LetterDocument, e.SignedDocument)
@@ -51,10 +51,12 @@ func TestLinkLetters(t *testing.T) {
 		{"another engagement 10 days after", day(10), ""},
 		{"another engagement 31 days after the letter", day(36), "doc_1"},
 	} {
-		e := Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day(0)}
+		e := Engagement{ID: "eng_1", Client: ref("cli_1"), CreatedAt: day(0)}
 		LinkLetters(&e, []Letter{letter("doc_1", day(5))}, []Dated{{ID: "eng_1", At: day(0)}, {ID: "eng_2", At: tc.other}})
 		if e.LetterDocument != tc.want {
 			t.Errorf("%s: letter %q, want %q", tc.name, e.LetterDocument, tc.want)
 		}
 	}
 }
+
+func ref(id string) *string { return &id }

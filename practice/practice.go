@@ -182,3 +182,11 @@ func Invalid(param, format string, args ...any) error {
 func Missing(param string) error {
 	return &InvalidError{Code: "parameter_missing", Param: param, Message: fmt.Sprintf("The %s parameter is required.", param)}
 }
+
+// IDOf is the id a nullable reference names, "" for null.
+func IDOf(ref *string) string {
+	if ref == nil {
+		return ""
+	}
+	return *ref
+}

@@ -48,7 +48,7 @@ type Contact struct {
 type Engagement struct {
 	ID             string     `json:"id"`
 	Object         string     `json:"object"`
-	Client         string     `json:"client"`
+	Client         *string    `json:"client"`
 	Status         string     `json:"status"`
 	Scope          string     `json:"scope"`
 	Fee            Money      `json:"fee"`
@@ -86,7 +86,7 @@ type Document struct {
 	Object     string    `json:"object"`
 	Name       string    `json:"name"`
 	Kind       string    `json:"kind"`
-	Client     string    `json:"client"`
+	Client     *string   `json:"client"`
 	Engagement string    `json:"engagement,omitempty"`
 	MimeType   string    `json:"mime_type"`
 	SizeBytes  int64     `json:"size_bytes"`
@@ -112,7 +112,7 @@ type Invoice struct {
 	ID         string     `json:"id"`
 	Object     string     `json:"object"`
 	Number     string     `json:"number"`
-	Client     string     `json:"client"`
+	Client     *string    `json:"client"`
 	Status     string     `json:"status"`
 	Total      Money      `json:"total"`
 	AmountDue  Money      `json:"amount_due"`

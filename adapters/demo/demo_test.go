@@ -299,7 +299,7 @@ func TestSeedIsCoherent(t *testing.T) {
 				docKinds[d.Kind]++
 				loc := d.Location
 				if loc.Provider != tc.provider || !strings.HasPrefix(loc.WebURL, tc.urlStart) ||
-					!strings.HasPrefix(loc.Path, "/Clients/"+clientIDs[d.Client].Name+"/") || !strings.HasSuffix(loc.Path, "/") ||
+					!strings.HasPrefix(loc.Path, "/Clients/"+clientIDs[practice.IDOf(d.Client)].Name+"/") || !strings.HasSuffix(loc.Path, "/") ||
 					loc.ItemID == "" || (loc.DriveID == "") != (tc.provider == "dropbox") {
 					t.Errorf("%s: location %+v", d.ID, loc)
 				}
@@ -349,8 +349,8 @@ func TestSeedIsCoherent(t *testing.T) {
 			for _, e := range engs {
 				checkTimes(e.ID, e.CreatedAt, e.UpdatedAt)
 				engStatuses[e.Status]++
-				if _, ok := clientIDs[e.Client]; !ok {
-					t.Errorf("%s: client %s missing", e.ID, e.Client)
+				if _, ok := clientIDs[practice.IDOf(e.Client)]; !ok {
+					t.Errorf("%s: client %s missing", e.ID, practice.IDOf(e.Client))
 				}
 				// Letters link as a firm's real letters do: the client's
 				// only one of its kind within 30 days of the engagement.
@@ -519,7 +519,7 @@ func onlyLetter(docs []practice.Document, engs []practice.Engagement, e practice
 	near := func(a, b time.Time) bool { gap := a.Sub(b); return gap <= 30*24*time.Hour && gap >= -30*24*time.Hour }
 	var found *practice.Document
 	for i, d := range docs {
-		if d.Client != e.Client || d.Kind != kind || !near(d.CreatedAt, e.CreatedAt) {
+		if practice.IDOf(d.Client) != practice.IDOf(e.Client) || d.Kind != kind || !near(d.CreatedAt, e.CreatedAt) {
 			continue
 		}
 		if found != nil {
@@ -532,7 +532,7 @@ func onlyLetter(docs []practice.Document, engs []practice.Engagement, e practice
 	}
 	// A letter near another engagement of the client is either's.
 	for _, o := range engs {
-		if o.ID != e.ID && o.Client == e.Client && near(found.CreatedAt, o.CreatedAt) {
+		if o.ID != e.ID && practice.IDOf(o.Client) == practice.IDOf(e.Client) && near(found.CreatedAt, o.CreatedAt) {
 			return ""
 		}
 	}

@@ -173,7 +173,7 @@ func (tr *trigger) signEngagement() error {
 	case err != nil:
 		return err
 	case found:
-		_, err = tr.load(practice.Clients, e.Client, &c)
+		_, err = tr.load(practice.Clients, practice.IDOf(e.Client), &c)
 	default:
 		e, c, err = tr.proposeEngagement()
 		before = tr.pending[len(tr.pending)-1].entry.Raw

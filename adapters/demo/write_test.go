@@ -113,7 +113,7 @@ func TestJobWrites(t *testing.T) {
 	engs := decodeAll[practice.Engagement](t, all(t, r, acme, practice.Engagements, practice.Filter{}, 200))
 	i := slices.IndexFunc(engs, func(e practice.Engagement) bool { return e.Status == "signed" })
 	eng := engs[i]
-	client, _ := get[practice.Client](t, r, acme, practice.Clients, eng.Client)
+	client, _ := get[practice.Client](t, r, acme, practice.Clients, practice.IDOf(eng.Client))
 	people := decodeAll[practice.Person](t, all(t, r, acme, practice.People, practice.Filter{}, 200))
 
 	raw, err := r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Year-end accounts 2026"), Type: ptr("Year-end accounts"),
@@ -193,7 +193,7 @@ func TestWriteValidation(t *testing.T) {
 	nobody := "usr_" + strings.Repeat("0", 26)
 	linked := jobs[slices.IndexFunc(jobs, func(j practice.Job) bool { return j.Engagement != "" })]
 	other := clients[slices.IndexFunc(clients, func(c practice.Client) bool { return c.ID != linked.Client })].ID
-	foreignEng := engs[slices.IndexFunc(engs, func(e practice.Engagement) bool { return e.Client != clients[0].ID })].ID
+	foreignEng := engs[slices.IndexFunc(engs, func(e practice.Engagement) bool { return practice.IDOf(e.Client) != clients[0].ID })].ID
 	name, title := ptr("Shaw Joinery Ltd"), ptr("Bookkeeping")
 
 	before, err := r.ReadOutbox(0, 1000)
@@ -472,7 +472,7 @@ func TestOutbox(t *testing.T) {
 	// lists no jobs, as on a firm's real systems.
 	engs := decodeAll[practice.Engagement](t, all(t, r, acme, practice.Engagements, practice.Filter{}, 200))
 	eng := engs[slices.IndexFunc(engs, func(e practice.Engagement) bool { return e.Status == "signed" })]
-	job, err := r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Bookkeeping"), Client: &eng.Client, Engagement: &eng.ID})
+	job, err := r.CreateJob(ctx, acme, practice.JobInput{Title: ptr("Bookkeeping"), Client: eng.Client, Engagement: &eng.ID})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,8 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invo
 		IssuedOn:  issued, DueOn: dueOn, UpdatedAt: updated, Version: practice.VersionAt(updated)}
 	if inv.Client != nil {
 		if ref, ok := refFromClientType(inv.Client.ClientType, inv.Client.ClientKey); ok {
-			rec.Client = ref.id()
+			id := ref.id()
+			rec.Client = &id
 		}
 	}
 	// Karbon publishes no creation time on an invoice: it is the invoice

@@ -300,5 +300,8 @@ func (a *Adapter) estimateJSON(ctx context.Context, t practice.Tenant, e *estima
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("quickbooks: %w", err)
 	}
+	if err := a.versions.Settle(ctx, t, practice.Engagements, rec.ID, &rec.Version, &rec.UpdatedAt, &rec); err != nil {
+		return nil, fmt.Errorf("quickbooks: %w", err)
+	}
 	return practice.Marshal(&rec)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"sort"
 	"strings"
 	"time"
@@ -230,25 +231,27 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 		out.PaidAt = &paid
 		out.SettledVia = a.settledVia(inv)
 	}
-	if out.Client, err = a.client(ctx, t, inv.Contact.ContactID, inv.Contact.Name); err != nil {
+	if out.Client, err = a.client(ctx, t, inv.Contact); err != nil {
 		return practice.Invoice{}, err
+	}
+	if err := a.versions.Settle(ctx, t, practice.Invoices, out.ID, &out.Version, &out.UpdatedAt, &out); err != nil {
+		return practice.Invoice{}, fmt.Errorf("xero: %w", err)
 	}
 	return out, nil
 }
 
-// client is the practice's client id for a Xero contact.
-func (a *Adapter) client(ctx context.Context, t practice.Tenant, contactID, name string) (string, error) {
-	if a.clients != nil && contactID != "" {
-		id, err := a.clients.ClientForContact(ctx, t, contactID, name)
-		if err != nil {
-			return "", fmt.Errorf("xero: client of contact %s: %w", contactID, err)
-		}
-		if id != "" {
-			return id, nil
-		}
+// client is the practice's client id for a Xero contact, null when the
+// firm's records system has none certainly (or linking is off): Xero's
+// contacts are not the practice's clients.
+func (a *Adapter) client(ctx context.Context, t practice.Tenant, c contact) (*string, error) {
+	if a.clients == nil || c.ContactID == "" {
+		return nil, nil
 	}
-	if contactID == "" {
-		return "", nil
+	// By the contact id and the name alone: Xero keeps a contact's name
+	// unique in the organisation, not its email or tax number.
+	l, err := a.clients.LinkClient(ctx, t, linking.Candidate{Ref: c.ContactID, External: c.ContactID, Name: c.Name})
+	if err != nil {
+		return nil, fmt.Errorf("xero: client of contact %s: %w", c.ContactID, err)
 	}
-	return "cli_x-" + contactID, nil
+	return l.Ref(), nil
 }

@@ -152,10 +152,13 @@ func (a *Adapter) quoteJSON(ctx context.Context, t practice.Tenant, q *quote) (j
 	rec := practice.Engagement{ID: "eng_" + q.QuoteID, Object: "engagement", Status: status,
 		Scope: proposals.Scope(title, lines), Fee: practice.Money{Amount: fee, Currency: q.CurrencyCode},
 		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: created, UpdatedAt: updated, Version: practice.VersionAt(updated)}
-	if rec.Client, err = a.client(ctx, t, q.Contact.ContactID, q.Contact.Name); err != nil {
+	if rec.Client, err = a.client(ctx, t, q.Contact); err != nil {
 		return nil, err
 	}
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
+		return nil, fmt.Errorf("xero: %w", err)
+	}
+	if err := a.versions.Settle(ctx, t, practice.Engagements, rec.ID, &rec.Version, &rec.UpdatedAt, &rec); err != nil {
 		return nil, fmt.Errorf("xero: %w", err)
 	}
 	return practice.Marshal(&rec)

@@ -185,7 +185,8 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv *invoice) (practice.Inv
 		Total:     practice.Money{Amount: money2(total), Currency: a.cfg.Currency},
 		AmountDue: practice.Money{Amount: money2(due), Currency: a.cfg.Currency}, DueOn: dueOn}
 	if inv.Client != nil && inv.Client.UUID != "" {
-		rec.Client = "cli_" + inv.Client.UUID
+		id := "cli_" + inv.Client.UUID
+		rec.Client = &id
 	}
 	switch strings.ToLower(strings.TrimSpace(inv.Status)) {
 	case "draft":

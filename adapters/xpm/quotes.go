@@ -88,7 +88,8 @@ func (a *Adapter) quoteRecord(ctx context.Context, q *quote) (practice.Engagemen
 		rec.Billing = "estimate"
 	}
 	if q.Client != nil && q.Client.UUID != "" {
-		rec.Client = "cli_" + q.Client.UUID
+		id := "cli_" + q.Client.UUID
+		rec.Client = &id
 	}
 	st, err := a.stamps.of(ctx, practice.Engagements, rec.ID, &rec)
 	if err != nil {

@@ -49,7 +49,7 @@ func TestQuotesAreEngagements(t *testing.T) {
 		}
 	}
 	one := got["eng_Q000001"]
-	if one.Client != "cli_"+clientID(1) || one.Scope != "Year-end accounts 1: Accounts preparation, Corporation tax return" ||
+	if practice.IDOf(one.Client) != "cli_"+clientID(1) || one.Scope != "Year-end accounts 1: Accounts preparation, Corporation tax return" ||
 		one.Fee != (practice.Money{Amount: "1800.00", Currency: "GBP"}) || one.Billing != "fixed" || one.ReleasedJobs == nil ||
 		len(one.ReleasedJobs) != 0 || one.SignedAt != nil || one.LetterDocument != "" || !one.CreatedAt.Equal(epoch.AddDate(0, 0, -10)) {
 		t.Errorf("issued quote: %+v", one)

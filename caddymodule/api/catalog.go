@@ -255,18 +255,18 @@ func exampleChanges() (map[string]practice.Change, error) {
 	// As a firm's proposal system gives it: a quote's title and tasks, no
 	// jobs linked (no vendor publishes the link), and in an event no
 	// letters (they are linked as the engagement is read).
-	engagement := practice.Engagement{ID: job.Engagement, Object: "engagement", Client: client.ID, Status: "signed",
+	engagement := practice.Engagement{ID: job.Engagement, Object: "engagement", Client: &client.ID, Status: "signed",
 		Scope: "Year-end accounts 2025-26: Accounts preparation, Corporation tax return",
 		Fee:   practice.Money{Amount: "2450.00", Currency: "GBP"}, Billing: "fixed",
 		ReleasedJobs: []string{}, SignedAt: &signedAt, CreatedAt: at.AddDate(0, 0, -9), UpdatedAt: at, Version: 3}
 	document := practice.Document{ID: "doc_01KKH3ZT5B8D1F4H6K9M2P5R8T", Object: "document",
-		Name: "Engagement letter 2025-26 (signed).pdf", Kind: "signed_engagement_letter", Client: client.ID,
+		Name: "Engagement letter 2025-26 (signed).pdf", Kind: "signed_engagement_letter", Client: &client.ID,
 		MimeType: "application/pdf", SizeBytes: 184_320,
 		Location: practice.Location{Provider: "sharepoint", Path: "/Clients/Hartley & Sons Ltd/Engagements/Engagement letter 2025-26 (signed).pdf",
 			ItemID: "01BYE5RZ6QN3ZWBTUFOFD3GSPGOHDJD36K"},
 		FiledAt: at, CreatedAt: at, UpdatedAt: at, Version: 1}
 	invoice := practice.Invoice{ID: "inv_01KKH41B7E4G9J2L6N8Q0T3V5X", Object: "invoice", Number: "INV-2026-0142",
-		Client: client.ID, Status: "paid", Total: practice.Money{Amount: "2940.00", Currency: "GBP"},
+		Client: &client.ID, Status: "paid", Total: practice.Money{Amount: "2940.00", Currency: "GBP"},
 		AmountDue: practice.Money{Amount: "0.00", Currency: "GBP"}, IssuedOn: "2026-02-10", DueOn: "2026-03-12",
 		PaidAt: &at, SettledVia: "bank_transfer", CreatedAt: at.AddDate(0, 0, -30), UpdatedAt: at, Version: 3}
 

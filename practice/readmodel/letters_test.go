@@ -53,7 +53,7 @@ func (w *letterWorld) change() {
 		id := fmt.Sprintf("eng_%d", w.rng.IntN(6))
 		e, ok := w.engagements[id]
 		if !ok {
-			e = practice.Engagement{ID: id, Object: "engagement", Client: letterClients[w.rng.IntN(len(letterClients))],
+			e = practice.Engagement{ID: id, Object: "engagement", Client: ref(letterClients[w.rng.IntN(len(letterClients))]),
 				Status: "proposed", Fee: practice.Money{Amount: "100.00", Currency: "GBP"}, Billing: "fixed",
 				ReleasedJobs: []string{}, CreatedAt: w.day(w.rng.IntN(120))}
 		}
@@ -73,7 +73,7 @@ func (w *letterWorld) change() {
 		}
 		kinds := []string{practice.LetterKind, practice.SignedLetterKind, "tax_return"}
 		d := &practice.Document{ID: id, Object: "document", Name: id + ".pdf",
-			Kind: kinds[w.rng.IntN(len(kinds))], Client: letterClients[w.rng.IntN(len(letterClients))],
+			Kind: kinds[w.rng.IntN(len(kinds))], Client: ref(letterClients[w.rng.IntN(len(letterClients))]),
 			MimeType: "application/pdf", Location: practice.Location{Provider: "sharepoint", Path: "/", ItemID: id},
 			FiledAt: w.day(w.rng.IntN(120)), UpdatedAt: at, Version: practice.VersionAt(at)}
 		if old := w.documents[id]; old != nil {
@@ -93,7 +93,7 @@ func wantLink(e practice.Engagement, docs []practice.Document, engs []practice.E
 	near := func(a, b time.Time) bool { gap := a.Sub(b); return gap <= 30*24*time.Hour && gap >= -30*24*time.Hour }
 	var found []practice.Document
 	for _, d := range docs {
-		if d.Kind == kind && d.Client == e.Client && near(d.CreatedAt, e.CreatedAt) {
+		if d.Kind == kind && *d.Client == *e.Client && near(d.CreatedAt, e.CreatedAt) {
 			found = append(found, d)
 		}
 	}
@@ -101,7 +101,7 @@ func wantLink(e practice.Engagement, docs []practice.Document, engs []practice.E
 		return ""
 	}
 	for _, o := range engs {
-		if o.ID != e.ID && o.Client == e.Client && near(found[0].CreatedAt, o.CreatedAt) {
+		if o.ID != e.ID && *o.Client == *e.Client && near(found[0].CreatedAt, o.CreatedAt) {
 			return ""
 		}
 	}
@@ -141,7 +141,7 @@ func checkLinks(t *testing.T, m *readmodel.Model, name string, seed uint64, step
 		letter, signed := wantLink(e, docs, engs, practice.LetterKind), wantLink(e, docs, engs, practice.SignedLetterKind)
 		if e.LetterDocument != letter || e.SignedDocument != signed {
 			t.Fatalf("seed %d step %d, %s: %s of %s dated %s links %q/%q, want %q/%q (documents %v)", seed, step, name,
-				e.ID, e.Client, e.CreatedAt.Format(time.DateOnly), e.LetterDocument, e.SignedDocument, letter, signed, docs)
+				e.ID, *e.Client, e.CreatedAt.Format(time.DateOnly), e.LetterDocument, e.SignedDocument, letter, signed, docs)
 		}
 		raw, err := m.Get(context.Background(), live, practice.Engagements, e.ID)
 		if err != nil {
@@ -292,8 +292,8 @@ func TestLettersLinkAcrossCopies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	put(records, practice.Engagements, "eng_1", practice.Engagement{ID: "eng_1", Client: "cli_1", CreatedAt: day, UpdatedAt: day, Version: 1})
-	put(documents, practice.Documents, "doc_1", practice.Document{ID: "doc_1", Client: "cli_1", Kind: practice.LetterKind,
+	put(records, practice.Engagements, "eng_1", practice.Engagement{ID: "eng_1", Client: ref("cli_1"), CreatedAt: day, UpdatedAt: day, Version: 1})
+	put(documents, practice.Documents, "doc_1", practice.Document{ID: "doc_1", Client: ref("cli_1"), Kind: practice.LetterKind,
 		CreatedAt: day.AddDate(0, 0, 2), UpdatedAt: day.AddDate(0, 0, 2), Version: 1})
 	letter := func() string {
 		t.Helper()
@@ -323,3 +323,5 @@ func TestLettersLinkAcrossCopies(t *testing.T) {
 		t.Fatalf("both copies opened again, the engagement links %q, want doc_1", got)
 	}
 }
+
+func ref(id string) *string { return &id }

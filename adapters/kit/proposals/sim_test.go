@@ -32,7 +32,7 @@ func xeroQuote(ctx context.Context, state changes.StateStore, r readmodelsim.Rec
 	if err != nil {
 		return nil, err
 	}
-	e := practice.Engagement{ID: r.ID, Object: "engagement", Client: "cli_sim", Status: status,
+	e := practice.Engagement{ID: r.ID, Object: "engagement", Client: &simClient, Status: status,
 		Scope: proposals.Scope(r.Name, []string{"Accounts preparation"}), Fee: practice.Money{Amount: "1200.00", Currency: "GBP"},
 		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: quoteDate, UpdatedAt: r.Updated.UTC(), Version: r.Version}
 	signings := proposals.Signings{State: state, Firm: "frm_sim"}
@@ -162,3 +162,5 @@ func TestSyncSimulationWithQuickBooksEstimates(t *testing.T) {
 		t.Error("no schedule accepted an estimate after the backfill: the schedules test no signing")
 	}
 }
+
+var simClient = "cli_sim"
