@@ -93,6 +93,20 @@ func (rl *relinker) clientsChanged(c practice.Change) {
 	if c.Kind != practice.Clients || !namesChanged(c) {
 		return
 	}
+	rl.recordsChanged()
+}
+
+// recordsOf is the system serving a table's clients, nil for none.
+func recordsOf(t *table) *system {
+	if t == nil {
+		return nil
+	}
+	return t.kinds[practice.Clients].sys
+}
+
+// recordsChanged schedules the reconciliation of the firm's systems that
+// may have records to link.
+func (rl *relinker) recordsChanged() {
 	tb := rl.f.table.Load()
 	var systems []*system
 	for _, s := range rl.f.systems {
