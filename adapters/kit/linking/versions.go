@@ -69,18 +69,19 @@ func (v *Versions) Settle(ctx context.Context, t practice.Tenant, k practice.Kin
 		}
 	}
 	vendor := *version
-	if st != nil && st.Vendor == vendor {
-		if st.At > vendor {
+	before, err := v.State.Last(ctx, changes.StateKey(t, k, id))
+	if err != nil {
+		return err
+	}
+	if before == nil {
+		if st != nil && st.Vendor == vendor && st.At > vendor {
 			*version, *updated = st.At, time.UnixMilli(st.At).UTC()
 		}
 		return nil
 	}
-	before, err := v.State.Last(ctx, changes.StateKey(t, k, id))
-	if err != nil || before == nil {
-		return err
-	}
 	var b struct {
-		Version int64 `json:"version"`
+		Version   int64     `json:"version"`
+		UpdatedAt time.Time `json:"updated_at"`
 	}
 	if json.Unmarshal(before, &b) != nil {
 		return nil
@@ -98,9 +99,16 @@ func (v *Versions) Settle(ctx context.Context, t practice.Tenant, k practice.Kin
 	if err != nil {
 		return err
 	}
-	if same, err := sameContent(before, after); err != nil || same {
+	if same, err := sameContent(before, after); err != nil {
 		return err
+	} else if same {
+		// What is served already: its version, stamped or not.
+		*version, *updated = b.Version, b.UpdatedAt
+		return nil
 	}
+	// The vendor's version cannot rank this state above the one served
+	// (a link found, or lost by a cache that has not seen it yet): it is
+	// stamped above.
 	now := time.Now
 	if v.Clock != nil {
 		now = v.Clock.Now
