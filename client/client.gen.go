@@ -1702,7 +1702,7 @@ type DeliveryListObject string
 
 // Document defines model for Document.
 type Document struct {
-	Client     string         `json:"client"`
+	Client     *string        `json:"client,omitempty"`
 	CreatedAt  time.Time      `json:"created_at"`
 	Engagement *string        `json:"engagement,omitempty"`
 	FiledAt    time.Time      `json:"filed_at"`
@@ -1859,7 +1859,7 @@ type EndpointWithSecret struct {
 // Engagement defines model for Engagement.
 type Engagement struct {
 	Billing        string           `json:"billing"`
-	Client         string           `json:"client"`
+	Client         *string          `json:"client,omitempty"`
 	CreatedAt      time.Time        `json:"created_at"`
 	Fee            Money            `json:"fee"`
 	Id             string           `json:"id"`
@@ -1999,7 +1999,7 @@ type EventListObject string
 // Invoice defines model for Invoice.
 type Invoice struct {
 	AmountDue  Money               `json:"amount_due"`
-	Client     string              `json:"client"`
+	Client     *string             `json:"client,omitempty"`
 	CreatedAt  time.Time           `json:"created_at"`
 	DueOn      *openapi_types.Date `json:"due_on,omitempty"`
 	Id         string              `json:"id"`

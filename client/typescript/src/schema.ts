@@ -1160,7 +1160,7 @@ export interface components {
             object: "list";
         };
         Document: {
-            client: string;
+            client?: string | null;
             /** Format: date-time */
             created_at: string;
             engagement?: string;
@@ -1286,7 +1286,7 @@ export interface components {
         };
         Engagement: {
             billing: string;
-            client: string;
+            client?: string | null;
             /** Format: date-time */
             created_at: string;
             fee: components["schemas"]["Money"];
@@ -1408,7 +1408,7 @@ export interface components {
         };
         Invoice: {
             amount_due: components["schemas"]["Money"];
-            client: string;
+            client?: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date */
