@@ -171,7 +171,7 @@ func (g *gen) engagement(c *practice.Client, created time.Time) (practice.Engage
 	return practice.Engagement{
 		ID:           id,
 		Object:       practice.Engagements.Singular(),
-		Client:       &c.ID,
+		Client:       ref(c.ID),
 		Status:       "proposed",
 		Scope:        scope,
 		Fee:          practice.MinorUnits(fee, g.st.currency),
@@ -299,7 +299,7 @@ func (g *gen) document(c *practice.Client, kind, engagement string, created time
 		Object:     practice.Documents.Singular(),
 		Name:       name,
 		Kind:       kind,
-		Client:     &c.ID,
+		Client:     ref(c.ID),
 		Engagement: engagement,
 		MimeType:   mime,
 		SizeBytes:  size,
@@ -361,7 +361,7 @@ func (g *gen) invoice(c *practice.Client, number int, status string, created tim
 		ID:        g.id(practice.Invoices, created),
 		Object:    practice.Invoices.Singular(),
 		Number:    fmt.Sprintf("INV-%06d", number),
-		Client:    &c.ID,
+		Client:    ref(c.ID),
 		Status:    status,
 		Total:     practice.MinorUnits(total, g.st.currency),
 		AmountDue: practice.MinorUnits(total, g.st.currency),
@@ -428,3 +428,7 @@ func latest(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// ref is a reference to id of its own: the record keeps it whatever
+// becomes of the client it was read from.
+func ref(id string) *string { return &id }
