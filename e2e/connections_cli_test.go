@@ -156,6 +156,15 @@ func connectXeroByCLI(t *testing.T, g *gateway, f *connectFirm) (redirect *url.U
 func invoicesResolve(t *testing.T, g *gateway) {
 	t.Helper()
 	tok := g.issue("frm_hollis", false, "invoices:read", "clients:read").Token
+	defer func() {
+		if t.Failed() {
+			for _, line := range strings.Split(g.logs.String(), "\n") {
+				if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
+					t.Log(line)
+				}
+			}
+		}
+	}()
 	eventually.NoError(t, 60*time.Second, 50*time.Millisecond, "invoices naming Karbon's clients", func() error {
 		r := g.do(t, "GET", "/v1/invoices?limit=100", tok, nil)
 		var page struct {

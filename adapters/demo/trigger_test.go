@@ -42,7 +42,7 @@ func TestTrigger(t *testing.T) {
 		}
 		read, _ := get[practice.Engagement](t, r, acmeSandbox, practice.Engagements, after.ID)
 		if read.SignedDocument != "" {
-			if d := sandboxDoc(t, read.SignedDocument); d.Kind != "signed_engagement_letter" || d.Client != after.Client ||
+			if d := sandboxDoc(t, read.SignedDocument); d.Kind != "signed_engagement_letter" || practice.IDOf(d.Client) != practice.IDOf(after.Client) ||
 				d.Engagement != "" || after.CreatedAt.Before(d.CreatedAt.AddDate(0, 0, -30)) {
 				t.Errorf("signed document %+v", d)
 			}
@@ -83,7 +83,7 @@ func TestTrigger(t *testing.T) {
 			// unless the client has another letter within 30 days.
 			read, _ := get[practice.Engagement](t, r, acmeSandbox, practice.Engagements, e.ID)
 			if read.LetterDocument != "" {
-				if d := sandboxDoc(t, read.LetterDocument); d.Kind != "engagement_letter" || d.Client != e.Client || d.Engagement != "" {
+				if d := sandboxDoc(t, read.LetterDocument); d.Kind != "engagement_letter" || practice.IDOf(d.Client) != practice.IDOf(e.Client) || d.Engagement != "" {
 					t.Errorf("letter %+v", d)
 				}
 			}
