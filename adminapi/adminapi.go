@@ -83,6 +83,25 @@ type SyncView struct {
 	// Unusable are the records whose vendor answers the sync cannot use:
 	// served as last known, asked for again at each poll of their kind.
 	Unusable []UnusableView `json:"unusable,omitempty"`
+	// Links are what a ledger or document store found of its customers
+	// or client folders in the firm's records system (absent for a
+	// records system, or with linking off): Missing match no client,
+	// Ambiguous more than one, and their records name no client (null);
+	// Summary says it in a sentence ("12 of 340 Xero contacts match no
+	// Karbon client").
+	Links *LinksView `json:"links,omitempty"`
+}
+
+// LinksView counts a system's customers or client folders by how they
+// match the records system's clients.
+type LinksView struct {
+	Of         string `json:"of"`
+	Records    string `json:"records,omitempty"`
+	Candidates int    `json:"candidates"`
+	Linked     int    `json:"linked"`
+	Missing    int    `json:"missing"`
+	Ambiguous  int    `json:"ambiguous"`
+	Summary    string `json:"summary"`
 }
 
 // UnusableView is a record the sync cannot use the vendor's answer for,

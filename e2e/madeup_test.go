@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
-	"github.com/practicegw/practicegw/internal/recordscan"
+	"github.com/practicegw/practicegw/practice/recordscan"
 	sse "github.com/tmaxmax/go-sse"
 )
 

@@ -239,7 +239,14 @@ func (r *Runtime) applyFirm(ctx context.Context, f *firm, want map[string]wanted
 		next.conns[role] = open
 	}
 	// Requests take the new table before the old systems stop.
-	f.table.Store(f.decide(next, true))
+	before := f.table.Load()
+	after := f.decide(next, true)
+	f.table.Store(after)
+	if recordsOf(before) != recordsOf(after) {
+		// Another records system (one connected, or its connection
+		// opened again): what the others could not link may link now.
+		f.relinker(r).recordsChanged()
+	}
 	return errors.Join(append(errs, r.closeAll(ctx, closing, want)...)...)
 }
 

@@ -78,6 +78,10 @@ type Firm struct {
 	// Engagements is the role the block names for the firm's engagements
 	// (records, ledger or none); "" lets the systems say.
 	Engagements string
+	// LinkClients is off when the firm's ledger and document store name
+	// no client (firmsystem.LinkOff), its connections' too; by default
+	// they link to its records system's clients.
+	LinkClients string
 	// Systems are the systems the block names, loaded, records first.
 	Systems []System
 }
@@ -282,6 +286,9 @@ func (r *Runtime) closeFirms() {
 	r.follow.mu.Lock()
 	defer r.follow.mu.Unlock()
 	for _, f := range r.firms {
+		if f.relink != nil {
+			f.relink.close()
+		}
 		for _, s := range f.systems {
 			s.close()
 		}
@@ -316,6 +323,10 @@ type firm struct {
 	// table is what serves each kind, replaced whole while requests read
 	// it (table.go).
 	table atomic.Pointer[table]
+	// relink reconciles the ledger and document store when the records
+	// system gains a client (linking.go).
+	relink     *relinker
+	relinkOnce sync.Once
 }
 
 // holds reports whether this instance holds the firm's models and runs

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
@@ -54,6 +55,14 @@ type system struct {
 	// its syncs.
 	latency *readmodel.Latency
 	unwake  []func()
+
+	// sink is where its change records go: a records system's tell the
+	// firm's relinker of its clients' changes. tally counts the clients
+	// a ledger or document store asked the records system for.
+	sink  changes.ChangeSink
+	tally *linking.Tally
+	// f is the firm it serves.
+	f *firm
 }
 
 // opening is how a system is opened, beyond its module and role.
@@ -87,7 +96,17 @@ func (r *Runtime) open(f *firm, role string, mod firmsystem.Module, o opening) (
 	rec := &changes.Recorder{State: model}
 	latency := &readmodel.Latency{}
 	notified := r.notified(f.ID, name)
-	deps := firmsystem.Deps{Firm: f.ID, Records: o.records, KeepsLedger: o.keepsLedger, KeepsEngagements: o.keepsEngagements,
+	sink := r.d.Changes
+	if role == "records" {
+		sink = watchedSink{ChangeSink: sink, rl: f.relinker(r)}
+	}
+	var tally *linking.Tally
+	clients := f.linkerFor(role, nil)
+	if clients != nil {
+		tally = &linking.Tally{}
+		clients = f.linkerFor(role, tally)
+	}
+	deps := firmsystem.Deps{Firm: f.ID, Records: o.records, Clients: clients, KeepsLedger: o.keepsLedger, KeepsEngagements: o.keepsEngagements,
 		WebhookURL: r.publicAddress(o.webhook),
 		Upstream: upstream.Deps{
 			Logger:        r.logger.Named("upstream").With(zap.String("firm", f.ID), zap.String("system", name)),
@@ -95,7 +114,7 @@ func (r *Runtime) open(f *firm, role string, mod firmsystem.Module, o opening) (
 			Registerer:    r.d.Metrics,
 			State:         model,
 			Recorder:      rec,
-			Changes:       r.d.Changes,
+			Changes:       sink,
 			Instance:      name + "/" + f.ID,
 			Notifications: r.d.Notices,
 			// One instance at a time refreshes an OAuth2 token, under the
@@ -116,7 +135,8 @@ func (r *Runtime) open(f *firm, role string, mod firmsystem.Module, o opening) (
 		model.Close()
 		return nil, fmt.Errorf("%s %s: %w", role, name, err)
 	}
-	s := &system{role: role, name: name, label: opened.Label, model: model, recorder: rec, opened: opened, latency: latency}
+	s := &system{role: role, name: name, label: opened.Label, model: model, recorder: rec, opened: opened, latency: latency,
+		sink: sink, tally: tally, f: f}
 	if s.label == "" {
 		s.label = name
 	}
@@ -147,7 +167,7 @@ func (r *Runtime) keep(f *firm, s *system, role string, kinds []practice.Kind, r
 	}
 	sync := readmodel.NewSyncer(
 		readmodel.SyncedSystem{Role: role, System: s.name, Label: s.label, Kinds: kinds, Reader: reader},
-		readmodel.SyncDeps{Model: s.model, Recorder: s.recorder, Sink: r.d.Changes, Checkpoints: r.d.Store, Leases: r.d.Store,
+		readmodel.SyncDeps{Model: s.model, Recorder: s.recorder, Sink: s.sink, Checkpoints: r.d.Store, Leases: r.d.Store,
 			Holder: r.cfg.Holder},
 		r.cfg.Sync, opts...)
 	s.syncs = append(s.syncs, sync)

@@ -48,6 +48,7 @@ func (s *system) status() []readmodel.Status {
 				st.Kinds[i].State, st.Kinds[i].Why = readmodel.StateFailing, st.Why
 			}
 		}
+		st.Links = s.links()
 		out = append(out, st)
 	}
 	return out

@@ -76,3 +76,5 @@ func TestLinkLetters(t *testing.T) {
 		}
 	}
 }
+
+func ref(id string) *string { return &id }

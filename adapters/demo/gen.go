@@ -428,3 +428,7 @@ func latest(a, b time.Time) time.Time {
 	}
 	return a
 }
+
+// ref is a reference to id of its own: the record keeps it whatever
+// becomes of the client it was read from.
+func ref(id string) *string { return &id }

@@ -3,8 +3,8 @@ package demo
 import (
 	"testing"
 
-	"github.com/practicegw/practicegw/internal/recordscan"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/recordscan"
 )
 
 // Nothing a demo record says is made up, as on a firm's real systems: no

@@ -42,7 +42,7 @@ func TestTrigger(t *testing.T) {
 		}
 		read, _ := get[practice.Engagement](t, r, acmeSandbox, practice.Engagements, after.ID)
 		if read.SignedDocument != "" {
-			if d := sandboxDoc(t, read.SignedDocument); d.Kind != "signed_engagement_letter" || d.Client != after.Client ||
+			if d := sandboxDoc(t, read.SignedDocument); d.Kind != "signed_engagement_letter" || practice.ValueOf(d.Client) != practice.ValueOf(after.Client) ||
 				d.Engagement != "" || after.CreatedAt.Before(d.CreatedAt.AddDate(0, 0, -30)) {
 				t.Errorf("signed document %+v", d)
 			}

@@ -33,7 +33,7 @@ func setup(t *testing.T) (*vendortest.Dropbox, *dropbox.Adapter, vendortest.Prac
 	cfg := dropbox.Config{Firm: "frm_acme", Root: "/clients", BaseURL: d.URL, PageSize: 7,
 		OAuth2: upstream.OAuth2Config{AccessToken: d.Token}, MaxScanPages: 60,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second)}}
-	a, err := dropbox.New(cfg, upstream.Deps{Clock: clock}, docstore.WithClientResolver(p.Clients))
+	a, err := dropbox.New(cfg, upstream.Deps{Clock: clock}, docstore.WithClientLinker(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 )
@@ -45,10 +46,14 @@ type Deps struct {
 	// budgets, metrics, upstream state and the change sink.
 	Upstream upstream.Deps
 	// Records is the firm's records system when it is a real one, nil for
-	// demo records. A ledger or document store that names its clients
-	// through the records system (link_clients records) asks it for the
-	// resolver it needs.
+	// demo records.
 	Records practice.Reader
+	// Clients finds the practice's client of a ledger's customer or a
+	// document store's client folder in the firm's records system,
+	// whichever serves the firm's clients when it is asked (its Caddyfile
+	// block's or a connection's, connected before or after): nil when
+	// the firm turns linking off (its block's `link_clients off`).
+	Clients linking.Linker
 	// KeepsLedger says, to a records system, that the firm names no
 	// ledger: the invoices the system keeps too (Opened.Ledger) are the
 	// firm's, and the system reads their notifications.
@@ -74,6 +79,10 @@ type Opened struct {
 	Label string
 	// Reader serves the kinds of the system's role.
 	Reader practice.Reader
+	// Customers is what a ledger calls the customers its records name
+	// ("contacts"), for the count of those that match no client of the
+	// firm's records system; "customers" when empty.
+	Customers string
 	// Ledger is invoices, when the records system keeps them too; served
 	// when the firm configures no ledger.
 	Ledger practice.Reader
@@ -221,30 +230,35 @@ func (n NoEngagements) Freshness(k practice.Kind) (practice.Freshness, bool) {
 	return fr.Freshness(k)
 }
 
-// Linked reports whether a ledger's or document store's Caddyfile said
-// `link_clients records`, checking the value.
+// The values of link_clients, in a firm's block or a ledger's or
+// document store's: records (the default) links their records' clients
+// to the firm's records system, off names none (null).
+const (
+	LinkRecords = "records"
+	LinkOff     = "off"
+)
+
+// Linked reports whether link_clients, as a ledger's or document store's
+// block (or a firm's) says it, links clients, checking the value.
 func Linked(linkClients string) (bool, error) {
 	switch linkClients {
-	case "":
-		return false, nil
-	case "records":
+	case "", LinkRecords:
 		return true, nil
+	case LinkOff:
+		return false, nil
 	}
-	return false, fmt.Errorf("link_clients %q: the one value is records", linkClients)
+	return false, fmt.Errorf("link_clients %q: records or off", linkClients)
 }
 
-// Resolver returns the firm's records system as the resolver a linked
-// system needs, or an error saying why it cannot be linked.
-func Resolver[R any](d Deps) (R, error) {
-	var zero R
-	if d.Records == nil {
-		return zero, fmt.Errorf("link_clients needs records from a real system (karbon)")
+// Linker is what a ledger or document store whose block says
+// linkClients links its records' clients through: the firm's records
+// system (Deps.Clients), nil when either the block or the firm turns
+// linking off.
+func Linker(d Deps, linkClients string) linking.Linker {
+	if linked, _ := Linked(linkClients); !linked {
+		return nil
 	}
-	r, ok := d.Records.(R)
-	if !ok {
-		return zero, fmt.Errorf("link_clients: the firm's records system cannot name clients for this one")
-	}
-	return r, nil
+	return d.Clients
 }
 
 // Expand replaces placeholders such as {env.KARBON_BEARER} or

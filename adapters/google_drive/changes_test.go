@@ -29,7 +29,7 @@ func scoped(t *testing.T) (*vendortest.GDrive, *googledrive.Adapter, vendortest.
 	cfg := googledrive.Config{Firm: "frm_acme", BaseURL: d.URL, PageSize: 4, RootFolderID: d.Lookup("/Clients"), RootPath: "/Clients",
 		OAuth2: upstream.OAuth2Config{AccessToken: d.Token}, MaxScanPages: 60,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1}}
-	a, err := googledrive.New(cfg, upstream.Deps{}, docstore.WithClientResolver(p.Clients))
+	a, err := googledrive.New(cfg, upstream.Deps{}, docstore.WithClientLinker(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}

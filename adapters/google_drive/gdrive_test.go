@@ -32,7 +32,7 @@ func setup(t *testing.T) (*vendortest.GDrive, *googledrive.Adapter, vendortest.P
 		OAuth2: upstream.OAuth2Config{AccessToken: d.Token}, MaxScanPages: 60,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1},
 		Filing:   filing.Config{ClientDepth: 2}}
-	a, err := googledrive.New(cfg, upstream.Deps{}, docstore.WithClientResolver(p.Clients))
+	a, err := googledrive.New(cfg, upstream.Deps{}, docstore.WithClientLinker(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/adapters/kit/filing"
-	"github.com/practicegw/practicegw/internal/recordscan"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/recordscan"
 )
 
 // Nothing a document says is made up: a file outside every client's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/practice"
@@ -348,19 +349,32 @@ func TestClientForContact(t *testing.T) {
 	k := fixture(t)
 	a, _ := newAdapter(t, k)
 	ctx := context.Background()
-	if id, err := a.ClientForContact(ctx, live, "xero-c-42", "whatever"); err != nil || id != "cli_c-C042" {
+	if id, err := linkContact(ctx, a, "xero-c-42", "whatever"); err != nil || id != "cli_c-C042" {
 		t.Fatalf("by external key: %q, %v", id, err)
 	}
-	if id, err := a.ClientForContact(ctx, live, "unknown", "Org 004 Ltd"); err != nil || id != "cli_o-O004" {
+	if id, err := linkContact(ctx, a, "unknown", "Org 004 Ltd"); err != nil || id != "cli_o-O004" {
 		t.Fatalf("by name: %q, %v", id, err)
 	}
-	if id, err := a.ClientForFolder(ctx, live, "Smith Family"); err != nil || id != "cli_g-G001" {
+	if id, err := linkName(ctx, a, "Smith Family"); err != nil || id != "cli_g-G001" {
 		t.Fatalf("folder: %q, %v", id, err)
 	}
 	n := len(k.Requests())
-	a.ClientForFolder(ctx, live, "Smith Family")
+	linkName(ctx, a, "Smith Family")
 	if len(k.Requests()) != n {
 		t.Fatal("lookups are not cached")
+	}
+	// Two clients holding one external key link neither, and say so: the
+	// cross-reference comes first, so the name does not decide either.
+	k.AddContact(vendortest.KarbonContact{ContactKey: "C900", FirstName: "Dup", LastName: "One", ContactType: "Client",
+		ExternalKey: "xero-dup", LastModified: epoch})
+	k.AddOrganization(vendortest.KarbonOrganization{OrganizationKey: "O901", FullName: "Dup Two Ltd", ContactType: "Client",
+		ExternalKey: "xero-dup", LastModified: epoch})
+	l, err := a.LinkClient(ctx, live, linking.Candidate{Ref: "xero-dup", External: "xero-dup", Name: "Dup Two Ltd"})
+	if err != nil || l.Outcome != linking.Ambiguous || l.Client != "" || l.Ref() != nil {
+		t.Fatalf("a duplicated external key: %+v, %v", l, err)
+	}
+	if l, _ := a.LinkClient(ctx, live, linking.Candidate{Ref: "/Nobody", Name: "Nobody At All"}); l.Outcome != linking.Missing {
+		t.Fatalf("no such client: %+v", l)
 	}
 }
 

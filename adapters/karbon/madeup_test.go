@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
-	"github.com/practicegw/practicegw/internal/recordscan"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/recordscan"
 )
 
 // Nothing a Karbon record says is made up: a client without an owner, a

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
@@ -53,56 +54,50 @@ const (
 	changedOverlap = 2 * time.Minute
 )
 
-// ClientForContact returns the client whose ExternalKey is the Xero
-// contact id (Karbon sets it when the practice links Xero), else the
-// client named name exactly, else "". It implements xero.ClientResolver.
-func (a *Adapter) ClientForContact(ctx context.Context, t practice.Tenant, contactID, name string) (string, error) {
+// LinkClient is the client a ledger's customer or a document store's
+// folder stands for (linking's rule): the one contact or organization
+// whose ExternalKey is the customer's id (Karbon sets it to the Xero
+// contact id or the Intuit customer id when the practice links its
+// ledger), else the one client of the normalised name. It implements
+// linking.Linker.
+func (a *Adapter) LinkClient(ctx context.Context, t practice.Tenant, c linking.Candidate) (linking.Link, error) {
 	if !a.serves(t) {
-		return "", nil
+		return linking.Link{}, nil
 	}
-	if contactID != "" {
-		id, err := a.lookup(ctx, "ExternalKey", contactID)
-		if err != nil || id != "" {
-			return id, err
+	if c.External != "" {
+		l, err := a.lookup(ctx, "ExternalKey", c.External)
+		if err != nil || l.Outcome != linking.Missing {
+			return l, err
 		}
 	}
-	if name == "" {
-		return "", nil
+	if linking.Name(c.Name) == "" {
+		return linking.Link{}, nil
 	}
-	return a.clientByName(ctx, name)
+	return a.clientByName(ctx, c.Name)
 }
 
-// ClientForFolder returns the client named exactly as a document folder,
-// else "". It implements filing.ClientResolver.
-func (a *Adapter) ClientForFolder(ctx context.Context, t practice.Tenant, name string) (string, error) {
-	if !a.serves(t) || name == "" {
-		return "", nil
-	}
-	return a.clientByName(ctx, name)
-}
-
-// clientByName is the contact, else organization, else client group
-// named name exactly.
-func (a *Adapter) clientByName(ctx context.Context, name string) (string, error) {
-	id, err := a.nameInDirectory(ctx, name)
+// clientByName is the one contact, organization or client group of the
+// name, from the directory; by Karbon's exact FullName, asked of each
+// collection, while the directory cannot be read.
+func (a *Adapter) clientByName(ctx context.Context, name string) (linking.Link, error) {
+	l, err := a.nameInDirectory(ctx, name)
 	if err != nil && ctx.Err() == nil {
-		return a.lookup(ctx, "FullName", name)
+		return a.lookup(ctx, "FullName", strings.TrimSpace(name))
 	}
-	return id, err
+	return l, err
 }
 
-func (a *Adapter) nameInDirectory(ctx context.Context, name string) (string, error) {
+func (a *Adapter) nameInDirectory(ctx context.Context, name string) (linking.Link, error) {
 	if err := a.ensureDirectory(ctx, false); err != nil {
-		return "", err
+		return linking.Link{}, err
 	}
-	if id, ok := a.dir.find(name); ok {
-		return id, nil
+	if l := a.dir.find(name); l.Outcome != linking.Missing {
+		return l, nil
 	}
 	if err := a.ensureDirectory(ctx, true); err != nil {
-		return "", err
+		return linking.Link{}, err
 	}
-	id, _ := a.dir.find(name)
-	return id, nil
+	return a.dir.find(name), nil
 }
 
 // clientDirectory is the firm's clients by FullName.
@@ -110,10 +105,9 @@ type clientDirectory struct {
 	flight singleflight.Group
 
 	mu sync.Mutex
-	// names maps FullName to client id: a contact before an organization
-	// before a client group, and within a collection the first in key
-	// order (Karbon's own order of its lists).
-	names map[string]string
+	// names holds every contact, organization and client group by its
+	// normalised FullName: a name two of them share links nothing.
+	names *linking.Directory
 	// keys holds each collection's key -> FullName (contacts,
 	// organizations, client groups), from which names is made.
 	keys [3]map[string]string
@@ -126,11 +120,13 @@ type clientDirectory struct {
 	failErr error
 }
 
-func (d *clientDirectory) find(name string) (string, bool) {
+func (d *clientDirectory) find(name string) linking.Link {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	id, ok := d.names[name]
-	return id, ok
+	if d.names == nil {
+		return linking.Link{}
+	}
+	return d.names.Match(linking.Candidate{Name: name})
 }
 
 // need is what the directory needs read before a lookup.
@@ -235,15 +231,13 @@ func (d *clientDirectory) apply(rows []clientRow, start time.Time, full bool) {
 	for _, r := range rows {
 		keys[collIndex(r.ref.kind)][r.ref.key] = r.name
 	}
-	names := map[string]string{}
+	var entries []linking.Entry
 	for i, kind := range []byte{'c', 'o', 'g'} {
 		for _, key := range slices.Sorted(maps.Keys(keys[i])) {
-			name := keys[i][key]
-			if _, taken := names[name]; name != "" && !taken {
-				names[name] = clientRef{kind, key}.id()
-			}
+			entries = append(entries, linking.Entry{ID: clientRef{kind, key}.id(), Name: keys[i][key]})
 		}
 	}
+	names := linking.NewDirectory(entries)
 	d.keys, d.names, d.read, d.failed, d.failErr = keys, names, start, time.Time{}, nil
 	if full {
 		d.full = start
@@ -260,40 +254,50 @@ func collIndex(kind byte) int {
 	return 2
 }
 
-// lookup finds the first contact, then organization (then client group,
-// for names) whose prop equals value, with a filtered request each.
-func (a *Adapter) lookup(ctx context.Context, prop, value string) (string, error) {
+// lookup finds the one contact or organization (or client group, for
+// names) whose prop equals value, with a filtered request of each: two
+// or more are ambiguous.
+func (a *Adapter) lookup(ctx context.Context, prop, value string) (linking.Link, error) {
 	key := prop + "\x00" + value
-	if id, ok := a.looked.get(key, a.clock.Now()); ok {
-		return id, nil
+	if l, ok := a.looked.get(key, a.clock.Now()); ok {
+		return l, nil
 	}
-	return shared(ctx, &a.looked.flight, key, func() (string, error) {
+	return shared(ctx, &a.looked.flight, key, func() (linking.Link, error) {
 		now := a.clock.Now()
-		if id, ok := a.looked.get(key, now); ok {
-			return id, nil // answered while this lookup waited
+		if l, ok := a.looked.get(key, now); ok {
+			return l, nil // answered while this lookup waited
 		}
 		colls := []byte{'c', 'o'}
 		if prop == "FullName" {
 			colls = append(colls, 'g')
 		}
 		q := url.Values{"$top": {"2"}, "$filter": {prop + " eq " + odataString(value)}}
-		id := ""
+		var ids []string
 		for _, k := range colls {
 			ref := clientRef{kind: k}
 			var l odataList[struct{ ContactKey, OrganizationKey, ClientGroupKey string }]
 			if _, err := a.c.JSON(ctx, upstream.Request{Path: "/v3/" + ref.collection(), Query: q}, "client lookup", &l); err != nil {
-				return "", fmt.Errorf("karbon: find client by %s: %w", strings.ToLower(prop), err)
+				return linking.Link{}, fmt.Errorf("karbon: find client by %s: %w", strings.ToLower(prop), err)
 			}
-			if len(l.Value) > 0 {
-				v := l.Value[0]
-				if ref.key = v.ContactKey + v.OrganizationKey + v.ClientGroupKey; validKey(ref.key) {
-					id = ref.id()
-					break
+			for _, v := range l.Value {
+				if ref.key = v.ContactKey + v.OrganizationKey + v.ClientGroupKey; validKey(ref.key) && !slices.Contains(ids, ref.id()) {
+					ids = append(ids, ref.id())
 				}
 			}
+			if len(ids) > 1 {
+				break
+			}
 		}
-		a.looked.put(key, id, now)
-		return id, nil
+		l := linking.Link{}
+		switch len(ids) {
+		case 0:
+		case 1:
+			l = linking.Link{Client: ids[0], Outcome: linking.Linked}
+		default:
+			l = linking.Link{Outcome: linking.Ambiguous}
+		}
+		a.looked.put(key, l, now)
+		return l, nil
 	})
 }
 
@@ -324,21 +328,21 @@ type resolutions struct {
 }
 
 type resolution struct {
-	id string
-	at time.Time
+	link linking.Link
+	at   time.Time
 }
 
-func (r *resolutions) get(key string, now time.Time) (string, bool) {
+func (r *resolutions) get(key string, now time.Time) (linking.Link, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.m[key]
 	if !ok || now.Sub(e.at) > 10*time.Minute {
-		return "", false
+		return linking.Link{}, false
 	}
-	return e.id, true
+	return e.link, true
 }
 
-func (r *resolutions) put(key, id string, now time.Time) {
+func (r *resolutions) put(key string, l linking.Link, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
@@ -359,5 +363,5 @@ func (r *resolutions) put(key, id string, now time.Time) {
 			delete(r.m, k)
 		}
 	}
-	r.m[key] = resolution{id, now}
+	r.m[key] = resolution{l, now}
 }

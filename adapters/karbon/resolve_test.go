@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/karbon"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 )
 
@@ -32,10 +33,22 @@ func listRequests(t *testing.T, k *vendortest.Karbon, from int) map[string][]url
 	return out
 }
 
+// linkName is the client of a name, "" when none links.
+func linkName(ctx context.Context, a *karbon.Adapter, name string) (string, error) {
+	l, err := a.LinkClient(ctx, live, linking.Candidate{Ref: "/" + name, Name: name})
+	return l.Client, err
+}
+
+// linkContact is the client of a ledger contact, "" when none links.
+func linkContact(ctx context.Context, a *karbon.Adapter, external, name string) (string, error) {
+	l, err := a.LinkClient(ctx, live, linking.Candidate{Ref: external, External: external, Name: name})
+	return l.Client, err
+}
+
 // folder resolves a folder name, failing t on an error.
 func folder(t *testing.T, a *karbon.Adapter, name string) string {
 	t.Helper()
-	id, err := a.ClientForFolder(context.Background(), live, name)
+	id, err := linkName(context.Background(), a, name)
 	if err != nil {
 		t.Fatalf("folder %q: %v", name, err)
 	}
@@ -51,25 +64,28 @@ const directoryPages = 4
 // its four pages, where a request per name and collection cost 195.
 func TestNamesResolveFromOneDirectoryRead(t *testing.T) {
 	k := fixture(t)
-	// A name held by a contact and an organization is the contact's; by
-	// an organization and a group, the organization's.
+	// A name held by a contact and an organization, or an organization
+	// and a group, links nothing: which one is meant is not certain.
 	k.AddOrganization(vendortest.KarbonOrganization{OrganizationKey: "O900", FullName: "Ann Client005", ContactType: "Client", LastModified: epoch})
 	k.AddClientGroup(vendortest.KarbonClientGroup{ClientGroupKey: "G900", FullName: "Org 007 Ltd", ContactType: "Client", LastModified: epoch})
 	a, _ := newAdapter(t, k)
-	want := map[string]string{"Smith Family": "cli_g-G001", "Old Group": "cli_g-G002", "Nobody Ltd": "", "Ann Client999": ""}
+	want := map[string]string{"Smith Family": "cli_g-G001", "Old Group": "cli_g-G002", "Nobody Ltd": "", "Ann Client999": "",
+		// Case, spacing and a trailing full stop aside.
+		"smith  FAMILY.": "cli_g-G001"}
 	for i := range 120 {
 		want[fmt.Sprintf("Ann Client%03d", i)] = fmt.Sprintf("cli_c-C%03d", i)
 	}
 	for i := range 30 {
 		want[fmt.Sprintf("Org %03d Ltd", i)] = fmt.Sprintf("cli_o-O%03d", i)
 	}
+	want["Ann Client005"], want["Org 007 Ltd"] = "", ""
 	for name, id := range want {
 		if got := folder(t, a, name); got != id {
 			t.Errorf("%q: %q, want %q", name, got, id)
 		}
 	}
 	for name := range want {
-		if id, err := a.ClientForContact(context.Background(), live, "", name); err != nil || id != want[name] {
+		if id, err := linkContact(context.Background(), a, "", name); err != nil || id != want[name] {
 			t.Errorf("contact named %q: %q, %v", name, id, err)
 		}
 	}
@@ -100,7 +116,7 @@ func TestConcurrentLookupsShareOneRead(t *testing.T) {
 			if i >= 50 {
 				name, want = fmt.Sprintf("Stranger %d", i), ""
 			}
-			if id, err := a.ClientForFolder(context.Background(), live, name); err != nil || id != want {
+			if id, err := linkName(context.Background(), a, name); err != nil || id != want {
 				errs <- fmt.Errorf("%q: %q, %v", name, id, err)
 			}
 		}()
@@ -207,23 +223,25 @@ func TestContactIDsAreLookedUpOnceEach(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if id, err := a.ClientForContact(ctx, live, "xero-c-42", "whatever"); err != nil || id != "cli_c-C042" {
+			if id, err := linkContact(ctx, a, "xero-c-42", "whatever"); err != nil || id != "cli_c-C042" {
 				t.Errorf("by external key: %q, %v", id, err)
 			}
 		}()
 	}
 	wg.Wait()
-	if n := len(k.Requests()); n != 1 {
+	// Both collections are asked, so that a key two clients hold is
+	// known to be ambiguous.
+	if n := len(k.Requests()); n != 2 {
 		t.Fatalf("ten lookups of one contact id at once made %d requests", n)
 	}
 	for i := range 20 {
-		if id, err := a.ClientForContact(ctx, live, fmt.Sprintf("xero-unknown-%d", i), "Org 004 Ltd"); err != nil || id != "cli_o-O004" {
+		if id, err := linkContact(ctx, a, fmt.Sprintf("xero-unknown-%d", i), "Org 004 Ltd"); err != nil || id != "cli_o-O004" {
 			t.Fatalf("by name after the contact id: %q, %v", id, err)
 		}
 	}
-	// 1, then 2 per unknown id (contacts, organizations), and the
+	// 2, then 2 per unknown id (contacts, organizations), and the
 	// directory's pages.
-	if n := len(k.Requests()); n != 1+2*20+directoryPages {
+	if n := len(k.Requests()); n != 2+2*20+directoryPages {
 		t.Fatalf("%d requests", n)
 	}
 	for _, qs := range listRequests(t, k, 0) {
@@ -235,8 +253,8 @@ func TestContactIDsAreLookedUpOnceEach(t *testing.T) {
 	}
 	clock.Advance(5 * time.Minute)
 	before := len(k.Requests())
-	a.ClientForContact(ctx, live, "xero-c-42", "")
-	a.ClientForContact(ctx, live, "xero-unknown-3", "Org 004 Ltd")
+	linkContact(ctx, a, "xero-c-42", "")
+	linkContact(ctx, a, "xero-unknown-3", "Org 004 Ltd")
 	if n := len(k.Requests()) - before; n != 0 {
 		t.Fatalf("lookups within ten minutes made %d requests", n)
 	}
@@ -264,8 +282,9 @@ func TestNamesAreLookedUpOneByOneWhileListsCannotBeRead(t *testing.T) {
 			}
 		}
 	}
-	// One page of contacts tried, then a request per collection and name.
-	if unfiltered != 1 || len(k.Requests()) != 1+2+3 {
+	// One page of contacts tried, then a request per collection and
+	// name: every collection, so that a name two hold links neither.
+	if unfiltered != 1 || len(k.Requests()) != 1+3+3 {
 		t.Fatalf("requests %v", k.Requests())
 	}
 	k.LoopNextLinks(false)

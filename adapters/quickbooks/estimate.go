@@ -16,6 +16,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/xero"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // A firm's estimates are its proposals: each is the contract's engagement
@@ -298,9 +299,16 @@ func (a *Adapter) estimateJSON(ctx context.Context, t practice.Tenant, e *estima
 	if err != nil {
 		return nil, err
 	}
-	rec.Client = practice.Known(client)
+	rec.Client = client
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("quickbooks: %w", err)
 	}
+	// The client is the records system's, linked apart from the
+	// estimate: a link found later moves the version (practice/stamps).
+	seen, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Engagements, ID: rec.ID, Content: &rec, Vendor: updated})
+	if err != nil {
+		return nil, err
+	}
+	rec.UpdatedAt, rec.Version = seen.At, seen.Version()
 	return practice.Marshal(&rec)
 }

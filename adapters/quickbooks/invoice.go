@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"strings"
 	"time"
 
@@ -162,7 +163,7 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, 
 	if err != nil {
 		return practice.Invoice{}, err
 	}
-	out.Client = practice.Known(client)
+	out.Client = client
 	// The client and the settlement are read apart from the invoice: a
 	// change of either under the same LastUpdatedTime moves the version
 	// (practice/stamps).
@@ -174,19 +175,18 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice, 
 	return out, nil
 }
 
-// client is the practice's client id for a QuickBooks customer.
-func (a *Adapter) client(ctx context.Context, t practice.Tenant, customer ref) (string, error) {
-	if customer.Value == "" {
-		return "", nil
+// client is the practice's client id for a QuickBooks customer, null when
+// the firm's records system has none certainly (or linking is off): the
+// company's customers are not the practice's clients. By the customer's
+// id (an external key the records system may keep) and its display name
+// alone, which QuickBooks keeps unique.
+func (a *Adapter) client(ctx context.Context, t practice.Tenant, customer ref) (*string, error) {
+	if a.clients == nil || customer.Value == "" {
+		return nil, nil
 	}
-	if a.clients != nil {
-		id, err := a.clients.ClientForContact(ctx, t, customer.Value, customer.Name)
-		if err != nil {
-			return "", fmt.Errorf("quickbooks: client of customer %s: %w", customer.Value, err)
-		}
-		if id != "" {
-			return id, nil
-		}
+	l, err := a.clients.LinkClient(ctx, t, linking.Candidate{Ref: customer.Value, External: customer.Value, Name: customer.Name})
+	if err != nil {
+		return nil, fmt.Errorf("quickbooks: client of customer %s: %w", customer.Value, err)
 	}
-	return "cli_qb-" + customer.Value, nil
+	return l.Ref(), nil
 }

@@ -5,9 +5,9 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
-	"github.com/practicegw/practicegw/internal/recordscan"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
+	"github.com/practicegw/practicegw/practice/recordscan"
 )
 
 // Nothing a QuickBooks record says is made up: an invoice without a

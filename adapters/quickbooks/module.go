@@ -26,15 +26,15 @@ func init() {
 //	    refresh_token {env.QBO_REFRESH_TOKEN}
 //	    verifier_token {env.QBO_VERIFIER_TOKEN}
 //	    settlement_rail "Stripe" stripe
-//	    link_clients records
 //	}
 //
 // Its options are Config's fields by their JSON names (the oauth2 ones at
 // the top of the block too), and link_clients.
 type Module struct {
 	Config
-	// LinkClients is "records" when invoices name their client through
-	// the firm's records system (a customer looked up there).
+	// LinkClients is "off" when invoices and estimates name no client;
+	// by default ("records") their client is the firm's records system's
+	// for the customer (linking's rule), else null.
 	LinkClients string `json:"link_clients,omitempty"`
 }
 
@@ -71,12 +71,8 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
 	var opts []Option
-	if linked, _ := firmsystem.Linked(m.LinkClients); linked {
-		r, err := firmsystem.Resolver[ClientResolver](d)
-		if err != nil {
-			return firmsystem.Opened{}, err
-		}
-		opts = append(opts, WithClientResolver(r))
+	if l := firmsystem.Linker(d, m.LinkClients); l != nil {
+		opts = append(opts, WithClientLinker(l))
 	}
 	if d.KeepsEngagements != nil {
 		opts = append(opts, WithEngagements(d.KeepsEngagements))

@@ -40,6 +40,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
@@ -117,14 +118,6 @@ type Config struct {
 	Upstream upstream.Policy `json:"upstream,omitzero"`
 }
 
-// ClientResolver links a QuickBooks customer to the practice's client id,
-// "" when it knows none: by an external key (the customer's id) where the
-// records system keeps one, else the customer's exact display name. The
-// Karbon adapter implements it.
-type ClientResolver interface {
-	ClientForContact(ctx context.Context, t practice.Tenant, customerID, name string) (string, error)
-}
-
 // Option changes New.
 type Option func(*Adapter)
 
@@ -133,8 +126,9 @@ type Option func(*Adapter)
 // capture ask for estimates and do webhooks record them.
 func WithEngagements(keeps func() bool) Option { return func(a *Adapter) { a.engagements = keeps } }
 
-// WithClientResolver links invoices to the practice's clients.
-func WithClientResolver(r ClientResolver) Option { return func(a *Adapter) { a.clients = r } }
+// WithClientLinker links invoices and estimates to the practice's
+// clients (the firm's records system, by linking's rule).
+func WithClientLinker(l linking.Linker) Option { return func(a *Adapter) { a.clients = l } }
 
 // Adapter is one firm's QuickBooks company. It is safe for concurrent use.
 type Adapter struct {
@@ -144,7 +138,7 @@ type Adapter struct {
 	log     *zap.Logger
 	clock   upstream.Clock
 	rails   xero.Rails
-	clients ClientResolver
+	clients linking.Linker
 	rec     *changes.Recorder
 	deps    upstream.Deps
 	inbox   notifications.Inbox

@@ -108,7 +108,7 @@ func TestListReadsPagesOfAThousand(t *testing.T) {
 	}
 	first := decodeInvoice(t, items[0])
 	if first.ID != "inv_qb-1" || practice.ValueOf(first.Number) != "1001" || first.Status != "issued" || first.Total.Amount != "1200.50" ||
-		first.Total.Currency != "USD" || first.DueOn != "2026-02-28" || first.IssuedOn != "2026-01-31" || practice.ValueOf(first.Client) != "cli_qb-2" {
+		first.Total.Currency != "USD" || first.DueOn != "2026-02-28" || first.IssuedOn != "2026-01-31" || first.Client != nil {
 		t.Errorf("first invoice %+v", first)
 	}
 }

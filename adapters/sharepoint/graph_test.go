@@ -30,7 +30,7 @@ func setup(t *testing.T) (*vendortest.Graph, *sharepoint.Adapter, vendortest.Pra
 	cfg := sharepoint.Config{Firm: "frm_acme", DriveID: g.DriveID, Root: "/Clients", BaseURL: g.URL, PageSize: 4,
 		OAuth2: upstream.OAuth2Config{AccessToken: g.Token}, MaxScanPages: 50,
 		Upstream: upstream.Policy{RateLimit: -1, Timeout: upstream.Duration(2 * time.Second), MaxAttempts: 1}}
-	a, err := sharepoint.New(cfg, upstream.Deps{Clock: vendortest.NewClock(epoch)}, docstore.WithClientResolver(p.Clients))
+	a, err := sharepoint.New(cfg, upstream.Deps{Clock: vendortest.NewClock(epoch)}, docstore.WithClientLinker(p.Clients))
 	if err != nil {
 		t.Fatal(err)
 	}

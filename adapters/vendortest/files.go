@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -104,7 +105,7 @@ func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider,
 			!d.UpdatedAt.Equal(f.Modified) || d.ID != filing.DocID(d.Location.ItemID) {
 			t.Fatalf("document %+v\nfile %+v", d, f)
 		}
-		if practice.ValueOf(d.Client) != p.Clients[f.Client] {
+		if want := p.Clients[f.Client]; practice.ValueOf(d.Client) != want || want == "" && d.Client != nil {
 			t.Fatalf("%s: client %v", f.Path, d.Client)
 		}
 		out = append(out, d)
@@ -112,11 +113,14 @@ func (p Practice) CheckDocuments(t testing.TB, raws []json.RawMessage, provider,
 	return out
 }
 
-// ClientFolders is a client resolver (filing.ClientResolver) over client
-// folder names.
+// ClientFolders is a records system's linker (linking.Linker) over client
+// folder names, exactly as written.
 type ClientFolders map[string]string
 
-// ClientForFolder is the client of the folder name, "" for none.
-func (c ClientFolders) ClientForFolder(_ context.Context, _ practice.Tenant, name string) (string, error) {
-	return c[name], nil
+// LinkClient is the client of the folder name, missing for none.
+func (c ClientFolders) LinkClient(_ context.Context, _ practice.Tenant, cand linking.Candidate) (linking.Link, error) {
+	if id := c[cand.Name]; id != "" {
+		return linking.Link{Client: id, Outcome: linking.Linked}, nil
+	}
+	return linking.Link{}, nil
 }

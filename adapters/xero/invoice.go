@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"sort"
 	"strings"
 	"time"
@@ -229,11 +230,9 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 		out.PaidAt = &paid
 		out.SettledVia = a.settledVia(inv)
 	}
-	client, err := a.client(ctx, t, inv.Contact.ContactID, inv.Contact.Name)
-	if err != nil {
+	if out.Client, err = a.client(ctx, t, inv.Contact); err != nil {
 		return practice.Invoice{}, err
 	}
-	out.Client = practice.Known(client)
 	// The client is the records system's, linked apart from the invoice:
 	// a link found later changes it under the same UpdatedDateUTC, and
 	// the stamp moves the version then (practice/stamps).
@@ -245,19 +244,18 @@ func (a *Adapter) invoice(ctx context.Context, t practice.Tenant, inv *invoice) 
 	return out, nil
 }
 
-// client is the practice's client id for a Xero contact.
-func (a *Adapter) client(ctx context.Context, t practice.Tenant, contactID, name string) (string, error) {
-	if a.clients != nil && contactID != "" {
-		id, err := a.clients.ClientForContact(ctx, t, contactID, name)
-		if err != nil {
-			return "", fmt.Errorf("xero: client of contact %s: %w", contactID, err)
-		}
-		if id != "" {
-			return id, nil
-		}
+// client is the practice's client id for a Xero contact, null when the
+// firm's records system has none certainly (or linking is off): Xero's
+// contacts are not the practice's clients.
+func (a *Adapter) client(ctx context.Context, t practice.Tenant, c contact) (*string, error) {
+	if a.clients == nil || c.ContactID == "" {
+		return nil, nil
 	}
-	if contactID == "" {
-		return "", nil
+	// By the contact id and the name alone: Xero keeps a contact's name
+	// unique in the organisation, not its email or tax number.
+	l, err := a.clients.LinkClient(ctx, t, linking.Candidate{Ref: c.ContactID, External: c.ContactID, Name: c.Name})
+	if err != nil {
+		return nil, fmt.Errorf("xero: client of contact %s: %w", c.ContactID, err)
 	}
-	return "cli_x-" + contactID, nil
+	return l.Ref(), nil
 }

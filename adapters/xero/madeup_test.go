@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/practicegw/practicegw/adapters/vendortest"
-	"github.com/practicegw/practicegw/internal/recordscan"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/recordscan"
 )
 
 // Nothing a Xero record says is made up: an invoice or quote without a

@@ -17,15 +17,15 @@ func init() {
 //	ledger xero {
 //	    tenant_id {env.XERO_TENANT_ID}
 //	    oauth2 { client_id ... client_secret ... }
-//	    link_clients records
 //	    ...
 //	}
 //
 // Its options are Config's fields by their JSON names, and link_clients.
 type Module struct {
 	Config
-	// LinkClients is "records" when invoices name their client through
-	// the firm's records system (a Xero contact looked up there).
+	// LinkClients is "off" when invoices and quotes name no client; by
+	// default ("records") their client is the firm's records system's
+	// for the contact (linking's rule), else null.
 	LinkClients string `json:"link_clients,omitempty"`
 }
 
@@ -62,18 +62,14 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
 	var opts []Option
-	if linked, _ := firmsystem.Linked(m.LinkClients); linked {
-		r, err := firmsystem.Resolver[ClientResolver](d)
-		if err != nil {
-			return firmsystem.Opened{}, err
-		}
-		opts = append(opts, WithClientResolver(r))
+	if l := firmsystem.Linker(d, m.LinkClients); l != nil {
+		opts = append(opts, WithClientLinker(l))
 	}
 	x, err := New(cfg, d.Upstream, opts...)
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "Xero", Reader: x, Engagements: true, Client: x.Upstream(), Webhook: x.Webhook(d.Upstream.Changes)}, nil
+	return firmsystem.Opened{Label: "Xero", Reader: x, Customers: "contacts", Engagements: true, Client: x.Upstream(), Webhook: x.Webhook(d.Upstream.Changes)}, nil
 }
 
 // KeepsProposals says the system keeps the firm's proposals.

@@ -13,6 +13,7 @@ import (
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/stamps"
 )
 
 // quotePage is how many quotes Xero answers a page of /Quotes: it takes no
@@ -154,13 +155,18 @@ func (a *Adapter) quoteJSON(ctx context.Context, t practice.Tenant, q *quote) (j
 	rec := practice.Engagement{ID: "eng_" + q.QuoteID, Object: "engagement", Status: status,
 		Scope: proposals.Scope(title, lines), Fee: practice.Money{Amount: fee, Currency: q.CurrencyCode},
 		Billing: "fixed", ReleasedJobs: []string{}, CreatedAt: practice.KnownAt(created), UpdatedAt: updated, Version: practice.VersionAt(updated)}
-	client, err := a.client(ctx, t, q.Contact.ContactID, q.Contact.Name)
-	if err != nil {
+	if rec.Client, err = a.client(ctx, t, q.Contact); err != nil {
 		return nil, err
 	}
-	rec.Client = practice.Known(client)
 	if rec.SignedAt, err = a.signings.At(ctx, rec.ID, status == "signed", updated); err != nil {
 		return nil, fmt.Errorf("xero: %w", err)
 	}
+	// The client is the records system's, linked apart from the quote: a
+	// link found later moves the version (practice/stamps).
+	seen, err := a.stamps.Of(ctx, stamps.Read{Kind: practice.Engagements, ID: rec.ID, Content: &rec, Vendor: updated})
+	if err != nil {
+		return nil, err
+	}
+	rec.UpdatedAt, rec.Version = seen.At, seen.Version()
 	return practice.Marshal(&rec)
 }

@@ -14,8 +14,8 @@
 // FullyPaidOnDate; settled_via names the rail of the payment that settled
 // it (Config.SettlementRails). Xero keeps no creation time: created_at is
 // the invoice date. The client is the practice's client for the Xero
-// contact when a ClientResolver links them (the Karbon adapter does, by
-// the contact's ExternalKey), else cli_x-<ContactID>.
+// contact, found in the firm's records system (linking's rule: Karbon's
+// ExternalKey, else the contact's name), else null.
 //
 // Paging follows Xero's page parameter in InvoiceID (QuoteID) order, which
 // edits do not reorder; updated_since goes to Xero as If-Modified-Since.
@@ -34,6 +34,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
@@ -89,17 +90,12 @@ type Config struct {
 	Upstream upstream.Policy `json:"upstream,omitzero"`
 }
 
-// ClientResolver links a Xero contact to the practice's client id, ""
-// when it knows none. The Karbon adapter implements it.
-type ClientResolver interface {
-	ClientForContact(ctx context.Context, t practice.Tenant, contactID, name string) (string, error)
-}
-
 // Option changes New.
 type Option func(*Adapter)
 
-// WithClientResolver links invoices to the practice's clients.
-func WithClientResolver(r ClientResolver) Option { return func(a *Adapter) { a.clients = r } }
+// WithClientLinker links invoices and quotes to the practice's clients
+// (the firm's records system, by linking's rule).
+func WithClientLinker(l linking.Linker) Option { return func(a *Adapter) { a.clients = l } }
 
 // Adapter is one firm's Xero organisation. It is safe for concurrent use.
 type Adapter struct {
@@ -108,7 +104,7 @@ type Adapter struct {
 	log     *zap.Logger
 	clock   upstream.Clock
 	rails   []rail
-	clients ClientResolver
+	clients linking.Linker
 	rec     *changes.Recorder
 	deps    upstream.Deps
 	inbox   notifications.Inbox

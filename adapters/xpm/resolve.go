@@ -4,42 +4,38 @@ import (
 	"context"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/practice"
 )
 
 // Other adapters name the firm's clients their own way: document stores
-// by folder name, a Xero ledger by contact. These find the XPM client of
-// that name, from one read of the client list kept ten minutes, so a
-// document listing of many folders costs one XPM call.
+// by folder name, a Xero ledger by contact. LinkClient finds the XPM
+// client, by linking's rule, from one read of the client list kept ten
+// minutes, so a document listing of many folders costs one XPM call. XPM
+// publishes no link to a Xero contact id, so a client is matched by its
+// name, email or tax number alone.
 
-// ClientForFolder returns the client named exactly as a document folder
-// (case and spacing aside), else "". It implements filing.ClientResolver.
-func (a *Adapter) ClientForFolder(ctx context.Context, t practice.Tenant, name string) (string, error) {
-	if !a.serves(t) || name == "" {
-		return "", nil
+// LinkClient is the client a customer or folder stands for. It
+// implements linking.Linker.
+func (a *Adapter) LinkClient(ctx context.Context, t practice.Tenant, c linking.Candidate) (linking.Link, error) {
+	if !a.serves(t) {
+		return linking.Link{}, nil
 	}
-	names, err := a.names.Get(a.clock.Now(), 10*time.Minute, func() (map[string]string, error) {
+	dir, err := a.names.Get(a.clock.Now(), 10*time.Minute, func() (*linking.Directory, error) {
 		cs, err := a.fetchClients(ctx, time.Time{})
 		if err != nil {
 			return nil, err
 		}
-		m := make(map[string]string, len(cs))
+		entries := make([]linking.Entry, 0, len(cs))
 		for i := range cs {
-			if n := norm(clientName(&cs[i])); n != "" && m[n] == "" {
-				m[n] = "cli_" + cs[i].UUID
-			}
+			entries = append(entries, linking.Entry{ID: "cli_" + cs[i].UUID, Name: clientName(&cs[i]),
+				Email: cs[i].Email, TaxNumber: cs[i].TaxNumber})
 		}
-		return m, nil
+		return linking.NewDirectory(entries), nil
 	})
 	if err != nil {
-		return "", err
+		return linking.Link{}, err
 	}
-	return names[norm(name)], nil
-}
-
-// ClientForContact returns the client named as the Xero contact; XPM
-// publishes no link to Xero's contact ids. It implements
-// xero.ClientResolver.
-func (a *Adapter) ClientForContact(ctx context.Context, t practice.Tenant, _, name string) (string, error) {
-	return a.ClientForFolder(ctx, t, name)
+	c.External = "" // XPM holds no other system's ids
+	return dir.Match(c), nil
 }

@@ -56,6 +56,7 @@ type client struct {
 	JobManager        *party      `json:"jobManager"`
 	Type              *clientType `json:"type"`
 	BusinessStructure string      `json:"businessStructure"`
+	TaxNumber         string      `json:"taxNumber"`
 	Contacts          []contact   `json:"contacts"`
 }
 

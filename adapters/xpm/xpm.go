@@ -74,7 +74,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/oauthtoken"
 	"github.com/practicegw/practicegw/adapters/kit/proposals"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
@@ -160,7 +160,7 @@ type Adapter struct {
 	changes  changes.ChangeSink
 	states   upstream.Cached[[]party]
 	cats     upstream.Cached[[]party]
-	names    upstream.Cached[map[string]string]
+	names    upstream.Cached[*linking.Directory]
 }
 
 // New checks cfg and makes the adapter.
@@ -360,8 +360,7 @@ var (
 	_ practice.Reader       = (*Adapter)(nil)
 	_ practice.ClientWriter = (*Adapter)(nil)
 	_ practice.JobWriter    = (*Adapter)(nil)
-	_ filing.ClientResolver = (*Adapter)(nil)
-	_ xero.ClientResolver   = (*Adapter)(nil)
+	_ linking.Linker        = (*Adapter)(nil)
 )
 
 // Upstream is the adapter's resilient client, for readiness reports.

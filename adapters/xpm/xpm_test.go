@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/vendortest"
 	"github.com/practicegw/practicegw/adapters/xero"
@@ -517,16 +518,20 @@ func TestClientsByName(t *testing.T) {
 	ctx := context.Background()
 	before := len(e.x.Requests())
 	for range 3 {
-		id, err := e.a.ClientForFolder(ctx, live, "client 03  LTD")
-		if err != nil || id != "cli_"+clientID(3) {
-			t.Fatalf("folder: %q %v", id, err)
+		l, err := e.a.LinkClient(ctx, live, linking.Candidate{Ref: "/client 03  LTD", Name: "client 03  LTD"})
+		if err != nil || l.Client != "cli_"+clientID(3) || l.Outcome != linking.Linked {
+			t.Fatalf("folder: %+v %v", l, err)
 		}
 	}
-	if id, _ := e.a.ClientForContact(ctx, live, "a3675fc4-f8dd-4f03-ba5b-f1870566bcd7", "Nobody Ltd"); id != "" {
-		t.Errorf("an unknown contact: %q", id)
+	if l, _ := e.a.LinkClient(ctx, live, linking.Candidate{Ref: "x", External: "x", Name: "Nobody Ltd"}); l.Outcome != linking.Missing {
+		t.Errorf("an unknown contact: %+v", l)
+	}
+	// Every client shares one email: it names none of them.
+	if l, _ := e.a.LinkClient(ctx, live, linking.Candidate{Ref: "y", Email: "Books@Client.example"}); l.Outcome != linking.Ambiguous {
+		t.Errorf("a shared email: %+v", l)
 	}
 	if n := len(e.x.Requests()) - before; n != 1 {
-		t.Errorf("%d XPM calls for four look-ups", n)
+		t.Errorf("%d XPM calls for five look-ups", n)
 	}
 }
 

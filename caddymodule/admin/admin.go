@@ -296,6 +296,10 @@ func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
 		v.NotifiedP50Millis, v.NotifiedP99Millis = st.Latency.P50.Milliseconds(), st.Latency.P99.Milliseconds()
 	}
 	v.SubscribedUntil, v.SubscribeError = st.SubscribedUntil, st.SubscribeError
+	if l := st.Links; l != nil {
+		v.Links = &adminapi.LinksView{Of: l.Of, Records: l.In, Candidates: l.Candidates, Linked: l.Linked,
+			Missing: l.Missing, Ambiguous: l.Ambiguous, Summary: l.String()}
+	}
 	return v
 }
 

@@ -201,6 +201,12 @@ type Firm struct {
 	// and the ledger that keeps proposals (Xero Practice Manager's quotes,
 	// the Xero ledger's quotes), else the records system.
 	Engagements string `json:"engagements,omitempty"`
+	// LinkClients is "off" when the firm's ledger and document store,
+	// its Caddyfile's and its connections', name no client; by default
+	// ("records") each record names the firm's records system's client
+	// for its customer or client folder where the match is certain, else
+	// null.
+	LinkClients string `json:"link_clients,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.

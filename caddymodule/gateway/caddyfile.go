@@ -216,6 +216,17 @@ func unmarshalFirm(d *caddyfile.Dispenser) (Firm, error) {
 			default:
 				return f, d.Errf("engagements %q: the source is records, ledger or none", f.Engagements)
 			}
+		case "link_clients":
+			if !d.NextArg() {
+				return f, d.ArgErr()
+			}
+			f.LinkClients = d.Val()
+			if d.NextArg() {
+				return f, d.ArgErr()
+			}
+			if _, err := firmsystem.Linked(f.LinkClients); err != nil {
+				return f, d.Err(err.Error())
+			}
 		default:
 			return f, d.Errf("unknown firm option %q", opt)
 		}

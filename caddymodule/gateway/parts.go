@@ -241,7 +241,7 @@ type connectStore interface {
 // modules, records first: a ledger or document store may name its
 // clients through them.
 func loadFirm(ctx caddy.Context, f *Firm) (firms.Firm, error) {
-	out := firms.Firm{ID: f.ID, Name: f.Name, Demo: f.Demo, Engagements: f.Engagements}
+	out := firms.Firm{ID: f.ID, Name: f.Name, Demo: f.Demo, Engagements: f.Engagements, LinkClients: f.LinkClients}
 	for _, role := range []struct{ name, field string }{{"records", "RecordsRaw"}, {"ledger", "LedgerRaw"}, {"documents", "DocumentsRaw"}} {
 		if !f.sets(role.name) {
 			continue

@@ -334,3 +334,5 @@ func TestLettersLinkAcrossCopies(t *testing.T) {
 		t.Fatalf("both copies opened again, the engagement links %q, want doc_1", got)
 	}
 }
+
+func ref(id string) *string { return &id }

@@ -48,6 +48,34 @@ type Status struct {
 	// Unusable are the records whose vendor answers the sync cannot use:
 	// served as last known, asked for again at each poll of their kind.
 	Unusable []Unusable
+	// Links are what a ledger or document store found of its customers
+	// or client folders in the firm's records system, as this instance
+	// mapped them; nil for a records system, or with linking off.
+	Links *Links
+}
+
+// Links count the customers (or client folders) a system asked the
+// firm's records system for, by the last answer for each: Missing match
+// no client, Ambiguous more than one; their records name no client.
+type Links struct {
+	// Of is what was asked for ("Xero contacts", "client folders"); In
+	// is the records system ("Karbon"), empty when the firm has none.
+	Of, In                                 string
+	Candidates, Linked, Missing, Ambiguous int
+}
+
+// String says it for an administrator: "12 of 340 Xero contacts match
+// no Karbon client; 2 match more than one".
+func (l Links) String() string {
+	in := l.In
+	if in == "" {
+		in = "records system's"
+	}
+	s := fmt.Sprintf("%d of %d %s match no %s client", l.Missing, l.Candidates, l.Of, in)
+	if l.Ambiguous > 0 {
+		s += fmt.Sprintf("; %d match more than one, and link none", l.Ambiguous)
+	}
+	return s
 }
 
 // KindStatus is one kind's part of a sync.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
@@ -79,13 +80,15 @@ type Source[T any] struct {
 type Option func(*options)
 
 type options struct {
-	resolver filing.ClientResolver
-	stamps   *stamps.Store
+	clients linking.Linker
+	stamps  *stamps.Store
 }
 
-// WithClientResolver links client folders to the practice's clients.
-func WithClientResolver(r filing.ClientResolver) Option {
-	return func(o *options) { o.resolver = r }
+// WithClientLinker links client folders to the practice's clients (the
+// firm's records system, by linking's rule); the store's stamps move a
+// document's version when its link changes (WithStamps).
+func WithClientLinker(l linking.Linker) Option {
+	return func(o *options) { o.clients = l }
 }
 
 // WithStamps moves a document's version when what /v1 shows of it
@@ -110,7 +113,7 @@ func New[T any](src Source[T], conventions filing.Config, opts ...Option) (*Stor
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c, err := filing.New(conventions, o.resolver)
+	c, err := filing.New(conventions, o.clients)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", src.System, err)
 	}
@@ -242,18 +245,17 @@ func EscapePath(p string) string {
 var _ practice.Reader = (*Store[struct{}])(nil)
 
 // linkOptions returns the options a document store's module opens with:
-// the firm's records system as the resolver of client folders when its
-// Caddyfile block said `link_clients records`.
-func linkOptions(linkClients string, d firmsystem.Deps) ([]Option, error) {
-	linked, err := firmsystem.Linked(linkClients)
-	if err != nil || !linked {
+// the firm's records system as the linker of client folders unless its
+// block or the firm says `link_clients off`.
+func linkOptions(system, linkClients string, d firmsystem.Deps) ([]Option, error) {
+	if _, err := firmsystem.Linked(linkClients); err != nil {
 		return nil, err
 	}
-	r, err := firmsystem.Resolver[filing.ClientResolver](d)
-	if err != nil {
-		return nil, err
+	l := firmsystem.Linker(d, linkClients)
+	if l == nil {
+		return nil, nil
 	}
-	return []Option{WithClientResolver(r)}, nil
+	return []Option{WithClientLinker(l)}, nil
 }
 
 // An Adapter is a document store's adapter, as its module opens it.
@@ -263,10 +265,10 @@ type Adapter interface {
 }
 
 // Open is a document store module's Open: the firm's records system as the
-// resolver of client folders when its block said `link_clients records`,
+// linker of client folders unless its block or the firm turns it off,
 // then the adapter that build makes with those options, named label.
 func Open[A Adapter](label, linkClients string, d firmsystem.Deps, build func(opts ...Option) (A, error)) (firmsystem.Opened, error) {
-	opts, err := linkOptions(linkClients, d)
+	opts, err := linkOptions(label, linkClients, d)
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
@@ -287,8 +289,8 @@ type notifier interface {
 	Webhook(changes.ChangeSink) http.Handler
 }
 
-// Validate is a document store module's Validate: link_clients names the
-// records system or nothing, and build, given no dependencies, accepts
+// Validate is a document store module's Validate: link_clients is
+// records or off, and build, given no dependencies, accepts
 // the configuration as New would use it.
 func Validate[A Adapter](linkClients string, build func() (A, error)) error {
 	if _, err := firmsystem.Linked(linkClients); err != nil {

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -88,24 +89,20 @@ var defaultRules = []Rule{
 	{[]string{"msg"}, "correspondence"},
 }
 
-// ClientResolver finds the client a folder is named after, "" for none.
-// The Karbon adapter implements it; without one, only client ids written
-// into folder names link documents to clients.
-type ClientResolver interface {
-	ClientForFolder(ctx context.Context, t practice.Tenant, name string) (string, error)
-}
-
 // Classifier applies a Config.
 type Classifier struct {
-	rules    []Rule
-	depth    int
-	pattern  *regexp.Regexp
-	resolver ClientResolver
+	rules   []Rule
+	depth   int
+	pattern *regexp.Regexp
+	clients linking.Linker
 }
 
-// New checks cfg; resolver may be nil.
-func New(cfg Config, resolver ClientResolver) (*Classifier, error) {
-	c := &Classifier{depth: cfg.ClientDepth, resolver: resolver}
+// New checks cfg. clients finds the client a folder is named after (the
+// firm's records system, by linking's rule); without it, only client ids
+// written into folder names link documents to clients. The document
+// store's stamps move a document's version when its link changes.
+func New(cfg Config, clients linking.Linker) (*Classifier, error) {
+	c := &Classifier{depth: cfg.ClientDepth, clients: clients}
 	if c.depth <= 0 {
 		c.depth = 1
 	}
@@ -181,23 +178,24 @@ func (c *Classifier) Kind(rel, name string) string {
 }
 
 // Client finds a document's client from its folder path relative to the
-// store's root: an id written into a folder name, else the resolver's
-// answer for the client folder's name, else "".
-func (c *Classifier) Client(ctx context.Context, t practice.Tenant, rel string) (string, error) {
+// store's root: an id written into a folder name, else the records
+// system's client of the client folder's name, else none (nil).
+func (c *Classifier) Client(ctx context.Context, t practice.Tenant, rel string) (*string, error) {
 	segs := segments(rel)
 	for _, s := range segs {
 		if id := c.pattern.FindString(s); id != "" {
-			return id, nil
+			return &id, nil
 		}
 	}
-	if c.resolver == nil || len(segs) < c.depth {
-		return "", nil
+	if c.clients == nil || len(segs) < c.depth {
+		return nil, nil
 	}
-	id, err := c.resolver.ClientForFolder(ctx, t, segs[c.depth-1])
+	folder := segs[c.depth-1]
+	l, err := c.clients.LinkClient(ctx, t, linking.Candidate{Ref: "/" + strings.Join(segs[:c.depth], "/"), Name: folder})
 	if err != nil {
-		return "", fmt.Errorf("client of folder %q: %w", segs[c.depth-1], err)
+		return nil, fmt.Errorf("client of folder %q: %w", folder, err)
 	}
-	return id, nil
+	return l.Ref(), nil
 }
 
 // Item is a file as a document store lists it.
@@ -229,13 +227,14 @@ func (c *Classifier) Document(ctx context.Context, t practice.Tenant, provider s
 	if mt == "" {
 		mt = MimeType(it.Name)
 	}
-	return practice.Document{
-		ID: DocID(it.ID), Object: "document", Name: it.Name, Kind: c.Kind(it.Rel, it.Name), Client: practice.Known(client),
+	d := practice.Document{
+		ID: DocID(it.ID), Object: "document", Name: it.Name, Kind: c.Kind(it.Rel, it.Name), Client: client,
 		MimeType: mt, SizeBytes: it.Size,
 		Location: practice.Location{Provider: provider, Path: folder, ItemID: it.ID, DriveID: it.DriveID, WebURL: it.WebURL},
 		FiledAt:  it.Created.UTC(), CreatedAt: it.Created.UTC(), UpdatedAt: it.Modified.UTC(),
 		Version: practice.VersionAt(it.Modified),
-	}, nil
+	}
+	return d, nil
 }
 
 // DocID is doc_ and the store's item id in unpadded base64url: store ids

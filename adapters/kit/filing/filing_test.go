@@ -11,6 +11,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/demo"
 	"github.com/practicegw/practicegw/adapters/kit/filing"
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/practice"
 )
 
@@ -86,14 +87,24 @@ func TestKindRules(t *testing.T) {
 	}
 }
 
-type names map[string]string
+// names is a records system with one client per name; asked says which
+// candidates it was asked about.
+type names struct {
+	ids   map[string]string
+	asked map[string]linking.Candidate
+}
 
-func (n names) ClientForFolder(_ context.Context, _ practice.Tenant, name string) (string, error) {
-	return n[name], nil
+func (n names) LinkClient(_ context.Context, _ practice.Tenant, c linking.Candidate) (linking.Link, error) {
+	n.asked[c.Name] = c
+	if id := n.ids[c.Name]; id != "" {
+		return linking.Link{Client: id, Outcome: linking.Linked}, nil
+	}
+	return linking.Link{}, nil
 }
 
 func TestClient(t *testing.T) {
-	c, _ := filing.New(filing.Config{}, names{"Acme Ltd": "cli_o-O1"})
+	n := names{ids: map[string]string{"Acme Ltd": "cli_o-O1"}, asked: map[string]linking.Candidate{}}
+	c, _ := filing.New(filing.Config{}, n)
 	ctx := context.Background()
 	for rel, want := range map[string]string{
 		"/Acme Ltd/2025/Tax return":  "cli_o-O1",
@@ -101,9 +112,15 @@ func TestClient(t *testing.T) {
 		"/Unknown/2025":              "",
 		"":                           "",
 	} {
-		if got, err := c.Client(ctx, practice.Tenant{Firm: "f"}, rel); err != nil || got != want {
-			t.Errorf("%q: %q, %v; want %q", rel, got, err, want)
+		got, err := c.Client(ctx, practice.Tenant{Firm: "f"}, rel)
+		if err != nil || practice.ValueOf(got) != want || want == "" && got != nil {
+			t.Errorf("%q: %v, %v; want %q", rel, got, err, want)
 		}
+	}
+	// A folder is asked about by its path below the root, the key it is
+	// counted by, and by its name.
+	if a := n.asked["Unknown"]; a.Ref != "/Unknown" || a.External != "" {
+		t.Errorf("asked %+v", a)
 	}
 }
 

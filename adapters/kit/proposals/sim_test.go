@@ -162,3 +162,5 @@ func TestSyncSimulationWithQuickBooksEstimates(t *testing.T) {
 		t.Error("no schedule accepted an estimate after the backfill: the schedules test no signing")
 	}
 }
+
+var simClient = "cli_sim"

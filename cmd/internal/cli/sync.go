@@ -155,6 +155,9 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 				fmt.Fprintf(w, "  %s: %s\n", u.ID, u.Reason)
 			}
 		}
+		if s.Links != nil && s.Links.Candidates > 0 {
+			fmt.Fprintf(w, "\n%s (%s) clients: %s\n", s.Role, s.System, s.Links.Summary)
+		}
 		var reach []string
 		for _, k := range s.Kinds {
 			if k.Reaches != "" {

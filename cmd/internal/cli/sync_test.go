@@ -14,6 +14,7 @@ import (
 
 	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/practice"
+	"github.com/practicegw/practicegw/practice/readmodel"
 )
 
 // syncAdmin answers the sync routes of a gateway's admin endpoint as the
@@ -36,6 +37,9 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Why: "xero answered 401 Unauthorized", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
 		CallsLastHour: 12, Kinds: []adminapi.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}},
 		Plan: "polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync"}
+	l := readmodel.Links{Of: "Xero contacts", In: "Karbon", Candidates: 340, Linked: 326, Missing: 12, Ambiguous: 2}
+	xero.Links = &adminapi.LinksView{Of: l.Of, Records: l.In, Candidates: l.Candidates, Linked: l.Linked, Missing: l.Missing,
+		Ambiguous: l.Ambiguous, Summary: l.String()}
 	w.Header().Set("Content-Type", "application/json")
 	switch r.Method + " " + r.URL.Path {
 	case "GET /practicegw/sync/frm_acme":
@@ -86,6 +90,7 @@ func TestSyncStatusCommand(t *testing.T) {
 		"records (karbon) backfill: karbon jobs: 3,200 of about 5,000",
 		"ledger (xero) is failing: xero answered 401 Unauthorized",
 		"ledger (xero) polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync",
+		"ledger (xero) clients: 12 of 340 Xero contacts match no Karbon client; 2 match more than one, and link none",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status lacks %q:\n%s", want, out)
