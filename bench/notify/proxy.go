@@ -105,14 +105,19 @@ func (p *proxy) told(path string, t, u time.Time) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var took []time.Duration
+	open := 0
 	for _, k := range p.log {
 		if k.path == path && !k.at.Before(t) && !k.at.After(u) {
+			if k.took == 0 {
+				open++ // not answered yet
+				continue
+			}
 			took = append(took, k.took)
 		}
 	}
 	if len(took) == 0 {
-		return "no notifications"
+		return fmt.Sprintf("%d notifications, none answered yet", open)
 	}
 	slices.Sort(took)
-	return fmt.Sprintf("%d notifications answered in p50 %s, max %s", len(took), fmtDur(took[len(took)/2]), fmtDur(took[len(took)-1]))
+	return fmt.Sprintf("%d notifications answered in p50 %s, max %s (%d not yet)", len(took)+open, fmtDur(took[len(took)/2]), fmtDur(took[len(took)-1]), open)
 }

@@ -121,8 +121,8 @@ func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver, g 
 			for _, c := range changes {
 				end = later(end, rc.arrived(b.event, c.id))
 			}
-			r.calls = fmt.Sprintf("%s; %s; the gateway used %s of CPU (all its work, from the burst to its last webhook)",
-				p.told(s.path, start, end), summary(s.calls.between(start, end), start), fmtDur(used))
+			r.calls = fmt.Sprintf("%s; %s (%d in the minute before); the gateway used %s of CPU (all its work, from the burst to its last webhook)",
+				p.told(s.path, start, end), summary(s.calls.between(start, end), start), len(s.calls.between(start.Add(-time.Minute), start.Add(-time.Nanosecond))), fmtDur(used))
 		}
 		rows = append(rows, r)
 	}
