@@ -380,7 +380,7 @@ func TestGatherWaitsWhileABurstArrives(t *testing.T) {
 		at := time.Duration(0)
 		for range n {
 			burst = append(burst, at)
-			at += time.Duration(rng.Int64N(int64(gather * 9 / 10 / time.Millisecond))) * time.Millisecond
+			at += time.Duration(rng.Int64N(int64(gather*9/10/time.Millisecond))) * time.Millisecond
 		}
 		rng.Shuffle(len(burst), func(i, j int) { burst[i], burst[j] = burst[j], burst[i] })
 		reads, got := run(t, burst)
