@@ -46,7 +46,7 @@ func newCallLog(target string) *callLog {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
-		what := r.Method + " " + r.URL.Path
+		what := r.Method + " " + shape(r.URL.Path)
 		if len(keys) > 0 {
 			what += "?" + strings.Join(keys, ",")
 		}
@@ -134,4 +134,17 @@ func startTrace(admin, path string) <-chan struct{} {
 		_, _ = io.Copy(f, resp.Body)
 	}()
 	return done
+}
+
+// shape is a call's path with the segments that name a record (a digit
+// among four characters or more, no dot) as {id}, so that a call a
+// record counts as one kind.
+func shape(path string) string {
+	segs := strings.Split(path, "/")
+	for i, seg := range segs {
+		if len(seg) >= 4 && !strings.Contains(seg, ".") && strings.ContainsAny(seg, "0123456789") {
+			segs[i] = "{id}"
+		}
+	}
+	return strings.Join(segs, "/")
 }
