@@ -399,8 +399,12 @@ func (a *Adapter) ingestInvoices(ctx context.Context, sink changes.ChangeSink, n
 }
 
 // observeWidth is how many invoices a notification's read compares at
-// once.
-const observeWidth = 8
+// once. It costs no vendor call: what bounds a burst's comparing is the
+// store's commits (a bbolt commit's fsyncs cost the same whatever it
+// holds), so the more at once, the fewer commits a burst waits for: eight
+// at once kept a hundred invoices' webhooks a second and more behind
+// their read on a loaded machine.
+const observeWidth = 32
 
 // ingestEstimate reads the estimate n names and records its engagement,
 // under the rule invoices follow: one never seen is left to change data

@@ -41,6 +41,7 @@ type options struct {
 	wait         time.Duration
 	before       bool
 	only         string
+	trace        string
 }
 
 func main() {
@@ -52,6 +53,7 @@ func main() {
 	flag.DurationVar(&o.wait, "wait", 4*time.Minute, "how long after a burst's last change its webhooks are waited for")
 	flag.BoolVar(&o.before, "before", false, "the binary predates the document stores' notifications (no notification_url, app_secret)")
 	flag.StringVar(&o.only, "only", "", "comma-separated systems to run (karbon,xero,quickbooks,sharepoint,google_drive,dropbox); default all")
+	flag.StringVar(&o.trace, "trace", "", "a folder to write the gateway's execution trace of each burst's first 5 s to (go tool trace)")
 	flag.Parse()
 	if err := run(context.Background(), o); err != nil {
 		fmt.Fprintln(os.Stderr, "notify:", err)
@@ -103,7 +105,7 @@ func run(ctx context.Context, o options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := s.run(ctx, o, proxy, rc)
+			got, err := s.run(ctx, o, proxy, rc, g)
 			mu.Lock()
 			defer mu.Unlock()
 			rows = append(rows, got...)

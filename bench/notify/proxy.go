@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"time"
 )
@@ -24,6 +26,7 @@ type notice struct {
 	path string
 	at   time.Time
 	body []byte
+	took time.Duration // until the gateway answered
 }
 
 func newProxy() *proxy {
@@ -49,7 +52,9 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	p.mu.Lock()
 	to := p.to
+	logged := -1
 	if r.Method == http.MethodPost && r.URL.Query().Get("validationToken") == "" {
+		logged = len(p.log)
 		p.log = append(p.log, notice{path: r.URL.Path, at: at, body: body})
 	}
 	p.mu.Unlock()
@@ -64,6 +69,11 @@ func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	req.Header = r.Header.Clone()
 	resp, err := passOn.Do(req)
+	if logged >= 0 {
+		p.mu.Lock()
+		p.log[logged].took = time.Since(at)
+		p.mu.Unlock()
+	}
 	if err != nil {
 		w.WriteHeader(http.StatusBadGateway)
 		return
@@ -87,4 +97,27 @@ func (p *proxy) first(path string, t time.Time, match func([]byte) bool) time.Ti
 		}
 	}
 	return time.Time{}
+}
+
+// told says how many notifications to path came from t to u and how
+// long the gateway took to answer them.
+func (p *proxy) told(path string, t, u time.Time) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var took []time.Duration
+	open := 0
+	for _, k := range p.log {
+		if k.path == path && !k.at.Before(t) && !k.at.After(u) {
+			if k.took == 0 {
+				open++ // not answered yet
+				continue
+			}
+			took = append(took, k.took)
+		}
+	}
+	if len(took) == 0 {
+		return fmt.Sprintf("%d notifications, none answered yet", open)
+	}
+	slices.Sort(took)
+	return fmt.Sprintf("%d notifications answered in p50 %s, max %s (%d not yet)", len(took)+open, fmtDur(took[len(took)/2]), fmtDur(took[len(took)-1]), open)
 }

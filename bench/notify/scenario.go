@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/practicegw/practicegw/internal/testgateway"
 )
 
 // scenario is one system's bursts, run one after the other.
@@ -15,6 +18,8 @@ type scenario struct {
 	// path is where the system's notifications come to the gateway.
 	path   string
 	bursts []burst
+	// calls note the gateway's calls to the system's double.
+	calls *callLog
 }
 
 // burst is one kind of change made burst times.
@@ -41,9 +46,13 @@ type row struct {
 	fromChange    []time.Duration
 	fromNotice    []time.Duration
 	unnotified    int
+	// calls says the vendor calls made from the burst's first change to
+	// its last webhook, and the notifications told meanwhile.
+	calls string
 }
 
-func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([]row, error) {
+func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver, g *testgateway.Gateway) ([]row, error) {
+	pid := g.Pid()
 	var rows []row
 	for _, b := range s.bursts {
 		type made struct {
@@ -51,6 +60,7 @@ func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([
 			at time.Time
 		}
 		var changes []made
+		var used time.Duration
 		if b.period > 0 {
 			now := time.Now()
 			wait := b.period/2 - now.Sub(now.Truncate(b.period))
@@ -58,6 +68,11 @@ func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([
 				wait += b.period
 			}
 			time.Sleep(wait)
+		}
+		used = cpu(pid)
+		if o.trace != "" {
+			traced := startTrace(g.Admin, filepath.Join(o.trace, s.system+"-"+b.event+".trace"))
+			defer func() { <-traced }()
 		}
 		for i := range o.burst {
 			at := time.Now()
@@ -81,6 +96,7 @@ func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		used = cpu(pid) - used
 		r := row{order: b.order, system: s.label, event: b.event, n: len(changes)}
 		for i, c := range changes {
 			got := rc.arrived(b.event, c.id)
@@ -100,9 +116,24 @@ func (s scenario) run(ctx context.Context, o options, p *proxy, rc *receiver) ([
 			}
 			r.fromNotice = append(r.fromNotice, got.Sub(told))
 		}
+		if len(changes) > 0 && s.calls != nil {
+			start, end := changes[0].at, changes[0].at
+			for _, c := range changes {
+				end = later(end, rc.arrived(b.event, c.id))
+			}
+			r.calls = fmt.Sprintf("%s; %s (%d in the minute before); the gateway used %s of CPU (all its work, from the burst to its last webhook)",
+				p.told(s.path, start, end), summary(s.calls.between(start, end), start), len(s.calls.between(start.Add(-time.Minute), start.Add(-time.Nanosecond))), fmtDur(used))
+		}
 		rows = append(rows, r)
 	}
 	return rows, nil
+}
+
+func later(t, u time.Time) time.Time {
+	if u.After(t) {
+		return u
+	}
+	return t
 }
 
 func printTable(rows []row) {
@@ -112,6 +143,12 @@ func printTable(rows []row) {
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %d | %s | %s | %d | %d |\n", r.system, r.event, r.n, spread(r.fromChange, false), spread(r.fromNotice, true),
 			r.unnotified, r.missing)
+	}
+	fmt.Println()
+	for _, r := range rows {
+		if r.calls != "" {
+			fmt.Printf("- %s %s, from its first change to its last webhook: %s\n", r.system, r.event, r.calls)
+		}
 	}
 }
 

@@ -24,6 +24,8 @@ type vendors struct {
 	g      *vendortest.Graph
 	d      *vendortest.GDrive
 	b      *vendortest.Dropbox
+	// calls note the gateway's calls to each system's double.
+	calls map[string]*callLog
 }
 
 const (
@@ -35,7 +37,14 @@ const (
 var epoch = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
 func startVendors(o options, notify string, on map[string]bool) *vendors {
-	v := &vendors{o: o, on: on, notify: notify}
+	v := &vendors{o: o, on: on, notify: notify, calls: map[string]*callLog{}}
+	// logged puts a call log in front of a double's base (its origin and
+	// then path).
+	logged := func(system, base, path string) string {
+		c := newCallLog(strings.TrimSuffix(base, path))
+		v.calls[system] = c
+		return c.url() + path
+	}
 	if on["karbon"] {
 		v.k = vendortest.NewKarbon()
 		v.k.AddUser(vendortest.KarbonUser{Id: "U1", Name: "Pat Partner", EmailAddress: "pat@bench.example", Roles: []string{"Partner"}})
@@ -49,6 +58,7 @@ func startVendors(o options, notify string, on map[string]bool) *vendors {
 				WorkType: "Accounts", PrimaryStatus: "InProgress"})
 		}
 		v.k.NotifyChanges(o.karbonWindow)
+		v.k.URL = logged("karbon", v.k.URL, "")
 	}
 	if on["xero"] {
 		v.x = vendortest.NewXero()
@@ -57,6 +67,7 @@ func startVendors(o options, notify string, on map[string]bool) *vendors {
 				ContactID: fmt.Sprintf("xc-%d", i), ContactName: fmt.Sprintf("Client %d", i), Date: epoch, DueDate: epoch.AddDate(0, 1, 0),
 				Total: "1200.00", AmountDue: "1200.00", CurrencyCode: "GBP", Updated: epoch})
 		}
+		v.x.URL = logged("xero", v.x.URL, "/api.xro/2.0")
 	}
 	if on["quickbooks"] {
 		v.q = vendortest.NewQuickBooks()
@@ -65,18 +76,22 @@ func startVendors(o options, notify string, on map[string]bool) *vendors {
 				CustomerName: fmt.Sprintf("Customer %d", 1+i%7), TxnDate: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "300.00", Updated: epoch})
 		}
 		v.q.NotifyEvery(notify+"/ingest/frm_qbo/quickbooks", o.intuitPeriod)
+		v.q.URL = logged("quickbooks", v.q.URL, "")
 	}
 	if on["sharepoint"] {
 		v.g = vendortest.NewGraph()
 		seedFiles(v.g.AddFile)
+		v.g.URL = logged("sharepoint", v.g.URL, "/v1.0")
 	}
 	if on["google_drive"] {
 		v.d = vendortest.NewGDrive()
 		seedFiles(v.d.AddFile)
+		v.d.URL = logged("google_drive", v.d.URL, "/drive/v3")
 	}
 	if on["dropbox"] {
 		v.b = vendortest.NewDropbox()
 		seedFiles(func(p string, size int64, _ string, at time.Time) string { return v.b.AddFile(p, size, at) })
+		v.b.URL = logged("dropbox", v.b.URL, "")
 	}
 	return v
 }
@@ -90,6 +105,9 @@ func seedFiles(add func(p string, size int64, mime string, at time.Time) string)
 func xeroID(i int) string { return fmt.Sprintf("00000000-0000-0000-0000-%012d", i) }
 
 func (v *vendors) close() {
+	for _, c := range v.calls {
+		c.close()
+	}
 	if v.k != nil {
 		v.k.Close()
 	}
@@ -340,7 +358,7 @@ func (v *vendors) scenarios() []scenario {
 	var out []scenario
 	now := func() time.Time { return time.Now().UTC() }
 	if v.k != nil {
-		out = append(out, scenario{system: "karbon", label: "Karbon", path: "/ingest/frm_karbon/karbon", bursts: []burst{
+		out = append(out, scenario{system: "karbon", calls: v.calls["karbon"], label: "Karbon", path: "/ingest/frm_karbon/karbon", bursts: []burst{
 			{event: "job.stage_changed", order: 1, change: func(i int) (string, error) {
 				key := fmt.Sprintf("W%04d", i)
 				v.k.MoveWorkItem(key, "InProgress", "In Review")
@@ -358,7 +376,7 @@ func (v *vendors) scenarios() []scenario {
 		}})
 	}
 	if v.x != nil {
-		out = append(out, scenario{system: "xero", label: "Xero", path: "/ingest/frm_xero/xero", bursts: []burst{
+		out = append(out, scenario{system: "xero", calls: v.calls["xero"], label: "Xero", path: "/ingest/frm_xero/xero", bursts: []burst{
 			{event: "invoice.paid", order: 3, change: func(i int) (string, error) {
 				id := xeroID(i)
 				at := now()
@@ -376,7 +394,7 @@ func (v *vendors) scenarios() []scenario {
 				return bytes.Contains(b, fmt.Appendf(nil, `"intuitentityid":"%d"`, off+i+1))
 			}
 		}
-		out = append(out, scenario{system: "quickbooks", label: "QuickBooks Online", path: "/ingest/frm_qbo/quickbooks", bursts: []burst{
+		out = append(out, scenario{system: "quickbooks", calls: v.calls["quickbooks"], label: "QuickBooks Online", path: "/ingest/frm_qbo/quickbooks", bursts: []burst{
 			{event: "invoice.paid", order: 4, change: func(i int) (string, error) {
 				v.q.Pay(fmt.Sprint(i+1), "Visa", "", now())
 				return fmt.Sprintf("inv_qb-%d", i+1), nil
@@ -389,7 +407,7 @@ func (v *vendors) scenarios() []scenario {
 	}
 	docs := func(system, label, firm string, order int, add func(p string, at time.Time) string, del func(id string)) scenario {
 		var ids []string
-		return scenario{system: system, label: label, path: "/ingest/" + firm + "/" + system, bursts: []burst{
+		return scenario{system: system, calls: v.calls[system], label: label, path: "/ingest/" + firm + "/" + system, bursts: []burst{
 			{event: "document.filed", order: order, change: func(i int) (string, error) {
 				id := add(fmt.Sprintf("/Clients/Client %02d/2025/Tax return/Engagement letter %03d.pdf", i%50, i), now())
 				ids = append(ids, id)

@@ -66,6 +66,9 @@ type Options struct {
 type Gateway struct {
 	// URL is where it serves /v1, http://127.0.0.1:port.
 	URL string
+	// Admin is its admin endpoint (Caddy's, with /debug/pprof),
+	// http://127.0.0.1:port.
+	Admin string
 
 	bin  string
 	env  []string
@@ -93,7 +96,7 @@ func Start(o Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{URL: "http://" + api, bin: o.Binary, out: &buffer{}, done: make(chan struct{})}
+	g := &Gateway{URL: "http://" + api, Admin: "http://" + admin, bin: o.Binary, out: &buffer{}, done: make(chan struct{})}
 	g.env = append(os.Environ(),
 		"PRACTICEGW_LISTEN="+api, "PRACTICEGW_ADMIN="+admin, "PRACTICEGW_DATA="+filepath.Join(o.Dir, "data"),
 		"PRACTICEGW_REDIS=", "PRACTICEGW_KAFKA=", "PRACTICEGW_SECRETS_KEY=")
@@ -188,6 +191,9 @@ func (g *Gateway) Issue(c Credential) (string, error) {
 
 // Logs is what the gateway has printed.
 func (g *Gateway) Logs() string { return g.out.String() }
+
+// Pid is the gateway process's id.
+func (g *Gateway) Pid() int { return g.cmd.Process.Pid }
 
 // Stop stops the gateway as its supervisor would (SIGTERM), killing it
 // if it has not stopped within 10 seconds.

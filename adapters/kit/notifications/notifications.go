@@ -90,11 +90,17 @@ type Receiver struct {
 	// a record.
 	One *One
 	// Gather is how long a drain that found less than a batch due waits
-	// for more of a burst before it reads them: a vendor that sends each change at once in
-	// a body of its own (Xero) is read a batch a call rather than a call
-	// a change. Zero reads what is due at once; nothing due is
-	// never waited for.
+	// for more of a burst before it reads them: a vendor that sends each
+	// change at once in a body of its own (Xero) is read a batch a call
+	// rather than a call a change. While each wait brings more (the burst
+	// still arriving), the drain waits again, for GatherFor in all, so
+	// that a burst is one call rather than a call and the rest a call
+	// later, once the vendor's allowance lets it. Zero reads what is due
+	// at once; nothing due is never waited for.
 	Gather time.Duration
+	// GatherFor bounds a drain's waits for the rest of a burst; at least
+	// Gather.
+	GatherFor time.Duration
 }
 
 // One is what lets one drain of a scope run at a time in this process.
@@ -260,14 +266,7 @@ func (r Receiver) drain(ctx context.Context) (more bool, err error) {
 			return false, first
 		}
 		if r.Gather > 0 && len(taken) < batch {
-			// Less than a batch: the rest of a burst may be on its way.
-			select {
-			case <-ctx.Done():
-			case <-time.After(r.Gather):
-			}
-			if rest, err := r.Inbox.TakeNotifications(ctx, r.Scope, batch-len(taken), Lease); err == nil {
-				taken = append(taken, rest...)
-			}
+			taken = r.gather(ctx, taken, batch)
 		}
 		failed, err := r.Read(ctx, taken)
 		if err != nil && len(failed) == 0 {
@@ -286,6 +285,30 @@ func (r Receiver) drain(ctx context.Context) (more bool, err error) {
 		}
 	}
 	return true, first
+}
+
+// gather takes more of a burst to read with what was taken, less than
+// a batch: it waits Gather and takes what came meanwhile, again while a
+// wait brought more, until the batch is full, GatherFor has passed or ctx
+// ends.
+func (r Receiver) gather(ctx context.Context, taken []Kept, batch int) []Kept {
+	until := time.Now().Add(max(r.GatherFor, r.Gather))
+	for len(taken) < batch {
+		select {
+		case <-ctx.Done():
+			return taken
+		case <-time.After(min(r.Gather, max(time.Until(until), 0))):
+		}
+		rest, err := r.Inbox.TakeNotifications(ctx, r.Scope, batch-len(taken), Lease)
+		if err != nil {
+			return taken
+		}
+		taken = append(taken, rest...)
+		if len(rest) == 0 || !time.Now().Before(until) {
+			return taken
+		}
+	}
+	return taken
 }
 
 // settle drops the items read and makes the failed ones due later (at

@@ -3,9 +3,12 @@ package notifications_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
@@ -322,5 +325,100 @@ func TestADeliveryWaitsForTheDrainUnderWay(t *testing.T) {
 	defer mu.Unlock()
 	if !read["third"] {
 		t.Fatalf("read %v", read)
+	}
+}
+
+// A drain with Gather waits while a burst still arrives, for GatherFor
+// in all: a burst whose deliveries come closer together than Gather is
+// read in one call, however it is spread; a lone item waits one Gather;
+// a stream that never stops is read a call every GatherFor at most; and
+// every item is read once. Time is synctest's, the arrivals seeded.
+func TestGatherWaitsWhileABurstArrives(t *testing.T) {
+	const gather, gatherFor = 50 * time.Millisecond, 500 * time.Millisecond
+	type read struct {
+		at    time.Duration // after the first arrival
+		items int
+	}
+	// run delivers one item at each of arrivals (after the start) and
+	// answers the reads made.
+	run := func(t *testing.T, arrivals []time.Duration) (reads []read, got map[string]int) {
+		synctest.Test(t, func(t *testing.T) {
+			inbox := notifications.NewMemory(nil)
+			var one notifications.One
+			var mu sync.Mutex
+			got = map[string]int{}
+			start := time.Now()
+			rc := notifications.Receiver{Inbox: inbox, Scope: "s", Batch: 100, One: &one, Gather: gather, GatherFor: gatherFor,
+				Wake: func(context.Context) error { return nil },
+				Read: func(ctx context.Context, items []notifications.Kept) ([]string, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					reads = append(reads, read{time.Since(start), len(items)})
+					for _, k := range items {
+						got[string(k.Item)]++
+					}
+					return nil, nil
+				}}
+			var wg sync.WaitGroup
+			for i, at := range arrivals {
+				wg.Go(func() {
+					time.Sleep(at)
+					if _, err := rc.Receive(context.Background(), fmt.Appendf(nil, "body %d", i), items(fmt.Sprint("item ", i))); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		})
+		return reads, got
+	}
+	for seed := range int64(20) {
+		rng := rand.New(rand.NewPCG(uint64(seed), 7))
+		// A burst of up to 100, each within Gather of the one before.
+		n := 1 + rng.IntN(100)
+		var burst []time.Duration
+		at := time.Duration(0)
+		for range n {
+			burst = append(burst, at)
+			at += time.Duration(rng.Int64N(int64(gather*9/10/time.Millisecond))) * time.Millisecond
+		}
+		rng.Shuffle(len(burst), func(i, j int) { burst[i], burst[j] = burst[j], burst[i] })
+		reads, got := run(t, burst)
+		span := slices.Max(burst)
+		if span+gather < gatherFor && len(reads) != 1 {
+			t.Fatalf("seed %d: a burst of %d over %s read in %d calls: %v", seed, n, span, len(reads), reads)
+		}
+		if len(got) != n {
+			t.Fatalf("seed %d: %d of %d items read", seed, len(got), n)
+		}
+		for item, times := range got {
+			if times != 1 {
+				t.Fatalf("seed %d: %s read %d times", seed, item, times)
+			}
+		}
+	}
+
+	reads, _ := run(t, []time.Duration{0})
+	if len(reads) != 1 || reads[0].at != gather {
+		t.Fatalf("a lone item was read %v, not once after %s", reads, gather)
+	}
+
+	var stream []time.Duration
+	for i := range 100 {
+		stream = append(stream, time.Duration(i)*20*time.Millisecond) // 2 s of one every 20 ms
+	}
+	reads, got := run(t, stream)
+	if len(got) != 100 {
+		t.Fatalf("%d of 100 items of a stream read", len(got))
+	}
+	prev := time.Duration(0)
+	for _, r := range reads {
+		if r.at-prev > gatherFor+gather {
+			t.Fatalf("a stream's reads %v: one waited more than %s", reads, gatherFor+gather)
+		}
+		prev = r.at
+	}
+	if len(reads) < 4 || len(reads) > 8 {
+		t.Fatalf("a stream of 2 s read in %d calls, not one each %s or so: %v", len(reads), gatherFor, reads)
 	}
 }

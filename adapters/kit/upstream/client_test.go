@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -391,6 +392,68 @@ func TestAPollGivesWay(t *testing.T) {
 		mu.Unlock()
 		if got[0] != "/notified" || got[1] != "/poll" {
 			t.Fatalf("round %d: calls in the order %v, want the notification's before the poll's", round, got)
+		}
+	}
+}
+
+// A call that gives way leaves half the allowance's burst to the calls
+// that do not: a sync's polls, spending it, never leave a notification's
+// read to wait for the allowance; and together they never make more
+// calls than the allowance, whatever the interleaving.
+func TestAPollLeavesHalfTheBurst(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{}`)) }))
+	defer srv.Close()
+	// Xero's 60 a minute: a burst of 6, then one every 60/55 s.
+	p := upstream.Policy{RateLimit: 60, RatePeriod: upstream.Duration(time.Minute)}
+	ctx := context.Background()
+	call := func(c *upstream.Client, yield bool) {
+		t.Helper()
+		cctx := ctx
+		if yield {
+			cctx = practice.GivingWay(ctx)
+		}
+		if _, err := c.Do(cctx, upstream.Request{Path: "/x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock := vendortest.NewClock(time.Unix(1_700_000_000, 0))
+	c := newClient(t, srv.URL, p, clock, nil)
+	for range 10 {
+		call(c, true)
+	}
+	polled := clock.Slept()
+	if len(polled) != 10-3 {
+		t.Fatalf("10 polls slept %d times (%v): want the first 3 at once, half the burst", len(polled), polled)
+	}
+	for range 3 {
+		call(c, false)
+	}
+	if got := clock.Slept(); len(got) != len(polled) {
+		t.Fatalf("a notification's reads after the polls waited %v", got[len(polled):])
+	}
+
+	// Seeded interleavings of polls and reads: no minute holds more than
+	// the allowance's 60 calls.
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		clock := vendortest.NewClock(time.Unix(1_700_000_000, 0))
+		c := newClient(t, srv.URL, p, clock, nil)
+		var at []time.Time
+		for range 300 {
+			if rng.IntN(3) == 0 {
+				clock.Advance(time.Duration(rng.IntN(3000)) * time.Millisecond)
+			}
+			call(c, rng.IntN(2) == 0)
+			at = append(at, clock.Now())
+		}
+		for i := range at {
+			j := i
+			for j < len(at) && at[j].Sub(at[i]) < time.Minute {
+				j++
+			}
+			if j-i > 60 {
+				t.Fatalf("seed %d: %d calls within a minute from call %d", seed, j-i, i)
+			}
 		}
 	}
 }
