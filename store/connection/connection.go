@@ -68,6 +68,11 @@ type Connection struct {
 	// Choices are the organisations the grant reaches, while the status
 	// is ChooseOrganisation.
 	Choices []Organisation `json:"choices,omitempty"`
+	// StageMap is the firm's map of its records system's job states to
+	// job stages (a state's name -> a stage, "" for a state it leaves
+	// unmapped), edited by its administrator over what the states' names
+	// suggest; empty until edited. Not a secret: kept as it is.
+	StageMap map[string]string `json:"stage_map,omitempty"`
 	// Attempt counts the consents asked for; a callback for an older
 	// attempt than the connection's is refused.
 	Attempt     int        `json:"attempt"`
