@@ -12,6 +12,8 @@ package connection
 import (
 	"errors"
 	"time"
+
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Status is where a connection stands.
@@ -135,6 +137,9 @@ var (
 	// ErrOtherBrowser is returned for a state whose consent was started
 	// by another browser, or by none: the consent is left as it was.
 	ErrOtherBrowser = errors.New("the consent was started by another browser")
+	// ErrNoStageMap is the answer for the stage map of a connection whose
+	// system has no job states of its own to map, or is not open.
+	ErrNoStageMap = errors.New("the connection's system has no stage map open")
 )
 
 // Request is what an administrator asks of a connection: to connect a
@@ -174,4 +179,22 @@ type SyncStatus struct {
 	State       string     `json:"state"` // backfilling, live, lagging, failing, paused
 	Progress    string     `json:"progress,omitempty"`
 	ConfirmedAt *time.Time `json:"confirmed_at,omitempty"`
+}
+
+// StageMapView is a records connection's stage map as the admin routes,
+// the console and the CLI show it: the vendor's states, read from it, in
+// its order, each with the stage it maps to and why; the stages a job can
+// be moved to and those it cannot; and the administrator's entries, which
+// the connection keeps.
+type StageMapView struct {
+	Connection string `json:"connection"`
+	Firm       string `json:"firm"`
+	System     string `json:"system"`
+	SystemName string `json:"system_name,omitempty"`
+	// States name each state once (a Karbon secondary with the primary it
+	// is under).
+	States   []practice.StageState `json:"states"`
+	Mapped   []string              `json:"mapped_stages"`
+	Unmapped []string              `json:"unmapped_stages"`
+	Set      map[string]string     `json:"stage_map"`
 }
