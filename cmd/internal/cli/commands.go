@@ -218,7 +218,7 @@ func printJSON(w io.Writer, v any) error {
 
 // flagOf names the API's parameters as the commands' flags, where the
 // flag is not the parameter's name with dashes.
-var flagOf = map[string]string{"tenant_id": "tenant"}
+var flagOf = map[string]string{"tenant_id": "tenant", "stage_map": "set"}
 
 // inFlags is the sentence of a refusal, naming the flag the user typed
 // for the parameter it refuses, never the parameter or the code.
