@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/internal/envconfig"
@@ -244,7 +245,12 @@ func inFlags(cmd *cobra.Command, e adminapi.Refusal) string {
 	if strings.Contains(msg, flag) {
 		return msg
 	}
-	if v := f.Value.String(); v != "" && !secretFlags[f.Name] {
+	v := f.Value.String()
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		// A repeated flag: the values as typed, not "[a b]".
+		v = strings.Join(sv.GetSlice(), " "+flag+" ")
+	}
+	if v != "" && !secretFlags[f.Name] {
 		flag += " " + v
 	}
 	return flag + ": " + msg
