@@ -295,6 +295,48 @@ func (e ConnectionRole) Valid() bool {
 	}
 }
 
+// Defines values for ConnectionStageMap.
+const (
+	ConnectionStageMapAwaitingClient         ConnectionStageMap = "awaiting_client"
+	ConnectionStageMapAwaitingClientApproval ConnectionStageMap = "awaiting_client_approval"
+	ConnectionStageMapCancelled              ConnectionStageMap = "cancelled"
+	ConnectionStageMapCompleted              ConnectionStageMap = "completed"
+	ConnectionStageMapEmpty                  ConnectionStageMap = ""
+	ConnectionStageMapFiled                  ConnectionStageMap = "filed"
+	ConnectionStageMapInProgress             ConnectionStageMap = "in_progress"
+	ConnectionStageMapInReview               ConnectionStageMap = "in_review"
+	ConnectionStageMapPlanned                ConnectionStageMap = "planned"
+	ConnectionStageMapReadyToStart           ConnectionStageMap = "ready_to_start"
+)
+
+// Valid indicates whether the value is a known member of the ConnectionStageMap enum.
+func (e ConnectionStageMap) Valid() bool {
+	switch e {
+	case ConnectionStageMapAwaitingClient:
+		return true
+	case ConnectionStageMapAwaitingClientApproval:
+		return true
+	case ConnectionStageMapCancelled:
+		return true
+	case ConnectionStageMapCompleted:
+		return true
+	case ConnectionStageMapEmpty:
+		return true
+	case ConnectionStageMapFiled:
+		return true
+	case ConnectionStageMapInProgress:
+		return true
+	case ConnectionStageMapInReview:
+		return true
+	case ConnectionStageMapPlanned:
+		return true
+	case ConnectionStageMapReadyToStart:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ConnectionStatus.
 const (
 	ConnectionStatusChooseTenant   ConnectionStatus = "choose_tenant"
@@ -733,6 +775,45 @@ func (e ErrorErrorCode) Valid() bool {
 	case UnsupportedMediaType:
 		return true
 	case UpstreamUnavailable:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ErrorErrorMappedStages.
+const (
+	ErrorErrorMappedStagesAwaitingClient         ErrorErrorMappedStages = "awaiting_client"
+	ErrorErrorMappedStagesAwaitingClientApproval ErrorErrorMappedStages = "awaiting_client_approval"
+	ErrorErrorMappedStagesCancelled              ErrorErrorMappedStages = "cancelled"
+	ErrorErrorMappedStagesCompleted              ErrorErrorMappedStages = "completed"
+	ErrorErrorMappedStagesFiled                  ErrorErrorMappedStages = "filed"
+	ErrorErrorMappedStagesInProgress             ErrorErrorMappedStages = "in_progress"
+	ErrorErrorMappedStagesInReview               ErrorErrorMappedStages = "in_review"
+	ErrorErrorMappedStagesPlanned                ErrorErrorMappedStages = "planned"
+	ErrorErrorMappedStagesReadyToStart           ErrorErrorMappedStages = "ready_to_start"
+)
+
+// Valid indicates whether the value is a known member of the ErrorErrorMappedStages enum.
+func (e ErrorErrorMappedStages) Valid() bool {
+	switch e {
+	case ErrorErrorMappedStagesAwaitingClient:
+		return true
+	case ErrorErrorMappedStagesAwaitingClientApproval:
+		return true
+	case ErrorErrorMappedStagesCancelled:
+		return true
+	case ErrorErrorMappedStagesCompleted:
+		return true
+	case ErrorErrorMappedStagesFiled:
+		return true
+	case ErrorErrorMappedStagesInProgress:
+		return true
+	case ErrorErrorMappedStagesInReview:
+		return true
+	case ErrorErrorMappedStagesPlanned:
+		return true
+	case ErrorErrorMappedStagesReadyToStart:
 		return true
 	default:
 		return false
@@ -1610,13 +1691,16 @@ type Connection struct {
 	Object        ConnectionObject `json:"object"`
 	Reason        *string          `json:"reason,omitempty"`
 	Role          ConnectionRole   `json:"role"`
-	Status        ConnectionStatus `json:"status"`
-	Sync          *[]SyncState     `json:"sync,omitempty"`
-	System        ConnectionSystem `json:"system"`
-	SystemName    *string          `json:"system_name,omitempty"`
-	TenantId      *string          `json:"tenant_id,omitempty"`
-	TenantName    *string          `json:"tenant_name,omitempty"`
-	UpdatedAt     time.Time        `json:"updated_at"`
+
+	// StageMap The administrator's entries of the records system's stage map: a job state's name (as the vendor names it) -> the stage it stands for, or "" for a state left unmapped. States it does not name map to the stage their names suggest, if any. Edited through the console, `practicegw connect stage-map` or the admin endpoint.
+	StageMap   *map[string]ConnectionStageMap `json:"stage_map,omitempty"`
+	Status     ConnectionStatus               `json:"status"`
+	Sync       *[]SyncState                   `json:"sync,omitempty"`
+	System     ConnectionSystem               `json:"system"`
+	SystemName *string                        `json:"system_name,omitempty"`
+	TenantId   *string                        `json:"tenant_id,omitempty"`
+	TenantName *string                        `json:"tenant_name,omitempty"`
+	UpdatedAt  time.Time                      `json:"updated_at"`
 
 	// Version Increases with each change of the connection.
 	Version int `json:"version"`
@@ -1627,6 +1711,9 @@ type ConnectionObject string
 
 // ConnectionRole defines model for Connection.Role.
 type ConnectionRole string
+
+// ConnectionStageMap defines model for Connection.StageMap.
+type ConnectionStageMap string
 
 // ConnectionStatus defines model for Connection.Status.
 type ConnectionStatus string
@@ -1979,6 +2066,9 @@ type Error struct {
 	Error struct {
 		Code ErrorErrorCode `json:"code"`
 
+		// MappedStages With invalid_stage for a stage the firm's system maps nothing to: the stages it maps, which a job can be moved to.
+		MappedStages *[]ErrorErrorMappedStages `json:"mapped_stages,omitempty"`
+
 		// Message One human sentence.
 		Message string `json:"message"`
 
@@ -1990,6 +2080,9 @@ type Error struct {
 
 // ErrorErrorCode defines model for Error.Error.Code.
 type ErrorErrorCode string
+
+// ErrorErrorMappedStages defines model for Error.Error.MappedStages.
+type ErrorErrorMappedStages string
 
 // Event A recorded event: the envelope a webhook delivers, under the kind's own name.
 type Event struct {

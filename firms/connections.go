@@ -261,6 +261,10 @@ func (r *Runtime) openFor(ctx context.Context, f *firm, c connection.Connection,
 // keepUp brings an open connection's syncs in line with c, its status in
 // the store: paused unless connected, run only where the firm is held.
 func (r *Runtime) keepUp(f *firm, open *system, c connection.Connection) {
+	if err := keepStageMap(open, c); err != nil {
+		// The Manager checked it before writing it.
+		r.logger.Warn("stage map not applied", zap.String("connection", c.ID), zap.Error(err))
+	}
 	open.current.Store(&c)
 	switch {
 	case c.Status != connection.Connected:

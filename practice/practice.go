@@ -169,6 +169,9 @@ type InvalidError struct {
 	Code    string // parameter_invalid, parameter_missing, invalid_stage
 	Param   string
 	Message string
+	// Mapped are the stages a job can be moved to, for an invalid_stage
+	// refusal of a stage the firm's system maps nothing to.
+	Mapped []string
 }
 
 func (e *InvalidError) Error() string { return fmt.Sprintf("%s: %s", e.Param, e.Message) }

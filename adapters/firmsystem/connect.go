@@ -71,6 +71,9 @@ type Connection struct {
 	// WebhookKey is the signing key of the webhook subscriptions the
 	// gateway made for the connection (Subscriber apps); "" before any.
 	WebhookKey string
+	// StageMap is the firm's stage map of a records system (a state's
+	// name -> a stage), as its administrator edited it; nil when never.
+	StageMap map[string]string
 }
 
 // Consent is a connect app whose systems a firm connects by an OAuth2 consent.

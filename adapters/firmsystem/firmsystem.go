@@ -93,6 +93,10 @@ type Opened struct {
 	// Clients and Jobs take writes; records systems only.
 	Clients practice.ClientWriter
 	Jobs    practice.JobWriter
+	// Stages is the stage map of a records system whose vendor has job
+	// states of its own (XPM's job states, Karbon's work statuses); nil
+	// for one whose states are the stages.
+	Stages StageMapper
 	// Client is the system's resilient HTTP client, whose breaker the
 	// readiness probe reports.
 	Client *upstream.Client
@@ -101,6 +105,20 @@ type Opened struct {
 	// sink it was opened with (Deps.Upstream.Changes); nil if the vendor
 	// sends none.
 	Webhook http.Handler
+}
+
+// StageMapper is a records system's stage map: which of its vendor's job
+// states stands for each stage, by the firm's map over what their names
+// suggest (practice.SuggestStage).
+type StageMapper interface {
+	// StageMap is the vendor's states, read from it, in its order, each
+	// with the stage it maps to under set, the firm's map (nil: the one
+	// the system has). An entry of set naming no state of the vendor's,
+	// or no stage, is a *practice.InvalidError on stage_map.
+	StageMap(ctx context.Context, set map[string]string) ([]practice.StageState, error)
+	// SetStageMap makes set the firm's map: the stages jobs read and the
+	// states moves write follow it from now on.
+	SetStageMap(set map[string]string) error
 }
 
 // ProposalKeeper is a system's module that keeps a firm's proposals

@@ -185,14 +185,15 @@ func (m *Ledger) Configure(app caddy.Module, c firmsystem.Connection) error {
 }
 
 // Configure fills the module of a connection: its access key with the
-// application's bearer, and the signing key of its subscriptions (none
-// yet refuses every webhook, as the adapter does without a key).
+// application's bearer, the signing key of its subscriptions (none yet
+// refuses every webhook, as the adapter does without a key) and the stage
+// map its administrator edited.
 func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	a, ok := app.(*App)
 	if !ok {
 		return fmt.Errorf("karbon connects through the karbon app, not %T", app)
 	}
-	m.Config = Config{AccessKey: c.AccessKey, Bearer: a.Bearer, BaseURL: a.BaseURL, WebhookSigningKey: c.WebhookKey}
+	m.Config = Config{AccessKey: c.AccessKey, Bearer: a.Bearer, BaseURL: a.BaseURL, WebhookSigningKey: c.WebhookKey, StageMap: c.StageMap}
 	return nil
 }
 

@@ -84,7 +84,7 @@ func (a *Adapter) jobFilter(ctx context.Context, f practice.Filter) (filter stri
 		if err != nil {
 			return "", false, err
 		}
-		switch ps := a.stages.primariesFor(statuses, f.Stage); len(ps) {
+		switch ps := a.stages.Load().primariesFor(statuses, f.Stage); len(ps) {
 		case 0:
 			return "", true, nil
 		case 1:
@@ -97,7 +97,7 @@ func (a *Adapter) jobFilter(ctx context.Context, f practice.Filter) (filter stri
 // jobMatches applies every job filter; the ones in $filter again, which
 // costs nothing and keeps this the one definition of a match.
 func (a *Adapter) jobMatches(f practice.Filter, w workItem) bool {
-	if f.Stage != "" && a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus) != f.Stage {
+	if f.Stage != "" && a.stages.Load().stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus) != f.Stage {
 		return false
 	}
 	if f.Owner != "" && userID(w.AssigneeKey) != f.Owner {
@@ -177,7 +177,7 @@ func (a *Adapter) job(ctx context.Context, w workItem) (practice.Job, error) {
 	j := practice.Job{
 		ID: "job_" + w.WorkItemKey, Object: "job", Title: w.Title, Type: w.WorkType,
 		Owner:    practice.Known(userID(w.AssigneeKey)),
-		Stage:    a.stages.stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
+		Stage:    a.stages.Load().stage(w.PrimaryStatus, w.SecondaryStatus, w.WorkStatus),
 		Deadline: d,
 	}
 	if ref, ok := refFromClientType(w.ClientType, w.ClientKey); ok {

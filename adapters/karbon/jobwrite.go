@@ -153,10 +153,10 @@ func (a *Adapter) MoveJob(ctx context.Context, t practice.Tenant, id string, mov
 	if err != nil {
 		return nil, err
 	}
-	primary, secondary, ok := a.stages.target(statuses, move.Stage)
+	stages := a.stages.Load()
+	primary, secondary, ok := stages.target(statuses, move.Stage)
 	if !ok {
-		return nil, &practice.InvalidError{Code: "invalid_stage", Param: "stage",
-			Message: fmt.Sprintf("This firm's Karbon has no work status for the stage %q; map one in its stage_map.", move.Stage)}
+		return nil, practice.UnmappedStage("Karbon", "work status", move.Stage, practice.MappedStages(stages.states(statuses)))
 	}
 	var before json.RawMessage
 	err = a.putWork(ctx, key, func(current workItem, body map[string]any) error {

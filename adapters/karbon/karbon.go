@@ -59,6 +59,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -87,17 +88,21 @@ type Config struct {
 	// BaseURL is Karbon's API [https://api.karbonhq.com].
 	BaseURL string `json:"base_url,omitempty"`
 
-	// StageMap maps Karbon work statuses to job stages, over the
-	// defaults. A key is a secondary status ("Waiting on client"), a full
-	// work status ("In Progress - In Review") or a primary status
-	// (Planned, ReadyToStart, InProgress, Waiting, Completed); case and
-	// spacing do not matter. Defaults: the primaries map to planned,
-	// ready_to_start, in_progress, awaiting_client and completed; the
-	// secondaries "In Review" to in_review, "Awaiting client approval" to
-	// awaiting_client_approval, "Waiting on client" to awaiting_client,
-	// "Filed" and "Lodged" to filed, "Cancelled" to cancelled. A stage
-	// move writes the first status in Karbon's own order that maps to
-	// the stage, a primary before its secondaries.
+	// StageMap maps Karbon work statuses to job stages, over what the
+	// statuses' names suggest (practice.SuggestStage). A key is a
+	// secondary status ("Waiting on client"), a full work status ("In
+	// Progress - In Review") or a primary status (Planned, ReadyToStart,
+	// InProgress, Waiting, Completed); case, spacing and punctuation do
+	// not matter; a status mapped to "" maps to nothing. By their names
+	// the primaries map to planned, ready_to_start, in_progress,
+	// awaiting_client and completed, and secondaries such as "In Review"
+	// to in_review, "Awaiting client approval" to
+	// awaiting_client_approval, "Filed" and "Lodged" to filed,
+	// "Cancelled" to cancelled; a secondary that maps to nothing takes
+	// its primary's stage. A stage move writes the first status in
+	// Karbon's own order that maps to the stage, a primary before its
+	// secondaries; a stage none maps to is refused (invalid_stage, naming
+	// the stages that do).
 	StageMap map[string]string `json:"stage_map,omitempty"`
 	// ClientStatuses maps Karbon contact types to client statuses, over
 	// the defaults ("Client": active, "Prospect": prospect, "Former
@@ -155,7 +160,7 @@ type Adapter struct {
 	c        *upstream.Client
 	log      *zap.Logger
 	clock    upstream.Clock
-	stages   *stageMap
+	stages   atomic.Pointer[stageMap]
 	statuses map[string]string
 	rec      *changes.Recorder
 	state    changes.StateStore
@@ -262,7 +267,6 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		c:        c,
 		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
 		clock:    deps.ClockOrSystem(),
-		stages:   stages,
 		statuses: statuses,
 		rec:      deps.ChangeRecorder(),
 		state:    state,
@@ -274,6 +278,7 @@ func New(cfg Config, deps upstream.Deps, opts ...Option) (*Adapter, error) {
 		details:  newDetailCache(10000),
 		role:     "records",
 	}
+	a.stages.Store(stages)
 	for _, o := range opts {
 		o(a)
 	}

@@ -65,7 +65,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	opened := firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Client: k.Upstream(), Webhook: k.Webhook(d.Upstream.Changes)}
+	opened := firmsystem.Opened{Label: "Karbon", Reader: k, Clients: k, Jobs: k, Stages: k, Client: k.Upstream(), Webhook: k.Webhook(d.Upstream.Changes)}
 	if d.KeepsLedger {
 		opened.Ledger = k
 	}

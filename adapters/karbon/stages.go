@@ -3,6 +3,7 @@ package karbon
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,36 +12,19 @@ import (
 )
 
 // Karbon's five primary work statuses are fixed; firms define secondary
-// statuses under them, so the mapping to our stages is configurable.
-var (
-	primaryStages = map[string]string{
-		"planned":      "planned",
-		"readytostart": "ready_to_start",
-		"inprogress":   "in_progress",
-		"waiting":      "awaiting_client",
-		"completed":    "completed",
-	}
-	secondaryStages = map[string]string{
-		"in review":                  "in_review",
-		"review":                     "in_review",
-		"awaiting client approval":   "awaiting_client_approval",
-		"waiting on client approval": "awaiting_client_approval",
-		"client approval":            "awaiting_client_approval",
-		"waiting on client":          "awaiting_client",
-		"awaiting client":            "awaiting_client",
-		"filed":                      "filed",
-		"lodged":                     "filed",
-		"cancelled":                  "cancelled",
-		"canceled":                   "cancelled",
-	}
-)
+// statuses under them. The mapping to our stages is the firm's stage map
+// (Config.StageMap: the Caddyfile's, or the connection's as its
+// administrator edits it) over what the statuses' names suggest
+// (practice.SuggestStage: InProgress in_progress, "In Review" in_review,
+// Waiting awaiting_client, ...).
 
-// stageMap is the firm's configured mapping, normalised, with the answers
-// it gave kept: a firm has a few dozen statuses, and normalising names for
-// every work item of every page would cost more than the rest of the
-// translation.
+// stageMap is the firm's map by the statuses' normalised names, with the
+// answers it gave kept: a firm has a few dozen statuses, and normalising
+// names for every work item of every page would cost more than the rest
+// of the translation.
 type stageMap struct {
-	m    map[string]string
+	// set is the firm's map; "" is a status the firm leaves unmapped.
+	set  map[string]string
 	seen sync.Map // statusKey -> stage
 	n    atomic.Int32
 }
@@ -48,44 +32,27 @@ type stageMap struct {
 type statusKey struct{ primary, secondary, workStatus string }
 
 func newStageMap(cfg map[string]string) (*stageMap, error) {
-	m := &stageMap{m: map[string]string{}}
+	m := &stageMap{set: map[string]string{}}
 	for k, v := range cfg {
-		if !practice.ValidStage(v) {
+		if v != "" && !practice.ValidStage(v) {
 			return nil, fmt.Errorf("karbon: stage_map %q: %q is not one of %v", k, v, practice.JobStages)
 		}
-		m.m[norm(k)] = v
-		m.m[compact(k)] = v
+		m.set[practice.StateName(k)] = v
 	}
 	return m, nil
 }
 
-// compact is a primary status as Karbon spells it in PrimaryStatus
-// ("ReadyToStart"), lower case: "Ready To Start" and "ReadyToStart" meet.
-func compact(s string) string {
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c == ' ' || c == '_' || c == '-' {
-			continue
-		}
-		if c >= 'A' && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		out = append(out, c)
-	}
-	return string(out)
-}
-
-// stage maps a work item's status to our stage, the more specific status
-// first: the firm's map for the full work status or the secondary, the
-// default for the secondary, then the firm's map and the default for the
-// primary. A work item without a known status is planned.
+// stage maps a work item's status to our stage (mapped); a work item
+// without a status that maps is planned.
 func (m *stageMap) stage(primary, secondary, workStatus string) string {
 	k := statusKey{primary, secondary, workStatus}
 	if s, ok := m.seen.Load(k); ok {
 		return s.(string)
 	}
-	s := m.lookup(primary, secondary, workStatus)
+	s, _ := m.mapped(primary, secondary, workStatus)
+	if s == "" {
+		s = "planned"
+	}
 	// Statuses come from the vendor; stop remembering new ones past a
 	// bound no firm reaches.
 	if m.n.Add(1) <= 10000 {
@@ -94,25 +61,48 @@ func (m *stageMap) stage(primary, secondary, workStatus string) string {
 	return s
 }
 
-func (m *stageMap) lookup(primary, secondary, workStatus string) string {
-	for _, k := range []string{norm(workStatus), norm(secondary)} {
+// mapped is the stage of a status and why, the more specific status
+// first: the firm's map for the full work status or the secondary, the
+// secondary's name, then the firm's map and the name of the primary,
+// whose stage a secondary that maps to nothing takes. "" when none maps.
+func (m *stageMap) mapped(primary, secondary, workStatus string) (stage, source string) {
+	under := secondary != "" || workStatus != "" && practice.StateName(workStatus) != practice.StateName(primary)
+	for _, k := range []string{workStatus, secondary} {
 		if k == "" {
 			continue
 		}
-		if s, ok := m.m[k]; ok {
-			return s
+		if s, ok := m.set[practice.StateName(k)]; ok {
+			if s != "" {
+				return s, practice.StageSet
+			}
+			secondary = "" // unmapped by the firm: its primary's
 		}
 	}
-	if s, ok := secondaryStages[norm(secondary)]; ok {
-		return s
+	if s, ok := practice.SuggestStage(secondary); ok && secondary != "" {
+		return s, practice.StageSuggested
 	}
-	if s, ok := m.m[compact(primary)]; ok && primary != "" {
-		return s
+	s, source := m.primary(primary)
+	if under && s != "" {
+		source = practice.StageUnder
 	}
-	if s, ok := primaryStages[compact(primary)]; ok {
-		return s
+	return s, source
+}
+
+// primary is the stage of a primary status and why.
+func (m *stageMap) primary(primary string) (stage, source string) {
+	if primary == "" {
+		return "", ""
 	}
-	return "planned"
+	if s, ok := m.set[practice.StateName(primary)]; ok {
+		if s == "" {
+			return "", ""
+		}
+		return s, practice.StageSet
+	}
+	if s, ok := practice.SuggestStage(primary); ok {
+		return s, practice.StageSuggested
+	}
+	return "", ""
 }
 
 // target is the Karbon status a move to stage writes: the first status in
@@ -120,11 +110,11 @@ func (m *stageMap) lookup(primary, secondary, workStatus string) string {
 // secondaries.
 func (m *stageMap) target(statuses []workStatus, stage string) (primary, secondary string, ok bool) {
 	for _, p := range statuses {
-		if m.stage(p.Name, "", p.Name) == stage {
+		if s, _ := m.primary(p.Name); s == stage {
 			return p.Name, "", true
 		}
 		for _, c := range p.Children {
-			if m.stage(p.Name, c.Name, "") == stage {
+			if s, _ := m.mapped(p.Name, c.Name, ""); s == stage {
 				return p.Name, c.Name, true
 			}
 		}
@@ -132,14 +122,80 @@ func (m *stageMap) target(statuses []workStatus, stage string) (primary, seconda
 	return "", "", false
 }
 
+// states are the tenant's statuses, in Karbon's order, each primary
+// followed by its secondaries, with the stage each maps to.
+func (m *stageMap) states(statuses []workStatus) []practice.StageState {
+	var out []practice.StageState
+	for _, p := range statuses {
+		stage, source := m.primary(p.Name)
+		out = append(out, practice.StageState{State: p.Name, Stage: stage, Source: source})
+		for _, c := range p.Children {
+			stage, source := m.mapped(p.Name, c.Name, "")
+			out = append(out, practice.StageState{State: c.Name, Under: p.Name, Stage: stage, Source: source})
+		}
+	}
+	return out
+}
+
+// StageMap is the tenant's work statuses, read from Karbon, each with the
+// stage it maps to under set, the firm's map (nil: the Caddyfile's, or
+// the one last set). An entry of set that names none of the tenant's
+// statuses (a primary, a secondary or "Primary - Secondary") is refused.
+func (a *Adapter) StageMap(ctx context.Context, set map[string]string) ([]practice.StageState, error) {
+	m := a.stages.Load()
+	if set != nil {
+		if err := practice.CheckStageMap(set); err != nil {
+			return nil, err
+		}
+		var err error
+		if m, err = newStageMap(set); err != nil {
+			return nil, err
+		}
+	}
+	statuses, err := a.workStatuses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	known := map[string]bool{}
+	var names []string
+	for _, p := range statuses {
+		known[practice.StateName(p.Name)] = true
+		names = append(names, fmt.Sprintf("%q", p.Name))
+		for _, c := range p.Children {
+			known[practice.StateName(c.Name)] = true
+			known[practice.StateName(p.Name+" "+c.Name)] = true
+			names = append(names, fmt.Sprintf("%q", c.Name))
+		}
+	}
+	for k := range set {
+		if !known[practice.StateName(k)] {
+			return nil, practice.Invalid("stage_map", "This firm's Karbon has no work status %q; its work statuses are %s.", k, strings.Join(names, ", "))
+		}
+	}
+	return m.states(statuses), nil
+}
+
+// SetStageMap makes set the firm's map, over the suggestions: every stage
+// a job reads and every move from now on follows it.
+func (a *Adapter) SetStageMap(set map[string]string) error {
+	m, err := newStageMap(set)
+	if err != nil {
+		return err
+	}
+	a.stages.Store(m)
+	return nil
+}
+
 // primariesFor lists the primary statuses under which stage can occur,
 // for pushing a stage filter down as PrimaryStatus eq.
 func (m *stageMap) primariesFor(statuses []workStatus, stage string) []string {
 	var out []string
 	for _, p := range statuses {
-		hit := m.stage(p.Name, "", p.Name) == stage
+		s, _ := m.primary(p.Name)
+		hit := s == stage
 		for _, c := range p.Children {
-			hit = hit || m.stage(p.Name, c.Name, "") == stage
+			s, _ := m.mapped(p.Name, c.Name, "")
+			hit = hit || s == stage
 		}
 		if hit {
 			out = append(out, p.Name)

@@ -204,6 +204,14 @@ func (x *XPM) Job(id string) XPMJob {
 	return *x.jobs[id]
 }
 
+// AddJobState adds a job state after the practice's others, as a firm
+// does in XPM's settings.
+func (x *XPM) AddJobState(name string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.states = append(x.states, name)
+}
+
 // MoveJob changes a job's state as a user would in XPM's job screen: a
 // Completed or Cancelled job gets a completed date (and leaves
 // job.api/current), any other state clears it. XPM keeps no modification

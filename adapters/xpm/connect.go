@@ -20,13 +20,14 @@ func (m *Module) Connects() firmsystem.Connects {
 }
 
 // Configure fills the module of a connection: its practice and its own
-// tokens, the API under /practicemanager of the app's base URL.
+// tokens, the API under /practicemanager of the app's base URL, and the
+// stage map its administrator edited.
 func (m *Module) Configure(app caddy.Module, c firmsystem.Connection) error {
 	a, ok := app.(*xero.App)
 	if !ok {
 		return fmt.Errorf("xpm connects through the xero app, not %T", app)
 	}
-	m.Config = Config{TenantID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.Under("/practicemanager")}
+	m.Config = Config{TenantID: c.Organisation, OAuth2: a.Refresh(c.ID), BaseURL: a.Under("/practicemanager"), StageMap: c.StageMap}
 	return nil
 }
 

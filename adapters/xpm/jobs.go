@@ -217,7 +217,7 @@ func (a *Adapter) readJob(ctx context.Context, number string) (*job, error) {
 }
 
 func (a *Adapter) jobStage(j *job) string {
-	return a.stages.stage(j.State, strings.TrimSpace(j.CompletedDate) != "")
+	return a.stages.Load().stage(j.State, strings.TrimSpace(j.CompletedDate) != "")
 }
 
 // jobOwner is the job's manager, else its partner.

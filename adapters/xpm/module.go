@@ -62,7 +62,7 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "Xero Practice Manager", Reader: x, Ledger: x, Engagements: true, Clients: x, Jobs: x, Client: x.Upstream()}, nil
+	return firmsystem.Opened{Label: "Xero Practice Manager", Reader: x, Ledger: x, Engagements: true, Clients: x, Jobs: x, Stages: x, Client: x.Upstream()}, nil
 }
 
 // KeepsProposals says the system keeps the firm's proposals.

@@ -3,6 +3,7 @@ package xpm
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -10,45 +11,44 @@ import (
 )
 
 // Firms define their own job states in XPM, so the mapping to stages is
-// the defaults with the firm's stage_map over them.
-var defaultStages = map[string]string{
-	"planned":                  "planned",
-	"ready to start":           "ready_to_start",
-	"in progress":              "in_progress",
-	"awaiting client":          "awaiting_client",
-	"awaiting info":            "awaiting_client",
-	"waiting on client":        "awaiting_client",
-	"in review":                "in_review",
-	"review":                   "in_review",
-	"awaiting client approval": "awaiting_client_approval",
-	"filed":                    "filed",
-	"lodged":                   "filed",
-	"completed":                "completed",
-	"complete":                 "completed",
-	"cancelled":                "cancelled",
-	"canceled":                 "cancelled",
+// the firm's stage map (Config.StageMap: the Caddyfile's, or the
+// connection's as its administrator edits it) over what the states' names
+// suggest (practice.SuggestStage).
+type stageMap struct {
+	// set is the firm's map by the states' normalised names; "" is a
+	// state the firm leaves unmapped.
+	set map[string]string
 }
 
-type stageMap struct{ m map[string]string }
-
 func newStageMap(cfg map[string]string) (*stageMap, error) {
-	m := &stageMap{m: map[string]string{}}
-	for k, v := range defaultStages {
-		m.m[k] = v
-	}
+	m := &stageMap{set: map[string]string{}}
 	for k, v := range cfg {
-		if !practice.ValidStage(v) {
+		if v != "" && !practice.ValidStage(v) {
 			return nil, fmt.Errorf("xpm: stage_map %q: %q is not one of %v", k, v, practice.JobStages)
 		}
-		m.m[norm(k)] = v
+		m.set[practice.StateName(k)] = v
 	}
 	return m, nil
+}
+
+// mapped is the stage state maps to and why; "" when none.
+func (m *stageMap) mapped(state string) (stage, source string) {
+	if s, ok := m.set[practice.StateName(state)]; ok {
+		if s == "" {
+			return "", ""
+		}
+		return s, practice.StageSet
+	}
+	if s, ok := practice.SuggestStage(state); ok {
+		return s, practice.StageSuggested
+	}
+	return "", ""
 }
 
 // stage is the stage of a job in state; completed tells an unmapped state
 // of a job XPM has completed.
 func (m *stageMap) stage(state string, completed bool) string {
-	if s, ok := m.m[norm(state)]; ok {
+	if s, _ := m.mapped(state); s != "" {
 		return s
 	}
 	if completed {
@@ -57,21 +57,76 @@ func (m *stageMap) stage(state string, completed bool) string {
 	return "in_progress"
 }
 
-// known reports whether state is mapped, by the firm or the defaults.
-func (m *stageMap) known(state string) bool {
-	_, ok := m.m[norm(state)]
-	return ok
-}
-
 // target is the XPM state a move to stage writes: the first of the
 // practice's states, in XPM's order, that maps to it.
 func (m *stageMap) target(states []party, stage string) (string, bool) {
 	for _, s := range states {
-		if m.known(s.Name) && m.stage(s.Name, false) == stage {
+		if got, _ := m.mapped(s.Name); got == stage {
 			return s.Name, true
 		}
 	}
 	return "", false
+}
+
+// states are the practice's states, in XPM's order, each with the stage
+// it maps to.
+func (m *stageMap) states(states []party) []practice.StageState {
+	out := make([]practice.StageState, 0, len(states))
+	for _, s := range states {
+		stage, source := m.mapped(s.Name)
+		out = append(out, practice.StageState{State: s.Name, Stage: stage, Source: source})
+	}
+	return out
+}
+
+// StageMap is the practice's job states, read from XPM, each with the
+// stage it maps to under set, the firm's map (nil: the Caddyfile's, or
+// the one last set). An entry of set that names none of the practice's
+// states is refused: the firm names a state XPM does not have.
+func (a *Adapter) StageMap(ctx context.Context, set map[string]string) ([]practice.StageState, error) {
+	m := a.stages.Load()
+	if set != nil {
+		if err := practice.CheckStageMap(set); err != nil {
+			return nil, err
+		}
+		var err error
+		if m, err = newStageMap(set); err != nil {
+			return nil, err
+		}
+	}
+	states, err := a.jobStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for k := range set {
+		if !slices.ContainsFunc(states, func(s party) bool { return practice.StateName(s.Name) == practice.StateName(k) }) {
+			return nil, practice.Invalid("stage_map", "This firm's Xero Practice Manager has no job state %q; its job states are %s.", k, partyNames(states))
+		}
+	}
+	return m.states(states), nil
+}
+
+// SetStageMap makes set the firm's map, over the suggestions: every stage
+// a job reads and every move from now on follows it.
+func (a *Adapter) SetStageMap(set map[string]string) error {
+	m, err := newStageMap(set)
+	if err != nil {
+		return err
+	}
+	a.stages.Store(m)
+	return nil
+}
+
+// partyNames are the names of states, quoted, for a sentence.
+func partyNames(states []party) string {
+	if len(states) == 0 {
+		return "none"
+	}
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = fmt.Sprintf("%q", s.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // jobStates returns the practice's job states, read at most every ten

@@ -423,10 +423,10 @@ func (a *Adapter) MoveJob(ctx context.Context, t practice.Tenant, id string, mov
 	if err != nil {
 		return nil, err
 	}
-	state, ok := a.stages.target(states, move.Stage)
+	stages := a.stages.Load()
+	state, ok := stages.target(states, move.Stage)
 	if !ok {
-		return nil, &practice.InvalidError{Code: "invalid_stage", Param: "stage",
-			Message: fmt.Sprintf("This firm's Xero Practice Manager has no job state for the stage %q; map one in its stage_map.", move.Stage)}
+		return nil, practice.UnmappedStage("Xero Practice Manager", "job state", move.Stage, practice.MappedStages(stages.states(states)))
 	}
 	current, err := a.readJob(ctx, number)
 	if err != nil {

@@ -70,6 +70,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -104,15 +105,15 @@ type Config struct {
 	// BaseURL is the API [https://api.xero.com/practicemanager].
 	BaseURL string `json:"base_url,omitempty"`
 
-	// StageMap maps XPM job states to job stages, over the defaults:
-	// Planned planned; "Ready to start" ready_to_start; "In Progress"
-	// in_progress; "Awaiting client", "Awaiting info" and "Waiting on
-	// client" awaiting_client; "In Review" and "Review" in_review;
-	// "Awaiting client approval" awaiting_client_approval; Filed and
-	// Lodged filed; Completed completed; Cancelled cancelled. Case and
-	// spacing do not matter. Other states are in_progress, completed once
-	// XPM gives the job a completed date. A stage move writes the first
-	// state in XPM's own order (jobstate.api/list) that maps to the stage.
+	// StageMap maps XPM job states to job stages, over what the states'
+	// names suggest (practice.SuggestStage: "In Review" and "Manager
+	// review" in_review, "Awaiting info" awaiting_client, Lodged filed,
+	// ...); a state mapped to "" maps to nothing. Case, spacing and
+	// punctuation do not matter. A state that maps to nothing reads as
+	// in_progress, completed once XPM gives the job a completed date. A
+	// stage move writes the first state in XPM's own order
+	// (jobstate.api/list) that maps to the stage, and a stage none maps
+	// to is refused (invalid_stage, naming the stages that do).
 	StageMap map[string]string `json:"stage_map,omitempty"`
 	// TimeZone is the practice's IANA zone, in which XPM writes and reads
 	// times [UTC].
@@ -150,7 +151,7 @@ type Adapter struct {
 	log    *zap.Logger
 	clock  upstream.Clock
 	loc    *time.Location
-	stages *stageMap
+	stages atomic.Pointer[stageMap]
 	rails  xero.Rails
 	stamps *stamps.Store
 	// signings remember when each quote was first read accepted.
@@ -229,20 +230,21 @@ func New(cfg Config, deps upstream.Deps) (*Adapter, error) {
 		return nil, fmt.Errorf("xpm: %w", err)
 	}
 	state := deps.StateStore()
-	return &Adapter{
+	a := &Adapter{
 		cfg:      cfg,
 		c:        c,
 		log:      deps.LoggerOrNop().With(zap.String("upstream", c.Label())),
 		clock:    deps.ClockOrSystem(),
 		loc:      loc,
-		stages:   stages,
 		rails:    rails,
 		stamps:   stamps.New(state, deps.ClockOrSystem(), "xpm", cfg.Firm),
 		signings: proposals.Signings{State: state, Firm: cfg.Firm},
 		state:    state,
 		rec:      deps.ChangeRecorder(),
 		changes:  deps.Changes,
-	}, nil
+	}
+	a.stages.Store(stages)
+	return a, nil
 }
 
 // tenantAuth adds the organisation header to the bearer token.

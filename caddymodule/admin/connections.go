@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,12 +24,20 @@ import (
 //	GET    /practicegw/connections/{firm}/{id}   connection
 //	PATCH  /practicegw/connections/{firm}/{id}   {"tenant_id"} or {"reconnect":true,"access_key"?}
 //	DELETE /practicegw/connections/{firm}/{id}   connection, disconnected
+//	GET    /practicegw/connections/{firm}/{id}/stage_map   a records connection's stage map
+//	PATCH  /practicegw/connections/{firm}/{id}/stage_map   {"stage_map":{state: stage | "" | null}} -> the map
 
 // connectionService is what the routes need of the connection service:
 // what /v1/connections reads and changes it through.
 type connectionService interface {
 	api.ConnectionReader
 	api.ConnectionWriter
+}
+
+// stageMaps is what the stage map routes need of the connection service.
+type stageMaps interface {
+	StageMap(ctx context.Context, firm, id string) (connection.StageMapView, error)
+	EditStageMap(ctx context.Context, firm, id string, edit map[string]*string) (connection.StageMapView, error)
 }
 
 // connectionAdminRoutes serves the routes over the service that service
@@ -46,7 +55,8 @@ type connectionAdminHandler struct {
 
 func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) error {
 	firm, id, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/practicegw/connections/"), "/")
-	if firm == "" || strings.Contains(id, "/") {
+	id, sub, _ := strings.Cut(id, "/")
+	if firm == "" || sub != "" && (id == "" || sub != "stage_map") {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no route %s %s", r.Method, r.URL.Path)}
 	}
 	if !h.known(firm) {
@@ -63,6 +73,9 @@ func (h connectionAdminHandler) serve(w http.ResponseWriter, r *http.Request) er
 		err    error
 		status = http.StatusOK
 	)
+	if sub != "" {
+		return h.stageMap(w, r, svc, firm, id)
+	}
 	switch {
 	case id == "" && r.Method == http.MethodGet:
 		views, err := svc.List(ctx, firm)
@@ -134,4 +147,38 @@ func connectionRefusal(w http.ResponseWriter, err error) error {
 		return refuse(w, e.Status, e.Code, param, e.Message)
 	}
 	return err
+}
+
+// stageMap serves a connection's stage map: shown, or edited by a merge
+// patch of its entries.
+func (h connectionAdminHandler) stageMap(w http.ResponseWriter, r *http.Request, svc connectionService, firm, id string) error {
+	sm, ok := svc.(stageMaps)
+	if !ok {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("this gateway's connections have no stage maps")}
+	}
+	var (
+		v   connection.StageMapView
+		err error
+	)
+	switch r.Method {
+	case http.MethodGet:
+		v, err = sm.StageMap(r.Context(), firm, id)
+	case http.MethodPatch:
+		var body struct {
+			StageMap map[string]*string `json:"stage_map"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err = dec.Decode(&body); err != nil {
+			err = badRequest(fmt.Errorf("reading stage map edit: %w", err))
+		} else {
+			v, err = sm.EditStageMap(r.Context(), firm, id, body.StageMap)
+		}
+	default:
+		return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method %s not allowed", r.Method)}
+	}
+	if err != nil {
+		return connectionRefusal(w, err)
+	}
+	return writeJSON(w, http.StatusOK, v)
 }

@@ -194,6 +194,10 @@ func (s schemaSet) schemaOf(t reflect.Type) map[string]any {
 		return map[string]any{"type": "integer"}
 	case reflect.Slice:
 		return map[string]any{"type": "array", "items": s.schemaOf(t.Elem())}
+	case reflect.Map:
+		if t.Key().Kind() == reflect.String {
+			return map[string]any{"type": "object", "additionalProperties": s.schemaOf(t.Elem())}
+		}
 	case reflect.Struct:
 		name := schemaName(t)
 		if _, ok := s[name]; !ok {
@@ -254,6 +258,12 @@ func (s schemaSet) fields(t reflect.Type, owner string, props map[string]any, re
 		if why, ok := unknowns[key]; ok {
 			schema["description"] = why
 		}
+		if key == "Connection.stage_map" {
+			schema["additionalProperties"] = map[string]any{"type": "string", "enum": append([]string{""}, practice.JobStages...)}
+			schema["description"] = "The administrator's entries of the records system's stage map: a job state's name (as the vendor names it) " +
+				"-> the stage it stands for, or \"\" for a state left unmapped. States it does not name map to the stage their names suggest, if any. " +
+				"Edited through the console, `practicegw connect stage-map` or the admin endpoint."
+		}
 		if name == "version" && owner == "Connection" {
 			schema["description"] = "Increases with each change of the connection."
 		} else if name == "version" && !isInput(owner) {
@@ -290,6 +300,8 @@ func openAPIDocument(notices map[*route]Deprecation) ([]byte, error) {
 				"message":    map[string]any{"type": "string", "description": "One human sentence."},
 				"request_id": map[string]any{"type": "string", "pattern": "^req_"},
 				"param":      map[string]any{"type": "string", "description": "The parameter at fault, when there is one."},
+				"mapped_stages": map[string]any{"type": "array", "items": map[string]any{"type": "string", "enum": practice.JobStages},
+					"description": "With invalid_stage for a stage the firm's system maps nothing to: the stages it maps, which a job can be moved to."},
 			},
 		}},
 	}

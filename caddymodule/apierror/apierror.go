@@ -15,6 +15,9 @@ type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Param   string `json:"param,omitempty"`
+	// MappedStages are the stages the firm's system maps, which a job
+	// can be moved to: with an invalid_stage refusal of one it does not.
+	MappedStages []string `json:"mapped_stages,omitempty"`
 	// Header is added to the response, such as Allow or Retry-After.
 	Header http.Header `json:"-"`
 }

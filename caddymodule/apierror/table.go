@@ -30,7 +30,9 @@ func From(err error) (e *Error, ok bool) {
 		if invalid.Code == "invalid_stage" {
 			status = http.StatusUnprocessableEntity
 		}
-		return New(status, invalid.Code, invalid.Message).WithParam(invalid.Param), true
+		e := New(status, invalid.Code, invalid.Message).WithParam(invalid.Param)
+		e.MappedStages = invalid.Mapped
+		return e, true
 	case errors.Is(err, practice.ErrInvalidCursor):
 		return InvalidCursor, true
 	case errors.Is(err, practice.ErrNotFound):

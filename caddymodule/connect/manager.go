@@ -80,6 +80,9 @@ type Deps struct {
 	Authorizations Authorizations
 	Firms          Firms
 	Runtime        Runtime
+	// Stages reads the stage maps of the records connections open here;
+	// nil: no connection has one to show or edit.
+	Stages StageMaps
 	// Upstream gives the vendor clients their budget, clock, logger and
 	// locks; its State is the sealed upstream state store, where the
 	// connections' tokens, Karbon access keys and webhook signing keys

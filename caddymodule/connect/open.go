@@ -40,7 +40,9 @@ func (cfg *Config) ModuleConfig(ctx context.Context, secrets Secrets, c connecti
 	if !ok {
 		return nil, fmt.Errorf("%s cannot be connected", s.Name)
 	}
-	conn := firmsystem.Connection{ID: literal(c.ID), Organisation: literal(c.OrganisationID)}
+	// The stage map's keys are the vendor's names, never expanded; its
+	// values are stages.
+	conn := firmsystem.Connection{ID: literal(c.ID), Organisation: literal(c.OrganisationID), StageMap: c.StageMap}
 	if _, ok := app.(firmsystem.AccessKey); ok {
 		if conn.AccessKey, err = secret(ctx, secrets, c, "access_key"); err != nil {
 			return nil, err

@@ -158,6 +158,8 @@ func (h *Handler) routes() *http.ServeMux {
 	m.HandleFunc("POST /console/systems/{id}/reconnect", h.authed(h.reconnect))
 	m.HandleFunc("GET /console/systems/{id}/disconnect", h.authed(h.disconnectPage))
 	m.HandleFunc("POST /console/systems/{id}/disconnect", h.authed(h.disconnect))
+	m.HandleFunc("GET /console/systems/{id}/stage-map", h.authed(h.stageMapPage))
+	m.HandleFunc("POST /console/systems/{id}/stage-map", h.authed(h.editStageMap))
 
 	m.HandleFunc("GET /console/access", h.authed(h.access))
 	m.HandleFunc("POST /console/access/issue", h.authed(h.issue))

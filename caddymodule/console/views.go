@@ -33,7 +33,7 @@ var assetFS embed.FS
 // pages are the templates that render a whole page; each is parsed with
 // the layout and the shared partials.
 var pages = []string{"signin", "error", "overview", "webhooks", "endpoint", "delivery", "event",
-	"explorer", "traffic", "access", "credential", "revoke", "systems", "consent", "disconnect"}
+	"explorer", "traffic", "access", "credential", "revoke", "systems", "consent", "disconnect", "stagemap"}
 
 // views holds the parsed templates and the assets' version.
 type views struct {
@@ -90,7 +90,7 @@ type page struct {
 var navFor = map[string]string{
 	"overview": "overview", "webhooks": "webhooks", "endpoint": "webhooks", "delivery": "webhooks", "event": "webhooks",
 	"explorer": "explorer", "traffic": "traffic", "access": "access", "credential": "access", "revoke": "access",
-	"systems": "systems", "consent": "systems", "disconnect": "systems",
+	"systems": "systems", "consent": "systems", "disconnect": "systems", "stagemap": "systems",
 }
 
 // render writes a page. It renders into a buffer first, so that a

@@ -217,7 +217,7 @@ func (a *App) provisionParts(ctx caddy.Context, repl *caddy.Replacer) error {
 		a.cluster = cluster.New(*placement, st.membership(), a.firms, a.logger.Named("placement"))
 	}
 	if conns := st.connections(); a.Connect != nil && conns != nil {
-		a.connector = connect.New(a.Connect, connect.Deps{Connections: conns, Authorizations: conns, Firms: a.firms, Runtime: a.firms,
+		a.connector = connect.New(a.Connect, connect.Deps{Connections: conns, Authorizations: conns, Firms: a.firms, Runtime: a.firms, Stages: a.firms,
 			Upstream: upstream.Deps{Logger: a.logger.Named("connect"), Budget: st.budget,
 				// Tokens, Karbon access keys and webhook signing keys: the
 				// upstream state store, sealed by both backends.

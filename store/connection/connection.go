@@ -12,6 +12,8 @@ package connection
 import (
 	"errors"
 	"time"
+
+	"github.com/practicegw/practicegw/practice"
 )
 
 // Status is where a connection stands.
@@ -68,6 +70,11 @@ type Connection struct {
 	// Choices are the organisations the grant reaches, while the status
 	// is ChooseOrganisation.
 	Choices []Organisation `json:"choices,omitempty"`
+	// StageMap is the firm's map of its records system's job states to
+	// job stages (a state's name -> a stage, "" for a state it leaves
+	// unmapped), edited by its administrator over what the states' names
+	// suggest; empty until edited. Not a secret: kept as it is.
+	StageMap map[string]string `json:"stage_map,omitempty"`
 	// Attempt counts the consents asked for; a callback for an older
 	// attempt than the connection's is refused.
 	Attempt     int        `json:"attempt"`
@@ -130,6 +137,9 @@ var (
 	// ErrOtherBrowser is returned for a state whose consent was started
 	// by another browser, or by none: the consent is left as it was.
 	ErrOtherBrowser = errors.New("the consent was started by another browser")
+	// ErrNoStageMap is the answer for the stage map of a connection whose
+	// system has no job states of its own to map, or is not open.
+	ErrNoStageMap = errors.New("the connection's system has no stage map open")
 )
 
 // Request is what an administrator asks of a connection: to connect a
@@ -169,4 +179,22 @@ type SyncStatus struct {
 	State       string     `json:"state"` // backfilling, live, lagging, failing, paused
 	Progress    string     `json:"progress,omitempty"`
 	ConfirmedAt *time.Time `json:"confirmed_at,omitempty"`
+}
+
+// StageMapView is a records connection's stage map as the admin routes,
+// the console and the CLI show it: the vendor's states, read from it, in
+// its order, each with the stage it maps to and why; the stages a job can
+// be moved to and those it cannot; and the administrator's entries, which
+// the connection keeps.
+type StageMapView struct {
+	Connection string `json:"connection"`
+	Firm       string `json:"firm"`
+	System     string `json:"system"`
+	SystemName string `json:"system_name,omitempty"`
+	// States name each state once (a Karbon secondary with the primary it
+	// is under).
+	States   []practice.StageState `json:"states"`
+	Mapped   []string              `json:"mapped_stages"`
+	Unmapped []string              `json:"unmapped_stages"`
+	Set      map[string]string     `json:"stage_map"`
 }

@@ -1099,6 +1099,10 @@ export interface components {
             reason?: string;
             /** @enum {string} */
             role: "records" | "ledger" | "documents";
+            /** @description The administrator's entries of the records system's stage map: a job state's name (as the vendor names it) -> the stage it stands for, or "" for a state left unmapped. States it does not name map to the stage their names suggest, if any. Edited through the console, `practicegw connect stage-map` or the admin endpoint. */
+            stage_map?: {
+                [key: string]: "" | "planned" | "ready_to_start" | "awaiting_client" | "in_progress" | "in_review" | "awaiting_client_approval" | "filed" | "completed" | "cancelled";
+            };
             /** @enum {string} */
             status: "pending" | "choose_tenant" | "connected" | "needs_reconnect" | "disconnected";
             sync?: components["schemas"]["SyncState"][];
@@ -1400,6 +1404,8 @@ export interface components {
             error: {
                 /** @enum {string} */
                 code: "conflict" | "connection_needs_reconnect" | "consent_denied" | "credential_revoked" | "idempotency_key_reused" | "insufficient_scope" | "internal_error" | "invalid_cursor" | "invalid_json" | "invalid_stage" | "invalid_state" | "method_not_allowed" | "parameter_invalid" | "parameter_missing" | "parameter_unknown" | "payload_too_large" | "rate_limited" | "resource_not_found" | "role_configured" | "role_connected" | "system_not_connected" | "system_not_registered" | "unauthenticated" | "unknown_api_version" | "unsupported_media_type" | "upstream_unavailable";
+                /** @description With invalid_stage for a stage the firm's system maps nothing to: the stages it maps, which a job can be moved to. */
+                mapped_stages?: ("planned" | "ready_to_start" | "awaiting_client" | "in_progress" | "in_review" | "awaiting_client_approval" | "filed" | "completed" | "cancelled")[];
                 /** @description One human sentence. */
                 message: string;
                 /** @description The parameter at fault, when there is one. */

@@ -20,6 +20,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/internal/envconfig"
@@ -218,7 +219,7 @@ func printJSON(w io.Writer, v any) error {
 
 // flagOf names the API's parameters as the commands' flags, where the
 // flag is not the parameter's name with dashes.
-var flagOf = map[string]string{"tenant_id": "tenant"}
+var flagOf = map[string]string{"tenant_id": "tenant", "stage_map": "set"}
 
 // inFlags is the sentence of a refusal, naming the flag the user typed
 // for the parameter it refuses, never the parameter or the code.
@@ -244,7 +245,12 @@ func inFlags(cmd *cobra.Command, e adminapi.Refusal) string {
 	if strings.Contains(msg, flag) {
 		return msg
 	}
-	if v := f.Value.String(); v != "" && !secretFlags[f.Name] {
+	v := f.Value.String()
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		// A repeated flag: the values as typed, not "[a b]".
+		v = strings.Join(sv.GetSlice(), " "+flag+" ")
+	}
+	if v != "" && !secretFlags[f.Name] {
 		flag += " " + v
 	}
 	return flag + ": " + msg

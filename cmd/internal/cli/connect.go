@@ -20,7 +20,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "connect",
-		Usage: "--firm FIRM --role ROLE --system SYSTEM [--access-key KEY] | choose | list | reconnect | disconnect ...",
+		Usage: "--firm FIRM --role ROLE --system SYSTEM [--access-key KEY] | choose | list | reconnect | disconnect | stage-map ...",
 		Short: "Connects a firm's own practice-management system, ledger or document store on a running gateway",
 		Long: `
 Connects one of a firm's own systems for a role (records, ledger or documents),
@@ -38,11 +38,12 @@ vendor apps.
   practicegw connect list --firm frm_hollis
   practicegw connect reconnect --firm frm_hollis --connection con_...
   practicegw connect disconnect --firm frm_hollis --connection con_...
+  practicegw connect stage-map --firm frm_hollis --system xpm [--set "STATE=STAGE"]
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			cmd.Long += "\nThe systems a firm can connect with this build, where the gateway's connect\nblock registers their app:\n\n" + knownSystems(true) + "\n"
 			configureConnect(cmd, time.Second)
-			cmd.AddCommand(chooseCommand(), connectionsListCommand(), reconnectCommand(time.Second), disconnectCommand())
+			cmd.AddCommand(chooseCommand(), connectionsListCommand(), reconnectCommand(time.Second), disconnectCommand(), stageMapCommand())
 		},
 	})
 }
