@@ -97,7 +97,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#connect-documents button[type=submit]")))
 	b.wait("#allow")
 	b.do(chromedp.Click(chromedp.ID("allow")))
-	b.waitText("#callback-result", "Choose the organisation")
+	b.waitText("#callback-result", "Choose the site")
 	b.do(chromedp.Click(chromedp.ID("systems-link")))
 	b.wait("#choose-documents")
 	b.expect("#choose-documents-tenant", "Clients", "Marketing")
