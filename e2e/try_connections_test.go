@@ -80,14 +80,13 @@ func TestTryConnectionsLocally(t *testing.T) {
 	b.do(chromedp.Click(chromedp.ID("allow")))
 	b.waitText("#callback-result", "Xero is connected for Hollis & Vane LLP")
 	b.do(chromedp.Click(chromedp.ID("systems-link")))
-	b.wait("#role-ledger [data-status]")
-	b.expect("#role-ledger [data-status]", "connected")
+	b.wait(`#role-ledger [data-status="connected"]`)
 
 	b.open("/console/systems", "#connect-records")
 	b.do(chromedp.SetValue(chromedp.ID("connect-records-system"), "karbon"),
 		chromedp.SendKeys(chromedp.ID("connect-records-access-key"), "access-key"),
 		chromedp.Click(chromedp.CSS("#connect-records button[type=submit]")))
-	b.waitText("#role-records [data-status]", "connected")
+	b.wait(`#role-records [data-status="connected"]`)
 
 	// SharePoint: the consent reaches the double's two sites, Clients
 	// (with the files) and Marketing; the Systems page chooses Clients,
@@ -109,7 +108,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 	b.shot("try-04-sharepoint-choose-site")
 	b.do(chromedp.SetValue(chromedp.ID("choose-documents-tenant"), site),
 		chromedp.Click(chromedp.CSS("#choose-documents button[type=submit]")))
-	b.waitText("#role-documents [data-status]", "connected")
+	b.wait(`#role-documents [data-status="connected"]`)
 	b.expect("#role-documents [data-tenant]", "Clients")
 
 	for _, path := range []string{"/v1/clients", "/v1/invoices", "/v1/documents"} {

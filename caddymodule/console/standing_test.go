@@ -28,7 +28,7 @@ func systemsStates(t *testing.T) (*consoleRig, *pageConnections) {
 			LastSuccessAt: &confirmed, Sync: []connection.SyncStatus{{Role: "ledger", State: "live", ConfirmedAt: &confirmed}}},
 		{Connection: connection.Connection{ID: "con_k", Firm: "frm_acme", Role: "records", System: "karbon", Status: connection.Connected,
 			ConnectedAt: &connected, UpdatedAt: connected},
-			LastSuccessAt: &connected, Sync: []connection.SyncStatus{{Role: "records", State: "failing", ConfirmedAt: &confirmed}}},
+			LastSuccessAt: &confirmed, Sync: []connection.SyncStatus{{Role: "records", State: "failing", ConfirmedAt: &confirmed}}},
 		{Connection: connection.Connection{ID: "con_s", Firm: "frm_acme", Role: "documents", System: "sharepoint", Status: connection.Pending,
 			UpdatedAt: rigNow}},
 	}}

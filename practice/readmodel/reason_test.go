@@ -46,7 +46,7 @@ func TestReasonsReadAsSentences(t *testing.T) {
 func TestStatusReasonNamesWhatIsNotLive(t *testing.T) {
 	since := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	failing := Status{Label: "Karbon", System: "karbon", State: StateFailing,
-		Why: "clients: poll Karbon clients: karbon: list contacts: 503 Service Unavailable",
+		Why:   "clients: poll Karbon clients: karbon: list contacts: 503 Service Unavailable",
 		Kinds: []KindStatus{{Kind: practice.Clients, State: StateFailing}, {Kind: practice.Jobs, State: StateLive}}}
 	if got, want := failing.Reason(), "Karbon is unavailable; the sync tries again. It affects the clients; the rest is up to date."; got != want {
 		t.Errorf("failing reads %q, want %q", got, want)
