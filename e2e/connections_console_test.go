@@ -159,6 +159,33 @@ func TestConnectionsInTheConsole(t *testing.T) {
 		t.Error("the gateway did not read the contact Karbon's webhook named")
 	}
 
+	// Karbon goes down: the records' one badge says failing, in a
+	// sentence for the administrator, never "connected" beside it nor
+	// the error chain (the log has it); back up, it is live again.
+	k.Faults.Down(vendortest.Fault{Status: http.StatusServiceUnavailable, Body: `{"error":"down for maintenance"}`})
+	b.openUntil("/console/systems", "#role-records [data-status]", "failing")
+	panel := b.text("#role-records")
+	if badge := b.text("#role-records .badge"); badge != "failing" || !strings.Contains(b.text("#role-records [data-standing]"), "Karbon") {
+		t.Errorf("the records panel while Karbon is down has the badge %q and says:\n%s", badge, panel)
+	}
+	for _, chain := range []string{"karbon:", "503", "circuit breaker", "poll ", "Details", "http://"} {
+		if strings.Contains(panel, chain) {
+			t.Errorf("the records panel while Karbon is down shows %q:\n%s", chain, panel)
+		}
+	}
+	if n := strings.Count(b.html(), `id="role-records"`); n != 1 {
+		t.Errorf("%d records panels", n)
+	}
+	b.shot("connections-06b-karbon-failing")
+	k.Faults.Up()
+	eventually.NoError(t, 90*time.Second, 500*time.Millisecond, "the records to be live again once Karbon is back", func() error {
+		b.do(chromedp.Navigate(public + "/console/systems"))
+		if got := b.text("#role-records [data-status]"); got != "live" {
+			return fmt.Errorf("the records' badge says %q", got)
+		}
+		return nil
+	})
+
 	// 3. The firm revokes the app at Xero. The next call to Xero refreshes
 	// the token and is refused. A connection's polls are spaced to fit
 	// Xero's published daily limit (tens of seconds apart), so the call is

@@ -64,7 +64,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 	g := startGateway(t, gatewayOptions{addr: addr, config: "../config/try-connections.Caddyfile",
 		env: append(origins, "PRACTICEGW_PUBLIC_URL="+public, "PRACTICEGW_SYNC_POLL=1s")})
 	admin := g.issue("frm_hollis", false, "admin").Token
-	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read", "documents:read").Token
+	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read", "documents:read", "engagements:read").Token
 
 	b := newBrowser(t, public)
 	b.open("/console", "#token")
@@ -111,7 +111,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 	b.wait(`#role-documents [data-status="connected"]`)
 	b.expect("#role-documents [data-tenant]", "Clients")
 
-	for _, path := range []string{"/v1/clients", "/v1/invoices", "/v1/documents"} {
+	for _, path := range []string{"/v1/clients", "/v1/invoices", "/v1/engagements", "/v1/documents"} {
 		eventually.NoError(t, 30*time.Second, 100*time.Millisecond, path+" to fill", func() error {
 			r := g.do(t, "GET", path, reader, nil)
 			if r.StatusCode != 200 {
@@ -122,6 +122,15 @@ func TestTryConnectionsLocally(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// The engagements are Xero's seeded quotes (Karbon keeps no
+	// proposals): the two accepted are signed, one sent, one proposed.
+	statuses := map[string]int{}
+	for _, e := range g.do(t, "GET", "/v1/engagements", reader, nil).json(t)["data"].([]any) {
+		statuses[fmt.Sprint(e.(map[string]any)["status"])]++
+	}
+	if statuses["signed"] != 2 || statuses["sent"] != 1 || statuses["proposed"] != 1 {
+		t.Errorf("the trial's engagements are %v, want 2 signed, 1 sent and 1 proposed", statuses)
 	}
 	// The documents are the library's, not the site's: Graph names a
 	// drive b!…, a site host,guid,guid.
