@@ -144,7 +144,7 @@ func ServeLocal(o LocalOptions) (*Local, error) {
 	// passes through.
 	for i, st := range localProposals {
 		date := epoch.AddDate(0, 0, -7*(i+1))
-		x.AddQuote(XeroQuote{QuoteID: fmt.Sprintf("q0000000-0000-0000-0000-%012d", i), QuoteNumber: fmt.Sprintf("QU-%04d", i+1),
+		x.AddQuote(XeroQuote{QuoteID: fmt.Sprintf("00000000-0000-0000-0001-%012d", i), QuoteNumber: fmt.Sprintf("QU-%04d", i+1),
 			Title: "Year-end accounts and tax return", Status: st.xero, ContactID: fmt.Sprintf("xc-%d", i), ContactName: localFirstNames[i] + " Client",
 			Date: date, Expiry: date.AddDate(0, 1, 0), Lines: []string{"Year-end accounts", "Tax return"}, Total: "1800.00", CurrencyCode: "GBP",
 			Updated: date})
