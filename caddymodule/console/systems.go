@@ -77,8 +77,8 @@ type systemChoice struct{ ID, Name string }
 
 // roleTitles name each role once on the page, and say what it holds.
 var roleTitles = map[string]struct{ title, about string }{
-	"records":   {"Records", "The practice-management system: clients, jobs and people."},
-	"ledger":    {"Ledger", "The ledger: invoices."},
+	"records":   {"Records", "The practice-management system: clients, jobs and people, and engagements where it keeps the proposals."},
+	"ledger":    {"Ledger", "The ledger: invoices, and engagements from its quotes or estimates where the records system keeps none."},
 	"documents": {"Documents", "The document store: the clients' documents, where they are filed."},
 }
 
