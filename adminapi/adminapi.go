@@ -45,7 +45,8 @@ type SyncView struct {
 	Role   string `json:"system"`
 	System string `json:"vendor"`
 	// State is backfilling, live, lagging or failing; Why says why it
-	// lags or fails.
+	// lags or fails, in one sentence for an administrator (the error
+	// chain it comes from is in the gateway's log).
 	State  string `json:"state"`
 	Why    string `json:"why,omitempty"`
 	Holder string `json:"holder,omitempty"`
@@ -77,7 +78,8 @@ type SyncView struct {
 	NotifiedP99Millis int64 `json:"notified_p99_ms,omitempty"`
 	// SubscribedUntil is when the vendor subscription the sync keeps (a
 	// Graph subscription, a Drive channel) lapses unless renewed;
-	// SubscribeError why it could not be made or renewed.
+	// SubscribeError why it could not be made or renewed, in a
+	// sentence.
 	SubscribedUntil time.Time `json:"subscribed_until,omitzero"`
 	SubscribeError  string    `json:"subscribe_error,omitempty"`
 	// Unusable are the records whose vendor answers the sync cannot use:

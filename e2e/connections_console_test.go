@@ -65,14 +65,14 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	callback := b.location()
 	b.shot("connections-03-callback")
 	b.do(chromedp.Click(chromedp.ID("systems-link")))
-	b.wait("#role-ledger [data-status]")
-	b.expect("#role-ledger [data-status]", "connected")
+	b.wait(`#role-ledger [data-status="connected"]`)
 	// The sync shows once an instance has opened it (within a follow of
-	// the store): backfilling with its progress, then live.
+	// the store): backfilling with its progress, then live, in the one
+	// badge of the connection.
 	var states []string
 	eventually.NoError(t, 20*time.Second, 100*time.Millisecond, "the ledger's sync to be live on Systems", func() error {
 		b.do(chromedp.Navigate(public + "/console/systems"))
-		state := b.text("#role-ledger [data-sync-state]")
+		state := b.attributeOr("#role-ledger [data-sync-state]", "data-sync-state")
 		if state != "" && (len(states) == 0 || states[len(states)-1] != state) {
 			states = append(states, state)
 			b.shot("connections-04-xero-" + state)
@@ -108,7 +108,7 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	b.do(chromedp.SetValue(chromedp.ID("connect-records-system"), "karbon"),
 		chromedp.SendKeys(chromedp.ID("connect-records-access-key"), firmKey),
 		chromedp.Click(chromedp.CSS("#connect-records button[type=submit]")))
-	b.waitText("#role-records [data-status]", "connected")
+	b.wait(`#role-records [data-status="connected"]`)
 	karbonID := b.attribute("#role-records [data-connection]", "data-connection")
 	b.shot("connections-06-karbon-connected")
 	var types, signingKeys []string
@@ -160,6 +160,33 @@ func TestConnectionsInTheConsole(t *testing.T) {
 		t.Error("the gateway did not read the contact Karbon's webhook named")
 	}
 
+	// Karbon goes down: the records' one badge says failing, in a
+	// sentence for the administrator, never "connected" beside it nor
+	// the error chain (the log has it); back up, it is live again.
+	k.Faults.Down(vendortest.Fault{Status: http.StatusServiceUnavailable, Body: `{"error":"down for maintenance"}`})
+	b.openUntil("/console/systems", "#role-records [data-status]", "failing")
+	panel := b.text("#role-records")
+	if badge := b.text("#role-records .badge"); badge != "failing" || !strings.Contains(b.text("#role-records [data-standing]"), "Karbon") {
+		t.Errorf("the records panel while Karbon is down has the badge %q and says:\n%s", badge, panel)
+	}
+	for _, chain := range []string{"karbon:", "503", "circuit breaker", "poll ", "Details", "http://"} {
+		if strings.Contains(panel, chain) {
+			t.Errorf("the records panel while Karbon is down shows %q:\n%s", chain, panel)
+		}
+	}
+	if n := strings.Count(b.html(), `id="role-records"`); n != 1 {
+		t.Errorf("%d records panels", n)
+	}
+	b.shot("connections-06b-karbon-failing")
+	k.Faults.Up()
+	eventually.NoError(t, 90*time.Second, 500*time.Millisecond, "the records to be live again once Karbon is back", func() error {
+		b.do(chromedp.Navigate(public + "/console/systems"))
+		if got := b.text("#role-records [data-status]"); got != "live" {
+			return fmt.Errorf("the records' badge says %q", got)
+		}
+		return nil
+	})
+
 	// 3. The firm revokes the app at Xero. The next call to Xero refreshes
 	// the token and is refused. A connection's polls are spaced to fit
 	// Xero's published daily limit (tens of seconds apart), so the call is
@@ -191,8 +218,8 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	}
 	b.open("/console/systems", "#role-ledger [data-status]")
 	b.expect("#role-ledger [data-status]", "needs reconnecting")
-	if reason := b.text("#role-ledger [data-reason]"); strings.TrimSpace(reason) == "" {
-		t.Error("the Systems page gives no reason for needs_reconnect")
+	if reason := b.text("#role-ledger [data-standing]"); !strings.Contains(reason, "Xero no longer accepts this connection's grant; reconnect it.") {
+		t.Errorf("the Systems page says %q of a connection that needs reconnecting", reason)
 	}
 	b.shot("connections-07-needs-reconnect")
 	// Xero sends the change again (another body of the same event): the
@@ -218,7 +245,7 @@ func TestConnectionsInTheConsole(t *testing.T) {
 	b.do(chromedp.Click(chromedp.ID("allow")))
 	b.waitText("#callback-result", "Xero is connected")
 	b.do(chromedp.Click(chromedp.ID("systems-link")))
-	b.waitText("#role-ledger [data-status]", "connected")
+	b.wait(`#role-ledger [data-status="connected"]`)
 	eventually.NoError(t, 10*time.Second, 20*time.Millisecond, "the ledger's sync to be live again", func() error {
 		s := syncStates(t, g)["xero"]
 		if strings.HasPrefix(s, "backfilling") {
@@ -487,6 +514,18 @@ func (b *browser) openUntil(path, sel, want string) {
 		return nil
 	})
 	b.html()
+}
+
+// attributeOr is an attribute of the first element sel finds, "" when
+// there is none.
+func (b *browser) attributeOr(sel, name string) string {
+	b.t.Helper()
+	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(
+		`(function(){var e=document.querySelector(%q);return e?(e.getAttribute(%q)||""):""})()`, sel, name)))
+	if err != nil {
+		b.t.Fatalf("reading %s's %s: %v", sel, name, err)
+	}
+	return got
 }
 
 // text is an element's text, "" when there is none.

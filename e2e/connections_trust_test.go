@@ -281,7 +281,7 @@ func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
 		for _, g := range both {
 			eventually.NoError(t, 30*time.Second, 50*time.Millisecond, "the connection to need reconnecting", func() error {
 				c := connectionOf(t, g.do(t, "GET", "/v1/connections/"+id, tok, nil))
-				if c["status"] != "needs_reconnect" || !strings.Contains(fmt.Sprint(c["reason"]), "Karbon refused the access key") {
+				if c["status"] != "needs_reconnect" || !strings.Contains(fmt.Sprint(c["reason"]), "Karbon no longer accepts this connection's access key") {
 					return fmt.Errorf("%v %v", c["status"], c["reason"])
 				}
 				if s := connectionStates(t, g)["karbon"]; s != "needs_reconnect" {
@@ -297,7 +297,7 @@ func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
 			// practicegw sync status agrees: the records role is the
 			// paused connection, the ledger connected to nothing.
 			status, err := g.cli("sync", "status", "--firm", "frm_hollis")
-			for _, want := range []string{"records    karbon, connection " + id + " (needs reconnecting): its copy is served, failing",
+			for _, want := range []string{"records    Karbon, connection " + id + " (needs reconnecting): its copy is served, failing",
 				"ledger     not connected: /v1 refuses its reads until a system is connected"} {
 				if err != nil || !strings.Contains(status, want) {
 					t.Errorf("sync status lacks %q: %v\n%s", want, err, status)
@@ -305,7 +305,7 @@ func TestKarbonRefusingTheKeyPausesTheConnection(t *testing.T) {
 			}
 			r := g.do(t, "GET", "/v1/clients?limit=5", tok, nil)
 			if r.StatusCode != 200 || r.Header.Get("Data-State") != "failing" ||
-				r.Header.Get("Data-State-Reason") != "Karbon refused the access key; reconnect with a new one" {
+				r.Header.Get("Data-State-Reason") != "Karbon no longer accepts this connection's access key; reconnect it with a new one." {
 				t.Errorf("clients while Karbon refuses the key: %d %q (%q) %s", r.StatusCode, r.Header.Get("Data-State"),
 					r.Header.Get("Data-State-Reason"), tail(string(r.body), 200))
 			}

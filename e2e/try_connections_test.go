@@ -64,7 +64,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 	g := startGateway(t, gatewayOptions{addr: addr, config: "../config/try-connections.Caddyfile",
 		env: append(origins, "PRACTICEGW_PUBLIC_URL="+public, "PRACTICEGW_SYNC_POLL=1s")})
 	admin := g.issue("frm_hollis", false, "admin").Token
-	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read", "documents:read").Token
+	reader := g.issue("frm_hollis", false, "clients:read", "invoices:read", "documents:read", "engagements:read").Token
 
 	b := newBrowser(t, public)
 	b.open("/console", "#token")
@@ -80,14 +80,13 @@ func TestTryConnectionsLocally(t *testing.T) {
 	b.do(chromedp.Click(chromedp.ID("allow")))
 	b.waitText("#callback-result", "Xero is connected for Hollis & Vane LLP")
 	b.do(chromedp.Click(chromedp.ID("systems-link")))
-	b.wait("#role-ledger [data-status]")
-	b.expect("#role-ledger [data-status]", "connected")
+	b.wait(`#role-ledger [data-status="connected"]`)
 
 	b.open("/console/systems", "#connect-records")
 	b.do(chromedp.SetValue(chromedp.ID("connect-records-system"), "karbon"),
 		chromedp.SendKeys(chromedp.ID("connect-records-access-key"), "access-key"),
 		chromedp.Click(chromedp.CSS("#connect-records button[type=submit]")))
-	b.waitText("#role-records [data-status]", "connected")
+	b.wait(`#role-records [data-status="connected"]`)
 
 	// SharePoint: the consent reaches the double's two sites, Clients
 	// (with the files) and Marketing; the Systems page chooses Clients,
@@ -97,7 +96,7 @@ func TestTryConnectionsLocally(t *testing.T) {
 		chromedp.Click(chromedp.CSS("#connect-documents button[type=submit]")))
 	b.wait("#allow")
 	b.do(chromedp.Click(chromedp.ID("allow")))
-	b.waitText("#callback-result", "Choose the organisation")
+	b.waitText("#callback-result", "Choose the site")
 	b.do(chromedp.Click(chromedp.ID("systems-link")))
 	b.wait("#choose-documents")
 	b.expect("#choose-documents-tenant", "Clients", "Marketing")
@@ -109,10 +108,10 @@ func TestTryConnectionsLocally(t *testing.T) {
 	b.shot("try-04-sharepoint-choose-site")
 	b.do(chromedp.SetValue(chromedp.ID("choose-documents-tenant"), site),
 		chromedp.Click(chromedp.CSS("#choose-documents button[type=submit]")))
-	b.waitText("#role-documents [data-status]", "connected")
+	b.wait(`#role-documents [data-status="connected"]`)
 	b.expect("#role-documents [data-tenant]", "Clients")
 
-	for _, path := range []string{"/v1/clients", "/v1/invoices", "/v1/documents"} {
+	for _, path := range []string{"/v1/clients", "/v1/invoices", "/v1/engagements", "/v1/documents"} {
 		eventually.NoError(t, 30*time.Second, 100*time.Millisecond, path+" to fill", func() error {
 			r := g.do(t, "GET", path, reader, nil)
 			if r.StatusCode != 200 {
@@ -123,6 +122,15 @@ func TestTryConnectionsLocally(t *testing.T) {
 			}
 			return nil
 		})
+	}
+	// The engagements are Xero's seeded quotes (Karbon keeps no
+	// proposals): the two accepted are signed, one sent, one proposed.
+	statuses := map[string]int{}
+	for _, e := range g.do(t, "GET", "/v1/engagements", reader, nil).json(t)["data"].([]any) {
+		statuses[fmt.Sprint(e.(map[string]any)["status"])]++
+	}
+	if statuses["signed"] != 2 || statuses["sent"] != 1 || statuses["proposed"] != 1 {
+		t.Errorf("the trial's engagements are %v, want 2 signed, 1 sent and 1 proposed", statuses)
 	}
 	// The documents are the library's, not the site's: Graph names a
 	// drive b!…, a site host,guid,guid.

@@ -371,16 +371,30 @@ func (f *firm) connKinds(role, engagements string) []practice.Kind {
 // (a reconnect came meanwhile) or of a connection no longer connected
 // changes nothing. It only writes the store: it may be called from the
 // sync it pauses, which the follow loop then stops.
+//
+// The adapter's reason (which names the vendor's error code) goes to the
+// log; the connection keeps the sentence an administrator reads: "Xero
+// no longer accepts this connection's grant; reconnect it."
 func (r *Runtime) grantRefused(c connection.Connection) func(reason string) {
 	return func(reason string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := r.markNeedsReconnect(ctx, c.ID, c.Attempt, reason); err != nil {
+		r.logger.Warn("the vendor refused a connection's grant", zap.String("connection", c.ID), zap.String("firm", c.Firm),
+			zap.String("system", c.System), zap.String("reason", reason))
+		if err := r.markNeedsReconnect(ctx, c.ID, c.Attempt, readmodel.Plainly(systemLabel(c), reason)); err != nil {
 			r.logger.Warn("connection not marked needs_reconnect", zap.String("connection", c.ID), zap.Error(err))
 			return
 		}
 		r.wakeFollower()
 	}
+}
+
+// systemLabel is how people name c's system ("QuickBooks Online").
+func systemLabel(c connection.Connection) string {
+	if how, ok := firmsystem.ConnectsOf(c.Role, c.System); ok && how.Label != "" {
+		return how.Label
+	}
+	return c.System
 }
 
 // markNeedsReconnect writes needs_reconnect with reason on connection id,

@@ -671,8 +671,10 @@ func TestReconnectResumesWithoutBackfill(t *testing.T) {
 	acme := practice.Tenant{Firm: "frm_acme"}
 	model := read(a, "frm_acme", practice.Invoices)
 
-	const reason = "Xero refused the connection's grant (invalid_grant)"
-	a.grantRefused(c)(reason)
+	// The adapter's words (the vendor's code) go to the log; the
+	// connection keeps a sentence for its administrator.
+	const reason = "Xero no longer accepts this connection's grant; reconnect it."
+	a.grantRefused(c)("xero refused the refresh token (invalid_grant): the connection must be reconnected")
 	a.grantRefused(c)("again") // already needs_reconnect: nothing more
 	got, _ := w.conns.Connection(context.Background(), c.ID)
 	if got.Status != connection.NeedsReconnect || got.Reason != reason || got.Version != c.Version+1 {

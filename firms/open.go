@@ -278,11 +278,11 @@ func (r *Runtime) holdCopy(ctx context.Context, f *firm, c connection.Connection
 		model.Close()
 		return nil, err
 	}
-	sync := readmodel.NewSyncer(readmodel.SyncedSystem{Role: c.Role, System: c.System, Label: c.System, Kinds: kinds},
+	sync := readmodel.NewSyncer(readmodel.SyncedSystem{Role: c.Role, System: c.System, Label: systemLabel(c), Kinds: kinds},
 		readmodel.SyncDeps{Model: model, Checkpoints: r.d.Store, Leases: r.d.Store, Holder: r.cfg.Holder},
 		readmodel.SyncConfig{})
 	sync.Load(ctx)
-	s := &system{role: c.Role, name: c.System, label: c.System, kinds: kinds, model: model, syncs: []*readmodel.Syncer{sync},
+	s := &system{role: c.Role, name: c.System, label: systemLabel(c), kinds: kinds, model: model, syncs: []*readmodel.Syncer{sync},
 		conn: &c, app: appOf(c), held: true}
 	s.current.Store(&c)
 	return s, nil

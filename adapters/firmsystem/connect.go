@@ -55,6 +55,19 @@ type Connects struct {
 	// chosen among (Xero's organisations, SharePoint's sites), false when
 	// it reaches one account, which is connected as it is.
 	Chooses bool
+	// Organisation is the vendor's own word for what a grant reaches, as
+	// pages name it ("organisation" for Xero, "site" for SharePoint,
+	// "company" for QuickBooks); "account" when empty (OrganisationWord).
+	Organisation string
+}
+
+// OrganisationWord is the vendor's word for what a grant of the system
+// reaches: Organisation, else "account".
+func (c Connects) OrganisationWord() string {
+	if c.Organisation == "" {
+		return "account"
+	}
+	return c.Organisation
 }
 
 // Connection is what a connection gives the module it opens as. Every

@@ -186,7 +186,7 @@ func (a *App) Route(header http.Header, body []byte) ([]string, error) {
 // Connects: a firm connects its QuickBooks Online company as its ledger
 // through the Intuit app; the consent names the company.
 func (m *Module) Connects() firmsystem.Connects {
-	return firmsystem.Connects{App: "quickbooks", Label: "QuickBooks Online", Chooses: true}
+	return firmsystem.Connects{App: "quickbooks", Label: "QuickBooks Online", Chooses: true, Organisation: "company"}
 }
 
 // Configure fills the module of a connection: its company, its own

@@ -101,7 +101,11 @@ func (a *App) Revoke(ctx context.Context, d upstream.Deps, system, connection st
 // Connects: a firm connects a SharePoint site, chosen among those its
 // grant reaches, or its one OneDrive, through the Microsoft app.
 func (m *module) Connects() firmsystem.Connects {
-	return firmsystem.Connects{App: "sharepoint", Label: m.label, Chooses: m.provider == "sharepoint"}
+	c := firmsystem.Connects{App: "sharepoint", Label: m.label, Chooses: m.provider == "sharepoint", Organisation: "drive"}
+	if c.Chooses {
+		c.Organisation = "site"
+	}
+	return c
 }
 
 // Configure fills the module of a connection: the site chosen, whose

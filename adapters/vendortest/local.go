@@ -138,6 +138,20 @@ func ServeLocal(o LocalOptions) (*Local, error) {
 			ClientUUID: fmt.Sprintf("c0000000-0000-0000-0000-%012d", i), State: "In Progress", Type: "Accounts",
 			Start: epoch, Due: epoch.AddDate(0, 1, i), Created: epoch})
 	}
+	// Proposals, so that the trial shows engagements whichever system
+	// keeps them: a quote in Xero and in XPM, and (below) an estimate in
+	// QuickBooks, for four clients, in each of the states a proposal
+	// passes through.
+	for i, st := range localProposals {
+		date := epoch.AddDate(0, 0, -7*(i+1))
+		x.AddQuote(XeroQuote{QuoteID: fmt.Sprintf("00000000-0000-0000-0001-%012d", i), QuoteNumber: fmt.Sprintf("QU-%04d", i+1),
+			Title: "Year-end accounts and tax return", Status: st.xero, ContactID: fmt.Sprintf("xc-%d", i), ContactName: localFirstNames[i] + " Client",
+			Date: date, Expiry: date.AddDate(0, 1, 0), Lines: []string{"Year-end accounts", "Tax return"}, Total: "1800.00", CurrencyCode: "GBP",
+			Updated: date})
+		xpm.AddQuote(XPMQuote{ID: fmt.Sprintf("Q%06d", i+1), Name: "Year-end accounts and tax return", Type: "Quote", State: st.xpm,
+			ClientUUID: fmt.Sprintf("c0000000-0000-0000-0000-%012d", i), Date: date, Valid: date.AddDate(0, 1, 0), Amount: "1800.00", Tax: "360.00",
+			Tasks: []string{"Year-end accounts", "Tax return"}})
+	}
 	xeroAPI, xpmAPI := x.srv.URL, xpm.srv.URL
 	base := front(1, "Xero and Xero Practice Manager", func(r *http.Request) string {
 		if strings.HasPrefix(r.URL.Path, "/practicemanager") {
@@ -159,6 +173,24 @@ func ServeLocal(o LocalOptions) (*Local, error) {
 		gd.AddFile(p, 120_000, "application/pdf", epoch)
 		d.AddFile(p, 120_000, epoch)
 	}
+	// The letters of the proposals: sent with each one that went out,
+	// and signed back for those accepted, filed beside them.
+	for i, st := range localProposals {
+		date := epoch.AddDate(0, 0, -7*(i+1))
+		var files []string
+		if st.sent {
+			files = append(files, fmt.Sprintf("/Clients/%s Client/2026/Engagement/Engagement letter 2026.pdf", localFirstNames[i]))
+		}
+		if st.signed {
+			files = append(files, fmt.Sprintf("/Clients/%s Client/2026/Engagement/Signed engagement letter 2026.pdf", localFirstNames[i]))
+		}
+		for j, p := range files {
+			at := date.AddDate(0, 0, 2*j)
+			g.AddFile(p, 80_000, "application/pdf", at)
+			gd.AddFile(p, 80_000, "application/pdf", at)
+			d.AddFile(p, 80_000, at)
+		}
+	}
 	// Two SharePoint sites, so that a consent is followed by choosing
 	// one: Clients, whose library holds the files, and Marketing's empty
 	// one. A OneDrive connection reads the Clients files too.
@@ -178,6 +210,16 @@ func ServeLocal(o LocalOptions) (*Local, error) {
 		q.AddInvoice(QBInvoice{ID: strconv.Itoa(100 + i), DocNumber: fmt.Sprintf("10%02d", i), CustomerID: strconv.Itoa(i + 1),
 			CustomerName: localFirstNames[i] + " Client", TxnDate: epoch, DueDate: epoch.AddDate(0, 1, 0), Total: "900.00", Balance: "900.00",
 			Created: epoch, Updated: epoch})
+	}
+	for i, st := range localProposals {
+		date := epoch.AddDate(0, 0, -7*(i+1))
+		id := strconv.Itoa(500 + i)
+		q.AddEstimate(QBEstimate{ID: id, DocNumber: fmt.Sprintf("E%03d", i+1), CustomerID: strconv.Itoa(i + 1),
+			CustomerName: localFirstNames[i] + " Client", TxnDate: date, Lines: []string{"Year-end accounts", "Tax return"}, Total: "1500.00",
+			EmailStatus: map[bool]string{true: "EmailSent", false: "NotSet"}[st.sent], Created: date, Updated: date})
+		if st.quickbooks != "Pending" {
+			q.SetEstimateStatus(id, st.quickbooks, date.AddDate(0, 0, 2))
+		}
 	}
 	quickbooks := q.srv.URL
 	base = front(5, "QuickBooks Online", fixed(quickbooks), "client_id "+q.Identity.ClientID, "client_secret "+q.Identity.ClientSecret)
@@ -243,6 +285,19 @@ func (l *Local) Close() error {
 }
 
 var localFirstNames = []string{"Ada", "Ben", "Cleo", "Dev", "Esme", "Finn", "Gita", "Hal"}
+
+// localProposals are the seeded proposals of the first four clients, in
+// each vendor's words: accepted and signed, accepted and signed, sent,
+// and a draft not sent yet.
+var localProposals = []struct {
+	xero, xpm, quickbooks string
+	sent, signed          bool
+}{
+	{"ACCEPTED", "Accepted", "Accepted", true, true},
+	{"ACCEPTED", "Accepted", "Accepted", true, true},
+	{"SENT", "Issued", "Pending", true, false},
+	{"DRAFT", "Draft", "Pending", false, false},
+}
 
 func fixed(target string) func(*http.Request) string {
 	return func(*http.Request) string { return target }

@@ -136,7 +136,7 @@ func (a *App) Route(header http.Header, body []byte) ([]string, error) {
 // Connects: a firm connects its Xero organisation as its ledger through
 // the Xero app, choosing it among those its grant reaches.
 func (m *Module) Connects() firmsystem.Connects {
-	return firmsystem.Connects{App: "xero", Label: "Xero", Chooses: true}
+	return firmsystem.Connects{App: "xero", Label: "Xero", Chooses: true, Organisation: "organisation"}
 }
 
 // Configure fills the module of a connection: its organisation, its own

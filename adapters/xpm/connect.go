@@ -16,7 +16,7 @@ import (
 // through the Xero app (the same identity service and organisations),
 // choosing its practice among those its grant reaches.
 func (m *Module) Connects() firmsystem.Connects {
-	return firmsystem.Connects{App: "xero", Label: "Xero Practice Manager", Chooses: true}
+	return firmsystem.Connects{App: "xero", Label: "Xero Practice Manager", Chooses: true, Organisation: "organisation"}
 }
 
 // Configure fills the module of a connection: its practice and its own

@@ -8,6 +8,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -268,7 +269,7 @@ func (a *adminAPI) trigger(w http.ResponseWriter, r *http.Request) error {
 }
 
 func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
-	v := adminapi.SyncView{Firm: st.Firm, Role: st.Role, System: st.System, State: st.State, Why: st.Why,
+	v := adminapi.SyncView{Firm: st.Firm, Role: st.Role, System: st.System, State: st.State, Why: st.Reason(),
 		Holder: st.Holder, HeldBy: st.HeldBy, ConfirmedAt: st.ConfirmedAt, Progress: st.Progress(),
 		CallsLastHour: st.CallsLastHour, BudgetPerHour: st.BudgetPerHour, Kinds: []adminapi.SyncKindView{},
 		Plan: st.Plan.String(), PlanCalls: st.Plan.CallsPerPeriod, PlanLimit: st.Plan.Limit}
@@ -295,7 +296,10 @@ func syncViewOf(st readmodel.Status, now time.Time) adminapi.SyncView {
 	if st.Latency.Count > 0 {
 		v.NotifiedP50Millis, v.NotifiedP99Millis = st.Latency.P50.Milliseconds(), st.Latency.P99.Milliseconds()
 	}
-	v.SubscribedUntil, v.SubscribeError = st.SubscribedUntil, st.SubscribeError
+	v.SubscribedUntil = st.SubscribedUntil
+	if st.SubscribeError != "" {
+		v.SubscribeError = readmodel.Plainly(cmp.Or(st.Label, st.System), st.SubscribeError)
+	}
 	if l := st.Links; l != nil {
 		v.Links = &adminapi.LinksView{Of: l.Of, Records: l.In, Candidates: l.Candidates, Linked: l.Linked,
 			Missing: l.Missing, Ambiguous: l.Ambiguous, Summary: l.String()}

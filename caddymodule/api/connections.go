@@ -84,6 +84,10 @@ func connectionSystemList() []string {
 // SystemName is a system's name as people know it, as its module says.
 func SystemName(system string) string { return connect.Label(system) }
 
+// OrganisationWord is the vendor's word for what a grant of system
+// reaches ("site", "company", "organisation", "account").
+func OrganisationWord(role, system string) string { return connect.OrganisationWord(role, system) }
+
 // ConnectionRoles lists the roles a firm connects a system for, with the
 // systems each takes, in the order pages show them.
 func ConnectionRoles() []ConnectionRole {

@@ -88,7 +88,7 @@ func (h *Handler) connectCallback(w http.ResponseWriter, r *http.Request, _ *cal
 		status, page.Error, page.RequestID = e.Status, e, apierror.RequestID(w)
 	} else {
 		page.System, page.Firm, page.Status = SystemName(v.System), h.firmName(v.Firm), string(v.Status)
-		page.Organisation = v.OrganisationName
+		page.Organisation, page.Word = v.OrganisationName, OrganisationWord(v.Role, v.System)
 	}
 	return writeCallbackPage(w, status, page)
 }
@@ -146,9 +146,11 @@ func wantsHTML(r *http.Request) bool {
 // callbackPage is what the browser is shown after consent.
 type callbackPage struct {
 	System, Firm, Status, Organisation string
-	Console                            string
-	Error                              *apierror.Error
-	RequestID                          string
+	// Word is the vendor's word for what the grant reaches ("site").
+	Word      string
+	Console   string
+	Error     *apierror.Error
+	RequestID string
 }
 
 //go:embed connections_callback.html

@@ -258,7 +258,7 @@ func (m *Manager) checkConnection(ctx context.Context, c connection.Connection, 
 		m.log.Info("webhook subscription made again: the vendor had ended it", zap.String("connection", c.ID),
 			zap.String("firm", c.Firm), zap.String("system", c.System), zap.String("type", kind))
 	}
-	reason := s.Label + " refused the access key; reconnect with a new one"
+	reason := s.Label + " no longer accepts this connection's access key; reconnect it with a new one."
 	if len(key) == 0 {
 		return m.needsReconnect(ctx, c.ID, reason)
 	}

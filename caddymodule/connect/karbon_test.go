@@ -201,7 +201,7 @@ func TestRunRecreatesCancelledSubscriptions(t *testing.T) {
 	h.v.mu.Unlock()
 	clock.wake <- struct{}{}
 	waitSleep()
-	if c := h.stored(v.ID); c.Status != connection.NeedsReconnect || !strings.Contains(c.Reason, "Karbon refused the access key") {
+	if c := h.stored(v.ID); c.Status != connection.NeedsReconnect || !strings.Contains(c.Reason, "Karbon no longer accepts this connection's access key") {
 		t.Fatalf("after Karbon refused the key: %+v", c)
 	}
 }

@@ -57,6 +57,14 @@ func Label(name string) string {
 	return name
 }
 
+// OrganisationWord is the vendor's word for what a grant of system (in
+// role) reaches, as pages name it: "site", "company", "organisation",
+// "account".
+func OrganisationWord(role, name string) string {
+	s, _ := Lookup(role, name)
+	return s.OrganisationWord()
+}
+
 // SystemNames are the names of the systems a firm can connect for role.
 func SystemNames(role string) []string {
 	var out []string

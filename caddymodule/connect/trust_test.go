@@ -154,7 +154,7 @@ func TestKarbonRefusalIsConfirmed(t *testing.T) {
 	h.v.karbonKey = "kb-another-key-1111"
 	h.v.mu.Unlock()
 	_ = h.m.CheckSubscriptions(ctx)
-	if c := h.stored(v.ID); c.Status != connection.NeedsReconnect || !strings.Contains(c.Reason, "Karbon refused the access key") {
+	if c := h.stored(v.ID); c.Status != connection.NeedsReconnect || !strings.Contains(c.Reason, "Karbon no longer accepts this connection's access key") {
 		t.Fatalf("after Karbon refused the key twice: %+v", c)
 	}
 }

@@ -180,7 +180,7 @@ func TestOverviewShowsEachRealSystemsSync(t *testing.T) {
 		`data-kind="jobs">jobs: 3,200 <span class="muted">(backfilling)</span>`,
 		`data-kind="clients">clients: 120</li>`,
 		`data-system="ledger"`, `data-state="failing"`,
-		"xero answered 401 Unauthorized: the connection was revoked",
+		"Xero refused the gateway&#39;s access; the sync tries again, and the connection may need reconnecting.",
 		"3 hours old",
 		"<strong>12</strong> <span class=\"muted small\">(no published budget)</span>",
 		`data-plan>polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync</p>`,
@@ -190,6 +190,9 @@ func TestOverviewShowsEachRealSystemsSync(t *testing.T) {
 		if !strings.Contains(sec, want) {
 			t.Errorf("the sync section lacks %q:\n%s", want, sec)
 		}
+	}
+	if strings.Contains(sec, "401 Unauthorized") || strings.Contains(sec, "Details") {
+		t.Error("the sync section shows the error chain, not the sentence")
 	}
 	if strings.Contains(sec, "karbon clients") {
 		t.Error("a backfilled kind is still shown as in progress")

@@ -44,8 +44,15 @@ type (
 // systemRole is one role on the Systems page: its connection, if any,
 // and the systems it can be connected to.
 type systemRole struct {
-	Role    string
-	Systems []systemChoice
+	Role string
+	// Title names the role once, as people do ("Records"), and About
+	// says what it holds.
+	Title, About string
+	// Standing is the connection's badge and sentence; Word the vendor's
+	// name for what its grant reaches ("site").
+	Standing standing
+	Word     string
+	Systems  []systemChoice
 	// Conn is the role's connection: the one in use, else the last one
 	// disconnected; nil when the role was never connected.
 	Conn *connection.View
@@ -67,6 +74,13 @@ type systemRole struct {
 }
 
 type systemChoice struct{ ID, Name string }
+
+// roleTitles name each role once on the page, and say what it holds.
+var roleTitles = map[string]struct{ title, about string }{
+	"records":   {"Records", "The practice-management system: clients, jobs and people, and engagements where it keeps the proposals."},
+	"ledger":    {"Ledger", "The ledger: invoices, and engagements from its quotes or estimates where the records system keeps none."},
+	"documents": {"Documents", "The document store: the clients' documents, where they are filed."},
+}
 
 // systemsView is the Systems page.
 type systemsView struct {
@@ -106,8 +120,10 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 		demo = h.demo.DemoRoles(v.firm.ID)
 	}
 	registered, _ := h.connList.(registeredSystems)
+	statuses := h.syncs.SyncStatus(v.firm.ID)
+	now := h.now()
 	for _, role := range api.ConnectionRoles() {
-		sr := systemRole{Role: role.Role, CanConnect: true}
+		sr := systemRole{Role: role.Role, Title: roleTitles[role.Role].title, About: roleTitles[role.Role].about, CanConnect: true}
 		systems := role.Systems
 		if registered != nil {
 			// Only what the operator registered can be connected.
@@ -123,6 +139,7 @@ func (h *Handler) systems(w http.ResponseWriter, r *http.Request, v *visit) erro
 		sr.KeyLabel = strings.Join(keyed, " or ")
 		if c := roleConnection(conns, role.Role); c != nil {
 			sr.Conn, sr.CanConnect, sr.ConnKey = c, c.Status == connection.Disconnected, takesKey(c.Role, c.System)
+			sr.Standing, sr.Word = standingOf(*c, syncOf(*c, statuses), now), api.OrganisationWord(c.Role, c.System)
 			view.Waiting = view.Waiting || c.Status == connection.Pending || backfilling(c)
 		} else if label, ok := configured[role.Role]; ok {
 			// A real system with no connection behind it: the Caddyfile's.
@@ -236,15 +253,16 @@ func changeFlash(c connection.View) flash {
 	case connection.Connected:
 		text := name + " is connected"
 		if c.OrganisationName != "" {
-			text += ": " + c.OrganisationName
+			text += ": the " + api.OrganisationWord(c.Role, c.System) + " " + c.OrganisationName
 		}
 		return flash{Kind: "ok", Text: text + ". Its records are being copied now."}
 	case connection.ChooseOrganisation:
-		return flash{Kind: "warn", Text: name + " gave access to several organisations: choose the one to read."}
+		word := api.OrganisationWord(c.Role, c.System)
+		return flash{Kind: "warn", Text: name + " gave access to several " + word + "s: choose the one to read."}
 	case connection.Disconnected:
 		return flash{Kind: "ok", Text: name + " is disconnected: its access was revoked and its copy removed."}
 	}
-	return flash{Kind: "warn", Text: name + " is " + string(c.Status) + "."}
+	return flash{Kind: "warn", Text: name + " is " + c.Status.Words() + "."}
 }
 
 // consentView is the step between the Connect button and the vendor: a
@@ -259,7 +277,7 @@ type consentView struct {
 func (h *Handler) chooseTenant(w http.ResponseWriter, r *http.Request, v *visit) error {
 	tenant := r.PostForm.Get("tenant_id")
 	if tenant == "" {
-		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "Choose an organisation first."})
+		h.sessions.addFlash(v.sess.ID, flash{Kind: "bad", Text: "Choose one first."})
 		return redirect(w, r, "/console/systems")
 	}
 	return h.update(w, r, v, connection.Request{OrganisationID: tenant})

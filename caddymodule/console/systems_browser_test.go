@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/practicegw/practicegw/internal/eventually"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -136,4 +137,126 @@ func browserContext(t *testing.T, chromium string) context.Context {
 		cancelAlloc()
 	})
 	return ctx
+}
+
+// TestSystemsStatesInBrowser shows the Systems page in headless Chromium
+// in each state an administrator meets, each saved as a screenshot under
+// artifacts/console: every connection connected and live; the records'
+// vendor failing; the ledger needing reconnecting while the records lag;
+// the document store waiting for consent, then for its site to be chosen.
+// Each panel says one badge and one sentence, true of the connection and
+// its data alike.
+func TestSystemsStatesInBrowser(t *testing.T) {
+	const chromium = "/usr/bin/chromium"
+	if _, err := os.Stat(chromium); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is missing: run `make test`, which installs it", chromium)
+		}
+		t.Skipf("%s is missing (run `make test`, which installs it)", chromium)
+	}
+	rg, conns := systemsStates(t)
+	mux := http.NewServeMux()
+	mux.Handle("/console/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { rg.h.ServeHTTP(w, r, nil) }))
+	mux.HandleFunc("/signed-in", func(w http.ResponseWriter, r *http.Request) {
+		ck := *rg.cookie
+		ck.Path = "/"
+		http.SetCookie(w, &ck)
+		http.Redirect(w, r, "/console/systems", http.StatusSeeOther)
+	})
+	console := httptest.NewServer(mux)
+	t.Cleanup(console.Close)
+	const dir = "../../artifacts/console"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ctx := browserContext(t, chromium)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 900)); err != nil {
+		t.Fatal(err)
+	}
+	say := func(role, word, sentence string) {
+		t.Helper()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](fmt.Sprintf(
+			`(function(){var p=document.querySelector("#role-%s");return p?[p.querySelector(".badge").textContent,p.querySelector("[data-standing]").textContent]:[]})()`, role)))
+		if err != nil || len(got) != 2 || strings.TrimSpace(got[0]) != word || !strings.Contains(got[1], sentence) {
+			t.Errorf("the %s panel says %q (%v), want %q and %q", role, got, err, word, sentence)
+		}
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(dir+"/"+name+".png", png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	open := func() {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Navigate(console.URL+"/console/systems"), chromedp.WaitVisible(chromedp.CSS("#role-documents"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statuses := rg.syncs.statuses["frm_acme"]
+	if err := chromedp.Do(ctx, chromedp.Navigate(console.URL+"/signed-in"), chromedp.WaitVisible(chromedp.CSS("#role-documents"))); err != nil {
+		t.Fatal(err)
+	}
+
+	// 1. Connected and live: the ledger and the records, documents
+	// connected too.
+	conns.mu.Lock()
+	conns.conns[2].Status, conns.conns[2].OrganisationID, conns.conns[2].OrganisationName = connection.Connected, "site-1", "Clients"
+	conns.conns[2].Sync = []connection.SyncStatus{{Role: "documents", State: "live"}}
+	conns.conns[1].Sync[0].State = "live"
+	conns.mu.Unlock()
+	statuses[1].State, statuses[1].Kinds[0].State = readmodel.StateLive, readmodel.StateLive
+	docs := readmodel.Status{Firm: "frm_acme", Role: "documents", System: "sharepoint", Label: "SharePoint", State: readmodel.StateLive,
+		ConfirmedAt: rigNow.Add(-20 * time.Second)}
+	rg.syncs.statuses["frm_acme"] = append(statuses, docs)
+	open()
+	say("ledger", "live", "Connected and up to date: confirmed with Xero 2 min ago.")
+	say("records", "live", "Connected and up to date: confirmed with Karbon 2 min ago.")
+	say("documents", "live", "Connected and up to date: confirmed with SharePoint just now.")
+	shot("systems-01-connected-live")
+
+	// 2. Karbon fails: its badge says so, in a sentence, never beside
+	// "connected".
+	conns.mu.Lock()
+	conns.conns[1].Sync[0].State = "failing"
+	conns.mu.Unlock()
+	st := rg.syncs.statuses["frm_acme"]
+	st[1].State, st[1].Kinds[0].State = readmodel.StateFailing, readmodel.StateFailing
+	open()
+	say("records", "failing", "Karbon failed several times in a row; the gateway pauses its calls, then tries again. It affects the clients")
+	shot("systems-02-vendor-failing")
+
+	// 3. Xero refuses the grant; Karbon, back, lags.
+	conns.mu.Lock()
+	conns.conns[0].Status, conns.conns[0].Reason = connection.NeedsReconnect, "Xero no longer accepts this connection's grant; reconnect it."
+	conns.conns[1].Sync[0].State = "lagging"
+	conns.mu.Unlock()
+	st[0].State, st[0].Why = readmodel.StateFailing, "Xero no longer accepts this connection's grant; reconnect it."
+	st[1].State, st[1].Why = readmodel.StateLagging, "jobs not confirmed since 2026-03-02T09:58:00Z"
+	st[1].Kinds[0].State, st[1].Kinds[1].State = readmodel.StateLive, readmodel.StateLagging
+	open()
+	say("ledger", "needs reconnecting", "Xero no longer accepts this connection's grant; reconnect it. Until then its copy, last confirmed with Xero 2 min ago, is served as it was.")
+	say("records", "lagging", "Karbon has not confirmed the jobs since 09:58 UTC on 2 March 2026")
+	shot("systems-03-needs-reconnecting")
+
+	// 4. SharePoint connected anew: waiting for consent, then for its
+	// site to be chosen.
+	conns.mu.Lock()
+	conns.conns[2].Status, conns.conns[2].OrganisationID, conns.conns[2].OrganisationName, conns.conns[2].Sync = connection.Pending, "", "", nil
+	conns.mu.Unlock()
+	rg.syncs.statuses["frm_acme"] = st[:2]
+	open()
+	say("documents", "waiting for consent", "Waiting for the administrator to allow access at SharePoint.")
+	shot("systems-04-pending")
+	conns.mu.Lock()
+	conns.conns[2].Status = connection.ChooseOrganisation
+	conns.conns[2].Choices = []connection.Organisation{{ID: "site-1", Name: "Clients"}, {ID: "site-2", Name: "Marketing"}}
+	conns.mu.Unlock()
+	open()
+	say("documents", "choose the site", "SharePoint gave access to several sites: choose the one the gateway reads.")
+	shot("systems-05-choose-site")
 }

@@ -150,7 +150,7 @@ func TestSystemsPageShowsEachRole(t *testing.T) {
 		// The ledger: Xero, needing a reconnect, with what the gateway knows.
 		`data-connection="con_x"`, `data-status="needs_reconnect"`, "Demo Company (UK)",
 		"Xero refused the grant &lt;revoked&gt;", `data-connected-at`, `data-last-success`, `data-sync-state="failing"`,
-		`data-confirmed-at`, `action="/console/systems/con_x/reconnect"`, `id="disconnect-ledger" href="/console/systems/con_x/disconnect"`,
+		`action="/console/systems/con_x/reconnect"`, `id="disconnect-ledger" href="/console/systems/con_x/disconnect"`,
 		// Documents: the organisation to choose.
 		`id="choose-documents"`, `<option value="site-1">Clients</option>`, `<option value="site-2">Archive</option>`, ">Choose</button>",
 		// Records: never connected, so a Connect form with Karbon's key.

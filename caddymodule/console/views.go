@@ -21,6 +21,7 @@ import (
 
 	"github.com/practicegw/practicegw/caddymodule/api"
 	"github.com/practicegw/practicegw/dispatcher"
+	"github.com/practicegw/practicegw/practice/readmodel"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -160,8 +161,17 @@ func templateFuncs(now func() time.Time) template.FuncMap {
 		"int64f":   func(f float64) int64 { return int64(math.Round(f)) },
 		"deref":    func(t *time.Time) time.Time { return *t },
 		"rows":     func(s string) int { return min(max(strings.Count(s, "\n")+2, 4), 24) },
-		"reason":   reasonOf,
+		"plain":    readmodel.Plainly,
+		"capital":  capital,
 	}
+}
+
+// capital starts s with a capital letter.
+func capital(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // lastAttempt is a delivery's latest attempt, or nil.

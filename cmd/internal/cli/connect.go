@@ -14,6 +14,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/store/connection"
 )
 
@@ -131,7 +132,7 @@ func reportConnection(out io.Writer, firm string, v connection.View) error {
 		fmt.Fprintln(out, ". Its sync has started: practicegw sync status --firm "+firm)
 		return nil
 	case connection.ChooseOrganisation:
-		fmt.Fprintf(out, "%s gave access to several organisations; choose the one %s should read:\n\n", name, firm)
+		fmt.Fprintf(out, "%s gave access to several %ss; choose the one %s should read:\n\n", name, organisationWord(v), firm)
 		tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TENANT\tNAME")
 		for _, c := range v.Choices {
@@ -247,9 +248,13 @@ func connectionsListCommand() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), list.Data)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "CONNECTION\tROLE\tSYSTEM\tSTATUS\tORGANISATION\tREASON")
+			fmt.Fprintln(tw, "CONNECTION\tROLE\tSYSTEM\tSTATUS\tREADS\tREASON")
 			for _, v := range list.Data {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, v.System, v.Status.Words(), orDash(v.OrganisationName), orDash(v.Reason))
+				reads := "-"
+				if v.OrganisationName != "" {
+					reads = organisationWord(v) + " " + v.OrganisationName
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, v.Role, systemName(v), viewStanding(v), reads, orDash(v.Reason))
 			}
 			return tw.Flush()
 		},
@@ -306,4 +311,23 @@ func systemName(v connection.View) string {
 		return v.SystemName
 	}
 	return v.System
+}
+
+// organisationWord is the vendor's word for what a grant of v's system
+// reaches ("site", "company", "organisation", "account").
+func organisationWord(v connection.View) string {
+	how, _ := firmsystem.ConnectsOf(v.Role, v.System)
+	return how.OrganisationWord()
+}
+
+// viewStanding is one word for a connection that is true of its data too:
+// a connected one says the state of its sync (live, lagging, failing).
+func viewStanding(v connection.View) string {
+	if v.Status != connection.Connected || len(v.Sync) == 0 {
+		return v.Status.Words()
+	}
+	if v.Sync[0].State == "backfilling" {
+		return "connected, copying its records"
+	}
+	return "connected, " + v.Sync[0].State
 }

@@ -294,8 +294,26 @@ func TestConnectListReconnectAndDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := runCommand(t, connectionsListCommand(), "--firm", "frm_hollis", "--admin", addr)
-	if err != nil || !strings.Contains(out, "con_1") || !strings.Contains(out, "karbon") || !strings.Contains(out, "connected") {
+	if err != nil || !strings.Contains(out, "con_1") || !strings.Contains(out, "Karbon") || !strings.Contains(out, "connected") {
 		t.Fatalf("list: %v\n%s", err, out)
+	}
+	// A connected connection whose sync fails says so in one word, never
+	// "connected" alone beside it; the raw status never shows.
+	admin.mu.Lock()
+	admin.conns["con_1"].Sync = []connection.SyncStatus{{Role: "records", State: "failing"}}
+	admin.mu.Unlock()
+	out, err = runCommand(t, connectionsListCommand(), "--firm", "frm_hollis", "--admin", addr)
+	if err != nil || !strings.Contains(out, "connected, failing") {
+		t.Fatalf("list of a failing connection: %v\n%s", err, out)
+	}
+	admin.mu.Lock()
+	admin.conns["con_1"].Sync = nil
+	admin.conns["con_1"].Status, admin.conns["con_1"].Reason = connection.NeedsReconnect, "Karbon no longer accepts this connection's access key; reconnect it with a new one."
+	admin.mu.Unlock()
+	out, err = runCommand(t, connectionsListCommand(), "--firm", "frm_hollis", "--admin", addr)
+	if err != nil || !strings.Contains(out, "needs reconnecting") || strings.Contains(out, "needs_reconnect") ||
+		!strings.Contains(out, "reconnect it with a new one.") {
+		t.Fatalf("list of a connection that needs reconnecting: %v\n%s", err, out)
 	}
 	r := runWaiting(t, admin, reconnectCommand(5*time.Millisecond), connection.View{Connection: connection.Connection{
 		Status: connection.Connected}}, "--firm", "frm_hollis", "--connection", "con_1", "--admin", addr)

@@ -11,6 +11,7 @@ import (
 	caddycmd "github.com/caddyserver/caddy/v2/cmd"
 	"github.com/spf13/cobra"
 
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adminapi"
 	"github.com/practicegw/practicegw/store/connection"
 )
@@ -62,7 +63,7 @@ func syncStatusCommand() *cobra.Command {
 				return printJSON(cmd.OutOrStdout(), list.Data)
 			}
 			if len(list.Roles) > 0 {
-				if err := printRoles(cmd.OutOrStdout(), list.Roles); err != nil {
+				if err := printRoles(cmd.OutOrStdout(), list.Roles, list.Data); err != nil {
 					return err
 				}
 				if len(list.Data) == 0 {
@@ -87,19 +88,20 @@ func syncStatusCommand() *cobra.Command {
 }
 
 // printRoles writes how each of the firm's roles is served, as its reads
-// are: by the Caddyfile's system, a connection (with its status), the
-// demo records, or nothing.
-func printRoles(w io.Writer, roles []adminapi.RoleView) error {
+// are: by the Caddyfile's system, a connection, the demo records, or
+// nothing. A connection says one word that is true of it and of its data
+// alike (syncs), never "connected" beside a failing sync.
+func printRoles(w io.Writer, roles []adminapi.RoleView, syncs []adminapi.SyncView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ROLE\tSERVED BY")
 	for _, r := range roles {
 		var by string
 		switch r.Source {
 		case adminapi.SourceCaddyfile:
-			by = fmt.Sprintf("%s, set in the Caddyfile", r.System)
+			by = fmt.Sprintf("%s, set in the Caddyfile", label(r.Role, r.System))
 		case adminapi.SourceConnection:
-			by = fmt.Sprintf("%s, connection %s (%s)", r.System, r.Connection, connection.Status(r.Status).Words())
-			if r.Status != "connected" {
+			by = fmt.Sprintf("%s, connection %s (%s)", label(r.Role, r.System), r.Connection, standing(r, syncs))
+			if r.Status != string(connection.Connected) {
 				by += ": its copy is served, failing, until it is reconnected"
 			}
 		case adminapi.SourceDemo:
@@ -107,7 +109,7 @@ func printRoles(w io.Writer, roles []adminapi.RoleView) error {
 		default:
 			by = "not connected: /v1 refuses its reads until a system is connected"
 			if r.Connection != "" {
-				by += fmt.Sprintf(" (%s connection %s is %s)", r.System, r.Connection, connection.Status(r.Status).Words())
+				by += fmt.Sprintf(" (%s connection %s is %s)", label(r.Role, r.System), r.Connection, connection.Status(r.Status).Words())
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\n", r.Role, by)
@@ -115,11 +117,41 @@ func printRoles(w io.Writer, roles []adminapi.RoleView) error {
 	return tw.Flush()
 }
 
+// standing is the one word for a role's connection: its status in words
+// unless it is connected, and then the state of the data it serves (live,
+// lagging, failing; copying while it backfills).
+func standing(r adminapi.RoleView, syncs []adminapi.SyncView) string {
+	if r.Status != string(connection.Connected) {
+		return connection.Status(r.Status).Words()
+	}
+	for _, s := range syncs {
+		if s.Role != r.Role || s.System != r.System {
+			continue
+		}
+		if s.State == "backfilling" {
+			return "connected, copying its records"
+		}
+		return "connected, " + s.State
+	}
+	return "connected"
+}
+
+// label is how people name the system registered as name in role
+// ("Karbon"); its name when this build does not know it.
+func label(role, name string) string {
+	for _, m := range firmsystem.Modules() {
+		if m.Role == role && m.Name == name {
+			return m.Label
+		}
+	}
+	return name
+}
+
 // printSyncs writes one line per system, then what needs saying about
 // those that are backfilling, lagging or failing.
 func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SYSTEM\tVENDOR\tSTATE\tDATA AGE\tVENDOR CALLS (LAST HOUR)\tRECORDS")
+	fmt.Fprintln(tw, "ROLE\tSYSTEM\tSTATE\tDATA AGE\tVENDOR CALLS (LAST HOUR)\tRECORDS")
 	for _, s := range syncs {
 		age := "-"
 		if s.AgeSeconds != nil {
@@ -133,24 +165,24 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 		for _, k := range s.Kinds {
 			records = append(records, fmt.Sprintf("%s %d", k.Kind, k.Records))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Role, s.System, s.State, age, calls, strings.Join(records, ", "))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Role, label(s.Role, s.System), s.State, age, calls, strings.Join(records, ", "))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	for _, s := range syncs {
 		if s.Why != "" {
-			fmt.Fprintf(w, "\n%s (%s) is %s: %s\n", s.Role, s.System, s.State, s.Why)
+			fmt.Fprintf(w, "\n%s (%s) is %s. %s\n", s.Role, label(s.Role, s.System), s.State, s.Why)
 		}
 		if s.Progress != "" {
-			fmt.Fprintf(w, "\n%s (%s) backfill: %s\n", s.Role, s.System, s.Progress)
+			fmt.Fprintf(w, "\n%s (%s) backfill: %s\n", s.Role, label(s.Role, s.System), s.Progress)
 		}
 		if s.Plan != "" {
-			fmt.Fprintf(w, "\n%s (%s) %s\n", s.Role, s.System, s.Plan)
+			fmt.Fprintf(w, "\n%s (%s) %s\n", s.Role, label(s.Role, s.System), s.Plan)
 		}
 		if len(s.Unusable) > 0 {
 			fmt.Fprintf(w, "\n%s (%s) cannot use the vendor's answer for %d records, served as last known and asked for again at each poll:\n",
-				s.Role, s.System, len(s.Unusable))
+				s.Role, label(s.Role, s.System), len(s.Unusable))
 			for _, u := range s.Unusable {
 				fmt.Fprintf(w, "  %s: %s\n", u.ID, u.Reason)
 			}
@@ -165,11 +197,11 @@ func printSyncs(w io.Writer, syncs []adminapi.SyncView) error {
 			}
 		}
 		if len(reach) > 0 {
-			fmt.Fprintf(w, "%s (%s) changes reach the gateway: %s\n", s.Role, s.System, strings.Join(reach, "; "))
+			fmt.Fprintf(w, "%s (%s) changes reach the gateway: %s\n", s.Role, label(s.Role, s.System), strings.Join(reach, "; "))
 		}
 		if s.Notifications > 0 {
 			fmt.Fprintf(w, "%s (%s) %d notifications became changes in the last hour: p50 %d ms, p99 %d ms from notification to event\n",
-				s.Role, s.System, s.Notifications, s.NotifiedP50Millis, s.NotifiedP99Millis)
+				s.Role, label(s.Role, s.System), s.Notifications, s.NotifiedP50Millis, s.NotifiedP99Millis)
 		}
 	}
 	if len(syncs) > 0 && len(syncs[0].HeldBy) > 0 {
@@ -195,7 +227,7 @@ func resyncCommand() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Asked %s's %s (%s) to resync; the instance that runs its sync starts at its next step. It is %s now.\n",
-				v.Firm, v.Role, v.System, v.State)
+				v.Firm, v.Role, label(v.Role, v.System), v.State)
 			return nil
 		},
 	}

@@ -34,7 +34,7 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Kinds: []adminapi.SyncKindView{{Kind: practice.Clients, Backfilled: true, Records: 120},
 			{Kind: practice.Jobs, Seen: 3200, About: 5000, Records: 3200}}}
 	xero := adminapi.SyncView{Firm: "frm_acme", Role: "ledger", System: "xero", State: "failing",
-		Why: "xero answered 401 Unauthorized", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
+		Why: "Xero refused the gateway's access; the sync tries again, and the connection may need reconnecting.", AgeSeconds: &age, ConfirmedAt: time.Now().Add(-95 * time.Second),
 		CallsLastHour: 12, Kinds: []adminapi.SyncKindView{{Kind: practice.Invoices, Backfilled: true, Records: 7}},
 		Plan: "polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync"}
 	l := readmodel.Links{Of: "Xero contacts", In: "Karbon", Candidates: 340, Linked: 326, Missing: 12, Ambiguous: 2}
@@ -47,6 +47,11 @@ func (a *syncAdmin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			{Role: "records", Source: adminapi.SourceCaddyfile, System: "karbon"},
 			{Role: "ledger", Source: adminapi.SourceConnection, System: "xero", Connection: "con_x1", Status: "needs_reconnect"},
 			{Role: "documents", Source: adminapi.SourceNotConnected, System: "sharepoint", Connection: "con_s1", Status: "disconnected"}}})
+	case "GET /practicegw/sync/frm_live":
+		// A connection whose vendor fails: its role says failing, never
+		// connected alone.
+		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{xero}, "roles": []adminapi.RoleView{
+			{Role: "ledger", Source: adminapi.SourceConnection, System: "xero", Connection: "con_x2", Status: "connected"}}})
 	case "GET /practicegw/sync/frm_new":
 		json.NewEncoder(w).Encode(map[string]any{"data": []adminapi.SyncView{}, "roles": []adminapi.RoleView{
 			{Role: "records", Source: adminapi.SourceDemo}, {Role: "ledger", Source: adminapi.SourceNotConnected},
@@ -88,7 +93,7 @@ func TestSyncStatusCommand(t *testing.T) {
 		"SYSTEM", "records", "karbon", "backfilling", "1234 of 3600", "clients 120, jobs 3200",
 		"ledger", "xero", "failing", "1m35s",
 		"records (karbon) backfill: karbon jobs: 3,200 of about 5,000",
-		"ledger (xero) is failing: xero answered 401 Unauthorized",
+		"ledger (xero) is failing. Xero refused the gateway's access; the sync tries again, and the connection may need reconnecting.",
 		"ledger (xero) polls every 4m30s: about 1,100 of 5,000 calls a day, at most 1,250 for this sync",
 		"ledger (xero) clients: 12 of 340 Xero contacts match no Karbon client; 2 match more than one, and link none",
 	} {
@@ -114,6 +119,10 @@ func TestSyncStatusCommand(t *testing.T) {
 		if err != nil || !strings.Contains(out, want) {
 			t.Errorf("status of a firm with no sync lacks %q: %v\n%s", want, err, out)
 		}
+	}
+	out, err = runCommand(t, syncStatusCommand(), "--firm", "frm_live", "--admin", addr)
+	if err != nil || !strings.Contains(out, "ledger  xero, connection con_x2 (connected, failing)\n") {
+		t.Errorf("a connected role whose sync fails: %v\n%s", err, out)
 	}
 	if _, err := runCommand(t, syncStatusCommand(), "--admin", addr); err == nil {
 		t.Error("status without --firm ran")
