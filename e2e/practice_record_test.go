@@ -252,7 +252,7 @@ func (w *recordWorld) identity(system string) *vendortest.Identity {
 }
 
 // block is the Caddyfile block of a firm's system, pointed at the doubles.
-func (w *recordWorld) block(role, system string) string {
+func (w *recordWorld) block(f *recordFirm, role, system string) string {
 	l := w.l
 	switch system {
 	case "karbon":
@@ -264,7 +264,7 @@ func (w *recordWorld) block(role, system string) string {
 				upstream {
 					rate_limit 6000/m
 				}
-			}`, role, l.Karbon.AccessKey, l.Karbon.Bearer, l.Karbon.URL, karbonSigningKey)
+			}`, role, karbonKey(f), l.Karbon.Bearer, l.Karbon.URL, karbonSigningKey)
 	case "xpm":
 		return fmt.Sprintf(`records xpm {
 				tenant_id %s
@@ -396,16 +396,16 @@ func (w *recordWorld) caddyfile(t *testing.T, public string, firms []*recordFirm
 	for _, f := range firms {
 		fmt.Fprintf(&b, "\t\tfirm %s {\n\t\t\tname %q\n", f.id, "Practice "+f.id)
 		if !f.connected {
-			b.WriteString("\t\t\t" + w.block("records", f.p.records) + "\n")
+			b.WriteString("\t\t\t" + w.block(f, "records", f.p.records) + "\n")
 			switch {
 			case f.p.ledger == "karbon_billing" && f.p.records == "karbon":
 				// Karbon's billing is the ledger of a Karbon firm that names none.
 			case f.p.ledger == "karbon_billing":
-				b.WriteString("\t\t\t" + w.block("ledger", "karbon") + "\n")
+				b.WriteString("\t\t\t" + w.block(f, "ledger", "karbon") + "\n")
 			default:
-				b.WriteString("\t\t\t" + w.block("ledger", f.p.ledger) + "\n")
+				b.WriteString("\t\t\t" + w.block(f, "ledger", f.p.ledger) + "\n")
 			}
-			b.WriteString("\t\t\t" + w.block("documents", f.p.documents) + "\n")
+			b.WriteString("\t\t\t" + w.block(f, "documents", f.p.documents) + "\n")
 		}
 		b.WriteString("\t\t}\n")
 	}
@@ -441,6 +441,10 @@ http://{$PRACTICEGW_LISTEN} {
 	return path
 }
 
+// karbonKey is the firm's own Karbon access key: each practice is its
+// own Karbon account, with its own allowance.
+func karbonKey(f *recordFirm) string { return "access-key-" + f.id }
+
 // connectSystem connects one role of the firm through /v1/connections,
 // as its administrator does: Karbon by its access key, the others through
 // the double's consent page in a browser, choosing the Clients site where
@@ -449,7 +453,7 @@ func (w *recordWorld) connectSystem(t *testing.T, g *gateway, f *recordFirm, adm
 	t.Helper()
 	body := map[string]any{"role": role, "system": system}
 	if system == "karbon" {
-		body["access_key"] = w.l.Karbon.AccessKey
+		body["access_key"] = karbonKey(f)
 	}
 	r := g.do(t, "POST", "/v1/connections", admin, body)
 	if r.StatusCode != 201 {
@@ -548,7 +552,8 @@ func readRecordSchema(t *testing.T, g *gateway) *recordSchema {
 		if ok == nil {
 			continue
 		}
-		for _, prm := range get["parameters"].([]any) {
+		params, _ := get["parameters"].([]any)
+		for _, prm := range params {
 			prm := prm.(map[string]any)
 			if prm["name"] == "id" && prm["in"] == "path" {
 				pat, _ := dig(prm, "schema", "pattern").(string)
@@ -573,7 +578,8 @@ func readRecordSchema(t *testing.T, g *gateway) *recordSchema {
 		if get == nil {
 			continue
 		}
-		for _, prm := range get["parameters"].([]any) {
+		params, _ := get["parameters"].([]any)
+		for _, prm := range params {
 			prm := prm.(map[string]any)
 			pat, _ := dig(prm, "schema", "pattern").(string)
 			if name, _ := prm["name"].(string); byPrefix[strings.TrimPrefix(pat, "^")] {
@@ -678,6 +684,9 @@ func nullable(prop any) bool {
 	return false
 }
 
+// reported are the failures told already, each told once.
+var reported sync.Map
+
 // recordCheck reports failures of one firm's records.
 type recordCheck struct {
 	t      *testing.T
@@ -690,6 +699,10 @@ type recordCheck struct {
 
 func (c *recordCheck) fail(coll, id, field, format string, args ...any) {
 	c.t.Helper()
+	msg := fmt.Sprintf("%s %s %s %s %s", c.f.id, coll, id, field, fmt.Sprintf(format, args...))
+	if _, seen := reported.LoadOrStore(c.t.Name()+" "+msg, true); seen {
+		return
+	}
 	c.t.Errorf("%s [%s] %s %s %s: %s", c.f, c.f.systemOf(coll), coll, id, field, fmt.Sprintf(format, args...))
 }
 
@@ -1248,6 +1261,9 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 				p: p, connected: connected})
 		}
 	}
+	for _, f := range firms {
+		w.l.Karbon.AddAccessKey(karbonKey(f))
+	}
 	config := w.caddyfile(t, public, firms)
 	env := []string{"PRACTICEGW_SYNC_POLL=1s"}
 	if redis != nil {
@@ -1258,13 +1274,11 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 		gws = append(gws, startGateway(t, gatewayOptions{config: config, env: env}))
 	}
 	a := gws[0]
-	for _, f := range firms {
+	forEachFirm(firms, func(f *recordFirm) {
 		f.token = a.issue(f.id, false, append([]string{"admin"}, allReadWrite...)...).Token
 		f.rc = newReceiver(t)
 		_, secret := register(t, a, f.token, f.rc.url(), "*")
 		f.rc.setSecrets(secret)
-	}
-	forEachFirm(firms, func(f *recordFirm) {
 		if f.connected {
 			w.connectFirmSystems(t, a, f)
 		}
