@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"net/http"
 	"net/url"
 	"os"
@@ -266,26 +267,27 @@ func (w *recordWorld) block(f *recordFirm, role, system string) string {
 				}
 			}`, role, karbonKey(f), l.Karbon.Bearer, l.Karbon.URL, karbonSigningKey)
 	case "xpm":
+		_, refresh := l.Xero.Identity.Consent("offline_access practicemanager.client practicemanager.job practicemanager.read")
 		return fmt.Sprintf(`records xpm {
 				tenant_id %s
-				access_token %s
+				client_id %s
+				client_secret %s
+				refresh_token %s
+				token_url %s
 				base_url %s
-				upstream {
-					rate_limit 6000/m
-					daily_limit 1000000
-				}
-			}`, l.XPM.TenantID, l.XPM.Token, l.XPM.URL)
+			}`, xeroTenant(f), l.Xero.Identity.ClientID, l.Xero.Identity.ClientSecret, refresh, l.Xero.Identity.TokenURL(), l.XPM.URL)
 	case "xero":
+		_, refresh := l.Xero.Identity.Consent("offline_access accounting.invoices.read")
 		return fmt.Sprintf(`ledger xero {
 				tenant_id %s
-				access_token %s
+				client_id %s
+				client_secret %s
+				refresh_token %s
+				token_url %s
 				base_url %s
 				webhook_key %s
 				link_clients records
-				upstream {
-					daily_limit 1000000
-				}
-			}`, l.Xero.TenantID, l.Xero.Token, l.Xero.URL, xeroWebhookKey)
+			}`, xeroTenant(f), l.Xero.Identity.ClientID, l.Xero.Identity.ClientSecret, refresh, l.Xero.Identity.TokenURL(), l.Xero.URL, xeroWebhookKey)
 	case "quickbooks":
 		return fmt.Sprintf(`ledger quickbooks {
 				realm_id %s
@@ -441,6 +443,16 @@ http://{$PRACTICEGW_LISTEN} {
 	return path
 }
 
+// xeroTenant is the firm's own Xero organisation, which its Xero ledger
+// and Xero Practice Manager share (and so their allowance); every
+// organisation the doubles hold reads the same seeded records.
+func xeroTenant(f *recordFirm) string {
+	return fmt.Sprintf("0e000000-0000-4000-8000-%012x", crc32.ChecksumIEEE([]byte(f.id)))
+}
+
+// xeroTenantName is the name the consent lists the organisation by.
+func xeroTenantName(f *recordFirm) string { return "Organisation of " + f.id }
+
 // karbonKey is the firm's own Karbon access key: each practice is its
 // own Karbon account, with its own allowance.
 func karbonKey(f *recordFirm) string { return "access-key-" + f.id }
@@ -485,7 +497,7 @@ func (w *recordWorld) connectSystem(t *testing.T, g *gateway, f *recordFirm, adm
 			pick := ""
 			for _, ch := range choices {
 				ch := ch.(map[string]any)
-				if pick == "" || ch["name"] == "Clients" {
+				if ch["name"] == "Clients" || ch["name"] == xeroTenantName(f) {
 					pick, _ = ch["id"].(string)
 				}
 			}
@@ -504,8 +516,8 @@ func (w *recordWorld) connectFirmSystems(t *testing.T, g *gateway, f *recordFirm
 	admin := g.issue(f.id, false, "admin").Token
 	w.connectSystem(t, g, f, admin, "records", f.p.records)
 	switch {
-	case f.p.ledger == "karbon_billing" && f.p.records == "karbon":
 	case f.p.ledger == "karbon_billing":
+		// Karbon's billing, with the same key when Karbon is the records too.
 		w.connectSystem(t, g, f, admin, "ledger", "karbon")
 	default:
 		w.connectSystem(t, g, f, admin, "ledger", f.p.ledger)
@@ -1263,6 +1275,7 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 	}
 	for _, f := range firms {
 		w.l.Karbon.AddAccessKey(karbonKey(f))
+		w.l.Xero.Identity.AddTenant(xeroTenant(f), xeroTenantName(f))
 	}
 	config := w.caddyfile(t, public, firms)
 	env := []string{"PRACTICEGW_SYNC_POLL=1s"}
