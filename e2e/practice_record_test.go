@@ -76,6 +76,8 @@ type recordFirm struct {
 	connected bool   // its systems are connections, not Caddyfile blocks
 	token     string // a live credential with every read and write scope
 	rc        *receiver
+	polls     map[string]time.Duration // each collection's planned poll
+
 }
 
 func (f *recordFirm) String() string {
@@ -275,6 +277,9 @@ func (w *recordWorld) block(f *recordFirm, role, system string) string {
 				refresh_token %s
 				token_url %s
 				base_url %s
+				upstream {
+					daily_limit 1000000
+				}
 			}`, xeroTenant(f), l.Xero.Identity.ClientID, l.Xero.Identity.ClientSecret, refresh, l.Xero.Identity.TokenURL(), l.XPM.URL)
 	case "xero":
 		_, refresh := l.Xero.Identity.Consent("offline_access accounting.invoices.read")
@@ -287,6 +292,9 @@ func (w *recordWorld) block(f *recordFirm, role, system string) string {
 				base_url %s
 				webhook_key %s
 				link_clients records
+				upstream {
+					daily_limit 1000000
+				}
 			}`, xeroTenant(f), l.Xero.Identity.ClientID, l.Xero.Identity.ClientSecret, refresh, l.Xero.Identity.TokenURL(), l.Xero.URL, xeroWebhookKey)
 	case "quickbooks":
 		return fmt.Sprintf(`ledger quickbooks {
@@ -944,6 +952,48 @@ func waitFirmsLive(t *testing.T, g *gateway, firms []*recordFirm, colls []string
 	}
 }
 
+// pollPlans reads how often each firm's sync plans to poll each kind
+// (the admin API's poll_seconds; 0 for a kind not polled).
+func pollPlans(t *testing.T, g *gateway, firms []*recordFirm) {
+	t.Helper()
+	for _, f := range firms {
+		f.polls = map[string]time.Duration{}
+		resp, err := client.Get("http://" + g.admin + "/practicegw/sync/" + f.id)
+		if err != nil {
+			t.Errorf("%s: the sync's plan: %v", f, err)
+			continue
+		}
+		var view struct {
+			Data []struct {
+				Kinds []struct {
+					Kind        string `json:"kind"`
+					PollSeconds int64  `json:"poll_seconds"`
+				} `json:"kinds"`
+			} `json:"data"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&view)
+		resp.Body.Close()
+		if err != nil {
+			t.Errorf("%s: the sync's plan: %v", f, err)
+			continue
+		}
+		for _, sy := range view.Data {
+			for _, k := range sy.Kinds {
+				f.polls[k.Kind] = max(f.polls[k.Kind], time.Duration(k.PollSeconds)*time.Second)
+			}
+		}
+	}
+}
+
+// within is how long the firm's copy of coll may take to see a change or
+// an outage: its planned poll and a margin for a loaded machine, at least
+// floor. ok is false when the plan polls less often than the test can
+// wait (cap), so that a check it bounds cannot be made here.
+func (f *recordFirm) within(coll string, floor, cap time.Duration) (time.Duration, bool) {
+	d := max(floor, f.polls[coll]+floor/2)
+	return min(d, cap), d <= cap
+}
+
 // recordChange is a change made in one double, and how to find the
 // record it changes in a firm's collection.
 type recordChange struct {
@@ -1109,6 +1159,10 @@ func checkChange(t *testing.T, gws []*gateway, w *recordWorld, s *recordSchema, 
 			t.Errorf("%s [%s] %s: %d records are the one %s changes, want 1", f, ch.double, ch.coll, len(found), ch.what)
 			continue
 		}
+		if _, ok := f.within(ch.coll, within, maxWait); !ok {
+			t.Logf("%s [%s] %s: not checked: its plan polls every %s, longer than this test waits", f, ch.double, ch.coll, f.polls[ch.coll])
+			continue
+		}
 		targets = append(targets, target{f, found[0]})
 	}
 	if len(targets) == 0 {
@@ -1129,7 +1183,8 @@ func checkChange(t *testing.T, gws []*gateway, w *recordWorld, s *recordSchema, 
 				defer wg.Done()
 				f, id, v0 := tg.f, tg.rec["id"].(string), versionOf(tg.rec)
 				c := &recordCheck{t: t, g: g, f: f, s: s, status: map[string]int{}}
-				deadline := time.Now().Add(within)
+				bound, _ := f.within(ch.coll, within, maxWait)
+				deadline := time.Now().Add(bound)
 				var problems []string
 				for {
 					problems = nil
@@ -1140,7 +1195,7 @@ func checkChange(t *testing.T, gws []*gateway, w *recordWorld, s *recordSchema, 
 						problems = append(problems, fmt.Sprintf("GET answered %d", r.StatusCode))
 					} else {
 						if versionOf(now) <= v0 {
-							problems = append(problems, fmt.Sprintf("version %v, not greater than %v before the change", now["version"], tg.rec["version"]))
+							problems = append(problems, fmt.Sprintf("version %s, not greater than %s before the change", number(now["version"]), number(tg.rec["version"])))
 						}
 						if u, err := time.Parse(time.RFC3339Nano, fmt.Sprint(now["updated_at"])); err != nil || u.Before(at.Truncate(time.Second)) {
 							problems = append(problems, fmt.Sprintf("updated_at %v, before the change at %s", now["updated_at"], at.Format(time.RFC3339)))
@@ -1157,7 +1212,7 @@ func checkChange(t *testing.T, gws []*gateway, w *recordWorld, s *recordSchema, 
 					}
 					if len(problems) == 0 && withEvent && g == gws[0] {
 						if got := eventVersions(f.rc, id); !slices.ContainsFunc(got, func(v float64) bool { return v > v0 }) {
-							problems = append(problems, fmt.Sprintf("no event with data.object.version > %v (events of it carried %v)", v0, got))
+							problems = append(problems, fmt.Sprintf("no event with data.object.version > %s (events of it carried %s)", number(v0), number(got)))
 						}
 					}
 					if len(problems) == 0 || time.Now().After(deadline) {
@@ -1166,12 +1221,27 @@ func checkChange(t *testing.T, gws []*gateway, w *recordWorld, s *recordSchema, 
 					time.Sleep(200 * time.Millisecond) // the next look, bounded by the deadline above
 				}
 				for _, p := range problems {
-					c.fail(ch.coll, id, "(change)", "%s on %s, %s after the change: %s", ch.what, g.addr, within, p)
+					c.fail(ch.coll, id, "(change)", "%s on %s, %s after the change (planned poll %s): %s", ch.what, g.addr, bound, f.polls[ch.coll], p)
 				}
 			}()
 		}
 	}
 	wg.Wait()
+}
+
+// number prints a JSON number (or a list of them) as written.
+func number(v any) string {
+	switch v := v.(type) {
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case []float64:
+		out := make([]string, len(v))
+		for i, f := range v {
+			out[i] = number(f)
+		}
+		return "[" + strings.Join(out, " ") + "]"
+	}
+	return fmt.Sprint(v)
 }
 
 // eventVersions are the data.object.version of the events the receiver
@@ -1209,19 +1279,24 @@ func checkStopped(t *testing.T, gws []*gateway, w *recordWorld, firms []*recordF
 				continue
 			}
 			for _, coll := range colls {
+				bound, ok := f.within(coll, within, maxWait)
+				if !ok {
+					t.Logf("%s [%s] %s: outage not checked: its plan polls every %s, longer than this test waits", f, d, coll, f.polls[coll])
+					continue
+				}
 				for _, g := range gws {
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
-						deadline := time.Now().Add(within)
+						deadline := time.Now().Add(bound)
 						for {
 							st, r := dataState(t, g, f.token, coll)
 							if st != "live" && st != "" {
 								return
 							}
 							if time.Now().After(deadline) {
-								t.Errorf("%s [%s] %s: Data-State %q (confirmed at %s) on %s %s after %s stopped answering", f, d, coll, st,
-									r.Header.Get("Data-Confirmed-At"), g.addr, within, d)
+								t.Errorf("%s [%s] %s: Data-State %q (confirmed at %s) on %s %s after %s stopped answering (planned poll %s)", f, d, coll, st,
+									r.Header.Get("Data-Confirmed-At"), g.addr, bound, d, f.polls[coll])
 								return
 							}
 							time.Sleep(200 * time.Millisecond) // the next look, bounded by the deadline above
@@ -1233,6 +1308,10 @@ func checkStopped(t *testing.T, gws []*gateway, w *recordWorld, firms []*recordF
 	}
 	wg.Wait()
 }
+
+// maxWait is the longest a check waits for a firm's sync: a plan that
+// polls less often is noted, not checked.
+const maxWait = 45 * time.Second
 
 // forEachFirm runs check for every firm, a few at a time.
 func forEachFirm(firms []*recordFirm, check func(f *recordFirm)) {
@@ -1302,6 +1381,7 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 		waitFirmsLive(t, g, firms, s.collections, 60*time.Second)
 	}
 	t.Logf("live in %s", time.Since(start).Round(time.Millisecond))
+	pollPlans(t, a, firms)
 
 	// Every reference of every record resolves, on every gateway, and no
 	// body holds what the contract forbids.
