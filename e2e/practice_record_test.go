@@ -715,6 +715,9 @@ type recordCheck struct {
 	s      *recordSchema
 	mu     sync.Mutex
 	status map[string]int // GET path -> status, for references
+	// madeBefore is when the doubles' records were all made; zero once
+	// the test changes them.
+	madeBefore time.Time
 }
 
 func (c *recordCheck) fail(coll, id, field, format string, args ...any) {
@@ -739,6 +742,33 @@ func (c *recordCheck) body(coll, id string, raw []byte, record map[string]any) {
 		c.fail(coll, id, "(body)", "holds a zero time: …%s…", raw[max(0, i-40):min(len(raw), i+40)])
 	}
 	c.nullables(coll, id, "", c.s.schema[coll], record)
+	// Every record the doubles hold was made before the gateway started:
+	// a later created_at is a time the gateway made up (its sync's).
+	if created, err := time.Parse(time.RFC3339Nano, fmt.Sprint(record["created_at"])); err == nil && !c.madeBefore.IsZero() &&
+		created.After(c.madeBefore) {
+		c.fail(coll, id, "created_at", "%s, after every record of the doubles was made (%s): not the vendor's",
+			record["created_at"], c.madeBefore.Format(time.RFC3339))
+	}
+}
+
+// events checks the bodies of every event the firm's endpoint received:
+// no zero time, no escaped <, > or &.
+func (c *recordCheck) events() {
+	c.t.Helper()
+	c.f.rc.mu.Lock()
+	got := slices.Clone(c.f.rc.got)
+	c.f.rc.mu.Unlock()
+	for _, d := range got {
+		what := fmt.Sprintf("event %v %v", d.envelope["event"], d.envelope["id"])
+		for _, esc := range []string{`\u003c`, `\u003e`, `\u0026`} {
+			if i := bytes.Index(bytes.ToLower(d.body), []byte(esc)); i >= 0 {
+				c.fail("events", what, "(body)", "holds the escape %s: …%s…", esc, d.body[max(0, i-40):min(len(d.body), i+40)])
+			}
+		}
+		if i := bytes.Index(d.body, []byte(`"0001-01-01`)); i >= 0 {
+			c.fail("events", what, "(body)", "holds a zero time: …%s…", d.body[max(0, i-40):min(len(d.body), i+40)])
+		}
+	}
 }
 
 // nullables walks a value against its schema, reporting "" in a field
@@ -1341,6 +1371,7 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 	addr := freePort(t)
 	public := "http://" + addr
 	w := startRecordWorld(t, public)
+	seeded := time.Now().UTC()
 	var firms []*recordFirm
 	for _, connected := range []bool{false, true} {
 		for _, p := range pairings {
@@ -1389,7 +1420,7 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 	var mu sync.Mutex
 	for _, g := range gws {
 		forEachFirm(firms, func(f *recordFirm) {
-			c := &recordCheck{t: t, g: g, f: f, s: s, status: map[string]int{}}
+			c := &recordCheck{t: t, g: g, f: f, s: s, status: map[string]int{}, madeBefore: seeded}
 			all := c.references()
 			if g == a {
 				mu.Lock()
@@ -1408,6 +1439,7 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 	}
 	wg.Wait()
 	t.Logf("changes checked in %s", time.Since(start).Round(time.Millisecond))
+	forEachFirm(firms, func(f *recordFirm) { (&recordCheck{t: t, g: a, f: f, s: s}).events() })
 
 	// A stopped double turns every kind it serves away from live: the
 	// records systems, then the ledgers, then the document stores.
