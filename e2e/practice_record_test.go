@@ -938,6 +938,36 @@ func (c *recordCheck) references() map[string][]map[string]any {
 	return all
 }
 
+// ambiguous checks that a ledger's or a document store's record for a
+// name two records clients share links to neither: the match is not
+// certain.
+func (c *recordCheck) ambiguous(all map[string][]map[string]any) {
+	c.t.Helper()
+	twins := map[any]bool{}
+	for _, cl := range all["clients"] {
+		if cl["name"] == twinClient {
+			twins[cl["id"]] = true
+		}
+	}
+	if len(twins) != 2 {
+		c.fail("clients", "", "name", "%d clients named %q, want the records system's 2", len(twins), twinClient)
+	}
+	forTwin := map[string]func(map[string]any) bool{
+		"documents": filedUnder(twinClient),
+		"invoices": func(rec map[string]any) bool {
+			return rec["number"] == "INV-0101" || rec["number"] == "1901" || (c.f.p.records == "xpm" && rec["number"] == "KIN-0002")
+		},
+	}
+	for coll, is := range forTwin {
+		for _, rec := range all[coll] {
+			if is(rec) && twins[rec["client"]] {
+				c.fail(coll, fmt.Sprint(rec["id"]), "client", "names %v, one of the two clients named %q: a match that is not certain links nothing",
+					rec["client"], twinClient)
+			}
+		}
+	}
+}
+
 // dataState is the Data-State of a collection's first page.
 func dataState(t *testing.T, g *gateway, tok, coll string) (string, response) {
 	t.Helper()
@@ -1422,6 +1452,7 @@ func practiceRecord(t *testing.T, redis *redistest.Server, pairings []pairing) {
 		forEachFirm(firms, func(f *recordFirm) {
 			c := &recordCheck{t: t, g: g, f: f, s: s, status: map[string]int{}, madeBefore: seeded}
 			all := c.references()
+			c.ambiguous(all)
 			if g == a {
 				mu.Lock()
 				before[f] = all
