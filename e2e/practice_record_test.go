@@ -38,8 +38,16 @@ import (
 //     updated_at, its place in updated_since and its event;
 //   - no body holds a zero time, an escaped <, > or &, or an empty string
 //     where the OpenAPI document allows null;
-//   - a vendor that stops answering turns every kind it serves away from
-//     Data-State live.
+//   - a vendor that stops answering (its double answers 503 to every call)
+//     turns every kind it serves away from Data-State live;
+//   - a ledger's or document store's record for a name two clients share
+//     links to neither, and no created_at is later than the doubles'
+//     records were made.
+//
+// A change or an outage is waited for as long as the kind's sync plans to
+// poll it (the admin API's poll_seconds), at least 20s; a plan that polls
+// less often than maxWait (a connection on the vendor's published daily
+// allowance) is logged as not checked rather than waited for.
 //
 // The checks report every failure, naming the firm, the system, the
 // record and the field, and go on: one run lists all that is wrong.
