@@ -151,7 +151,7 @@ func TestAdminFlagForms(t *testing.T) {
 	}
 	out, code := runBinary(t, g.env, "credential", "list", "--firm", "frm_acme", "--admin", g.addr)
 	if code != 1 || !strings.Contains(out, g.addr+" is the gateway's API, not its admin endpoint") ||
-		!strings.Contains(out, "it answers at "+g.admin) || strings.Contains(out, "404") {
+		!strings.Contains(out, "it answers at "+g.admin) || regexp.MustCompile(`\b404\b`).MatchString(out) {
 		t.Errorf("--admin %s (the API) exits %d:\n%s", g.addr, code, out)
 	}
 	env := append(append([]string(nil), g.env...), "PRACTICEGW_ADMIN="+g.addr)
