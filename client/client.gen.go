@@ -2029,8 +2029,8 @@ type EngagementOrTombstone struct {
 
 // EngagementSignedData defines model for EngagementSignedData.
 type EngagementSignedData struct {
-	ClientId     string `json:"client_id"`
-	EngagementId string `json:"engagement_id"`
+	ClientId     *string `json:"client_id,omitempty"`
+	EngagementId string  `json:"engagement_id"`
 
 	// Object The engagement after the change, as GET /v1/engagements/{id} would answer it then.
 	Object Engagement `json:"object"`

@@ -229,9 +229,11 @@ type engagementData struct {
 	Object       json.RawMessage `json:"object"`
 }
 
+// signedData's client_id is left out when the engagement names no client
+// (its ledger's customer linked to none), as every other event's is.
 type signedData struct {
 	EngagementID string          `json:"engagement_id"`
-	ClientID     string          `json:"client_id"`
+	ClientID     string          `json:"client_id,omitempty"`
 	ReleasedJobs []string        `json:"released_jobs"`
 	Object       json.RawMessage `json:"object"`
 }

@@ -1374,7 +1374,7 @@ export interface components {
         /** @description A record; with include_deleted=true, also the tombstone of a removed record, whose `deleted` is true. */
         EngagementOrTombstone: components["schemas"]["Engagement"] | components["schemas"]["Tombstone"];
         EngagementSignedData: {
-            client_id: string;
+            client_id?: string;
             engagement_id: string;
             /** @description The engagement after the change, as GET /v1/engagements/{id} would answer it then. */
             object: components["schemas"]["Engagement"];
