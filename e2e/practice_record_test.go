@@ -1084,6 +1084,12 @@ func filedUnder(folder string) func(map[string]any) bool {
 	}
 }
 
+// filedAs matches the document of that name in a client's folder.
+func filedAs(folder, name string) func(map[string]any) bool {
+	under := filedUnder(folder)
+	return func(rec map[string]any) bool { return under(rec) && strings.EqualFold(fmt.Sprint(rec["name"]), name) }
+}
+
 // karbonAPI sends a write to the Karbon double's API, as a Karbon user's
 // app would.
 func karbonAPI(k *vendortest.Karbon, method, path string, body any) error {
@@ -1168,17 +1174,17 @@ func recordChanges() []recordChange {
 					Lines: []string{"Bookkeeping"}, Total: "300.00", Status: "Accepted", AcceptedDate: at, Created: w.epoch, Updated: at})
 				return nil
 			}},
-		{double: "sharepoint", coll: "documents", what: "SharePoint file of Ada Client changed", is: filedUnder("Ada Client"), event: "document.updated",
+		{double: "sharepoint", coll: "documents", what: "SharePoint tax return of Ada Client changed", is: filedAs("Ada Client", "Tax return 2025.pdf"), event: "document.updated",
 			make: func(w *recordWorld, at time.Time) error {
 				w.l.Graph.Touch(w.l.Graph.Lookup(taxReturn("Ada Client")), at)
 				return nil
 			}},
-		{double: "google_drive", coll: "documents", what: "Google Drive file of Ada Client changed", is: filedUnder("Ada Client"), event: "document.updated",
+		{double: "google_drive", coll: "documents", what: "Google Drive tax return of Ada Client changed", is: filedAs("Ada Client", "Tax return 2025.pdf"), event: "document.updated",
 			make: func(w *recordWorld, at time.Time) error {
 				w.l.GDrive.Touch(w.l.GDrive.Lookup(taxReturn("Ada Client")), at)
 				return nil
 			}},
-		{double: "dropbox", coll: "documents", what: "Dropbox file of Ada Client changed", is: filedUnder("Ada Client"), event: "document.updated",
+		{double: "dropbox", coll: "documents", what: "Dropbox tax return of Ada Client changed", is: filedAs("Ada Client", "Tax return 2025.pdf"), event: "document.updated",
 			make: func(w *recordWorld, at time.Time) error {
 				w.l.Dropbox.Touch(w.l.Dropbox.Lookup(taxReturn("Ada Client")), at)
 				return nil

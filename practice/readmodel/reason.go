@@ -48,6 +48,9 @@ func Plainly(label, text string) string {
 	case strings.HasPrefix(code, "5") || strings.Contains(lower, "unavailable") || strings.Contains(lower, "connection refused") ||
 		strings.Contains(lower, "no such host") || strings.Contains(lower, "eof"):
 		return label + " is unavailable; the sync tries again."
+	case strings.Contains(lower, "paging repeats") || strings.Contains(lower, "next link repeats"):
+		// A vendor list that sends a page again would be read for ever.
+		return label + "'s paging repeats a page the gateway already read, so the list cannot be read to its end; the sync tries again."
 	case strings.Contains(lower, "unreadable") || strings.Contains(lower, "decoding") || strings.Contains(lower, "unexpected"):
 		return label + " answered with something the gateway cannot read; the sync tries again."
 	case !strings.Contains(text, ": ") && !urlInText.MatchString(text):
