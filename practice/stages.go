@@ -99,6 +99,49 @@ const (
 	StageUnder = "under"
 )
 
+// StageNames is a firm's stage map by its states' normalised names
+// (StateName), over what the names suggest; "" is a state the firm leaves
+// unmapped. Each records system keeps one, read by its vendor's states.
+type StageNames map[string]string
+
+// NewStageNames is the firm's map cfg by normalised name; system names
+// the adapter in the error of an entry that is not a stage.
+func NewStageNames(system string, cfg map[string]string) (StageNames, error) {
+	m := StageNames{}
+	for k, v := range cfg {
+		if v != "" && !ValidStage(v) {
+			return nil, fmt.Errorf("%s: stage_map %q: %q is not one of %v", system, k, v, JobStages)
+		}
+		m[StateName(k)] = v
+	}
+	return m, nil
+}
+
+// Set is what the firm's map says of state: ok when it names it, with ""
+// for a state the firm leaves unmapped.
+func (m StageNames) Set(state string) (stage string, ok bool) {
+	stage, ok = m[StateName(state)]
+	return stage, ok
+}
+
+// Of is the stage state maps to and why: the firm's map, else what its
+// name suggests; "" when neither (or the firm leaves it unmapped).
+func (m StageNames) Of(state string) (stage, source string) {
+	if state == "" {
+		return "", ""
+	}
+	if s, ok := m.Set(state); ok {
+		if s == "" {
+			return "", ""
+		}
+		return s, StageSet
+	}
+	if s, ok := SuggestStage(state); ok {
+		return s, StageSuggested
+	}
+	return "", ""
+}
+
 // CheckStageMap refuses a stage map whose entries name no state or map to
 // something other than a stage or "" (a state the firm leaves unmapped).
 func CheckStageMap(m map[string]string) error {

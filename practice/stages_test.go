@@ -85,3 +85,30 @@ func TestUnmappedStage(t *testing.T) {
 		t.Fatalf("%#v", err)
 	}
 }
+
+// A firm's map wins over the name's suggestion, matches whatever the
+// state's case or spacing, and can leave a suggested state unmapped.
+func TestStageNames(t *testing.T) {
+	m, err := NewStageNames("xpm", map[string]string{"Sent to client": "awaiting_client_approval", "In Review": "", "wip": "in_progress"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ state, stage, source string }{
+		{"sent to Client", "awaiting_client_approval", StageSet},
+		{"WIP", "in_progress", StageSet},
+		{"In review", "", ""}, // suggested, but the firm leaves it unmapped
+		{"Completed", "completed", StageSuggested},
+		{"Lunch", "", ""},
+		{"", "", ""},
+	} {
+		if stage, source := m.Of(c.state); stage != c.stage || source != c.source {
+			t.Errorf("%q maps to %q (%q), want %q (%q)", c.state, stage, source, c.stage, c.source)
+		}
+	}
+	if _, ok := m.Set("in  REVIEW"); !ok {
+		t.Error("the firm's unmapped entry is not found by its normalised name")
+	}
+	if _, err := NewStageNames("karbon", map[string]string{"Done": "finished"}); err == nil || !strings.Contains(err.Error(), "karbon: stage_map") {
+		t.Errorf("a map to no stage: %v", err)
+	}
+}

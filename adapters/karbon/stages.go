@@ -23,8 +23,7 @@ import (
 // names for every work item of every page would cost more than the rest
 // of the translation.
 type stageMap struct {
-	// set is the firm's map; "" is a status the firm leaves unmapped.
-	set  map[string]string
+	set  practice.StageNames
 	seen sync.Map // statusKey -> stage
 	n    atomic.Int32
 }
@@ -32,14 +31,11 @@ type stageMap struct {
 type statusKey struct{ primary, secondary, workStatus string }
 
 func newStageMap(cfg map[string]string) (*stageMap, error) {
-	m := &stageMap{set: map[string]string{}}
-	for k, v := range cfg {
-		if v != "" && !practice.ValidStage(v) {
-			return nil, fmt.Errorf("karbon: stage_map %q: %q is not one of %v", k, v, practice.JobStages)
-		}
-		m.set[practice.StateName(k)] = v
+	set, err := practice.NewStageNames("karbon", cfg)
+	if err != nil {
+		return nil, err
 	}
-	return m, nil
+	return &stageMap{set: set}, nil
 }
 
 // stage maps a work item's status to our stage (mapped); a work item
@@ -71,7 +67,7 @@ func (m *stageMap) mapped(primary, secondary, workStatus string) (stage, source 
 		if k == "" {
 			continue
 		}
-		if s, ok := m.set[practice.StateName(k)]; ok {
+		if s, ok := m.set.Set(k); ok {
 			if s != "" {
 				return s, practice.StageSet
 			}
@@ -89,21 +85,7 @@ func (m *stageMap) mapped(primary, secondary, workStatus string) (stage, source 
 }
 
 // primary is the stage of a primary status and why.
-func (m *stageMap) primary(primary string) (stage, source string) {
-	if primary == "" {
-		return "", ""
-	}
-	if s, ok := m.set[practice.StateName(primary)]; ok {
-		if s == "" {
-			return "", ""
-		}
-		return s, practice.StageSet
-	}
-	if s, ok := practice.SuggestStage(primary); ok {
-		return s, practice.StageSuggested
-	}
-	return "", ""
-}
+func (m *stageMap) primary(primary string) (stage, source string) { return m.set.Of(primary) }
 
 // target is the Karbon status a move to stage writes: the first status in
 // the tenant's own order that maps to it, a primary before its

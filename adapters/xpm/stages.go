@@ -15,35 +15,19 @@ import (
 // connection's as its administrator edits it) over what the states' names
 // suggest (practice.SuggestStage).
 type stageMap struct {
-	// set is the firm's map by the states' normalised names; "" is a
-	// state the firm leaves unmapped.
-	set map[string]string
+	set practice.StageNames
 }
 
 func newStageMap(cfg map[string]string) (*stageMap, error) {
-	m := &stageMap{set: map[string]string{}}
-	for k, v := range cfg {
-		if v != "" && !practice.ValidStage(v) {
-			return nil, fmt.Errorf("xpm: stage_map %q: %q is not one of %v", k, v, practice.JobStages)
-		}
-		m.set[practice.StateName(k)] = v
+	set, err := practice.NewStageNames("xpm", cfg)
+	if err != nil {
+		return nil, err
 	}
-	return m, nil
+	return &stageMap{set: set}, nil
 }
 
 // mapped is the stage state maps to and why; "" when none.
-func (m *stageMap) mapped(state string) (stage, source string) {
-	if s, ok := m.set[practice.StateName(state)]; ok {
-		if s == "" {
-			return "", ""
-		}
-		return s, practice.StageSet
-	}
-	if s, ok := practice.SuggestStage(state); ok {
-		return s, practice.StageSuggested
-	}
-	return "", ""
-}
+func (m *stageMap) mapped(state string) (stage, source string) { return m.set.Of(state) }
 
 // stage is the stage of a job in state; completed tells an unmapped state
 // of a job XPM has completed.
