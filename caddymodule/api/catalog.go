@@ -244,6 +244,73 @@ func catalogExamples() (map[string]any, error) {
 // one client's records.
 func exampleChanges() (map[string]practice.Change, error) {
 	at := time.Date(2026, 3, 12, 14, 5, 31, 482_000_000, time.UTC)
+	r := exampleRecords(at)
+	client, job, engagement, document, invoice := r.client, r.job, r.engagement, r.document, r.invoice
+	var (
+		movedFrom = with(job, func(j *practice.Job) { j.Stage = "in_progress"; j.Version-- })
+		completed = with(job, func(j *practice.Job) { j.Stage = "completed"; j.ClosedAt = &at; j.Version++ })
+		opened    = with(job, func(j *practice.Job) { j.Stage = "planned"; j.CreatedAt = &at; j.Version = 1 })
+		sent      = with(engagement, func(e *practice.Engagement) { e.Status = "sent"; e.SignedAt = nil; e.Version-- })
+		proposed  = with(sent, func(e *practice.Engagement) {
+			e.Status = "proposed"
+			e.CreatedAt = &at
+			e.Version = 1
+		})
+		issued = with(invoice, func(i *practice.Invoice) {
+			i.Status = "issued"
+			i.AmountDue = i.Total
+			i.PaidAt = nil
+			i.SettledVia = ""
+			i.Version--
+		})
+		draft          = with(issued, func(i *practice.Invoice) { i.Status = "draft"; i.IssuedOn = ""; i.DueOn = ""; i.Version-- })
+		newClient      = with(client, func(c *practice.Client) { c.Status = "prospect"; c.CreatedAt = &at; c.Version = 1 })
+		previousClient = with(client, func(c *practice.Client) { c.Email = "office@hartley-sons.example"; c.Version-- })
+	)
+	changes := map[string]practice.Change{}
+	for _, e := range []struct {
+		event         string
+		kind          practice.Kind
+		before, after any
+		note          string
+	}{
+		{dispatcher.ClientCreated, practice.Clients, nil, newClient, ""},
+		{dispatcher.ClientUpdated, practice.Clients, previousClient, client, ""},
+		{dispatcher.EngagementCreated, practice.Engagements, nil, proposed, ""},
+		{dispatcher.EngagementSigned, practice.Engagements, sent, engagement, ""},
+		{dispatcher.JobOpened, practice.Jobs, nil, opened, ""},
+		{dispatcher.JobStageChanged, practice.Jobs, movedFrom, job, "Draft accounts ready for partner review"},
+		{dispatcher.JobClosed, practice.Jobs, job, completed, "Accounts filed and approved"},
+		{dispatcher.DocumentFiled, practice.Documents, nil, document, ""},
+		{dispatcher.InvoiceRaised, practice.Invoices, draft, issued, ""},
+		{dispatcher.InvoicePaid, practice.Invoices, issued, invoice, ""},
+		{dispatcher.ClientDeleted, practice.Clients, client, nil, ""},
+		{dispatcher.JobDeleted, practice.Jobs, completed, nil, ""},
+		{dispatcher.DocumentDeleted, practice.Documents, document, nil, ""},
+		{dispatcher.InvoiceDeleted, practice.Invoices, draft, nil, ""},
+		{dispatcher.PersonDeleted, practice.People, r.person, nil, ""},
+	} {
+		c, err := exampleChange(e.event, e.kind, e.before, e.after, e.note, at)
+		if err != nil {
+			return nil, err
+		}
+		changes[e.event] = c
+	}
+	return changes, nil
+}
+
+// exampleSet is one firm's records as the examples show them.
+type exampleSet struct {
+	client     practice.Client
+	job        practice.Job
+	engagement practice.Engagement
+	document   practice.Document
+	invoice    practice.Invoice
+	person     practice.Person
+}
+
+// exampleRecords are the examples' records, each last changed at.
+func exampleRecords(at time.Time) exampleSet {
 	signedAt := at.Add(-3 * time.Minute)
 	client := practice.Client{ID: "cli_01KKH3Z8Q4V7N2B6T9R5W1M0XC", Object: "client", Name: "Hartley & Sons Ltd",
 		Type: "company", Status: "active", Owner: practice.Known("usr_01KF0M7C2R9T4V6X8Z1B3N5Q7W"), Email: "accounts@hartley-sons.example",
@@ -269,77 +336,32 @@ func exampleChanges() (map[string]practice.Change, error) {
 		Client: &client.ID, Status: "paid", Total: practice.Money{Amount: "2940.00", Currency: "GBP"},
 		AmountDue: practice.Money{Amount: "0.00", Currency: "GBP"}, IssuedOn: "2026-02-10", DueOn: "2026-03-12",
 		PaidAt: &at, SettledVia: "bank_transfer", CreatedAt: practice.KnownAt(at.AddDate(0, 0, -30)), UpdatedAt: at, Version: 3}
+	person := practice.Person{ID: *client.Owner, Object: "person", Name: "Priya Shah", Email: practice.Known("priya@acme-accountants.example"),
+		Role: "Manager", Active: true, CreatedAt: practice.KnownAt(at.AddDate(-2, 0, 0)), UpdatedAt: at, Version: 5}
+	return exampleSet{client: client, job: job, engagement: engagement, document: document, invoice: invoice, person: person}
+}
 
-	var (
-		movedFrom = with(job, func(j *practice.Job) { j.Stage = "in_progress"; j.Version-- })
-		completed = with(job, func(j *practice.Job) { j.Stage = "completed"; j.ClosedAt = &at; j.Version++ })
-		opened    = with(job, func(j *practice.Job) { j.Stage = "planned"; j.CreatedAt = &at; j.Version = 1 })
-		sent      = with(engagement, func(e *practice.Engagement) { e.Status = "sent"; e.SignedAt = nil; e.Version-- })
-		proposed  = with(sent, func(e *practice.Engagement) {
-			e.Status = "proposed"
-			e.CreatedAt = &at
-			e.Version = 1
-		})
-		issued = with(invoice, func(i *practice.Invoice) {
-			i.Status = "issued"
-			i.AmountDue = i.Total
-			i.PaidAt = nil
-			i.SettledVia = ""
-			i.Version--
-		})
-		draft          = with(issued, func(i *practice.Invoice) { i.Status = "draft"; i.IssuedOn = ""; i.DueOn = ""; i.Version-- })
-		newClient      = with(client, func(c *practice.Client) { c.Status = "prospect"; c.CreatedAt = &at; c.Version = 1 })
-		previousClient = with(client, func(c *practice.Client) { c.Email = "office@hartley-sons.example"; c.Version-- })
-		person         = practice.Person{ID: *client.Owner, Object: "person", Name: "Priya Shah", Email: practice.Known("priya@acme-accountants.example"),
-			Role: "Manager", Active: true, CreatedAt: practice.KnownAt(at.AddDate(-2, 0, 0)), UpdatedAt: at, Version: 5}
-	)
-	changes := map[string]practice.Change{}
-	add := func(event string, kind practice.Kind, before, after any, note string) error {
-		c := practice.Change{ID: "chg_example_" + event, Firm: "frm_acme", Kind: kind, OccurredAt: at, Note: note}
-		var err error
-		if before != nil {
-			if c.Before, err = practice.Marshal(before); err != nil {
-				return err
-			}
-		}
-		if after == nil {
-			// A removal: after is null and the change names the record.
-			var rec struct {
-				ID string `json:"id"`
-			}
-			err = json.Unmarshal(c.Before, &rec)
-			c.ResourceID, c.After = rec.ID, json.RawMessage("null")
-			changes[event] = c
-			return err
-		}
-		if c.After, err = practice.Marshal(after); err != nil {
-			return err
-		}
-		changes[event] = c
-		return nil
-	}
-	for _, err := range []error{
-		add(dispatcher.ClientCreated, practice.Clients, nil, newClient, ""),
-		add(dispatcher.ClientUpdated, practice.Clients, previousClient, client, ""),
-		add(dispatcher.EngagementCreated, practice.Engagements, nil, proposed, ""),
-		add(dispatcher.EngagementSigned, practice.Engagements, sent, engagement, ""),
-		add(dispatcher.JobOpened, practice.Jobs, nil, opened, ""),
-		add(dispatcher.JobStageChanged, practice.Jobs, movedFrom, job, "Draft accounts ready for partner review"),
-		add(dispatcher.JobClosed, practice.Jobs, job, completed, "Accounts filed and approved"),
-		add(dispatcher.DocumentFiled, practice.Documents, nil, document, ""),
-		add(dispatcher.InvoiceRaised, practice.Invoices, draft, issued, ""),
-		add(dispatcher.InvoicePaid, practice.Invoices, issued, invoice, ""),
-		add(dispatcher.ClientDeleted, practice.Clients, client, nil, ""),
-		add(dispatcher.JobDeleted, practice.Jobs, completed, nil, ""),
-		add(dispatcher.DocumentDeleted, practice.Documents, document, nil, ""),
-		add(dispatcher.InvoiceDeleted, practice.Invoices, draft, nil, ""),
-		add(dispatcher.PersonDeleted, practice.People, person, nil, ""),
-	} {
-		if err != nil {
-			return nil, err
+// exampleChange is the change an event of kind is made from: before and
+// after as records (nil for none); a removal's after is null and the
+// change names the record.
+func exampleChange(event string, kind practice.Kind, before, after any, note string, at time.Time) (practice.Change, error) {
+	c := practice.Change{ID: "chg_example_" + event, Firm: "frm_acme", Kind: kind, OccurredAt: at, Note: note}
+	var err error
+	if before != nil {
+		if c.Before, err = practice.Marshal(before); err != nil {
+			return c, err
 		}
 	}
-	return changes, nil
+	if after == nil {
+		var rec struct {
+			ID string `json:"id"`
+		}
+		err = json.Unmarshal(c.Before, &rec)
+		c.ResourceID, c.After = rec.ID, json.RawMessage("null")
+		return c, err
+	}
+	c.After, err = practice.Marshal(after)
+	return c, err
 }
 
 // with returns a copy of v edited by edit.
