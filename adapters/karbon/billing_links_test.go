@@ -3,12 +3,16 @@ package karbon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/karbon"
 	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
@@ -261,4 +265,47 @@ func byIDs(records []map[string]any) map[string]map[string]any {
 		out[r["id"].(string)] = r
 	}
 	return out
+}
+
+// `ledger karbon` is opened with the firm's linker (firmsystem.Deps.Clients)
+// unless its block says link_clients off; another value is refused.
+func TestLedgerBlockLinksClients(t *testing.T) {
+	k := fixture(t)
+	linkedBilling(k)
+	records := &otherRecords{names: map[string]string{"Birch & Co": "cli_xpm-birch"}}
+	for _, tc := range []struct {
+		block, want string
+	}{
+		{"", "cli_xpm-birch"},
+		{"link_clients records", "cli_xpm-birch"},
+		{"link_clients off", ""},
+	} {
+		var m karbon.Ledger
+		d := caddyfile.NewTestDispenser(fmt.Sprintf("karbon {\n access_key %s\n bearer %s\n base_url %s\n %s\n}", k.AccessKey, k.Bearer, k.URL, tc.block))
+		if err := m.UnmarshalCaddyfile(d); err != nil {
+			t.Fatalf("%q: %v", tc.block, err)
+		}
+		if err := m.Validate(); err != nil {
+			t.Fatalf("%q: %v", tc.block, err)
+		}
+		opened, err := m.Open(firmsystem.Deps{Firm: "frm_acme", Clients: records})
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, err := opened.Reader.Get(context.Background(), live, practice.Invoices, "inv_IL01")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inv practice.Invoice
+		if err := json.Unmarshal(raw, &inv); err != nil {
+			t.Fatal(err)
+		}
+		if practice.ValueOf(inv.Client) != tc.want {
+			t.Errorf("%q: the invoice names %v, want %q", tc.block, inv.Client, tc.want)
+		}
+	}
+	m := karbon.Ledger{Config: karbon.Config{AccessKey: "k", Bearer: "b"}, LinkClients: "sometimes"}
+	if err := m.Validate(); err == nil {
+		t.Fatal("link_clients sometimes was taken")
+	}
 }
