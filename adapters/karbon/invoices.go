@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/adapters/xero"
@@ -227,7 +228,9 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invo
 		IssuedOn:  issued, DueOn: dueOn, UpdatedAt: updated, Version: practice.VersionAt(updated)}
 	if inv.Client != nil {
 		if ref, ok := refFromClientType(inv.Client.ClientType, inv.Client.ClientKey); ok {
-			rec.Client = practice.Known(ref.id())
+			if rec.Client, err = a.billed(ctx, ref, inv.Client.Name); err != nil {
+				return practice.Invoice{}, err
+			}
 		}
 	}
 	// Karbon publishes no creation time on an invoice: it is the invoice
@@ -260,6 +263,28 @@ func (a *Adapter) invoiceRecord(ctx context.Context, inv invoice) (practice.Invo
 	}
 	rec.UpdatedAt, rec.Version = seen.At, seen.Version()
 	return rec, nil
+}
+
+// billed is the practice's client an invoice bills. The records adapter
+// keeping its practice's invoices names the Karbon client itself. Karbon's
+// billing as the ledger asks the firm's records system, whichever it is
+// when asked: the same Karbon practice's answers the Karbon client by its
+// id (the candidate's Account), another its own client by linking's rule
+// (the name alone: Karbon's invoice carries no other key of the client),
+// and null when it has none certainly, or when linking is off. Never a
+// Karbon id that the firm's /v1/clients would answer 404 to.
+func (a *Adapter) billed(ctx context.Context, ref clientRef, name string) (*string, error) {
+	if a.role == "records" {
+		return practice.Known(ref.id()), nil
+	}
+	if a.clients == nil {
+		return nil, nil
+	}
+	l, err := a.clients.LinkClient(ctx, a.tenant(), linking.Candidate{Ref: ref.id(), Name: name, Account: a.c.BudgetAccount()})
+	if err != nil {
+		return nil, fmt.Errorf("karbon: client of billed client %s: %w", ref.id(), err)
+	}
+	return l.Ref(), nil
 }
 
 // invoiceStatus maps Karbon's InvoiceStatus onto ours. Approved (final,

@@ -28,7 +28,9 @@
 //     Karbon publishes no times for users; they read as the zero time.
 //   - invoice: id inv_<InvoiceKey>; number, total, amount due, currency,
 //     issued and due dates as Karbon gives them; client the billed
-//     client's cli_ id; status from InvoiceStatus and what is due
+//     client's cli_ id where Karbon is the firm's records system (the
+//     same practice), else the records system's client for it (linking's
+//     rule) or null; status from InvoiceStatus and what is due
 //     (invoiceStatus), nothing due on a voided one; settled_via and paid_at from the latest payment
 //     not reversed (a card or a bank debit through Karbon Payments, a
 //     manual payment by its method, Config.SettlementRails); updated_at
@@ -64,6 +66,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/practicegw/practicegw/adapters/kit/linking"
 	"github.com/practicegw/practicegw/adapters/kit/notifications"
 	"github.com/practicegw/practicegw/adapters/kit/paging"
 	"github.com/practicegw/practicegw/adapters/kit/upstream"
@@ -186,6 +189,10 @@ type Adapter struct {
 	// role is what the adapter is to the firm (records, ledger), whose
 	// notifications it keeps apart.
 	role string
+	// clients links the invoices of Karbon's billing as the firm's
+	// ledger to the firm's records system's clients; nil when linking
+	// is off (invoices name no client) or Karbon is the records system.
+	clients linking.Linker
 }
 
 // Option changes New.
@@ -199,6 +206,12 @@ func AsLedger() Option { return func(a *Adapter) { a.ledger = true } }
 // ledger): the two keep their notifications apart, each read by its own
 // sync.
 func InRole(role string) Option { return func(a *Adapter) { a.role = role } }
+
+// WithClientLinker links the invoices of Karbon's billing, in the ledger
+// role, to the firm's records system's clients through l (linking's
+// rule): the same practice's Karbon records keep the Karbon client, any
+// other records system names its own client for it, or none.
+func WithClientLinker(l linking.Linker) Option { return func(a *Adapter) { a.clients = l } }
 
 // heard tells the deps when a notification that led to a change came.
 func (a *Adapter) heard(at time.Time) {

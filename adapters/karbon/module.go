@@ -82,10 +82,15 @@ func (m *Module) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 //	    ...
 //	}
 //
-// Its options are Config's fields by their JSON names; with records
-// karbon it spends the same access key's allowance.
+// Its options are Config's fields by their JSON names, and link_clients;
+// with records karbon it spends the same access key's allowance.
 type Ledger struct {
 	Config
+	// LinkClients is "off" when invoices name no client; by default
+	// ("records") their client is the firm's records system's for the
+	// billed client (linking's rule: the Karbon client itself when the
+	// records system is the same Karbon practice), else null.
+	LinkClients string `json:"link_clients,omitempty"`
 }
 
 // CaddyModule returns the Caddy module information.
@@ -104,24 +109,32 @@ func (m *Ledger) Provision(caddy.Context) error {
 
 // Validate checks the configuration as New would use it.
 func (m *Ledger) Validate() error {
+	if _, err := firmsystem.Linked(m.LinkClients); err != nil {
+		return err
+	}
 	_, err := New(m.Config, upstream.Deps{})
 	return err
 }
 
 // UnmarshalCaddyfile reads the `ledger karbon { ... }` block.
 func (m *Ledger) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return firmsystem.UnmarshalCaddyfile(d, &m.Config)
+	return firmsystem.UnmarshalCaddyfile(d, m)
 }
 
 // Open connects the firm to its Karbon billing.
 func (m *Ledger) Open(d firmsystem.Deps) (firmsystem.Opened, error) {
 	cfg := m.Config
 	cfg.Firm = d.Firm
-	k, err := New(cfg, d.Upstream, AsLedger(), InRole("ledger"))
+	opts := []Option{AsLedger(), InRole("ledger")}
+	if l := firmsystem.Linker(d, m.LinkClients); l != nil {
+		opts = append(opts, WithClientLinker(l))
+	}
+	k, err := New(cfg, d.Upstream, opts...)
 	if err != nil {
 		return firmsystem.Opened{}, err
 	}
-	return firmsystem.Opened{Label: "Karbon", Reader: k, Client: k.Upstream(), Webhook: k.Webhook(d.Upstream.Changes)}, nil
+	return firmsystem.Opened{Label: "Karbon", Reader: k, Customers: "billed clients", Client: k.Upstream(),
+		Webhook: k.Webhook(d.Upstream.Changes)}, nil
 }
 
 // Interface guards

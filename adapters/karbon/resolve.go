@@ -55,13 +55,23 @@ const (
 )
 
 // LinkClient is the client a ledger's customer or a document store's
-// folder stands for (linking's rule): the one contact or organization
-// whose ExternalKey is the customer's id (Karbon sets it to the Xero
-// contact id or the Intuit customer id when the practice links its
-// ledger), else the one client of the normalised name. It implements
-// linking.Linker.
+// folder stands for (linking's rule): a client of this practice's own
+// billing by its id (the candidate's Account is this adapter's); else the
+// one contact or organization whose ExternalKey is the customer's id
+// (Karbon sets it to the Xero contact id or the Intuit customer id when
+// the practice links its ledger), else the one client of the normalised
+// name. It implements linking.Linker.
 func (a *Adapter) LinkClient(ctx context.Context, t practice.Tenant, c linking.Candidate) (linking.Link, error) {
 	if !a.serves(t) {
+		return linking.Link{}, nil
+	}
+	if c.Account != "" && c.Account == a.c.BudgetAccount() {
+		// The same practice's billing: the client is this practice's,
+		// whose id /v1/clients reads. A name it shares with another
+		// client would link nothing.
+		if ref, ok := parseClientID(c.Ref); ok {
+			return linking.Link{Client: ref.id(), Outcome: linking.Linked}, nil
+		}
 		return linking.Link{}, nil
 	}
 	if c.External != "" {

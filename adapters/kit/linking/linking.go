@@ -2,6 +2,9 @@
 // document store's client folder stands for, in the firm's records
 // system, by one rule whichever systems the firm pairs:
 //
+//  0. a customer of the records system's own vendor account (Karbon's
+//     billing beside the same practice's Karbon records: Candidate.Account)
+//     is that client, by its id;
 //  1. the vendor's own cross-reference first (Karbon's ExternalKey, set
 //     to the Xero contact id when the practice links Xero): the one client
 //     carrying it is the client, two or more are ambiguous;
@@ -39,6 +42,12 @@ type Candidate struct {
 	// Name, Email and TaxNumber are what the customer is known by; any
 	// may be empty.
 	Name, Email, TaxNumber string
+	// Account names the vendor account Ref is an id in, when the asking
+	// system's clients may be the records system's own (Karbon's billing
+	// beside Karbon's records): its upstream.Client.BudgetAccount, a
+	// digest of the account, never a credential. A records system of the
+	// same account takes Ref as its own client's id; empty otherwise.
+	Account string
 }
 
 // Outcome is how a candidate matched.
