@@ -3,6 +3,7 @@ package firms
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/practicegw/practicegw/adapters/firmsystem"
 	"github.com/practicegw/practicegw/adapters/kit/linking"
+	"github.com/practicegw/practicegw/adapters/kit/upstream"
 	"github.com/practicegw/practicegw/practice"
 	"github.com/practicegw/practicegw/practice/changes"
 	"github.com/practicegw/practicegw/practice/readmodel"
@@ -55,7 +57,20 @@ func (l firmLinker) LinkClient(ctx context.Context, t practice.Tenant, c linking
 	if !ok {
 		return linking.Link{}, nil
 	}
-	return rl.LinkClient(ctx, t, c)
+	later := practice.LaterOf(ctx)
+	if later == nil {
+		return rl.LinkClient(ctx, t, c)
+	}
+	// A first read (a ledger's backfill) does not queue behind the
+	// records system's own sync for its allowance: a link it cannot have
+	// at once is left for the read that follows the first one, which
+	// waits its turn.
+	link, err := rl.LinkClient(upstream.WithoutWaiting(ctx), t, c)
+	if err != nil && errors.Is(err, practice.ErrUnavailable) && ctx.Err() == nil {
+		later.Leave()
+		return linking.Link{Outcome: linking.Later}, nil
+	}
+	return link, err
 }
 
 // linkerFor is the linker the firm's system in role asks through,

@@ -91,7 +91,7 @@ func (a *Adapter) LinkClient(ctx context.Context, t practice.Tenant, c linking.C
 // collection, while the directory cannot be read.
 func (a *Adapter) clientByName(ctx context.Context, name string) (linking.Link, error) {
 	l, err := a.nameInDirectory(ctx, name)
-	if err != nil && ctx.Err() == nil {
+	if err != nil && ctx.Err() == nil && !upstream.Refused(err) {
 		return a.lookup(ctx, "FullName", strings.TrimSpace(name))
 	}
 	return l, err
@@ -209,7 +209,9 @@ func (a *Adapter) readDirectory(ctx context.Context, miss bool) error {
 	})
 	if err != nil {
 		err = fmt.Errorf("karbon: read the client directory: %w", err)
-		if ctx.Err() == nil {
+		// A read refused for want of budget now (upstream.WithoutWaiting)
+		// sent nothing: Karbon's lists are no less readable.
+		if ctx.Err() == nil && !upstream.Refused(err) {
 			a.log.Warn("client names are looked up one by one for a minute", zap.Error(err))
 			a.dir.fail(start, err)
 		}

@@ -36,7 +36,13 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 		}
 	}
 	readAt := s.now()
-	page, err := s.sys.Reader.List(ctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
+	// A first read does not wait for another system of the firm to
+	// answer its records' links (a ledger's customers, asked of the
+	// records system, whose allowance its own backfill may be spending):
+	// what it leaves for later, the reconciliation that follows the
+	// backfill links.
+	lctx, later := practice.LinksLater(ctx)
+	page, err := s.sys.Reader.List(lctx, s.tenant(), k, practice.Query{Cursor: kp.Cursor, Limit: pageLimit})
 	var inv *practice.InvalidError
 	if errors.As(err, &inv) && kp.Cursor != "" {
 		// The adapter no longer continues from the saved cursor (a newer
@@ -58,6 +64,7 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	kp.Unusable = s.kindProgress(k).Unusable
 	s.mu.Unlock()
 	kp.Seen += len(page.Items) + len(page.Unusable)
+	kp.Relink = kp.Relink || later.Left() > 0
 	if page.Total > 0 {
 		kp.About = page.Total
 	}
@@ -78,8 +85,15 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	if !s.incremental(k) && s.vendorFeed == nil {
 		kp.PolledAt = kp.ReconciledAt
 	}
+	relink := kp.Relink
+	if relink {
+		// Links were left for later: the kind is reconciled next,
+		// waiting its turn for them.
+		kp.ReconciledAt, kp.Relink = time.Time{}, false
+	}
 	s.setKind(k, kp)
-	s.logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen))
+	s.logger.Info("backfill ended", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", kp.Seen),
+		zap.Bool("links_left_for_later", relink))
 	return nil
 }
 

@@ -230,6 +230,10 @@ type kindProgress struct {
 	// known, and asked for again at each of the kind's polls
 	// (unusable.go); at most maxUnusable.
 	Unusable map[string]string `json:"unusable,omitempty"`
+	// Relink says the backfill under way left links for later
+	// (practice.LinksLater): when it ends, the kind is reconciled at
+	// once to make them.
+	Relink bool `json:"relink,omitempty"`
 }
 
 func (s *Syncer) now() time.Time {

@@ -60,6 +60,11 @@ const (
 	Linked
 	// Ambiguous: more than one client matches, or the keys disagree.
 	Ambiguous
+	// Later: the records system could not be asked at once (its
+	// allowance spent by its own sync) during a first read that leaves
+	// links for later (practice.LinksLater): the record names no client
+	// until the read that follows the first one links it.
+	Later
 )
 
 func (o Outcome) String() string {
@@ -68,6 +73,8 @@ func (o Outcome) String() string {
 		return "linked"
 	case Ambiguous:
 		return "ambiguous"
+	case Later:
+		return "later"
 	}
 	return "missing"
 }

@@ -74,9 +74,11 @@ type Counted struct {
 	Tally  *Tally
 }
 
+// A link left for later is not an answer: the candidate counts once the
+// records system answers for it.
 func (c Counted) LinkClient(ctx context.Context, t practice.Tenant, cand Candidate) (Link, error) {
 	l, err := c.Linker.LinkClient(ctx, t, cand)
-	if err == nil {
+	if err == nil && l.Outcome != Later {
 		c.Tally.Note(cand.Ref, l.Outcome)
 	}
 	return l, err

@@ -340,7 +340,7 @@ func (c *Client) admit(ctx context.Context) error {
 		return nil
 	}
 	rate := keyedAllowance{Allowance{c.p.RateLimit, time.Duration(c.p.RatePeriod)}, c.budgetKey}
-	yield := practice.GivesWay(ctx)
+	yield := practice.GivesWay(ctx) && !waitsNot(ctx)
 	if !yield {
 		n := waitingFor(rate.key)
 		n.Add(1)
@@ -409,6 +409,10 @@ func (c *Client) take(ctx context.Context, a keyedAllowance, yield bool) error {
 			limit, per = leaving(limit, per)
 		}
 		wait, err := c.budget.Take(ctx, a.key, limit, per)
+		if err != nil && ctx.Err() != nil {
+			// The call is abandoned, not the budget down.
+			return ctx.Err()
+		}
 		if err != nil {
 			// A budget store that is down must not take the vendor
 			// down with it: the vendor's own 429s still guard.
@@ -418,7 +422,16 @@ func (c *Client) take(ctx context.Context, a keyedAllowance, yield bool) error {
 		if wait == 0 {
 			return nil
 		}
-		if waited+wait > time.Duration(c.p.MaxRetryWait) {
+		if waitsNot(ctx) {
+			c.outcomes[outcomeBudget].Inc()
+			return &practice.UnavailableError{Upstream: c.label, RetryAfter: wait,
+				Err: fmt.Errorf("%w: request budget of %d per %s spent", errNotNow, a.Limit, a.Per)}
+		}
+		if waited+wait > time.Duration(c.p.MaxRetryWait) && !yield {
+			// A caller waits for the answer; a sync's call that gives
+			// way has no one waiting and waits its turn instead, however
+			// long the vendor's rate takes (ctx ends it), rather than
+			// fail and be tried again.
 			c.outcomes[outcomeBudget].Inc()
 			return &practice.UnavailableError{Upstream: c.label, RetryAfter: wait,
 				Err: fmt.Errorf("request budget of %d per %s spent", a.Limit, a.Per)}
@@ -429,6 +442,32 @@ func (c *Client) take(ctx context.Context, a keyedAllowance, yield bool) error {
 		waited += wait
 	}
 }
+
+type withoutWaiting struct{}
+
+// WithoutWaiting marks ctx's calls as ones that take the vendor's budget
+// only when it has room now: one it would have to wait for is refused at
+// once (a practice.UnavailableError with the wait), unsent, and gives
+// way to nothing. A firm's other system asking this one for a link during
+// its first read leaves the link for later rather than queue behind this
+// system's own sync (practice.LinksLater).
+func WithoutWaiting(ctx context.Context) context.Context {
+	return context.WithValue(ctx, withoutWaiting{}, true)
+}
+
+func waitsNot(ctx context.Context) bool {
+	v, _ := ctx.Value(withoutWaiting{}).(bool)
+	return v
+}
+
+// errNotNow is the refusal of a call made WithoutWaiting that the budget
+// has no room for now.
+var errNotNow = errors.New("not sent without waiting")
+
+// Refused reports whether err is the refusal of a call made
+// WithoutWaiting for want of budget now: nothing was sent, and the vendor
+// is no less usable for it.
+func Refused(err error) bool { return errors.Is(err, errNotNow) }
 
 // leaving is how a call that gives way books an allowance booked as a
 // burst of limit per per: at the same rate, with half the burst left to

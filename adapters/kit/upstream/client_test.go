@@ -287,6 +287,45 @@ func TestBudget(t *testing.T) {
 	}
 }
 
+// A sync's call, which gives way and has no one waiting for it, waits
+// its turn for the budget however long it takes; a call made without
+// waiting (a first read's link, asked of another system) is refused at
+// once, unsent, and says so; a client's call fails once its wait passes
+// MaxRetryWait, as before.
+func TestASyncWaitsItsTurnAndACallWithoutWaitingIsRefused(t *testing.T) {
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	clock := vendortest.NewClock(time.Unix(1_700_000_000, 0))
+	// 3 a minute: a burst of one, then one every 20 s, past the 5 s a
+	// client's call waits.
+	c := newClient(t, srv.URL, upstream.Policy{RateLimit: 3, RatePeriod: upstream.Duration(time.Minute)}, clock, nil)
+	ctx := context.Background()
+	if _, err := c.Do(ctx, upstream.Request{Path: "/x"}); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	slept := len(clock.Slept())
+	_, err := c.Do(upstream.WithoutWaiting(practice.GivingWay(ctx)), upstream.Request{Path: "/x"})
+	if ra, ok := practice.RetryAfter(err); !ok || !upstream.Refused(err) || ra <= 0 || len(clock.Slept()) != slept || hits.Load() != 1 {
+		t.Fatalf("a call without waiting: err = %v (refused %v), slept %v, %d sent", err, upstream.Refused(err), clock.Slept()[slept:], hits.Load())
+	}
+	if _, err := c.Do(ctx, upstream.Request{Path: "/x"}); err == nil || upstream.Refused(err) {
+		t.Fatalf("a client's call 20 s from its turn: err = %v, want a plain unavailable", err)
+	}
+	start := clock.Now()
+	for i := range 3 {
+		if _, err := c.Do(practice.GivingWay(ctx), upstream.Request{Path: "/x"}); err != nil {
+			t.Fatalf("sync call %d: %v", i, err)
+		}
+	}
+	if waited := clock.Now().Sub(start); hits.Load() != 4 || waited < 40*time.Second {
+		t.Fatalf("3 sync calls: %d sent in all, after %v; want each in its turn, 20 s apart", hits.Load(), waited)
+	}
+}
+
 func TestRelativeRefusesOtherHosts(t *testing.T) {
 	c := newClient(t, "https://api.karbonhq.com", upstream.Policy{}, nil, nil)
 	if rel, err := c.Relative("https://api.karbonhq.com/v3/WorkItems?$skip=100"); err != nil || rel != "/v3/WorkItems?$skip=100" {
