@@ -221,6 +221,11 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 	if before != nil {
 		c.Before = json.RawMessage(before)
 	}
+	if an, ok := r.State.(Announcer); ok {
+		// Published first, kept after: reads wait for the state the
+		// change record announces, which a receiver may read at once.
+		defer an.Announcing(key)()
+	}
 	if err := sink.Publish(ctx, c); err != nil {
 		return false, fmt.Errorf("publish change %s: %w", c.ID, err)
 	}
@@ -228,6 +233,16 @@ func (r *Recorder) Observe(ctx context.Context, sink ChangeSink, o Observation) 
 		return true, fmt.Errorf("save state of %s: %w", key, err)
 	}
 	return true, nil
+}
+
+// Announcer is a StateStore that serves the states it keeps (the read
+// model). A change record is published before its state is kept, so
+// that a crash between the two loses no change; an Announcer is told
+// first, and holds reads of the record until done, so that a receiver
+// reading the record as it hears of the change reads that state or a
+// later one.
+type Announcer interface {
+	Announcing(key string) (done func())
 }
 
 // Removal is a record its vendor confirmed it no longer has: a

@@ -82,6 +82,7 @@ func (s *Syncer) backfillPage(ctx context.Context, k practice.Kind, kp kindProgr
 	// would read every page the backfill has just read.
 	kp.Backfilled, kp.Cursor, kp.About = true, "", kp.Seen
 	kp.ConfirmedAt, kp.PolledAt, kp.ReconciledAt = kp.Watermark, time.Time{}, s.now()
+	kp.FullFrom = kp.Watermark
 	if !s.incremental(k) && s.vendorFeed == nil {
 		kp.PolledAt = kp.ReconciledAt
 	}

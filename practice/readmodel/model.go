@@ -63,9 +63,12 @@ type Model struct {
 	// goBackground runs the catch-up; the model's own goroutine unless a
 	// test schedules it.
 	goBackground func(func(context.Context))
-	quit         chan struct{}
-	closeOnce    sync.Once
-	wg           sync.WaitGroup
+	// announcing are the records whose change records are being
+	// published, which reads wait for (announced.go).
+	announcing announcing
+	quit       chan struct{}
+	closeOnce  sync.Once
+	wg         sync.WaitGroup
 }
 
 // kindModel is one kind's records and what the sync says of them.
@@ -287,6 +290,7 @@ func (m *Model) List(ctx context.Context, t practice.Tenant, k practice.Kind, q 
 	if limit <= 0 {
 		limit = defaultLimit
 	}
+	m.awaitAnnounced(ctx, t, k, "")
 	var page practice.Page
 	err = m.whileLoaded(ctx, m.catchUpForRead, func() {
 		page = km.col.Page(q, limit)
@@ -305,6 +309,7 @@ func (m *Model) Get(ctx context.Context, t practice.Tenant, k practice.Kind, id 
 	if err != nil {
 		return nil, err
 	}
+	m.awaitAnnounced(ctx, t, k, id)
 	var raw json.RawMessage
 	if err := m.whileLoaded(ctx, m.catchUpForRead, func() { raw = m.linkedLocked(k, m.findLocked(km, id)) }); err != nil {
 		return nil, err

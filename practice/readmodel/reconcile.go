@@ -77,6 +77,7 @@ func (s *Syncer) reconcile(ctx context.Context, k practice.Kind) error {
 	kp := s.kindProgress(k)
 	kp.About, kp.Seen = len(seen), len(seen)
 	kp.Watermark, kp.ConfirmedAt, kp.ReconciledAt, kp.PolledAt = start, start, s.now(), s.now()
+	kp.FullFrom = start
 	s.mu.Unlock()
 	s.logger.Info("reconciled", zap.String("sync", s.name()), zap.String("kind", string(k)), zap.Int("records", len(seen)))
 	return nil

@@ -175,3 +175,75 @@ func TestALateStepDoesNotSaveOverTheNewHolder(t *testing.T) {
 		t.Fatalf("checkpoint by %q (%v), want the new holder b's", p.Holder, err)
 	}
 }
+
+// askedMidPass is a vendor at which, while a reconciliation lists its
+// clients, the firm deletes a client the listing has already shown and
+// then asks for a resync, as an administrator would after the deletion.
+type askedMidPass struct {
+	*readmodelsim.Vendor
+	during func(shown []json.RawMessage)
+}
+
+func (a *askedMidPass) List(ctx context.Context, t practice.Tenant, k practice.Kind, q practice.Query) (practice.Page, error) {
+	p, err := a.Vendor.List(ctx, t, k, q)
+	if during := a.during; err == nil && during != nil && k == practice.Clients && q.Cursor == "" && q.Filter.UpdatedSince.IsZero() {
+		a.during = nil
+		during(p.Items)
+	}
+	return p, err
+}
+
+// A resync asked for while a reconciliation lists is answered by a
+// reconciliation that starts after it, not by the one under way, which
+// read some pages before what the resync was asked about: a client the
+// vendor deleted from a page already read is removed.
+func TestAResyncAskedMidReconciliationIsAnsweredByTheNextOne(t *testing.T) {
+	ctx := context.Background()
+	clock := testclock.New(epoch)
+	vendor := readmodelsim.NewVendor(clock.Now, 3)
+	for i := range 10 {
+		vendor.Put(practice.Clients, fmt.Sprintf("cli_%03d", i), "Client")
+		vendor.Put(practice.Jobs, fmt.Sprintf("job_%03d", i), "Job")
+	}
+	reader := &askedMidPass{Vendor: vendor}
+	s, m := simSyncer(clock, readmodelsim.NewStore(clock.Now), reader, "one")
+	tick := func(n int) {
+		for range n {
+			s.Tick(ctx)
+			clock.Advance(time.Second)
+		}
+	}
+	tick(20)
+	if f, _ := m.Freshness(practice.Clients); !f.Backfilled || m.Count(practice.Clients) != 10 {
+		t.Fatalf("clients after the backfill: %d, %+v", m.Count(practice.Clients), f)
+	}
+
+	var gone string
+	reader.during = func(shown []json.RawMessage) {
+		var c struct{ ID string }
+		if err := json.Unmarshal(shown[0], &c); err != nil {
+			t.Fatal(err)
+		}
+		gone = c.ID
+		clock.Advance(time.Second)
+		vendor.Delete(practice.Clients, gone)
+		if err := s.Resync(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Resync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the hour's reconciliation interval and the minute's
+	// poll, which would not find a deletion anyway.
+	tick(20)
+	if gone == "" {
+		t.Fatal("no reconciliation listed the clients after the first resync")
+	}
+	if _, err := m.Get(ctx, live, practice.Clients, gone); err == nil {
+		t.Fatalf("%s, deleted at the vendor before the second resync was asked, is still served", gone)
+	}
+	if got := m.Count(practice.Clients); got != 9 {
+		t.Fatalf("%d clients, want the vendor's 9", got)
+	}
+}

@@ -219,7 +219,12 @@ type kindProgress struct {
 	Watermark    time.Time `json:"watermark,omitzero"`
 	ConfirmedAt  time.Time `json:"confirmed_at,omitzero"`
 	ReconciledAt time.Time `json:"reconciled_at,omitzero"`
-	PolledAt     time.Time `json:"polled_at,omitzero"`
+	// FullFrom is the start of the last full pass (backfill or
+	// reconciliation) that ended: it answers a reconciliation asked for
+	// before it, not one asked for while it listed, since it may have
+	// read the pages a change asked about before the change.
+	FullFrom time.Time `json:"full_from,omitzero"`
+	PolledAt time.Time `json:"polled_at,omitzero"`
 	// Error is this kind's last failure, since ErrorSince; the kind is
 	// tried again at RetryAt while the others go on.
 	Error      string    `json:"error,omitempty"`
@@ -234,6 +239,15 @@ type kindProgress struct {
 	// (practice.LinksLater): when it ends, the kind is reconciled at
 	// once to make them.
 	Relink bool `json:"relink,omitempty"`
+}
+
+// fullFrom is when the last full pass that ended started; a checkpoint
+// saved before passes kept their start has only their end.
+func (kp *kindProgress) fullFrom() time.Time {
+	if kp.FullFrom.IsZero() {
+		return kp.ReconciledAt
+	}
+	return kp.FullFrom
 }
 
 func (s *Syncer) now() time.Time {
@@ -475,7 +489,7 @@ func (s *Syncer) step(ctx context.Context) (more bool, err error) {
 	for _, k := range s.sys.Kinds {
 		s.mu.Lock()
 		kp := *s.kindProgress(k)
-		asked := s.progress.ReconcileFrom.After(kp.ReconciledAt)
+		asked := s.progress.ReconcileFrom.After(kp.fullFrom())
 		s.mu.Unlock()
 		if now.Before(kp.RetryAt) {
 			continue
