@@ -245,7 +245,9 @@ func (r *Runtime) applyFirm(ctx context.Context, f *firm, want map[string]wanted
 	if recordsOf(before) != recordsOf(after) {
 		// Another records system (one connected, or its connection
 		// opened again): what the others could not link may link now.
-		f.relinker(r).recordsChanged()
+		// The first table that follows the connections is this
+		// process's start, not a change of the firm's records system.
+		f.relinker(r).recordsChanged(!before.followed)
 	}
 	return errors.Join(append(errs, r.closeAll(ctx, closing, want)...)...)
 }

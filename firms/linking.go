@@ -108,7 +108,7 @@ func (rl *relinker) clientsChanged(c practice.Change) {
 	if c.Kind != practice.Clients || !namesChanged(c) {
 		return
 	}
-	rl.recordsChanged()
+	rl.recordsChanged(false)
 }
 
 // recordsOf is the system serving a table's clients, nil for none.
@@ -120,8 +120,13 @@ func recordsOf(t *table) *system {
 }
 
 // recordsChanged schedules the reconciliation of the firm's systems that
-// may have records to link.
-func (rl *relinker) recordsChanged() {
+// may have records to link. started says the records system is the one
+// this process found at its start (its first view of the firm's
+// connections): the copies it loaded were linked against that system
+// already, so only what this process counted unlinked is reconciled,
+// not every system it has not read yet, which would read every ledger
+// and document store in full at every restart.
+func (rl *relinker) recordsChanged(started bool) {
 	tb := rl.f.table.Load()
 	var systems []*system
 	for _, s := range rl.f.systems {
@@ -135,10 +140,21 @@ func (rl *relinker) recordsChanged() {
 	for _, s := range systems {
 		// A tally with nothing counted is of a system mapped elsewhere (its
 		// sync's holder), which may count unlinked ones.
-		if s.tally != nil && len(s.syncs) > 0 && (s.tally.Unlinked() > 0 || s.tally.Counts().Candidates == 0) {
+		if len(s.syncs) > 0 && mayLink(s.tally, started) {
 			rl.schedule(s)
 		}
 	}
+}
+
+// mayLink reports whether a system counting into tally may have records a
+// new records system links: some it counted unlinked, or, unless the
+// records system is the one found at the start, none counted yet (its
+// copy loaded, or its sync held elsewhere).
+func mayLink(tally *linking.Tally, started bool) bool {
+	if tally == nil {
+		return false
+	}
+	return tally.Unlinked() > 0 || !started && tally.Counts().Candidates == 0
 }
 
 // namesChanged reports whether a client change may link a record: a

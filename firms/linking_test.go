@@ -86,3 +86,32 @@ func TestAFirstReadLeavesALinkForLaterWhenTheRecordsBudgetIsSpent(t *testing.T) 
 		t.Fatalf("tally %+v, want the one candidate linked", c)
 	}
 }
+
+// A records system found at the start reconciles only the systems that
+// counted unlinked records in this process; one connected later also
+// those that have counted nothing yet (their copy loaded, or their sync
+// held elsewhere), so a restart reads no ledger in full to link it again.
+func TestARestartReconcilesOnlyWhatItCountedUnlinked(t *testing.T) {
+	none, linked, unlinked := &linking.Tally{}, &linking.Tally{}, &linking.Tally{}
+	linked.Note("xc-1", linking.Linked)
+	unlinked.Note("xc-1", linking.Linked)
+	unlinked.Note("xc-2", linking.Missing)
+	for _, c := range []struct {
+		name    string
+		tally   *linking.Tally
+		started bool
+		want    bool
+	}{
+		{"no tally (a records system)", nil, false, false},
+		{"nothing counted, records connected", none, false, true},
+		{"nothing counted, records found at the start", none, true, false},
+		{"all linked", linked, false, false},
+		{"all linked, at the start", linked, true, false},
+		{"one unlinked", unlinked, false, true},
+		{"one unlinked, at the start", unlinked, true, true},
+	} {
+		if got := mayLink(c.tally, c.started); got != c.want {
+			t.Errorf("%s: reconciled %v, want %v", c.name, got, c.want)
+		}
+	}
+}
